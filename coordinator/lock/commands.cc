@@ -1,0 +1,172 @@
+// Command encoding, decoding and log descriptions (format in commands.h).
+#include "lock/commands.h"
+
+#include <type_traits>
+
+#include "lock/wire.h"
+
+namespace pgfence::lock {
+
+namespace {
+
+constexpr std::uint8_t kCommandVersion = 1;
+
+enum class Tag : std::uint8_t { kGrant = 1, kRelease = 2, kExpire = 3, kSetTokenFloor = 4 };
+
+// How many bytes of a key or owner describe() prints before "...".
+constexpr std::size_t kMaxDescribedBytes = kMaxKeyBytes;
+
+std::uint8_t tag_byte(Tag tag) {
+    return static_cast<std::uint8_t>(tag);
+}
+
+void encode_fields(std::string& out, const Grant& grant) {
+    wire::put_u8(out, tag_byte(Tag::kGrant));
+    wire::put_string(out, grant.key, kMaxKeyBytes, "grant key");
+    wire::put_u64(out, grant.lease_ms);
+    wire::put_string(out, grant.owner, kMaxOwnerBytes, "grant owner");
+}
+
+void encode_fields(std::string& out, const Release& release) {
+    wire::put_u8(out, tag_byte(Tag::kRelease));
+    wire::put_string(out, release.key, kMaxKeyBytes, "release key");
+    wire::put_u64(out, release.token);
+}
+
+void encode_fields(std::string& out, const Expire& expire) {
+    wire::put_u8(out, tag_byte(Tag::kExpire));
+    wire::put_string(out, expire.key, kMaxKeyBytes, "expire key");
+    wire::put_u64(out, expire.token);
+}
+
+void encode_fields(std::string& out, const SetTokenFloor& set) {
+    wire::put_u8(out, tag_byte(Tag::kSetTokenFloor));
+    wire::put_u64(out, set.floor);
+}
+
+std::optional<Command> decode_grant(wire::Reader& in) {
+    auto key = in.string("grant key", kMaxKeyBytes);
+    auto lease_ms = in.u64("grant lease_ms");
+    auto owner = in.string("grant owner", kMaxOwnerBytes);
+    if (!key || !lease_ms || !owner) return std::nullopt;
+    return Grant{std::move(*key), *lease_ms, std::move(*owner)};
+}
+
+template <typename KeyToken>
+std::optional<Command> decode_key_token(wire::Reader& in, std::string_view name) {
+    auto key = in.string(std::string(name) + " key", kMaxKeyBytes);
+    auto token = in.u64(std::string(name) + " token");
+    if (!key || !token) return std::nullopt;
+    return KeyToken{std::move(*key), *token};
+}
+
+std::optional<Command> decode_floor(wire::Reader& in) {
+    auto floor = in.u64("set_token_floor floor");
+    if (!floor) return std::nullopt;
+    return SetTokenFloor{*floor};
+}
+
+std::optional<Command> decode_body(wire::Reader& in) {
+    const std::size_t tag_offset = in.offset();
+    auto tag = in.u8("tag");
+    if (!tag) return std::nullopt;
+    switch (static_cast<Tag>(*tag)) {
+        case Tag::kGrant:
+            return decode_grant(in);
+        case Tag::kRelease:
+            return decode_key_token<Release>(in, "release");
+        case Tag::kExpire:
+            return decode_key_token<Expire>(in, "expire");
+        case Tag::kSetTokenFloor:
+            return decode_floor(in);
+    }
+    in.fail_at(tag_offset, "unknown command tag " + std::to_string(*tag) + " (known: 1..4)");
+    return std::nullopt;
+}
+
+// Quotes `text` for a log line: printable ASCII as is (with \" and \\),
+// every other byte as \xNN, so a hostile key cannot forge log lines.
+std::string quoted(std::string_view text) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out = "\"";
+    for (char c : text.substr(0, kMaxDescribedBytes)) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (byte >= 0x20 && byte < 0x7F) {
+            out += c;
+        } else {
+            out += "\\x";
+            out += kHex[byte >> 4];
+            out += kHex[byte & 0xF];
+        }
+    }
+    out += text.size() > kMaxDescribedBytes ? "\"..." : "\"";
+    return out;
+}
+
+}  // namespace
+
+std::string encode(const Command& cmd) {
+    std::string out;
+    wire::put_u8(out, kCommandVersion);
+    std::visit([&out](const auto& c) { encode_fields(out, c); }, cmd);
+    return out;
+}
+
+std::variant<Command, DecodeError> decode_command(std::string_view bytes) {
+    wire::Reader in(bytes, "command");
+    auto version = in.u8("version");
+    if (version && *version != kCommandVersion) {
+        in.fail_at(0, "unknown command version " + std::to_string(*version) +
+                          " (known: " + std::to_string(kCommandVersion) + ")");
+    }
+    std::optional<Command> cmd;
+    if (!in.failed()) cmd = decode_body(in);
+    if (!cmd || !in.expect_end()) return DecodeError{in.error()};
+    return std::move(*cmd);
+}
+
+std::string describe(const Command& cmd) {
+    return std::visit(
+        [](const auto& c) -> std::string {
+            using C = std::decay_t<decltype(c)>;
+            if constexpr (std::is_same_v<C, Grant>) {
+                return "grant key=" + quoted(c.key) + " lease_ms=" + std::to_string(c.lease_ms) +
+                       " owner=" + quoted(c.owner);
+            } else if constexpr (std::is_same_v<C, Release>) {
+                return "release key=" + quoted(c.key) + " token=" + std::to_string(c.token);
+            } else if constexpr (std::is_same_v<C, Expire>) {
+                return "expire key=" + quoted(c.key) + " token=" + std::to_string(c.token);
+            } else {
+                return "set_token_floor floor=" + std::to_string(c.floor);
+            }
+        },
+        cmd);
+}
+
+std::string describe(const Result& result) {
+    return std::visit(
+        [](const auto& r) -> std::string {
+            using R = std::decay_t<decltype(r)>;
+            if constexpr (std::is_same_v<R, Granted>) {
+                return "granted token=" + std::to_string(r.token);
+            } else if constexpr (std::is_same_v<R, GrantRejected>) {
+                return "grant_rejected holder_token=" + std::to_string(r.holder_token);
+            } else if constexpr (std::is_same_v<R, Released>) {
+                return "released";
+            } else if constexpr (std::is_same_v<R, NotFound>) {
+                return "not_found";
+            } else if constexpr (std::is_same_v<R, Expired>) {
+                return std::string("expired existed=") + (r.existed ? "true" : "false");
+            } else if constexpr (std::is_same_v<R, Noop>) {
+                return "noop";
+            } else {
+                return "floor_set floor=" + std::to_string(r.floor);
+            }
+        },
+        result);
+}
+
+}  // namespace pgfence::lock

@@ -1,0 +1,120 @@
+// The replicated lock commands and their results (DESIGN.md "Replicated
+// commands"), with their versioned binary encoding.
+//
+// Pure: std only. Decoding never trusts its input: hostile bytes yield a
+// DecodeError, never a crash, an over-read or an unbounded allocation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace pgfence::lock {
+
+using Token = std::uint64_t;
+
+constexpr std::size_t kMinKeyBytes = 1;
+constexpr std::size_t kMaxKeyBytes = 512;
+constexpr std::size_t kMaxOwnerBytes = 256;
+constexpr std::uint64_t kMaxLeaseMs = 24ull * 3600 * 1000;  // hard ceiling; servers configure less
+// Tokens are stored by pg_fence in a PostgreSQL bigint (signed 64-bit), so no
+// token, and no token floor, may exceed INT64_MAX. A Grant whose token would
+// be larger is rejected (GrantRejected{0}); a larger floor is ignored.
+constexpr std::uint64_t kMaxToken = 0x7fff'ffff'ffff'ffffull;
+
+// Acquire `key` for `lease_ms`. The token is not in the command: every member
+// computes it on apply (entry index + token floor), so all agree.
+struct Grant {
+    std::string key;
+    std::uint64_t lease_ms = 0;
+    std::string owner;  // optional; same non-empty owner re-acquiring gets its token back
+    bool operator==(const Grant&) const = default;
+};
+
+// Release `key` only if it is held with `token`.
+struct Release {
+    std::string key;
+    Token token = 0;
+    bool operator==(const Release&) const = default;
+};
+
+// Leader-initiated expiry: removes `key` only if it is held with `token`.
+struct Expire {
+    std::string key;
+    Token token = 0;
+    bool operator==(const Expire&) const = default;
+};
+
+// Bootstrap: raise the token floor so that tokens start above `floor`
+// (a cluster rebuilt from nothing must not undercut fences in databases).
+// The floor never decreases.
+struct SetTokenFloor {
+    Token floor = 0;
+    bool operator==(const SetTokenFloor&) const = default;
+};
+
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor>;
+
+// ---- results ----
+struct Granted {
+    Token token = 0;
+    bool operator==(const Granted&) const = default;
+};
+struct GrantRejected {
+    Token holder_token = 0;  // the token currently holding the key
+    bool operator==(const GrantRejected&) const = default;
+};
+struct Released {
+    bool operator==(const Released&) const = default;
+};
+struct NotFound {
+    bool operator==(const NotFound&) const = default;
+};
+struct Expired {
+    bool existed = false;
+    bool operator==(const Expired&) const = default;
+};
+struct Noop {
+    bool operator==(const Noop&) const = default;
+};
+struct FloorSet {
+    Token floor = 0;  // the floor in force after apply
+    bool operator==(const FloorSet&) const = default;
+};
+
+using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet>;
+
+struct DecodeError {
+    std::string message;  // says what was wrong and where (byte offset)
+};
+
+// Checks a key against the limits (1..512 bytes of valid UTF-8, no control
+// characters). Returns an empty string when valid, else why not.
+std::string validate_key(std::string_view key);
+
+// Checks an owner: 0..kMaxOwnerBytes bytes of valid UTF-8 without control
+// characters (empty = no owner). Returns an empty string when valid, else why not.
+std::string validate_owner(std::string_view owner);
+
+// Checks every field of a command against the limits (key, owner, 1 <= lease_ms
+// <= kMaxLeaseMs, floor <= kMaxToken). Leaders call it before proposing; the
+// state machine calls it on apply so a bad committed entry has a fixed outcome.
+// Returns an empty string when valid, else why not.
+std::string validate(const Command& cmd);
+
+// Encoding: [version u8 = 1][tag u8][fields...], integers little-endian fixed
+// width, strings as u32 length + bytes. Bounded by the limits above.
+// Tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
+// 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64}.
+// encode() throws std::length_error for a key or owner longer than its limit
+// (decode would reject it); every other command encodes, and
+// decode_command(encode(c)) == c. decode_command() checks structure and length
+// limits only; validate() checks the values.
+std::string encode(const Command& cmd);
+std::variant<Command, DecodeError> decode_command(std::string_view bytes);
+
+std::string describe(const Command& cmd);  // for logs: "grant key=... lease_ms=... owner=..."
+std::string describe(const Result& result);
+
+}  // namespace pgfence::lock

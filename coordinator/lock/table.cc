@@ -1,0 +1,129 @@
+// LockTable::apply and friends: the lock state machine (semantics in table.h).
+#include "lock/table.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <type_traits>
+
+namespace pgfence::lock {
+
+namespace {
+
+// Outcome of a Grant that is invalid, or whose token would exceed kMaxToken.
+// A held key's token is never 0 (tokens are index + floor with index >= 1).
+constexpr Token kInvalidGrantHolder = 0;
+
+}  // namespace
+
+Result LockTable::apply(std::uint64_t index, const Command& cmd) {
+    require_next_index(index);
+    Result result = std::visit([this, index](const auto& c) { return apply_one(index, c); }, cmd);
+    applied_index_ = index;
+    return result;
+}
+
+Result LockTable::apply_noop(std::uint64_t index) {
+    require_next_index(index);
+    applied_index_ = index;
+    return Noop{};
+}
+
+void LockTable::require_next_index(std::uint64_t index) const {
+    if (index <= applied_index_) {
+        throw std::logic_error("lock table: entry index " + std::to_string(index) +
+                               " applied after index " + std::to_string(applied_index_) +
+                               "; indexes must strictly increase");
+    }
+}
+
+Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
+    if (!validate(Command{grant}).empty()) return GrantRejected{kInvalidGrantHolder};
+    if (auto held = locks_.find(grant.key); held != locks_.end()) {
+        Lock& lock = held->second;
+        if (!grant.owner.empty() && grant.owner == lock.owner) {
+            lock.lease_ms = grant.lease_ms;  // an idempotent retry may change the lease
+            return Granted{lock.token};
+        }
+        return GrantRejected{lock.token};
+    }
+    if (index > kMaxToken - token_floor_) return GrantRejected{kInvalidGrantHolder};
+    const Token token = index + token_floor_;
+    if (token <= last_token_) {
+        throw std::logic_error("lock table: token " + std::to_string(token) +
+                               " does not exceed the last token " + std::to_string(last_token_));
+    }
+    locks_.emplace(grant.key, Lock{grant.key, token, grant.lease_ms, grant.owner});
+    last_token_ = token;
+    return Granted{token};
+}
+
+Result LockTable::apply_one(std::uint64_t /*index*/, const Release& release) {
+    if (!remove_if_held(release.key, release.token)) return NotFound{};
+    return Released{};
+}
+
+Result LockTable::apply_one(std::uint64_t /*index*/, const Expire& expire) {
+    return Expired{remove_if_held(expire.key, expire.token)};
+}
+
+Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {
+    if (set.floor <= kMaxToken) token_floor_ = std::max(token_floor_, set.floor);
+    return FloorSet{token_floor_};
+}
+
+bool LockTable::remove_if_held(std::string_view key, Token token) {
+    auto held = locks_.find(key);
+    if (held == locks_.end() || held->second.token != token) return false;
+    locks_.erase(held);
+    return true;
+}
+
+const Lock* LockTable::find(std::string_view key) const {
+    auto held = locks_.find(key);
+    return held == locks_.end() ? nullptr : &held->second;
+}
+
+std::vector<Lock> LockTable::list() const {
+    std::vector<Lock> out;
+    out.reserve(locks_.size());
+    for (const auto& [key, lock] : locks_) out.push_back(lock);
+    return out;
+}
+
+std::string LockTable::check_invariants() const {
+    if (token_floor_ > kMaxToken || last_token_ > kMaxToken) {
+        return "token floor " + std::to_string(token_floor_) + " or last token " +
+               std::to_string(last_token_) + " is above the maximum token";
+    }
+    if (applied_index_ == 0 && (token_floor_ != 0 || last_token_ != 0 || !locks_.empty())) {
+        return "nothing applied (applied index 0) but the table is not empty";
+    }
+    if (last_token_ > token_floor_ && last_token_ - token_floor_ > applied_index_) {
+        return "last token " + std::to_string(last_token_) + " exceeds applied index " +
+               std::to_string(applied_index_) + " + token floor " + std::to_string(token_floor_);
+    }
+    std::set<Token> tokens;
+    for (const auto& [key, lock] : locks_) {
+        if (auto problem = check_lock(key, lock); !problem.empty()) return problem;
+        if (!tokens.insert(lock.token).second) {
+            return "token " + std::to_string(lock.token) + " is held by two keys";
+        }
+    }
+    return {};
+}
+
+std::string LockTable::check_lock(std::string_view key, const Lock& lock) const {
+    if (lock.key != key) return "lock filed under a different key than its own";
+    if (auto problem = validate(Command{Grant{lock.key, lock.lease_ms, lock.owner}});
+        !problem.empty()) {
+        return "invalid lock: " + problem;
+    }
+    if (lock.token == 0 || lock.token > last_token_) {
+        return "lock token " + std::to_string(lock.token) + " is outside 1..last token " +
+               std::to_string(last_token_);
+    }
+    return {};
+}
+
+}  // namespace pgfence::lock

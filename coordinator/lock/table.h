@@ -1,0 +1,87 @@
+// The lock table: the replicated state machine every member applies in log order.
+//
+// Deterministic: the same entries applied in the same order give the same
+// table and the same results on every member. Pure: std only, no clock (lease
+// deadlines are the server's, leader-local; here a lock lives until a
+// committed Release or Expire removes it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "lock/commands.h"
+
+namespace pgfence::lock {
+
+struct Lock {
+    std::string key;
+    Token token = 0;
+    std::uint64_t lease_ms = 0;
+    std::string owner;
+    bool operator==(const Lock&) const = default;
+};
+
+class LockTable {
+  public:
+    // Applies one committed command found at log `index` (> applied_index();
+    // otherwise std::logic_error and the table is unchanged).
+    // Grant's token is index + token_floor(). Outcomes:
+    //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
+    //   Grant, key free, index + floor <= kMaxToken -> Granted{index + floor}
+    //   Grant, key free, index + floor > kMaxToken  -> GrantRejected{0}
+    //   Grant, held by the same non-empty owner   -> Granted{existing token}; the lock's
+    //                                                lease_ms becomes the new one
+    //   Grant, held otherwise                     -> GrantRejected{holder token}
+    //   Release / Expire with the holder's token  -> Released / Expired{true}
+    //   Release / Expire otherwise                -> NotFound / Expired{false}
+    //   SetTokenFloor{f}                          -> FloorSet{max(floor, f)}; f > kMaxToken
+    //                                                is ignored
+    // A held key's token is never 0, so GrantRejected{0} always means "invalid".
+    Result apply(std::uint64_t index, const Command& cmd);
+
+    // A committed entry that is not a command (the leader's no-op) or that
+    // failed to decode still advances applied_index(); returns Noop.
+    Result apply_noop(std::uint64_t index);
+
+    const Lock* find(std::string_view key) const;
+    std::vector<Lock> list() const;  // sorted by key
+    std::size_t size() const { return locks_.size(); }
+    std::uint64_t applied_index() const { return applied_index_; }
+    Token token_floor() const { return token_floor_; }
+    Token last_token() const { return last_token_; }  // largest token ever granted (0: none)
+
+    // Snapshot encoding: [version u8 = 1][applied u64][floor u64][last_token u64]
+    // [count u32] then per lock key, token, lease_ms, owner. restore() checks
+    // every bound and fails with DecodeError on anything malformed.
+    std::string snapshot() const;
+    static std::variant<LockTable, DecodeError> restore(std::string_view bytes);
+
+    // Checks the table's invariants (every lock valid, tokens unique and in
+    // 1..last_token, last_token <= applied_index + token_floor, ...). Returns
+    // an empty string when they hold, else the first one broken. restore()
+    // uses it; tests and the simulation call it after every step.
+    std::string check_invariants() const;
+
+    bool operator==(const LockTable&) const = default;
+
+  private:
+    void require_next_index(std::uint64_t index) const;
+    Result apply_one(std::uint64_t index, const Grant& grant);
+    Result apply_one(std::uint64_t index, const Release& release);
+    Result apply_one(std::uint64_t index, const Expire& expire);
+    Result apply_one(std::uint64_t index, const SetTokenFloor& set);
+    bool remove_if_held(std::string_view key, Token token);
+    std::string check_lock(std::string_view key, const Lock& lock) const;
+
+    std::map<std::string, Lock, std::less<>> locks_;
+    std::uint64_t applied_index_ = 0;
+    Token token_floor_ = 0;
+    Token last_token_ = 0;
+};
+
+}  // namespace pgfence::lock

@@ -1,0 +1,214 @@
+// The Raft consensus core: a deterministic state machine driven by its caller.
+//
+// Inputs:  tick(), step(Message), propose(bytes), read_index(context),
+//          transfer_leadership(id), compact(...).
+// Output:  ready() -> Ready: what to persist, send and apply, in that order;
+//          then advance(ready) once the caller has done it.
+//
+// No sockets, files, clocks, threads or global random: time is tick() calls
+// and randomness comes from Config::random_seed. Given the same constructor
+// arguments and the same sequence of calls, the core produces the same
+// outputs (the simulation depends on it).
+//
+// Threading: not thread-safe; one thread (the server's event loop, or the
+// simulator) owns a Raft object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raft/storage.h"
+#include "raft/types.h"
+
+namespace pgfence::raft {
+
+struct Config {
+    NodeId id = kNoNode;
+    std::vector<NodeId> members;  // all voting members, including `id`
+    std::uint64_t cluster_id = 0;  // messages with another cluster_id are dropped
+
+    int heartbeat_ticks = 1;   // leader sends heartbeats every this many ticks
+    int election_ticks = 10;   // election timeout is random in [election_ticks, 2*election_ticks)
+    bool pre_vote = true;      // thesis §9.6
+    bool check_quorum = true;  // thesis §6.2: leader steps down without a live majority
+
+    std::uint64_t random_seed = 1;  // the only source of randomness
+
+    // Limits on replication to one follower (pipelining, thesis §10.2.2).
+    std::size_t max_inflight_appends = 64;            // un-acked AppendRequests
+    std::size_t max_inflight_bytes = 8u << 20;        // their entry bytes in total
+    std::size_t max_append_bytes = 1u << 20;          // entry bytes in one AppendRequest
+    std::size_t max_entry_bytes = 64u << 10;          // largest command propose() accepts
+    std::size_t max_uncommitted_bytes = 64u << 20;    // propose() refuses past this backlog
+};
+
+// What the caller must do, in this order (each field says where it belongs):
+//   1. persist: hard_state, snapshot, entries      (durably, e.g. one fdatasync)
+//   2. send:    messages_now may go out at once, in parallel with step 1;
+//               messages go out only after step 1 is durable
+//   3. apply:   snapshot (restore the state machine), then committed entries
+//               in order; then serve reads whose index <= applied index
+//   4. advance(ready)
+// Between ready() and advance() the caller may keep calling tick/step/propose;
+// has_ready() stays false until advance().
+struct Ready {
+    // Persist before sending `messages`. Set only when changed.
+    std::optional<HardState> hard_state;
+
+    // A snapshot received from the leader. Persist it (and discard entries it
+    // covers, see MemoryStorage::apply_snapshot) before `entries`; restore the
+    // state machine from it before applying `committed`.
+    std::optional<Snapshot> snapshot;
+
+    // Entries to append durably. If the first entry's index is <= the last
+    // persisted index, the persisted suffix from that index on is discarded
+    // first (the leader overwrote a conflicting suffix).
+    std::vector<Entry> entries;
+
+    // Leader's AppendRequests/Heartbeats/SnapshotRequests/TimeoutNow: these do not depend
+    // on this batch being durable, so they may be sent while it is written
+    // (thesis §10.2.1). The leader counts its own log in the quorum only after
+    // advance() says it is durable.
+    std::vector<Message> messages_now;
+
+    // Everything else (votes, append acks, campaign requests): send only after
+    // hard_state and entries are durable.
+    std::vector<Message> messages;
+
+    // Committed entries to apply, in index order, contiguous with the last
+    // batch. Only entries already durable on this member appear here.
+    std::vector<Entry> committed;
+
+    // ReadIndex results confirmed by a quorum round in this member's current
+    // leadership: safe once applied index >= ReadState::index.
+    std::vector<ReadState> reads;
+
+    // read_index() contexts that can no longer be confirmed (leadership lost
+    // or transfer started): the caller fails them.
+    std::vector<std::uint64_t> dropped_reads;
+
+    bool empty() const;
+};
+
+// Bound on read_index() requests pending at once on a leader.
+constexpr std::size_t kMaxPendingReads = 4096;
+
+enum class ProposeError : std::uint8_t {
+    kNone,
+    kNotLeader,
+    kTransferring,  // leadership transfer in progress
+    kTooLarge,      // command larger than max_entry_bytes
+    kBacklog,       // max_uncommitted_bytes reached
+};
+
+const char* to_string(ProposeError err);
+
+struct ProposeResult {
+    ProposeError error = ProposeError::kNone;
+    Index index = 0;  // where the entry will be if it commits
+    Term term = 0;
+};
+
+// Per-follower replication mode (etcd's Progress states, thesis §10.2.2):
+// probe sends one AppendRequest at a time until the follower's match is found,
+// replicate pipelines up to the in-flight limits, snapshot waits for an
+// InstallSnapshot to be acknowledged.
+enum class ReplicationState : std::uint8_t { kProbe, kReplicate, kSnapshot };
+
+const char* to_string(ReplicationState state);
+
+struct PeerStatus {
+    NodeId id = kNoNode;
+    Index match = 0;
+    Index next = 0;
+    bool recently_active = false;
+    ReplicationState state = ReplicationState::kProbe;
+    std::size_t inflight_appends = 0;  // un-acked AppendRequests (replicate state)
+    std::size_t inflight_bytes = 0;    // their entry bytes
+};
+
+struct Status {
+    NodeId id = kNoNode;
+    Role role = Role::kFollower;
+    Term term = 0;
+    NodeId leader = kNoNode;
+    NodeId vote = kNoNode;
+    Index commit = 0;
+    Index applied = 0;
+    Index last_index = 0;
+    Index snapshot_index = 0;
+    Index stable_index = 0;         // last log index known durable (advance()d)
+    NodeId transfer_target = kNoNode;  // leader only: leadership transfer in progress
+    std::vector<PeerStatus> peers;  // filled on the leader only
+};
+
+class Raft {
+public:
+    // Restores term, vote, commit, snapshot and log from `storage`. The
+    // applied index starts at storage.snapshot().meta.index: the caller
+    // restores its state machine from that snapshot itself, then applies
+    // Ready::committed (entries after the snapshot up to the durable commit).
+    // Throws std::invalid_argument for a bad Config (the message says which
+    // field and value) or an inconsistent Storage (a gap after the snapshot).
+    Raft(const Config& config, const Storage& storage);
+    ~Raft();
+    Raft(const Raft&) = delete;
+    Raft& operator=(const Raft&) = delete;
+    Raft(Raft&&) noexcept;
+    Raft& operator=(Raft&&) noexcept;
+
+    // One unit of logical time.
+    void tick();
+
+    // A message from the network. Messages for another cluster or member are
+    // dropped (and counted in dropped_messages()).
+    void step(const Message& m);
+
+    // Appends a command to the leader's log.
+    ProposeResult propose(std::string command);
+
+    // Asks the leader to confirm it is still leader (thesis §6.4). Returns
+    // false at once if this member is not the leader, a leadership transfer is
+    // in progress, or kMaxPendingReads reads are already pending; otherwise
+    // the context later appears in Ready::reads or Ready::dropped_reads.
+    bool read_index(std::uint64_t context);
+
+    // Leader only: hands leadership to `target` (thesis §3.10). Proposals are
+    // refused until the transfer completes or aborts (after an election timeout).
+    bool transfer_leadership(NodeId target);
+
+    // The application took a snapshot of its state at `index` (<= applied)
+    // and persisted it. The core keeps it for InstallSnapshot and drops log
+    // entries at or below index - keep_entries from memory. Throws
+    // std::invalid_argument if index > applied; an index at or below the
+    // current snapshot is ignored (nothing newer to keep).
+    void compact(Index index, std::string data, Index keep_entries);
+
+    bool has_ready() const;
+    Ready ready();
+    void advance(const Ready& ready);
+
+    Status status() const;
+    Role role() const;
+    Term term() const;
+    NodeId leader() const;
+    NodeId id() const;
+    std::uint64_t dropped_messages() const;
+
+    // Debug invariant check (LogCabin's RaftConsensusInvariants): "" when all
+    // hold, otherwise a description of the first broken one. Cheap (O(members
+    // + a bounded log window)); tests and the simulation call it after every
+    // step. See invariants.cc for the list and the thesis sections.
+    std::string check_invariants() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pgfence::raft

@@ -1,0 +1,156 @@
+// Raft core value types: log entries, hard state, snapshots and messages.
+//
+// Pure data: no I/O, no Boost, no clocks. Everything here is copied by value
+// between the core, the application and (later) the wire codec.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pgfence::raft {
+
+using Term = std::uint64_t;
+using Index = std::uint64_t;
+using NodeId = std::uint64_t;  // 0 means "nobody" (no vote, no leader)
+
+constexpr NodeId kNoNode = 0;
+
+enum class EntryType : std::uint8_t {
+    kNormal = 0,  // application command in `data`
+    kNoop = 1,    // a new leader's first entry of its term (thesis §6.4); empty data
+};
+
+struct Entry {
+    Term term = 0;
+    Index index = 0;
+    EntryType type = EntryType::kNormal;
+    std::string data;
+
+    bool operator==(const Entry&) const = default;
+};
+
+// The state that must be durable before a vote or an append is acknowledged
+// (Raft paper Figure 2, "Persistent state on all servers"). `commit` is stored
+// too so a restart can re-apply without waiting for the leader; it may lag.
+struct HardState {
+    Term term = 0;
+    NodeId vote = kNoNode;
+    Index commit = 0;
+
+    bool operator==(const HardState&) const = default;
+};
+
+// Identifies the state a snapshot captures: everything up to and including
+// (index, term), for the member set `members`.
+struct SnapshotMeta {
+    Index index = 0;
+    Term term = 0;
+    std::vector<NodeId> members;
+
+    bool operator==(const SnapshotMeta&) const = default;
+};
+
+struct Snapshot {
+    SnapshotMeta meta;
+    std::string data;  // opaque application state (the lock table)
+
+    bool empty() const { return meta.index == 0; }
+    bool operator==(const Snapshot&) const = default;
+};
+
+// ---- Messages -------------------------------------------------------------
+// Every message carries the cluster ID, sender, receiver and the sender's term
+// (in Message). The network may lose, delay, duplicate and reorder messages but
+// never corrupts them (the wire codec checks that).
+
+// RequestVote (Figure 2) and PreVote (thesis §9.6). For a pre-vote `term` in
+// Message is the term the sender *would* campaign in; nobody's term changes.
+struct VoteRequest {
+    bool pre_vote = false;
+    Index last_log_index = 0;
+    Term last_log_term = 0;
+    bool transfer = false;  // sent after TimeoutNow: ignore the leader-stickiness check (§3.10)
+    bool operator==(const VoteRequest&) const = default;
+};
+
+struct VoteResponse {
+    bool pre_vote = false;
+    bool granted = false;
+    bool operator==(const VoteResponse&) const = default;
+};
+
+// AppendEntries (Figure 2). An empty `entries` is a plain probe/heartbeat-like
+// append; dedicated heartbeats use Heartbeat below.
+struct AppendRequest {
+    Index prev_log_index = 0;
+    Term prev_log_term = 0;
+    std::vector<Entry> entries;
+    Index leader_commit = 0;
+    bool operator==(const AppendRequest&) const = default;
+};
+
+// On success `match_index` is the last index known to match the leader's log.
+// On rejection the hints implement fast back-off (thesis §5.3 "optimization"):
+// `reject_hint` is the follower's best guess of where the logs may agree
+// (<= its last index) and `hint_term` the follower's term at that index.
+struct AppendResponse {
+    bool success = false;
+    Index match_index = 0;
+    Index reject_index = 0;  // the prev_log_index of the rejected request
+    Index reject_hint = 0;
+    Term hint_term = 0;
+    bool operator==(const AppendResponse&) const = default;
+};
+
+// InstallSnapshot (thesis §5.4.2), sent whole (the lock table is small).
+struct SnapshotRequest {
+    Snapshot snapshot;
+    bool operator==(const SnapshotRequest&) const = default;
+};
+
+// Heartbeat: keeps followers' election timers quiet, carries the commit index
+// (capped at the follower's match index) and the ReadIndex round number.
+struct Heartbeat {
+    Index commit = 0;
+    std::uint64_t read_round = 0;
+    bool operator==(const Heartbeat&) const = default;
+};
+
+struct HeartbeatResponse {
+    std::uint64_t read_round = 0;
+    bool operator==(const HeartbeatResponse&) const = default;
+};
+
+// Leadership transfer (thesis §3.10): the target campaigns at once.
+struct TimeoutNow {
+    bool operator==(const TimeoutNow&) const = default;
+};
+
+using MessageBody = std::variant<VoteRequest, VoteResponse, AppendRequest, AppendResponse,
+                                 SnapshotRequest, Heartbeat, HeartbeatResponse, TimeoutNow>;
+
+struct Message {
+    std::uint64_t cluster_id = 0;
+    NodeId from = kNoNode;
+    NodeId to = kNoNode;
+    Term term = 0;
+    MessageBody body;
+
+    bool operator==(const Message&) const = default;
+};
+
+// A confirmed ReadIndex (thesis §6.4): once the application has applied up to
+// `index`, a read (or a leadership-dependent action) tagged `context` is safe.
+struct ReadState {
+    std::uint64_t context = 0;
+    Index index = 0;
+    bool operator==(const ReadState&) const = default;
+};
+
+enum class Role : std::uint8_t { kFollower, kPreCandidate, kCandidate, kLeader };
+
+const char* to_string(Role role);
+
+}  // namespace pgfence::raft

@@ -1,0 +1,231 @@
+#include "storage/durable_storage.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "storage/meta_files.h"
+
+namespace pgfence::storage {
+namespace {
+
+constexpr const char* kLockFile = "LOCK";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_known_file(const std::string& name) {
+    std::uint64_t seq = 0;
+    return name == kLockFile || name == kIdentityFile || name == kHardStateFile ||
+           name == kSnapshotFile || parse_segment_file_name(name, seq);
+}
+
+std::string parent_of(const std::string& dir) {
+    std::string d = dir;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    const auto slash = d.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : d.substr(0, slash);
+}
+
+}  // namespace
+
+DurableStorage::DurableStorage(std::string dir, const StorageOptions& options)
+    : dir_(std::move(dir)), options_(options) {}
+
+void DurableStorage::warn(std::string message) {
+    if (options_.on_warning) options_.on_warning(message);
+    warnings_.push_back(std::move(message));
+}
+
+std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir,
+                                                     std::uint64_t cluster_id,
+                                                     raft::NodeId member_id,
+                                                     const StorageOptions& options) {
+    if (cluster_id == 0 || member_id == raft::kNoNode) {
+        throw StorageError("opening " + dir + ": cluster ID and member ID must be non-zero");
+    }
+    const bool existed = path_exists(dir);
+    make_dir(dir);
+    if (!existed) sync_dir(parent_of(dir));
+    std::unique_ptr<DurableStorage> s(new DurableStorage(dir, options));
+    s->lock_directory();
+    s->check_identity(cluster_id, member_id);
+    s->durable_hard_state_ = load_hard_state(dir).value_or(raft::HardState{});
+    s->snapshot_ = load_snapshot(dir, options.max_snapshot_bytes).value_or(raft::Snapshot{});
+    std::vector<std::string> wal_warnings;
+    s->wal_ = Wal::open(dir, {options.segment_bytes}, wal_warnings);
+    for (std::string& w : wal_warnings) s->warn(std::move(w));
+    s->reconcile_log_with_snapshot();
+    s->hard_state_ = s->durable_hard_state_;
+    s->hard_state_.commit =
+        std::clamp(s->hard_state_.commit, s->snapshot_.meta.index, s->wal_->last_index());
+    return s;
+}
+
+// One process per data directory: a second open fails instead of corrupting.
+void DurableStorage::lock_directory() {
+    const std::string path = join_path(dir_, kLockFile);
+    lock_fd_ = open_file(path, O_RDWR | O_CREAT);
+    if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+        throw StorageError("data directory " + dir_ + " is in use by another process (" + path +
+                           " is locked: " + std::strerror(errno) + "); stop it first");
+    }
+}
+
+// Removes stale temp files; creates the identity of a new member, or checks
+// that an existing directory belongs to this cluster and member.
+void DurableStorage::check_identity(std::uint64_t cluster_id, raft::NodeId member_id) {
+    bool removed = false;
+    std::vector<std::string> others;
+    for (const std::string& name : list_dir(dir_)) {
+        if (ends_with(name, ".tmp")) {
+            warn(join_path(dir_, name) +
+                 ": removing a temporary file left by an interrupted write; "
+                 "the previous version of the file stays in use");
+            remove_file(join_path(dir_, name));
+            removed = true;
+        } else if (!is_known_file(name)) {
+            warn(join_path(dir_, name) + ": unknown file in the data directory, ignored");
+        } else if (name != kLockFile) {
+            others.push_back(name);
+        }
+    }
+    if (removed) sync_dir(dir_);
+    const std::optional<Identity> id = load_identity(dir_);
+    if (!id) {
+        if (!others.empty()) {
+            throw StorageError("data directory " + dir_ + " holds " + others.front() +
+                               " but no identity file: it was not created by pgfence or its "
+                               "identity was lost; refusing to use it (restore it or start empty)");
+        }
+        write_file_atomically(dir_, kIdentityFile, encode_identity({cluster_id, member_id}));
+        meta_syncs_ += 2;
+        return;
+    }
+    if (id->cluster_id != cluster_id || id->member_id != member_id) {
+        throw StorageError("data directory " + dir_ + " belongs to cluster " +
+                           std::to_string(id->cluster_id) + " member " +
+                           std::to_string(id->member_id) + ", not cluster " +
+                           std::to_string(cluster_id) + " member " + std::to_string(member_id) +
+                           "; refusing to start (wrong data directory "
+                           "or wrong --cluster-id/--id?)");
+    }
+}
+
+// At open: makes the recovered log consistent with the snapshot, repeating
+// whatever an interrupted snapshot install had not finished.
+void DurableStorage::reconcile_log_with_snapshot() {
+    const raft::Index s = snapshot_.meta.index;
+    const bool empty = wal_->first_index() > wal_->last_index();
+    if (s == 0) {
+        if (wal_->first_index() != 1 && !empty) {
+            throw StorageError(
+                "data directory " + dir_ + ": the log starts at index " +
+                std::to_string(wal_->first_index()) +
+                " but there is no snapshot: the earlier entries are lost (corruption)");
+        }
+        if (empty) wal_->set_empty_start(1);
+        return;
+    }
+    if (!empty && wal_->first_index() > s + 1) {
+        throw StorageError("data directory " + dir_ + ": the log starts at index " +
+                           std::to_string(wal_->first_index()) + " but the snapshot ends at " +
+                           std::to_string(s) + ": entries in between are lost (corruption)");
+    }
+    if (empty) {
+        wal_->set_empty_start(s + 1);
+        return;
+    }
+    place_log_after_snapshot(true);
+}
+
+// The log is non-empty and starts at or before snapshot index + 1: keep the
+// entries after the snapshot if the log holds the snapshot's last entry (or
+// starts right after it), else discard the log (it conflicts or is behind).
+void DurableStorage::place_log_after_snapshot(bool at_open) {
+    const raft::Index s = snapshot_.meta.index;
+    const raft::Index first = wal_->first_index();
+    const raft::Index last = wal_->last_index();
+    if (first == s + 1 && last >= first) return;
+    const bool holds =
+        first <= s && s <= last && wal_->read(s, s + 1).front().term == snapshot_.meta.term;
+    if (holds) {
+        wal_->drop_prefix(s);
+    } else {
+        if (at_open) {
+            warn(dir_ + ": the log [" + std::to_string(first) + ", " + std::to_string(last) +
+                 "] does not contain the snapshot's last entry (" + std::to_string(s) + ", term " +
+                 std::to_string(snapshot_.meta.term) +
+                 "); discarding it, as the interrupted snapshot install would have");
+        }
+        wal_->reset(s + 1);
+    }
+    wal_->sync();
+}
+
+void DurableStorage::write_hard_state(const raft::HardState& hs) {
+    write_file_atomically(dir_, kHardStateFile, encode_hard_state(hs));
+    meta_syncs_ += 2;
+    durable_hard_state_ = hs;
+}
+
+void DurableStorage::write_snapshot(const raft::Snapshot& snap) {
+    if (snap.empty() || snap.meta.index <= snapshot_.meta.index) {
+        throw StorageError("snapshot at index " + std::to_string(snap.meta.index) +
+                           " is not newer than the stored one at " +
+                           std::to_string(snapshot_.meta.index) + " (caller bug)");
+    }
+    const std::string bytes = encode_snapshot(snap);
+    if (bytes.size() > options_.max_snapshot_bytes) {
+        throw StorageError("snapshot of " + std::to_string(bytes.size()) + " bytes exceeds " +
+                           "max_snapshot_bytes " + std::to_string(options_.max_snapshot_bytes));
+    }
+    write_file_atomically(dir_, kSnapshotFile, bytes);
+    meta_syncs_ += 2;
+    snapshot_ = snap;
+}
+
+void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
+                             const std::vector<raft::Entry>& entries) {
+    if (hard_state != nullptr) {
+        if (hard_state->term != durable_hard_state_.term ||
+            hard_state->vote != durable_hard_state_.vote) {
+            write_hard_state(*hard_state);
+        }
+        hard_state_ = *hard_state;
+    }
+    if (snapshot != nullptr && !snapshot->empty()) {
+        write_snapshot(*snapshot);
+        const raft::Index s = snapshot->meta.index;
+        if (wal_->first_index() <= s + 1 && wal_->last_index() >= s) {
+            place_log_after_snapshot(false);
+        } else {
+            wal_->reset(s + 1);
+        }
+    }
+    wal_->append(entries);
+    wal_->sync();
+}
+
+void DurableStorage::save_snapshot(const raft::Snapshot& snap) {
+    if (snap.meta.index > wal_->last_index() || snap.meta.index < wal_->first_index()) {
+        throw StorageError("save_snapshot at index " + std::to_string(snap.meta.index) +
+                           " outside the stored log [" + std::to_string(wal_->first_index()) +
+                           ", " + std::to_string(wal_->last_index()) + "] (caller bug)");
+    }
+    write_snapshot(snap);
+    wal_->drop_prefix(snap.meta.index);
+    wal_->sync();
+}
+
+std::vector<raft::Entry> DurableStorage::entries(raft::Index lo, raft::Index hi) const {
+    return wal_->read(lo, hi);
+}
+
+}  // namespace pgfence::storage

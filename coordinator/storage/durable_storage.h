@@ -1,0 +1,108 @@
+// DurableStorage: the Raft core's storage on disk — the write-ahead log
+// (wal.h, which documents the whole data-directory format), the hard-state
+// file and the snapshot file. What a server persists each Ready into, and
+// what a restarted member's core is built from.
+//
+// Durability, per Ready (raft.h): persist() writes, in this order,
+//   1. hard state — only if term or vote changed: hardstate.tmp, fdatasync,
+//      rename, directory fsync. A change of commit alone is kept in memory
+//      and reaches disk with the next term/vote change (see below);
+//   2. an installed snapshot — snapshot.tmp, fdatasync, rename, dir fsync;
+//      then the log keeps the entries after it if it holds the snapshot's
+//      (index, term), else it is reset to start after it;
+//   3. entries — one WAL record, one write(), ONE fdatasync (group commit).
+// When persist() returns, everything in it is durable; a leader appending in
+// its own term pays exactly one fdatasync per batch.
+//
+// Why commit is not synced: Raft does not need a durable commit index; the
+// core recomputes it from the leader. It is stored only so a restarted member
+// can re-apply sooner, so after a restart hard_state().commit may lag (it is
+// raised to the snapshot index and capped at last_index()). Term and vote are
+// always durable before persist() returns, which is what safety needs.
+//
+// Why hard state is written before entries: after any crash, the durable
+// term is then never below the term of a durable entry.
+//
+// Memory: the log keeps one 32-byte location per WAL record of the entries
+// after the snapshot; entries() reads them back from the segment files.
+// Compaction (save_snapshot) bounds both.
+//
+// Errors: everything throws StorageError. After a failed persist() or
+// save_snapshot() the object must not be used again: stop the member and
+// restart it (a failed fsync cannot be retried safely).
+//
+// Threading: not thread-safe; one thread (the server's event loop) owns it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "raft/storage.h"
+#include "raft/types.h"
+#include "storage/file_util.h"
+#include "storage/wal.h"
+
+namespace pgfence::storage {
+
+struct StorageOptions {
+    std::uint64_t segment_bytes = 8u << 20;         // WAL segment rotation size
+    std::uint64_t max_snapshot_bytes = 256u << 20;  // larger snapshots are refused (write and read)
+    // Called for each warning (torn tail cut, stale temp file removed, ...)
+    // as it happens; warnings() keeps them too.
+    std::function<void(const std::string&)> on_warning;
+};
+
+class DurableStorage final : public raft::Storage {
+  public:
+    // Opens the data directory `dir` (creating it, one level, if missing).
+    // An empty directory becomes a new member with this identity; a directory
+    // of another cluster or member is refused. Throws StorageError.
+    static std::unique_ptr<DurableStorage> open(const std::string& dir, std::uint64_t cluster_id,
+                                                raft::NodeId member_id,
+                                                const StorageOptions& options = {});
+
+    raft::HardState hard_state() const override { return hard_state_; }
+    raft::Snapshot snapshot() const override { return snapshot_; }
+    raft::Index first_index() const override { return wal_->first_index(); }
+    raft::Index last_index() const override { return wal_->last_index(); }
+    std::vector<raft::Entry> entries(raft::Index lo, raft::Index hi) const override;
+
+    // Persists one Ready's hard_state, snapshot and entries (null/empty for
+    // none), durable on return. See the top of this file for the order.
+    void persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
+                 const std::vector<raft::Entry>& entries);
+
+    // The application took a snapshot (index <= last_index()): writes it
+    // atomically, then drops the log entries it covers (whole segments).
+    void save_snapshot(const raft::Snapshot& snapshot);
+
+    const std::vector<std::string>& warnings() const { return warnings_; }
+
+    // fdatasync/fsync calls made since open (tests check group commit).
+    std::uint64_t sync_count() const { return meta_syncs_ + wal_->sync_count(); }
+
+  private:
+    DurableStorage(std::string dir, const StorageOptions& options);
+    void warn(std::string message);
+    void lock_directory();
+    void check_identity(std::uint64_t cluster_id, raft::NodeId member_id);
+    void reconcile_log_with_snapshot();
+    void place_log_after_snapshot(bool at_open);
+    void write_hard_state(const raft::HardState& hs);
+    void write_snapshot(const raft::Snapshot& snap);
+
+    std::string dir_;
+    StorageOptions options_;
+    Fd lock_fd_;
+    std::unique_ptr<Wal> wal_;
+    raft::HardState hard_state_;          // latest given (commit may be ahead of disk)
+    raft::HardState durable_hard_state_;  // what the hardstate file holds
+    raft::Snapshot snapshot_;
+    std::vector<std::string> warnings_;
+    std::uint64_t meta_syncs_ = 0;
+};
+
+}  // namespace pgfence::storage

@@ -1,0 +1,47 @@
+// The small whole-file formats of a data directory: identity, hard state and
+// snapshot (layout documented in wal.h). Pure encode/decode functions plus
+// load helpers; files are always replaced with write_file_atomically().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "raft/types.h"
+
+namespace pgfence::storage {
+
+inline constexpr std::uint8_t kMetaVersion = 1;
+inline constexpr std::uint32_t kIdentityMagic = 0x44494650;   // "PFID"
+inline constexpr std::uint32_t kHardStateMagic = 0x53484650;  // "PFHS"
+inline constexpr std::uint32_t kSnapshotMagic = 0x4E534650;   // "PFSN"
+inline constexpr std::size_t kMaxSnapshotMembers = 1024;
+
+inline constexpr const char* kIdentityFile = "identity";
+inline constexpr const char* kHardStateFile = "hardstate";
+inline constexpr const char* kSnapshotFile = "snapshot";
+
+struct Identity {
+    std::uint64_t cluster_id = 0;
+    std::uint64_t member_id = 0;
+    bool operator==(const Identity&) const = default;
+};
+
+std::string encode_identity(const Identity& id);
+std::string encode_hard_state(const raft::HardState& hs);
+std::string encode_snapshot(const raft::Snapshot& snap);
+
+// Decoders throw StorageError naming `path` (and the byte offset) on any
+// mismatch: these files are only ever replaced atomically, so a bad one is
+// corruption, never a torn write.
+Identity decode_identity(std::string_view bytes, const std::string& path);
+raft::HardState decode_hard_state(std::string_view bytes, const std::string& path);
+raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path);
+
+// Reads and decodes dir/<file> if it exists.
+std::optional<Identity> load_identity(const std::string& dir);
+std::optional<raft::HardState> load_hard_state(const std::string& dir);
+std::optional<raft::Snapshot> load_snapshot(const std::string& dir, std::uint64_t max_bytes);
+
+}  // namespace pgfence::storage

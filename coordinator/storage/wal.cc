@@ -1,0 +1,326 @@
+#include "storage/wal.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+
+#include "storage/bytes.h"
+#include "storage/crc32c.h"
+#include "storage/wal_format.h"
+
+namespace pgfence::storage {
+namespace {
+
+[[noreturn]] void corrupt(const std::string& path, std::uint64_t offset, const std::string& what) {
+    throw StorageError(path + " is corrupt at byte " + std::to_string(offset) + ": " + what +
+                       ". This is not a torn write from a crash, so the member refuses to start "
+                       "rather than drop data it may have acknowledged. Restore this member from "
+                       "another one (remove its data directory and add it back to the cluster).");
+}
+
+}  // namespace
+
+std::string segment_file_name(std::uint64_t seq) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "wal-%016" PRIx64 ".seg", seq);
+    return buf;
+}
+
+bool parse_segment_file_name(const std::string& name, std::uint64_t& seq) {
+    if (name.size() != 24 || name.compare(0, 4, "wal-") != 0 || name.compare(20, 4, ".seg") != 0) {
+        return false;
+    }
+    seq = 0;
+    for (std::size_t i = 4; i < 20; ++i) {
+        const char c = name[i];
+        const int digit = (c >= '0' && c <= '9')   ? c - '0'
+                          : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                                   : -1;
+        if (digit < 0) return false;
+        seq = seq * 16 + static_cast<std::uint64_t>(digit);
+    }
+    return seq != 0;
+}
+
+Wal::Wal(std::string dir, const WalOptions& options) : dir_(std::move(dir)), options_(options) {}
+
+std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options,
+                               std::vector<std::string>& warnings) {
+    if (options.segment_bytes < kMinSegmentBytes || options.segment_bytes > kMaxSegmentBytes) {
+        throw StorageError("segment_bytes " + std::to_string(options.segment_bytes) +
+                           " is outside [" + std::to_string(kMinSegmentBytes) + ", " +
+                           std::to_string(kMaxSegmentBytes) + "]");
+    }
+    std::unique_ptr<Wal> wal(new Wal(dir, options));
+    std::vector<std::uint64_t> seqs;
+    for (const std::string& name : list_dir(dir)) {
+        std::uint64_t seq = 0;
+        if (parse_segment_file_name(name, seq)) seqs.push_back(seq);
+    }
+    if (seqs.size() > kMaxSegments) {
+        throw StorageError(dir + " holds " + std::to_string(seqs.size()) +
+                           " WAL segments, more than the limit of " + std::to_string(kMaxSegments));
+    }
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        Segment seg{seqs[i], join_path(dir, segment_file_name(seqs[i])), 0};
+        if (i > 0 && seqs[i] != seqs[i - 1] + 1) {
+            corrupt(seg.path, 0,
+                    "segment " + std::to_string(seqs[i - 1] + 1) +
+                        " before it is missing (segments must be contiguous)");
+        }
+        const std::string bytes = read_whole_file(seg.path, kMaxSegmentFileBytes);
+        wal->replay_segment(seg, bytes, i + 1 == seqs.size(), warnings);
+    }
+    if (wal->segments_.empty()) {
+        wal->create_segment(seqs.empty() ? 1 : seqs.back());
+    } else {
+        const Segment& last = wal->segments_.back();
+        wal->open_fd_ = open_file(last.path, O_WRONLY | O_APPEND);
+    }
+    return wal;
+}
+
+// Decodes one segment and replays its records. A torn tail of the newest
+// segment is cut off (or the whole segment dropped if its header is torn).
+void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool newest,
+                         std::vector<std::string>& warnings) {
+    Segment seg = seg_in;
+    const SegmentDecode d = decode_segment(bytes);
+    if (d.tail == SegmentTail::kCorrupt || (d.tail == SegmentTail::kTorn && !newest)) {
+        corrupt(seg.path, d.bad_offset, d.problem + (newest ? "" : " (not the newest segment)"));
+    }
+    if (!d.header_ok) {
+        // Interrupted creation of the newest segment: nothing was ever in it.
+        warnings.push_back(seg.path + ": torn segment header (" + d.problem +
+                           "); removing the segment, which held no records");
+        remove_file(seg.path);
+        sync_dir(dir_);
+        return;
+    }
+    if (d.seq != seg.seq) {
+        corrupt(seg.path, 5,
+                "header says seq " + std::to_string(d.seq) + " but the file name says " +
+                    std::to_string(seg.seq));
+    }
+    segments_.push_back(seg);
+    for (const RecordView& r : d.records) {
+        replay_record(seg, r.offset, static_cast<int>(r.type), r.payload);
+    }
+    segments_.back().bytes = d.valid_bytes;
+    if (d.tail == SegmentTail::kTorn) {
+        warnings.push_back(seg.path + ": torn write at byte " + std::to_string(d.bad_offset) +
+                           " (" + d.problem + "); truncating " +
+                           std::to_string(bytes.size() - d.valid_bytes) +
+                           " bytes of an append that was never made durable");
+        Fd fd = open_file(seg.path, O_WRONLY);
+        truncate_file(fd.get(), d.valid_bytes, seg.path);
+        sync_data(fd.get(), seg.path);
+        ++sync_count_;
+    }
+}
+
+void Wal::replay_record(const Segment& seg, std::uint64_t offset, int type,
+                        std::string_view payload) {
+    if (type == static_cast<int>(RecordType::kReset)) {
+        raft::Index next = 0;
+        std::string problem = decode_reset_payload(payload, next);
+        if (!problem.empty()) corrupt(seg.path, offset, problem);
+        records_.clear();
+        first_ = next_ = next;
+        anchored_ = true;
+        return;
+    }
+    EntriesPayload h;
+    std::string problem = decode_entries_payload(payload, h, 0, 0, nullptr);
+    if (!problem.empty()) corrupt(seg.path, offset, problem);
+    if (anchored_ && h.first_index > next_) {
+        corrupt(seg.path, offset,
+                "entries start at index " + std::to_string(h.first_index) +
+                    " but the log ends at " + std::to_string(next_ - 1));
+    }
+    if (!anchored_ || h.first_index < first_) {
+        records_.clear();
+        first_ = h.first_index;
+    } else {
+        forget_from(h.first_index);
+    }
+    anchored_ = true;
+    records_.push_back(
+        {h.first_index, h.count, static_cast<std::uint32_t>(payload.size()), seg.seq, offset});
+    next_ = h.first_index + h.count;
+}
+
+// Forgets (in memory) the stored entries with index >= index.
+void Wal::forget_from(raft::Index index) {
+    while (!records_.empty() && records_.back().first >= index) records_.pop_back();
+    if (!records_.empty()) {
+        RecordLoc& last = records_.back();
+        if (last.first + last.count > index)
+            last.count = static_cast<std::uint32_t>(index - last.first);
+    }
+    next_ = std::max(index, first_);
+}
+
+void Wal::create_segment(std::uint64_t seq) {
+    const std::string path = join_path(dir_, segment_file_name(seq));
+    Fd fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+    const std::string header = encode_segment_header(seq);
+    write_all(fd.get(), header, path);
+    sync_data(fd.get(), path);
+    sync_dir(dir_);
+    sync_count_ += 1;
+    segments_.push_back({seq, path, header.size()});
+    open_fd_ = std::move(fd);
+}
+
+// Starts a new segment when the open one is full (and holds a record). The
+// old one is made durable first, so only the newest segment can be torn.
+void Wal::rotate_if_full() {
+    const Segment& open = segments_.back();
+    if (open.bytes < options_.segment_bytes || open.bytes <= kSegmentHeaderBytes) return;
+    if (unsynced_) {
+        sync_data(open_fd_.get(), open.path);
+        ++sync_count_;
+        unsynced_ = false;
+    }
+    create_segment(open.seq + 1);
+}
+
+void Wal::write_pending(const std::string& bytes) {
+    if (bytes.empty()) return;
+    Segment& open = segments_.back();
+    write_all(open_fd_.get(), bytes, open.path);
+    open.bytes += bytes.size();
+    unsynced_ = true;
+}
+
+void Wal::append(const std::vector<raft::Entry>& batch) {
+    if (batch.empty()) return;
+    const raft::Index lo = batch.front().index;
+    if (lo < first_ || lo > next_) {
+        throw StorageError("WAL append at index " + std::to_string(lo) + " to a log holding [" +
+                           std::to_string(first_) + ", " + std::to_string(next_ - 1) +
+                           "]: would leave a gap or rewrite compacted entries (caller bug)");
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i].index != lo + i || batch[i].data.size() > kMaxEntryDataBytes) {
+            throw StorageError("WAL append: entry " + std::to_string(batch[i].index) +
+                               " is out of order or larger than " +
+                               std::to_string(kMaxEntryDataBytes) + " bytes (caller bug)");
+        }
+    }
+    forget_from(lo);
+    std::string pending;
+    std::size_t begin = 0;
+    while (begin < batch.size()) {
+        std::size_t end = begin;
+        std::size_t payload = kEntriesPayloadHeaderBytes;
+        while (end < batch.size() &&
+               payload + entry_encoded_bytes(batch[end]) <= kMaxRecordPayloadBytes) {
+            payload += entry_encoded_bytes(batch[end++]);
+        }
+        if (segments_.back().bytes + pending.size() >= options_.segment_bytes) {
+            write_pending(pending);
+            pending.clear();
+            rotate_if_full();
+        }
+        const std::uint64_t offset = segments_.back().bytes + pending.size();
+        encode_entries_record(pending, std::span(batch).subspan(begin, end - begin));
+        records_.push_back({batch[begin].index, static_cast<std::uint32_t>(end - begin),
+                            static_cast<std::uint32_t>(payload), segments_.back().seq, offset});
+        begin = end;
+    }
+    write_pending(pending);
+    next_ = lo + batch.size();
+}
+
+void Wal::reset(raft::Index next_index) {
+    rotate_if_full();
+    std::string pending;
+    encode_reset_record(pending, next_index);
+    write_pending(pending);
+    records_.clear();
+    first_ = next_ = next_index;
+}
+
+void Wal::set_empty_start(raft::Index next_index) {
+    if (next_ != first_) throw StorageError("WAL set_empty_start on a non-empty log (caller bug)");
+    first_ = next_ = next_index;
+}
+
+void Wal::sync() {
+    if (unsynced_) {
+        sync_data(open_fd_.get(), segments_.back().path);
+        ++sync_count_;
+        unsynced_ = false;
+    }
+    delete_unneeded_segments();
+}
+
+void Wal::drop_prefix(raft::Index index) {
+    if (index < first_) return;
+    if (index >= next_) {
+        throw StorageError("WAL drop_prefix(" + std::to_string(index) + ") past the last entry " +
+                           std::to_string(next_ - 1) + ": use reset() (caller bug)");
+    }
+    while (!records_.empty() && records_.front().first + records_.front().count <= index + 1) {
+        records_.pop_front();
+    }
+    first_ = index + 1;
+    next_ = std::max(next_, first_);
+}
+
+// Deletes segments older than the one holding the first live entry, oldest
+// first (so a crash leaves a contiguous suffix), then fsyncs the directory.
+// Called only when everything written is durable.
+void Wal::delete_unneeded_segments() {
+    const std::uint64_t keep_from = records_.empty() ? segments_.back().seq : records_.front().seq;
+    bool deleted = false;
+    while (segments_.size() > 1 && segments_.front().seq < keep_from) {
+        remove_file(segments_.front().path);
+        segments_.pop_front();
+        deleted = true;
+    }
+    if (deleted) sync_dir(dir_);
+}
+
+const Wal::Segment& Wal::segment(std::uint64_t seq) const {
+    return segments_[static_cast<std::size_t>(seq - segments_.front().seq)];
+}
+
+std::vector<raft::Entry> Wal::read(raft::Index lo, raft::Index hi) const {
+    if (lo < first_ || hi > next_ || lo > hi) {
+        throw StorageError("WAL read of [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                           ") outside the stored [" + std::to_string(first_) + ", " +
+                           std::to_string(next_) + ") (caller bug)");
+    }
+    std::vector<raft::Entry> out;
+    out.reserve(static_cast<std::size_t>(hi - lo));
+    auto it = std::upper_bound(records_.begin(), records_.end(), lo,
+                               [](raft::Index i, const RecordLoc& r) { return i < r.first; });
+    if (it != records_.begin()) --it;
+    std::map<std::uint64_t, Fd> fds;
+    for (; it != records_.end() && it->first < hi; ++it) {
+        const Segment& seg = segment(it->seq);
+        auto [fd_it, inserted] = fds.try_emplace(it->seq);
+        if (inserted) fd_it->second = open_file(seg.path, O_RDONLY);
+        const std::string rec =
+            pread_exact(fd_it->second.get(), it->offset, kRecordHeaderBytes + it->length, seg.path);
+        if (peek_u32(rec, 0) != crc32c(std::string_view(rec).substr(4))) {
+            corrupt(seg.path, it->offset, "record CRC mismatch on read (the file changed on disk)");
+        }
+        EntriesPayload h;
+        const raft::Index end = std::min(hi, it->first + it->count);
+        std::string problem = decode_entries_payload(
+            std::string_view(rec).substr(kRecordHeaderBytes), h, lo, end, &out);
+        if (!problem.empty()) corrupt(seg.path, it->offset, problem);
+    }
+    if (out.size() != hi - lo)
+        throw StorageError("WAL read: index bookkeeping is inconsistent (bug)");
+    return out;
+}
+
+}  // namespace pgfence::storage

@@ -1,0 +1,169 @@
+// The segmented write-ahead log of one member, and the on-disk format of its
+// whole data directory.
+//
+// ==== Data directory ==========================================================
+//   LOCK                      flock()ed while a process has the directory open
+//   identity                  cluster ID and member ID, written once at creation
+//   hardstate                 term, vote, commit (absent until the first vote/term)
+//   snapshot                  latest snapshot (absent until the first one)
+//   wal-<seq:016x>.seg        log segments, seq = 1, 2, 3 ... with no gaps
+//   *.tmp                     leftovers of an interrupted atomic write: removed at open
+//
+// identity, hardstate and snapshot are replaced atomically: written to
+// <name>.tmp, fdatasynced, renamed over <name>, directory fsynced. Each is
+//   [u32 magic][u8 version=1][body][u32 CRC32C of everything before it]
+//   identity  magic "PFID"  body: u64 cluster_id, u64 member_id
+//   hardstate magic "PFHS"  body: u64 term, u64 vote, u64 commit
+//   snapshot  magic "PFSN"  body: u64 index, u64 term, u32 n, n x u64 member,
+//                                 u64 data_length, data  (max: Options)
+// All integers are little-endian. A bad metadata file is corruption (it is
+// never torn: the rename is atomic).
+//
+// ==== Segments ================================================================
+// A segment file is a header followed by records, appended to and never
+// rewritten (except that a torn tail is cut off at open):
+//   header  [u32 magic "PFWL"][u8 version=1][u64 seq][u32 CRC32C of the 13 bytes]
+//   record  [u32 CRC32C of the next 5+length bytes][u32 length][u8 type][payload]
+// The CRC covers the length and type too, so a flipped length is detected.
+// length <= kMaxRecordPayloadBytes (8 MiB). Record types:
+//   1 entries  payload: u64 first_index, u32 count,
+//              count x (u64 term, u8 entry type, u32 data_length, data)
+//              Meaning: discard every stored entry with index >= first_index,
+//              then append these. This is how a conflicting suffix is truncated:
+//              by appending, so nothing durable is ever overwritten in place.
+//   2 reset    payload: u64 next_index. Discard every stored entry; the next
+//              entry will have next_index (an installed snapshot that
+//              conflicts with the log).
+// The log is the replay of all records of all segments in seq order. The
+// highest seq is the open segment, the one appended to; once it holds at least
+// segment_bytes it is fdatasynced and a new one is created (header written,
+// fdatasynced, directory fsynced) before anything is appended there. So every
+// segment but the newest was complete and durable before the next existed.
+//
+// One persist() batch is normally one record (it is split only when it is
+// larger than kMaxRecordPayloadBytes), appended with one write() and made
+// durable with one fdatasync (group commit).
+//
+// Compaction deletes whole segments from the oldest, up to (not including) the
+// segment holding the first entry after the snapshot; the oldest remaining
+// segment's first record then defines where the log starts.
+//
+// ==== Recovery ===============================================================
+// A bad record (short header, length over the limit, running past the end of
+// the file, CRC mismatch) is a torn tail only if it is in the newest segment
+// AND no valid record starts anywhere after it (checked by scanning every
+// later offset): that is what an interrupted, unsynced append leaves. It is
+// cut off with a warning. Anything else — a bad record in an older segment, a
+// bad record with valid data after it, a CRC-valid record of unknown type or
+// malformed content, a gap in seq or in indexes — is corruption: open fails
+// with the file and byte offset, and nothing is truncated.
+//
+// Threading: not thread-safe; one thread owns a Wal.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "raft/types.h"
+#include "storage/file_util.h"
+
+namespace pgfence::storage {
+
+inline constexpr std::uint64_t kMinSegmentBytes = 4096;
+inline constexpr std::uint64_t kMaxSegmentBytes = 256u << 20;    // largest segment_bytes option
+inline constexpr std::uint64_t kMaxSegmentFileBytes = 1u << 30;  // largest segment file read
+inline constexpr std::size_t kMaxSegments = 65536;
+
+struct WalOptions {
+    std::uint64_t segment_bytes = 8u << 20;  // rotate once the open segment holds this much
+};
+
+class Wal {
+  public:
+    // Opens the log in `dir` (creating the first segment if there is none),
+    // replaying every segment. Torn tails are cut and reported in `warnings`.
+    // Throws StorageError on corruption or I/O failure.
+    static std::unique_ptr<Wal> open(const std::string& dir, const WalOptions& options,
+                                     std::vector<std::string>& warnings);
+
+    // The stored entries are [first_index(), last_index()]; empty when
+    // last_index() + 1 == first_index().
+    raft::Index first_index() const { return first_; }
+    raft::Index last_index() const { return next_ - 1; }
+
+    // Writes `batch` (contiguous, first_index() <= batch[0].index <=
+    // last_index() + 1), discarding stored entries from batch[0].index on.
+    // Not durable until sync().
+    void append(const std::vector<raft::Entry>& batch);
+
+    // Discards every entry; the next one appended has next_index. Not durable
+    // until sync().
+    void reset(raft::Index next_index);
+
+    // Sets where an empty log starts (after recovery with a snapshot), without
+    // writing anything: an empty log's start is derived from the snapshot.
+    void set_empty_start(raft::Index next_index);
+
+    // Makes everything written durable (one fdatasync if anything was written),
+    // then deletes segments that hold no needed entry.
+    void sync();
+
+    // Forgets entries <= index (they are in a durable snapshot); segments are
+    // deleted by the next sync().
+    void drop_prefix(raft::Index index);
+
+    // Entries in [lo, hi), first_index() <= lo <= hi <= last_index() + 1, read
+    // from the segment files (CRC checked again).
+    std::vector<raft::Entry> read(raft::Index lo, raft::Index hi) const;
+
+    std::uint64_t sync_count() const { return sync_count_; }  // fdatasyncs so far
+    std::size_t segment_count() const { return segments_.size(); }
+
+  private:
+    struct Segment {
+        std::uint64_t seq = 0;
+        std::string path;
+        std::uint64_t bytes = 0;
+    };
+    // Where the entries [first, first + count) are: a record's payload.
+    struct RecordLoc {
+        raft::Index first = 0;
+        std::uint32_t count = 0;
+        std::uint32_t length = 0;
+        std::uint64_t seq = 0;
+        std::uint64_t offset = 0;  // of the record header
+    };
+
+    Wal(std::string dir, const WalOptions& options);
+    void replay_segment(const Segment& seg, std::string_view bytes, bool newest,
+                        std::vector<std::string>& warnings);
+    void replay_record(const Segment& seg, std::uint64_t offset, int type,
+                       std::string_view payload);
+    void forget_from(raft::Index index);
+    void create_segment(std::uint64_t seq);
+    void rotate_if_full();
+    void write_pending(const std::string& bytes);
+    void delete_unneeded_segments();
+    const Segment& segment(std::uint64_t seq) const;
+
+    std::string dir_;
+    WalOptions options_;
+    std::deque<Segment> segments_;   // by seq; back() is the open segment
+    std::deque<RecordLoc> records_;  // live entries, by index (and by position)
+    raft::Index first_ = 1;
+    raft::Index next_ = 1;
+    bool anchored_ = false;  // replay: has a record fixed where the log is?
+    Fd open_fd_;             // the open segment, O_APPEND
+    bool unsynced_ = false;
+    std::uint64_t sync_count_ = 0;
+};
+
+// Segment file name for seq ("wal-000000000000002a.seg"), and its inverse
+// (false for any other name).
+std::string segment_file_name(std::uint64_t seq);
+bool parse_segment_file_name(const std::string& name, std::uint64_t& seq);
+
+}  // namespace pgfence::storage

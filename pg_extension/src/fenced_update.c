@@ -1,0 +1,386 @@
+/*
+ * fenced_update.c
+ *	  fenced_update(rel, key jsonb, changes jsonb, token, fence_column):
+ *	  change one row only if its fence is older than token, in ONE
+ *	  conditional UPDATE (never a read followed by a separate write):
+ *
+ *	  UPDATE rel SET <changes>, fence = token WHERE <key> AND fence < token
+ *
+ * Outcome: 'applied' (the row was written), 'stale' (the row's fence is
+ * token or newer), 'not_found' (no row matches the key).  Only when the
+ * UPDATE changed no row does a second statement look at the row, to tell
+ * 'stale' from 'not_found'; the write itself was already decided.
+ *
+ * Stale is a result, not an error, here: fenced_update exists for callers
+ * that want an outcome they can branch on without catching an exception,
+ * and its transaction stays usable.  A stale outcome is still counted in
+ * fence_stats and logged like every other rejection.  The paths without a
+ * result channel (the fence_guard trigger, fence_admit) raise 55F01.
+ *
+ * fenced_update is always strict (fence < token), whatever mode the table
+ * is protected with.  It runs with the caller's privileges: GRANTs and
+ * row-level security apply as for a hand-written UPDATE.
+ *
+ * Errors (the transaction aborts, so nothing is written): a NULL argument,
+ * a negative token, key or changes not a non-empty JSON object, a column
+ * that does not exist, changes naming the fence column, a NULL key value,
+ * a value its column's type does not accept, a key matching several rows.
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "miscadmin.h"
+#include "parser/parse_relation.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+
+#include "fenced_update.h"
+#include "pg_fence.h"
+
+PG_FUNCTION_INFO_V1(fenced_update);
+
+/* One "column": value pair of the key or changes argument */
+typedef struct FuPair
+{
+	const char *name;
+	JsonbValue	value;
+} FuPair;
+
+/* The parsed arguments of one call */
+typedef struct FuCall
+{
+	Relation	rel;
+	int64		token;
+	FuPlanKey	key;
+	FuPair		pairs[FU_MAX_COLUMNS];	/* key pairs, then change pairs */
+} FuCall;
+
+/* Context of an error while converting a value, for errcontext() */
+typedef struct FuConvertContext
+{
+	const char *argname;
+	const char *column;
+} FuConvertContext;
+
+/* Raise 42501 unless the caller may UPDATE the table or some column of it */
+static void
+CheckUpdatePrivilege(Oid relid)
+{
+	Oid			userid = GetUserId();
+
+	if (pg_class_aclcheck(relid, userid, ACL_UPDATE) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(relid, userid, ACL_UPDATE, ACLMASK_ANY) == ACLCHECK_OK)
+		return;
+	aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
+				   get_rel_name(relid));
+}
+
+/* Append the pairs of a jsonb object argument to call->pairs */
+static int
+ReadObject(FuCall *call, Jsonb *jb, const char *argname, int used)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n = used;
+
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_COUNT(jb) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a non-empty JSON object", argname),
+				 errhint("Pass column names and values, e.g. '{\"id\": 7}'.")));
+	if (used + (int) JB_ROOT_COUNT(jb) > FU_MAX_COLUMNS)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_COLUMNS),
+				 errmsg("fenced_update accepts at most %d key and change columns",
+						FU_MAX_COLUMNS)));
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			call->pairs[n].name = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+			call->pairs[n++].value = v;
+	}
+	return n - used;
+}
+
+/* Attribute number of a user column named by argname, or 42703 */
+static AttrNumber
+ResolveColumn(Relation rel, const char *name, const char *argname)
+{
+	int			attnum = InvalidAttrNumber;
+
+	if (strlen(name) < NAMEDATALEN)
+		attnum = attnameAttNum(rel, name, false);
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of table \"%s\" does not exist",
+						name, RelationGetRelationName(rel)),
+				 errdetail("The column is named in the %s argument of fenced_update.",
+						   argname)));
+	return (AttrNumber) attnum;
+}
+
+/* Resolve every named column into call->key; reject misuse of the fence */
+static void
+ResolveColumns(FuCall *call)
+{
+	FuPlanKey  *key = &call->key;
+
+	for (int i = 0; i < key->nkeys + key->nchanges; i++)
+	{
+		bool		is_key = i < key->nkeys;
+		const char *argname = is_key ? "key" : "changes";
+
+		key->attnums[i] = ResolveColumn(call->rel, call->pairs[i].name, argname);
+		if (!is_key && key->attnums[i] == key->fence_attnum)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("changes must not set the fence column \"%s\"",
+							call->pairs[i].name),
+					 errhint("fenced_update sets the fence column to the token argument.")));
+		if (is_key && call->pairs[i].value.type == jbvNull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("key value for column \"%s\" must not be null",
+							call->pairs[i].name),
+					 errdetail("A key compares with =, which never matches NULL.")));
+	}
+}
+
+/* Open the table and parse all arguments into call */
+static void
+ReadArguments(FunctionCallInfo fcinfo, FuCall *call)
+{
+	Oid			relid;
+	int			nkeys;
+
+	FenceCheckNotNull(fcinfo, 0, "rel");
+	FenceCheckNotNull(fcinfo, 1, "key");
+	FenceCheckNotNull(fcinfo, 2, "changes");
+	FenceCheckNotNull(fcinfo, 3, "token");
+	FenceCheckNotNull(fcinfo, 4, "fence_column");
+	relid = PG_GETARG_OID(0);
+	call->token = PG_GETARG_INT64(3);
+	FenceCheckToken(call->token, "token argument");
+
+	CheckUpdatePrivilege(relid);
+	/* the lock the UPDATE takes anyway; keep it until the end of the transaction */
+	call->rel = table_open(relid, RowExclusiveLock);
+	FenceCheckRelkind(call->rel);
+
+	memset(&call->key, 0, sizeof(FuPlanKey));
+	call->key.relid = relid;
+	call->key.fence_attnum = FenceValidateColumn(call->rel,
+												 NameStr(*PG_GETARG_NAME(4)));
+	nkeys = ReadObject(call, PG_GETARG_JSONB_P(1), "key", 0);
+	call->key.nkeys = (int16) nkeys;
+	call->key.nchanges = (int16) ReadObject(call, PG_GETARG_JSONB_P(2), "changes", nkeys);
+	ResolveColumns(call);
+}
+
+/* The text a column's input function gets for a JSON value */
+static char *
+JsonValueAsText(JsonbValue *v, bool as_json)
+{
+	if (v->type == jbvBinary)
+		return JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
+	if (as_json)
+	{
+		Jsonb	   *jb = JsonbValueToJsonb(v);
+
+		return JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	}
+	switch (v->type)
+	{
+		case jbvString:
+			return pnstrdup(v->val.string.val, v->val.string.len);
+		case jbvNumeric:
+			return DatumGetCString(DirectFunctionCall1(numeric_out,
+													   NumericGetDatum(v->val.numeric)));
+		case jbvBool:
+			return pstrdup(v->val.boolean ? "true" : "false");
+		default:
+			elog(ERROR, "pg_fence: unexpected jsonb value type %d", (int) v->type);
+	}
+	pg_unreachable();
+}
+
+/* errcontext callback naming the column whose value failed to convert */
+static void
+ConvertErrorCallback(void *arg)
+{
+	FuConvertContext *ctx = (FuConvertContext *) arg;
+
+	errcontext("fenced_update: value of column \"%s\" in %s", ctx->column, ctx->argname);
+}
+
+/* Convert every JSON value through its column's type input function */
+static void
+ConvertValues(FuCall *call, FuPlan *plan, Datum *values, char *nulls)
+{
+	int			ncolumns = call->key.nkeys + call->key.nchanges;
+	FuConvertContext ctx;
+	ErrorContextCallback errcallback;
+
+	errcallback.callback = ConvertErrorCallback;
+	errcallback.arg = &ctx;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+	for (int i = 0; i < ncolumns; i++)
+	{
+		FuColumn   *col = &plan->columns[i];
+		JsonbValue *v = &call->pairs[i].value;
+
+		ctx.argname = i < call->key.nkeys ? "key" : "changes";
+		ctx.column = call->pairs[i].name;
+		nulls[i] = (v->type == jbvNull) ? 'n' : ' ';
+		values[i] = (Datum) 0;
+		if (v->type != jbvNull)
+			values[i] = InputFunctionCall(&col->input, JsonValueAsText(v, col->is_json),
+										  col->typioparam, col->typmod);
+	}
+	error_context_stack = errcallback.previous;
+	values[ncolumns] = Int64GetDatum(call->token);
+	nulls[ncolumns] = ' ';
+}
+
+/* Run the conditional UPDATE; returns the number of rows it changed */
+static uint64
+RunUpdate(FuCall *call, FuPlan *plan, Datum *values, char *nulls)
+{
+	Oid			relid = RelationGetRelid(call->rel);
+	Oid			previous;
+	int			ret;
+
+	/* this call counts its own outcome; the guard must not count it again */
+	previous = FenceGuardSuppressAcceptStats(relid);
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(plan->update, values, nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		FenceGuardSuppressAcceptStats(previous);
+	}
+	PG_END_TRY();
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "pg_fence: fenced_update's UPDATE failed: %s",
+			 SPI_result_code_string(ret));
+	return SPI_processed;
+}
+
+/* Run the probe: number of rows matching the key (0..2), fence of the first */
+static uint64
+RunProbe(FuPlan *plan, Datum *values, char *nulls, int64 *fence)
+{
+	bool		isnull;
+	int			ret;
+
+	ret = SPI_execute_plan(plan->probe, values, nulls, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pg_fence: fenced_update's probe failed: %s",
+			 SPI_result_code_string(ret));
+	if (SPI_processed > 0)
+		*fence = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+	return SPI_processed;
+}
+
+/* Raise 21000: the key matched several rows (the abort undoes any write) */
+static void
+ErrorKeyNotUnique(Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CARDINALITY_VIOLATION),
+			 errmsg("key matches more than one row of table \"%s\"",
+					RelationGetRelationName(rel)),
+			 errdetail("fenced_update changes exactly one row; nothing was written."),
+			 errhint("Name the columns of a primary key or unique constraint in key.")));
+}
+
+/* Decide the outcome label after the UPDATE changed processed rows */
+static const char *
+DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
+			  Datum *values, char *nulls)
+{
+	Oid			relid = RelationGetRelid(call->rel);
+	int64		fence = 0;
+	uint64		matching;
+
+	if (processed > 1)
+		ErrorKeyNotUnique(call->rel);
+	if (processed == 1)
+	{
+		if (!plan->key_is_unique && RunProbe(plan, values, nulls, &fence) > 1)
+			ErrorKeyNotUnique(call->rel);
+		FenceStatsAccepted(relid, NULL, call->token);
+		return "applied";
+	}
+	matching = RunProbe(plan, values, nulls, &fence);
+	if (matching == 0)
+		return "not_found";
+	if (matching > 1)
+		ErrorKeyNotUnique(call->rel);
+	if (!FenceAdmits(FENCE_MODE_STRICT, fence, call->token))
+	{
+		FenceStatsRejected(relid, NULL, call->token, fence, FENCE_PATH_FENCED_UPDATE);
+		return "stale";
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("fenced_update did not change the row of table \"%s\" although "
+					"its fence " INT64_FORMAT " is older than token " INT64_FORMAT,
+					RelationGetRelationName(call->rel), fence, call->token),
+			 errdetail("A BEFORE trigger that returned NULL, or a row-level security "
+					   "policy that allows reading but not updating the row, "
+					   "suppressed the UPDATE.")));
+	pg_unreachable();
+}
+
+/* The fence_outcome enum value with the given label */
+static Datum
+OutcomeDatum(FunctionCallInfo fcinfo, const char *label)
+{
+	Oid			typid = get_func_rettype(fcinfo->flinfo->fn_oid);
+
+	return DirectFunctionCall2(enum_in, CStringGetDatum(label),
+							   ObjectIdGetDatum(typid));
+}
+
+/* fenced_update(rel, key, changes, token, fence_column) -> fence_outcome */
+Datum
+fenced_update(PG_FUNCTION_ARGS)
+{
+	FuCall	   *call = palloc0(sizeof(FuCall));
+	Datum		values[FU_MAX_COLUMNS + 1];
+	char		nulls[FU_MAX_COLUMNS + 1];
+	FuPlan	   *plan;
+	const char *outcome;
+
+	ReadArguments(fcinfo, call);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pg_fence: SPI_connect failed");
+	plan = FuLookupPlan(call->rel, &call->key);
+	FuPinPlan(plan);
+	PG_TRY();
+	{
+		ConvertValues(call, plan, values, nulls);
+		outcome = DecideOutcome(call, plan, RunUpdate(call, plan, values, nulls),
+								values, nulls);
+	}
+	PG_FINALLY();
+	{
+		FuUnpinPlan(plan);
+	}
+	PG_END_TRY();
+	SPI_finish();
+	table_close(call->rel, NoLock);
+	PG_RETURN_DATUM(OutcomeDatum(fcinfo, outcome));
+}

@@ -1,0 +1,284 @@
+/*
+ * guard.c
+ *	  fence_guard(): the BEFORE UPDATE OR DELETE row trigger that refuses
+ *	  stale writes to a protected table.
+ *
+ * Trigger arguments: (fence column, mode), defaults ('fence', 'strict').
+ *
+ * Where the incoming token comes from:
+ *	  UPDATE whose SET list names the fence column  -> NEW.<fence column>
+ *	  any other UPDATE                              -> pg_fence.token, which
+ *	                                                   is stamped into NEW
+ *	  DELETE                                        -> pg_fence.token
+ * TriggerData->tg_updatedcols tells whether the statement named the column.
+ * Comparing NEW with OLD could not tell "not set" from "set to the same
+ * value", and would let a tokenless UPDATE through in same_generation mode.
+ *
+ * Concurrency: the executor locks the target row and, under READ COMMITTED,
+ * re-fetches its latest committed version before BEFORE ROW triggers run,
+ * so OLD is what a concurrent writer committed; under REPEATABLE READ or
+ * SERIALIZABLE a concurrent change raises 40001 before we are called.
+ * The check and the write are therefore one atomic step.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "nodes/bitmapset.h"
+#include "utils/rel.h"
+
+#include "pg_fence.h"
+
+PG_FUNCTION_INFO_V1(fence_guard);
+
+/* Most arguments fence_guard accepts: (fence column, mode) */
+#define GUARD_MAX_ARGS	2
+
+/* Per-statement cache of the trigger's parsed arguments (in fn_extra) */
+typedef struct GuardConfig
+{
+	Oid			tgoid;			/* trigger this was computed for */
+	AttrNumber	attnum;			/* fence column */
+	FenceMode	mode;
+} GuardConfig;
+
+/*
+ * Relation whose accepted writes fenced_update is already counting: while
+ * its one UPDATE runs, the guard on that relation does not count accepts
+ * (rejections are always counted).
+ */
+static Oid	suppress_accept_relid = InvalidOid;
+
+/* Tell the guard not to count accepts on relid; returns the previous value */
+Oid
+FenceGuardSuppressAcceptStats(Oid relid)
+{
+	Oid			previous = suppress_accept_relid;
+
+	suppress_accept_relid = relid;
+	return previous;
+}
+
+/* Raise 39P01 unless we run as a BEFORE ROW UPDATE/DELETE trigger */
+static void
+CheckGuardProtocol(FunctionCallInfo fcinfo)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard: not called by trigger manager")));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard: must be fired BEFORE, FOR EACH ROW"),
+				 errhint("Use fence_protect() to create the trigger.")));
+	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
+		!TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard: must be fired for UPDATE or DELETE"),
+				 errhint("Use fence_protect() to create the trigger.")));
+}
+
+/* Parse the trigger's arguments and find the fence column */
+static void
+ReadGuardConfig(Relation rel, Trigger *trigger, GuardConfig *config)
+{
+	const char *column = FENCE_DEFAULT_COLUMN;
+	const char *mode = "strict";
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			attnum;
+
+	if (trigger->tgnargs > GUARD_MAX_ARGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard: expected at most %d arguments, got %d",
+						GUARD_MAX_ARGS, trigger->tgnargs),
+				 errhint("Arguments are (fence column, mode); use fence_protect().")));
+	if (trigger->tgnargs >= 1)
+		column = trigger->tgargs[0];
+	if (trigger->tgnargs >= 2)
+		mode = trigger->tgargs[1];
+
+	config->tgoid = trigger->tgoid;
+	config->mode = FenceParseMode(mode);
+	attnum = SPI_fnumber(tupdesc, column);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("fence column \"%s\" of table \"%s\" does not exist",
+						column, RelationGetRelationName(rel)),
+				 errhint("Protect the table again with fence_protect().")));
+	if (TupleDescAttr(tupdesc, attnum - 1)->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("fence column \"%s\" of table \"%s\" is not of type bigint",
+						column, RelationGetRelationName(rel)),
+				 errhint("Fence columns must be bigint NOT NULL.")));
+	config->attnum = (AttrNumber) attnum;
+}
+
+/* The trigger's configuration, parsed once per statement */
+static GuardConfig *
+GetGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger)
+{
+	GuardConfig *config = (GuardConfig *) fcinfo->flinfo->fn_extra;
+
+	if (config == NULL || config->tgoid != trigger->tgoid)
+	{
+		config = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
+		ReadGuardConfig(rel, trigger, config);
+		fcinfo->flinfo->fn_extra = config;
+	}
+	return config;
+}
+
+/* The fence stored in the row about to be changed (never NULL) */
+static int64
+StoredFence(Relation rel, HeapTuple oldtuple, AttrNumber attnum)
+{
+	bool		isnull;
+	Datum		value;
+
+	value = heap_getattr(oldtuple, attnum, RelationGetDescr(rel), &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fence column \"%s\" of table \"%s\" is NULL in the row being changed",
+						NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+						RelationGetRelationName(rel)),
+				 errhint("Run fence_unprotect(), set NULL fences to 0, make the column "
+						 "NOT NULL, then fence_protect() again.")));
+	return DatumGetInt64(value);
+}
+
+/* pg_fence.token, or a clear error naming what is missing */
+static int64
+RequireSessionToken(Relation rel, const char *column, bool is_delete)
+{
+	int64		token;
+
+	if (FenceSessionToken(&token))
+		return token;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("no fencing token for %s on protected table \"%s\"",
+					is_delete ? "DELETE" : "UPDATE", RelationGetRelationName(rel)),
+			 is_delete ?
+			 errdetail("A DELETE takes its token from pg_fence.token, which is not set.") :
+			 errdetail("The UPDATE does not set the fence column \"%s\" and "
+					   "pg_fence.token is not set.", column),
+			 errhint("Run SET LOCAL pg_fence.token = <your token> in the transaction first%s.",
+					 is_delete ? "" : ", or set the fence column in the UPDATE")));
+	pg_unreachable();
+}
+
+/* NEW.<fence column> of an UPDATE that named it in its SET list */
+static int64
+TokenFromNewRow(Relation rel, HeapTuple newtuple, AttrNumber attnum)
+{
+	bool		isnull;
+	Datum		value;
+
+	value = heap_getattr(newtuple, attnum, RelationGetDescr(rel), &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fencing token must not be NULL"),
+				 errdetail("The UPDATE sets fence column \"%s\" of table \"%s\" to NULL.",
+						   NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+						   RelationGetRelationName(rel)),
+				 errhint("Set the fence column to the token of your lease.")));
+	return DatumGetInt64(value);
+}
+
+/* Count, log and raise 55F01 for a stale token */
+static void
+RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence)
+{
+	const char *column =
+		NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
+
+	/* Shared-memory counters are not transactional: count before raising. */
+	FenceStatsRejected(RelationGetRelid(rel), NULL, token, fence, FENCE_PATH_GUARD);
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_STALE),
+			 errmsg("stale fencing token " INT64_FORMAT " for table \"%s\" (fence is "
+					INT64_FORMAT ")", token, RelationGetRelationName(rel), fence),
+			 errdetail("Column \"%s\" of the row holds " INT64_FORMAT "; mode %s admits "
+					   "only tokens %s " INT64_FORMAT ".",
+					   column, fence, FenceModeName(config->mode),
+					   config->mode == FENCE_MODE_STRICT ?
+					   "greater than" : "greater than or equal to", fence),
+			 errhint("A newer lock holder has written this row: stop writing, "
+					 "and acquire the lock again before retrying."),
+			 errtablecol(rel, config->attnum)));
+}
+
+/* NEW with the fence column set to token (palloc'd copy) */
+static HeapTuple
+StampToken(Relation rel, HeapTuple newtuple, AttrNumber attnum, int64 token)
+{
+	int			columns[1];
+	Datum		values[1];
+	bool		nulls[1];
+
+	columns[0] = attnum;
+	values[0] = Int64GetDatum(token);
+	nulls[0] = false;
+	return heap_modify_tuple_by_cols(newtuple, RelationGetDescr(rel),
+									 1, columns, values, nulls);
+}
+
+/* Trigger: admit the change only if its token passes the row's fence */
+Datum
+fence_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	GuardConfig *config;
+	bool		is_delete;
+	bool		stamp = false;
+	int64		fence;
+	int64		token;
+
+	CheckGuardProtocol(fcinfo);
+	rel = trigdata->tg_relation;
+	config = GetGuardConfig(fcinfo, rel, trigdata->tg_trigger);
+	is_delete = TRIGGER_FIRED_BY_DELETE(trigdata->tg_event);
+	fence = StoredFence(rel, trigdata->tg_trigtuple, config->attnum);
+
+	if (!is_delete &&
+		bms_is_member(config->attnum - FirstLowInvalidHeapAttributeNumber,
+					  trigdata->tg_updatedcols))
+		token = TokenFromNewRow(rel, trigdata->tg_newtuple, config->attnum);
+	else
+	{
+		const char *column =
+			NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
+
+		token = RequireSessionToken(rel, column, is_delete);
+		stamp = !is_delete;
+	}
+	FenceCheckToken(token, "incoming token");
+
+	if (!FenceAdmits(config->mode, fence, token))
+		RejectStaleRow(rel, config, token, fence);
+
+	if (suppress_accept_relid != RelationGetRelid(rel))
+		FenceStatsAccepted(RelationGetRelid(rel), NULL, token);
+
+	if (is_delete)
+		return PointerGetDatum(trigdata->tg_trigtuple);
+	if (stamp)
+		return PointerGetDatum(StampToken(rel, trigdata->tg_newtuple,
+										  config->attnum, token));
+	return PointerGetDatum(trigdata->tg_newtuple);
+}

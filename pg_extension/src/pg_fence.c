@@ -1,0 +1,248 @@
+/*
+ * pg_fence.c
+ *	  Module entry point: settings (GUCs) and helpers shared by all features.
+ *
+ * Settings:
+ *	  pg_fence.token           the session's fencing token ('' = none),
+ *	                           normally set with SET LOCAL per transaction
+ *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
+ *	  pg_fence.max_tracked     fence_stats capacity (exists only when preloaded)
+ */
+#include "postgres.h"
+
+#include <errno.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "pg_fence.h"
+
+PG_MODULE_MAGIC;
+
+/* Bounds of pg_fence.max_tracked */
+#define FENCE_MAX_TRACKED_DEFAULT	1000
+#define FENCE_MAX_TRACKED_MIN		16
+#define FENCE_MAX_TRACKED_MAX		100000
+
+/* Parsed value of pg_fence.token, kept as the GUC's "extra" */
+typedef struct FenceTokenSetting
+{
+	bool		is_set;
+	int64		token;
+} FenceTokenSetting;
+
+bool		fence_log_rejections = true;
+int			fence_max_tracked = FENCE_MAX_TRACKED_DEFAULT;
+
+static char *fence_token_string = NULL;
+static FenceTokenSetting fence_token = {false, 0};
+
+void		_PG_init(void);
+
+/* Parse a token string; true when it is '' (unset) or a bigint >= 0 */
+static bool
+ParseTokenString(const char *value, FenceTokenSetting *result)
+{
+	const char *p = value;
+	char	   *end;
+	int64		token;
+
+	result->is_set = false;
+	result->token = 0;
+	while (*p == ' ')
+		p++;
+	if (*p == '\0')
+		return true;
+	if (*p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	token = strtoi64(p, &end, 10);
+	if (errno != 0)
+		return false;
+	while (*end == ' ')
+		end++;
+	if (*end != '\0')
+		return false;
+	result->is_set = true;
+	result->token = token;
+	return true;
+}
+
+/* GUC check hook of pg_fence.token: accept '' or a non-negative bigint */
+static bool
+CheckTokenSetting(char **newval, void **extra, GucSource source)
+{
+	FenceTokenSetting parsed;
+	FenceTokenSetting *copy;
+
+	if (!ParseTokenString(*newval ? *newval : "", &parsed))
+	{
+		GUC_check_errdetail("pg_fence.token must be empty or an integer "
+							"between 0 and 9223372036854775807.");
+		GUC_check_errhint("Use the fencing token your lease was granted with, "
+						  "e.g. SET LOCAL pg_fence.token = 42.");
+		return false;
+	}
+	/* PostgreSQL 15 frees GUC "extra" data with free() */
+	copy = (FenceTokenSetting *) malloc(sizeof(FenceTokenSetting));
+	if (copy == NULL)
+	{
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		return false;
+	}
+	*copy = parsed;
+	*extra = copy;
+	return true;
+}
+
+/* GUC assign hook of pg_fence.token: publish the parsed value */
+static void
+AssignTokenSetting(const char *newval, void *extra)
+{
+	if (extra != NULL)
+		fence_token = *(FenceTokenSetting *) extra;
+	else
+		fence_token.is_set = false;
+}
+
+/* Define the module's settings and, when preloaded, its shared memory */
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("pg_fence.token",
+							   "Fencing token of the current session or transaction.",
+							   "Used by fence_guard when an UPDATE does not set the "
+							   "fence column, and by every DELETE. Empty means no token.",
+							   &fence_token_string,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   CheckTokenSetting,
+							   AssignTokenSetting,
+							   NULL);
+
+	DefineCustomBoolVariable("pg_fence.log_rejections",
+							 "Writes one LOG line for every stale token rejected.",
+							 NULL,
+							 &fence_log_rejections,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * PostgreSQL refuses (FATAL) to create a PGC_POSTMASTER setting after
+	 * startup, and the statistics need preloading anyway: define it and the
+	 * shared memory only while shared_preload_libraries is processed.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomIntVariable("pg_fence.max_tracked",
+								"Maximum number of relations and resources tracked by fence_stats.",
+								"Exists only with shared_preload_libraries = 'pg_fence'.",
+								&fence_max_tracked,
+								FENCE_MAX_TRACKED_DEFAULT,
+								FENCE_MAX_TRACKED_MIN,
+								FENCE_MAX_TRACKED_MAX,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+		FenceStatsInit();
+	}
+
+	MarkGUCPrefixReserved("pg_fence");
+}
+
+/* The session token from pg_fence.token; false when none is set */
+bool
+FenceSessionToken(int64 *token)
+{
+	if (!fence_token.is_set)
+		return false;
+	*token = fence_token.token;
+	return true;
+}
+
+/* Raise 22023 unless token is a valid (non-negative) fencing token */
+void
+FenceCheckToken(int64 token, const char *argname)
+{
+	if (token < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fencing token must not be negative"),
+				 errdetail("The %s is " INT64_FORMAT ".", argname, token),
+				 errhint("Pass the token the coordinator granted; tokens are 0 or greater.")));
+}
+
+/* Parse a mode name; 22023 for anything but strict / same_generation */
+FenceMode
+FenceParseMode(const char *mode)
+{
+	if (strcmp(mode, "strict") == 0)
+		return FENCE_MODE_STRICT;
+	if (strcmp(mode, "same_generation") == 0)
+		return FENCE_MODE_SAME_GENERATION;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid fence mode \"%s\"", mode),
+			 errhint("Use 'strict' (only newer tokens) or 'same_generation' "
+					 "(newer or equal tokens).")));
+	pg_unreachable();
+}
+
+/* The SQL spelling of a mode */
+const char *
+FenceModeName(FenceMode mode)
+{
+	return mode == FENCE_MODE_STRICT ? "strict" : "same_generation";
+}
+
+/* The fence rule itself: does a row or resource at fence admit token? */
+bool
+FenceAdmits(FenceMode mode, int64 fence, int64 token)
+{
+	if (mode == FENCE_MODE_SAME_GENERATION)
+		return fence <= token;
+	return fence < token;
+}
+
+/* Name of the code path that took a decision, for the LOG line */
+const char *
+FencePathName(FencePath path)
+{
+	switch (path)
+	{
+		case FENCE_PATH_GUARD:
+			return "fence_guard";
+		case FENCE_PATH_FENCED_UPDATE:
+			return "fenced_update";
+		case FENCE_PATH_ADMIT:
+			return "fence_admit";
+		case FENCE_PATH_ADVANCE:
+			return "fence_advance";
+	}
+	return "pg_fence";
+}
+
+/* schema.table, each part quoted only if needed (palloc'd) */
+char *
+FenceQualifiedRelName(Relation rel)
+{
+	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+									  RelationGetRelationName(rel));
+}
+
+/* Raise 22004 if SQL argument argno (0-based) is NULL */
+void
+FenceCheckNotNull(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", argname)));
+}

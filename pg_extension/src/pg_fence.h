@@ -1,0 +1,73 @@
+/*
+ * pg_fence.h
+ *	  Shared declarations of the pg_fence extension: fencing tokens checked
+ *	  by PostgreSQL itself, atomically with the write they protect.
+ *
+ * A fencing token is a non-negative bigint handed out by the coordinator
+ * with every lease; tokens only grow.  A write carrying a token that is not
+ * newer than the fence already stored is a stale write and is refused.
+ */
+#ifndef PG_FENCE_H
+#define PG_FENCE_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/relcache.h"
+
+/* SQLSTATE of every stale rejection (class 55: object not in prerequisite state) */
+#define ERRCODE_FENCE_STALE			MAKE_SQLSTATE('5','5','F','0','1')
+
+/* Name of the guard trigger; sorts after ordinary names so it fires last */
+#define FENCE_TRIGGER_NAME			"zzz_fence_guard"
+
+/* Default name of the fence column */
+#define FENCE_DEFAULT_COLUMN		"fence"
+
+/* Resource names are 1..FENCE_RESOURCE_MAXLEN bytes, like coordinator keys */
+#define FENCE_RESOURCE_MAXLEN		512
+
+/* Which tokens a fence admits besides strictly newer ones */
+typedef enum FenceMode
+{
+	FENCE_MODE_STRICT,			/* stored fence < token */
+	FENCE_MODE_SAME_GENERATION	/* stored fence <= token */
+} FenceMode;
+
+/* Where a fence decision was taken; named in the LOG line */
+typedef enum FencePath
+{
+	FENCE_PATH_GUARD,
+	FENCE_PATH_FENCED_UPDATE,
+	FENCE_PATH_ADMIT,
+	FENCE_PATH_ADVANCE
+} FencePath;
+
+/* pg_fence.c: settings and helpers shared by every feature */
+extern bool fence_log_rejections;
+extern int	fence_max_tracked;
+
+extern bool FenceSessionToken(int64 *token);
+extern void FenceCheckToken(int64 token, const char *argname);
+extern FenceMode FenceParseMode(const char *mode);
+extern const char *FenceModeName(FenceMode mode);
+extern bool FenceAdmits(FenceMode mode, int64 fence, int64 token);
+extern const char *FencePathName(FencePath path);
+extern char *FenceQualifiedRelName(Relation rel);
+extern void FenceCheckNotNull(FunctionCallInfo fcinfo, int argno,
+							  const char *argname);
+
+/* protect.c: validation shared with fenced_update */
+extern void FenceCheckRelkind(Relation rel);
+extern AttrNumber FenceValidateColumn(Relation rel, const char *colname);
+
+/* guard.c: lets fenced_update avoid counting one write twice */
+extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
+
+/* stats.c: shared-memory counters and the rejection LOG line */
+extern void FenceStatsInit(void);
+extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);
+extern void FenceStatsRejected(Oid relid, const char *resource, int64 token,
+							   int64 fence, FencePath path);
+
+#endif							/* PG_FENCE_H */

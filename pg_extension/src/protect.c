@@ -1,0 +1,205 @@
+/*
+ * protect.c
+ *	  fence_protect() / fence_unprotect(): install or remove the guard
+ *	  trigger, after checking that the fence column is usable.
+ *
+ * The trigger is named zzz_fence_guard.  PostgreSQL fires triggers of the
+ * same kind in name order (byte order), so the guard runs after the table's
+ * other BEFORE triggers: it sees the final NEW row, and no later trigger can
+ * overwrite the fence it stamps or skip a row it has already counted.
+ * fence_protect warns about any BEFORE trigger whose name sorts after it.
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "parser/parse_relation.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "pg_fence.h"
+
+PG_FUNCTION_INFO_V1(fence_protect);
+PG_FUNCTION_INFO_V1(fence_unprotect);
+
+/* Raise 42809 unless rel is a table or a partitioned table */
+void
+FenceCheckRelkind(Relation rel)
+{
+	char		relkind = rel->rd_rel->relkind;
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
+				 errdetail("Only tables and partitioned tables can be fenced.")));
+}
+
+/* Attribute number of a bigint NOT NULL fence column; errors otherwise */
+AttrNumber
+FenceValidateColumn(Relation rel, const char *colname)
+{
+	const char *relname = RelationGetRelationName(rel);
+	int			attnum = attnameAttNum(rel, colname, false);
+	Form_pg_attribute attr;
+
+	if (attnum == InvalidAttrNumber && attnameAttNum(rel, colname, true) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("system column \"%s\" cannot be a fence column", colname)));
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("fence column \"%s\" of table \"%s\" does not exist",
+						colname, relname),
+				 errhint("Add it first: ALTER TABLE %s ADD COLUMN %s bigint NOT NULL DEFAULT 0;",
+						 FenceQualifiedRelName(rel), quote_identifier(colname))));
+	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	if (attr->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("fence column \"%s\" of table \"%s\" must be of type bigint, not %s",
+						colname, relname, format_type_be(attr->atttypid)),
+				 errhint("Fencing tokens are bigint; use a bigint NOT NULL column.")));
+	if (attr->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("fence column \"%s\" of table \"%s\" must not be a generated column",
+						colname, relname)));
+	if (!attr->attnotnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fence column \"%s\" of table \"%s\" must be NOT NULL",
+						colname, relname),
+				 errdetail("A NULL fence cannot be compared with a token."),
+				 errhint("Run: UPDATE %s SET %s = 0 WHERE %s IS NULL; "
+						 "ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
+						 FenceQualifiedRelName(rel), quote_identifier(colname),
+						 quote_identifier(colname), FenceQualifiedRelName(rel),
+						 quote_identifier(colname))));
+	return (AttrNumber) attnum;
+}
+
+/* Raise 42501 unless the current user may create triggers on relid */
+static void
+CheckTriggerPrivilege(Oid relid)
+{
+	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
+}
+
+/* Warn about BEFORE row triggers that would fire after the guard */
+static void
+WarnAboutLaterTriggers(Relation rel)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+
+	if (trigdesc == NULL)
+		return;
+	for (int i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+		int16		type = trigger->tgtype;
+
+		if (!TRIGGER_FOR_ROW(type) || !TRIGGER_FOR_BEFORE(type) ||
+			!(TRIGGER_FOR_UPDATE(type) || TRIGGER_FOR_DELETE(type)))
+			continue;
+		if (strcmp(trigger->tgname, FENCE_TRIGGER_NAME) > 0)
+			ereport(WARNING,
+					(errmsg("trigger \"%s\" on table \"%s\" fires after %s",
+							trigger->tgname, RelationGetRelationName(rel),
+							FENCE_TRIGGER_NAME),
+					 errdetail("Triggers fire in name order; a trigger after the guard "
+							   "can change the fence column or skip a row it admitted."),
+					 errhint("Rename the trigger so that its name sorts before \"%s\".",
+							 FENCE_TRIGGER_NAME)));
+	}
+}
+
+/* Run one utility statement through SPI */
+static void
+ExecuteDdl(const char *sql)
+{
+	int			ret;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pg_fence: SPI_connect failed");
+	ret = SPI_execute(sql, false, 0);
+	if (ret != SPI_OK_UTILITY)
+		elog(ERROR, "pg_fence: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+	SPI_finish();
+}
+
+/* fence_protect(rel, fence_column, mode): install or replace the guard */
+Datum
+fence_protect(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	const char *column;
+	const char *mode;
+	Relation	rel;
+	StringInfoData sql;
+	char	   *extschema;
+
+	FenceCheckNotNull(fcinfo, 0, "rel");
+	FenceCheckNotNull(fcinfo, 1, "fence_column");
+	FenceCheckNotNull(fcinfo, 2, "mode");
+	relid = PG_GETARG_OID(0);
+	column = NameStr(*PG_GETARG_NAME(1));
+	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	(void) FenceParseMode(mode);
+
+	CheckTriggerPrivilege(relid);
+	/* the lock CREATE TRIGGER takes anyway; taking it now avoids an upgrade */
+	rel = table_open(relid, ShareRowExclusiveLock);
+	FenceCheckRelkind(rel);
+	(void) FenceValidateColumn(rel, column);
+	WarnAboutLaterTriggers(rel);
+
+	/* the guard function lives in the same schema as this function */
+	extschema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE OR REPLACE TRIGGER %s BEFORE UPDATE OR DELETE ON %s "
+					 "FOR EACH ROW EXECUTE FUNCTION %s(%s, %s)",
+					 quote_identifier(FENCE_TRIGGER_NAME),
+					 FenceQualifiedRelName(rel),
+					 quote_qualified_identifier(extschema, "fence_guard"),
+					 quote_literal_cstr(column), quote_literal_cstr(mode));
+	table_close(rel, NoLock);
+	ExecuteDdl(sql.data);
+	PG_RETURN_VOID();
+}
+
+/* fence_unprotect(rel): drop the guard if present; silent otherwise */
+Datum
+fence_unprotect(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Relation	rel;
+	char	   *sql;
+
+	FenceCheckNotNull(fcinfo, 0, "rel");
+	relid = PG_GETARG_OID(0);
+	if (!OidIsValid(get_trigger_oid(relid, FENCE_TRIGGER_NAME, true)))
+		PG_RETURN_VOID();
+
+	rel = table_open(relid, AccessShareLock);
+	sql = psprintf("DROP TRIGGER IF EXISTS %s ON %s",
+				   quote_identifier(FENCE_TRIGGER_NAME), FenceQualifiedRelName(rel));
+	table_close(rel, AccessShareLock);
+	ExecuteDdl(sql);
+	PG_RETURN_VOID();
+}

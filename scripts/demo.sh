@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# make demo: the seed scenario with real processes.
+#
+#   t0  worker A acquires report:7, token 41     t3  worker B acquires, token 42
+#   t1  worker A pauses (GC, SIGSTOP, suspend)   t4  B writes the report with 42  -> accepted
+#   t2  A's lease expires                        t5  A wakes, writes with 41      -> REJECTED
+#
+# Starts a 3-member coordinator cluster (scripts/cluster.sh) and a throwaway
+# PostgreSQL with pg_fence preloaded, then plays the timeline with two worker
+# processes that use only `fencectl` and `psql`; an epilogue replays it with
+# fence-worker (coordinator/worker), the whole pattern in one program.
+# Everything it starts is stopped on exit, also on Ctrl-C. Exit status 0 only
+# if PostgreSQL refused the stale write (SQLSTATE 55F01), the row holds B's
+# report, fence_stats counted one rejection and fence-worker A stopped (exit 3).
+#
+# Environment: BUILD (build directory, default build) or E2E_BUILD_DIR, or the
+# binaries themselves: FENCE_COORDINATOR_BIN, FENCECTL_BIN, FENCE_WORKER_BIN;
+# DEMO_LEASE (worker A's lease, default 3s); DEMO_KEEP=1 keeps the temporary
+# directory (it is always kept when the demo fails).
+# Until the coordinator is built, falls back to scripts/demo-sql.sh (the SQL half).
+set -euo pipefail
+E2E_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export E2E_ROOT
+# shellcheck source=../tests/e2e/safety/lib/common.sh
+source "$E2E_ROOT/tests/e2e/safety/lib/common.sh"
+# shellcheck source=../tests/e2e/safety/lib/pg.sh
+source "$E2E_ROOT/tests/e2e/safety/lib/pg.sh"
+
+KEY=report:7
+LEASE=${DEMO_LEASE:-3s}
+WAIT_EXPIRY_S=60   # bound on waiting for A's lease to expire on the coordinator
+
+bold=$'\e[1m' red=$'\e[31m' green=$'\e[32m' off=$'\e[0m'
+[[ -t 1 ]] || { bold='' red='' green='' off=''; }
+
+step() { printf '\n%s[%s] %s%s\n' "$bold" "$(e2e_now)" "$*" "$off"; }
+note() { printf '           %s\n' "$*"; }
+show() { grep -vE '^(SCHEMA NAME|TABLE NAME|COLUMN NAME|LOCATION):' | sed 's/^/           | /'; }
+fail() { printf '\n%s[%s] DEMO FAILED: %s%s\n' "$red" "$(e2e_now)" "$*" "$off" >&2; exit 1; }
+
+# --- Fallback while the coordinator is not built yet --------------------------
+COORD=$(e2e_find_bin fence-coordinator FENCE_COORDINATOR_BIN || true)
+FENCECTL=$(e2e_find_bin fencectl FENCECTL_BIN || true)
+if [[ -z "$COORD" || -z "$FENCECTL" || ! -f "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" ]]; then
+  echo "demo: the coordinator is not built yet (fence-coordinator: ${COORD:-missing}," \
+       "fencectl: ${FENCECTL:-missing}); playing the SQL half only." >&2
+  if [[ -f "$E2E_ROOT/scripts/demo-sql.sh" ]]; then
+    exec bash "$E2E_ROOT/scripts/demo-sql.sh"
+  fi
+  echo "demo: scripts/demo-sql.sh is missing too; nothing to show." >&2
+  exit 1
+fi
+export FENCE_COORDINATOR_BIN=$COORD FENCECTL_BIN=$FENCECTL
+WORKER_BIN=$(e2e_find_bin fence-worker FENCE_WORKER_BIN || true)
+fencectl() { "$FENCECTL" "$@"; }
+
+# --- Cleanup: everything started here is stopped here -------------------------
+WORK=$(mktemp -d /tmp/pgfence-demo.XXXXXX)
+A_PID="" W_PID=""
+cleanup() {
+  local rc=$?
+  trap "" INT TERM   # a second Ctrl-C must not cut the cleanup short
+  trap - EXIT
+  set +e   # cleanup goes on whatever fails
+  if [[ -n "$A_PID" ]] && kill -0 "$A_PID" 2>/dev/null; then
+    kill -CONT -- "-$A_PID" 2>/dev/null || true
+    kill -TERM -- "-$A_PID" 2>/dev/null || true
+  fi
+  if [[ -n "$W_PID" ]]; then kill -CONT "$W_PID" 2>/dev/null; kill -TERM "$W_PID" 2>/dev/null; fi
+  bash "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" stop "$WORK/cluster" >/dev/null 2>&1 || true
+  pg_throwaway_stop "$WORK"
+  if [[ "${DEMO_KEEP:-0}" == 1 || $rc -eq 1 ]]; then   # keep logs of a failed demo, not of a Ctrl-C
+    echo "demo: logs kept in $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo; echo "demo: interrupted, cleaning up" >&2; exit 130' INT TERM
+
+sql() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+# --- The stage -----------------------------------------------------------------
+cat <<EOF
+${bold}pgfence demo: a paused lock holder can never overwrite a newer holder's work${off}
+
+Two workers want to write report 7. They take turns through a lock (key
+"$KEY") held by a 3-member coordinator cluster. Every grant comes with a
+fencing token that only grows. PostgreSQL stores the token of the last
+accepted write in the row (column "fence") and refuses an older one.
+EOF
+
+step "Starting a throwaway PostgreSQL with pg_fence preloaded"
+pg_throwaway_start "$WORK" || fail "PostgreSQL did not start"
+note "listening on 127.0.0.1:$PGPORT (data in $WORK/pg, removed at the end)"
+
+step "Creating the table 'reports' and protecting it with fence_protect"
+sql >/dev/null <<'SQL'
+CREATE EXTENSION pg_fence;
+CREATE TABLE reports (report_id int PRIMARY KEY, body text NOT NULL,
+                      fence bigint NOT NULL DEFAULT 0);
+SELECT fence_protect('reports');
+INSERT INTO reports VALUES (7, 'empty report', 0);
+SQL
+note "CREATE TABLE reports (report_id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0);"
+note "SELECT fence_protect('reports');   -- UPDATEs must now carry a newer token"
+
+step "Starting a 3-member coordinator cluster (scripts/cluster.sh)"
+mkdir -p "$WORK/cluster"
+e2e_cluster_start "$WORK/cluster" 3 || fail "the cluster did not start"
+note "FENCE_ENDPOINTS=$FENCE_ENDPOINTS"
+e2e_wait_for 30 fencectl acquire demo:warmup --lease 1s --wait 0s ||
+  fail "the cluster elected no leader within 30s"
+note "\$ fencectl status"
+fencectl status 2>&1 | show
+
+# --- The two workers: plain shell scripts using fencectl and psql ---------------
+# Worker A: acquire, prepare the report for 2 s, write with its token.
+cat >"$WORK/worker-a.sh" <<'WORKER'
+token=$("$FENCECTL_BIN" acquire "$KEY" --lease "$LEASE" --wait 0s) || exit 10
+echo "$token" >"$WORK/a.token.tmp" && mv "$WORK/a.token.tmp" "$WORK/a.token"
+sleep 2   # preparing the report
+psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c \
+  "UPDATE reports SET body = 'report by worker A (token $token)', fence = $token WHERE report_id = 7" \
+  >"$WORK/a.psql" 2>&1
+echo $? >"$WORK/a.rc"
+WORKER
+# Worker B: acquire, write with its token, release.
+cat >"$WORK/worker-b.sh" <<'WORKER'
+token=$("$FENCECTL_BIN" acquire "$KEY" --lease 10s --wait 0s) || exit 10
+echo "$token" >"$WORK/b.token"
+psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c \
+  "UPDATE reports SET body = 'report by worker B (token $token)', fence = $token WHERE report_id = 7" \
+  >"$WORK/b.psql" 2>&1
+rc=$?
+"$FENCECTL_BIN" release "$KEY" "$token" >/dev/null 2>&1
+exit $rc
+WORKER
+export WORK KEY LEASE
+
+step "t0  worker A starts and acquires $KEY with a $LEASE lease"
+setsid bash "$WORK/worker-a.sh" >"$WORK/a.out" 2>&1 &
+A_PID=$!
+e2e_wait_for 30 test -s "$WORK/a.token" || fail "worker A got no token within 30s: $(cat "$WORK/a.out")"
+A_TOKEN=$(cat "$WORK/a.token")
+note "worker A (pid $A_PID): \$ fencectl acquire $KEY --lease $LEASE   ->  token ${bold}$A_TOKEN${off}"
+note "(the token is the index of the Raft log entry that granted the lock: it only grows)"
+note "A now prepares its report (2 s of work) before writing it with token $A_TOKEN."
+
+step "t1  worker A pauses: we send it SIGSTOP (think: a long GC pause, a suspended VM)"
+kill -STOP -- "-$A_PID"
+[[ -f "$WORK/a.rc" ]] && fail "worker A wrote before it could be paused (machine too slow?)"
+e2e_wait_for 5 bash -c "[[ \$(awk '{print \$3}' /proc/$A_PID/stat) == T ]]" ||
+  fail "worker A did not stop"
+note "A is frozen. It cannot renew its lease, and it does not know time is passing."
+note "\$ fencectl get $KEY"
+fencectl get "$KEY" 2>&1 | show
+
+step "t2  A's lease expires on the coordinator (waiting, at most ${WAIT_EXPIRY_S}s)"
+t_start=$(e2e_ms)
+e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$KEY\" >/dev/null 2>&1" ||
+  fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
+note "after $(( ($(e2e_ms) - t_start) ))ms: the leader proposed Expire{$KEY, $A_TOKEN}; the cluster committed it."
+note "\$ fencectl get $KEY   ->  not held"
+
+step "t3  worker B acquires $KEY"
+set +e
+bash "$WORK/worker-b.sh" >"$WORK/b.out" 2>&1
+B_RC=$?
+set -e
+[[ -s "$WORK/b.token" ]] || fail "worker B got no token: $(cat "$WORK/b.out")"
+B_TOKEN=$(cat "$WORK/b.token")
+note "worker B: \$ fencectl acquire $KEY   ->  token ${bold}$B_TOKEN${off}   (larger than $A_TOKEN: tokens only grow)"
+((B_TOKEN > A_TOKEN)) || fail "B's token $B_TOKEN is not larger than A's $A_TOKEN"
+
+step "t4  worker B writes the report with token $B_TOKEN"
+note "UPDATE reports SET body = 'report by worker B (token $B_TOKEN)', fence = $B_TOKEN WHERE report_id = 7;"
+show <"$WORK/b.psql"
+((B_RC == 0)) || fail "worker B's write failed"
+note "${green}accepted${off}: the row's fence is now $B_TOKEN. B releases the lock."
+
+step "t5  worker A wakes up (SIGCONT) and, still believing it holds the lock, writes with token $A_TOKEN"
+kill -CONT -- "-$A_PID"
+e2e_wait_for 30 test -s "$WORK/a.rc" || fail "worker A did not finish its write within 30s"
+A_RC=$(cat "$WORK/a.rc")
+note "UPDATE reports SET body = 'report by worker A (token $A_TOKEN)', fence = $A_TOKEN WHERE report_id = 7;"
+show <"$WORK/a.psql"
+if [[ "$A_RC" != 0 ]] && grep -q 55F01 "$WORK/a.psql"; then
+  note "${red}REJECTED${off} with SQLSTATE 55F01: the database already accepted token $B_TOKEN."
+  REFUSED=1
+else
+  REFUSED=0
+fi
+
+step "The row after the race"
+sql -c "SELECT report_id, body, fence FROM reports WHERE report_id = 7" | show
+BODY=$(sql -At -c "SELECT body FROM reports WHERE report_id = 7")
+
+step "fence_stats: what pg_fence counted"
+sql -c "SELECT relation, accepted, rejected_stale, last_accepted_token, last_rejected_token
+          FROM fence_stats WHERE relation = 'reports'::regclass" | show
+STALE=$(sql -At -c "SELECT coalesce(sum(rejected_stale), 0) FROM fence_stats
+                     WHERE relation = 'reports'::regclass")
+
+step "fencectl status: the cluster"
+fencectl status 2>&1 | show
+
+# --- Epilogue: the same timeline with fence-worker, the pattern in one program --
+# Returns 0 if worker A stopped on the stale token (exit 3) after B wrote.
+worker_epilogue() {
+  local key=report:8 a_rc=0
+  step "Epilogue: the same story with fence-worker (coordinator/worker), the whole pattern in one program"
+  note "acquire -> keepalive thread (lease/3) -> write carrying the token -> stop on 55F01 -> release"
+  "$WORKER_BIN" --setup >/dev/null || return 1
+  "$WORKER_BIN" --key "$key" --mode guard --lease 2s --work 3s --no-lease-check \
+    --worker-id worker-A --log "$WORK/wa.csv" >"$WORK/wa.out" 2>&1 &
+  W_PID=$!
+  e2e_wait_for 30 grep -q ',acquire,.*,ok,' "$WORK/wa.csv" || return 1
+  kill -STOP "$W_PID"
+  note "worker-A acquired $key, started its 3 s of work and was frozen (SIGSTOP);"
+  note "--no-lease-check: it will write even if its keepalive noticed the loss, as if"
+  note "the pause had come right after its last check."
+  e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$key\" >/dev/null 2>&1" || return 1
+  "$WORKER_BIN" --key "$key" --mode guard --lease 2s --worker-id worker-B 2>&1 | show
+  kill -CONT "$W_PID"
+  wait "$W_PID" || a_rc=$?
+  W_PID=""
+  show <"$WORK/wa.out"
+  note "worker-A exit status $a_rc (3 = stale token refused: a newer holder wrote)"
+  ((a_rc == 3))
+}
+EPILOGUE=skipped
+if [[ -n "$WORKER_BIN" ]]; then
+  if worker_epilogue; then EPILOGUE=ok; else EPILOGUE=failed; fi
+else
+  note "(fence-worker is not built: epilogue skipped)"
+fi
+
+echo
+if ((REFUSED == 1)) && [[ "$BODY" == "report by worker B (token $B_TOKEN)" ]] && ((STALE == 1)) &&
+   [[ "$EPILOGUE" != failed ]]; then
+  printf '%s[%s] PASS: the stale write (token %s) was refused; the report holds B'"'"'s work (token %s).%s\n' \
+    "$green" "$(e2e_now)" "$A_TOKEN" "$B_TOKEN" "$off"
+  exit 0
+fi
+fail "expected A's write refused (refused=$REFUSED), B's body in the row (body='$BODY'), one stale rejection (fence_stats: $STALE), fence-worker epilogue ok ($EPILOGUE)"

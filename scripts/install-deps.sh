@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages pgfence needs, only those that are missing.
+# Idempotent and quick when everything is present; runs `apt-get update` only
+# when something must be installed. Needs root (or sudo) for the install.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git curl
+  postgresql-15 postgresql-client-15 postgresql-server-dev-15 postgresql-contrib libpq-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-test1.81-dev
+  clang-14 libclang-rt-14-dev
+)
+# etcd is only needed by the side-by-side benchmark (make bench-coordinator).
+if [[ "${PGFENCE_BENCH_DEPS:-0}" == 1 ]]; then
+  packages+=(etcd-server etcd-client)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

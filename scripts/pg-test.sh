@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# pg-test.sh: build and install pg_fence, then run its PostgreSQL tests
+# against throwaway servers (pg_virtualenv -t, works as root):
+#
+#   1. preloaded server (shared_preload_libraries = pg_fence, and a small
+#      pg_fence.max_tracked so the stats bound is testable):
+#        pg_regress           tests/pg/sql/*.sql except nopreload*.sql
+#        pg_isolation_regress tests/pg/specs/*.spec
+#   2. server without preload: pg_regress tests/pg/sql/nopreload*.sql
+#      (fencing works; fence_stats says what to configure)
+#
+# Prints each test's result and ends with "pg: N passed, M failed"; exits
+# non-zero on any failure, after printing the regression.diffs.
+# Outputs go to build/pg-tests (override with PG_TEST_OUT).
+# Usage: bash scripts/pg-test.sh        (from any directory)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+OUT=${PG_TEST_OUT:-$ROOT/build/pg-tests}
+TESTS=$ROOT/tests/pg
+PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/..
+PG_REGRESS=$PGXS_DIR/test/regress/pg_regress
+PG_ISOLATION_REGRESS=$PGXS_DIR/test/isolation/pg_isolation_regress
+PG_VERSION_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+
+# Test names (file names without extension) of one kind, sorted.
+list_tests() { # dir ext [nopreload|preload]
+  local f name
+  for f in "$1"/*."$2"; do
+    [[ -e $f ]] || continue
+    name=$(basename "$f" ."$2")
+    if [[ $name == nopreload* ]]; then
+      [[ $3 == nopreload ]] && echo "$name"
+    else
+      [[ $3 == preload ]] && echo "$name"
+    fi
+  done
+  return 0
+}
+
+# Runs inside pg_virtualenv (PGHOST, PGPORT, PGUSER... are set).
+run_inside() {
+  local mode=$1 status=0
+  if [[ $mode == preload ]]; then
+    # shellcheck disable=SC2046
+    "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/regress" \
+      --dbname=contrib_regression $(list_tests "$TESTS/sql" sql preload) || status=1
+    # shellcheck disable=SC2046
+    "$PG_ISOLATION_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/isolation" \
+      --dbname=isolation_regression $(list_tests "$TESTS/specs" spec preload) || status=1
+  else
+    # shellcheck disable=SC2046
+    "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/nopreload" \
+      --dbname=contrib_regression $(list_tests "$TESTS/sql" sql nopreload) || status=1
+  fi
+  return $status
+}
+
+if [[ ${1:-} == --inside ]]; then
+  run_inside "$2"
+  exit $?
+fi
+
+for tool in "$PG_CONFIG" "$PG_REGRESS" "$PG_ISOLATION_REGRESS"; do
+  if [[ ! -x $tool ]]; then
+    echo "pg-test: $tool not found; install postgresql-server-dev-15 (scripts/install-deps.sh)" >&2
+    echo "pg: 0 passed, 1 failed"
+    exit 1
+  fi
+done
+
+echo "== building and installing pg_fence (warnings are errors)"
+# clean first: objects built earlier without -Werror would not be rebuilt
+make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" clean
+make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" FENCE_CFLAGS=-Werror
+make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" install >/dev/null
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+status=0
+
+# Full output goes to the logs; the terminal gets it without pg_regress's
+# database setup chatter.
+quiet() { grep -vE '^(SET|DROP DATABASE|CREATE DATABASE|ALTER DATABASE|=+ (dropping|creating) database .*)$' || true; }
+
+echo "== pg_regress + isolation, shared_preload_libraries = pg_fence"
+pg_virtualenv -t -v "$PG_VERSION_MAJOR" \
+  -o shared_preload_libraries=pg_fence -o pg_fence.max_tracked=16 \
+  bash "$ROOT/scripts/pg-test.sh" --inside preload 2>&1 | tee "$OUT/preload.log" | quiet || status=1
+
+echo "== pg_regress without shared_preload_libraries"
+pg_virtualenv -t -v "$PG_VERSION_MAJOR" \
+  bash "$ROOT/scripts/pg-test.sh" --inside nopreload 2>&1 | tee "$OUT/nopreload.log" | quiet || status=1
+
+# pg_regress prints "test NAME ... ok" (or "     NAME ... ok" in groups).
+passed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE '^(test +| +)[^ ]+ +\.\.\. ok' || true)
+failed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE '^(test +| +)[^ ]+ +\.\.\. FAILED' || true)
+expected=$(( $(list_tests "$TESTS/sql" sql preload | wc -l) +
+             $(list_tests "$TESTS/specs" spec preload | wc -l) +
+             $(list_tests "$TESTS/sql" sql nopreload | wc -l) ))
+if (( passed + failed != expected )); then
+  echo "pg-test: expected $expected test results, saw $((passed + failed)); see $OUT/*.log"
+  failed=$(( expected - passed ))
+  status=1
+fi
+(( failed == 0 )) || status=1
+
+if (( status != 0 )); then
+  for diffs in "$OUT"/*/regression.diffs; do
+    [[ -s $diffs ]] || continue
+    echo "== $diffs"
+    cat "$diffs"
+  done
+fi
+echo "pg: $passed passed, $failed failed"
+exit $status

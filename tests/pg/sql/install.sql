@@ -1,0 +1,42 @@
+-- install: the extension installs cleanly; its objects, comments, privileges
+-- and settings are what docs/sql.md says.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS pg_fence CASCADE;
+CREATE EXTENSION pg_fence;
+RESET client_min_messages;
+
+SELECT extversion, extrelocatable FROM pg_extension WHERE extname = 'pg_fence';
+
+-- every object that belongs to the extension
+SELECT pg_describe_object(classid, objid, 0) AS object
+  FROM pg_depend
+ WHERE refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_fence')
+   AND deptype = 'e'
+ ORDER BY 1;
+
+-- every function has a COMMENT, none is SECURITY DEFINER
+SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer,
+       obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_fence')
+   AND d.deptype = 'e'
+ ORDER BY 1::text;
+
+-- fence_resources is a configuration table: pg_dump keeps its rows
+SELECT extconfig::regclass[] AS config_tables, extcondition
+  FROM pg_extension WHERE extname = 'pg_fence';
+
+-- anyone may read fence_stats; only superusers may reset it
+SELECT has_table_privilege('public', 'fence_stats', 'SELECT') AS public_reads_stats,
+       has_function_privilege('public', 'fence_stats_reset()', 'EXECUTE') AS public_resets_stats,
+       has_function_privilege('public', 'fenced_update(regclass,jsonb,jsonb,bigint,name)',
+                              'EXECUTE') AS public_calls_fenced_update;
+
+-- the settings and their defaults
+SELECT name, setting, context, vartype, min_val, max_val
+  FROM pg_settings WHERE name LIKE 'pg_fence.%' ORDER BY name;
+
+-- the outcome type
+SELECT enum_range(NULL::fence_outcome);

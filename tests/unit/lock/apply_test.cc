@@ -1,0 +1,237 @@
+// LockTable::apply: every command/result path of DESIGN.md "Replicated commands".
+#include <boost/test/unit_test.hpp>
+#include <stdexcept>
+
+#include "lock/table.h"
+#include "test_support.h"
+
+using namespace pgfence::lock;
+
+namespace {
+
+constexpr std::uint64_t kLeaseMs = 10'000;
+
+Token granted_token(const Result& r) {
+    BOOST_TEST_REQUIRE(std::holds_alternative<Granted>(r), "expected Granted, got " << describe(r));
+    return std::get<Granted>(r).token;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(apply)
+
+BOOST_AUTO_TEST_CASE(grant_on_free_key_holds_it_with_token_equal_to_entry_index) {
+    LockTable table;
+    const Result r = table.apply(5, Grant{"report:7", kLeaseMs, "worker-a"});
+    BOOST_TEST(granted_token(r) == 5u);
+    const Lock* lock = table.find("report:7");
+    BOOST_TEST_REQUIRE(lock != nullptr);
+    BOOST_TEST((*lock == Lock{"report:7", 5, kLeaseMs, "worker-a"}));
+    BOOST_TEST(table.last_token() == 5u);
+    BOOST_TEST(table.applied_index() == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(grant_token_is_entry_index_plus_token_floor) {
+    LockTable table;
+    BOOST_TEST((table.apply(1, SetTokenFloor{1000}) == Result{FloorSet{1000}}));
+    BOOST_TEST(granted_token(table.apply(2, Grant{"k", kLeaseMs, ""})) == 2u + 1000u);
+}
+
+BOOST_AUTO_TEST_CASE(grant_on_key_held_by_another_owner_is_rejected_with_holder_token) {
+    LockTable table;
+    const Token holder = granted_token(table.apply(1, Grant{"k", kLeaseMs, "worker-a"}));
+    BOOST_TEST((table.apply(2, Grant{"k", kLeaseMs, "worker-b"}) == Result{GrantRejected{holder}}));
+    BOOST_TEST((table.apply(3, Grant{"k", kLeaseMs, ""}) == Result{GrantRejected{holder}}));
+    BOOST_TEST(table.find("k")->owner == "worker-a");
+    BOOST_TEST(table.last_token() == holder);
+}
+
+BOOST_AUTO_TEST_CASE(regrant_by_same_owner_returns_existing_token_and_takes_new_lease) {
+    LockTable table;
+    const Token first = granted_token(table.apply(1, Grant{"k", kLeaseMs, "worker-a"}));
+    const Result again = table.apply(2, Grant{"k", 2 * kLeaseMs, "worker-a"});
+    BOOST_TEST(granted_token(again) == first);
+    BOOST_TEST(table.find("k")->token == first);
+    BOOST_TEST(table.find("k")->lease_ms == 2 * kLeaseMs);
+    BOOST_TEST(table.last_token() == first);  // no new token was issued
+    BOOST_TEST(table.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(regrant_with_empty_owner_is_not_idempotent) {
+    LockTable table;
+    const Token first = granted_token(table.apply(1, Grant{"k", kLeaseMs, ""}));
+    BOOST_TEST((table.apply(2, Grant{"k", kLeaseMs, ""}) == Result{GrantRejected{first}}));
+}
+
+BOOST_AUTO_TEST_CASE(release_with_holder_token_frees_the_key) {
+    LockTable table;
+    const Token t = granted_token(table.apply(1, Grant{"k", kLeaseMs, ""}));
+    BOOST_TEST((table.apply(2, Release{"k", t}) == Result{Released{}}));
+    BOOST_TEST(table.find("k") == nullptr);
+    BOOST_TEST(granted_token(table.apply(3, Grant{"k", kLeaseMs, ""})) > t);
+}
+
+BOOST_AUTO_TEST_CASE(release_of_unknown_key_or_wrong_token_is_not_found) {
+    LockTable table;
+    const Token t = granted_token(table.apply(1, Grant{"k", kLeaseMs, ""}));
+    BOOST_TEST((table.apply(2, Release{"other", t}) == Result{NotFound{}}));
+    BOOST_TEST((table.apply(3, Release{"k", t + 1}) == Result{NotFound{}}));
+    BOOST_TEST((table.apply(4, Release{"k", 0}) == Result{NotFound{}}));
+    BOOST_TEST(table.find("k") != nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(expire_with_holder_token_removes_and_reports_existed) {
+    LockTable table;
+    const Token t = granted_token(table.apply(1, Grant{"k", kLeaseMs, ""}));
+    BOOST_TEST((table.apply(2, Expire{"k", t}) == Result{Expired{true}}));
+    BOOST_TEST(table.find("k") == nullptr);
+    BOOST_TEST((table.apply(3, Expire{"k", t}) == Result{Expired{false}}));  // duplicate
+    BOOST_TEST((table.apply(4, Expire{"never", 1}) == Result{Expired{false}}));
+}
+
+// The seed scenario: A's late Expire/Release must not remove B's newer grant.
+BOOST_AUTO_TEST_CASE(stale_release_and_expire_never_remove_a_newer_grant) {
+    LockTable table;
+    const Token a = granted_token(table.apply(1, Grant{"report:7", kLeaseMs, "A"}));
+    BOOST_TEST((table.apply(2, Expire{"report:7", a}) == Result{Expired{true}}));
+    const Token b = granted_token(table.apply(3, Grant{"report:7", kLeaseMs, "B"}));
+    BOOST_TEST(b > a);
+    BOOST_TEST((table.apply(4, Expire{"report:7", a}) == Result{Expired{false}}));
+    BOOST_TEST((table.apply(5, Release{"report:7", a}) == Result{NotFound{}}));
+    BOOST_TEST_REQUIRE(table.find("report:7") != nullptr);
+    BOOST_TEST(table.find("report:7")->token == b);
+    BOOST_TEST(table.find("report:7")->owner == "B");
+}
+
+BOOST_AUTO_TEST_CASE(token_floor_only_grows) {
+    LockTable table;
+    BOOST_TEST((table.apply(1, SetTokenFloor{500}) == Result{FloorSet{500}}));
+    BOOST_TEST((table.apply(2, SetTokenFloor{100}) == Result{FloorSet{500}}));
+    BOOST_TEST(table.token_floor() == 500u);
+    BOOST_TEST((table.apply(3, SetTokenFloor{kMaxToken}) == Result{FloorSet{kMaxToken}}));
+}
+
+BOOST_AUTO_TEST_CASE(token_floor_above_max_token_is_ignored) {
+    LockTable table;
+    table.apply(1, SetTokenFloor{7});
+    BOOST_TEST((table.apply(2, SetTokenFloor{kMaxToken + 1}) == Result{FloorSet{7}}));
+    BOOST_TEST(table.token_floor() == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(raising_the_floor_lifts_tokens_above_every_earlier_token) {
+    LockTable table;
+    const Token before = granted_token(table.apply(1, Grant{"a", kLeaseMs, ""}));
+    table.apply(2, SetTokenFloor{1'000'000});
+    const Token after = granted_token(table.apply(3, Grant{"b", kLeaseMs, ""}));
+    BOOST_TEST(after == 3u + 1'000'000u);
+    BOOST_TEST(after > before);
+    BOOST_TEST(table.last_token() == after);
+}
+
+BOOST_AUTO_TEST_CASE(grant_whose_token_would_exceed_max_token_is_rejected_with_zero) {
+    LockTable table;
+    table.apply(1, SetTokenFloor{kMaxToken - 3});
+    BOOST_TEST(granted_token(table.apply(3, Grant{"a", kLeaseMs, ""})) == kMaxToken);
+    BOOST_TEST((table.apply(4, Grant{"b", kLeaseMs, ""}) == Result{GrantRejected{0}}));
+    BOOST_TEST(table.find("b") == nullptr);
+    BOOST_TEST(table.last_token() == kMaxToken);
+    BOOST_TEST(table.check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(invalid_grant_in_a_committed_entry_is_rejected_with_zero_and_changes_nothing) {
+    const std::vector<Grant> invalid = {
+        {"", kLeaseMs, ""},                                     // empty key
+        {std::string(kMaxKeyBytes + 1, 'k'), kLeaseMs, ""},     // key too long
+        {"bad\xff", kLeaseMs, ""},                              // invalid UTF-8
+        {"tab\there", kLeaseMs, ""},                            // control character
+        {"k", 0, ""},                                           // lease_ms 0
+        {"k", kMaxLeaseMs + 1, ""},                             // lease_ms over the ceiling
+        {"k", kLeaseMs, std::string(kMaxOwnerBytes + 1, 'o')},  // owner too long
+        {"k", kLeaseMs, "own\ner"},                             // owner with a control character
+    };
+    std::uint64_t index = 0;
+    for (const Grant& grant : invalid) {
+        LockTable table;
+        table.apply(++index, Grant{"held", kLeaseMs, "a"});
+        const LockTable before = table;
+        BOOST_TEST((table.apply(++index, grant) == Result{GrantRejected{0}}), describe(grant));
+        BOOST_TEST(table.list() == before.list());
+        BOOST_TEST(table.last_token() == before.last_token());
+        BOOST_TEST(table.applied_index() == index);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(invalid_regrant_by_holder_is_rejected_with_zero_and_keeps_the_lease) {
+    LockTable table;
+    table.apply(1, Grant{"k", kLeaseMs, "a"});
+    BOOST_TEST((table.apply(2, Grant{"k", 0, "a"}) == Result{GrantRejected{0}}));
+    BOOST_TEST(table.find("k")->lease_ms == kLeaseMs);
+}
+
+BOOST_AUTO_TEST_CASE(apply_noop_returns_noop_and_advances_applied_index) {
+    LockTable table;
+    table.apply(1, Grant{"k", kLeaseMs, ""});
+    BOOST_TEST((table.apply_noop(4) == Result{Noop{}}));
+    BOOST_TEST(table.applied_index() == 4u);
+    BOOST_TEST(table.size() == 1u);
+    BOOST_TEST(granted_token(table.apply(5, Grant{"j", kLeaseMs, ""})) == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(index_that_does_not_increase_is_a_logic_error_and_changes_nothing) {
+    LockTable table;
+    BOOST_CHECK_THROW(table.apply(0, Grant{"k", kLeaseMs, ""}), std::logic_error);
+    BOOST_CHECK_THROW(table.apply_noop(0), std::logic_error);
+    table.apply(3, Grant{"k", kLeaseMs, ""});
+    const LockTable before = table;
+    BOOST_CHECK_THROW(table.apply(3, Grant{"j", kLeaseMs, ""}), std::logic_error);
+    BOOST_CHECK_THROW(table.apply(2, Release{"k", 3}), std::logic_error);
+    BOOST_CHECK_THROW(table.apply_noop(3), std::logic_error);
+    BOOST_TEST((table == before));
+}
+
+BOOST_AUTO_TEST_CASE(list_is_sorted_by_key_and_find_sees_every_lock) {
+    LockTable table;
+    std::uint64_t index = 0;
+    for (const char* key : {"m", "b", "z", "a"}) table.apply(++index, Grant{key, kLeaseMs, ""});
+    const auto locks = table.list();
+    BOOST_TEST_REQUIRE(locks.size() == 4u);
+    for (std::size_t i = 1; i < locks.size(); ++i) BOOST_TEST(locks[i - 1].key < locks[i].key);
+    for (const Lock& lock : locks) BOOST_TEST((*table.find(lock.key) == lock));
+    BOOST_TEST(table.find("absent") == nullptr);
+}
+
+// Random sequences: tokens strictly increase, last_token is the largest ever
+// granted, at most one holder per key, invariants hold after every step.
+BOOST_AUTO_TEST_CASE(random_sequences_keep_tokens_increasing_and_invariants_true) {
+    const auto keys = test::key_pool();
+    for (std::uint64_t seed = 1; seed <= 50; ++seed) {
+        std::mt19937_64 rng(seed);
+        LockTable table;
+        Token largest = 0;
+        std::uint64_t index = 0;
+        for (int step = 0; step < 400; ++step) {
+            index += 1 + rng() % 3;  // gaps: entries that are not lock commands
+            const Command cmd = test::random_command(rng, keys, table);
+            const Token before = table.last_token();
+            const Result r = table.apply(index, cmd);
+            if (const auto* g = std::get_if<Granted>(&r); g && g->token > before) {
+                BOOST_TEST_REQUIRE(g->token > largest, "seed " << seed << " step " << step);
+                largest = g->token;
+            }
+            BOOST_TEST_REQUIRE(table.last_token() == largest, "seed " << seed);
+            BOOST_TEST_REQUIRE(table.check_invariants() == "", "seed " << seed << " step " << step);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(describe_names_every_result) {
+    BOOST_TEST(describe(Result{Granted{42}}) == "granted token=42");
+    BOOST_TEST(describe(Result{GrantRejected{41}}) == "grant_rejected holder_token=41");
+    BOOST_TEST(describe(Result{Released{}}) == "released");
+    BOOST_TEST(describe(Result{NotFound{}}) == "not_found");
+    BOOST_TEST(describe(Result{Expired{true}}) == "expired existed=true");
+    BOOST_TEST(describe(Result{Noop{}}) == "noop");
+    BOOST_TEST(describe(Result{FloorSet{9}}) == "floor_set floor=9");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,176 @@
+// LockTable::snapshot / restore: round trips, identical futures after restore,
+// and hostile snapshots rejected.
+#include <boost/test/unit_test.hpp>
+
+#include "lock/table.h"
+#include "test_support.h"
+
+using namespace pgfence::lock;
+using pgfence::lock::test::Bytes;
+
+namespace {
+
+constexpr std::uint8_t kVersion = 1;
+constexpr std::uint64_t kLeaseMs = 5'000;
+
+std::string restore_error(std::string_view bytes) {
+    auto restored = LockTable::restore(bytes);
+    if (auto* error = std::get_if<DecodeError>(&restored)) return error->message;
+    return {};
+}
+
+LockTable restored(std::string_view bytes) {
+    auto r = LockTable::restore(bytes);
+    if (auto* error = std::get_if<DecodeError>(&r)) BOOST_FAIL(error->message);
+    return std::get<LockTable>(r);
+}
+
+// A header for a table with applied index 10, floor 0, last token 10.
+Bytes header(std::uint32_t count) {
+    return Bytes().u8(kVersion).u64(10).u64(0).u64(10).u32(count);
+}
+
+LockTable sample_table() {
+    LockTable table;
+    table.apply(1, SetTokenFloor{100});
+    table.apply(2, Grant{"report:7", kLeaseMs, "worker-a"});
+    table.apply(3, Grant{"ключ", kLeaseMs, ""});
+    table.apply(4, Grant{"a", kLeaseMs, "b"});
+    table.apply(5, Release{"a", 104});
+    return table;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(snapshot)
+
+BOOST_AUTO_TEST_CASE(snapshot_follows_the_documented_layout) {
+    LockTable table;
+    table.apply(3, Grant{"k", kLeaseMs, "o"});
+    Bytes expected = Bytes().u8(kVersion).u64(3).u64(0).u64(3).u32(1);
+    test::put_lock(expected, Lock{"k", 3, kLeaseMs, "o"});
+    BOOST_TEST(table.snapshot() == expected.get());
+}
+
+BOOST_AUTO_TEST_CASE(empty_and_populated_tables_round_trip_identically) {
+    for (const LockTable& table : {LockTable{}, sample_table()}) {
+        const LockTable copy = restored(table.snapshot());
+        BOOST_TEST((copy == table));
+        BOOST_TEST(copy.snapshot() == table.snapshot());
+        BOOST_TEST(copy.check_invariants() == "");
+    }
+}
+
+// After restore, the same future commands give the same results, tables and tokens.
+BOOST_AUTO_TEST_CASE(restored_table_issues_the_same_future_tokens) {
+    const auto keys = test::key_pool();
+    for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+        std::mt19937_64 rng(seed);
+        LockTable original;
+        std::uint64_t index = 0;
+        const int snapshot_step = 50 + static_cast<int>(rng() % 200);
+        std::optional<LockTable> copy;
+        for (int step = 0; step < 400; ++step) {
+            if (step == snapshot_step) copy = restored(original.snapshot());
+            index += 1 + rng() % 2;
+            const bool noop = rng() % 10 == 0;
+            const Command cmd = test::random_command(rng, keys, original);
+            const Result expected = noop ? original.apply_noop(index) : original.apply(index, cmd);
+            if (!copy) continue;
+            const Result got = noop ? copy->apply_noop(index) : copy->apply(index, cmd);
+            BOOST_TEST_REQUIRE((got == expected), "seed " << seed << " step " << step);
+            BOOST_TEST_REQUIRE((*copy == original), "seed " << seed << " step " << step);
+        }
+        BOOST_TEST(copy->last_token() == original.last_token());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(every_truncation_of_a_valid_snapshot_is_rejected) {
+    const std::string bytes = sample_table().snapshot();
+    for (std::size_t length = 0; length < bytes.size(); ++length) {
+        BOOST_TEST_REQUIRE(!restore_error(bytes.substr(0, length)).empty(), length);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(trailing_bytes_and_unknown_version_are_rejected) {
+    const std::string bytes = sample_table().snapshot();
+    BOOST_TEST(restore_error(bytes + "x").find("trailing") != std::string::npos);
+    std::string versioned = bytes;
+    versioned[0] = 2;
+    BOOST_TEST(restore_error(versioned).find("version 2") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(count_larger_than_the_remaining_bytes_is_rejected_before_allocating) {
+    const std::string error = restore_error(header(0xffffffff).get());
+    BOOST_TEST(error.find("lock count 4294967295") != std::string::npos, error);
+    BOOST_TEST(error.find("offset 25") != std::string::npos, error);
+    Bytes two = header(2);
+    test::put_lock(two, Lock{"a", 9, kLeaseMs, ""});
+    BOOST_TEST(!restore_error(two.get()).empty());
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_or_out_of_order_keys_are_rejected) {
+    Bytes duplicate = header(2);
+    test::put_lock(duplicate, Lock{"a", 9, kLeaseMs, ""});
+    test::put_lock(duplicate, Lock{"a", 10, kLeaseMs, ""});
+    BOOST_TEST(restore_error(duplicate.get()).find("not after the previous") != std::string::npos);
+    Bytes unordered = header(2);
+    test::put_lock(unordered, Lock{"b", 9, kLeaseMs, ""});
+    test::put_lock(unordered, Lock{"a", 10, kLeaseMs, ""});
+    BOOST_TEST(restore_error(unordered.get()).find("not after the previous") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(locks_breaking_the_table_invariants_are_rejected) {
+    const std::vector<Lock> bad = {
+        {"tab\t", 9, kLeaseMs, ""},     // control character in key
+        {"\xc0\xaf", 9, kLeaseMs, ""},  // overlong UTF-8
+        {"k", 9, 0, ""},                // lease_ms 0
+        {"k", 9, kMaxLeaseMs + 1, ""},  // lease over the ceiling
+        {"k", 9, kLeaseMs, "\x7f"},     // control character in owner
+        {"k", 0, kLeaseMs, ""},         // token 0 is never granted
+        {"k", 11, kLeaseMs, ""},        // token above last_token
+    };
+    for (const Lock& lock : bad) {
+        Bytes bytes = header(1);
+        test::put_lock(bytes, lock);
+        BOOST_TEST(!restore_error(bytes.get()).empty(), lock);
+    }
+    Bytes key_over_limit = header(1);
+    test::put_lock(key_over_limit, Lock{std::string(kMaxKeyBytes + 1, 'k'), 9, kLeaseMs, ""});
+    BOOST_TEST(restore_error(key_over_limit.get()).find("length 513") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(inconsistent_headers_are_rejected) {
+    Bytes same_token = header(2);
+    test::put_lock(same_token, Lock{"a", 9, kLeaseMs, ""});
+    test::put_lock(same_token, Lock{"b", 9, kLeaseMs, ""});
+    BOOST_TEST(restore_error(same_token.get()).find("two keys") != std::string::npos);
+    // last_token 50 cannot come from index <= 10 with floor 0.
+    BOOST_TEST(!restore_error(Bytes().u8(kVersion).u64(10).u64(0).u64(50).u32(0).get()).empty());
+    // applied index 0 means nothing was applied.
+    BOOST_TEST(!restore_error(Bytes().u8(kVersion).u64(0).u64(5).u64(0).u32(0).get()).empty());
+    // floor above kMaxToken can never be set.
+    BOOST_TEST(
+        !restore_error(Bytes().u8(kVersion).u64(1).u64(kMaxToken + 1).u64(0).u32(0).get()).empty());
+}
+
+// Random and mutated snapshots never crash; whatever restores satisfies the
+// invariants and re-encodes to the same bytes.
+BOOST_AUTO_TEST_CASE(random_and_mutated_snapshots_never_crash) {
+    std::mt19937_64 rng(777);
+    const std::string valid = sample_table().snapshot();
+    int restored_count = 0;
+    for (int i = 0; i < 100'000; ++i) {
+        const std::string bytes =
+            i % 4 == 0 ? test::random_bytes(rng, 128) : test::mutate(rng, valid);
+        auto r = LockTable::restore(bytes);
+        if (auto* table = std::get_if<LockTable>(&r)) {
+            ++restored_count;
+            BOOST_TEST_REQUIRE(table->check_invariants() == "", "iteration " << i);
+            BOOST_TEST_REQUIRE(table->snapshot() == bytes, "iteration " << i);
+        }
+    }
+    BOOST_TEST(restored_count > 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,100 @@
+#include "test_support.h"
+
+namespace pgfence::lock {
+std::ostream& operator<<(std::ostream& os, const Result& result) {
+    return os << describe(result);
+}
+std::ostream& operator<<(std::ostream& os, const Command& cmd) {
+    return os << describe(cmd);
+}
+std::ostream& operator<<(std::ostream& os, const Lock& lock) {
+    return os << describe(Command{Grant{lock.key, lock.lease_ms, lock.owner}})
+              << " token=" << lock.token;
+}
+}  // namespace pgfence::lock
+
+namespace pgfence::lock::test {
+
+void put_lock(Bytes& bytes, const Lock& lock) {
+    bytes.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner);
+}
+
+std::vector<std::string> key_pool() {
+    return {"report:7", "report:8", "jobs/nightly", "ключ", "a", std::string(kMaxKeyBytes, 'k')};
+}
+
+namespace {
+
+template <typename T>
+T pick(std::mt19937_64& rng, T low, T high) {
+    return std::uniform_int_distribution<T>(low, high)(rng);
+}
+
+Token random_token(std::mt19937_64& rng, const LockTable& table, const std::string& key) {
+    const Lock* held = table.find(key);
+    switch (pick(rng, 0, 3)) {
+        case 0:
+            return held ? held->token : 0;
+        case 1:
+            return held ? held->token - 1 : table.last_token();
+        case 2:
+            return table.last_token();
+        default:
+            return pick<Token>(rng, 0, table.last_token() + 2);
+    }
+}
+
+}  // namespace
+
+Command random_command(std::mt19937_64& rng, const std::vector<std::string>& keys,
+                       const LockTable& table) {
+    const std::string& key = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
+    static const std::vector<std::string> owners = {"", "worker-a", "worker-b"};
+    switch (pick(rng, 0, 9)) {
+        case 0:
+        case 1:
+        case 2:
+        case 3: {
+            std::string owner = owners[pick<std::size_t>(rng, 0, owners.size() - 1)];
+            return Grant{key, pick<std::uint64_t>(rng, 1, 60'000), owner};
+        }
+        case 4:
+        case 5:
+            return Release{key, random_token(rng, table, key)};
+        case 6:
+        case 7:
+            return Expire{key, random_token(rng, table, key)};
+        case 8:
+            return SetTokenFloor{table.token_floor() + pick<Token>(rng, 0, 1000)};
+        default:
+            return SetTokenFloor{pick<Token>(rng, 0, table.token_floor())};  // never lowers
+    }
+}
+
+std::string random_bytes(std::mt19937_64& rng, std::size_t max_bytes) {
+    std::string out(pick<std::size_t>(rng, 0, max_bytes), '\0');
+    for (char& c : out) c = static_cast<char>(pick(rng, 0, 255));
+    return out;
+}
+
+std::string mutate(std::mt19937_64& rng, std::string valid) {
+    const int edits = pick(rng, 1, 4);
+    for (int i = 0; i < edits; ++i) {
+        const std::size_t at = pick<std::size_t>(rng, 0, valid.size());
+        const char byte = static_cast<char>(pick(rng, 0, 255));
+        switch (pick(rng, 0, 2)) {
+            case 0:
+                if (at < valid.size()) valid[at] = byte;
+                break;
+            case 1:
+                valid.insert(valid.begin() + static_cast<std::ptrdiff_t>(at), byte);
+                break;
+            default:
+                if (at < valid.size()) valid.erase(at, 1);
+                break;
+        }
+    }
+    return valid;
+}
+
+}  // namespace pgfence::lock::test

@@ -1,0 +1,192 @@
+// Crash recovery of the WAL: torn tails are cut, corruption is refused.
+#include <boost/test/unit_test.hpp>
+
+#include "storage/wal.h"
+#include "storage/wal_format.h"
+#include "test_dir.h"
+
+namespace pgfence::storage {
+namespace {
+
+using namespace test;
+
+struct Written {
+    std::vector<raft::Entry> entries;  // everything written
+    std::vector<std::uint64_t> ends;   // segment size after each batch
+    std::string segment;               // path of the (single) segment
+};
+
+// Writes batches of the given sizes (each one record) into a fresh directory.
+Written write_batches(const std::string& dir, const std::vector<std::size_t>& sizes) {
+    Written w;
+    auto s = open_storage(dir);
+    raft::Index next = 1;
+    w.segment = segment_files(dir).at(0);
+    for (std::size_t n : sizes) {
+        auto batch = make_entries(next, n, 1);
+        s->persist(nullptr, nullptr, batch);
+        w.entries.insert(w.entries.end(), batch.begin(), batch.end());
+        w.ends.push_back(size_of(w.segment));
+        next += n;
+    }
+    return w;
+}
+
+std::vector<raft::Entry> prefix(const std::vector<raft::Entry>& v, std::size_t n) {
+    return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+BOOST_AUTO_TEST_SUITE(recovery)
+
+BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_recovers_the_written_prefix) {
+    TempDir dir;
+    const Written w = write_batches(dir.path(), {1, 3, 2, 2});
+    const std::string full = read_bytes(w.segment);
+    const std::uint64_t last_start = w.ends[2];
+    const std::size_t kept = 6;
+    for (std::uint64_t cut = last_start; cut < full.size(); ++cut) {
+        write_bytes(w.segment, full.substr(0, cut));
+        auto s = open_storage(dir.path());
+        BOOST_TEST_INFO("cut at byte " << cut);
+        BOOST_TEST(s->last_index() == kept);
+        BOOST_TEST((all_entries(*s) == prefix(w.entries, kept)));
+        BOOST_TEST(s->warnings().size() == (cut == last_start ? 0u : 1u));
+        BOOST_TEST(size_of(w.segment) == last_start);
+    }
+    // And the log goes on from the cut: a new batch lands after the prefix.
+    auto s = open_storage(dir.path());
+    s->persist(nullptr, nullptr, make_entries(7, 1, 2));
+    s.reset();
+    s = open_storage(dir.path());
+    BOOST_TEST(s->last_index() == 7u);
+    BOOST_TEST(s->entries(7, 8).at(0).term == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(every_bit_flip_in_an_earlier_record_is_refused_naming_file_and_offset) {
+    TempDir dir;
+    const Written w = write_batches(dir.path(), {2, 1, 2});
+    const std::string full = read_bytes(w.segment);
+    const std::uint64_t start = w.ends[0];
+    const std::uint64_t end = w.ends[1];
+    for (std::uint64_t at = start; at < end; ++at) {
+        for (int bit = 0; bit < 8; ++bit) {
+            write_bytes(w.segment, full);
+            flip_bit(w.segment, at, bit);
+            BOOST_TEST_INFO("flipped byte " << at << " bit " << bit);
+            try {
+                open_storage(dir.path());
+                BOOST_TEST(false, "open accepted a corrupt earlier record");
+            } catch (const StorageError& e) {
+                const std::string msg = e.what();
+                BOOST_TEST(msg.find(w.segment) != std::string::npos);
+                BOOST_TEST(msg.find("at byte " + std::to_string(start) + ":") != std::string::npos);
+            }
+            BOOST_TEST(read_bytes(w.segment).size() == full.size());  // nothing truncated
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(every_bit_flip_in_the_last_record_is_a_torn_tail) {
+    TempDir dir;
+    const Written w = write_batches(dir.path(), {2, 1, 2});
+    const std::string full = read_bytes(w.segment);
+    for (std::uint64_t at = w.ends[1]; at < full.size(); ++at) {
+        for (int bit = 0; bit < 8; ++bit) {
+            write_bytes(w.segment, full);
+            flip_bit(w.segment, at, bit);
+            BOOST_TEST_INFO("flipped byte " << at << " bit " << bit);
+            auto s = open_storage(dir.path());
+            BOOST_TEST(s->last_index() == 3u);
+            BOOST_TEST((all_entries(*s) == prefix(w.entries, 3)));
+            BOOST_TEST(s->warnings().size() == 1u);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(zero_filled_tail_from_an_unsynced_extension_is_cut) {
+    TempDir dir;
+    const Written w = write_batches(dir.path(), {2, 2});
+    write_bytes(w.segment, read_bytes(w.segment) + std::string(4096, '\0'));
+    auto s = open_storage(dir.path());
+    BOOST_TEST(s->last_index() == 4u);
+    BOOST_TEST(size_of(w.segment) == w.ends[1]);
+}
+
+BOOST_AUTO_TEST_CASE(garbage_after_the_header_of_a_new_log_is_cut) {
+    TempDir dir;
+    const Written w = write_batches(dir.path(), {});
+    write_bytes(w.segment, read_bytes(w.segment) + "\x05\x00\x00");
+    auto s = open_storage(dir.path());
+    BOOST_TEST(s->last_index() == 0u);
+    BOOST_TEST(s->first_index() == 1u);
+}
+
+// Several segments (small rotation size) for the multi-segment cases.
+std::vector<raft::Entry> write_rotated(const std::string& dir) {
+    StorageOptions opt;
+    opt.segment_bytes = kMinSegmentBytes;
+    auto s = open_storage(dir, opt);
+    std::vector<raft::Entry> all;
+    for (raft::Index i = 1; i <= 120; i += 10) {
+        auto batch = make_entries(i, 10, 1);
+        s->persist(nullptr, nullptr, batch);
+        all.insert(all.end(), batch.begin(), batch.end());
+    }
+    BOOST_TEST_REQUIRE(segment_files(dir).size() >= 3u);
+    return all;
+}
+
+BOOST_AUTO_TEST_CASE(torn_tail_in_an_older_segment_is_corruption) {
+    TempDir dir;
+    write_rotated(dir.path());
+    const std::string first = segment_files(dir.path()).at(0);
+    truncate_to(first, size_of(first) - 3);
+    try {
+        open_storage(dir.path());
+        BOOST_TEST(false, "open accepted a cut older segment");
+    } catch (const StorageError& e) {
+        BOOST_TEST(std::string(e.what()).find(first) != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("not the newest segment") != std::string::npos);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(missing_middle_segment_is_corruption) {
+    TempDir dir;
+    write_rotated(dir.path());
+    remove_file(segment_files(dir.path()).at(1));
+    BOOST_CHECK_THROW(open_storage(dir.path()), StorageError);
+}
+
+BOOST_AUTO_TEST_CASE(torn_header_of_a_new_segment_is_removed_and_appends_continue) {
+    TempDir dir;
+    const auto all = write_rotated(dir.path());
+    const auto segs = segment_files(dir.path());
+    std::uint64_t seq = 0;
+    parse_segment_file_name(segs.back().substr(segs.back().rfind('/') + 1), seq);
+    const std::string torn = dir.file(segment_file_name(seq + 1));
+    write_bytes(torn, encode_segment_header(seq + 1).substr(0, 7));
+    auto s = open_storage(dir.path());
+    BOOST_TEST(s->warnings().size() == 1u);
+    BOOST_TEST(!path_exists(torn));
+    BOOST_TEST((all_entries(*s) == all));
+    s->persist(nullptr, nullptr, make_entries(121, 1, 1));
+    BOOST_TEST(s->last_index() == 121u);
+}
+
+BOOST_AUTO_TEST_CASE(rotation_keeps_every_entry_across_reopen) {
+    TempDir dir;
+    const auto all = write_rotated(dir.path());
+    auto s = open_storage(dir.path());
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST((all_entries(*s) == all));
+    BOOST_TEST(
+        (s->entries(35, 57) == std::vector<raft::Entry>(all.begin() + 34, all.begin() + 56)));
+    for (const auto& seg : segment_files(dir.path())) {
+        BOOST_TEST(size_of(seg) <= kMinSegmentBytes + 10 * 113 + 30);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace pgfence::storage

@@ -1,0 +1,192 @@
+// Snapshots: saving and compaction, installing one from the leader, and
+// interrupted snapshot writes.
+#include <boost/test/unit_test.hpp>
+
+#include "storage/meta_files.h"
+#include "storage/wal.h"
+#include "test_dir.h"
+
+namespace pgfence::storage {
+namespace {
+
+using namespace test;
+
+raft::Snapshot make_snapshot(raft::Index index, raft::Term term, std::string data) {
+    raft::Snapshot snap;
+    snap.meta = {index, term, {1, 2, 3}};
+    snap.data = std::move(data);
+    return snap;
+}
+
+StorageOptions small_segments() {
+    StorageOptions opt;
+    opt.segment_bytes = kMinSegmentBytes;
+    return opt;
+}
+
+// 120 entries of term 1 in several segments; hard state {1, 3, 100}.
+std::vector<raft::Entry> fill(DurableStorage& s) {
+    std::vector<raft::Entry> all;
+    for (raft::Index i = 1; i <= 120; i += 10) {
+        auto batch = make_entries(i, 10, 1);
+        s.persist(nullptr, nullptr, batch);
+        all.insert(all.end(), batch.begin(), batch.end());
+    }
+    const raft::HardState hs{1, 3, 100};
+    s.persist(&hs, nullptr, {});
+    return all;
+}
+
+BOOST_AUTO_TEST_SUITE(snapshots)
+
+BOOST_AUTO_TEST_CASE(snapshot_compaction_and_reopen_keep_entries_hard_state_and_data) {
+    TempDir dir;
+    const auto snap = make_snapshot(100, 1, "the lock table \x01\x02\x00 bytes");
+    std::vector<raft::Entry> all;
+    {
+        auto s = open_storage(dir.path(), small_segments());
+        all = fill(*s);
+        const std::size_t segments_before = segment_files(dir.path()).size();
+        s->save_snapshot(snap);
+        BOOST_TEST(s->first_index() == 101u);
+        BOOST_TEST(segment_files(dir.path()).size() < segments_before);  // whole segments dropped
+    }
+    auto s = open_storage(dir.path(), small_segments());
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST((s->snapshot() == snap));
+    BOOST_TEST((s->hard_state() == raft::HardState{1, 3, 100}));
+    BOOST_TEST(s->first_index() == 101u);
+    BOOST_TEST(s->last_index() == 120u);
+    BOOST_TEST((all_entries(*s) == std::vector<raft::Entry>(all.begin() + 100, all.end())));
+    s->persist(nullptr, nullptr, make_entries(121, 1, 1));
+    BOOST_TEST(s->last_index() == 121u);
+}
+
+BOOST_AUTO_TEST_CASE(compacting_everything_then_reopening_starts_after_the_snapshot) {
+    TempDir dir;
+    {
+        auto s = open_storage(dir.path(), small_segments());
+        fill(*s);
+        s->save_snapshot(make_snapshot(120, 1, "all"));
+        BOOST_TEST(s->first_index() == 121u);
+        BOOST_TEST(s->last_index() == 120u);
+    }
+    auto s = open_storage(dir.path(), small_segments());
+    BOOST_TEST(s->first_index() == 121u);
+    BOOST_TEST(s->last_index() == 120u);
+    s->persist(nullptr, nullptr, make_entries(121, 2, 2));
+    s.reset();
+    BOOST_TEST(open_storage(dir.path(), small_segments())->last_index() == 122u);
+}
+
+BOOST_AUTO_TEST_CASE(interrupted_snapshot_write_is_cleaned_up_and_the_previous_one_used) {
+    TempDir dir;
+    const auto first = make_snapshot(50, 1, "first");
+    {
+        auto s = open_storage(dir.path(), small_segments());
+        fill(*s);
+        s->save_snapshot(first);
+    }
+    // A crash while writing the next snapshot (and a hard state) leaves temp files.
+    write_bytes(dir.file("snapshot.tmp"),
+                encode_snapshot(make_snapshot(90, 1, "sec")).substr(0, 20));
+    write_bytes(dir.file("hardstate.tmp"), "garbage");
+    auto s = open_storage(dir.path(), small_segments());
+    BOOST_TEST(s->warnings().size() == 2u);
+    BOOST_TEST(!path_exists(dir.file("snapshot.tmp")));
+    BOOST_TEST(!path_exists(dir.file("hardstate.tmp")));
+    BOOST_TEST((s->snapshot() == first));
+    BOOST_TEST(s->first_index() == 51u);
+    BOOST_TEST(s->last_index() == 120u);
+}
+
+BOOST_AUTO_TEST_CASE(installed_snapshot_matching_the_log_keeps_the_suffix) {
+    TempDir dir;
+    auto s = open_storage(dir.path());
+    s->persist(nullptr, nullptr, make_entries(1, 20, 1));
+    const auto snap = make_snapshot(10, 1, "x");
+    s->persist(nullptr, &snap, {});
+    BOOST_TEST(s->first_index() == 11u);
+    BOOST_TEST(s->last_index() == 20u);
+    s.reset();
+    s = open_storage(dir.path());
+    BOOST_TEST(s->first_index() == 11u);
+    BOOST_TEST(s->last_index() == 20u);
+}
+
+BOOST_AUTO_TEST_CASE(installed_snapshot_conflicting_with_the_log_discards_it) {
+    TempDir dir;
+    auto s = open_storage(dir.path());
+    s->persist(nullptr, nullptr, make_entries(1, 20, 1));
+    const auto snap = make_snapshot(10, 2, "x");  // term 2 at index 10: conflict
+    const raft::HardState hs{2, 0, 10};
+    s->persist(&hs, &snap, make_entries(11, 2, 2));
+    BOOST_TEST(s->first_index() == 11u);
+    BOOST_TEST(s->last_index() == 12u);
+    s.reset();
+    s = open_storage(dir.path());
+    BOOST_TEST(s->last_index() == 12u);
+    BOOST_TEST(s->entries(11, 13).at(1).term == 2u);
+    BOOST_TEST(s->hard_state().commit == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(installed_snapshot_ahead_of_the_log_discards_it) {
+    TempDir dir;
+    auto s = open_storage(dir.path());
+    s->persist(nullptr, nullptr, make_entries(1, 5, 1));
+    const auto snap = make_snapshot(30, 3, "ahead");
+    s->persist(nullptr, &snap, {});
+    BOOST_TEST(s->first_index() == 31u);
+    BOOST_TEST(s->last_index() == 30u);
+    s.reset();
+    s = open_storage(dir.path());
+    BOOST_TEST(s->first_index() == 31u);
+    BOOST_TEST(s->last_index() == 30u);
+    BOOST_TEST(s->hard_state().commit == 30u);  // raised to the snapshot
+}
+
+BOOST_AUTO_TEST_CASE(crash_after_snapshot_install_before_the_log_reset_finishes_it_at_open) {
+    TempDir dir;
+    open_storage(dir.path())->persist(nullptr, nullptr, make_entries(1, 20, 1));
+    // Only the snapshot file made it to disk (its term conflicts with entry 10).
+    write_file_atomically(dir.path(), "snapshot", encode_snapshot(make_snapshot(10, 4, "s")));
+    auto s = open_storage(dir.path());
+    BOOST_TEST(s->warnings().size() == 1u);
+    BOOST_TEST(s->first_index() == 11u);
+    BOOST_TEST(s->last_index() == 10u);
+    s.reset();
+    BOOST_TEST(open_storage(dir.path())->last_index() == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_snapshot_file_is_refused_naming_it) {
+    TempDir dir;
+    {
+        auto s = open_storage(dir.path());
+        s->persist(nullptr, nullptr, make_entries(1, 5, 1));
+        s->save_snapshot(make_snapshot(3, 1, "data"));
+    }
+    flip_bit(dir.file("snapshot"), 30, 1);
+    try {
+        open_storage(dir.path());
+        BOOST_TEST(false, "opened with a corrupt snapshot");
+    } catch (const StorageError& e) {
+        BOOST_TEST(std::string(e.what()).find(dir.file("snapshot") + " is corrupt at byte") !=
+                   std::string::npos);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(snapshot_size_limit_is_enforced) {
+    TempDir dir;
+    StorageOptions opt;
+    opt.max_snapshot_bytes = 1000;
+    auto s = open_storage(dir.path(), opt);
+    s->persist(nullptr, nullptr, make_entries(1, 5, 1));
+    BOOST_CHECK_THROW(s->save_snapshot(make_snapshot(3, 1, std::string(2000, 'x'))), StorageError);
+    BOOST_TEST(s->snapshot().empty());
+    BOOST_TEST(s->first_index() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace pgfence::storage
