@@ -1,0 +1,169 @@
+// Raft::Impl: the core's state and the declarations of its handlers.
+//
+// Private header. The methods are split by topic (thesis chapters):
+//   raft.cc        construction, step() dispatch and term rules, Ready/advance
+//   election.cc    timers, PreVote, RequestVote, role changes (§3.4, §9.6, §6.2)
+//   replication.cc propose, AppendEntries both sides, commit (§3.5, §3.6, §10.2)
+//   snapshot.cc    compaction and InstallSnapshot (§5.1-5.4)
+//   read_index.cc  heartbeats and ReadIndex (§6.4)
+//   transfer.cc    leadership transfer (§3.10)
+//   invariants.cc  check_invariants()
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "raft/log.h"
+#include "raft/progress.h"
+#include "raft/raft.h"
+#include "raft/rng.h"
+
+namespace pgfence::raft {
+
+// ---- Roles as types (ScyllaDB fsm style): state that only makes sense in one
+// role lives in that role's struct, so it cannot outlive the role.
+
+struct Follower {
+    NodeId leader = kNoNode;  // whom we last heard from in this term
+};
+
+// Votes received in this campaign: id -> granted. Our own vote included.
+using Votes = std::map<NodeId, bool>;
+
+// §9.6: polls for pre-votes at term+1 without changing its term.
+struct PreCandidate {
+    Votes votes;
+};
+
+// Figure 2: term was incremented and we voted for ourselves.
+struct Candidate {
+    Votes votes;
+    bool transfer = false;  // campaign started by TimeoutNow (§3.10)
+};
+
+struct PendingRead {
+    std::uint64_t context = 0;
+    Index index = 0;          // commit index when the read arrived (§6.4 step 2)
+    std::uint64_t round = 0;  // heartbeat round that must reach a quorum
+};
+
+struct Leader {
+    std::map<NodeId, Progress> progress;  // every member except us
+    int heartbeat_elapsed_ticks = 0;
+    NodeId transfer_target = kNoNode;  // §3.10
+    int transfer_elapsed_ticks = 0;
+    std::size_t uncommitted_bytes = 0;  // entry bytes proposed but not committed
+    // ReadIndex (§6.4). Invariant: rounds in reads_inflight are non-decreasing.
+    std::vector<std::uint64_t> reads_waiting_commit;  // until an entry of our term commits
+    std::vector<PendingRead> reads_unsent;            // round starts at the next flush
+    std::deque<PendingRead> reads_inflight;           // round sent, awaiting a quorum
+    std::size_t pending_reads() const {
+        return reads_waiting_commit.size() + reads_unsent.size() + reads_inflight.size();
+    }
+};
+
+using RoleState = std::variant<Follower, PreCandidate, Candidate, Leader>;
+
+enum class CampaignKind : std::uint8_t { kPreVote, kVote, kTransfer };
+
+struct Raft::Impl {
+    Impl(const Config& config, const Storage& storage);
+
+    // ---- state ----
+    Config cfg;
+    SplitMix64 rng;
+    RaftLog log;
+    // Figure 2 persistent state. Invariant: log.base_index() <= commit <= log.last_index().
+    Term term = 0;
+    NodeId vote = kNoNode;
+    Index commit = 0;
+    RoleState role = Follower{};
+    Snapshot snapshot;                        // latest snapshot we hold (for InstallSnapshot)
+    std::optional<Snapshot> unsent_snapshot;  // received from the leader, not yet in a Ready
+    Index applied = 0;        // advance()d; invariant applied <= handed_commit <= commit
+    Index handed_commit = 0;  // last committed index handed out (entries or snapshot)
+    HardState handed_hs;      // last hard state handed out in a Ready (or loaded)
+    int election_elapsed_ticks = 0;
+    int randomized_timeout_ticks = 0;
+    std::uint64_t read_round = 0;  // ReadIndex heartbeat rounds; never reset
+    std::uint64_t dropped = 0;     // messages dropped by the cluster/member check
+    bool ready_outstanding = false;
+    std::vector<Message> msgs_now;
+    std::vector<Message> msgs;
+    std::vector<ReadState> reads_out;
+    std::vector<std::uint64_t> dropped_reads_out;
+
+    // ---- helpers ----
+    Leader* leader_state() { return std::get_if<Leader>(&role); }
+    const Leader* leader_state() const { return std::get_if<Leader>(&role); }
+    bool is_leader() const { return leader_state() != nullptr; }
+    NodeId known_leader() const;
+    Role role_kind() const;
+    std::size_t quorum() const { return cfg.members.size() / 2 + 1; }
+    bool is_member(NodeId id) const;
+    void send(NodeId to, MessageBody body, Term msg_term);
+    void send(NodeId to, MessageBody body) { send(to, std::move(body), term); }
+
+    // raft.cc
+    void step(const Message& m);
+    bool step_term(const Message& m);  // false: message fully handled
+    void step_current(const Message& m);
+    bool has_ready() const;
+    Ready ready();
+    void advance(const Ready& rd);
+    Status status() const;
+
+    // election.cc
+    void tick();
+    void tick_election();
+    void tick_leader(Leader& l);
+    void reset_election_timer();
+    bool in_lease() const;
+    void become_follower(Term new_term, NodeId leader);
+    void heard_from_leader(NodeId leader);
+    void become_pre_candidate();
+    void become_candidate(bool transfer);
+    void become_leader();
+    void campaign(CampaignKind kind);
+    void handle_vote_request(const Message& m, const VoteRequest& req);
+    void handle_vote_response(const Message& m, const VoteResponse& resp);
+
+    // replication.cc
+    ProposeResult propose(std::string command);
+    void handle_append(const Message& m, const AppendRequest& req);
+    void handle_append_response(const Message& m, const AppendResponse& resp);
+    bool maybe_send_append(NodeId to, Progress& pr, bool send_if_empty);
+    void flush_appends(Leader& l);
+    bool wants_flush(const Leader& l) const;
+    bool maybe_commit();
+    void on_commit_advanced(Index old_commit);
+
+    // snapshot.cc
+    void compact(Index index, std::string data, Index keep_entries);
+    void send_snapshot(NodeId to, Progress& pr);
+    void handle_snapshot(const Message& m, const SnapshotRequest& req);
+
+    // read_index.cc
+    bool read_index(std::uint64_t context);
+    void bcast_heartbeat(Leader& l);
+    void handle_heartbeat(const Message& m, const Heartbeat& hb);
+    void handle_heartbeat_response(const Message& m, const HeartbeatResponse& resp);
+    void start_read_round(Leader& l);
+    void release_reads(Leader& l);
+    void drop_reads(Leader& l);
+
+    // transfer.cc
+    bool transfer_leadership(NodeId target);
+    void maybe_send_timeout_now(Leader& l, NodeId to);
+    void abort_transfer(Leader& l);
+
+    // invariants.cc
+    std::string check_invariants() const;
+};
+
+}  // namespace pgfence::raft

@@ -1,0 +1,160 @@
+// Snapshots, log compaction and InstallSnapshot (thesis §5.1-§5.4).
+#include <boost/test/unit_test.hpp>
+
+#include "harness.h"
+
+using namespace pgfence::raft;
+using namespace pgfence::raft::test;
+
+namespace {
+
+// 3 members, leader 1; member 3 cut off while `n` commands commit; the
+// leader then snapshots its applied state and compacts, keeping `keep` entries.
+Cluster lagging_cluster(int n, Index keep) {
+    Cluster c(3);
+    BOOST_REQUIRE(c.elect(1));
+    c.tick_all(1);
+    c.isolate(3);
+    for (int i = 0; i < n; ++i) c.raft(1).propose("s" + std::to_string(i));
+    c.deliver_all();
+    c.tick_all(1);
+    const Index applied = c.raft(1).status().applied;
+    c.member(1).storage.compact(Snapshot{SnapshotMeta{applied, c.raft(1).term(), ids(3)},
+                                         "state@" + std::to_string(applied)});
+    c.raft(1).compact(applied, "state@" + std::to_string(applied), keep);
+    return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(snapshot)
+
+BOOST_AUTO_TEST_CASE(snapshot_install_on_lagging_follower) {
+    Cluster c = lagging_cluster(10, 0);
+    const Index snap_index = c.raft(1).status().snapshot_index;
+    BOOST_REQUIRE(snap_index >= 11u);
+    c.heal();
+    std::size_t snapshots_sent = 0;
+    for (int i = 0; i < 5; ++i) {
+        c.tick(1);
+        snapshots_sent += c.deliver_all_counting(
+            [](const Message& m) { return std::holds_alternative<SnapshotRequest>(m.body); });
+    }
+    BOOST_TEST(snapshots_sent == 1u);
+    Member& f = c.member(3);
+    BOOST_REQUIRE(f.restored.has_value());
+    BOOST_TEST(f.restored->data == "state@" + std::to_string(snap_index));
+    BOOST_TEST(f.storage.snapshot().meta.index == snap_index);
+    BOOST_TEST(c.raft(3).status().commit >= snap_index);
+    // Replication continues with entries after the snapshot.
+    c.raft(1).propose("after");
+    c.deliver_all();
+    c.tick_all(1);
+    BOOST_TEST(datas(f.applied) == std::vector<std::string>{"after"});
+    BOOST_TEST(c.raft(1).status().peers.at(1).state == ReplicationState::kReplicate);
+    // And the follower restarts from its installed snapshot.
+    c.restart(3);
+    c.process_all();
+    BOOST_TEST(c.raft(3).status().snapshot_index == snap_index);
+    BOOST_TEST(datas(f.applied) == std::vector<std::string>{"after"});
+}
+
+BOOST_AUTO_TEST_CASE(compaction_keeps_tail_so_slightly_lagging_follower_gets_entries) {
+    Cluster c = lagging_cluster(5, 100);
+    c.heal();
+    for (int i = 0; i < 5; ++i) {
+        c.tick(1);
+        BOOST_TEST(c.deliver_all_counting([](const Message& m) {
+            return std::holds_alternative<SnapshotRequest>(m.body);
+        }) == 0u);
+    }
+    BOOST_TEST(!c.member(3).restored.has_value());
+    BOOST_TEST(datas(c.member(3).applied).size() == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(lost_snapshot_is_resent_after_election_timeout) {
+    Cluster c = lagging_cluster(10, 0);
+    c.heal();
+    c.tick(1);
+    const auto lost = c.intercept(
+        [](const Message& m) { return std::holds_alternative<SnapshotRequest>(m.body); });
+    BOOST_REQUIRE(lost.has_value());
+    c.deliver_all();
+    BOOST_TEST(c.raft(1).status().peers.at(1).state == ReplicationState::kSnapshot);
+    for (int i = 0; i < 12; ++i) c.tick_all(1);
+    BOOST_TEST(c.member(3).restored.has_value());
+    BOOST_TEST(c.raft(3).status().commit == c.raft(1).status().commit);
+}
+
+BOOST_AUTO_TEST_CASE(compact_beyond_applied_is_refused) {
+    Cluster c(1);
+    c.tick(1, 25);
+    c.process_all();
+    const Index applied = c.raft(1).status().applied;
+    BOOST_CHECK_THROW(c.raft(1).compact(applied + 1, "x", 0), std::invalid_argument);
+    c.raft(1).compact(applied, "x", 0);
+    BOOST_TEST(c.raft(1).status().snapshot_index == applied);
+    c.raft(1).compact(applied, "older", 0);  // not newer: ignored
+    BOOST_TEST(c.raft(1).check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(snapshot_matching_our_log_keeps_following_entries) {
+    // §5.4.2 rule 6: if our log has the snapshot's last entry, keep what follows.
+    MemoryStorage s;
+    s.append(entries_with_terms(1, {1, 1, 1, 1}));
+    s.set_hard_state(HardState{1, kNoNode, 0});
+    Raft r(make_config(1, ids(3)), s);
+    r.step(msg(2, 1, 1, SnapshotRequest{Snapshot{SnapshotMeta{2, 1, ids(3)}, "st"}}));
+    const Ready rd = drain(r, s);
+    BOOST_TEST(!rd.snapshot.has_value());
+    BOOST_TEST(r.status().last_index == 4u);
+    BOOST_TEST(r.status().commit == 2u);
+    const auto resp = bodies_of<AppendResponse>(rd.messages);
+    BOOST_REQUIRE_EQUAL(resp.size(), 1u);
+    BOOST_TEST(resp[0].second.match_index == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(snapshot_conflicting_with_our_log_replaces_it) {
+    MemoryStorage s;
+    s.append(entries_with_terms(1, {1, 1, 1, 1}));
+    s.set_hard_state(HardState{2, kNoNode, 1});
+    Raft r(make_config(1, ids(3)), s);
+    r.step(msg(2, 1, 2, SnapshotRequest{Snapshot{SnapshotMeta{3, 2, ids(3)}, "st"}}));
+    const Ready rd = drain(r, s);
+    BOOST_REQUIRE(rd.snapshot.has_value());
+    BOOST_TEST(rd.committed.empty());  // the snapshot replaces applying entries 2..3
+    BOOST_TEST(r.status().last_index == 3u);
+    BOOST_TEST(s.last_index() == 3u);  // the conflicting index 4 is gone from storage
+    BOOST_TEST(r.status().applied == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(stale_snapshot_is_acked_with_commit) {
+    MemoryStorage s;
+    s.append(entries_with_terms(1, {1, 1, 1, 1}));
+    s.set_hard_state(HardState{1, kNoNode, 4});
+    Raft r(make_config(1, ids(3)), s);
+    r.step(msg(2, 1, 1, SnapshotRequest{Snapshot{SnapshotMeta{2, 1, ids(3)}, "st"}}));
+    const Ready rd = drain(r, s);
+    BOOST_TEST(!rd.snapshot.has_value());
+    const auto resp = bodies_of<AppendResponse>(rd.messages);
+    BOOST_REQUIRE_EQUAL(resp.size(), 1u);
+    BOOST_TEST(resp[0].second.match_index == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(restart_from_storage_after_compaction) {
+    Cluster c = lagging_cluster(6, 0);
+    const Index snap_index = c.raft(1).status().snapshot_index;
+    c.restart(1);
+    BOOST_TEST(c.raft(1).status().applied == snap_index);
+    BOOST_TEST(c.raft(1).status().snapshot_index == snap_index);
+    c.heal();
+    for (int i = 0; i < 60 && c.leader() == kNoNode; ++i) c.tick_all(1);
+    BOOST_REQUIRE(c.leader() != kNoNode);
+    c.raft(c.leader()).propose("z");
+    c.deliver_all();
+    for (int i = 0; i < 15; ++i) c.tick_all(1);
+    for (NodeId id : ids(3))
+        BOOST_TEST(c.raft(id).status().commit == c.raft(c.leader()).status().commit);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
