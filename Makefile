@@ -11,7 +11,7 @@ BUILD_ASAN  ?= build-asan
 BUILD_TYPE  ?= RelWithDebInfo
 SEEDS       ?= 1000
 FROM        ?= 1
-SOAK_SEEDS  ?= 20000
+SOAK_SEEDS  ?= 5000
 CMAKE_FLAGS ?=
 # The sanitizer build covers the pure and storage layers (where memory bugs
 # would hide) without recompiling the Beast/Asio layers a second time.
@@ -36,7 +36,7 @@ build: $(BUILD)/CMakeCache.txt
 	$(MAKE) -C pg_extension -j$(JOBS)
 
 $(BUILD_ASAN)/CMakeCache.txt:
-	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DPGFENCE_SANITIZE=ON \
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGFENCE_SANITIZE=ON \
 	      "-DPGFENCE_MODULES=$(ASAN_MODULES)" $(CMAKE_FLAGS)
 
 build-asan: $(BUILD_ASAN)/CMakeCache.txt
@@ -60,9 +60,13 @@ sim: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target raft_sim
 	$(BUILD)/tests/simulation/raft_sim --seeds $(SEEDS) --from $(FROM)
 
-soak: build
-	$(BUILD)/tests/simulation/raft_sim --seeds $(SOAK_SEEDS) --from $(FROM)
+# make soak: many more simulation seeds (from 100000, longer runs), long fuzz
+# runs and a 10-minute fault-injected end-to-end run (about an hour in all).
+soak: deps build
+	$(MAKE) -C pg_extension install
+	$(BUILD)/tests/simulation/raft_sim --seeds $(SOAK_SEEDS) --from 100000 --steps 200000
 	bash scripts/fuzz.sh 300
+	SAFETY_SECONDS=600 bash tests/e2e/safety/run.sh
 
 fuzz:
 	bash scripts/fuzz.sh $(or $(FUZZ_SECONDS),60)

@@ -1,0 +1,67 @@
+// The sequential lock model: see lock_model.h.
+#include "lock_model.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "sim_failure.h"
+
+namespace pgfence::sim {
+
+lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
+    require(index == applied_index_ + 1, "model applies index ", index, " after ", applied_index_);
+    applied_index_ = index;
+    return std::visit(
+        [&](const auto& c) -> lock::Result {
+            using C = std::decay_t<decltype(c)>;
+            if constexpr (std::is_same_v<C, lock::Grant>) {
+                auto it = holders_.find(c.key);
+                if (it == holders_.end()) {
+                    const lock::Token token = index + floor_;
+                    holders_[c.key] = ModelHolder{token, c.owner};
+                    record(c.key, token);
+                    return lock::Granted{token};
+                }
+                if (!c.owner.empty() && it->second.owner == c.owner) return lock::Granted{it->second.token};
+                return lock::GrantRejected{it->second.token};
+            } else if constexpr (std::is_same_v<C, lock::Release> || std::is_same_v<C, lock::Expire>) {
+                auto it = holders_.find(c.key);
+                const bool match = it != holders_.end() && it->second.token == c.token;
+                if (match) {
+                    holders_.erase(it);
+                    record(c.key, 0);
+                }
+                if constexpr (std::is_same_v<C, lock::Release>) {
+                    return match ? lock::Result{lock::Released{}} : lock::Result{lock::NotFound{}};
+                } else {
+                    return lock::Expired{match};
+                }
+            } else {
+                floor_ = std::max(floor_, c.floor);
+                return lock::FloorSet{floor_};
+            }
+        },
+        cmd);
+}
+
+lock::Result LockModel::apply_noop(std::uint64_t index) {
+    require(index == applied_index_ + 1, "model applies no-op ", index, " after ", applied_index_);
+    applied_index_ = index;
+    return lock::Noop{};
+}
+
+void LockModel::record(const std::string& key, lock::Token token) {
+    history_[key].emplace_back(applied_index_, token);
+}
+
+lock::Token LockModel::token_at(const std::string& key, std::uint64_t index) const {
+    require(index <= applied_index_, "model asked for index ", index, " beyond ", applied_index_);
+    auto it = history_.find(key);
+    if (it == history_.end()) return 0;
+    const auto& changes = it->second;
+    auto after = std::upper_bound(changes.begin(), changes.end(), index,
+                                  [](std::uint64_t i, const auto& change) { return i < change.first; });
+    return after == changes.begin() ? 0 : std::prev(after)->second;
+}
+
+}  // namespace pgfence::sim

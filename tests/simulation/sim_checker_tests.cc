@@ -1,0 +1,265 @@
+// Unit tests for the simulation's checkers: each feeds a hand-made history
+// or event that breaks one invariant and asserts the checker catches it (and
+// that a correct one passes). A checker that never fails proves nothing.
+#define BOOST_TEST_MODULE sim_checker_tests
+#include <boost/test/unit_test.hpp>
+
+#include "history.h"
+#include "lock_model.h"
+#include "safety_checker.h"
+#include "sim_disk.h"
+#include "sim_failure.h"
+
+using namespace pgfence;
+using namespace pgfence::sim;
+
+namespace {
+
+raft::Entry command_entry(raft::Index index, raft::Term term, const lock::Command& cmd) {
+    return raft::Entry{term, index, raft::EntryType::kNormal, lock::encode(cmd)};
+}
+
+ClientOp acked_command(std::uint64_t id, const lock::Command& cmd, std::uint64_t invoked_us,
+                       std::uint64_t acked_us, raft::Index index, raft::Term term, lock::Result result) {
+    ClientOp op;
+    op.id = id;
+    op.command = cmd;
+    op.invoked_us = invoked_us;
+    op.acked_us = acked_us;
+    op.index = index;
+    op.term = term;
+    op.result = result;
+    return op;
+}
+
+// Log: 1 no-op, 2 grant a by w1 (token 2), 3 grant a by w2 (rejected), 4 release a/2, 5 grant a by w2 (token 5).
+std::vector<raft::Entry> sample_log() {
+    return {raft::Entry{1, 1, raft::EntryType::kNoop, ""},
+            command_entry(2, 1, lock::Grant{"a", 1000, "w1"}),
+            command_entry(3, 1, lock::Grant{"a", 1000, "w2"}),
+            command_entry(4, 2, lock::Release{"a", 2}),
+            command_entry(5, 2, lock::Grant{"a", 1000, "w2"})};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(linearizability)
+
+BOOST_AUTO_TEST_CASE(correct_history_passes) {
+    const auto log = sample_log();
+    std::vector<ClientOp> ops{
+        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 1, lock::Granted{2}),
+        acked_command(2, lock::Grant{"a", 1000, "w2"}, 5, 12, 3, 1, lock::GrantRejected{2}),
+        acked_command(3, lock::Release{"a", 2}, 20, 30, 4, 2, lock::Released{}),
+        acked_command(4, lock::Grant{"a", 1000, "w2"}, 31, 40, 5, 2, lock::Granted{5}),
+    };
+    ClientOp read;
+    read.id = 5;
+    read.kind = ClientOp::Kind::kRead;
+    read.read_key = "a";
+    read.invoked_us = 41;
+    read.acked_us = 50;
+    read.index = 5;
+    read.read_token = 5;
+    ops.push_back(read);
+    BOOST_TEST(check_linearizable(log, ops) == "");
+}
+
+BOOST_AUTO_TEST_CASE(two_holders_told_granted_is_caught) {
+    // Both clients were told Granted for the same key: the model says the second is rejected.
+    const auto log = sample_log();
+    const std::vector<ClientOp> ops{
+        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 1, lock::Granted{2}),
+        acked_command(2, lock::Grant{"a", 1000, "w2"}, 5, 12, 3, 1, lock::Granted{3}),
+    };
+    const std::string verdict = check_linearizable(log, ops);
+    BOOST_TEST(verdict.find("sequential model") != std::string::npos, verdict);
+}
+
+BOOST_AUTO_TEST_CASE(real_time_order_violation_is_caught) {
+    // op 2 was invoked after op 1 was acknowledged but sits earlier in the log.
+    const auto log = sample_log();
+    const std::vector<ClientOp> ops{
+        acked_command(1, lock::Grant{"a", 1000, "w2"}, 0, 10, 3, 1, lock::GrantRejected{2}),
+        acked_command(2, lock::Grant{"a", 1000, "w1"}, 11, 20, 2, 1, lock::Granted{2}),
+    };
+    const std::string verdict = check_linearizable(log, ops);
+    BOOST_TEST(verdict.find("real-time order") != std::string::npos, verdict);
+}
+
+BOOST_AUTO_TEST_CASE(result_for_another_command_is_caught) {
+    // The client was told its Release succeeded at index 2, which holds a Grant.
+    const auto log = sample_log();
+    const std::vector<ClientOp> ops{acked_command(1, lock::Release{"a", 2}, 0, 10, 2, 1, lock::Released{})};
+    const std::string verdict = check_linearizable(log, ops);
+    BOOST_TEST(verdict.find("different command") != std::string::npos, verdict);
+}
+
+BOOST_AUTO_TEST_CASE(result_from_an_overwritten_term_is_caught) {
+    // Acknowledged with term 3 but the committed entry at that index has term 1.
+    const auto log = sample_log();
+    const std::vector<ClientOp> ops{
+        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 3, lock::Granted{2})};
+    const std::string verdict = check_linearizable(log, ops);
+    BOOST_TEST(verdict.find("has term 1") != std::string::npos, verdict);
+}
+
+BOOST_AUTO_TEST_CASE(stale_read_is_caught) {
+    // The release at 4 and grant at 5 were acknowledged before the read began;
+    // a read served at index 5 that reports token 2 saw old state.
+    const auto log = sample_log();
+    std::vector<ClientOp> ops{acked_command(1, lock::Grant{"a", 1000, "w2"}, 0, 10, 5, 2, lock::Granted{5})};
+    ClientOp read;
+    read.id = 2;
+    read.kind = ClientOp::Kind::kRead;
+    read.read_key = "a";
+    read.invoked_us = 11;
+    read.acked_us = 20;
+    read.index = 5;
+    read.read_token = 2;
+    ops.push_back(read);
+    BOOST_TEST(check_linearizable(log, ops) != "");
+    ops.back().read_token = 2;
+    ops.back().index = 3;  // consistent with the log at 3, but before a write acknowledged earlier
+    const std::string verdict = check_linearizable(log, ops);
+    BOOST_TEST(verdict.find("real-time order") != std::string::npos, verdict);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(lock_model)
+
+BOOST_AUTO_TEST_CASE(tokens_follow_index_and_floor_and_stale_tokens_remove_nothing) {
+    LockModel m;
+    BOOST_TEST((m.apply(1, lock::SetTokenFloor{100}) == lock::Result{lock::FloorSet{100}}));
+    BOOST_TEST((m.apply(2, lock::Grant{"k", 10, "w"}) == lock::Result{lock::Granted{102}}));
+    BOOST_TEST((m.apply(3, lock::Grant{"k", 10, "w"}) == lock::Result{lock::Granted{102}}));
+    BOOST_TEST((m.apply(4, lock::Grant{"k", 10, "v"}) == lock::Result{lock::GrantRejected{102}}));
+    BOOST_TEST((m.apply(5, lock::Expire{"k", 7}) == lock::Result{lock::Expired{false}}));
+    BOOST_TEST((m.apply(6, lock::Release{"k", 7}) == lock::Result{lock::NotFound{}}));
+    BOOST_TEST(m.token_at("k", 6) == 102u);
+    BOOST_TEST((m.apply(7, lock::Expire{"k", 102}) == lock::Result{lock::Expired{true}}));
+    BOOST_TEST(m.token_at("k", 7) == 0u);
+    BOOST_TEST(m.token_at("k", 1) == 0u);
+    BOOST_TEST(m.token_at("k", 2) == 102u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(safety_checker)
+
+BOOST_AUTO_TEST_CASE(two_leaders_in_one_term_are_caught) {
+    SafetyChecker c;
+    c.observe_role(1, raft::Role::kLeader, 3);
+    c.observe_role(1, raft::Role::kLeader, 3);
+    c.observe_role(2, raft::Role::kLeader, 4);
+    BOOST_CHECK_THROW(c.observe_role(2, raft::Role::kLeader, 3), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(log_matching_violation_is_caught) {
+    SafetyChecker c;
+    SimStorage image;
+    const auto e1 = command_entry(1, 1, lock::Grant{"a", 10, ""});
+    image.append(e1);
+    c.observe_written(1, {e1}, image);
+    c.observe_written(2, {e1}, image);
+    const auto other = command_entry(1, 1, lock::Grant{"b", 10, ""});
+    BOOST_CHECK_THROW(c.observe_written(3, {other}, image), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(changed_committed_entry_is_caught) {
+    SafetyChecker c;
+    lock::LockTable t1;
+    const auto e1 = command_entry(1, 1, lock::Grant{"a", 10, "w"});
+    const auto r1 = t1.apply(1, std::get<lock::Command>(lock::decode_command(e1.data)));
+    c.after_apply(1, e1, r1, std::nullopt, 0, t1);
+    lock::LockTable t2;
+    const auto e1_other = command_entry(1, 2, lock::Grant{"a", 10, "w"});
+    const auto r2 = t2.apply(1, std::get<lock::Command>(lock::decode_command(e1_other.data)));
+    BOOST_CHECK_THROW(c.after_apply(2, e1_other, r2, std::nullopt, 0, t2), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(stale_expire_removing_a_newer_grant_is_caught) {
+    // A table that wrongly lets Expire ignore the token: simulate its outcome.
+    SafetyChecker c;
+    lock::LockTable honest;
+    const auto e1 = command_entry(1, 1, lock::Grant{"a", 10, "w"});
+    const auto r1 = honest.apply(1, lock::Grant{"a", 10, "w"});
+    c.after_apply(1, e1, r1, std::nullopt, 0, honest);
+    // The broken member's table after "expiring" token 99: the key is gone.
+    lock::LockTable broken;
+    broken.apply(1, lock::Grant{"a", 10, "w"});
+    broken.apply(2, lock::Release{"a", 1});
+    const auto e2 = command_entry(2, 1, lock::Expire{"a", 99});
+    BOOST_CHECK_THROW(c.after_apply(1, e2, lock::Expired{true}, lock::Lock{"a", 1, 10, "w"}, 1, broken),
+                      SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(vote_sent_before_it_is_durable_is_caught) {
+    SafetyChecker c;
+    SimStorage durable;
+    durable.set_hard_state(raft::HardState{4, 2, 0});
+    raft::Message vote{7, 1, 2, 4, raft::VoteResponse{false, true}};
+    c.observe_sent(vote, durable);  // durable vote for 2 in term 4: fine
+    raft::Message other{7, 1, 3, 4, raft::VoteResponse{false, true}};
+    BOOST_CHECK_THROW(c.observe_sent(other, durable), SimFailure);
+    raft::Message later{7, 1, 3, 5, raft::VoteResponse{false, true}};
+    BOOST_CHECK_THROW(c.observe_sent(later, durable), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(append_ack_beyond_the_durable_log_is_caught) {
+    SafetyChecker c;
+    SimStorage durable;
+    durable.set_hard_state(raft::HardState{1, 0, 0});
+    durable.append(raft::Entry{1, 1, raft::EntryType::kNoop, ""});
+    raft::Message ack{7, 2, 1, 1, raft::AppendResponse{true, 1, 0, 0, 0}};
+    c.observe_sent(ack, durable);
+    std::get<raft::AppendResponse>(ack.body).match_index = 2;
+    BOOST_CHECK_THROW(c.observe_sent(ack, durable), SimFailure);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(sim_disk)
+
+raft::Ready ready_with(raft::Index first, raft::Index last, raft::Term term) {
+    raft::Ready r;
+    for (raft::Index i = first; i <= last; ++i) r.entries.push_back(raft::Entry{term, i, raft::EntryType::kNoop, ""});
+    r.hard_state = raft::HardState{term, 1, last};
+    return r;
+}
+
+BOOST_AUTO_TEST_CASE(crash_never_loses_synced_writes_and_keeps_a_prefix_of_pending_ones) {
+    for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+        SimRandom random(seed);
+        SimDisk disk;
+        disk.write(ready_with(1, 3, 1));
+        disk.sync();
+        disk.write(ready_with(4, 9, 2));
+        BOOST_TEST(disk.volatile_image().last_index() == 9u);
+        const CrashLoss loss = disk.crash(random);
+        const SimStorage& d = disk.durable();
+        BOOST_TEST(d.last_index() >= 3u);
+        BOOST_TEST(d.last_index() <= 9u);
+        BOOST_TEST(d.term_at(3).value_or(0) == 1u);
+        // The hard state is written after the entries: a durable commit never points past the durable log.
+        BOOST_TEST(d.hard_state().commit <= d.last_index());
+        if (loss == CrashLoss::kAllLost) BOOST_TEST(d.last_index() == 3u);
+        if (loss == CrashLoss::kAllKept) BOOST_TEST(d.hard_state().commit == 9u);
+        BOOST_TEST(disk.volatile_image().last_index() == d.last_index());
+        BOOST_TEST(!disk.has_pending());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(conflicting_write_is_recorded_as_overwritten) {
+    SimDisk disk;
+    disk.write(ready_with(1, 5, 1));
+    disk.sync();
+    disk.reset_overwritten();
+    disk.write(ready_with(3, 3, 2));
+    disk.sync();
+    BOOST_TEST(disk.durable().last_index() == 3u);
+    BOOST_TEST(disk.durable().lowest_overwritten() == 3u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,477 @@
+// The simulated cluster: see sim_cluster.h.
+#include "sim_cluster.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "history.h"
+#include "safety_checker.h"
+#include "sim_failure.h"
+#include "sim_member.h"
+#include "sim_network.h"
+#include "sim_workload.h"
+#include "swarm.h"
+
+namespace pgfence::sim {
+namespace {
+
+constexpr std::size_t kMaxEvents = 400'000;          // queued events; messages beyond are dropped
+constexpr std::uint64_t kMaxLivenessSteps = 2'000'000;
+constexpr std::uint64_t kLivenessElectionTimeouts = 40;  // liveness bound, in election timeouts
+
+struct Event {
+    enum class Kind : std::uint8_t {
+        kTick, kDeliver, kPersistDone, kCrash, kRestart, kClientRequest, kClientReply, kClientWake,
+        kClientTimeout, kFaultCrash, kFaultPartition, kFaultTransfer,
+    };
+    Kind kind = Kind::kTick;
+    std::size_t member = 0;
+    std::uint64_t generation = 0;
+    int client = 0;
+    std::uint64_t op_id = 0;
+    raft::Message message;
+    ClientRequest request;
+    ClientReply reply;
+};
+
+struct Slot {
+    std::unique_ptr<Member> member;
+    SimRandom random{0};
+    std::uint64_t incarnation = 0;  // bumps at every crash: stale ticks/persists are ignored
+    std::uint64_t persist_generation = 0;
+    std::uint64_t tick_us = 0;
+    raft::Role last_role = raft::Role::kFollower;
+};
+
+class Cluster {
+public:
+    explicit Cluster(const RunOptions& options);
+    RunResult run();
+
+private:
+    void schedule(std::uint64_t at_us, Event e);
+    void schedule_in(std::uint64_t delay_us, Event e) { schedule(now_us_ + delay_us, std::move(e)); }
+    void schedule_fault(Event::Kind kind, double per_s);
+    void handle(Event& e);
+    void handle_member_event(Event& e);
+    void handle_client_event(Event& e);
+    void handle_fault(Event& e);
+    void pump(std::size_t i, Outbox& out);
+    void route(const Outbox& out);
+    void crash(std::size_t i, const char* why);
+    void restart(std::size_t i);
+    void after_step(std::size_t i);
+    void start_liveness();
+    bool liveness_done();
+    void trace(const std::string& line) const;
+    void finish_result();
+
+    RunOptions options_;
+    SimRandom root_;
+    SimRandom net_random_{0};
+    SimRandom fault_random_{0};
+    FaultConfig faults_;
+    int n_ = 3;
+    SafetyChecker checker_;
+    std::unique_ptr<SimNetwork> network_;
+    std::unique_ptr<Workload> workload_;
+    std::vector<Slot> slots_;
+    std::map<std::pair<std::uint64_t, std::uint64_t>, Event> events_;  // (time, seq) -> event
+    std::uint64_t now_us_ = 0;
+    std::uint64_t seq_ = 0;
+    std::uint64_t step_ = 0;
+    bool fault_phase_ = true;
+    std::uint64_t client_timeout_us_ = 0;
+    // Liveness phase.
+    std::uint64_t liveness_start_us_ = 0;
+    std::uint64_t liveness_deadline_us_ = 0;
+    raft::Index marker_index_ = 0;
+    raft::Term marker_term_ = 0;
+    RunResult result_;
+};
+
+Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.seed) {
+    n_ = options.members != 0 ? options.members : (root_.chance(0.6) ? 3 : 5);
+    SimRandom fault_settings = root_.fork(1);
+    faults_ = draw_fault_config(fault_settings);
+    if (options.fault_free) make_fault_free(faults_);
+    net_random_ = root_.fork(2);
+    fault_random_ = root_.fork(3);
+    network_ = std::make_unique<SimNetwork>(static_cast<std::size_t>(n_), faults_);
+    workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), root_.fork(4));
+    client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
+    raft::Config config;
+    config.cluster_id = root_.next() | 1;
+    config.election_ticks = faults_.election_ticks;
+    config.heartbeat_ticks = faults_.heartbeat_ticks;
+    config.max_append_bytes = faults_.max_append_bytes;
+    config.max_inflight_appends = faults_.max_inflight_appends;
+    config.max_inflight_bytes = faults_.max_inflight_bytes;
+    config.max_uncommitted_bytes = faults_.max_uncommitted_bytes;
+    for (int i = 1; i <= n_; ++i) config.members.push_back(static_cast<raft::NodeId>(i));
+    slots_.resize(static_cast<std::size_t>(n_));
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        Slot& s = slots_[i];
+        config.id = i + 1;
+        s.member = std::make_unique<Member>(config, faults_.compact_every_entries, faults_.keep_entries, checker_);
+        s.random = root_.fork(100 + i);
+        const double spread = 0.7 + 0.6 * s.random.unit();  // per-member clock rate, +-30%
+        s.tick_us = static_cast<std::uint64_t>(static_cast<double>(faults_.tick_us_base) * spread);
+    }
+    result_.members = n_;
+}
+
+void Cluster::trace(const std::string& line) const {
+    if (options_.verbose) std::printf("[%10lluus step %llu] %s\n", static_cast<unsigned long long>(now_us_),
+                                      static_cast<unsigned long long>(step_), line.c_str());
+}
+
+void Cluster::schedule(std::uint64_t at_us, Event e) {
+    if (events_.size() >= kMaxEvents && e.kind == Event::Kind::kDeliver) {
+        ++result_.messages_dropped;
+        return;
+    }
+    events_.emplace(std::make_pair(at_us, seq_++), std::move(e));
+}
+
+void Cluster::schedule_fault(Event::Kind kind, double per_s) {
+    if (per_s <= 0 || !fault_phase_) return;
+    const double wait_s = -std::log(1.0 - fault_random_.unit()) / per_s;
+    Event e;
+    e.kind = kind;
+    schedule_in(static_cast<std::uint64_t>(wait_s * 1e6) + 1, std::move(e));
+}
+
+RunResult Cluster::run() {
+    trace("members=" + std::to_string(n_) + " " + faults_.describe());
+    try {
+        for (std::size_t i = 0; i < slots_.size(); ++i) restart(i);
+        for (int c = 0; c < workload_->clients(); ++c) {
+            Event e;
+            e.kind = Event::Kind::kClientWake;
+            e.client = c;
+            schedule_in(fault_random_.between(0, faults_.think_us_max), std::move(e));
+        }
+        schedule_fault(Event::Kind::kFaultCrash, faults_.crash_per_s);
+        schedule_fault(Event::Kind::kFaultPartition, faults_.partition_per_s);
+        schedule_fault(Event::Kind::kFaultTransfer, faults_.transfer_per_s);
+        while (!events_.empty()) {
+            if (fault_phase_ && step_ >= options_.steps) start_liveness();
+            if (!fault_phase_ && liveness_done()) break;
+            require(fault_phase_ || now_us_ <= liveness_deadline_us_, "liveness: no commit progress within ",
+                    kLivenessElectionTimeouts, " election timeouts after healing (leader proposal at index ",
+                    marker_index_, " term ", marker_term_, ")");
+            require(step_ < options_.steps + kMaxLivenessSteps, "liveness phase ran out of steps");
+            auto first = events_.begin();
+            now_us_ = first->first.first;
+            Event e = std::move(first->second);
+            events_.erase(first);
+            ++step_;
+            handle(e);
+        }
+        require(!fault_phase_, "the event queue ran dry during the fault phase");
+        const std::string broken = check_linearizable(checker_.committed(), workload_->acked());
+        require(broken.empty(), "client history not linearizable: ", broken);
+    } catch (const std::exception& failure) {
+        result_.ok = false;
+        result_.failure = failure.what();
+    }
+    finish_result();
+    return result_;
+}
+
+void Cluster::finish_result() {
+    result_.step = step_;
+    result_.elections = checker_.leaders_elected();
+    result_.commits = checker_.committed().size();
+    result_.messages_dropped += network_->dropped();
+    result_.ops_acked = workload_->acked().size();
+    result_.ops_unknown = workload_->unknown();
+    for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
+    result_.sim_time_us = now_us_;
+    for (const auto& s : slots_) result_.snapshots_installed += s.member->stats().snapshots_restored;
+}
+
+void Cluster::handle(Event& e) {
+    switch (e.kind) {
+        case Event::Kind::kTick:
+        case Event::Kind::kDeliver:
+        case Event::Kind::kPersistDone:
+        case Event::Kind::kCrash:
+        case Event::Kind::kRestart: handle_member_event(e); return;
+        case Event::Kind::kClientRequest:
+        case Event::Kind::kClientReply:
+        case Event::Kind::kClientWake:
+        case Event::Kind::kClientTimeout: handle_client_event(e); return;
+        case Event::Kind::kFaultCrash:
+        case Event::Kind::kFaultPartition:
+        case Event::Kind::kFaultTransfer: handle_fault(e); return;
+    }
+}
+
+void Cluster::handle_member_event(Event& e) {
+    Slot& s = slots_[e.member];
+    Member& m = *s.member;
+    Outbox out;
+    switch (e.kind) {
+        case Event::Kind::kTick:
+            if (!m.up() || e.generation != s.incarnation) return;
+            m.tick(out);
+            {
+                const double drift = 1.0 + faults_.tick_drift * (2.0 * s.random.unit() - 1.0);
+                Event next = e;
+                schedule_in(static_cast<std::uint64_t>(static_cast<double>(s.tick_us) * drift) + 1, next);
+            }
+            break;
+        case Event::Kind::kDeliver:
+            if (!m.up()) return;
+            m.step(e.message, out);
+            break;
+        case Event::Kind::kPersistDone:
+            if (!m.up() || e.generation != s.persist_generation || !m.persisting()) return;
+            m.finish_persist(out);
+            break;
+        case Event::Kind::kCrash:
+            if (m.up() && e.generation == s.incarnation) crash(e.member, "crashes (targeted)");
+            return;
+        case Event::Kind::kRestart:
+            if (!m.up() && e.generation == s.incarnation) restart(e.member);
+            return;
+        default: return;
+    }
+    after_step(e.member);  // before pump: a nemesis reacting to a new leader acts before it sends
+    pump(e.member, out);
+}
+
+// Starts persisting the member's next Ready (if any) and sends what it produced.
+void Cluster::pump(std::size_t i, Outbox& out) {
+    Slot& s = slots_[i];
+    if (s.member->up() && s.member->begin_persist(out)) {
+        const std::uint64_t delay = s.random.between(faults_.persist_us_min, faults_.persist_us_max) + 1;
+        Event done;
+        done.kind = Event::Kind::kPersistDone;
+        done.member = i;
+        done.generation = ++s.persist_generation;
+        schedule_in(delay, done);
+        if (fault_phase_ && s.member->disk().has_pending() &&
+            fault_random_.chance(faults_.crash_while_persisting)) {
+            Event cut;
+            cut.kind = Event::Kind::kCrash;
+            cut.member = i;
+            cut.generation = s.incarnation;
+            schedule_in(fault_random_.between(0, delay - 1), cut);
+        }
+    }
+    route(out);
+}
+
+void Cluster::route(const Outbox& out) {
+    for (const auto& m : out.messages) {
+        require(m.from >= 1 && m.from <= static_cast<raft::NodeId>(n_) && m.to >= 1 &&
+                    m.to <= static_cast<raft::NodeId>(n_),
+                "message from member ", m.from, " to member ", m.to, " outside the cluster 1..", n_);
+        ++result_.messages_sent;
+        for (const std::uint64_t delay : network_->fate(m.from - 1, m.to - 1, now_us_, net_random_)) {
+            Event e;
+            e.kind = Event::Kind::kDeliver;
+            e.member = m.to - 1;
+            e.message = m;
+            schedule_in(delay, std::move(e));
+        }
+    }
+    for (const auto& r : out.replies) {
+        Event e;
+        e.kind = Event::Kind::kClientReply;
+        e.client = r.client;
+        e.reply = r;
+        schedule_in(network_->client_delay_us(net_random_), std::move(e));
+    }
+}
+
+void Cluster::after_step(std::size_t i) {
+    Slot& s = slots_[i];
+    if (!s.member->up()) return;
+    const raft::Role role = s.member->raft().role();
+    if (role != s.last_role && role == raft::Role::kLeader) {
+        trace("member " + std::to_string(i + 1) + " leads term " + std::to_string(s.member->raft().term()));
+        if (fault_phase_ && fault_random_.chance(faults_.isolate_new_leader)) {
+            trace(network_->isolate(i, now_us_, 1000 * fault_random_.between(1, faults_.partition_ms_max)));
+        }
+        if (fault_phase_ && fault_random_.chance(faults_.crash_new_leader)) {
+            Event cut;
+            cut.kind = Event::Kind::kCrash;
+            cut.member = i;
+            cut.generation = s.incarnation;
+            schedule_in(fault_random_.between(0, 3 * faults_.delay_max_us + faults_.persist_us_max), cut);
+        }
+    }
+    s.last_role = role;
+}
+
+void Cluster::crash(std::size_t i, const char* why) {
+    Slot& s = slots_[i];
+    ++s.incarnation;
+    ++s.persist_generation;
+    const CrashLoss loss = s.member->crash(fault_random_);
+    ++result_.crashes;
+    if (loss == CrashLoss::kTornPrefix) ++result_.torn_crashes;
+    s.last_role = raft::Role::kFollower;
+    trace("member " + std::to_string(i + 1) + " " + why + ": " + to_string(loss));
+    Event e;
+    e.kind = Event::Kind::kRestart;
+    e.member = i;
+    e.generation = s.incarnation;
+    const std::uint64_t downtime_us = fault_phase_ ? 1000 * fault_random_.between(1, faults_.downtime_ms_max) : 0;
+    schedule_in(downtime_us, e);
+}
+
+void Cluster::restart(std::size_t i) {
+    Slot& s = slots_[i];
+    s.member->start(s.random.next());
+    trace("member " + std::to_string(i + 1) + " starts, durable last index " +
+          std::to_string(s.member->disk().durable().last_index()));
+    Event tick;
+    tick.kind = Event::Kind::kTick;
+    tick.member = i;
+    tick.generation = s.incarnation;
+    schedule_in(s.random.between(1, s.tick_us), tick);
+    Outbox out;
+    pump(i, out);
+}
+
+void Cluster::handle_client_event(Event& e) {
+    switch (e.kind) {
+        case Event::Kind::kClientRequest: {
+            Member& m = *slots_[e.member].member;
+            if (!m.up()) return;  // lost; the client times out
+            Outbox out;
+            m.handle_client(e.request, out);
+            after_step(e.member);
+            pump(e.member, out);
+            return;
+        }
+        case Event::Kind::kClientReply: {
+            const Workload::Reaction r = workload_->on_reply(e.reply, now_us_);
+            Event next;
+            next.client = e.reply.client;
+            if (r.next == Workload::Next::kResend) {
+                next.kind = Event::Kind::kClientRequest;
+                next.member = r.send.member;
+                next.request = r.send.request;
+                schedule_in(network_->client_delay_us(net_random_) + fault_random_.between(0, faults_.tick_us_base),
+                            std::move(next));
+            } else if (r.next == Workload::Next::kDone) {
+                next.kind = Event::Kind::kClientWake;
+                schedule_in(fault_random_.between(1, faults_.think_us_max), std::move(next));
+            }
+            return;
+        }
+        case Event::Kind::kClientWake: {
+            if (!fault_phase_ || !workload_->idle(e.client)) return;
+            const Workload::Send send = workload_->begin(e.client, now_us_);
+            Event request;
+            request.kind = Event::Kind::kClientRequest;
+            request.member = send.member;
+            request.request = send.request;
+            schedule_in(network_->client_delay_us(net_random_), std::move(request));
+            Event timeout;
+            timeout.kind = Event::Kind::kClientTimeout;
+            timeout.client = e.client;
+            timeout.op_id = send.request.op_id;
+            schedule_in(client_timeout_us_, std::move(timeout));
+            return;
+        }
+        case Event::Kind::kClientTimeout: {
+            if (!workload_->on_timeout(e.client, e.op_id)) return;
+            Event next;
+            next.kind = Event::Kind::kClientWake;
+            next.client = e.client;
+            schedule_in(fault_random_.between(1, faults_.think_us_max), std::move(next));
+            return;
+        }
+        default: return;
+    }
+}
+
+void Cluster::handle_fault(Event& e) {
+    if (!fault_phase_) return;
+    if (e.kind == Event::Kind::kFaultCrash) {
+        const std::size_t i = fault_random_.index(slots_.size());
+        if (slots_[i].member->up()) crash(i, "crashes");
+        schedule_fault(e.kind, faults_.crash_per_s);
+    } else if (e.kind == Event::Kind::kFaultPartition) {
+        trace(network_->start_partition(now_us_, fault_random_));
+        schedule_fault(e.kind, faults_.partition_per_s);
+    } else {
+        for (std::size_t i = 0; i < slots_.size(); ++i) {
+            Member& m = *slots_[i].member;
+            if (!m.up() || m.raft().role() != raft::Role::kLeader) continue;
+            const raft::NodeId target = 1 + (i + 1 + fault_random_.index(slots_.size() - 1)) % slots_.size();
+            trace("member " + std::to_string(i + 1) + " transfers leadership to " + std::to_string(target) +
+                  (m.transfer(target) ? "" : " (refused)"));
+            Outbox out;
+            pump(i, out);
+            break;
+        }
+        schedule_fault(e.kind, faults_.transfer_per_s);
+    }
+}
+
+void Cluster::start_liveness() {
+    fault_phase_ = false;
+    network_->heal_all();
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        if (!slots_[i].member->up()) restart(i);
+    }
+    std::uint64_t slowest_tick_us = 0;
+    for (const auto& s : slots_) slowest_tick_us = std::max(slowest_tick_us, s.tick_us);
+    liveness_start_us_ = now_us_;
+    liveness_deadline_us_ = now_us_ + kLivenessElectionTimeouts * 2 *
+                                          static_cast<std::uint64_t>(faults_.election_ticks) * slowest_tick_us;
+    trace("liveness phase: everything healed");
+}
+
+// The liveness phase's goal: a proposal by a current leader, committed and
+// applied on every member. Proposes it (again) whenever it is missing.
+bool Cluster::liveness_done() {
+    const auto& committed = checker_.committed();
+    if (marker_index_ != 0 && committed.size() >= marker_index_) {
+        if (committed[marker_index_ - 1].term == marker_term_) {
+            bool everywhere = true;
+            for (const auto& s : slots_) {
+                everywhere = everywhere && s.member->up() && s.member->table().applied_index() >= marker_index_;
+            }
+            if (everywhere) {
+                result_.liveness_ticks = (now_us_ - liveness_start_us_) / slots_[0].tick_us;
+                return true;
+            }
+            return false;
+        }
+        marker_index_ = 0;  // overwritten before commit: propose again
+    }
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        Member& m = *slots_[i].member;
+        if (!m.up() || m.raft().role() != raft::Role::kLeader || m.raft().term() == marker_term_) continue;
+        const raft::ProposeResult r = m.propose_raw(lock::Grant{"liveness", 1000, "sim-liveness"});
+        if (r.error != raft::ProposeError::kNone) continue;
+        marker_index_ = r.index;
+        marker_term_ = r.term;
+        trace("liveness marker proposed at index " + std::to_string(r.index) + " term " + std::to_string(r.term));
+        Outbox out;
+        pump(i, out);
+        break;
+    }
+    return false;
+}
+
+}  // namespace
+
+RunResult run_simulation(const RunOptions& options) {
+    Cluster cluster(options);
+    return cluster.run();
+}
+
+}  // namespace pgfence::sim

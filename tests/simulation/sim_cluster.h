@@ -1,0 +1,53 @@
+// A whole simulated cluster in one process: 3 or 5 members, a network, a
+// simulated disk per member, clients, faults; one 64-bit seed decides all of
+// it, so a run replays exactly.
+//
+// Discrete events on a global logical clock (microseconds): every member
+// ticks at its own drifting period; messages, client requests and replies
+// arrive after random delays; persisting a Ready completes after a random
+// delay; crashes, restarts, partitions and leadership transfers arrive as
+// timed events. One event handled = one step; invariants are checked after
+// every step.
+//
+// Phases: a fault phase of `steps` steps, then a liveness phase that heals
+// everything (no drops, no partitions, every member up) and requires a leader
+// and a new proposal committed and applied on all members within a bounded
+// number of ticks. Finally the clients' history is checked for
+// linearizability against the committed log.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pgfence::sim {
+
+struct RunOptions {
+    std::uint64_t seed = 1;
+    std::uint64_t steps = 100'000;  // events in the fault phase
+    int members = 0;               // 0: drawn from the seed (3 or 5)
+    bool verbose = false;
+    bool fault_free = false;  // no drops, partitions, crashes or transfers; busy clients (throughput runs)
+};
+
+struct RunResult {
+    bool ok = true;
+    std::string failure;  // what broke (empty when ok)
+    std::uint64_t step = 0;  // step at which it broke, or steps run
+    int members = 0;
+    std::uint64_t elections = 0;   // terms that had a leader
+    std::uint64_t commits = 0;     // entries committed (highest applied index)
+    std::uint64_t crashes = 0;
+    std::uint64_t torn_crashes = 0;  // crashes that tore a pending write
+    std::uint64_t messages_sent = 0;
+    std::uint64_t messages_dropped = 0;
+    std::uint64_t snapshots_installed = 0;
+    std::uint64_t ops_acked = 0;
+    std::uint64_t reads_acked = 0;   // of ops_acked: reads served through read_index
+    std::uint64_t ops_unknown = 0;
+    std::uint64_t sim_time_us = 0;
+    std::uint64_t liveness_ticks = 0;  // ticks the liveness phase needed
+};
+
+RunResult run_simulation(const RunOptions& options);
+
+}  // namespace pgfence::sim

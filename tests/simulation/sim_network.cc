@@ -1,0 +1,98 @@
+// The simulated network: see sim_network.h.
+#include "sim_network.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace pgfence::sim {
+
+SimNetwork::SimNetwork(std::size_t members, const FaultConfig& faults) : members_(members), faults_(faults) {}
+
+bool SimNetwork::blocked(std::size_t from, std::size_t to, std::uint64_t now_us) const {
+    for (const auto& p : partitions_) {
+        if (p.heal_at_us > now_us && p.blocks[from][to]) return true;
+    }
+    return false;
+}
+
+std::vector<std::uint64_t> SimNetwork::fate(std::size_t from, std::size_t to, std::uint64_t now_us,
+                                            SimRandom& random) {
+    std::vector<std::uint64_t> delays;
+    if (blocked(from, to, now_us) || random.chance(faults_.drop_probability)) {
+        ++dropped_;
+        return delays;
+    }
+    const int copies = random.chance(faults_.duplicate_probability) ? 2 : 1;
+    if (copies == 2) ++duplicated_;
+    for (int i = 0; i < copies; ++i) {
+        std::uint64_t delay = random.between(faults_.delay_min_us, faults_.delay_max_us);
+        if (random.chance(faults_.long_delay_probability)) delay += random.between(0, 20 * faults_.delay_max_us);
+        delays.push_back(delay);
+    }
+    return delays;
+}
+
+std::uint64_t SimNetwork::client_delay_us(SimRandom& random) const {
+    return random.between(faults_.delay_min_us, faults_.delay_max_us);
+}
+
+std::string SimNetwork::start_partition(std::uint64_t now_us, SimRandom& random) {
+    std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
+    if (partitions_.size() >= kMaxPartitions) return "partition skipped (limit)";
+    Partition p;
+    p.blocks.assign(members_, std::vector<bool>(members_, false));
+    p.heal_at_us = now_us + 1000 * random.between(1, faults_.partition_ms_max);
+    std::ostringstream out;
+    if (random.chance(faults_.one_way_share)) {
+        const std::size_t links = random.between(1, members_);
+        out << "one-way partition:";
+        for (std::size_t i = 0; i < links; ++i) {
+            const std::size_t a = random.index(members_);
+            const std::size_t b = random.index(members_);
+            if (a == b) continue;
+            p.blocks[a][b] = true;
+            out << " " << a + 1 << "->" << b + 1;
+        }
+    } else {
+        std::vector<bool> side(members_);
+        for (std::size_t i = 0; i < members_; ++i) side[i] = random.chance(0.5);
+        out << "partition: {";
+        for (std::size_t i = 0; i < members_; ++i) {
+            if (side[i]) out << ' ' << i + 1;
+        }
+        out << " } | {";
+        for (std::size_t i = 0; i < members_; ++i) {
+            if (!side[i]) out << ' ' << i + 1;
+        }
+        out << " }";
+        for (std::size_t a = 0; a < members_; ++a) {
+            for (std::size_t b = 0; b < members_; ++b) p.blocks[a][b] = side[a] != side[b];
+        }
+    }
+    out << " until " << p.heal_at_us << "us";
+    partitions_.push_back(std::move(p));
+    return out.str();
+}
+
+std::string SimNetwork::isolate(std::size_t i, std::uint64_t now_us, std::uint64_t duration_us) {
+    std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
+    if (partitions_.size() >= kMaxPartitions) return "isolation skipped (limit)";
+    Partition p;
+    p.blocks.assign(members_, std::vector<bool>(members_, false));
+    for (std::size_t j = 0; j < members_; ++j) {
+        p.blocks[i][j] = j != i;
+        p.blocks[j][i] = j != i;
+    }
+    p.heal_at_us = now_us + duration_us;
+    partitions_.push_back(std::move(p));
+    return "member " + std::to_string(i + 1) + " isolated until " + std::to_string(now_us + duration_us) + "us";
+}
+
+void SimNetwork::heal_all() {
+    partitions_.clear();
+    faults_.drop_probability = 0;
+    faults_.duplicate_probability = 0;
+    faults_.long_delay_probability = 0;
+}
+
+}  // namespace pgfence::sim

@@ -1,0 +1,58 @@
+// The simulated network between members: for each message it decides whether
+// it is dropped, how long it takes and whether a duplicate follows; long
+// delays reorder messages. Partitions block links: symmetric (the members
+// split into two sides) or one-way (some links block a single direction);
+// each heals at a time drawn when it starts.
+//
+// Membership of links is by member position 0..n-1 (member id - 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim_random.h"
+#include "swarm.h"
+
+namespace pgfence::sim {
+
+class SimNetwork {
+public:
+    SimNetwork(std::size_t members, const FaultConfig& faults);
+
+    // Delivery delays for one message from -> to: empty when dropped, two
+    // entries when duplicated. Blocked links drop everything.
+    std::vector<std::uint64_t> fate(std::size_t from, std::size_t to, std::uint64_t now_us, SimRandom& random);
+
+    // A delay for client traffic (never dropped; clients have timeouts).
+    std::uint64_t client_delay_us(SimRandom& random) const;
+
+    bool blocked(std::size_t from, std::size_t to, std::uint64_t now_us) const;
+
+    // Starts a random partition at now_us; returns a description.
+    std::string start_partition(std::uint64_t now_us, SimRandom& random);
+
+    // Cuts member `i` off from everyone, both ways, for `duration_us`.
+    std::string isolate(std::size_t i, std::uint64_t now_us, std::uint64_t duration_us);
+
+    // Heals everything and stops dropping/duplicating/long delays (liveness phase).
+    void heal_all();
+
+    std::uint64_t dropped() const { return dropped_; }
+    std::uint64_t duplicated() const { return duplicated_; }
+
+private:
+    struct Partition {
+        std::vector<std::vector<bool>> blocks;  // [from][to]
+        std::uint64_t heal_at_us = 0;
+    };
+    static constexpr std::size_t kMaxPartitions = 4;
+
+    std::size_t members_;
+    FaultConfig faults_;
+    std::vector<Partition> partitions_;  // at most kMaxPartitions
+    std::uint64_t dropped_ = 0;
+    std::uint64_t duplicated_ = 0;
+};
+
+}  // namespace pgfence::sim

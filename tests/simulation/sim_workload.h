@@ -1,0 +1,84 @@
+// Simulated clients: each runs one operation at a time against whoever it
+// thinks is leader, following redirects, retrying after an unknown outcome,
+// giving up after a timeout. Commands are Grant/Release/Expire (and, rarely,
+// SetTokenFloor) on a small key space so they conflict; Release and Expire
+// often carry stale tokens. Reads go through read_index. Every operation the
+// client got an answer for goes into the history the linearizability check
+// reads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "history.h"
+#include "sim_member.h"
+#include "sim_random.h"
+
+namespace pgfence::sim {
+
+class Workload {
+public:
+    Workload(int clients, std::size_t members, SimRandom random);
+
+    int clients() const { return static_cast<int>(clients_.size()); }
+
+    struct Send {
+        std::size_t member = 0;  // position of the member to send to
+        ClientRequest request;
+    };
+
+    // Starts the client's next operation (it must be idle).
+    Send begin(int client, std::uint64_t now_us);
+
+    // What the client does with a reply: nothing (stale or done), or resend.
+    enum class Next : std::uint8_t { kIgnore, kResend, kDone };
+    struct Reaction {
+        Next next = Next::kIgnore;
+        Send send;  // kResend
+    };
+    Reaction on_reply(const ClientReply& reply, std::uint64_t now_us);
+
+    // The client's deadline for op_id passed: gives up if still waiting.
+    bool on_timeout(int client, std::uint64_t op_id);
+
+    bool idle(int client) const { return !clients_[static_cast<std::size_t>(client)].waiting; }
+
+    const std::vector<ClientOp>& acked() const { return acked_; }
+    std::uint64_t invoked() const { return invoked_; }
+    std::uint64_t unknown() const { return unknown_; }
+
+private:
+    static constexpr int kMaxAttempts = 12;
+    static constexpr std::size_t kMaxTokensPerKey = 32;
+
+    struct Client {
+        bool waiting = false;
+        ClientOp op;
+        int attempt = 0;
+        std::size_t leader_guess = 0;
+        std::string owner;
+        std::map<std::string, lock::Token> held;  // keys this client holds, by its knowledge
+        std::optional<lock::Command> retry;       // a command whose outcome stayed unknown
+    };
+
+    lock::Command next_command(Client& c);
+    std::string random_key();
+    lock::Token stale_or_known_token(const std::string& key);
+    void record_ack(Client& c, const ClientReply& reply, std::uint64_t now_us);
+    Send resend(Client& c, std::size_t member);
+
+    std::size_t members_;
+    SimRandom random_;
+    std::vector<Client> clients_;
+    int keys_;
+    std::map<std::string, std::vector<lock::Token>> tokens_seen_;  // per key, bounded
+    std::vector<ClientOp> acked_;
+    std::uint64_t next_op_id_ = 1;
+    std::uint64_t invoked_ = 0;
+    std::uint64_t unknown_ = 0;
+};
+
+}  // namespace pgfence::sim
