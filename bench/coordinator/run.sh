@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# pgfence vs etcd 3.4: acquire+release cycles/s and acquire latency at C = 1, 8
+# and 32 keep-alive connections (each looping on its own key for BENCH_SECONDS),
+# both 3-member clusters on 127.0.0.1 with data on disk (fsync on), in one run;
+# then pgfence failover time: kill -9 the leader, time until the next acquire
+# succeeds, median of FAILOVER_ROUNDS (the killed member is restarted between rounds).
+#
+#   bash bench/coordinator/run.sh          (make bench-coordinator)
+#
+# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), FAILOVER_ROUNDS (5),
+# BUILD_BENCH (build-bench: Release build made here), JOBS (2),
+# BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP), ETCD_BASE_PORT (19300),
+# BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR to use existing binaries.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+SECONDS_PER_RUN=${BENCH_SECONDS:-10}
+CONNECTIONS=${BENCH_CONNECTIONS:-1 8 32}
+ROUNDS=${FAILOVER_ROUNDS:-5}
+BUILD=${BUILD_BENCH:-$ROOT/build-bench}
+PG_BASE=${BENCH_BASE_PORT:-19400}
+ETCD_BASE=${ETCD_BASE_PORT:-19300}
+ETCD=${ETCD_BIN:-$(command -v etcd || true)}
+[[ -x "$ETCD" ]] || { echo "run.sh: etcd not found (apt-get install etcd-server)" >&2; exit 2; }
+[[ "$SECONDS_PER_RUN" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "run.sh: BENCH_SECONDS must be 1-999, got '$SECONDS_PER_RUN'" >&2; exit 2; }
+
+if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator
+    BENCH_BIN=$BUILD/bench/coordinator/bench_coordinator
+    FENCECTL_BIN=$BUILD/coordinator/cli/fencectl
+    FENCE_BIN_DIR=$BUILD/coordinator/server
+fi
+: "${BENCH_BIN:?}" "${FENCECTL_BIN:?}" "${FENCE_BIN_DIR:?}"
+export FENCE_BIN_DIR
+
+mkdir -p "$BUILD"
+WORK=$(mktemp -d "$BUILD/bench-coordinator.XXXXXX")  # on disk, not tmpfs: fsync costs what it costs
+ETCD_PIDS=()
+
+alive() {  # PID: running and not a zombie waiting to be reaped
+    local state
+    state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    [[ "$state" != Z* ]]
+}
+
+cleanup() {
+    FENCE_STOP_GRACE_SECONDS=5 "$ROOT/scripts/cluster.sh" stop "$WORK/pgfence" >/dev/null 2>&1 || true
+    local pid i
+    for pid in "${ETCD_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${ETCD_PIDS[@]}"; do
+        for ((i = 0; i < 150; i++)); do alive "$pid" || break; sleep 0.1; done
+        alive "$pid" && { echo "run.sh: etcd pid $pid ignored SIGTERM for 15s; SIGKILL" >&2; kill -KILL "$pid"; }
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+start_etcd() {
+    local cluster="" i
+    for i in 1 2 3; do cluster+="${cluster:+,}e$i=http://127.0.0.1:$((ETCD_BASE + 10 + i))"; done
+    for i in 1 2 3; do
+        "$ETCD" --name "e$i" --data-dir "$WORK/etcd/e$i" \
+            --listen-client-urls "http://127.0.0.1:$((ETCD_BASE + i))" \
+            --advertise-client-urls "http://127.0.0.1:$((ETCD_BASE + i))" \
+            --listen-peer-urls "http://127.0.0.1:$((ETCD_BASE + 10 + i))" \
+            --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_BASE + 10 + i))" \
+            --initial-cluster "$cluster" --initial-cluster-state new \
+            --initial-cluster-token pgfence-bench >"$WORK/etcd-e$i.log" 2>&1 &
+        ETCD_PIDS+=($!)
+    done
+    ETCD_ENDPOINTS="127.0.0.1:$((ETCD_BASE + 1)),127.0.0.1:$((ETCD_BASE + 2)),127.0.0.1:$((ETCD_BASE + 3))"
+    local deadline=$((SECONDS + 30))
+    for i in 1 2 3; do
+        until curl -s -m 1 "http://127.0.0.1:$((ETCD_BASE + i))/health" | grep -q '"health":"true"'; do
+            ((SECONDS < deadline)) || { echo "run.sh: etcd not healthy after 30s; see $WORK/etcd-e$i.log" >&2; exit 1; }
+            sleep 0.2
+        done
+    done
+}
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }  # field NAME LINE
+
+mkdir -p "$WORK/etcd"
+line=$(FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" start "$WORK/pgfence" 3)
+PG_ENDPOINTS=${line#FENCE_ENDPOINTS=}
+start_etcd
+echo "pgfence: $PG_ENDPOINTS   etcd $("$ETCD" --version | head -1 | awk '{print $3}'): $ETCD_ENDPOINTS"
+echo "each run: ${SECONDS_PER_RUN}s, every connection loops acquire + release on its own key"
+echo
+
+rows=()
+for c in $CONNECTIONS; do
+    pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+    et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+    echo "$pg"
+    echo "$et"
+    rows+=("$c $(field cycles_per_s "$pg") $(field p50_us "$pg") $(field p99_us "$pg") $(field max_us "$pg") \
+$(field errors "$pg") $(field cycles_per_s "$et") $(field p50_us "$et") $(field p99_us "$et") $(field max_us "$et") $(field errors "$et")")
+done
+
+echo
+printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s\n' conns "pgfence c/s" "p50 us" "p99 us" \
+    "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio
+for r in "${rows[@]}"; do
+    read -r c pc p50 p99 pmax perr ec e50 e99 emax eerr <<<"$r"
+    ratio=$(awk -v a="$pc" -v b="$ec" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }')
+    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s\n' "$c" "$pc" "$p50" "$p99" "$pmax" "$perr" \
+        "$ec" "$e50" "$e99" "$emax" "$eerr" "$ratio"
+done
+
+# ---- failover ----
+leader_id() { "$FENCECTL_BIN" --endpoints "$PG_ENDPOINTS" --timeout 2s status 2>/dev/null | awk '$2 == "leader" {print $1; exit}'; }
+healthy() {  # three members answer, one leader, all on the leader's term
+    local s
+    s=$("$FENCECTL_BIN" --endpoints "$PG_ENDPOINTS" --timeout 2s status 2>/dev/null) || return 1
+    [[ $(grep -cE '^[0-9]+ +(leader|follower) ' <<<"$s") == 3 && $(grep -cE '^[0-9]+ +leader ' <<<"$s") == 1 ]]
+}
+wait_healthy() {
+    local deadline=$((SECONDS + 30))
+    until healthy; do
+        ((SECONDS < deadline)) || { echo "run.sh: pgfence cluster not healthy after 30s" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+
+echo
+times=()
+for ((round = 1; round <= ROUNDS; round++)); do
+    wait_healthy
+    id=$(leader_id)
+    [[ -n "$id" ]] || { echo "run.sh: no leader before failover round $round" >&2; exit 1; }
+    pid=$(cat "$WORK/pgfence/$id.pid")
+    out=$("$BENCH_BIN" failover --endpoints "$PG_ENDPOINTS" --kill-pid "$pid" --timeout-ms 20000)
+    ms=$(field failover_ms "$out")
+    echo "failover round $round: killed leader $id (pid $pid): $out"
+    times+=("$ms")
+    FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" restart "$WORK/pgfence" "$id"
+done
+median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+echo "failover (kill -9 leader -> next acquire succeeds): median ${median} ms of ${ROUNDS} (${times[*]})"

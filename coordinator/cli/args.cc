@@ -1,0 +1,183 @@
+#include "cli/args.h"
+
+#include <array>
+#include <charconv>
+
+#include "client/duration.h"
+
+namespace pgfence::cli {
+namespace {
+
+constexpr std::size_t kMaxArgs = 4096;
+constexpr std::uint64_t kMaxToken = 0x7fff'ffff'ffff'ffffull;
+
+struct CommandSpec {
+    const char* name;
+    std::size_t positional;  // exact count
+    const char* positional_names;
+    bool lease_flags;  // --lease --wait --owner
+    bool grace_flag;   // --grace
+    bool output_flag;  // -o
+    bool child;        // needs "-- CMD ARGS..."
+};
+
+constexpr std::array<CommandSpec, 7> kCommands{{
+    {"acquire", 1, "KEY", true, false, true, false},
+    {"release", 2, "KEY TOKEN", false, false, false, false},
+    {"keepalive", 2, "KEY TOKEN", false, false, true, false},
+    {"run", 1, "KEY", true, true, false, true},
+    {"get", 1, "KEY", false, false, true, false},
+    {"list", 0, "", false, false, true, false},
+    {"status", 0, "", false, false, true, false},
+}};
+
+const CommandSpec* find_command(const std::string& name) {
+    for (const CommandSpec& c : kCommands) {
+        if (name == c.name) return &c;
+    }
+    return nullptr;
+}
+
+struct Parser {
+    const std::vector<std::string>& argv;
+    ArgsParse out;
+    std::vector<std::string> given;  // flags seen, by canonical name
+
+    bool error(std::string message) {
+        if (out.error.empty()) out.error = std::move(message);
+        return false;
+    }
+
+    bool duration(const std::string& flag, const std::string& value, std::optional<milliseconds>& into) {
+        const client::DurationParse d = client::parse_duration(value);
+        if (!d.value) return error(flag + ": " + d.error);
+        into = *d.value;
+        return true;
+    }
+
+    // Applies one flag; `value` is empty for flags without a value.
+    bool apply(const std::string& flag, const std::string& value) {
+        Args& a = out.args;
+        given.push_back(flag);
+        if (flag == "--endpoints" || flag == "--owner") {
+            (flag == "--owner" ? a.owner : a.endpoints) = value;
+            return true;
+        }
+        if (flag == "--timeout") return duration(flag, value, a.timeout);
+        if (flag == "--lease") return duration(flag, value, a.lease);
+        if (flag == "--wait") return duration(flag, value, a.wait);
+        if (flag == "--grace") return duration(flag, value, a.grace);
+        if (flag == "--output") {
+            a.output_given = true;
+            if (value != "json" && value != "table") {
+                return error("-o/--output: unknown format '" + value + "' (use table or json)");
+            }
+            a.output = value == "json" ? Output::kJson : Output::kTable;
+            return true;
+        }
+        return error("unknown flag '" + flag + "' (see fencectl --help)");
+    }
+
+    bool flag(std::size_t& i) {
+        std::string name = argv[i], value;
+        bool inline_value = false;
+        if (const auto eq = name.find('='); name.starts_with("--") && eq != std::string::npos) {
+            value = name.substr(eq + 1);
+            name.resize(eq);
+            inline_value = true;
+        }
+        if (name == "-h" || name == "--help") {
+            out.args.help = true;
+            return true;
+        }
+        if (name == "-o") name = "--output";
+        static constexpr std::array<const char*, 7> kWithValue{"--endpoints", "--owner",  "--timeout", "--lease",
+                                                               "--wait",      "--grace", "--output"};
+        bool known = false;
+        for (const char* f : kWithValue) known = known || name == f;
+        if (!known) return error("unknown flag '" + name + "' (see fencectl --help)");
+        if (!inline_value) {
+            if (i + 1 >= argv.size()) return error("flag " + name + " needs a value");
+            value = argv[++i];
+        }
+        return apply(name, value);
+    }
+
+    bool scan() {
+        if (argv.size() > kMaxArgs) return error("too many arguments (at most " + std::to_string(kMaxArgs) + ")");
+        for (std::size_t i = 0; i < argv.size(); ++i) {
+            const std::string& a = argv[i];
+            if (a == "--") {
+                out.args.child.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
+                if (out.args.child.empty()) return error("nothing after '--' (run needs CMD [ARGS...])");
+                return true;
+            }
+            if (a.size() > 1 && a[0] == '-') {
+                if (!flag(i)) return false;
+            } else if (out.args.command.empty()) {
+                out.args.command = a;
+            } else {
+                out.args.positional.push_back(a);
+            }
+        }
+        return true;
+    }
+
+    bool flag_allowed(const CommandSpec& c, const std::string& f) {
+        if (f == "--endpoints" || f == "--timeout") return true;
+        if (f == "--lease" || f == "--wait" || f == "--owner") return c.lease_flags;
+        if (f == "--grace") return c.grace_flag;
+        if (f == "--output") return c.output_flag;
+        return false;
+    }
+
+    bool validate() {
+        Args& a = out.args;
+        if (a.command == "help") {
+            a.help = true;
+            a.command = a.positional.empty() ? "" : a.positional.front();
+            a.positional.clear();
+        }
+        if (a.command.empty()) return a.help ? true : error("missing command (see fencectl --help)");
+        const CommandSpec* c = find_command(a.command);
+        if (!c) return error("unknown command '" + a.command + "' (see fencectl --help)");
+        if (a.help) return true;
+        for (const std::string& f : given) {
+            if (!flag_allowed(*c, f)) return error("flag " + f + " is not valid for '" + a.command + "'");
+        }
+        if (a.positional.size() != c->positional) {
+            std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
+            return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +
+                         " argument(s)");
+        }
+        if (c->child && a.child.empty()) return error("run: missing '-- CMD [ARGS...]'");
+        if (!c->child && !a.child.empty()) return error(a.command + ": unexpected '--'");
+        if (c->positional == 2) {
+            const auto token = parse_token(a.positional[1]);
+            if (!token) return error("invalid token '" + a.positional[1] + "' (expected an integer 1.." +
+                                     std::to_string(kMaxToken) + ")");
+            a.token = *token;
+        }
+        if (a.lease && a.lease->count() == 0) return error("--lease: must be greater than 0");
+        if (a.timeout && a.timeout->count() == 0) return error("--timeout: must be greater than 0");
+        return true;
+    }
+};
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_token(const std::string& text) {
+    std::uint64_t value = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end || value == 0 || value > kMaxToken) return std::nullopt;
+    return value;
+}
+
+ArgsParse parse_args(const std::vector<std::string>& argv) {
+    Parser p{argv, {}, {}};
+    if (p.scan()) p.validate();
+    return std::move(p.out);
+}
+
+}  // namespace pgfence::cli

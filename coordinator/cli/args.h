@@ -1,0 +1,52 @@
+// fencectl's command line, parsed by hand (no Boost.ProgramOptions).
+//
+//   fencectl [GLOBAL...] COMMAND [ARGS...] [FLAGS...] [-- CMD ARGS...]
+//
+// Global flags (anywhere before "--"): --endpoints H:P,..., --timeout DUR,
+// -o/--output table|json, -h/--help. Flags take their value as the next
+// argument or after '=' (--lease=10s). Every error names the bad value.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgfence::cli {
+
+using std::chrono::milliseconds;
+
+enum class Output { kTable, kJson };
+
+struct Args {
+    std::string command;  // empty with --help alone
+    bool help = false;
+    std::string endpoints;  // --endpoints; empty means FENCE_ENDPOINTS or the default
+    std::optional<milliseconds> timeout;
+    Output output = Output::kTable;
+    bool output_given = false;
+    std::vector<std::string> positional;  // KEY, TOKEN...
+    std::optional<milliseconds> lease, wait, grace;
+    std::string owner;
+    std::vector<std::string> child;  // run: CMD ARGS... after "--"
+    std::uint64_t token = 0;         // release/keepalive: parsed TOKEN
+};
+
+struct ArgsParse {
+    Args args;
+    std::string error;  // non-empty: a usage error, already phrased for stderr
+};
+
+// `argv` without the program name.
+ArgsParse parse_args(const std::vector<std::string>& argv);
+
+// Strict decimal token: 1..INT64_MAX (tokens are PostgreSQL bigints).
+std::optional<std::uint64_t> parse_token(const std::string& text);
+
+constexpr milliseconds kDefaultLease{10'000};
+constexpr milliseconds kDefaultGrace{2'000};
+constexpr milliseconds kDefaultWait{30'000};
+constexpr milliseconds kDefaultTimeout{10'000};
+constexpr milliseconds kMinAttemptTimeout{100};  // run: floor of the per-request timeout
+
+}  // namespace pgfence::cli

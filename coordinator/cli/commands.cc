@@ -1,0 +1,165 @@
+#include "cli/commands.h"
+
+#include <boost/json.hpp>
+#include <algorithm>
+#include <set>
+
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+
+namespace pgfence::cli {
+namespace json = boost::json;
+
+bool client_options(const Args& args, client::Options& options, std::string& error) {
+    client::EndpointsParse parsed = client::endpoints_from(args.endpoints);
+    if (!parsed.error.empty()) {
+        error = parsed.error;
+        return false;
+    }
+    options.endpoints = std::move(parsed.endpoints);
+    options.timeout = args.timeout.value_or(kDefaultTimeout);
+    options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
+    if (args.command == "run") {
+        // A stopped or cut-off leader must not eat the whole lease: give each
+        // keepalive request a quarter of it before trying the next member.
+        const milliseconds quarter = args.lease.value_or(kDefaultLease) / 4;
+        options.keepalive_attempt_timeout = std::clamp(quarter, kMinAttemptTimeout, options.attempt_timeout);
+    }
+    return true;
+}
+
+int exit_code_of(const client::Error& error, const std::string& command) {
+    switch (error.kind) {
+        case client::ErrorKind::kHeld: return kExitHeld;
+        case client::ErrorKind::kNotHeld: return command == "keepalive" ? kExitLostLease : kExitNotFound;
+        case client::ErrorKind::kNotFound: return kExitNotFound;
+        case client::ErrorKind::kBadRequest: return kExitUsage;
+        case client::ErrorKind::kUnavailable: return kExitUnavailable;
+        case client::ErrorKind::kProtocol: return kExitOther;
+    }
+    return kExitOther;
+}
+
+namespace {
+
+int fail(const client::Error& error, const Args& args, std::ostream& err) {
+    err << "fencectl " << args.command << ": ";
+    const std::string key = args.positional.empty() ? "" : args.positional[0];
+    if (error.kind == client::ErrorKind::kNotFound) {
+        err << "no lock on '" << key << "' (" << error.message << ")\n";
+    } else if (error.kind == client::ErrorKind::kNotHeld) {
+        err << "'" << key << "' is not held with token " << args.token << " (" << error.message << ")\n";
+    } else {
+        err << error.message << '\n';
+    }
+    return exit_code_of(error, args.command);
+}
+
+int acquire(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    client::AcquireRequest req{args.positional[0], args.lease.value_or(kDefaultLease),
+                               args.wait.value_or(kDefaultWait), args.owner};
+    auto r = c.acquire(req);
+    if (!r) return fail(r.error(), args, err);
+    out << (args.output == Output::kJson ? lease_json(r.value()) : std::to_string(r.value().token)) << '\n';
+    return kExitOk;
+}
+
+int release(const Args& args, client::Client& c, std::ostream& err) {
+    auto r = c.release(args.positional[0], args.token);
+    return r ? kExitOk : fail(r.error(), args, err);
+}
+
+int keepalive(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    auto r = c.keepalive(args.positional[0], args.token);
+    if (!r) return fail(r.error(), args, err);
+    const auto& k = r.value();
+    if (args.output == Output::kJson) {
+        out << json::serialize(json::object{{"key", k.key}, {"token", k.token}, {"ttl_ms", k.ttl.count()}}) << '\n';
+    } else {
+        out << k.ttl.count() << '\n';
+    }
+    return kExitOk;
+}
+
+int get(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    auto r = c.get(args.positional[0]);
+    if (!r) return fail(r.error(), args, err);
+    if (args.output == Output::kJson) {
+        out << lock_json(r.value()) << '\n';
+    } else {
+        print_table(out, lock_header(), {lock_row(r.value())});
+    }
+    return kExitOk;
+}
+
+int list(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    auto r = c.list();
+    if (!r) return fail(r.error(), args, err);
+    if (args.output == Output::kJson) {
+        json::array locks;
+        for (const auto& l : r.value()) locks.push_back(json::parse(lock_json(l)));
+        out << json::serialize(json::object{{"locks", std::move(locks)}}) << '\n';
+        return kExitOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& l : r.value()) rows.push_back(lock_row(l));
+    print_table(out, lock_header(), rows);
+    return kExitOk;
+}
+
+// The member's own answer with the endpoint we asked added.
+json::value member_json(const client::MemberStatus& s) {
+    boost::system::error_code ec;
+    json::value v = json::parse(s.json, ec);
+    if (ec || !v.is_object()) return json::object{{"endpoint", s.endpoint}};
+    v.get_object()["endpoint"] = s.endpoint;
+    return v;
+}
+
+int status(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    std::vector<client::Endpoint> todo = c.options().endpoints;
+    std::set<std::string> asked;
+    json::array members;
+    std::vector<std::vector<std::string>> rows;
+    client::Error last{client::ErrorKind::kUnavailable, "no endpoints", 0};
+    bool any = false;
+    for (std::size_t i = 0; i < todo.size() && i < client::kMaxEndpoints; ++i) {
+        const std::string name = todo[i].to_string();
+        if (!asked.insert(name).second) continue;
+        auto r = c.status_of(todo[i]);
+        if (!r) {
+            last = r.error();
+            members.push_back(json::parse(unreachable_json(name, r.error().message)));
+            rows.push_back({"-", "unreachable", "-", "-", "-", "-", name});
+            continue;
+        }
+        any = true;
+        const auto& s = r.value();
+        for (const auto& e : s.member_endpoints) todo.push_back(e);
+        members.push_back(member_json(s));
+        rows.push_back({s.id, s.role, std::to_string(s.term), s.leader.empty() || s.leader == "0" ? "-" : s.leader,
+                        std::to_string(s.commit_index), std::to_string(s.applied_index), name});
+    }
+    if (args.output == Output::kJson) {
+        out << json::serialize(json::object{{"members", std::move(members)}}) << '\n';
+    } else {
+        print_table(out, {"ID", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "ENDPOINT"}, rows);
+    }
+    return any ? kExitOk : fail(last, args, err);
+}
+
+}  // namespace
+
+int run_simple_command(const Args& args, client::Client& client, std::ostream& out, std::ostream& err) {
+    const std::string& cmd = args.command;
+    if (cmd == "acquire") return acquire(args, client, out, err);
+    if (cmd == "release") return release(args, client, err);
+    if (cmd == "keepalive") return keepalive(args, client, out, err);
+    if (cmd == "get") return get(args, client, out, err);
+    if (cmd == "list") return list(args, client, out, err);
+    if (cmd == "status") return status(args, client, out, err);
+    err << "fencectl: unknown command '" << cmd << "'\n";
+    return kExitUsage;
+}
+
+}  // namespace pgfence::cli

@@ -1,0 +1,125 @@
+#include "cli/help.h"
+
+namespace pgfence::cli {
+namespace {
+
+constexpr const char* kOverview = R"(fencectl - fencing-token locks from a pgfence coordinator cluster
+
+usage: fencectl [--endpoints H:P,...] [--timeout DUR] COMMAND [ARGS...]
+
+commands:
+  acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
+                           take the lock; prints only the fencing token
+  release KEY TOKEN        give the lock back
+  keepalive KEY TOKEN      reset the lease of a held lock; prints the remaining ttl
+  run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
+                           hold the lock while CMD runs (see fencectl run --help)
+  get KEY [-o json]        show one lock
+  list [-o json]           show all locks
+  status [-o json]         show every member: id, role, term, leader, commit, applied
+  help [COMMAND]           this text, or one command's
+
+global flags:
+  --endpoints H:P,...   members to talk to (default: $FENCE_ENDPOINTS, else 127.0.0.1:7001);
+                        followers redirect to the leader; unreachable members are skipped
+  --timeout DUR         give up after this long (default 10s; acquire adds its --wait)
+  -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
+  -h, --help            help
+
+durations: an integer and a unit, no spaces: 500ms, 10s, 2m, 1h (at most 24 days)
+
+exit codes:
+  0  ok
+  1  other error (unexpected answer, cannot start CMD)
+  2  usage error, or the server rejected the request as invalid (HTTP 400)
+  3  lock held by someone else, or --wait ran out
+  4  lease lost (keepalive refused; run: the lease could not be kept and CMD was terminated)
+  5  cluster unavailable (no member answered, no leader) within --timeout
+  6  not found (get: no such lock; release: not held with that token)
+)";
+
+constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
+
+Takes the lock on KEY and prints only its fencing token on stdout. Write to the
+database with that token; keep the lock with `fencectl keepalive KEY TOKEN`
+before the lease runs out, counted from when this command sent its request.
+
+  --lease DUR   lease length (default 10s; the cluster enforces its own bounds)
+  --wait DUR    if KEY is held, queue (first come, first served) for up to DUR (default 30s; 0s: fail at once)
+  --owner ID    owner name; acquiring again with the same owner returns the same token
+  -o json       print {"key","token","lease_ms","owner"} instead of the bare token
+
+exit: 0 acquired, 3 held (or the wait ran out), 5 cluster unavailable, 2 bad arguments
+)";
+
+constexpr const char* kRelease = R"(usage: fencectl release KEY TOKEN
+
+Releases KEY if it is held with TOKEN (a stale holder can never release a newer
+holder's lock).
+
+exit: 0 released, 6 not held with that token, 5 cluster unavailable
+)";
+
+constexpr const char* kKeepalive = R"(usage: fencectl keepalive KEY TOKEN [-o json]
+
+Resets the lease of KEY held with TOKEN to its full length and prints the
+remaining ttl in milliseconds.
+
+exit: 0 kept, 4 lease lost (not held with that token any more), 5 cluster unavailable
+)";
+
+constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
+
+Acquires KEY, then runs CMD with FENCE_KEY and FENCE_TOKEN in its environment,
+in its own process group. While CMD runs, the lease is kept alive every third
+of the lease. The lease counts as lost when a keepalive is refused, or when no
+keepalive succeeded before the local deadline (send time of the last successful
+acquire or keepalive + lease). Then CMD's process group gets SIGTERM, and
+SIGKILL after --grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencectl are
+passed on to CMD. When CMD exits, the lock is released.
+
+  --lease, --wait, --owner   as for acquire
+  --grace DUR                time between SIGTERM and SIGKILL when the lease is lost (default 2s)
+
+exit: CMD's exit status (128+N if CMD died of signal N); 4 if the lease was
+lost (CMD was terminated); 3 held, 5 unavailable (CMD never started);
+127 CMD not found, 126 CMD not executable
+)";
+
+constexpr const char* kGet = R"(usage: fencectl get KEY [-o json]
+
+Shows the lock on KEY: token, owner, lease and remaining ttl.
+
+exit: 0 held, 6 not held, 5 cluster unavailable
+)";
+
+constexpr const char* kList = R"(usage: fencectl list [-o json]
+
+Shows every held lock: key, token, owner, lease and remaining ttl.
+)";
+
+constexpr const char* kStatus = R"(usage: fencectl status [-o json]
+
+Asks every endpoint (and every member they list) for its status and prints one
+row per member: id, role, term, leader, commit index, applied index. A member
+that does not answer is shown as unreachable. With -o json, prints
+{"members":[...]} with each member's own /v1/status answer.
+
+exit: 0 if at least one member answered, 5 if none did
+)";
+
+}  // namespace
+
+std::string help_text(const std::string& command) {
+    if (command.empty()) return kOverview;
+    if (command == "acquire") return kAcquire;
+    if (command == "release") return kRelease;
+    if (command == "keepalive") return kKeepalive;
+    if (command == "run") return kRun;
+    if (command == "get") return kGet;
+    if (command == "list") return kList;
+    if (command == "status") return kStatus;
+    return "";
+}
+
+}  // namespace pgfence::cli

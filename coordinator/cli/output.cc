@@ -1,0 +1,58 @@
+#include "cli/output.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+
+#include "client/duration.h"
+
+namespace pgfence::cli {
+namespace json = boost::json;
+
+void print_table(std::ostream& out, const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows) {
+    std::vector<std::size_t> width(header.size(), 0);
+    auto measure = [&](const std::vector<std::string>& row) {
+        for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    };
+    measure(header);
+    for (const auto& row : rows) measure(row);
+    auto print = [&](const std::vector<std::string>& row) {
+        std::string line;
+        for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) {
+            line += row[i];
+            if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+        }
+        out << line << '\n';
+    };
+    print(header);
+    for (const auto& row : rows) print(row);
+}
+
+std::string lock_json(const client::LockInfo& lock) {
+    return json::serialize(json::object{{"key", lock.key},
+                                        {"token", lock.token},
+                                        {"owner", lock.owner},
+                                        {"lease_ms", lock.lease.count()},
+                                        {"ttl_ms", lock.ttl.count()}});
+}
+
+std::string lease_json(const client::Lease& lease) {
+    return json::serialize(json::object{
+        {"key", lease.key}, {"token", lease.token}, {"lease_ms", lease.lease.count()}, {"owner", lease.owner}});
+}
+
+const std::vector<std::string>& lock_header() {
+    static const std::vector<std::string> kHeader{"KEY", "TOKEN", "OWNER", "LEASE", "TTL"};
+    return kHeader;
+}
+
+std::vector<std::string> lock_row(const client::LockInfo& lock) {
+    return {lock.key, std::to_string(lock.token), lock.owner.empty() ? "-" : lock.owner,
+            client::format_duration(lock.lease), std::to_string(lock.ttl.count()) + "ms"};
+}
+
+std::string unreachable_json(const std::string& endpoint, const std::string& error) {
+    return json::serialize(json::object{{"endpoint", endpoint}, {"role", "unreachable"}, {"error", error}});
+}
+
+}  // namespace pgfence::cli

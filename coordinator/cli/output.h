@@ -1,0 +1,24 @@
+// fencectl's output: aligned text tables and JSON.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+
+namespace pgfence::cli {
+
+// Prints rows under a header, columns padded to the widest cell.
+void print_table(std::ostream& out, const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows);
+
+std::string lock_json(const client::LockInfo& lock);
+std::string lease_json(const client::Lease& lease);
+std::vector<std::string> lock_row(const client::LockInfo& lock);
+const std::vector<std::string>& lock_header();
+
+// A member that answered (its own JSON) or not ({"endpoint","error"}).
+std::string unreachable_json(const std::string& endpoint, const std::string& error);
+
+}  // namespace pgfence::cli

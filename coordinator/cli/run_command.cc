@@ -1,0 +1,121 @@
+#include "cli/run_command.h"
+
+#include <algorithm>
+
+#include "cli/child_process.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+namespace pgfence::cli {
+namespace {
+
+using Clock = client::Clock;
+using std::chrono::duration_cast;
+
+constexpr milliseconds kRetryPause{200};      // after a keepalive that failed without a refusal
+constexpr milliseconds kReleaseOnLoss{1000};  // release attempt after losing the lease: best effort
+
+// What we know about the lease, counted from send times only.
+struct LeaseClock {
+    milliseconds lease{0};
+    Clock::time_point deadline;   // coordinator has certainly not expired the lease before this
+    Clock::time_point last_sent;  // send time of the last successful acquire/keepalive
+    Clock::time_point next_keepalive;
+
+    void confirmed(Clock::time_point sent_at, milliseconds ttl) {
+        last_sent = sent_at;
+        deadline = sent_at + std::min(ttl, lease);
+        next_keepalive = sent_at + std::min(ttl, lease) / 3;
+    }
+};
+
+long long ms_until(Clock::time_point t) { return duration_cast<milliseconds>(t - Clock::now()).count(); }
+
+void release_quietly(client::Client& c, const Args& args, std::uint64_t token, std::ostream& err) {
+    auto r = c.release(args.positional[0], token);
+    if (!r) err << "fencectl run: warning: release of " << args.positional[0] << " token " << token
+                << " failed: " << r.error().message << '\n';
+}
+
+// A waited acquire may answer after sent_at + lease: confirm before starting the child.
+bool confirm_before_start(client::Client& c, const Args& args, std::uint64_t token, LeaseClock& lc,
+                          std::ostream& err, int& code) {
+    if (Clock::now() < lc.last_sent + lc.lease / 3) return true;
+    auto k = c.keepalive(args.positional[0], token, Clock::now() + std::min(lc.lease, c.options().timeout));
+    if (k) {
+        lc.confirmed(k.value().sent_at, k.value().ttl);
+        return true;
+    }
+    err << "fencectl run: lease of " << args.positional[0] << " could not be confirmed before starting: "
+        << k.error().message << '\n';
+    code = exit_code_of(k.error(), "keepalive");
+    return false;
+}
+
+// Keeps the lease while the child runs. Returns an empty string when the child
+// exited, else why the lease counts as lost.
+std::string hold(client::Client& c, const Args& args, std::uint64_t token, LeaseClock& lc, ChildProcess& child,
+                 std::ostream& err) {
+    for (;;) {
+        if (child.wait_until(std::min(lc.next_keepalive, lc.deadline))) return {};
+        if (Clock::now() >= lc.deadline) return "no successful keepalive before the local lease deadline";
+        auto k = c.keepalive(args.positional[0], token, lc.deadline);
+        if (k) {
+            lc.confirmed(k.value().sent_at, k.value().ttl);
+            continue;
+        }
+        const auto kind = k.error().kind;
+        if (kind == client::ErrorKind::kNotHeld || kind == client::ErrorKind::kHeld ||
+            kind == client::ErrorKind::kBadRequest) {
+            return "keepalive refused: " + k.error().message;
+        }
+        err << "fencectl run: warning: keepalive failed (" << k.error().message << "); lease deadline in "
+            << ms_until(lc.deadline) << "ms\n";
+        lc.next_keepalive = Clock::now() + kRetryPause;
+    }
+}
+
+}  // namespace
+
+int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
+    const std::string& key = args.positional[0];
+    const client::AcquireRequest req{key, args.lease.value_or(kDefaultLease), args.wait.value_or(kDefaultWait),
+                                     args.owner};
+    auto acquired = c.acquire(req);
+    if (!acquired) {
+        err << "fencectl run: " << acquired.error().message << '\n';
+        return exit_code_of(acquired.error(), "acquire");
+    }
+    const std::uint64_t token = acquired.value().token;
+    LeaseClock lc;
+    lc.lease = acquired.value().lease;
+    lc.confirmed(acquired.value().sent_at, lc.lease);
+    int code = kExitOther;
+    if (!confirm_before_start(c, args, token, lc, err, code)) {
+        release_quietly(c, args, token, err);
+        return code;
+    }
+    std::string error;
+    auto child = ChildProcess::spawn(args.child, {"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token)}, error);
+    if (!child) {
+        err << "fencectl run: cannot start '" << args.child[0] << "': " << error << '\n';
+        release_quietly(c, args, token, err);
+        return kExitOther;
+    }
+    const std::string lost = hold(c, args, token, lc, *child, err);
+    if (lost.empty()) {
+        release_quietly(c, args, token, err);
+        return child->exit_code();
+    }
+    err << "fencectl run: lease of " << key << " token " << token << " lost (" << lost
+        << "); terminating pid " << child->pid() << '\n';
+    child->terminate(args.grace.value_or(kDefaultGrace));
+    client::Options quick = c.options();
+    quick.timeout = std::min(quick.timeout, kReleaseOnLoss);
+    quick.attempt_timeout = std::min(quick.attempt_timeout, kReleaseOnLoss);
+    client::Client releaser(quick);
+    release_quietly(releaser, args, token, err);
+    return kExitLostLease;
+}
+
+}  // namespace pgfence::cli

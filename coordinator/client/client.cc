@@ -1,0 +1,310 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cctype>
+#include <cstdlib>
+
+#include "client/transport.h"
+
+namespace pgfence::client {
+namespace json = boost::json;
+
+const char* to_string(ErrorKind kind) {
+    switch (kind) {
+        case ErrorKind::kHeld: return "held";
+        case ErrorKind::kNotHeld: return "not_held";
+        case ErrorKind::kNotFound: return "not_found";
+        case ErrorKind::kBadRequest: return "bad_request";
+        case ErrorKind::kUnavailable: return "unavailable";
+        case ErrorKind::kProtocol: return "protocol";
+    }
+    return "unknown";
+}
+
+EndpointsParse endpoints_from(const std::string& flag) {
+    if (!flag.empty()) return parse_endpoints(flag);
+    if (const char* env = std::getenv(std::string(kEndpointsEnv).c_str()); env && *env) {
+        EndpointsParse parsed = parse_endpoints(env);
+        if (!parsed.error.empty()) parsed.error = std::string(kEndpointsEnv) + ": " + parsed.error;
+        return parsed;
+    }
+    return parse_endpoints(kDefaultEndpoints);
+}
+
+namespace {
+
+constexpr int kStatusOk = 200;
+constexpr int kStatusBadRequest = 400;
+constexpr int kStatusNotFound = 404;
+constexpr int kStatusConflict = 409;
+
+// Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
+std::string url_encode(const std::string& value) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    for (const unsigned char c : value) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+            out.push_back(static_cast<char>(c));
+        } else {
+            out += '%';
+            out += kHex[c >> 4];
+            out += kHex[c & 0xf];
+        }
+    }
+    return out;
+}
+
+// Any JSON scalar as text: ids and leaders may be numbers or strings; null is "".
+std::string scalar_text(const json::value* v) {
+    if (!v || v->is_null()) return "";
+    if (v->is_string()) return std::string(v->get_string());
+    if (v->is_int64()) return std::to_string(v->get_int64());
+    if (v->is_uint64()) return std::to_string(v->get_uint64());
+    if (v->is_bool()) return v->get_bool() ? "true" : "false";
+    return json::serialize(*v);
+}
+
+struct Parsed {
+    json::object object;
+    std::string error;  // non-empty when the body is not a JSON object
+};
+
+Parsed parse_object(const std::string& body) {
+    boost::system::error_code ec;
+    json::value v = json::parse(body, ec);
+    if (ec) return {{}, "answer is not JSON (" + ec.message() + "): " + body.substr(0, 200)};
+    if (!v.is_object()) return {{}, "answer is not a JSON object: " + body.substr(0, 200)};
+    return {std::move(v.get_object()), {}};
+}
+
+// Reads an unsigned integer field; false when missing or of another type.
+bool get_u64(const json::object& o, const char* name, std::uint64_t& out) {
+    const json::value* v = o.if_contains(name);
+    if (!v) return false;
+    if (v->is_uint64()) out = v->get_uint64();
+    else if (v->is_int64() && v->get_int64() >= 0) out = static_cast<std::uint64_t>(v->get_int64());
+    else return false;
+    return true;
+}
+
+std::string get_string(const json::object& o, const char* name) { return scalar_text(o.if_contains(name)); }
+
+Error protocol_error(const std::string& what) { return {ErrorKind::kProtocol, what, 0}; }
+
+// Maps a non-200 final answer to an Error. `not_found_kind` distinguishes get from release/keepalive.
+Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
+    const Parsed p = parse_object(r.body);
+    std::string detail = p.error.empty() ? get_string(p.object, "message") : "";
+    const std::string code = p.error.empty() ? get_string(p.object, "error") : "";
+    if (detail.empty()) detail = code.empty() ? r.body.substr(0, 200) : code;
+    switch (r.status) {
+        case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
+        case kStatusNotFound: return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
+        case kStatusConflict: return {ErrorKind::kHeld, detail.empty() ? "held" : detail, r.status};
+        default:
+            return {ErrorKind::kProtocol,
+                    "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};
+    }
+}
+
+Result<LockInfo> lock_info_of(const json::object& o) {
+    LockInfo info;
+    std::uint64_t lease_ms = 0, ttl_ms = 0;
+    info.key = get_string(o, "key");
+    info.owner = get_string(o, "owner");
+    if (!get_u64(o, "token", info.token)) return protocol_error("lock without a numeric 'token'");
+    get_u64(o, "lease_ms", lease_ms);
+    get_u64(o, "ttl_ms", ttl_ms);
+    info.lease = milliseconds(lease_ms);
+    info.ttl = milliseconds(ttl_ms);
+    return info;
+}
+
+std::vector<Endpoint> member_endpoints_of(const json::value* members) {
+    std::vector<Endpoint> out;
+    if (!members || !members->is_array()) return out;
+    for (const json::value& m : members->get_array()) {
+        std::string text;
+        if (m.is_string()) text = std::string(m.get_string());
+        for (const char* field : {"client_url", "client_addr", "client", "url", "addr"}) {
+            if (text.empty() && m.is_object()) text = get_string(m.get_object(), field);
+        }
+        std::optional<Endpoint> e = endpoint_of_url(text);
+        if (!e) e = parse_endpoint(text, nullptr);
+        if (e && out.size() < kMaxEndpoints) out.push_back(*e);
+    }
+    return out;
+}
+
+Result<MemberStatus> member_status_of(const std::string& body, const Endpoint& asked) {
+    Parsed p = parse_object(body);
+    if (!p.error.empty()) return protocol_error(asked.to_string() + ": " + p.error);
+    MemberStatus s;
+    s.endpoint = asked.to_string();
+    s.id = get_string(p.object, "id");
+    s.role = get_string(p.object, "role");
+    s.leader = get_string(p.object, "leader");
+    get_u64(p.object, "term", s.term);
+    get_u64(p.object, "commit_index", s.commit_index);
+    get_u64(p.object, "applied_index", s.applied_index);
+    s.member_endpoints = member_endpoints_of(p.object.if_contains("members"));
+    s.json = body;
+    return s;
+}
+
+}  // namespace
+
+class Client::Impl {
+public:
+    explicit Impl(Options options) : transport_(std::move(options)) {}
+
+    CallResult post(const std::string& path, const json::object& body,
+                    std::optional<Clock::time_point> deadline = std::nullopt) {
+        const Options& o = transport_.options();
+        const bool keepalive = path == "/v1/keepalive" && o.keepalive_attempt_timeout.count() > 0;
+        const milliseconds attempt = keepalive ? o.keepalive_attempt_timeout : o.attempt_timeout;
+        Call call;
+        const std::string text = json::serialize(body);
+        call.make = [&] { return Attempt{{"POST", path, text}, attempt}; };
+        call.deadline = Clock::now() + o.timeout;
+        if (deadline) call.deadline = std::min(call.deadline, *deadline);
+        return transport_.perform(call);
+    }
+
+    CallResult get(const std::string& target) {
+        const Options& o = transport_.options();
+        Call call;
+        call.make = [&] { return Attempt{{"GET", target, {}}, o.attempt_timeout}; };
+        call.deadline = Clock::now() + o.timeout;
+        return transport_.perform(call);
+    }
+
+    Result<Lease> acquire(const AcquireRequest& req) {
+        const Options& o = transport_.options();
+        const auto wait_end = Clock::now() + req.wait;
+        Call call;
+        call.make = [&] {
+            // A retry asks only for the wait that is left, so the whole call stays within it.
+            const auto left = std::max(milliseconds(0),
+                                       std::chrono::duration_cast<milliseconds>(wait_end - Clock::now()));
+            json::object body{{"key", req.key}, {"lease_ms", req.lease.count()}, {"wait_ms", left.count()}};
+            if (!req.owner.empty()) body["owner"] = req.owner;
+            return Attempt{{"POST", "/v1/acquire", json::serialize(body)}, o.attempt_timeout + left};
+        };
+        call.deadline = Clock::now() + o.timeout + req.wait;
+        CallResult r = transport_.perform(call);
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        Parsed p = parse_object(r.response.body);
+        if (!p.error.empty()) return protocol_error(p.error);
+        Lease lease;
+        std::uint64_t lease_ms = 0;
+        if (!get_u64(p.object, "token", lease.token)) return protocol_error("acquire answer without 'token'");
+        if (!get_u64(p.object, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
+        lease.key = req.key;
+        lease.owner = get_string(p.object, "owner");
+        lease.lease = milliseconds(lease_ms);
+        lease.sent_at = r.first_sent_at;
+        lease.received_at = Clock::now();
+        return lease;
+    }
+
+    Result<Released> release(const std::string& key, std::uint64_t token) {
+        CallResult r = post("/v1/release", {{"key", key}, {"token", token}});
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotHeld);
+        return Released{};
+    }
+
+    Result<KeepaliveResult> keepalive(const std::string& key, std::uint64_t token,
+                                      std::optional<Clock::time_point> deadline) {
+        CallResult r = post("/v1/keepalive", {{"key", key}, {"token", token}}, deadline);
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotHeld);
+        Parsed p = parse_object(r.response.body);
+        if (!p.error.empty()) return protocol_error(p.error);
+        KeepaliveResult k;
+        std::uint64_t ttl_ms = 0;
+        if (!get_u64(p.object, "ttl_ms", ttl_ms)) return protocol_error("keepalive answer without 'ttl_ms'");
+        k.key = key;
+        k.token = token;
+        k.ttl = milliseconds(ttl_ms);
+        k.sent_at = r.sent_at;
+        return k;
+    }
+
+    Result<LockInfo> get_lock(const std::string& key) {
+        CallResult r = get("/v1/locks?key=" + url_encode(key));
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        Parsed p = parse_object(r.response.body);
+        if (!p.error.empty()) return protocol_error(p.error);
+        return lock_info_of(p.object);
+    }
+
+    Result<std::vector<LockInfo>> list() {
+        CallResult r = get("/v1/locks");
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        Parsed p = parse_object(r.response.body);
+        if (!p.error.empty()) return protocol_error(p.error);
+        const json::value* locks = p.object.if_contains("locks");
+        if (!locks || !locks->is_array()) return protocol_error("list answer without a 'locks' array");
+        std::vector<LockInfo> out;
+        for (const json::value& v : locks->get_array()) {
+            if (!v.is_object()) return protocol_error("'locks' holds a non-object");
+            Result<LockInfo> info = lock_info_of(v.get_object());
+            if (!info) return info.error();
+            out.push_back(std::move(info.value()));
+        }
+        return out;
+    }
+
+    Result<MemberStatus> status_of(const Endpoint& endpoint) {
+        const Options& o = transport_.options();
+        Call call;
+        call.make = [&] { return Attempt{{"GET", "/v1/status", {}}, o.attempt_timeout}; };
+        call.deadline = Clock::now() + std::min(o.timeout, o.attempt_timeout);
+        call.follow_redirects = false;
+        call.retry = false;
+        CallResult r = transport_.perform_at(endpoint, call);
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        return member_status_of(r.response.body, endpoint);
+    }
+
+    Result<MemberStatus> status() {
+        Error last{ErrorKind::kUnavailable, "no endpoints", 0};
+        for (const Endpoint& e : transport_.options().endpoints) {
+            Result<MemberStatus> s = status_of(e);
+            if (s) return s;
+            last = s.error();
+        }
+        return last;
+    }
+
+    const Options& options() const { return transport_.options(); }
+
+private:
+    Transport transport_;
+};
+
+Client::Client(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+
+Result<Lease> Client::acquire(const AcquireRequest& request) { return impl_->acquire(request); }
+Result<Released> Client::release(const std::string& key, std::uint64_t token) {
+    return impl_->release(key, token);
+}
+Result<KeepaliveResult> Client::keepalive(const std::string& key, std::uint64_t token,
+                                          std::optional<Clock::time_point> deadline) {
+    return impl_->keepalive(key, token, deadline);
+}
+Result<LockInfo> Client::get(const std::string& key) { return impl_->get_lock(key); }
+Result<std::vector<LockInfo>> Client::list() { return impl_->list(); }
+Result<MemberStatus> Client::status() { return impl_->status(); }
+Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }
+const Options& Client::options() const { return impl_->options(); }
+
+}  // namespace pgfence::client

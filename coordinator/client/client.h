@@ -1,0 +1,155 @@
+// pgfence client: the coordinator's HTTP API (DESIGN.md "HTTP API of every
+// member") as typed, synchronous C++ calls.
+//
+// - Endpoints come from Options::endpoints (see endpoints_from_env()).
+// - A follower's 307 is followed to the leader (at most Options::max_redirects
+//   hops); the leader is remembered for the next call.
+// - Connection errors, timeouts and 503 are retried across the endpoints with
+//   exponential backoff, all within the call's deadline.
+// - Lease time is counted from when a request was SENT, never from when the
+//   answer arrived: Lease::deadline() is a time by which the coordinator has
+//   certainly not yet expired the lease (send time + lease), so a holder that
+//   stops working by then never overlaps the next holder.
+//
+// Threading: a Client is used by one thread at a time (it owns its sockets).
+// Connections are kept alive and reused between calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "client/endpoints.h"
+
+namespace pgfence::client {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct Options {
+    std::vector<Endpoint> endpoints;
+    milliseconds timeout{10'000};         // whole-call deadline (acquire adds its wait)
+    milliseconds attempt_timeout{3'000};  // one request to one member (acquire adds its wait)
+    // One keepalive request to one member; 0 means attempt_timeout. A holder
+    // sets it to a fraction of the lease so a stopped leader is left in time.
+    milliseconds keepalive_attempt_timeout{0};
+    milliseconds backoff_initial{20};     // first pause after every endpoint failed once
+    milliseconds backoff_max{500};        // pauses double up to this
+    int max_redirects = 4;                // 307 hops per attempt
+    int max_attempts = 64;                // requests per call, whatever the deadline
+};
+
+enum class ErrorKind : std::uint8_t {
+    kHeld,         // 409: the key is held by someone else (or the wait ran out)
+    kNotHeld,      // 404 on release/keepalive: the key is not held with that token
+    kNotFound,     // 404 on get: no such lock
+    kBadRequest,   // 400: the server named what was wrong
+    kUnavailable,  // no member answered usefully (connection errors, 503 no_leader) by the deadline
+    kProtocol,     // an answer we cannot understand (bad JSON, unexpected status, redirect loop)
+};
+
+const char* to_string(ErrorKind kind);
+
+struct Error {
+    ErrorKind kind = ErrorKind::kProtocol;
+    std::string message;  // says what happened, with the server's message when it sent one
+    int http_status = 0;  // 0 when no HTTP answer was involved
+};
+
+// Either a value or an Error.
+template <class T>
+class Result {
+public:
+    Result(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
+    Result(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+    bool ok() const { return v_.index() == 0; }
+    explicit operator bool() const { return ok(); }
+    const T& value() const { return std::get<0>(v_); }
+    T& value() { return std::get<0>(v_); }
+    const Error& error() const { return std::get<1>(v_); }
+    // The error's message, or "" on success (handy in logs and test messages).
+    std::string message() const { return ok() ? std::string() : error().message; }
+
+private:
+    std::variant<T, Error> v_;
+};
+
+struct AcquireRequest {
+    std::string key;
+    milliseconds lease{10'000};
+    milliseconds wait{0};  // > 0: queue FIFO behind the holder for up to this long
+    std::string owner;     // optional; the same owner re-acquiring gets its token back
+};
+
+struct Lease {
+    std::string key;
+    std::uint64_t token = 0;
+    milliseconds lease{0};
+    std::string owner;
+    // Send time of the FIRST request of the call: with an owner, an earlier
+    // attempt whose answer was lost may be the one that created the grant.
+    Clock::time_point sent_at;
+    Clock::time_point received_at;
+    Clock::time_point deadline() const { return sent_at + lease; }
+};
+
+struct KeepaliveResult {
+    std::string key;
+    std::uint64_t token = 0;
+    milliseconds ttl{0};
+    Clock::time_point sent_at;  // send time of the request that succeeded
+    Clock::time_point deadline() const { return sent_at + ttl; }
+};
+
+struct LockInfo {
+    std::string key;
+    std::uint64_t token = 0;
+    std::string owner;
+    milliseconds lease{0};
+    milliseconds ttl{0};
+};
+
+struct MemberStatus {
+    std::string endpoint;  // where it was asked
+    std::string id, role, leader;
+    std::uint64_t term = 0, commit_index = 0, applied_index = 0;
+    std::vector<Endpoint> member_endpoints;  // client addresses the member listed, if any
+    std::string json;  // the raw answer, for -o json
+};
+
+struct Released {};
+
+class Client {
+public:
+    explicit Client(Options options);
+    ~Client();
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    Result<Lease> acquire(const AcquireRequest& request);
+    Result<Released> release(const std::string& key, std::uint64_t token);
+    // `deadline` (optional) cuts the call short, e.g. at the local lease deadline.
+    Result<KeepaliveResult> keepalive(const std::string& key, std::uint64_t token,
+                                      std::optional<Clock::time_point> deadline = std::nullopt);
+    Result<LockInfo> get(const std::string& key);
+    Result<std::vector<LockInfo>> list();
+    // Status of the first member that answers (any role).
+    Result<MemberStatus> status();
+    // Status of one given member, without redirects or retries elsewhere.
+    Result<MemberStatus> status_of(const Endpoint& endpoint);
+
+    const Options& options() const;
+
+private:
+    class Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Endpoints from `flag` if non-empty, else FENCE_ENDPOINTS, else kDefaultEndpoints.
+EndpointsParse endpoints_from(const std::string& flag);
+
+}  // namespace pgfence::client

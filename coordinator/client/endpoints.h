@@ -1,0 +1,43 @@
+// Coordinator endpoints: "host:port" lists as given to --endpoints or
+// FENCE_ENDPOINTS, and the leader URL a follower puts in a 307 Location.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pgfence::client {
+
+// Bound on endpoints in one list: a cluster has 3 or 5 members.
+constexpr std::size_t kMaxEndpoints = 16;
+
+struct Endpoint {
+    std::string host;
+    std::uint16_t port = 0;
+
+    std::string to_string() const { return host + ":" + std::to_string(port); }
+    bool operator==(const Endpoint&) const = default;
+};
+
+struct EndpointsParse {
+    std::vector<Endpoint> endpoints;
+    std::string error;  // non-empty on failure; names the bad entry
+};
+
+// Parses one "host:port" (host non-empty, port 1-65535).
+std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* error);
+
+// Parses "host:port,host:port,...": at least one entry, at most kMaxEndpoints,
+// no empty entries; duplicates are dropped.
+EndpointsParse parse_endpoints(std::string_view text);
+
+// Endpoint of an absolute "http://host:port/..." URL (a 307 Location header).
+std::optional<Endpoint> endpoint_of_url(std::string_view url);
+
+// Default when neither --endpoints nor FENCE_ENDPOINTS is given.
+constexpr std::string_view kDefaultEndpoints = "127.0.0.1:7001";
+constexpr std::string_view kEndpointsEnv = "FENCE_ENDPOINTS";
+
+}  // namespace pgfence::client

@@ -1,0 +1,71 @@
+// One synchronous HTTP/1.1 keep-alive connection to one endpoint.
+//
+// Every call takes an absolute deadline (steady clock) covering connect,
+// write and read; past it the socket is closed and the call reports a
+// timeout. Beast and Asio stay in http_connection.cc (pimpl), so this header
+// is cheap to include. Not thread-safe: one connection per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "client/endpoints.h"
+
+namespace pgfence::client {
+
+using Clock = std::chrono::steady_clock;
+
+// Bound on a response body we are willing to read (GET /v1/locks can be large).
+constexpr std::size_t kMaxResponseBodyBytes = 64u << 20;
+
+struct HttpRequest {
+    std::string method;  // "GET" or "POST"
+    std::string target;  // path and query, e.g. "/v1/locks?key=a"
+    std::string body;    // JSON, sent with Content-Type application/json when non-empty
+};
+
+struct HttpResponse {
+    int status = 0;
+    std::string body;
+    std::string location;  // Location header (redirects), empty if absent
+};
+
+enum class TransportError : std::uint8_t {
+    kNone,
+    kConnect,   // could not connect (refused, unreachable, resolve failed)
+    kTimeout,   // deadline passed before the full response arrived
+    kIo,        // connection broke while writing or reading
+    kProtocol,  // the peer did not speak HTTP/1.1 we understand
+};
+
+struct HttpResult {
+    TransportError error = TransportError::kNone;
+    std::string message;       // human-readable cause when error != kNone
+    bool sent = false;         // the request started going out on the wire
+    Clock::time_point sent_at; // taken just before the first byte was written
+    bool reused = false;       // went over a connection kept alive from earlier
+    HttpResponse response;     // valid when error == kNone
+};
+
+class HttpConnection {
+public:
+    explicit HttpConnection(Endpoint endpoint);
+    ~HttpConnection();
+    HttpConnection(const HttpConnection&) = delete;
+    HttpConnection& operator=(const HttpConnection&) = delete;
+
+    // Sends `request` and reads the response, connecting first if needed.
+    // On any transport error the connection is closed (the next call reconnects).
+    HttpResult roundtrip(const HttpRequest& request, Clock::time_point deadline);
+
+    void close();
+    const Endpoint& endpoint() const;
+
+private:
+    class Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pgfence::client

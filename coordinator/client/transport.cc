@@ -1,0 +1,135 @@
+#include "client/transport.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+namespace pgfence::client {
+namespace {
+
+constexpr int kStatusRedirect = 307;
+constexpr int kStatusUnavailable = 503;
+constexpr std::size_t kMaxConnections = 2 * kMaxEndpoints;
+constexpr std::size_t kMaxQuotedBody = 200;
+
+std::string quote_body(const std::string& body) {
+    if (body.size() <= kMaxQuotedBody) return body;
+    return body.substr(0, kMaxQuotedBody) + "...";
+}
+
+// Remembers the first send time of the call: the conservative start of any lease it creates.
+void note_sent(const HttpResult& r, CallResult& out) {
+    if (!r.sent || out.any_sent) return;
+    out.any_sent = true;
+    out.first_sent_at = r.sent_at;
+}
+
+}  // namespace
+
+Transport::Transport(Options options) : options_(std::move(options)) {
+    if (options_.endpoints.empty()) throw std::invalid_argument("pgfence client: no endpoints given");
+}
+
+HttpConnection& Transport::connection(const Endpoint& endpoint) {
+    const std::string name = endpoint.to_string();
+    auto it = connections_.find(name);
+    if (it != connections_.end()) return *it->second;
+    if (connections_.size() >= kMaxConnections) connections_.clear();  // bound: redirects to many hosts
+    auto [pos, _] = connections_.emplace(name, std::make_unique<HttpConnection>(endpoint));
+    return *pos->second;
+}
+
+Endpoint Transport::pick_endpoint() {
+    if (leader_) return *leader_;
+    return options_.endpoints[next_ % options_.endpoints.size()];
+}
+
+void Transport::note_failure() {
+    if (leader_) {
+        leader_.reset();
+    } else {
+        next_ = (next_ + 1) % options_.endpoints.size();
+    }
+}
+
+Transport::Step Transport::attempt(const Endpoint& first, const Call& call, CallResult& out,
+                                   std::string& why) {
+    Endpoint target = first;
+    for (int hop = 0;; ++hop) {
+        if (Clock::now() >= call.deadline) return Step::kNextEndpoint;  // keep the previous `why`
+        const Attempt a = call.make();
+        const auto attempt_deadline = std::min(call.deadline, Clock::now() + a.timeout);
+        HttpConnection& conn = connection(target);
+        HttpResult r = conn.roundtrip(a.request, attempt_deadline);
+        if (r.error == TransportError::kIo && r.reused) {
+            // The member closed an idle keep-alive connection: retry once on a fresh one.
+            note_sent(r, out);
+            r = conn.roundtrip(a.request, attempt_deadline);
+        }
+        ++out.attempts;
+        note_sent(r, out);
+        if (r.error != TransportError::kNone) {
+            // Cut off by the call's own deadline: an earlier attempt's cause says more.
+            const bool cut_off = r.error == TransportError::kTimeout && Clock::now() >= call.deadline;
+            if (!cut_off || out.attempts == 1) why = r.message;
+            return Step::kNextEndpoint;
+        }
+        const int status = r.response.status;
+        if (status == kStatusRedirect && call.follow_redirects) {
+            const auto next = endpoint_of_url(r.response.location);
+            if (!next) {
+                why = target.to_string() + " redirected to an unusable Location '" + r.response.location + "'";
+                return Step::kNextEndpoint;
+            }
+            if (hop >= options_.max_redirects) {
+                why = "more than " + std::to_string(options_.max_redirects) + " redirects, last to " +
+                      next->to_string() + " (members disagree about the leader)";
+                return Step::kNextEndpoint;
+            }
+            target = *next;
+            continue;
+        }
+        if (status == kStatusUnavailable) {
+            why = target.to_string() + " answered 503 " + quote_body(r.response.body);
+            return Step::kNextEndpoint;
+        }
+        out.answered = true;
+        out.response = std::move(r.response);
+        out.sent_at = r.sent_at;
+        if (call.follow_redirects) leader_ = target;
+        return Step::kAnswered;
+    }
+}
+
+CallResult Transport::perform(const Call& call) {
+    CallResult out;
+    std::string why = "the deadline had already passed";
+    milliseconds backoff = options_.backoff_initial;
+    std::size_t failures_in_row = 0;
+    while (out.attempts < options_.max_attempts && Clock::now() < call.deadline) {
+        const Step step = attempt(pick_endpoint(), call, out, why);
+        if (step == Step::kAnswered) return out;
+        note_failure();
+        if (!call.retry) break;
+        if (++failures_in_row < options_.endpoints.size()) continue;
+        failures_in_row = 0;
+        const auto left = std::chrono::duration_cast<milliseconds>(call.deadline - Clock::now());
+        std::this_thread::sleep_for(std::clamp(backoff, milliseconds(0), std::max(left, milliseconds(0))));
+        backoff = std::min(backoff * 2, options_.backoff_max);
+    }
+    out.error = {ErrorKind::kUnavailable,
+                 "cluster unavailable: no member gave an answer after " + std::to_string(out.attempts) +
+                     " attempt(s); last error: " + why,
+                 0};
+    return out;
+}
+
+CallResult Transport::perform_at(const Endpoint& endpoint, const Call& call) {
+    CallResult out;
+    std::string why = "the deadline had already passed";
+    if (Clock::now() < call.deadline && attempt(endpoint, call, out, why) == Step::kAnswered) return out;
+    out.error = {ErrorKind::kUnavailable, endpoint.to_string() + " did not answer: " + why, 0};
+    return out;
+}
+
+}  // namespace pgfence::client

@@ -1,0 +1,67 @@
+// Retry, redirect and deadline policy over HttpConnection (internal to the
+// client library).
+//
+// One call = attempts until an answer that is not 307/503 arrives, the call's
+// deadline passes, or Options::max_attempts is used up. Within an attempt
+// 307s are followed (bounded hops). After a connection error, timeout or 503
+// the next endpoint is tried; once every endpoint has failed in a row the
+// transport sleeps (exponential backoff, capped, never past the deadline).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "client/client.h"
+#include "client/http_connection.h"
+
+namespace pgfence::client {
+
+struct Attempt {
+    HttpRequest request;
+    milliseconds timeout{0};  // budget for this attempt (clamped to the call deadline)
+};
+
+struct Call {
+    std::function<Attempt()> make;  // called before every attempt (acquire shrinks its wait)
+    Clock::time_point deadline;
+    bool follow_redirects = true;
+    bool retry = true;  // false: one attempt at the first endpoint only
+};
+
+struct CallResult {
+    bool answered = false;     // a final HTTP answer arrived (any status but 307/503)
+    HttpResponse response;     // when answered
+    Error error;               // when not answered: kUnavailable or kProtocol
+    bool any_sent = false;
+    Clock::time_point first_sent_at;  // first byte of the first attempt that went out
+    Clock::time_point sent_at;        // first byte of the attempt that was answered
+    int attempts = 0;
+};
+
+class Transport {
+public:
+    explicit Transport(Options options);
+
+    CallResult perform(const Call& call);
+    // One request to one given endpoint: no redirects, no retries.
+    CallResult perform_at(const Endpoint& endpoint, const Call& call);
+
+    const Options& options() const { return options_; }
+
+private:
+    enum class Step : std::uint8_t { kAnswered, kNextEndpoint };
+    Step attempt(const Endpoint& first, const Call& call, CallResult& out, std::string& why);
+    HttpConnection& connection(const Endpoint& endpoint);
+    Endpoint pick_endpoint();
+    void note_failure();
+
+    Options options_;
+    std::map<std::string, std::unique_ptr<HttpConnection>> connections_;
+    std::optional<Endpoint> leader_;  // last member that gave a final answer
+    std::size_t next_ = 0;            // round-robin position in options_.endpoints
+};
+
+}  // namespace pgfence::client

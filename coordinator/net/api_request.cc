@@ -1,0 +1,156 @@
+#include "net/api_request.h"
+
+#include <boost/json.hpp>
+
+#include "lock/commands.h"
+
+namespace pgfence::net {
+
+namespace json = boost::json;
+
+namespace {
+
+std::variant<json::object, BadRequest> parse_object(std::string_view body) {
+    json::error_code ec;
+    json::value v = json::parse(body, ec);
+    if (ec) return BadRequest{"body is not valid JSON: " + ec.message()};
+    if (!v.is_object()) return BadRequest{"body must be a JSON object"};
+    return std::move(v.as_object());
+}
+
+// A required or optional string field.
+std::variant<std::string, BadRequest> get_string(const json::object& o, const char* name,
+                                                 bool required) {
+    const json::value* v = o.if_contains(name);
+    if (v == nullptr || v->is_null()) {
+        if (required) return BadRequest{std::string("field '") + name + "' is required"};
+        return std::string();
+    }
+    if (!v->is_string()) return BadRequest{std::string("field '") + name + "' must be a string"};
+    return std::string(v->as_string());
+}
+
+// A non-negative integer field; `fallback` when absent and not required.
+std::variant<std::uint64_t, BadRequest> get_uint(const json::object& o, const char* name,
+                                                 bool required, std::uint64_t fallback) {
+    const json::value* v = o.if_contains(name);
+    if (v == nullptr || v->is_null()) {
+        if (required) return BadRequest{std::string("field '") + name + "' is required"};
+        return fallback;
+    }
+    if (v->is_uint64()) return v->as_uint64();
+    if (v->is_int64()) {
+        if (v->as_int64() < 0) {
+            return BadRequest{std::string("field '") + name + "' must not be negative, got " +
+                              std::to_string(v->as_int64())};
+        }
+        return static_cast<std::uint64_t>(v->as_int64());
+    }
+    return BadRequest{std::string("field '") + name + "' must be a non-negative integer"};
+}
+
+std::string key_problem(const std::string& key) {
+    const std::string why = check_key(key);
+    return why.empty() ? why : "field 'key' is invalid: " + why;
+}
+
+}  // namespace
+
+std::string check_key(std::string_view key) { return lock::validate_key(key); }
+
+std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
+                                                       const RequestLimits& limits) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    AcquireRequest req;
+    auto key = get_string(o, "key", true);
+    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
+    req.key = std::get<std::string>(key);
+    if (auto why = key_problem(req.key); !why.empty()) return BadRequest{why};
+    auto lease = get_uint(o, "lease_ms", true, 0);
+    if (auto* bad = std::get_if<BadRequest>(&lease)) return *bad;
+    req.lease_ms = std::get<std::uint64_t>(lease);
+    if (req.lease_ms < limits.min_lease_ms || req.lease_ms > limits.max_lease_ms) {
+        return BadRequest{"field 'lease_ms' is " + std::to_string(req.lease_ms) +
+                          ", must be within [" + std::to_string(limits.min_lease_ms) + ", " +
+                          std::to_string(limits.max_lease_ms) + "]"};
+    }
+    auto wait = get_uint(o, "wait_ms", false, 0);
+    if (auto* bad = std::get_if<BadRequest>(&wait)) return *bad;
+    req.wait_ms = std::get<std::uint64_t>(wait);
+    if (req.wait_ms > limits.max_wait_ms) {
+        return BadRequest{"field 'wait_ms' is " + std::to_string(req.wait_ms) +
+                          ", must be at most " + std::to_string(limits.max_wait_ms)};
+    }
+    auto owner = get_string(o, "owner", false);
+    if (auto* bad = std::get_if<BadRequest>(&owner)) return *bad;
+    req.owner = std::get<std::string>(owner);
+    if (req.owner.size() > lock::kMaxOwnerBytes) {
+        return BadRequest{"field 'owner' is " + std::to_string(req.owner.size()) +
+                          " bytes, must be at most " + std::to_string(lock::kMaxOwnerBytes)};
+    }
+    return req;
+}
+
+std::variant<ReleaseRequest, BadRequest> parse_release(std::string_view body) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    ReleaseRequest req;
+    auto key = get_string(o, "key", true);
+    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
+    req.key = std::get<std::string>(key);
+    if (auto why = key_problem(req.key); !why.empty()) return BadRequest{why};
+    auto token = get_uint(o, "token", true, 0);
+    if (auto* bad = std::get_if<BadRequest>(&token)) return *bad;
+    req.token = std::get<std::uint64_t>(token);
+    if (req.token == 0) return BadRequest{"field 'token' must be a positive integer, got 0"};
+    return req;
+}
+
+namespace {
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+std::variant<std::string, BadRequest> percent_decode(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '+') {
+            out.push_back(' ');
+        } else if (s[i] == '%') {
+            if (i + 2 >= s.size()) return BadRequest{"query string has a truncated %-escape"};
+            const int hi = hex_value(s[i + 1]);
+            const int lo = hex_value(s[i + 2]);
+            if (hi < 0 || lo < 0) return BadRequest{"query string has a bad %-escape"};
+            out.push_back(static_cast<char>(hi * 16 + lo));
+            i += 2;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+}  // namespace
+
+std::variant<QueryParam, BadRequest> query_param(std::string_view query, std::string_view name) {
+    while (!query.empty()) {
+        const std::size_t amp = query.find('&');
+        const std::string_view part = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+        const std::size_t eq = part.find('=');
+        if (part.substr(0, eq) != name) continue;
+        if (eq == std::string_view::npos) return QueryParam{true, {}};
+        auto value = percent_decode(part.substr(eq + 1));
+        if (auto* bad = std::get_if<BadRequest>(&value)) return *bad;
+        return QueryParam{true, std::get<std::string>(value)};
+    }
+    return QueryParam{};
+}
+
+}  // namespace pgfence::net

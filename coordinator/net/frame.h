@@ -1,0 +1,53 @@
+// Peer transport frames: the unit every member-to-member TCP byte belongs to.
+//
+// Wire format (integers little-endian):
+//   [u32 length]            bytes that follow the length field (version..payload)
+//   [u8  version]           kFrameVersion; anything else is refused
+//   [u64 cluster_id]        frames of another cluster are refused (two clusters never mix)
+//   [u8  kind]              FrameKind
+//   [payload]               length - kFrameHeaderBytes + 4 bytes
+// A length above kMaxFrameBytes or below the header size closes the connection.
+//
+// Pure, std only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace pgfence::net {
+
+constexpr std::uint8_t kFrameVersion = 1;
+constexpr std::size_t kLengthPrefixBytes = 4;
+constexpr std::size_t kFrameHeaderBytes = 1 + 8 + 1;         // version, cluster_id, kind
+constexpr std::size_t kMaxFrameBytes = 64u << 20;            // a whole snapshot fits
+
+enum class FrameKind : std::uint8_t {
+    kMemberInfo = 1,  // payload: MemberInfo (member_info.h); first frame on a connection
+    kRaft = 2,        // payload: one raft::Message (raft_codec.h)
+};
+
+struct Frame {
+    std::uint64_t cluster_id = 0;
+    FrameKind kind = FrameKind::kRaft;
+    std::string payload;
+};
+
+struct FrameError {
+    std::string message;
+};
+
+// Serializes a whole frame including its length prefix.
+std::string encode_frame(std::uint64_t cluster_id, FrameKind kind, std::string_view payload);
+
+// Reads the length prefix (exactly kLengthPrefixBytes bytes) and returns the
+// body length that follows, or an error for a length out of bounds.
+std::variant<std::size_t, FrameError> decode_frame_length(std::string_view prefix);
+
+// Decodes a frame body (everything after the length prefix).
+std::variant<Frame, FrameError> decode_frame_body(std::string_view body);
+
+}  // namespace pgfence::net

@@ -1,0 +1,269 @@
+#include "net/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+
+#include "net/log.h"
+
+namespace pgfence::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kDrainBytesMax = 1u << 20;  // discarded after a refused body
+constexpr std::chrono::milliseconds kDrainTimeout{1000};
+
+struct Shared {
+    HttpServerOptions options;
+    HttpHandler handler;
+    std::size_t connections = 0;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(tcp::socket socket, std::shared_ptr<Shared> shared)
+        : stream_(std::move(socket)), shared_(std::move(shared)) {
+        ++shared_->connections;
+    }
+    ~Session() { --shared_->connections; }
+
+    void read_request();
+    void respond(HttpResponse response, std::function<void(bool)> written);
+    bool client_gone() const { return gone_; }
+
+private:
+    void on_read(beast::error_code ec);
+    void watch_for_close();
+    void refuse(const std::string& message);
+    void drain_and_close();
+
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    http::response<http::string_body> response_;
+    std::shared_ptr<Shared> shared_;
+    bool keep_alive_ = false;
+    unsigned version_ = 11;
+    bool pending_ = false;  // a request awaits its response
+    std::uint64_t request_seq_ = 0;  // which request a close-watch belongs to
+    bool gone_ = false;
+    std::array<char, 4096> drain_buf_{};
+    std::size_t drained_ = 0;
+};
+
+class Exchange final : public HttpExchange {
+public:
+    explicit Exchange(std::shared_ptr<Session> s) : session_(std::move(s)) {}
+    bool client_gone() const override { return session_ && session_->client_gone(); }
+    void respond(HttpResponse response, std::function<void(bool)> written) override {
+        if (!session_) return;
+        auto s = std::move(session_);
+        s->respond(std::move(response), std::move(written));
+    }
+
+private:
+    std::shared_ptr<Session> session_;
+};
+
+void Session::read_request() {
+    parser_.emplace();
+    parser_->body_limit(shared_->options.max_body_bytes);
+    parser_->header_limit(static_cast<std::uint32_t>(shared_->options.max_header_bytes));
+    stream_.expires_after(shared_->options.read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+}
+
+void Session::on_read(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+        refuse("request body exceeds " + std::to_string(shared_->options.max_body_bytes) + " bytes");
+        return;
+    }
+    if (ec == http::error::header_limit) {
+        refuse("request header exceeds " + std::to_string(shared_->options.max_header_bytes) + " bytes");
+        return;
+    }
+    if (ec) {
+        if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
+            ec != asio::error::connection_reset && ec != asio::error::operation_aborted) {
+            refuse("malformed HTTP request: " + ec.message());
+            return;
+        }
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        return;
+    }
+    stream_.expires_never();
+    http::request<http::string_body> req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+    pending_ = true;
+    ++request_seq_;
+    HttpRequest out{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
+    watch_for_close();
+    shared_->handler(out, std::make_shared<Exchange>(shared_from_this()));
+}
+
+// While a request is pending, a readable socket with nothing to read means the
+// client closed its side: remember it for the phantom-lock check.
+void Session::watch_for_close() {
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = request_seq_](beast::error_code ec) {
+        // A watch left over from an earlier request on this keep-alive
+        // connection must not judge the current one.
+        if (!self->pending_ || seq != self->request_seq_) return;
+        beast::error_code avail_ec;
+        const std::size_t n = self->stream_.socket().available(avail_ec);
+        if (ec || avail_ec || n == 0) self->gone_ = true;
+    });
+}
+
+void Session::respond(HttpResponse r, std::function<void(bool)> written) {
+    pending_ = false;
+    response_ = {};
+    response_.version(version_);
+    response_.result(r.status);
+    response_.set(http::field::server, "fence-coordinator");
+    response_.set(http::field::content_type, r.content_type);
+    if (!r.location.empty()) response_.set(http::field::location, r.location);
+    response_.keep_alive(keep_alive_ && !gone_);
+    response_.body() = std::move(r.body);
+    response_.prepare_payload();
+    if (gone_) {
+        if (written) written(false);
+        beast::error_code ignored;
+        stream_.socket().close(ignored);
+        return;
+    }
+    stream_.expires_after(shared_->options.read_timeout);
+    http::async_write(stream_, response_,
+                      [self = shared_from_this(), written = std::move(written)](beast::error_code ec, std::size_t) {
+                          if (written) written(!ec);
+                          if (ec) return;
+                          if (!self->response_.keep_alive()) {
+                              beast::error_code ignored;
+                              self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                              return;
+                          }
+                          self->read_request();
+                      });
+}
+
+// Answers 400 for a request that cannot be read whole, then closes politely.
+void Session::refuse(const std::string& message) {
+    log_event(LogLevel::kInfo, "http_refused", {{"reason", message}});
+    response_ = {};
+    response_.version(version_);
+    response_.result(http::status::bad_request);
+    response_.set(http::field::content_type, "application/json");
+    response_.keep_alive(false);
+    std::string escaped;
+    for (char c : message) {
+        if (c == '"' || c == '\\') escaped.push_back('\\');
+        escaped.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
+    }
+    response_.body() = "{\"error\":\"bad_request\",\"message\":\"" + escaped + "\"}";
+    response_.prepare_payload();
+    stream_.expires_after(shared_->options.read_timeout);
+    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec) return;
+        beast::error_code ignored;
+        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        self->stream_.expires_after(kDrainTimeout);
+        self->drain_and_close();
+    });
+}
+
+// Reads and discards what the client still sends (bounded) so that closing
+// does not reset the connection before the client has read our answer.
+void Session::drain_and_close() {
+    stream_.async_read_some(asio::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+        self->drained_ += n;
+        if (ec || self->drained_ > kDrainBytesMax) {
+            beast::error_code ignored;
+            self->stream_.socket().close(ignored);
+            return;
+        }
+        self->drain_and_close();
+    });
+}
+
+}  // namespace
+
+struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+    Impl(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
+        : acceptor(io), shared(std::make_shared<Shared>()) {
+        shared->options = std::move(options);
+        shared->handler = std::move(handler);
+    }
+
+    void accept() {
+        acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+            if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
+            if (!ec) {
+                if (self->shared->connections >= self->shared->options.max_connections) {
+                    log_event(LogLevel::kWarn, "http_connection_refused",
+                              {{"reason", "connection cap reached"},
+                               {"max_connections", log_value(self->shared->options.max_connections)}});
+                    beast::error_code ignored;
+                    socket.close(ignored);
+                } else {
+                    socket.set_option(tcp::no_delay(true), ec);
+                    std::make_shared<Session>(std::move(socket), self->shared)->read_request();
+                }
+            }
+            self->accept();
+        });
+    }
+
+    tcp::acceptor acceptor;
+    std::shared_ptr<Shared> shared;
+};
+
+HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_shared<Impl>(io, std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+std::string HttpServer::start() {
+    beast::error_code ec;
+    const auto address = asio::ip::make_address(impl_->shared->options.host, ec);
+    if (ec) return "bad client address host '" + impl_->shared->options.host + "': " + ec.message();
+    const tcp::endpoint ep(address, impl_->shared->options.port);
+    impl_->acceptor.open(ep.protocol(), ec);
+    if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) impl_->acceptor.bind(ep, ec);
+    if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+        return "cannot listen for HTTP on " + impl_->shared->options.host + ":" +
+               std::to_string(impl_->shared->options.port) + ": " + ec.message();
+    }
+    impl_->accept();
+    return {};
+}
+
+void HttpServer::stop() {
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+}
+
+std::size_t HttpServer::connections() const { return impl_->shared->connections; }
+
+bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port) {
+    const std::size_t colon = addr.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 >= addr.size()) return false;
+    const std::string digits = addr.substr(colon + 1);
+    if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    const unsigned long v = std::stoul(digits);
+    if (v == 0 || v > 65535) return false;
+    host = addr.substr(0, colon);
+    port = static_cast<std::uint16_t>(v);
+    return true;
+}
+
+}  // namespace pgfence::net

@@ -1,0 +1,82 @@
+// The HTTP/1.1 server of a member (Boost.Beast, kept out of this header).
+//
+// Keep-alive; every request bounded (header and body limits; an oversized body
+// is answered 400 bad_request and the connection closed); a read timeout on
+// headers, bodies and idle keep-alive connections; at most max_connections at
+// once (more are closed at accept). One request per connection is handled at a
+// time; the handler may answer later (a waiting acquire) through the
+// HttpExchange it is given, and can ask whether the client has gone away
+// meanwhile (phantom-lock detection).
+//
+// Threading: everything runs on the io_context's single thread; the handler
+// and HttpExchange methods are called and must be called on it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pgfence::net {
+
+struct HttpRequest {
+    std::string method;  // "GET", "POST", ...
+    std::string target;  // path and query, as sent
+    std::string body;
+};
+
+struct HttpResponse {
+    unsigned status = 200;
+    std::string body;
+    std::string content_type = "application/json";
+    std::string location;  // set for 307
+};
+
+class HttpExchange {
+public:
+    virtual ~HttpExchange() = default;
+    // True once the peer closed its side while the request was pending.
+    virtual bool client_gone() const = 0;
+    // Sends the response (only the first call counts). `written(ok)` runs
+    // after the write finished; ok=false when it could not be written.
+    virtual void respond(HttpResponse response, std::function<void(bool ok)> written = {}) = 0;
+};
+
+struct HttpServerOptions {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;
+    std::size_t max_connections = 1024;
+    std::size_t max_body_bytes = 64u << 10;
+    std::size_t max_header_bytes = 8u << 10;
+    std::chrono::milliseconds read_timeout{30000};
+};
+
+using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpExchange>)>;
+
+class HttpServer {
+public:
+    HttpServer(boost::asio::io_context& io, HttpServerOptions options, HttpHandler handler);
+    ~HttpServer();
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
+
+    // Binds and starts accepting; returns an error message or "".
+    std::string start();
+    void stop();
+    std::size_t connections() const;
+
+private:
+    struct Impl;
+    std::shared_ptr<Impl> impl_;
+};
+
+// Splits "host:port"; false when malformed.
+bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port);
+
+}  // namespace pgfence::net

@@ -1,0 +1,85 @@
+#include "net/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+namespace pgfence::net {
+
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::mutex g_mutex;
+
+const char* level_name(LogLevel level) {
+    switch (level) {
+        case LogLevel::kDebug: return "debug";
+        case LogLevel::kInfo: return "info";
+        case LogLevel::kWarn: return "warn";
+        case LogLevel::kError: return "error";
+    }
+    return "info";
+}
+
+void append_value(std::string& line, std::string_view v) {
+    const bool quote = v.empty() || v.find_first_of(" \"=\t\n\r\\") != std::string_view::npos;
+    if (!quote) {
+        line.append(v);
+        return;
+    }
+    line.push_back('"');
+    for (char c : v) {
+        if (c == '"' || c == '\\') line.push_back('\\');
+        if (c == '\n') { line.append("\\n"); continue; }
+        if (static_cast<unsigned char>(c) < 0x20) { line.push_back('?'); continue; }
+        line.push_back(c);
+    }
+    line.push_back('"');
+}
+
+std::string timestamp() {
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+    return buf;
+}
+
+}  // namespace
+
+bool parse_log_level(std::string_view text, LogLevel& out) {
+    if (text == "debug") out = LogLevel::kDebug;
+    else if (text == "info") out = LogLevel::kInfo;
+    else if (text == "warn") out = LogLevel::kWarn;
+    else if (text == "error") out = LogLevel::kError;
+    else return false;
+    return true;
+}
+
+void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
+
+bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+
+void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields) {
+    if (!log_enabled(level)) return;
+    std::string line = "ts=" + timestamp() + " level=" + level_name(level) + " event=";
+    line.append(event);
+    for (const auto& [k, v] : fields) {
+        line.push_back(' ');
+        line.append(k);
+        line.push_back('=');
+        append_value(line, v);
+    }
+    line.push_back('\n');
+    std::lock_guard<std::mutex> guard(g_mutex);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+}
+
+}  // namespace pgfence::net

@@ -1,0 +1,361 @@
+#include "net/peer_transport.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <deque>
+#include <map>
+
+#include "net/frame.h"
+#include "net/log.h"
+#include "net/raft_codec.h"
+
+namespace pgfence::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+namespace {
+
+struct Shared {
+    TransportOptions options;
+    PeerTransport::MessageHandler on_message;
+    PeerTransport::InfoHandler on_info;
+    TransportStats stats;
+    std::string hello;  // encoded MemberInfo frame
+    bool stopped = false;
+    std::size_t incoming = 0;  // open incoming connections
+};
+
+// One outgoing connection: dial, handshake, write queued frames, redial.
+class Outgoing : public std::enable_shared_from_this<Outgoing> {
+public:
+    Outgoing(asio::io_context& io, PeerAddress peer, std::shared_ptr<Shared> shared)
+        : io_(io), peer_(std::move(peer)), shared_(std::move(shared)), socket_(io), timer_(io),
+          backoff_(shared_->options.backoff_min) {}
+
+    void dial();
+    void enqueue(std::string frame);
+    bool connected() const { return connected_; }
+    void close();
+
+private:
+    void on_connect(const error_code& ec);
+    void write_some();
+    void watch_eof();
+    void fail(const char* what, const error_code& ec);
+
+    asio::io_context& io_;
+    PeerAddress peer_;
+    std::shared_ptr<Shared> shared_;
+    tcp::socket socket_;
+    asio::steady_timer timer_;
+    std::chrono::milliseconds backoff_;
+    bool connected_ = false;
+    bool writing_ = false;
+    std::deque<std::string> queue_;
+    std::size_t queued_bytes_ = 0;
+    std::vector<std::string> inflight_;
+    char eof_byte_ = 0;
+    std::uint64_t generation_ = 0;  // bumps on each (re)connect; stale callbacks ignore themselves
+};
+
+void Outgoing::dial() {
+    if (shared_->stopped) return;
+    error_code ec;
+    const auto addr = asio::ip::make_address(peer_.host, ec);
+    if (ec) {
+        log_event(LogLevel::kError, "peer_bad_address", {{"peer", log_value(peer_.id)}, {"host", peer_.host}});
+        return;
+    }
+    const std::uint64_t gen = ++generation_;
+    socket_ = tcp::socket(io_);
+    socket_.async_connect(tcp::endpoint(addr, peer_.port), [self = shared_from_this(), gen](const error_code& e) {
+        if (gen == self->generation_) self->on_connect(e);
+    });
+}
+
+void Outgoing::on_connect(const error_code& ec) {
+    if (ec) {
+        fail("connect", ec);
+        return;
+    }
+    error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
+    connected_ = true;
+    backoff_ = shared_->options.backoff_min;
+    ++shared_->stats.connects;
+    log_event(LogLevel::kInfo, "peer_connected", {{"peer", log_value(peer_.id)}});
+    queue_.push_front(shared_->hello);
+    queued_bytes_ += shared_->hello.size();
+    watch_eof();
+    write_some();
+}
+
+// The peer never writes on this connection: any read completion means it closed.
+void Outgoing::watch_eof() {
+    const std::uint64_t gen = generation_;
+    socket_.async_read_some(asio::buffer(&eof_byte_, 1), [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
+        if (gen != self->generation_ || !self->connected_) return;
+        self->fail("read", ec ? ec : asio::error::make_error_code(asio::error::eof));
+    });
+}
+
+void Outgoing::enqueue(std::string frame) {
+    if (!connected_) {
+        ++shared_->stats.dropped_unconnected;
+        return;
+    }
+    while (!queue_.empty() && (queue_.size() >= shared_->options.max_queue_frames ||
+                               queued_bytes_ + frame.size() > shared_->options.max_queue_bytes)) {
+        queued_bytes_ -= queue_.front().size();
+        queue_.pop_front();
+        ++shared_->stats.dropped_queue_full;
+    }
+    queued_bytes_ += frame.size();
+    queue_.push_back(std::move(frame));
+    write_some();
+}
+
+void Outgoing::write_some() {
+    if (writing_ || !connected_ || queue_.empty()) return;
+    inflight_.clear();
+    std::vector<asio::const_buffer> buffers;
+    while (!queue_.empty() && inflight_.size() < shared_->options.max_frames_per_write) {
+        queued_bytes_ -= queue_.front().size();
+        inflight_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+    }
+    for (const std::string& f : inflight_) buffers.push_back(asio::buffer(f));
+    writing_ = true;
+    const std::uint64_t gen = generation_;
+    asio::async_write(socket_, buffers, [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
+        if (gen != self->generation_) return;
+        self->writing_ = false;
+        if (ec) {
+            self->fail("write", ec);
+            return;
+        }
+        self->shared_->stats.frames_sent += self->inflight_.size();
+        self->write_some();
+    });
+}
+
+void Outgoing::fail(const char* what, const error_code& ec) {
+    if (connected_) {
+        log_event(LogLevel::kWarn, "peer_disconnected",
+                  {{"peer", log_value(peer_.id)}, {"op", what}, {"error", ec.message()}});
+    } else {
+        log_event(LogLevel::kDebug, "peer_connect_failed",
+                  {{"peer", log_value(peer_.id)}, {"error", ec.message()}});
+    }
+    ++generation_;
+    connected_ = false;
+    writing_ = false;
+    shared_->stats.dropped_unconnected += queue_.size();
+    queue_.clear();
+    queued_bytes_ = 0;
+    error_code ignored;
+    socket_.close(ignored);
+    if (shared_->stopped) return;
+    timer_.expires_after(backoff_);
+    backoff_ = std::min(backoff_ * 2, shared_->options.backoff_max);
+    timer_.async_wait([self = shared_from_this()](const error_code& e) {
+        if (!e) self->dial();
+    });
+}
+
+void Outgoing::close() {
+    ++generation_;
+    connected_ = false;
+    error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+}
+
+// One incoming connection: read frames, hand them to the server.
+class Incoming : public std::enable_shared_from_this<Incoming> {
+public:
+    Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
+        : stream_(std::move(socket)), shared_(std::move(shared)) {
+        ++shared_->incoming;
+    }
+    ~Incoming() { --shared_->incoming; }
+    void read_length();
+
+private:
+    void read_body(std::size_t len);
+    bool handle(const Frame& f);
+    void drop(const std::string& why);
+
+    boost::beast::tcp_stream stream_;
+    std::shared_ptr<Shared> shared_;
+    std::array<char, kLengthPrefixBytes> prefix_{};
+    std::string body_;
+    std::uint64_t peer_id_ = 0;
+};
+
+void Incoming::read_length() {
+    stream_.expires_after(shared_->options.idle_timeout);
+    asio::async_read(stream_, asio::buffer(prefix_), [self = shared_from_this()](const error_code& ec, std::size_t) {
+        if (ec || self->shared_->stopped) return;
+        auto len = decode_frame_length(std::string_view(self->prefix_.data(), self->prefix_.size()));
+        if (auto* err = std::get_if<FrameError>(&len)) {
+            self->drop(err->message);
+            return;
+        }
+        self->read_body(std::get<std::size_t>(len));
+    });
+}
+
+void Incoming::read_body(std::size_t len) {
+    body_.resize(len);
+    asio::async_read(stream_, asio::buffer(body_), [self = shared_from_this()](const error_code& ec, std::size_t) {
+        if (ec || self->shared_->stopped) return;
+        auto frame = decode_frame_body(self->body_);
+        if (auto* err = std::get_if<FrameError>(&frame)) {
+            self->drop(err->message);
+            return;
+        }
+        if (self->handle(std::get<Frame>(frame))) self->read_length();
+    });
+}
+
+bool Incoming::handle(const Frame& f) {
+    if (f.cluster_id != shared_->options.cluster_id) {
+        drop("frame for cluster " + std::to_string(f.cluster_id) + ", this member is in cluster " +
+             std::to_string(shared_->options.cluster_id));
+        return false;
+    }
+    ++shared_->stats.frames_received;
+    if (f.kind == FrameKind::kMemberInfo) {
+        auto info = decode_member_info(f.payload);
+        if (auto* err = std::get_if<std::string>(&info)) {
+            drop(*err);
+            return false;
+        }
+        peer_id_ = std::get<MemberInfo>(info).id;
+        shared_->on_info(std::get<MemberInfo>(info));
+        return true;
+    }
+    auto msg = decode_message(f.payload, f.cluster_id);
+    if (auto* err = std::get_if<CodecError>(&msg)) {
+        drop("bad raft message: " + err->message);
+        return false;
+    }
+    raft::Message& m = std::get<raft::Message>(msg);
+    if (m.to != shared_->options.self_id || (peer_id_ != 0 && m.from != peer_id_)) {
+        drop("message from " + std::to_string(m.from) + " to " + std::to_string(m.to) +
+             " on the connection of member " + std::to_string(peer_id_));
+        return false;
+    }
+    shared_->on_message(std::move(m));
+    return true;
+}
+
+void Incoming::drop(const std::string& why) {
+    ++shared_->stats.bad_frames;
+    log_event(LogLevel::kWarn, "peer_frame_refused", {{"peer", log_value(peer_id_)}, {"reason", why}});
+    error_code ignored;
+    stream_.socket().close(ignored);
+}
+
+}  // namespace
+
+struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
+    Impl(asio::io_context& io_ctx, std::shared_ptr<Shared> s) : io(io_ctx), acceptor(io_ctx), shared(std::move(s)) {}
+
+    void accept() {
+        acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
+            if (ec == asio::error::operation_aborted || self->shared->stopped) return;
+            // Peers reconnect after failures, so allow a few per peer, but bound it.
+            const std::size_t cap = 4 * self->shared->options.peers.size() + 16;
+            if (!ec && self->shared->incoming >= cap) {
+                log_event(LogLevel::kWarn, "peer_connection_refused", {{"reason", "incoming cap reached"}, {"cap", log_value(cap)}});
+                error_code ignored;
+                socket.close(ignored);
+            } else if (!ec) {
+                std::make_shared<Incoming>(std::move(socket), self->shared)->read_length();
+            }
+            self->accept();
+        });
+    }
+
+    asio::io_context& io;
+    tcp::acceptor acceptor;
+    std::shared_ptr<Shared> shared;
+    std::map<std::uint64_t, std::shared_ptr<Outgoing>> peers;
+};
+
+PeerTransport::PeerTransport(asio::io_context& io, TransportOptions options, MessageHandler on_message,
+                             InfoHandler on_info) {
+    auto shared = std::make_shared<Shared>();
+    shared->options = std::move(options);
+    shared->on_message = std::move(on_message);
+    shared->on_info = std::move(on_info);
+    impl_ = std::make_shared<Impl>(io, std::move(shared));
+}
+
+PeerTransport::~PeerTransport() { stop(); }
+
+std::string PeerTransport::start(const MemberInfo& hello) {
+    Shared& s = *impl_->shared;
+    s.hello = encode_frame(s.options.cluster_id, FrameKind::kMemberInfo, encode_member_info(hello));
+    error_code ec;
+    const auto addr = asio::ip::make_address(s.options.listen_host, ec);
+    if (ec) return "bad peer listen host '" + s.options.listen_host + "': " + ec.message();
+    const tcp::endpoint ep(addr, s.options.listen_port);
+    impl_->acceptor.open(ep.protocol(), ec);
+    if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) impl_->acceptor.bind(ep, ec);
+    if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+        return "cannot listen for peers on " + s.options.listen_host + ":" +
+               std::to_string(s.options.listen_port) + ": " + ec.message();
+    }
+    impl_->accept();
+    for (const PeerAddress& p : s.options.peers) {
+        auto out = std::make_shared<Outgoing>(impl_->io, p, impl_->shared);
+        impl_->peers.emplace(p.id, out);
+        out->dial();
+    }
+    return {};
+}
+
+void PeerTransport::stop() {
+    if (impl_->shared->stopped) return;
+    impl_->shared->stopped = true;
+    error_code ignored;
+    impl_->acceptor.close(ignored);
+    for (auto& [id, out] : impl_->peers) out->close();
+}
+
+void PeerTransport::send(const raft::Message& m) {
+    auto it = impl_->peers.find(m.to);
+    if (it == impl_->peers.end()) {
+        ++impl_->shared->stats.dropped_unconnected;
+        return;
+    }
+    if (!it->second->connected()) {
+        ++impl_->shared->stats.dropped_unconnected;
+        return;
+    }
+    it->second->enqueue(encode_frame(impl_->shared->options.cluster_id, FrameKind::kRaft, encode_message(m)));
+}
+
+void PeerTransport::broadcast_info(const MemberInfo& info) {
+    Shared& s = *impl_->shared;
+    s.hello = encode_frame(s.options.cluster_id, FrameKind::kMemberInfo, encode_member_info(info));
+    for (auto& [id, out] : impl_->peers) {
+        if (out->connected()) out->enqueue(s.hello);
+    }
+}
+
+bool PeerTransport::connected(std::uint64_t peer) const {
+    auto it = impl_->peers.find(peer);
+    return it != impl_->peers.end() && it->second->connected();
+}
+
+TransportStats PeerTransport::stats() const { return impl_->shared->stats; }
+
+}  // namespace pgfence::net

@@ -1,0 +1,96 @@
+// Peer transport: raft messages between members over TCP (Boost.Asio, kept
+// out of this header), in the frames of frame.h.
+//
+// Each member dials one outgoing connection to every peer and only writes on
+// it; it only reads on the connections peers dial to it. The first frame on an
+// outgoing connection is this member's MemberInfo (the handshake: id and HTTP
+// client address); later MemberInfo frames refresh what /v1/status shows.
+//
+// Outgoing: reconnect with exponential backoff (backoff_min doubling to
+// backoff_max, reset after a successful connect). Each peer has a bounded
+// queue (frames and bytes); when full the oldest frame is dropped and counted
+// (Raft tolerates loss). While a peer is unreachable its messages are dropped
+// and counted instead of queued.
+// Incoming: frames of another cluster, another version, over kMaxFrameBytes or
+// that fail to decode close the connection (logged, counted); idle incoming
+// connections are closed after idle_timeout; at most 4 x peers + 16 incoming
+// connections are open at once (more are closed at accept).
+//
+// Threading: all methods and callbacks run on the io_context's single thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/member_info.h"
+#include "raft/types.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pgfence::net {
+
+struct PeerAddress {
+    std::uint64_t id = 0;
+    std::string host;
+    std::uint16_t port = 0;
+};
+
+struct TransportOptions {
+    std::uint64_t self_id = 0;
+    std::uint64_t cluster_id = 0;
+    std::string listen_host = "127.0.0.1";
+    std::uint16_t listen_port = 0;
+    std::vector<PeerAddress> peers;  // everyone but self
+    std::size_t max_queue_frames = 4096;
+    std::size_t max_queue_bytes = 64u << 20;
+    std::size_t max_frames_per_write = 64;
+    std::chrono::milliseconds backoff_min{20};
+    std::chrono::milliseconds backoff_max{1000};
+    std::chrono::milliseconds idle_timeout{30000};
+};
+
+struct TransportStats {
+    std::uint64_t frames_sent = 0;
+    std::uint64_t frames_received = 0;
+    std::uint64_t dropped_queue_full = 0;
+    std::uint64_t dropped_unconnected = 0;
+    std::uint64_t bad_frames = 0;
+    std::uint64_t connects = 0;
+};
+
+class PeerTransport {
+public:
+    using MessageHandler = std::function<void(raft::Message)>;
+    using InfoHandler = std::function<void(const MemberInfo&)>;
+
+    PeerTransport(boost::asio::io_context& io, TransportOptions options, MessageHandler on_message,
+                  InfoHandler on_info);
+    ~PeerTransport();
+    PeerTransport(const PeerTransport&) = delete;
+    PeerTransport& operator=(const PeerTransport&) = delete;
+
+    // Listens and starts dialing peers; returns an error message or "".
+    std::string start(const MemberInfo& hello);
+    void stop();
+
+    // Queues `m` for m.to (dropped and counted if unknown or unreachable).
+    void send(const raft::Message& m);
+    // Sends `info` to every connected peer and uses it as the next handshake.
+    void broadcast_info(const MemberInfo& info);
+
+    bool connected(std::uint64_t peer) const;
+    TransportStats stats() const;
+
+private:
+    struct Impl;
+    std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace pgfence::net

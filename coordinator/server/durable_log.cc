@@ -1,0 +1,36 @@
+// DurableLog over the storage module's DurableStorage (the WAL on disk).
+#include "server/durable_log.h"
+
+#include "net/log.h"
+#include "storage/durable_storage.h"
+
+namespace pgfence::server {
+
+namespace {
+
+class WalLog final : public DurableLog {
+public:
+    explicit WalLog(std::unique_ptr<storage::DurableStorage> s) : storage_(std::move(s)) {}
+    const raft::Storage& storage() const override { return *storage_; }
+    void persist(const std::optional<raft::HardState>& hard_state, const std::optional<raft::Snapshot>& snapshot,
+                 const std::vector<raft::Entry>& entries) override {
+        storage_->persist(hard_state ? &*hard_state : nullptr, snapshot ? &*snapshot : nullptr, entries);
+    }
+    void save_snapshot(const raft::Snapshot& snapshot) override { storage_->save_snapshot(snapshot); }
+
+private:
+    std::unique_ptr<storage::DurableStorage> storage_;
+};
+
+}  // namespace
+
+std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, std::uint64_t cluster_id,
+                                             std::uint64_t member_id) {
+    storage::StorageOptions opts;
+    opts.on_warning = [dir](const std::string& w) {
+        net::log_event(net::LogLevel::kWarn, "storage_warning", {{"dir", dir}, {"warning", w}});
+    };
+    return std::make_unique<WalLog>(storage::DurableStorage::open(dir, cluster_id, member_id, opts));
+}
+
+}  // namespace pgfence::server

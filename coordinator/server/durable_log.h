@@ -1,0 +1,54 @@
+// What the member needs from durable storage: the raft::Storage view read at
+// start-up, one-fsync batches, and snapshots. An adapter over the storage
+// module's WAL implements it for real data directories; MemoryLog (below) is
+// for tests.
+//
+// Threading: persist() and save_snapshot() run on the writer thread only
+// (writer.h); storage() is read once, on the loop thread, before the writer
+// starts.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raft/storage.h"
+#include "raft/types.h"
+
+namespace pgfence::server {
+
+class DurableLog {
+public:
+    virtual ~DurableLog() = default;
+    virtual const raft::Storage& storage() const = 0;
+    // One Ready's persistence part, durable on return (one fdatasync):
+    // snapshot first, then entries (truncating a conflicting suffix), then hard state.
+    virtual void persist(const std::optional<raft::HardState>& hard_state,
+                         const std::optional<raft::Snapshot>& snapshot,
+                         const std::vector<raft::Entry>& entries) = 0;
+    // The application's own snapshot at an applied index; durable on return.
+    virtual void save_snapshot(const raft::Snapshot& snapshot) = 0;
+};
+
+class MemoryLog final : public DurableLog {
+public:
+    const raft::Storage& storage() const override { return storage_; }
+    void persist(const std::optional<raft::HardState>& hard_state, const std::optional<raft::Snapshot>& snapshot,
+                 const std::vector<raft::Entry>& entries) override {
+        if (snapshot) storage_.apply_snapshot(*snapshot);
+        if (!entries.empty()) storage_.append(entries);
+        if (hard_state) storage_.set_hard_state(*hard_state);
+    }
+    void save_snapshot(const raft::Snapshot& snapshot) override { storage_.compact(snapshot); }
+
+private:
+    raft::MemoryStorage storage_;
+};
+
+// Opens the data directory with the storage module (refuses a directory of
+// another cluster or member). Throws with a message naming the problem.
+std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, std::uint64_t cluster_id,
+                                             std::uint64_t member_id);
+
+}  // namespace pgfence::server

@@ -1,0 +1,52 @@
+// fence-coordinator: one member of a pgfence cluster. See --help.
+#include <boost/asio.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "net/log.h"
+#include "server/member.h"
+#include "server/options.h"
+
+using namespace pgfence;
+
+int main(int argc, char** argv) {
+    server::Options opts;
+    std::string err = server::parse_options(argc, argv, opts);
+    if (err.empty() && opts.help) {
+        std::fputs(server::usage().c_str(), stdout);
+        return 0;
+    }
+    if (err.empty()) err = server::validate_options(opts);
+    net::LogLevel level = net::LogLevel::kInfo;
+    if (err.empty() && !net::parse_log_level(opts.log_level, level)) {
+        err = "--log-level '" + opts.log_level + "' is not one of debug, info, warn, error";
+    }
+    if (!err.empty()) {
+        std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
+        return 2;
+    }
+    net::set_log_level(level);
+    std::unique_ptr<server::DurableLog> log;
+    try {
+        std::filesystem::create_directories(opts.data_dir);
+        log = server::open_durable_log(opts.data_dir, opts.cluster_id, opts.id);
+    } catch (const std::exception& e) {
+        net::log_event(net::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
+        return 1;
+    }
+    boost::asio::io_context io;
+    server::Member member(io, opts, std::move(log));
+    if (err = member.start(); !err.empty()) {
+        net::log_event(net::LogLevel::kError, "start_failed", {{"error", err}});
+        return 1;
+    }
+    boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        net::log_event(net::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
+        member.shutdown([&io] { io.stop(); });
+    });
+    io.run();
+    net::log_event(net::LogLevel::kInfo, "exit", {});
+    return 0;
+}

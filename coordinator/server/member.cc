@@ -1,0 +1,342 @@
+// Member core loop: Ready draining in the documented order, apply, roles,
+// snapshots, proposals.
+#include <boost/asio/io_context.hpp>
+
+#include "net/log.h"
+#include "server/member_impl.h"
+
+namespace pgfence::server {
+
+using net::log_event;
+using net::log_value;
+using net::LogLevel;
+
+Member::Member(boost::asio::io_context& io, Options options, std::unique_ptr<DurableLog> log)
+    : impl_(std::make_unique<Impl>(io, std::move(options), std::move(log))) {}
+
+Member::~Member() = default;
+
+std::string Member::start() { return impl_->start(); }
+
+void Member::shutdown(std::function<void()> done) { impl_->shutdown(std::move(done)); }
+
+Member::Impl::Impl(boost::asio::io_context& io_ctx, Options o, std::unique_ptr<DurableLog> l)
+    : io(io_ctx), options(std::move(o)), log(std::move(l)), loop(io_ctx),
+      writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }) {
+    limits.min_lease_ms = options.min_lease_ms;
+    limits.max_lease_ms = options.max_lease_ms;
+    limits.max_wait_ms = options.max_wait_ms;
+}
+
+std::string Member::Impl::start() {
+    raft::Config cfg;
+    cfg.id = options.id;
+    for (const PeerSpec& p : options.peers) cfg.members.push_back(p.id);
+    cfg.cluster_id = options.cluster_id;
+    cfg.heartbeat_ticks = 1;
+    cfg.election_ticks = options.election_ticks();
+    cfg.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^ (options.id << 32);
+    const raft::Snapshot snap = log->storage().snapshot();
+    if (!snap.empty()) {
+        auto restored = lock::LockTable::restore(snap.data);
+        if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
+            return "snapshot in " + options.data_dir + " does not decode: " + err->message;
+        }
+        table = std::move(std::get<lock::LockTable>(restored));
+        last_snapshot_index = snap.meta.index;
+        applied_term = snap.meta.term;
+    }
+    try {
+        raft = std::make_unique<raft::Raft>(cfg, log->storage());
+    } catch (const std::exception& e) {
+        return std::string("cannot start the Raft core: ") + e.what();
+    }
+    net::TransportOptions topts;
+    topts.self_id = options.id;
+    topts.cluster_id = options.cluster_id;
+    for (const PeerSpec& p : options.peers) {
+        if (p.id == options.id) {
+            topts.listen_host = p.host;
+            topts.listen_port = p.port;
+        } else {
+            topts.peers.push_back(net::PeerAddress{p.id, p.host, p.port});
+        }
+    }
+    transport = std::make_unique<net::PeerTransport>(
+        io, topts, [this](raft::Message m) { on_peer_message(std::move(m)); },
+        [this](const net::MemberInfo& info) { on_member_info(info); });
+    if (auto err = transport->start(my_info()); !err.empty()) return err;
+    net::HttpServerOptions hopts;
+    std::string host;
+    std::uint16_t port = 0;
+    net::split_host_port(options.client_addr, host, port);
+    hopts.host = host;
+    hopts.port = port;
+    http = std::make_unique<net::HttpServer>(
+        io, hopts, [this](const net::HttpRequest& req, ExchangePtr ex) { handle_http(req, ex); });
+    if (auto err = http->start(); !err.empty()) return err;
+    loop.every(std::chrono::milliseconds(options.heartbeat_ms), [this] { on_tick(); });
+    log_event(LogLevel::kInfo, "member_started",
+              {{"id", log_value(options.id)}, {"cluster_id", log_value(options.cluster_id)},
+               {"client_addr", options.client_addr}, {"applied", log_value(table.applied_index())},
+               {"term", log_value(raft->term())}});
+    after_event();
+    return {};
+}
+
+void Member::Impl::on_tick() {
+    ++ticks;
+    raft->tick();
+    if (is_leader()) {
+        check_expiries();
+        sweep_waiters();
+    }
+    if (ticks % kInfoEveryTicks == 0) {
+        transport->broadcast_info(my_info());
+        sweep_proposals();
+    }
+    after_event();
+}
+
+void Member::Impl::on_peer_message(raft::Message m) {
+    raft->step(m);
+    after_event();
+}
+
+void Member::Impl::after_event() {
+    flush_confirms();
+    observe_role();
+    pump();
+}
+
+// Drains one Ready: messages_now at once; hard state, snapshot and entries on
+// the writer thread (one fdatasync); the rest when that is durable.
+void Member::Impl::pump() {
+    if (ready_in_flight || !raft->has_ready()) return;
+    auto rd = std::make_shared<raft::Ready>(raft->ready());
+    for (const raft::Message& m : rd->messages_now) transport->send(m);
+    ready_in_flight = true;
+    if (!rd->hard_state && !rd->snapshot && rd->entries.empty()) {
+        finish_ready(rd);
+        return;
+    }
+    writer.submit([this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); },
+                  [this, rd](std::chrono::nanoseconds took) {
+                      metrics.fsync.observe(took);
+                      finish_ready(rd);
+                  });
+}
+
+void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd) {
+    for (const raft::Message& m : rd->messages) transport->send(m);
+    if (rd->snapshot) {
+        auto restored = lock::LockTable::restore(rd->snapshot->data);
+        if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
+            log_event(LogLevel::kError, "snapshot_restore_failed", {{"error", err->message}});
+            std::_Exit(70);
+        }
+        table = std::move(std::get<lock::LockTable>(restored));
+        applied_term = rd->snapshot->meta.term;
+        last_snapshot_index = rd->snapshot->meta.index;
+        log_event(LogLevel::kInfo, "snapshot_installed",
+                  {{"index", log_value(rd->snapshot->meta.index)}, {"locks", log_value(table.size())}});
+    }
+    for (const raft::Entry& e : rd->committed) apply_entry(e);
+    for (const raft::ReadState& rs : rd->reads) on_read_state(rs);
+    for (std::uint64_t ctx : rd->dropped_reads) fail_reads(ctx);
+    run_confirmed_reads();
+    raft->advance(*rd);
+    ready_in_flight = false;
+    maybe_snapshot();
+    after_event();
+}
+
+void Member::Impl::apply_entry(const raft::Entry& e) {
+    if (e.index <= table.applied_index()) return;
+    applied_term = e.term;
+    lock::Result result = lock::Noop{};
+    std::optional<lock::Command> cmd;
+    if (e.type == raft::EntryType::kNormal) {
+        auto decoded = lock::decode_command(e.data);
+        if (auto* err = std::get_if<lock::DecodeError>(&decoded)) {
+            log_event(LogLevel::kError, "entry_undecodable", {{"index", log_value(e.index)}, {"error", err->message}});
+        } else {
+            cmd = std::get<lock::Command>(decoded);
+        }
+    }
+    result = cmd ? table.apply(e.index, *cmd) : table.apply_noop(e.index);
+    if (cmd) on_applied(e.index, *cmd, result);
+    auto it = proposals.find(e.index);
+    if (it == proposals.end()) return;
+    Pending p = std::move(it->second);
+    proposals.erase(it);
+    if (p.term == e.term) {
+        metrics.proposal_commit.observe(Clock::now() - p.proposed_at);
+        p.done(&result);
+    } else {
+        p.done(nullptr);
+    }
+}
+
+// Metrics, logs, leases and waiters follow every applied command.
+void Member::Impl::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result) {
+    const bool leader = is_leader();
+    const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
+    if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
+        if (const auto* ok = std::get_if<lock::Granted>(&result)) {
+            ++metrics.grants;
+            log_event(level, "grant", {{"key", g->key}, {"token", log_value(ok->token)}, {"owner", g->owner},
+                                       {"lease_ms", log_value(g->lease_ms)}, {"index", log_value(index)}});
+            if (leader) leases[g->key] = Lease{ok->token, g->lease_ms, Clock::now() + std::chrono::milliseconds(g->lease_ms)};
+        } else {
+            ++metrics.grant_conflicts;
+            const auto* rej = std::get_if<lock::GrantRejected>(&result);
+            log_event(level, "grant_rejected", {{"key", g->key}, {"owner", g->owner},
+                                                {"holder_token", log_value(rej ? rej->holder_token : 0)}});
+        }
+        return;
+    }
+    std::string key;
+    lock::Token token = 0;
+    bool removed = false;
+    if (const auto* r = std::get_if<lock::Release>(&cmd)) {
+        key = r->key;
+        token = r->token;
+        removed = std::holds_alternative<lock::Released>(result);
+        ++(removed ? metrics.releases : metrics.release_not_held);
+        log_event(level, "release", {{"key", key}, {"token", log_value(token)}, {"released", removed ? "true" : "false"}});
+    } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
+        key = x->key;
+        token = x->token;
+        const auto* ex = std::get_if<lock::Expired>(&result);
+        removed = ex != nullptr && ex->existed;
+        ++(removed ? metrics.expiries_existed : metrics.expiries_missing);
+        log_event(level, "expire", {{"key", key}, {"token", log_value(token)}, {"existed", removed ? "true" : "false"}});
+    } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
+        log_event(LogLevel::kInfo, "token_floor", {{"requested", log_value(f->floor)}, {"floor", log_value(table.token_floor())}});
+        return;
+    }
+    if (!removed) return;
+    auto it = leases.find(key);
+    if (it != leases.end() && it->second.token == token) leases.erase(it);
+    if (leader) serve_waiters(key);
+}
+
+void Member::Impl::observe_role() {
+    const raft::Role role = raft->role();
+    const raft::NodeId leader = raft->leader();
+    if (leader != last_leader) {
+        if (leader != raft::kNoNode) ++metrics.leader_changes;
+        log_event(LogLevel::kInfo, "leader_changed", {{"leader", log_value(leader)}, {"term", log_value(raft->term())}});
+        last_leader = leader;
+    }
+    const bool leader_now = role == raft::Role::kLeader;
+    if (leader_now && leader_term != raft->term()) become_leader();
+    if (!leader_now && leader_term != 0) lose_leadership();
+    last_role = role;
+}
+
+// A new leader restarts every held lease at its full lease_ms (DESIGN.md "Time").
+void Member::Impl::become_leader() {
+    if (leader_term != 0) lose_leadership();
+    leader_term = raft->term();
+    log_event(LogLevel::kInfo, "became_leader", {{"term", log_value(leader_term)}, {"locks", log_value(table.size())}});
+    restart_all_leases();
+    if (options.token_floor > table.token_floor()) {
+        raft::ProposeError err = raft::ProposeError::kNone;
+        propose(lock::SetTokenFloor{options.token_floor}, [](const lock::Result*) {}, &err);
+    }
+}
+
+void Member::Impl::lose_leadership() {
+    log_event(LogLevel::kInfo, "lost_leadership", {{"term", log_value(leader_term)}, {"leader", log_value(raft->leader())}});
+    leader_term = 0;
+    leases.clear();
+    drop_all_waiters();
+}
+
+bool Member::Impl::propose(const lock::Command& cmd, std::function<void(const lock::Result*)> done,
+                           raft::ProposeError* error) {
+    if (proposals.size() >= kMaxPendingProposals) {
+        *error = raft::ProposeError::kBacklog;
+        return false;
+    }
+    const raft::ProposeResult r = raft->propose(lock::encode(cmd));
+    *error = r.error;
+    if (r.error != raft::ProposeError::kNone) return false;
+    proposals[r.index] = Pending{r.term, Clock::now(), std::move(done)};
+    return true;
+}
+
+// Proposals that never applied (partitioned ex-leader) are failed after a bound.
+void Member::Impl::sweep_proposals() {
+    const auto cutoff = Clock::now() - kProposalTimeout;
+    for (auto it = proposals.begin(); it != proposals.end();) {
+        if (it->second.proposed_at < cutoff) {
+            auto done = std::move(it->second.done);
+            it = proposals.erase(it);
+            done(nullptr);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void Member::Impl::maybe_snapshot() {
+    const raft::Index applied = table.applied_index();
+    if (snapshot_in_flight || applied < last_snapshot_index + options.snapshot_every) return;
+    raft::Snapshot snap;
+    snap.meta.index = applied;
+    snap.meta.term = applied_term;
+    for (const PeerSpec& p : options.peers) snap.meta.members.push_back(p.id);
+    snap.data = table.snapshot();
+    snapshot_in_flight = true;
+    auto shared = std::make_shared<raft::Snapshot>(std::move(snap));
+    writer.submit([this, shared] { log->save_snapshot(*shared); },
+                  [this, shared](std::chrono::nanoseconds) {
+                      snapshot_in_flight = false;
+                      last_snapshot_index = shared->meta.index;
+                      ++metrics.snapshots;
+                      raft->compact(shared->meta.index, shared->data, options.snapshot_keep);
+                      log_event(LogLevel::kInfo, "snapshot_taken",
+                                {{"index", log_value(shared->meta.index)}, {"locks", log_value(table.size())}});
+                      after_event();
+                  });
+}
+
+void Member::Impl::shutdown(std::function<void()> done) {
+    if (shutting_down) return;
+    shutting_down = true;
+    log_event(LogLevel::kInfo, "shutdown_requested", {{"role", raft::to_string(raft->role())}});
+    if (is_leader()) {
+        raft::NodeId best = raft::kNoNode;
+        raft::Index best_match = 0;
+        for (const raft::PeerStatus& p : raft->status().peers) {
+            if (p.id != options.id && p.match >= best_match && transport->connected(p.id)) {
+                best = p.id;
+                best_match = p.match;
+            }
+        }
+        if (best != raft::kNoNode && raft->transfer_leadership(best)) {
+            log_event(LogLevel::kInfo, "leadership_transfer", {{"target", log_value(best)}, {"match", log_value(best_match)}});
+        }
+        after_event();
+    }
+    const auto give_up = Clock::now() + std::chrono::milliseconds(2 * options.max_election_timeout_ms());
+    shutdown_step(give_up, std::move(done));
+}
+
+void Member::Impl::shutdown_step(Clock::time_point give_up, std::function<void()> done) {
+    if ((is_leader() || ready_in_flight) && Clock::now() < give_up) {
+        loop.after(std::chrono::milliseconds(options.heartbeat_ms), [this, give_up, done] { shutdown_step(give_up, done); });
+        return;
+    }
+    log_event(LogLevel::kInfo, "shutdown", {{"role", raft::to_string(raft->role())}, {"leader", log_value(raft->leader())}});
+    loop.stop_timers();
+    http->stop();
+    transport->stop();
+    writer.stop();
+    done();
+}
+
+}  // namespace pgfence::server

@@ -1,0 +1,41 @@
+// One fence-coordinator member: drives the Raft core from a single-threaded
+// event loop, applies committed commands to the lock table, serves the HTTP
+// API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
+//
+// Threading: everything runs on the io_context's thread except disk writes,
+// which run on the writer thread (writer.h) and post their completion back.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/durable_log.h"
+#include "server/options.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pgfence::server {
+
+class Member {
+public:
+    Member(boost::asio::io_context& io, Options options, std::unique_ptr<DurableLog> log);
+    ~Member();
+    Member(const Member&) = delete;
+    Member& operator=(const Member&) = delete;
+
+    // Builds the core from storage, listens, starts ticking. Error message or "".
+    std::string start();
+    // Graceful stop: a leader first transfers leadership (bounded wait); then
+    // the writer is drained and `done` runs on the loop.
+    void shutdown(std::function<void()> done);
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pgfence::server

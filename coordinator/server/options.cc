@@ -1,0 +1,192 @@
+#include "server/options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+namespace pgfence::server {
+
+namespace {
+
+bool parse_u64(const std::string& text, std::uint64_t& out) {
+    if (text.empty()) return false;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && p == text.data() + text.size();
+}
+
+bool parse_host_port(const std::string& text, std::string& host, std::uint16_t& port) {
+    const std::size_t colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0) return false;
+    std::uint64_t p = 0;
+    if (!parse_u64(text.substr(colon + 1), p) || p == 0 || p > 65535) return false;
+    host = text.substr(0, colon);
+    port = static_cast<std::uint16_t>(p);
+    return true;
+}
+
+std::string parse_peers(const std::string& text, std::vector<PeerSpec>& out) {
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = text.find(',', start);
+        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const std::size_t eq = item.find('=');
+        PeerSpec p;
+        if (eq == std::string::npos || !parse_u64(item.substr(0, eq), p.id) || p.id == 0 ||
+            !parse_host_port(item.substr(eq + 1), p.host, p.port)) {
+            return "--peers: '" + item + "' is not ID=HOST:PORT with ID >= 1";
+        }
+        out.push_back(p);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return {};
+}
+
+std::string set_flag(Options& o, const std::string& name, const std::string& value) {
+    std::uint64_t n = 0;
+    auto number = [&](std::uint64_t& dst) -> std::string {
+        if (!parse_u64(value, n)) return "--" + name + ": '" + value + "' is not a non-negative integer";
+        dst = n;
+        return {};
+    };
+    auto small = [&](int& dst) -> std::string {
+        if (!parse_u64(value, n) || n == 0 || n > 60000) return "--" + name + ": '" + value + "' must be 1..60000";
+        dst = static_cast<int>(n);
+        return {};
+    };
+    if (name == "id") return number(o.id);
+    if (name == "peers") return parse_peers(value, o.peers);
+    if (name == "client-addr") { o.client_addr = value; return {}; }
+    if (name == "data-dir") { o.data_dir = value; return {}; }
+    if (name == "heartbeat-ms") return small(o.heartbeat_ms);
+    if (name == "election-ms") return small(o.election_ms);
+    if (name == "min-lease") return number(o.min_lease_ms);
+    if (name == "max-lease") return number(o.max_lease_ms);
+    if (name == "max-wait") return number(o.max_wait_ms);
+    if (name == "token-floor") return number(o.token_floor);
+    if (name == "cluster-id") return number(o.cluster_id);
+    if (name == "snapshot-every") return number(o.snapshot_every);
+    if (name == "snapshot-keep") return number(o.snapshot_keep);
+    if (name == "log-level") { o.log_level = value; return {}; }
+    return "unknown flag --" + name + " (see --help)";
+}
+
+}  // namespace
+
+int Options::election_ticks() const { return std::max(2, election_ms / heartbeat_ms); }
+
+std::uint64_t Options::max_election_timeout_ms() const {
+    return 2ull * static_cast<std::uint64_t>(election_ticks()) * static_cast<std::uint64_t>(heartbeat_ms);
+}
+
+std::string parse_options(int argc, char** argv, Options& out) {
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            out.help = true;
+            return {};
+        }
+        if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "' (see --help)";
+        std::string name = arg.substr(2), value;
+        const std::size_t eq = name.find('=');
+        if (eq != std::string::npos) {
+            value = name.substr(eq + 1);
+            name = name.substr(0, eq);
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return "flag --" + name + " needs a value";
+        }
+        if (auto err = set_flag(out, name, value); !err.empty()) return err;
+    }
+    return {};
+}
+
+std::string validate_options(Options& o) {
+    if (o.id == 0) return "--id is required (a member ID >= 1 that appears in --peers)";
+    if (o.peers.empty()) return "--peers is required (ID=HOST:PORT for every member, this one included)";
+    std::set<std::uint64_t> ids;
+    bool self = false;
+    for (const PeerSpec& p : o.peers) {
+        if (!ids.insert(p.id).second) return "--peers names member " + std::to_string(p.id) + " twice";
+        if (p.id == o.id) self = true;
+    }
+    if (!self) return "--peers does not contain this member's --id " + std::to_string(o.id);
+    if (o.client_addr.empty()) return "--client-addr is required (HOST:PORT for the HTTP API)";
+    std::string host;
+    std::uint16_t port = 0;
+    if (!parse_host_port(o.client_addr, host, port)) return "--client-addr '" + o.client_addr + "' is not HOST:PORT";
+    if (o.data_dir.empty()) return "--data-dir is required";
+    if (o.heartbeat_ms * 2 > o.election_ms) {
+        return "--election-ms " + std::to_string(o.election_ms) + " must be at least twice --heartbeat-ms " +
+               std::to_string(o.heartbeat_ms);
+    }
+    const std::uint64_t floor_ms = (3 * o.max_election_timeout_ms() + 1) / 2;
+    if (o.min_lease_ms < floor_ms) {
+        return "--min-lease " + std::to_string(o.min_lease_ms) + " ms is below 1.5 x the maximum election timeout (" +
+               std::to_string(o.max_election_timeout_ms()) + " ms = 2 x --election-ms rounded to heartbeats); use --min-lease >= " +
+               std::to_string(floor_ms) + " or a smaller --election-ms";
+    }
+    if (o.max_lease_ms < o.min_lease_ms) {
+        return "--max-lease " + std::to_string(o.max_lease_ms) + " is below --min-lease " + std::to_string(o.min_lease_ms);
+    }
+    if (o.max_lease_ms > 24ull * 3600 * 1000) return "--max-lease " + std::to_string(o.max_lease_ms) + " exceeds 24h";
+    if (o.snapshot_every < 16) return "--snapshot-every " + std::to_string(o.snapshot_every) + " must be at least 16";
+    if (o.cluster_id == 0) o.cluster_id = derive_cluster_id(o.peers);
+    return {};
+}
+
+std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers) {
+    std::vector<PeerSpec> sorted = peers;
+    std::sort(sorted.begin(), sorted.end(), [](const PeerSpec& a, const PeerSpec& b) { return a.id < b.id; });
+    std::string text;
+    for (const PeerSpec& p : sorted) text += std::to_string(p.id) + "=" + p.host + ":" + std::to_string(p.port) + ",";
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h == 0 ? 1 : h;
+}
+
+std::string usage() {
+    return R"(fence-coordinator: one member of a pgfence Raft cluster (HTTP lock API + fencing tokens)
+
+Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT --data-dir DIR [flags]
+
+  --id N                 this member's ID (>= 1); must appear in --peers
+  --peers LIST           every member's peer (Raft) address, this one included:
+                         1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403
+                         This member listens for peers on its own entry.
+  --client-addr H:P      where this member serves the HTTP API. Members learn each
+                         other's client address from the transport handshake (the
+                         first frame on every peer connection carries it), so a
+                         follower can answer 307 with the leader's URL; no extra flag.
+  --data-dir DIR         write-ahead log, hard state and snapshots
+  --heartbeat-ms N       tick = heartbeat period (default 50)
+  --election-ms N        base election timeout; the core picks a random timeout in
+                         [N, 2N) rounded to ticks (default 300)
+  --min-lease N          smallest lease_ms an acquire may ask for (default 1000);
+                         must be >= 1.5 x the maximum election timeout (2 x --election-ms),
+                         start-up fails otherwise
+  --max-lease N          largest lease_ms (default 300000)
+  --max-wait N           largest wait_ms (default 300000)
+  --token-floor N        bootstrap only: tokens start above N (the leader proposes
+                         SetTokenFloor{N}; the floor never decreases)
+  --cluster-id N         cluster ID checked on every peer frame; default: derived
+                         (FNV-1a 64) from the sorted --peers list, so members started
+                         with the same --peers agree and other clusters differ
+  --snapshot-every N     snapshot the lock table every N applied entries (default 10000)
+  --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
+                         follower catches up by log, not snapshot (default 1000)
+  --log-level L          debug | info | warn | error (default info); one key=value
+                         line per event on stderr
+  --help                 this text
+
+Signals: SIGTERM/SIGINT — a leader first hands leadership to the most up-to-date
+follower (bounded wait), then the member exits. Restarting with the same flags and
+--data-dir catches up from the log or a snapshot.
+)";
+}
+
+}  // namespace pgfence::server

@@ -1,0 +1,49 @@
+// Command-line flags of fence-coordinator, their defaults and their checks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pgfence::server {
+
+struct PeerSpec {
+    std::uint64_t id = 0;
+    std::string host;
+    std::uint16_t port = 0;
+};
+
+struct Options {
+    std::uint64_t id = 0;
+    std::vector<PeerSpec> peers;  // every member, including this one
+    std::string client_addr;      // host:port of this member's HTTP API
+    std::string data_dir;
+    int heartbeat_ms = 50;
+    int election_ms = 300;
+    std::uint64_t min_lease_ms = 1000;
+    std::uint64_t max_lease_ms = 300000;
+    std::uint64_t max_wait_ms = 300000;
+    std::uint64_t token_floor = 0;
+    std::uint64_t cluster_id = 0;  // 0: derived from the peer list
+    std::uint64_t snapshot_every = 10000;
+    std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
+    std::string log_level = "info";
+    bool help = false;
+
+    int election_ticks() const;
+    // The largest election timeout the core can pick, in ms (2 x election_ticks ticks).
+    std::uint64_t max_election_timeout_ms() const;
+};
+
+// Parses argv; on error returns a message naming the flag and value.
+std::string parse_options(int argc, char** argv, Options& out);
+// Cross-field checks (peer list contains --id, lease bounds, ...).
+std::string validate_options(Options& opts);
+std::string usage();
+
+// FNV-1a 64 over the sorted "id=host:port" list: every member given the same
+// --peers derives the same cluster ID; a different list gives another.
+std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers);
+
+}  // namespace pgfence::server

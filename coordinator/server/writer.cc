@@ -1,0 +1,54 @@
+#include "server/writer.h"
+
+#include <cstdlib>
+#include <exception>
+
+#include "net/log.h"
+
+namespace pgfence::server {
+
+Writer::Writer(Post post) : post_(std::move(post)), thread_([this] { run(); }) {}
+
+Writer::~Writer() { stop(); }
+
+void Writer::submit(std::function<void()> work, Done done) {
+    {
+        std::lock_guard<std::mutex> guard(mutex_);
+        jobs_.push_back(Job{std::move(work), std::move(done)});
+    }
+    cv_.notify_one();
+}
+
+void Writer::stop() {
+    {
+        std::lock_guard<std::mutex> guard(mutex_);
+        if (stopping_ && !thread_.joinable()) return;
+        stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Writer::run() {
+    for (;;) {
+        Job job;
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            if (jobs_.empty()) return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        try {
+            job.work();
+        } catch (const std::exception& e) {
+            net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
+            std::_Exit(74);
+        }
+        const auto took = std::chrono::steady_clock::now() - start;
+        post_([done = std::move(job.done), took] { done(took); });
+    }
+}
+
+}  // namespace pgfence::server

@@ -1,0 +1,51 @@
+// The writer thread: all disk work of a member, off the event loop.
+//
+// Jobs run in submission order; each job's `done` is posted back to the loop
+// with how long the job took (the fsync latency metric). Group commit comes
+// from the core: while one Ready batch is being written the loop keeps
+// stepping and proposing, and the next Ready carries everything accumulated
+// meanwhile, written with one fdatasync.
+//
+// The queue is bounded by construction (the loop has at most one Ready and one
+// snapshot job outstanding). A job that throws is fatal: the error is logged
+// and the process exits (a member that cannot write must not acknowledge).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace pgfence::server {
+
+class Writer {
+public:
+    using Post = std::function<void(std::function<void()>)>;  // runs a function on the loop
+    using Done = std::function<void(std::chrono::nanoseconds took)>;
+
+    explicit Writer(Post post);
+    ~Writer();
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+
+    void submit(std::function<void()> work, Done done);
+    void stop();  // finishes queued jobs, joins
+
+private:
+    struct Job {
+        std::function<void()> work;
+        Done done;
+    };
+    void run();
+
+    Post post_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<Job> jobs_;
+    bool stopping_ = false;
+    std::thread thread_;
+};
+
+}  // namespace pgfence::server

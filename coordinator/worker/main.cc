@@ -1,0 +1,56 @@
+// fence-worker: see `fence-worker --help` (worker/usage.cc) and docs/guarantees.md.
+#include <csignal>
+#include <cstdio>
+#include <exception>
+
+#include "client/client.h"
+#include "worker/options.h"
+#include "worker/worker.h"
+
+namespace {
+
+extern "C" void on_signal(int) {
+    pgfence::worker::request_stop();
+}
+
+void install_handlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
+int run(int argc, char** argv) {
+    using namespace pgfence;
+    const worker::ParseResult parsed = worker::parse_options(argc, argv);
+    if (parsed.help) {
+        std::fputs(worker::usage().c_str(), stdout);
+        return worker::kExitOk;
+    }
+    if (!parsed.options) {
+        std::fprintf(stderr, "%s\n", parsed.error.c_str());
+        return worker::kExitUsage;
+    }
+    const client::EndpointsParse endpoints = client::endpoints_from(parsed.options->endpoints);
+    if (!endpoints.error.empty()) {
+        std::fprintf(stderr, "fence-worker: %s\n", endpoints.error.c_str());
+        return worker::kExitUsage;
+    }
+    client::Options copts;
+    copts.endpoints = endpoints.endpoints;
+    install_handlers();
+    worker::Worker w(*parsed.options, copts);
+    return w.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "fence-worker: internal error: %s\n", e.what());
+        return pgfence::worker::kExitInternal;
+    }
+}

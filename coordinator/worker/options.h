@@ -1,0 +1,75 @@
+// fence-worker's command line: what to lock, how long, where to write, how often.
+//
+// parse_options() never exits and never prints: it returns the options, a
+// request for --help, or an error that names the bad flag and value.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgfence::worker {
+
+using std::chrono::milliseconds;
+
+// Which write path carries the token into PostgreSQL (see pg_writer.h).
+enum class Mode : std::uint8_t {
+    kGuard,         // UPDATE ... SET n = n + 1, fence = $token  (the fence_guard trigger)
+    kFencedUpdate,  // SELECT ... FOR UPDATE, then fenced_update(..., $token)
+    kAdmit,         // fence_admit('ledger:K', $token), then two plain tables
+    kMixed,         // one of the three above, chosen at random per iteration
+};
+
+const char* to_string(Mode mode);
+
+// Exit codes (documented in --help and docs/guarantees.md).
+enum ExitCode : int {
+    kExitOk = 0,
+    kExitInternal = 1,     // unexpected failure (a bug, or out of memory)
+    kExitUsage = 2,        // bad command line
+    kExitStale = 3,        // PostgreSQL refused our token (55F01): a newer holder wrote
+    kExitHeld = 4,         // the key is held by someone else / the wait ran out
+    kExitUnavailable = 5,  // no coordinator member answered usefully
+    kExitDatabase = 6,     // PostgreSQL failed for another reason (connection, schema, timeout)
+    kExitLeaseLost = 7,    // the keepalive found the lease gone before the write; nothing written
+};
+
+// Bounds on what the command line may ask for.
+constexpr std::size_t kMaxKeys = 64;
+constexpr long kMaxIterations = 10'000'000;
+constexpr milliseconds kMinLease{100};
+constexpr milliseconds kMaxLease{std::chrono::hours(1)};
+
+struct Options {
+    std::vector<std::string> keys;  // --key, repeatable or comma separated
+    milliseconds lease{2'000};      // --lease
+    milliseconds wait{0};           // --wait: queue behind the holder this long
+    milliseconds work{0};           // --work: pretend to work this long before writing
+    milliseconds duration{0};       // --duration: stop starting iterations after this (0: none)
+    std::string conninfo;           // --conninfo: libpq connection string ("" = PG* env)
+    std::string endpoints;          // --endpoints (else FENCE_ENDPOINTS)
+    Mode mode = Mode::kGuard;       // --mode
+    long iterations = 1;            // --iterations
+    std::string worker_id;          // --worker-id (default: fence-worker-<pid>)
+    std::string log_path;           // --log: CSV event log, appended
+    bool keep_going = false;        // --keep-going: log failures and continue
+    bool lease_check = true;        // --no-lease-check clears it (tests only)
+    bool setup = false;             // --setup: create the schema and exit
+    std::uint64_t seed = 0;         // --seed (0: derived from the worker id)
+    bool quiet = false;             // --quiet: no per-iteration narration
+};
+
+struct ParseResult {
+    std::optional<Options> options;  // set on success
+    bool help = false;               // --help was asked for
+    std::string error;               // set on failure; names the flag and the value
+};
+
+ParseResult parse_options(int argc, const char* const* argv);
+
+// The --help text.
+std::string usage();
+
+}  // namespace pgfence::worker

@@ -1,0 +1,65 @@
+// fence-worker's PostgreSQL side: the schema and the three ways a fencing
+// token reaches a row. Every write is one transaction that (1) does the
+// fenced write, (2) takes an audit id from a sequence and (3) appends
+// (key, fence, token, worker, value, path) to worker_audit. Because the fence
+// row (or resource row) stays locked until commit, writers of one key are
+// serialized there, and the audit ids of one key follow commit order.
+//
+// Threading: one PgWriter per thread (it owns one libpq connection).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "worker/options.h"
+
+struct pg_conn;
+
+namespace pgfence::worker {
+
+enum class WriteOutcome : std::uint8_t {
+    kAccepted,  // committed: the token was newer than the fence
+    kStale,     // refused: 55F01 or fenced_update() returned 'stale'
+    kNotFound,  // the key's row is missing (run --setup / ensure_key)
+    kError,     // anything else; message says what
+};
+
+const char* to_string(WriteOutcome outcome);
+
+struct WriteResult {
+    WriteOutcome outcome = WriteOutcome::kError;
+    std::int64_t value = 0;  // the counter after the increment (accepted only)
+    std::string message;     // the server's message (stale, error)
+    std::string detail;      // the server's detail, e.g. the current fence (stale)
+};
+
+class PgWriter {
+  public:
+    PgWriter() = default;
+    ~PgWriter();
+    PgWriter(const PgWriter&) = delete;
+    PgWriter& operator=(const PgWriter&) = delete;
+
+    // Connects (or reconnects) and sets per-session timeouts. Returns "" or why not.
+    std::string connect(const std::string& conninfo, const std::string& application_name);
+    bool connected() const;
+
+    // Creates the extension, the tables and the guard trigger if missing.
+    std::string setup();
+    // Inserts the key's rows (n = 0, fence = 0) if they are missing.
+    std::string ensure_key(const std::string& key);
+
+    // One fenced read-modify-write through `path` (not kMixed).
+    WriteResult write(Mode path, const std::string& key, std::uint64_t token,
+                      const std::string& worker);
+
+  private:
+    struct ConnDeleter {
+        void operator()(pg_conn* conn) const;
+    };
+    std::string exec_plain(const char* sql);
+    std::unique_ptr<pg_conn, ConnDeleter> conn_;
+};
+
+}  // namespace pgfence::worker

@@ -1,0 +1,61 @@
+// The tables fence-worker writes (created by `fence-worker --setup`).
+#include "worker/schema.h"
+
+namespace pgfence::worker {
+
+const char* const kSchemaSql = R"sql(
+CREATE EXTENSION IF NOT EXISTS pg_fence;
+CREATE TABLE IF NOT EXISTS worker_counters (
+    key   text PRIMARY KEY,
+    n     bigint NOT NULL DEFAULT 0,
+    fence bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS worker_ledger_a (key text PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS worker_ledger_b (key text PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
+CREATE SEQUENCE IF NOT EXISTS worker_audit_id;
+CREATE TABLE IF NOT EXISTS worker_audit (
+    id           bigint PRIMARY KEY,  -- nextval taken after the fenced write: commit order per key
+    key          text   NOT NULL,
+    fence        text   NOT NULL CHECK (fence IN ('row', 'resource')),
+    token        bigint NOT NULL,
+    worker       text   NOT NULL,
+    value        bigint NOT NULL,     -- the counter after this increment
+    path         text   NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+DO $do$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+                   WHERE t.tgrelid = 'worker_counters'::regclass
+                     AND p.proname = 'fence_guard') THEN
+        PERFORM fence_protect('worker_counters');
+    END IF;
+END
+$do$;
+)sql";
+
+const char* const kEnsureKeySql =
+    "INSERT INTO worker_counters (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
+
+const char* const kEnsureLedgerASql =
+    "INSERT INTO worker_ledger_a (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
+const char* const kEnsureLedgerBSql =
+    "INSERT INTO worker_ledger_b (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
+
+const char* const kGuardSql =
+    "UPDATE worker_counters SET n = n + 1, fence = $2::bigint WHERE key = $1 RETURNING n";
+
+const char* const kReadForUpdateSql = "SELECT n FROM worker_counters WHERE key = $1 FOR UPDATE";
+const char* const kFencedUpdateSql =
+    "SELECT fenced_update('worker_counters'::regclass, jsonb_build_object('key', $1::text), "
+    "jsonb_build_object('n', $2::bigint), $3::bigint)::text";
+
+const char* const kAdmitSql = "SELECT fence_admit('ledger:' || $1, $2::bigint)";
+const char* const kLedgerASql = "UPDATE worker_ledger_a SET n = n + 1 WHERE key = $1 RETURNING n";
+const char* const kLedgerBSql = "UPDATE worker_ledger_b SET n = n + 1 WHERE key = $1 RETURNING n";
+
+const char* const kAuditSql =
+    "INSERT INTO worker_audit (id, key, fence, token, worker, value, path) "
+    "VALUES (nextval('worker_audit_id'), $1, $2, $3::bigint, $4, $5::bigint, $6)";
+
+}  // namespace pgfence::worker

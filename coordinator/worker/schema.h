@@ -1,0 +1,19 @@
+// SQL text used by fence-worker (one place, so the schema and the statements
+// that use it are read together). Parameters are $n, sent as text.
+#pragma once
+
+namespace pgfence::worker {
+
+extern const char* const kSchemaSql;         // idempotent: extension, tables, guard trigger
+extern const char* const kEnsureKeySql;      // $1 key
+extern const char* const kEnsureLedgerASql;  // $1 key
+extern const char* const kEnsureLedgerBSql;  // $1 key
+extern const char* const kGuardSql;          // $1 key, $2 token -> n
+extern const char* const kReadForUpdateSql;  // $1 key -> n
+extern const char* const kFencedUpdateSql;   // $1 key, $2 new n, $3 token -> fence_outcome
+extern const char* const kAdmitSql;          // $1 key, $2 token
+extern const char* const kLedgerASql;        // $1 key -> n
+extern const char* const kLedgerBSql;        // $1 key -> n
+extern const char* const kAuditSql;  // $1 key, $2 fence, $3 token, $4 worker, $5 value, $6 path
+
+}  // namespace pgfence::worker

@@ -1,0 +1,68 @@
+#include "worker/options.h"
+
+namespace pgfence::worker {
+
+std::string usage() {
+    return R"(fence-worker: the fencing pattern in one small program.
+
+  acquire KEY from the coordinator (a lease and a fencing token)
+  -> keep the lease alive at lease/3 in a background thread
+  -> do the work in PostgreSQL carrying the token, in one transaction:
+     read-modify-write a counter and append (key, token, worker, value)
+     to an audit table
+  -> stop when PostgreSQL refuses the token (SQLSTATE 55F01)
+  -> release the lock
+
+Usage:
+  fence-worker --setup [--conninfo STR]
+  fence-worker --key K[,K...] [options]
+
+Options:
+  --key K[,K...]       key(s) to lock; with several, one is picked per iteration
+  --mode M             how the token reaches PostgreSQL (default guard):
+                         guard          UPDATE worker_counters SET n = n + 1, fence = $token
+                                        (the fence_guard trigger checks the token)
+                         fenced_update  SELECT n ... FOR UPDATE, then
+                                        fenced_update('worker_counters', key, {n: n+1}, $token)
+                         admit          fence_admit('ledger:K', $token), then +1 on both
+                                        worker_ledger_a and worker_ledger_b (two plain tables)
+                         mixed          one of the three, at random per iteration
+  --lease D            lease length (default 2s; 100ms..1h); D is like 500ms, 2s, 1m
+  --wait D             queue behind the current holder up to D (default 0: fail if held)
+  --work D             pretend to work for D between acquire and write (default 0)
+  --iterations N       acquire/write/release cycles (default 1)
+  --duration D         stop starting new iterations after D (default: no limit)
+  --keep-going         log a failed iteration (held, stale, unavailable, database
+                       error) and go on; without it the first failure ends the program
+  --no-lease-check     write even when the keepalive says the lease is gone
+                       (tests use it: the database fence must catch such writes)
+  --conninfo STR       libpq connection string (default: the PG* environment)
+  --endpoints H:P,...  coordinator members (default: $FENCE_ENDPOINTS, else 127.0.0.1:7001)
+  --worker-id W        name written to the audit table and the log (default fence-worker-PID)
+  --log FILE           append one CSV line per event:
+                         worker,event,key,token,send_ns,ack_ns,path,outcome,value
+                       event is acquire|write|release; send_ns/ack_ns are CLOCK_MONOTONIC
+                       nanoseconds of the acquire's first send and of its answer
+  --seed N             random seed for key/path choice (default: from the worker id)
+  --setup              create the extension and the worker's tables, then exit
+  --quiet              no per-iteration narration (the summary is still printed)
+  --help               this text
+
+Schema (created by --setup): worker_counters(key, n, fence) protected by
+fence_protect; worker_ledger_a/b(key, n); worker_audit(id, key, fence, token,
+worker, value, path, committed_at) where id is taken from a sequence inside the
+transaction after the fenced write, so per key and fence it follows commit order.
+
+Exit codes:
+  0  all iterations done (with --keep-going: the loop ran to its end)
+  1  internal error
+  2  usage error
+  3  stale token refused by PostgreSQL (55F01): a newer holder wrote
+  4  the key is held by someone else, or --wait ran out
+  5  no coordinator member answered (cluster unavailable)
+  6  PostgreSQL error other than a stale token (connection, schema, timeout)
+  7  the lease was lost before the write; nothing was written
+)";
+}
+
+}  // namespace pgfence::worker

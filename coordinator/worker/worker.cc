@@ -1,0 +1,206 @@
+#include "worker/worker.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <thread>
+
+#include "client/duration.h"
+#include "worker/keepalive.h"
+
+namespace pgfence::worker {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+std::string now_text() {
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(ms.count()));
+    return buf;
+}
+
+int exit_code_of(client::ErrorKind kind) {
+    switch (kind) {
+        case client::ErrorKind::kHeld:
+            return kExitHeld;
+        case client::ErrorKind::kUnavailable:
+            return kExitUnavailable;
+        default:
+            return kExitInternal;
+    }
+}
+
+}  // namespace
+
+void request_stop() {
+    g_stop.store(true);
+}
+bool stop_requested() {
+    return g_stop.load();
+}
+
+Worker::Worker(Options options, client::Options client_options)
+    : o_(std::move(options)),
+      client_options_(std::move(client_options)),
+      client_(client_options_),
+      rng_(o_.seed != 0 ? o_.seed : std::hash<std::string>{}(o_.worker_id)) {}
+
+void Worker::say(const std::string& line) const {
+    if (o_.quiet) return;
+    std::printf("[%s] %s: %s\n", now_text().c_str(), o_.worker_id.c_str(), line.c_str());
+    std::fflush(stdout);
+}
+
+int Worker::failed(int code) {
+    return o_.keep_going ? static_cast<int>(kExitOk) : code;
+}
+
+Mode Worker::pick_path() {
+    if (o_.mode != Mode::kMixed) return o_.mode;
+    static constexpr Mode kPaths[] = {Mode::kGuard, Mode::kFencedUpdate, Mode::kAdmit};
+    return kPaths[rng_() % 3];
+}
+
+const std::string& Worker::pick_key() {
+    return o_.keys[rng_() % o_.keys.size()];
+}
+
+int Worker::prepare() {
+    if (std::string err = log_.open(o_.log_path, o_.worker_id); !err.empty()) {
+        std::fprintf(stderr, "fence-worker: %s\n", err.c_str());
+        return kExitUsage;
+    }
+    std::string err = db_.connect(o_.conninfo, o_.worker_id);
+    if (err.empty() && o_.setup) err = db_.setup();
+    for (std::size_t i = 0; err.empty() && i < o_.keys.size(); ++i)
+        err = db_.ensure_key(o_.keys[i]);
+    if (!err.empty()) {
+        std::fprintf(stderr, "fence-worker: %s\n", err.c_str());
+        return kExitDatabase;
+    }
+    return kExitOk;
+}
+
+int Worker::write_with(const client::Lease& lease, Mode path, bool lease_lost) {
+    Event e{"write", lease.key, lease.token, {}, {}, to_string(path), "", 0};
+    const std::string tok = std::to_string(lease.token);
+    if (lease_lost) {
+        e.outcome = "lease_lost";
+        log_.write(e);
+        ++stats_.lease_lost;
+        say("lease on " + lease.key + " (token " + tok + ") is gone before the write; not writing");
+        return failed(kExitLeaseLost);
+    }
+    if (!db_.connected()) {
+        if (std::string err = db_.connect(o_.conninfo, o_.worker_id); !err.empty()) {
+            e.outcome = "error";
+            log_.write(e);
+            ++stats_.db_errors;
+            say(err);
+            return failed(kExitDatabase);
+        }
+    }
+    const WriteResult w = db_.write(path, lease.key, lease.token, o_.worker_id);
+    e.outcome = to_string(w.outcome);
+    e.value = w.value;
+    log_.write(e);
+    if (w.outcome == WriteOutcome::kAccepted) {
+        ++stats_.accepted;
+        say("token " + tok + " accepted by PostgreSQL (" + to_string(path) + "): " + lease.key +
+            " counter is now " + std::to_string(w.value));
+        return kExitOk;
+    }
+    if (w.outcome == WriteOutcome::kStale) {
+        ++stats_.stale;
+        say("stale token " + tok + " refused: a newer holder wrote; stopping" +
+            (w.detail.empty() ? std::string() : " (" + w.detail + ")"));
+        return failed(kExitStale);
+    }
+    ++stats_.db_errors;
+    say(std::string("database ") + to_string(w.outcome) + " on " + lease.key + ": " + w.message);
+    return failed(kExitDatabase);
+}
+
+void Worker::release(const client::Lease& lease) {
+    auto r = client_.release(lease.key, lease.token);
+    Event e{"release", lease.key, lease.token, {}, {}, "", "ok", 0};
+    if (!r) {
+        e.outcome = r.error().kind == client::ErrorKind::kNotHeld ? "not_held" : "error";
+    }
+    log_.write(e);
+    say("released " + lease.key + " token " + std::to_string(lease.token) + ": " + e.outcome);
+}
+
+int Worker::iteration(long i) {
+    ++stats_.iterations;
+    const std::string& key = pick_key();
+    const Mode path = pick_path();
+    // A fresh owner per iteration: the client's retries of this acquire are
+    // idempotent, but two iterations never share a grant.
+    const client::AcquireRequest req{key, o_.lease, o_.wait,
+                                     o_.worker_id + "#" + std::to_string(i)};
+    auto r = client_.acquire(req);
+    if (!r) {
+        Event e{"acquire", key, 0, {}, {}, "", "error", 0};
+        const client::ErrorKind kind = r.error().kind;
+        e.outcome = kind == client::ErrorKind::kHeld          ? "held"
+                    : kind == client::ErrorKind::kUnavailable ? "unavailable"
+                                                              : "error";
+        log_.write(e);
+        ++(kind == client::ErrorKind::kHeld ? stats_.held : stats_.unavailable);
+        say("could not acquire " + key + ": " + r.error().message);
+        return failed(exit_code_of(kind));
+    }
+    const client::Lease& lease = r.value();
+    ++stats_.acquired;
+    log_.write(Event{"acquire", key, lease.token, lease.sent_at, lease.received_at, to_string(path),
+                     "ok", 0});
+    say("acquired " + key + ", token " + std::to_string(lease.token) + " (lease " +
+        client::format_duration(lease.lease) + ")");
+    int code = kExitOk;
+    {
+        Keepalive keepalive(client_options_, lease);
+        if (o_.work.count() > 0) std::this_thread::sleep_for(o_.work);
+        code = write_with(lease, path, o_.lease_check && keepalive.lost());
+        stats_.renewals += keepalive.renewals();
+    }
+    release(lease);
+    return code;
+}
+
+int Worker::run() {
+    if (const int code = prepare(); code != kExitOk || o_.setup) {
+        if (code == kExitOk) std::printf("fence-worker: schema ready\n");
+        return code;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    int code = kExitOk;
+    for (long i = 0; i < o_.iterations && code == kExitOk && !stop_requested(); ++i) {
+        if (o_.duration.count() > 0 && std::chrono::steady_clock::now() - start >= o_.duration) {
+            break;
+        }
+        const long before = stats_.held + stats_.unavailable;
+        code = iteration(i);
+        if (stats_.held + stats_.unavailable > before) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10 + rng_() % 40));
+        }
+    }
+    std::printf(
+        "fence-worker %s: %ld iterations, %ld acquired, %ld accepted, %ld stale, %ld held, "
+        "%ld unavailable, %ld lease_lost, %ld db_errors, %ld keepalives\n",
+        o_.worker_id.c_str(), stats_.iterations, stats_.acquired, stats_.accepted, stats_.stale,
+        stats_.held, stats_.unavailable, stats_.lease_lost, stats_.db_errors, stats_.renewals);
+    std::fflush(stdout);
+    return code;
+}
+
+}  // namespace pgfence::worker

@@ -1,0 +1,57 @@
+// The fence-worker loop: for each iteration
+//   acquire (a lease and a token) -> start the keepalive thread -> work ->
+//   fenced write in PostgreSQL -> stop the keepalive -> release.
+// Every step is narrated on stdout (unless --quiet) and logged to --log.
+//
+// Threading: run() on the main thread; a Keepalive thread per held lease.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "client/client.h"
+#include "worker/event_log.h"
+#include "worker/options.h"
+#include "worker/pg_writer.h"
+
+namespace pgfence::worker {
+
+struct Stats {
+    long iterations = 0, acquired = 0, accepted = 0, stale = 0;
+    long held = 0, unavailable = 0, lease_lost = 0, db_errors = 0, renewals = 0;
+};
+
+class Worker {
+  public:
+    Worker(Options options, client::Options client_options);
+    // Runs the loop; returns the process exit code (see ExitCode).
+    int run();
+    const Stats& stats() const { return stats_; }
+
+  private:
+    int prepare();
+    int iteration(long i);
+    // Outcome of one fenced write with the lease held; returns an exit code
+    // (kExitOk when the loop may go on).
+    int write_with(const client::Lease& lease, Mode path, bool lease_lost);
+    void release(const client::Lease& lease);
+    int failed(int code);
+    Mode pick_path();
+    const std::string& pick_key();
+    void say(const std::string& line) const;
+
+    Options o_;
+    client::Options client_options_;
+    client::Client client_;
+    PgWriter db_;
+    EventLog log_;
+    std::mt19937_64 rng_;
+    Stats stats_;
+};
+
+// Set from a SIGINT/SIGTERM handler: finish the current iteration, then stop.
+void request_stop();
+bool stop_requested();
+
+}  // namespace pgfence::worker

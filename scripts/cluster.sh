@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Local fence-coordinator cluster on 127.0.0.1 for tests and demos.
+#
+#   scripts/cluster.sh start DIR [N]   start N (default 3) members, data under DIR/<id>/,
+#                                      pid in DIR/<id>.pid, log in DIR/<id>.log; waits
+#                                      (bounded) for a leader, then prints exactly one line
+#                                      FENCE_ENDPOINTS=127.0.0.1:p1,...
+#   scripts/cluster.sh restart DIR ID  stop member ID (SIGTERM, SIGKILL after a bound), start it again
+#   scripts/cluster.sh stop DIR        stop every member (SIGTERM, then SIGKILL after a bound)
+#
+# Ports: FENCE_BASE_PORT (default 7400). Member i listens for peers on
+# BASE+i and serves HTTP on BASE+100+i (member 1 of the default: 7401 / 7501).
+# Binary: $FENCE_BIN_DIR/fence-coordinator, else build/coordinator/server/.
+# Extra member flags: FENCE_COORDINATOR_FLAGS (e.g. "--heartbeat-ms 20 --election-ms 150 --min-lease 500").
+# The flags used at start are saved in DIR/cluster.env so restart reuses them.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WAIT_LEADER_SECONDS="${FENCE_WAIT_LEADER_SECONDS:-20}"
+STOP_GRACE_SECONDS="${FENCE_STOP_GRACE_SECONDS:-10}"
+
+die() { echo "cluster.sh: $*" >&2; exit 2; }
+
+find_bin() {
+    local candidates=()
+    [[ -n "${FENCE_BIN_DIR:-}" ]] && candidates+=("$FENCE_BIN_DIR/fence-coordinator" "$FENCE_BIN_DIR/coordinator/server/fence-coordinator")
+    candidates+=("$ROOT/build/coordinator/server/fence-coordinator" "$ROOT/build/fence-coordinator")
+    for c in "${candidates[@]}"; do [[ -x "$c" ]] && { echo "$c"; return; }; done
+    die "fence-coordinator not found (tried ${candidates[*]}); build it or set FENCE_BIN_DIR"
+}
+
+peer_list() {  # N BASE
+    local n=$1 base=$2 out="" i
+    for ((i = 1; i <= n; i++)); do out+="${out:+,}$i=127.0.0.1:$((base + i))"; done
+    echo "$out"
+}
+
+start_member() {  # DIR ID
+    local dir=$1 id=$2
+    # shellcheck disable=SC1091
+    source "$dir/cluster.env"
+    mkdir -p "$dir/$id"
+    # shellcheck disable=SC2086
+    "$BIN" --id "$id" --peers "$PEERS" --client-addr "127.0.0.1:$((BASE + 100 + id))" \
+        --data-dir "$dir/$id" $FLAGS >>"$dir/$id.log" 2>&1 &
+    echo $! >"$dir/$id.pid"
+}
+
+stop_member() {  # DIR ID
+    local pidfile="$1/$2.pid" pid i
+    [[ -f "$pidfile" ]] || return 0
+    pid=$(cat "$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -CONT "$pid" 2>/dev/null || true
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < STOP_GRACE_SECONDS * 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "cluster.sh: member $2 (pid $pid) ignored SIGTERM for ${STOP_GRACE_SECONDS}s; SIGKILL" >&2
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$pidfile"
+}
+
+# Polls /v1/status of every member until one reports role leader (bounded).
+wait_leader() {  # DIR
+    local dir=$1 deadline=$((SECONDS + WAIT_LEADER_SECONDS)) i
+    # shellcheck disable=SC1091
+    source "$dir/cluster.env"
+    while ((SECONDS < deadline)); do
+        for ((i = 1; i <= N; i++)); do
+            if curl -s -m 1 "http://127.0.0.1:$((BASE + 100 + i))/v1/status" 2>/dev/null | grep -Eq '^\{"id":[0-9]+,"role":"leader"'; then
+                return 0
+            fi
+        done
+        sleep 0.1
+    done
+    echo "cluster.sh: no leader after ${WAIT_LEADER_SECONDS}s; logs in $dir/*.log" >&2
+    return 1
+}
+
+endpoints() {  # DIR
+    # shellcheck disable=SC1091
+    source "$1/cluster.env"
+    local out="" i
+    for ((i = 1; i <= N; i++)); do out+="${out:+,}127.0.0.1:$((BASE + 100 + i))"; done
+    echo "$out"
+}
+
+cmd_start() {
+    local dir=${1:?usage: cluster.sh start DIR [N]} n=${2:-3} base=${FENCE_BASE_PORT:-7400} i
+    [[ "$n" =~ ^[1-9]$ ]] || die "N must be 1..9, got '$n'"
+    local bin
+    bin=$(find_bin) || exit 2
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    cat >"$dir/cluster.env" <<ENV
+N=$n
+BASE=$base
+BIN=$bin
+PEERS=$(peer_list "$n" "$base")
+FLAGS="${FENCE_COORDINATOR_FLAGS:-}"
+ENV
+    for ((i = 1; i <= n; i++)); do start_member "$dir" "$i"; done
+    wait_leader "$dir" || exit 1
+    echo "FENCE_ENDPOINTS=$(endpoints "$dir")"
+}
+
+cmd_restart() {
+    local dir=${1:?usage: cluster.sh restart DIR ID} id=${2:?usage: cluster.sh restart DIR ID}
+    [[ -f "$dir/cluster.env" ]] || die "$dir/cluster.env missing: was the cluster started with 'start $dir'?"
+    stop_member "$dir" "$id"
+    start_member "$dir" "$id"
+}
+
+cmd_stop() {
+    local dir=${1:?usage: cluster.sh stop DIR} f
+    for f in "$dir"/*.pid; do
+        [[ -e "$f" ]] || continue
+        stop_member "$dir" "$(basename "$f" .pid)" &
+    done
+    wait
+}
+
+case "${1:-}" in
+    start) shift; cmd_start "$@" ;;
+    restart) shift; cmd_restart "$@" ;;
+    stop) shift; cmd_stop "$@" ;;
+    *) echo "usage: cluster.sh start DIR [N] | restart DIR ID | stop DIR" >&2; exit 2 ;;
+esac

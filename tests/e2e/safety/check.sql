@@ -1,0 +1,103 @@
+-- The safety checks of tests/e2e/safety/run.sh, over the database the workers
+-- wrote (worker_audit, worker_counters, worker_ledger_a/b) and the workers'
+-- CSV logs loaded into e2e_events (see coordinator/worker/event_log.h).
+-- Output: one line per check, "check|<name>|<violations>|<first example>".
+-- A check passes when its violation count is 0.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only on
+\pset fieldsep '|'
+
+-- 1. Per key and fence, accepted tokens strictly increase in commit order
+--    (audit ids are taken inside the fenced transaction, after the fence
+--    row/resource lock: per key they follow commit order).
+WITH s AS (
+  SELECT key, fence, id, token,
+         lag(token) OVER (PARTITION BY key, fence ORDER BY id) AS prev
+    FROM worker_audit)
+SELECT 'check', 'tokens_increase_in_commit_order', count(*),
+       coalesce(min(format('key %s fence %s: token %s committed after %s (audit id %s)',
+                           key, fence, token, prev, id)), '')
+  FROM s WHERE prev IS NOT NULL AND token <= prev;
+
+-- 2. No lost update: the n-th accepted increment of a key left the counter at n,
+--    and the counters equal the number of accepted increments.
+WITH s AS (
+  SELECT key, fence, id, value,
+         row_number() OVER (PARTITION BY key, fence ORDER BY id) AS nth
+    FROM worker_audit)
+SELECT 'check', 'increments_are_consecutive', count(*),
+       coalesce(min(format('key %s fence %s: increment #%s left the counter at %s',
+                           key, fence, nth, value)), '')
+  FROM s WHERE value <> nth;
+
+SELECT 'check', 'counter_equals_accepted_increments', count(*),
+       coalesce(min(format('key %s: counter %s, accepted %s', c.key, c.n, a.accepted)), '')
+  FROM worker_counters c
+  LEFT JOIN LATERAL (SELECT count(*) AS accepted FROM worker_audit w
+                      WHERE w.key = c.key AND w.fence = 'row') a ON true
+ WHERE c.n <> a.accepted;
+
+SELECT 'check', 'ledgers_equal_admitted_increments', count(*),
+       coalesce(min(format('key %s: ledger_a %s, ledger_b %s, admitted %s',
+                           la.key, la.n, lb.n, a.admitted)), '')
+  FROM worker_ledger_a la
+  JOIN worker_ledger_b lb USING (key)
+  LEFT JOIN LATERAL (SELECT count(*) AS admitted FROM worker_audit w
+                      WHERE w.key = la.key AND w.fence = 'resource') a ON true
+ WHERE la.n <> lb.n OR la.n <> a.admitted;
+
+-- 3. Tokens never go backwards: every acknowledged acquire has a token larger
+--    than every token acknowledged before that acquire was sent (all workers,
+--    all keys; CLOCK_MONOTONIC is one clock for every process on the machine).
+WITH acks AS (
+  SELECT worker, token, send_ns, ack_ns FROM e2e_events
+   WHERE event = 'acquire' AND outcome = 'ok'),
+timeline AS (
+  SELECT ack_ns AS t, 1 AS is_ack, token, worker FROM acks
+  UNION ALL
+  SELECT send_ns, 0, token, worker FROM acks),
+running AS (
+  SELECT t, is_ack, token, worker,
+         max(token) FILTER (WHERE is_ack = 1)
+           OVER (ORDER BY t, is_ack ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS max_before
+    FROM timeline)
+SELECT 'check', 'acquired_tokens_grow', count(*),
+       coalesce(min(format('%s got token %s, but token %s had been acknowledged before it sent',
+                           worker, token, max_before)), '')
+  FROM running WHERE is_ack = 0 AND max_before >= token;
+
+-- 4. The database accepted only tokens the coordinator granted to that worker,
+--    and every write a worker saw accepted is in the audit table.
+SELECT 'check', 'accepted_tokens_were_granted', count(*),
+       coalesce(min(format('%s wrote key %s with token %s it never acquired', w.worker, w.key, w.token)), '')
+  FROM worker_audit w
+ WHERE NOT EXISTS (SELECT 1 FROM e2e_events e
+                    WHERE e.event = 'acquire' AND e.outcome = 'ok'
+                      AND e.worker = w.worker AND e.key = w.key AND e.token = w.token);
+
+SELECT 'check', 'accepted_writes_are_audited', count(*),
+       coalesce(min(format('%s saw token %s accepted on key %s, but no audit row', e.worker, e.token, e.key)), '')
+  FROM e2e_events e
+ WHERE e.event = 'write' AND e.outcome = 'accepted'
+   AND NOT EXISTS (SELECT 1 FROM worker_audit w
+                    WHERE w.worker = e.worker AND w.key = e.key AND w.token = e.token);
+
+-- Figures for the summary: "figure|<name>|<value>".
+SELECT 'figure', 'acquires_attempted', count(*) FROM e2e_events WHERE event = 'acquire';
+SELECT 'figure', 'acquires_granted', count(*) FROM e2e_events WHERE event = 'acquire' AND outcome = 'ok';
+SELECT 'figure', 'acquires_held', count(*) FROM e2e_events WHERE event = 'acquire' AND outcome = 'held';
+SELECT 'figure', 'acquires_unavailable', count(*) FROM e2e_events WHERE event = 'acquire' AND outcome = 'unavailable';
+SELECT 'figure', 'writes_accepted', count(*) FROM worker_audit;
+SELECT 'figure', 'writes_accepted_guard', count(*) FROM worker_audit WHERE path = 'guard';
+SELECT 'figure', 'writes_accepted_fenced_update', count(*) FROM worker_audit WHERE path = 'fenced_update';
+SELECT 'figure', 'writes_accepted_admit', count(*) FROM worker_audit WHERE path = 'admit';
+SELECT 'figure', 'stale_rejections', count(*) FROM e2e_events WHERE event = 'write' AND outcome = 'stale';
+SELECT 'figure', 'stale_rejections_by_path',
+       coalesce(string_agg(path || '=' || n, ' ' ORDER BY path), 'none')
+  FROM (SELECT path, count(*) AS n FROM e2e_events
+         WHERE event = 'write' AND outcome = 'stale' GROUP BY path) s;
+SELECT 'figure', 'fence_stats_rejected_stale', coalesce(sum(rejected_stale), 0) FROM fence_stats;
+SELECT 'figure', 'write_errors', count(*) FROM e2e_events WHERE event = 'write' AND outcome IN ('error', 'not_found');
+SELECT 'figure', 'releases_not_held', count(*) FROM e2e_events WHERE event = 'release' AND outcome = 'not_held';
+SELECT 'figure', 'max_acknowledged_token', coalesce(max(token), 0) FROM e2e_events WHERE event = 'acquire' AND outcome = 'ok';

@@ -1,0 +1,82 @@
+# shellcheck shell=bash
+# A throwaway PostgreSQL for the demo and the end-to-end tests (sourced).
+#
+#   pg_throwaway_start DIR   initdb + pg_ctl start on a free loopback port, with
+#                            pg_fence preloaded; exports PGHOST PGPORT PGUSER
+#                            PGDATABASE so psql and libpq need no arguments.
+#   pg_throwaway_stop DIR    stops it (immediate) and is safe to call twice.
+#
+# Works as root (the server runs as the `postgres` user, which Debian's
+# postgresql package creates) and as an ordinary user. Loopback only; trust
+# authentication on 127.0.0.1, which is fine for a server that lives a minute.
+
+pg_bindir() {
+  local d
+  d=$(pg_config --bindir 2>/dev/null) || true
+  if [[ -x "$d/pg_ctl" ]]; then echo "$d"; return 0; fi
+  for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+    [[ -x "$d/pg_ctl" ]] && { echo "$d"; return 0; }
+  done
+  echo "pg.sh: no pg_ctl found (install postgresql-15)" >&2
+  return 1
+}
+
+# pg_as_owner CMD...: runs CMD as the server's owner (postgres when we are root).
+pg_as_owner() {
+  if [[ $(id -u) -eq 0 ]]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# pg_free_port: a loopback TCP port nobody listens on (bounded tries).
+pg_free_port() {
+  local i p
+  for ((i = 0; i < 50; i++)); do
+    p=$((20000 + RANDOM % 12000))   # below the ephemeral range (32768+)
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return 0
+    fi
+  done
+  echo "pg.sh: no free port found in 50 tries" >&2
+  return 1
+}
+
+pg_throwaway_start() {
+  local dir=$1 bindir port i opts
+  bindir=$(pg_bindir) || return 1
+  if [[ ! -f "$(pg_config --pkglibdir)/pg_fence.so" ]]; then
+    echo "pg.sh: pg_fence is not installed in $(pg_config --pkglibdir) (run: make -C pg_extension install)" >&2
+    return 1
+  fi
+  mkdir -p "$dir/pg"
+  chmod 711 "$dir"
+  [[ $(id -u) -eq 0 ]] && chown postgres: "$dir/pg"
+  pg_as_owner "$bindir/initdb" -D "$dir/pg/data" -U postgres -A trust -E UTF8 \
+    --locale=C --no-sync >"$dir/pg/initdb.log" 2>&1 ||
+    { echo "pg.sh: initdb failed, see $dir/pg/initdb.log:" >&2; tail -n 5 "$dir/pg/initdb.log" >&2; return 1; }
+  opts="-c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir/pg'"
+  opts+=" -c shared_preload_libraries=pg_fence -c fsync=off -c max_connections=60"
+  for ((i = 0; i < 5; i++)); do
+    port=$(pg_free_port) || return 1
+    if pg_as_owner "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 \
+         -o "$opts -c port=$port" \
+         start >"$dir/pg/pg_ctl.log" 2>&1; then
+      export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+      echo "$port" >"$dir/pg/port"
+      return 0
+    fi
+  done
+  echo "pg.sh: PostgreSQL did not start, see $dir/pg/server.log:" >&2
+  tail -n 10 "$dir/pg/server.log" >&2
+  return 1
+}
+
+pg_throwaway_stop() {
+  local dir=$1 bindir
+  [[ -f "$dir/pg/data/postmaster.pid" ]] || return 0
+  bindir=$(pg_bindir) || return 0
+  pg_as_owner "$bindir/pg_ctl" -D "$dir/pg/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+}

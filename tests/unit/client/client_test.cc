@@ -1,0 +1,278 @@
+// The client library against scripted fake members: answers and error kinds,
+// redirects, retries across endpoints, deadlines, and lease time counted from
+// the send time.
+#define BOOST_TEST_MODULE client_fake_server
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "client/client.h"
+#include "fake_server.h"
+
+using namespace pgfence;
+using namespace std::chrono_literals;
+using test::FakeReply;
+using test::FakeRequest;
+using test::FakeServer;
+using test::reply;
+using test::redirect_to;
+using test::delayed;
+namespace json = boost::json;
+
+namespace {
+
+constexpr auto kSlack = 1500ms;  // scheduling slack on a busy 2-core machine
+
+client::Options options_for(std::vector<client::Endpoint> endpoints) {
+    client::Options o;
+    o.endpoints = std::move(endpoints);
+    o.timeout = 3s;
+    o.attempt_timeout = 1s;
+    o.backoff_initial = 10ms;
+    o.backoff_max = 100ms;
+    return o;
+}
+
+FakeReply granted(std::uint64_t token) {
+    return reply(200, R"({"key":"k","token":)" + std::to_string(token) + R"(,"lease_ms":5000,"owner":"w"})");
+}
+
+// A port nothing listens on: bound, then closed.
+client::Endpoint dead_endpoint() {
+    std::uint16_t port = 0;
+    { FakeServer s([](const FakeRequest&) { return FakeReply{}; }); port = s.endpoint().port; }
+    return {"127.0.0.1", port};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(acquire_sends_fields_and_returns_token) {
+    FakeServer s([](const FakeRequest&) { return granted(41); });
+    client::Client c(options_for({s.endpoint()}));
+    auto r = c.acquire({"k", 5s, 0ms, "w"});
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    BOOST_TEST(r.value().token == 41u);
+    BOOST_TEST(r.value().lease.count() == 5000);
+    const auto reqs = s.requests();
+    BOOST_TEST_REQUIRE(reqs.size() == 1u);
+    BOOST_TEST(reqs[0].method == "POST");
+    BOOST_TEST(reqs[0].target == "/v1/acquire");
+    const json::object body = json::parse(reqs[0].body).as_object();
+    BOOST_TEST(body.at("key").as_string() == "k");
+    BOOST_TEST(body.at("lease_ms").to_number<std::int64_t>() == 5000);
+    BOOST_TEST(body.at("wait_ms").to_number<std::int64_t>() == 0);
+    BOOST_TEST(body.at("owner").as_string() == "w");
+}
+
+BOOST_AUTO_TEST_CASE(lease_deadline_counts_from_send_time_not_receive_time) {
+    FakeServer s([](const FakeRequest&) {
+        FakeReply r = granted(7);
+        r.delay = 400ms;  // the answer is slow: receive time is 400ms after send time
+        return r;
+    });
+    client::Client c(options_for({s.endpoint()}));
+    auto r = c.acquire({"k", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    const auto& lease = r.value();
+    BOOST_TEST((lease.sent_at <= s.requests().at(0).arrived));
+    BOOST_TEST((lease.deadline() == lease.sent_at + 5000ms));
+    BOOST_TEST((lease.deadline() <= lease.received_at + 5000ms - 390ms));
+}
+
+BOOST_AUTO_TEST_CASE(lease_counts_from_the_first_attempt_when_an_answer_was_lost) {
+    // Member A reads the request (it may have granted it) and hangs up; B answers.
+    FakeServer a([](const FakeRequest&) { return test::hang_up(); });
+    FakeServer b([](const FakeRequest&) { return granted(9); });
+    client::Client c(options_for({a.endpoint(), b.endpoint()}));
+    auto r = c.acquire({"k", 5s, 0ms, "w"});
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    BOOST_TEST_REQUIRE(a.requests().size() >= 1u);
+    BOOST_TEST((r.value().sent_at <= a.requests().at(0).arrived));
+    BOOST_TEST((r.value().sent_at < b.requests().at(0).arrived));
+}
+
+BOOST_AUTO_TEST_CASE(follows_redirect_and_remembers_the_leader) {
+    FakeServer leader([](const FakeRequest&) { return granted(5); });
+    FakeServer follower([&](const FakeRequest& q) {
+        return redirect_to(leader.url(q.target));
+    });
+    client::Client c(options_for({follower.endpoint()}));
+    BOOST_TEST_REQUIRE(c.acquire({"k", 5s, 0ms, ""}).ok());
+    BOOST_TEST(follower.requests().size() == 1u);
+    BOOST_TEST(leader.requests().at(0).target == "/v1/acquire");
+    BOOST_TEST_REQUIRE(c.release("k", 5).ok());
+    BOOST_TEST(follower.requests().size() == 1u);  // went straight to the leader
+    BOOST_TEST(leader.requests().size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(redirect_loop_is_bounded) {
+    std::string other_url;
+    FakeServer a([&](const FakeRequest&) { return redirect_to(other_url); });
+    FakeServer b([&](const FakeRequest&) { return redirect_to(a.url("/v1/acquire")); });
+    other_url = b.url("/v1/acquire");
+    auto o = options_for({a.endpoint()});
+    o.timeout = 500ms;
+    client::Client c(o);
+    const auto start = test::Clock::now();
+    auto r = c.acquire({"k", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(!r.ok());
+    BOOST_TEST((r.error().kind == client::ErrorKind::kUnavailable));
+    BOOST_TEST(r.error().message.find("redirects") != std::string::npos, r.error().message);
+    BOOST_TEST((test::Clock::now() - start < 500ms + kSlack));
+    BOOST_TEST(a.requests().size() + b.requests().size() <= static_cast<std::size_t>(o.max_attempts));
+}
+
+BOOST_AUTO_TEST_CASE(retries_past_dead_member_and_no_leader) {
+    FakeServer no_leader([](const FakeRequest&) { return reply(503, R"({"error":"no_leader"})"); });
+    FakeServer good([](const FakeRequest&) { return granted(11); });
+    client::Client c(options_for({dead_endpoint(), no_leader.endpoint(), good.endpoint()}));
+    auto r = c.acquire({"k", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    BOOST_TEST(r.value().token == 11u);
+    BOOST_TEST(no_leader.requests().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(no_leader_until_deadline_is_unavailable_with_backoff) {
+    FakeServer no_leader([](const FakeRequest&) { return reply(503, R"({"error":"no_leader"})"); });
+    auto o = options_for({no_leader.endpoint()});
+    o.timeout = 600ms;
+    client::Client c(o);
+    const auto start = test::Clock::now();
+    auto r = c.get("k");
+    const auto elapsed = test::Clock::now() - start;
+    BOOST_TEST_REQUIRE(!r.ok());
+    BOOST_TEST((r.error().kind == client::ErrorKind::kUnavailable));
+    BOOST_TEST(r.error().message.find("no_leader") != std::string::npos, r.error().message);
+    BOOST_TEST((elapsed >= 550ms));  // kept retrying until about the deadline
+    BOOST_TEST((elapsed < 600ms + kSlack));
+    // Backoff 10, 20, 40, 80, 100, 100...ms: well under one request per ms.
+    BOOST_TEST(no_leader.requests().size() < 20u);
+}
+
+BOOST_AUTO_TEST_CASE(slow_member_hits_the_call_deadline) {
+    FakeServer slow([](const FakeRequest&) { return delayed(reply(200, "{}"), 10s); });
+    auto o = options_for({slow.endpoint()});
+    o.timeout = 400ms;
+    client::Client c(o);
+    const auto start = test::Clock::now();
+    auto r = c.list();
+    BOOST_TEST_REQUIRE(!r.ok());
+    BOOST_TEST((r.error().kind == client::ErrorKind::kUnavailable));
+    BOOST_TEST((test::Clock::now() - start < 400ms + kSlack));
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_respects_the_callers_deadline) {
+    FakeServer slow([](const FakeRequest&) { return delayed(reply(200, "{}"), 10s); });
+    client::Client c(options_for({slow.endpoint()}));
+    const auto start = test::Clock::now();
+    auto r = c.keepalive("k", 3, start + 200ms);
+    BOOST_TEST(!r.ok());
+    BOOST_TEST((test::Clock::now() - start < 200ms + kSlack));
+}
+
+BOOST_AUTO_TEST_CASE(waited_acquire_retry_asks_only_for_the_wait_left) {
+    int calls = 0;
+    FakeServer s([&](const FakeRequest&) {
+        if (++calls == 1) return delayed(reply(503, R"({"error":"no_leader"})"), 300ms);
+        return granted(3);
+    });
+    client::Client c(options_for({s.endpoint()}));
+    BOOST_TEST_REQUIRE(c.acquire({"k", 5s, 2000ms, ""}).ok());
+    const auto reqs = s.requests();
+    BOOST_TEST_REQUIRE(reqs.size() == 2u);
+    const auto wait1 = json::parse(reqs[0].body).at("wait_ms").to_number<std::int64_t>();
+    const auto wait2 = json::parse(reqs[1].body).at("wait_ms").to_number<std::int64_t>();
+    BOOST_TEST(wait1 >= 1900);
+    BOOST_TEST(wait1 <= 2000);
+    BOOST_TEST(wait2 <= 1700);
+}
+
+BOOST_AUTO_TEST_CASE(errors_map_to_kinds_with_the_servers_message) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/acquire") return reply(409, R"({"error":"held"})");
+        if (q.target == "/v1/release") return reply(404, R"({"error":"not_held"})");
+        if (q.target == "/v1/keepalive") return reply(400, R"({"error":"bad_request","message":"token: must be a positive integer"})");
+        if (q.target.starts_with("/v1/locks?key=")) return reply(404, R"({"error":"not_found"})");
+        return reply(200, "this is not json");
+    });
+    client::Client c(options_for({s.endpoint()}));
+    BOOST_TEST((c.acquire({"k", 5s, 0ms, ""}).error().kind == client::ErrorKind::kHeld));
+    BOOST_TEST((c.release("k", 1).error().kind == client::ErrorKind::kNotHeld));
+    const auto bad = c.keepalive("k", 1);
+    BOOST_TEST((bad.error().kind == client::ErrorKind::kBadRequest));
+    BOOST_TEST(bad.error().message.find("token: must be") != std::string::npos, bad.error().message);
+    BOOST_TEST((c.get("a b/c").error().kind == client::ErrorKind::kNotFound));
+    BOOST_TEST(s.requests().back().target == "/v1/locks?key=a%20b%2Fc");
+    BOOST_TEST((c.list().error().kind == client::ErrorKind::kProtocol));
+}
+
+BOOST_AUTO_TEST_CASE(parses_get_list_and_status) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/locks") {
+            return reply(200, R"({"locks":[{"key":"a","token":4,"owner":"","lease_ms":3000,"ttl_ms":2500}]})");
+        }
+        if (q.target == "/v1/status") {
+            return reply(200, R"({"id":2,"role":"leader","term":5,"leader":2,"commit_index":10,)"
+                                  R"("applied_index":9,"members":[{"id":1,"client_addr":"127.0.0.1:7001"},)"
+                                  R"({"id":3,"client_url":"http://127.0.0.1:7003"}]})");
+        }
+        return reply(200, R"({"key":"a","token":4,"owner":"w","lease_ms":3000,"ttl_ms":2500})");
+    });
+    client::Client c(options_for({s.endpoint()}));
+    auto g = c.get("a");
+    BOOST_TEST_REQUIRE(g.ok(), g.message());
+    BOOST_TEST(g.value().owner == "w");
+    BOOST_TEST(g.value().ttl.count() == 2500);
+    auto l = c.list();
+    BOOST_TEST_REQUIRE(l.ok(), l.message());
+    BOOST_TEST_REQUIRE(l.value().size() == 1u);
+    BOOST_TEST(l.value()[0].token == 4u);
+    auto st = c.status();
+    BOOST_TEST_REQUIRE(st.ok(), st.message());
+    BOOST_TEST(st.value().id == "2");
+    BOOST_TEST(st.value().role == "leader");
+    BOOST_TEST(st.value().commit_index == 10u);
+    BOOST_TEST_REQUIRE(st.value().member_endpoints.size() == 2u);
+    BOOST_TEST(st.value().member_endpoints[1].to_string() == "127.0.0.1:7003");
+}
+
+BOOST_AUTO_TEST_CASE(keeps_the_connection_alive_between_calls) {
+    FakeServer s([](const FakeRequest&) { return granted(1); });
+    client::Client c(options_for({s.endpoint()}));
+    for (int i = 0; i < 5; ++i) BOOST_TEST_REQUIRE(c.acquire({"k", 5s, 0ms, ""}).ok());
+    BOOST_TEST(s.connections() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(reconnects_when_member_closed_an_idle_connection) {
+    FakeServer s([](const FakeRequest&) {
+        FakeReply r = granted(1);
+        r.close_after = true;  // closes without saying Connection: close
+        return r;
+    });
+    auto o = options_for({s.endpoint()});
+    o.max_attempts = 1;  // the transparent reconnect is not a second attempt
+    client::Client c(o);
+    for (int i = 0; i < 3; ++i) {
+        auto r = c.acquire({"k", 5s, 0ms, ""});
+        BOOST_TEST_REQUIRE(r.ok(), r.message());
+    }
+    BOOST_TEST(s.connections() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(rejects_empty_endpoint_list) {
+    BOOST_CHECK_THROW(client::Client(client::Options{}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_attempt_timeout_moves_on_from_a_stuck_member) {
+    FakeServer stuck([](const FakeRequest&) { return delayed(reply(200, "{}"), 10s); });
+    FakeServer good([](const FakeRequest&) { return reply(200, R"({"key":"k","token":3,"ttl_ms":900})"); });
+    auto o = options_for({stuck.endpoint(), good.endpoint()});
+    o.keepalive_attempt_timeout = 200ms;
+    client::Client c(o);
+    const auto start = test::Clock::now();
+    auto r = c.keepalive("k", 3);
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    BOOST_TEST((test::Clock::now() - start < 200ms + kSlack));
+    BOOST_TEST(r.value().ttl.count() == 900);
+    BOOST_TEST((r.value().deadline() == r.value().sent_at + 900ms));
+    BOOST_TEST((r.value().sent_at <= good.requests().at(0).arrived));
+}

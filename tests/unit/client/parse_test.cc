@@ -1,0 +1,184 @@
+// Parsing of what users type: durations, endpoint lists, fencectl's command line.
+#define BOOST_TEST_MODULE client_parse
+#include <boost/test/unit_test.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "client/duration.h"
+#include "client/endpoints.h"
+
+using namespace pgfence;
+using std::chrono::milliseconds;
+
+BOOST_AUTO_TEST_SUITE(duration)
+
+BOOST_AUTO_TEST_CASE(accepts_integer_and_unit) {
+    BOOST_TEST(client::parse_duration("500ms").value->count() == 500);
+    BOOST_TEST(client::parse_duration("10s").value->count() == 10'000);
+    BOOST_TEST(client::parse_duration("2m").value->count() == 120'000);
+    BOOST_TEST(client::parse_duration("1h").value->count() == 3'600'000);
+    BOOST_TEST(client::parse_duration("0s").value->count() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(rejects_anything_else_and_names_the_value) {
+    for (const char* bad : {"", "10", "ms", "1.5s", "-1s", "+1s", "10 s", " 10s", "10S", "1m30s", "10sec",
+                            "99999999999999s", "1000000h"}) {
+        const auto d = client::parse_duration(bad);
+        BOOST_TEST(!d.value.has_value(), "accepted '" << bad << "'");
+        std::string quoted(1, '\'');  // built stepwise: GCC 12 -O3 flags "'" + s + "'" (-Wrestrict, a false positive)
+        quoted.append(bad).push_back('\'');
+        BOOST_TEST(d.error.find(quoted) != std::string::npos, d.error);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(formats_with_the_largest_exact_unit) {
+    BOOST_TEST(client::format_duration(milliseconds(1500)) == "1500ms");
+    BOOST_TEST(client::format_duration(milliseconds(10'000)) == "10s");
+    BOOST_TEST(client::format_duration(milliseconds(120'000)) == "2m");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(endpoints)
+
+BOOST_AUTO_TEST_CASE(parses_lists_and_drops_duplicates) {
+    const auto p = client::parse_endpoints("127.0.0.1:7001,localhost:7002,127.0.0.1:7001");
+    BOOST_TEST(p.error.empty(), p.error);
+    BOOST_TEST_REQUIRE(p.endpoints.size() == 2u);
+    BOOST_TEST(p.endpoints[0].to_string() == "127.0.0.1:7001");
+    BOOST_TEST(p.endpoints[1].host == "localhost");
+    BOOST_TEST(p.endpoints[1].port == 7002);
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_entries_naming_them) {
+    for (const char* bad : {"", "127.0.0.1", ":7001", "h:0", "h:65536", "h:x1", "a:1,,b:2", "a:1,", "h:7001 "}) {
+        const auto p = client::parse_endpoints(bad);
+        BOOST_TEST(p.endpoints.empty(), "accepted '" << bad << "'");
+        BOOST_TEST(!p.error.empty());
+    }
+    BOOST_TEST(client::parse_endpoints("a:1,h:99999").error.find("'h:99999'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(reads_redirect_locations) {
+    const auto e = client::endpoint_of_url("http://127.0.0.1:7002/v1/acquire");
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->to_string() == "127.0.0.1:7002");
+    BOOST_TEST(client::endpoint_of_url("http://127.0.0.1:7002").has_value());
+    BOOST_TEST(!client::endpoint_of_url("https://127.0.0.1:7002/").has_value());
+    BOOST_TEST(!client::endpoint_of_url("/v1/acquire").has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fencectl_args)
+
+cli::ArgsParse parse(std::vector<std::string> words) { return cli::parse_args(words); }
+
+BOOST_AUTO_TEST_CASE(acquire_with_flags_in_both_forms) {
+    const auto p = parse({"--endpoints", "127.0.0.1:1", "acquire", "job", "--lease=3s", "--wait", "500ms",
+                          "--owner", "w1", "-o", "json"});
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    BOOST_TEST(p.args.command == "acquire");
+    BOOST_TEST(p.args.positional.at(0) == "job");
+    BOOST_TEST(p.args.lease->count() == 3000);
+    BOOST_TEST(p.args.wait->count() == 500);
+    BOOST_TEST(p.args.owner == "w1");
+    BOOST_TEST(p.args.endpoints == "127.0.0.1:1");
+    BOOST_TEST((p.args.output == cli::Output::kJson));
+}
+
+BOOST_AUTO_TEST_CASE(global_flags_after_the_command) {
+    const auto p = parse({"status", "-o", "json", "--endpoints=a:1,b:2", "--timeout", "2s"});
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    BOOST_TEST(p.args.endpoints == "a:1,b:2");
+    BOOST_TEST(p.args.timeout->count() == 2000);
+}
+
+BOOST_AUTO_TEST_CASE(run_takes_everything_after_double_dash) {
+    const auto p = parse({"run", "job", "--lease", "2s", "--grace", "1s", "--", "sh", "-c", "echo --lease"});
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    BOOST_TEST(p.args.child == (std::vector<std::string>{"sh", "-c", "echo --lease"}));
+    BOOST_TEST(p.args.grace->count() == 1000);
+}
+
+BOOST_AUTO_TEST_CASE(release_parses_the_token) {
+    const auto p = parse({"release", "job", "42"});
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    BOOST_TEST(p.args.token == 42u);
+}
+
+BOOST_AUTO_TEST_CASE(usage_errors_name_what_was_wrong) {
+    struct Case {
+        std::vector<std::string> words;
+        std::string expect;
+    };
+    const std::vector<Case> cases{
+        {{}, "missing command"},
+        {{"frobnicate"}, "'frobnicate'"},
+        {{"acquire"}, "expected KEY"},
+        {{"acquire", "a", "b"}, "got 2"},
+        {{"acquire", "k", "--lease", "10"}, "'10'"},
+        {{"acquire", "k", "--lease"}, "--lease needs a value"},
+        {{"acquire", "k", "--lease", "0s"}, "greater than 0"},
+        {{"acquire", "k", "--bogus", "1"}, "'--bogus'"},
+        {{"get", "k", "--lease", "1s"}, "--lease is not valid for 'get'"},
+        {{"release", "k", "12x"}, "'12x'"},
+        {{"release", "k", "0"}, "'0'"},
+        {{"release", "k", "9223372036854775808"}, "'9223372036854775808'"},
+        {{"run", "k"}, "missing '-- CMD"},
+        {{"run", "k", "--"}, "nothing after '--'"},
+        {{"get", "k", "--", "x"}, "unexpected '--'"},
+        {{"list", "-o", "yaml"}, "'yaml'"},
+        {{"--endpoints"}, "--endpoints needs a value"},
+    };
+    for (const auto& c : cases) {
+        const auto p = parse(c.words);
+        BOOST_TEST(p.error.find(c.expect) != std::string::npos, "error '" << p.error << "' lacks '" << c.expect << "'");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(help_anywhere) {
+    BOOST_TEST(parse({"--help"}).args.help);
+    const auto p = parse({"run", "--help"});
+    BOOST_TEST(p.error.empty());
+    BOOST_TEST(p.args.help);
+    BOOST_TEST(p.args.command == "run");
+    BOOST_TEST(parse({"help", "status"}).args.command == "status");
+}
+
+BOOST_AUTO_TEST_CASE(bad_endpoint_list_is_a_usage_error) {
+    const auto p = parse({"--endpoints", "nohost", "list"});
+    BOOST_TEST_REQUIRE(p.error.empty());
+    client::Options options;
+    std::string error;
+    BOOST_TEST(!cli::client_options(p.args, options, error));
+    BOOST_TEST(error.find("'nohost'") != std::string::npos, error);
+}
+
+BOOST_AUTO_TEST_CASE(run_gives_each_keepalive_request_a_quarter_of_the_lease) {
+    auto attempt_ms = [](std::vector<std::string> words) {
+        client::Options options;  // fresh: defaults as fencectl starts with
+        std::string error;
+        BOOST_TEST_REQUIRE(cli::client_options(cli::parse_args(words).args, options, error), error);
+        BOOST_TEST(options.attempt_timeout.count() == 3000);  // acquire and the rest keep theirs
+        return options.keepalive_attempt_timeout.count();
+    };
+    BOOST_TEST(attempt_ms({"run", "k", "--lease", "2s", "--", "true"}) == 500);
+    BOOST_TEST(attempt_ms({"run", "k", "--lease", "1m", "--", "true"}) == 3000);
+    BOOST_TEST(attempt_ms({"get", "k"}) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {
+    using client::ErrorKind;
+    auto code = [](ErrorKind k, const char* cmd) { return cli::exit_code_of({k, "", 0}, cmd); };
+    BOOST_TEST(code(ErrorKind::kHeld, "acquire") == cli::kExitHeld);
+    BOOST_TEST(code(ErrorKind::kNotHeld, "keepalive") == cli::kExitLostLease);
+    BOOST_TEST(code(ErrorKind::kNotHeld, "release") == cli::kExitNotFound);
+    BOOST_TEST(code(ErrorKind::kNotFound, "get") == cli::kExitNotFound);
+    BOOST_TEST(code(ErrorKind::kBadRequest, "acquire") == cli::kExitUsage);
+    BOOST_TEST(code(ErrorKind::kUnavailable, "list") == cli::kExitUnavailable);
+    BOOST_TEST(code(ErrorKind::kProtocol, "list") == cli::kExitOther);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,177 @@
+// `fencectl run` against scripted fake members: the child's environment and
+// exit status, release on exit, and termination when the lease is lost
+// (keepalive refused, or no keepalive answered before the local deadline).
+#define BOOST_TEST_MODULE client_run
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/exit_codes.h"
+#include "cli/run_command.h"
+#include "fake_server.h"
+
+using namespace pgfence;
+using namespace std::chrono_literals;
+using test::FakeReply;
+using test::FakeRequest;
+using test::FakeServer;
+using test::reply;
+using test::redirect_to;
+using test::delayed;
+
+namespace {
+
+constexpr auto kSlack = 2s;
+
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        std::string tmpl = (std::filesystem::temp_directory_path() / "fencectl-run-XXXXXX").string();
+        path = ::mkdtemp(tmpl.data());
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+std::string read_file(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+FakeReply granted() { return reply(200, R"({"key":"job","token":77,"lease_ms":600,"owner":""})"); }
+
+struct Run {
+    int code = -1;
+    std::string err;
+    test::Clock::duration took{};
+};
+
+Run run_fencectl(FakeServer& s, const std::vector<std::string>& words) {
+    std::vector<std::string> all{"run", "job", "--lease", "600ms", "--wait", "0s", "--grace", "300ms"};
+    all.insert(all.end(), words.begin(), words.end());
+    const cli::ArgsParse p = cli::parse_args(all);
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    client::Options o;
+    o.endpoints = {s.endpoint()};
+    o.timeout = 2s;
+    o.attempt_timeout = 1s;
+    client::Client c(o);
+    std::ostringstream err;
+    const auto start = test::Clock::now();
+    Run r;
+    r.code = cli::run_with_lock(p.args, c, err);
+    r.took = test::Clock::now() - start;
+    r.err = err.str();
+    return r;
+}
+
+std::size_t count(const std::vector<FakeRequest>& reqs, const std::string& target) {
+    return static_cast<std::size_t>(std::count_if(reqs.begin(), reqs.end(), [&](const FakeRequest& q) { return q.target == target; }));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(exports_key_and_token_returns_child_status_and_releases) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/release") return reply(200, R"({"released":true})");
+        return granted();
+    });
+    TempDir dir;
+    const auto out = dir.path / "env";
+    const Run r = run_fencectl(s, {"--", "sh", "-c", "echo \"$FENCE_KEY $FENCE_TOKEN\" > " + out.string() + "; exit 7"});
+    BOOST_TEST(r.code == 7, r.err);
+    BOOST_TEST(read_file(out) == "job 77\n");
+    const auto reqs = s.requests();
+    BOOST_TEST_REQUIRE(count(reqs, "/v1/release") == 1u);
+    const auto body = boost::json::parse(reqs.back().body);
+    BOOST_TEST(body.at("token").to_number<std::int64_t>() == 77);
+}
+
+BOOST_AUTO_TEST_CASE(keeps_alive_at_a_third_of_the_lease) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/keepalive") return reply(200, R"({"key":"job","token":77,"ttl_ms":600})");
+        if (q.target == "/v1/release") return reply(200, R"({"released":true})");
+        return granted();
+    });
+    const Run r = run_fencectl(s, {"--", "sleep", "1.1"});
+    BOOST_TEST(r.code == 0, r.err);
+    const auto n = count(s.requests(), "/v1/keepalive");
+    BOOST_TEST(n >= 3u);  // every 200ms over 1.1s: about 5
+    BOOST_TEST(n <= 8u);
+}
+
+BOOST_AUTO_TEST_CASE(refused_keepalive_terminates_the_child) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/keepalive" || q.target == "/v1/release") return reply(404, R"({"error":"not_held"})");
+        return granted();
+    });
+    const Run r = run_fencectl(s, {"--", "sleep", "30"});
+    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(r.err.find("keepalive refused") != std::string::npos, r.err);
+    BOOST_TEST((r.took < 200ms + kSlack));  // first keepalive at lease/3, then SIGTERM: sleep dies at once
+}
+
+BOOST_AUTO_TEST_CASE(silent_cluster_terminates_the_child_by_the_local_deadline) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/acquire") return granted();
+        return delayed(reply(200, "{}"), 30s);  // keepalives and the release are never answered
+    });
+    TempDir dir;
+    const auto ticks = dir.path / "ticks";
+    // The child ignores SIGTERM, so it takes the SIGKILL after --grace.
+    const std::string script = "trap '' TERM; while :; do echo x >> " + ticks.string() + "; sleep 0.05; done";
+    const Run r = run_fencectl(s, {"--", "sh", "-c", script});
+    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(r.err.find("local lease deadline") != std::string::npos, r.err);
+    // Lease 600ms counted from the acquire's send time, grace 300ms, release attempt 1s.
+    BOOST_TEST((r.took < 600ms + 300ms + 1s + kSlack));
+    const auto size = std::filesystem::file_size(ticks);
+    BOOST_TEST_REQUIRE(size > 0u);
+    // Nothing writes any more: the whole process group is gone. Bounded: 3 x 100ms.
+    for (int i = 0; i < 3; ++i) {
+        ::usleep(100'000);
+        BOOST_TEST(std::filesystem::file_size(ticks) == size);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(held_lock_never_starts_the_child) {
+    FakeServer s([](const FakeRequest&) { return reply(409, R"({"error":"held"})"); });
+    TempDir dir;
+    const auto marker = dir.path / "started";
+    const Run r = run_fencectl(s, {"--", "touch", marker.string()});
+    BOOST_TEST(r.code == cli::kExitHeld, r.err);
+    BOOST_TEST(!std::filesystem::exists(marker));
+}
+
+BOOST_AUTO_TEST_CASE(missing_command_exits_127_and_releases) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/release") return reply(200, R"({"released":true})");
+        return granted();
+    });
+    const Run r = run_fencectl(s, {"--", "/nonexistent/fence-test-cmd"});
+    BOOST_TEST(r.code == 127, r.err);
+    BOOST_TEST(count(s.requests(), "/v1/release") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(late_grant_is_confirmed_before_the_child_starts) {
+    // The grant arrives 400ms after the request was sent (lease 600ms): more than
+    // a third of the lease may be gone, so run must keepalive before starting CMD.
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/acquire") return delayed(granted(), 400ms);
+        return reply(404, R"({"error":"not_held"})");  // and the lease turns out to be lost
+    });
+    TempDir dir;
+    const auto marker = dir.path / "started";
+    const Run r = run_fencectl(s, {"--", "touch", marker.string()});
+    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(!std::filesystem::exists(marker));
+    const auto reqs = s.requests();
+    BOOST_TEST_REQUIRE(reqs.size() >= 2u);
+    BOOST_TEST(reqs[1].target == "/v1/keepalive");
+}

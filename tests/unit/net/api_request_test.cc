@@ -1,0 +1,73 @@
+// HTTP request validation: every bad field is named in the message.
+#include <boost/test/unit_test.hpp>
+
+#include "net/api_request.h"
+
+using namespace pgfence::net;
+
+namespace {
+const RequestLimits kLimits{1000, 60000, 30000};
+
+std::string acquire_error(const std::string& body) {
+    auto r = parse_acquire(body, kLimits);
+    return std::holds_alternative<BadRequest>(r) ? std::get<BadRequest>(r).message : "";
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(api_request)
+
+BOOST_AUTO_TEST_CASE(valid_acquire_parses_with_defaults) {
+    auto r = parse_acquire(R"({"key":"report:7","lease_ms":5000})", kLimits);
+    BOOST_REQUIRE(std::holds_alternative<AcquireRequest>(r));
+    BOOST_TEST(std::get<AcquireRequest>(r).key == "report:7");
+    BOOST_TEST(std::get<AcquireRequest>(r).lease_ms == 5000u);
+    BOOST_TEST(std::get<AcquireRequest>(r).wait_ms == 0u);
+    BOOST_TEST(std::get<AcquireRequest>(r).owner.empty());
+}
+
+BOOST_AUTO_TEST_CASE(malformed_json_and_non_object_are_refused) {
+    BOOST_TEST(acquire_error(R"({"key":)").find("not valid JSON") != std::string::npos);
+    BOOST_TEST(acquire_error("[1,2]").find("JSON object") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(missing_and_wrong_typed_fields_are_named) {
+    BOOST_TEST(acquire_error(R"({"lease_ms":5000})").find("'key' is required") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k"})").find("'lease_ms' is required") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":5,"lease_ms":5000})").find("'key' must be a string") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":"5000"})").find("'lease_ms' must be") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000.5})").find("'lease_ms' must be") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":-1})").find("'lease_ms' must not be negative") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"owner":7})").find("'owner' must be a string") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"wait_ms":true})").find("'wait_ms'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_with_the_bounds) {
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":999})").find("[1000, 60000]") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":60001})").find("[1000, 60000]") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"wait_ms":30001})").find("'wait_ms' is 30001") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"","lease_ms":5000})").find("'key' is invalid") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":")" + std::string(513, 'k') + R"(","lease_ms":5000})").find("'key' is invalid") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"a\u0001b","lease_ms":5000})").find("'key' is invalid") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"owner":")" + std::string(257, 'o') + R"("})").find("'owner'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(release_needs_a_positive_integer_token) {
+    auto ok = parse_release(R"({"key":"k","token":41})");
+    BOOST_REQUIRE(std::holds_alternative<ReleaseRequest>(ok));
+    BOOST_TEST(std::get<ReleaseRequest>(ok).token == 41u);
+    BOOST_TEST(std::get<BadRequest>(parse_release(R"({"key":"k"})")).message.find("'token' is required") != std::string::npos);
+    BOOST_TEST(std::get<BadRequest>(parse_release(R"({"key":"k","token":"41"})")).message.find("'token'") != std::string::npos);
+    BOOST_TEST(std::get<BadRequest>(parse_release(R"({"key":"k","token":0})")).message.find("positive") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(query_param_decodes_percent_escapes) {
+    auto q = query_param("x=1&key=report%3A7+a", "key");
+    BOOST_REQUIRE(std::holds_alternative<QueryParam>(q));
+    BOOST_TEST(std::get<QueryParam>(q).found);
+    BOOST_TEST(std::get<QueryParam>(q).value == "report:7 a");
+    BOOST_TEST(!std::get<QueryParam>(query_param("x=1", "key")).found);
+    BOOST_TEST(std::holds_alternative<BadRequest>(query_param("key=%4", "key")));
+    BOOST_TEST(std::holds_alternative<BadRequest>(query_param("key=%zz", "key")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,54 @@
+// Frames: header round trip, bounds on the length, version, kind; MemberInfo.
+#include <boost/test/unit_test.hpp>
+
+#include "net/frame.h"
+#include "net/member_info.h"
+
+using namespace pgfence::net;
+
+BOOST_AUTO_TEST_SUITE(frames)
+
+BOOST_AUTO_TEST_CASE(frame_round_trips_with_cluster_id_and_kind) {
+    const std::string f = encode_frame(0xabcdef, FrameKind::kRaft, "payload");
+    auto len = decode_frame_length(std::string_view(f).substr(0, kLengthPrefixBytes));
+    BOOST_REQUIRE(std::holds_alternative<std::size_t>(len));
+    BOOST_TEST(std::get<std::size_t>(len) == f.size() - kLengthPrefixBytes);
+    auto body = decode_frame_body(std::string_view(f).substr(kLengthPrefixBytes));
+    BOOST_REQUIRE(std::holds_alternative<Frame>(body));
+    BOOST_TEST(std::get<Frame>(body).cluster_id == 0xabcdefu);
+    BOOST_TEST((std::get<Frame>(body).kind == FrameKind::kRaft));
+    BOOST_TEST(std::get<Frame>(body).payload == "payload");
+}
+
+BOOST_AUTO_TEST_CASE(length_over_the_maximum_or_below_the_header_is_refused) {
+    std::string prefix(4, '\xff');
+    BOOST_TEST(std::get<FrameError>(decode_frame_length(prefix)).message.find("exceeds kMaxFrameBytes") != std::string::npos);
+    prefix = std::string("\x03\x00\x00\x00", 4);
+    BOOST_TEST(std::get<FrameError>(decode_frame_length(prefix)).message.find("below the header") != std::string::npos);
+    BOOST_TEST(std::holds_alternative<FrameError>(decode_frame_length("abc")));
+}
+
+BOOST_AUTO_TEST_CASE(wrong_version_and_unknown_kind_are_refused) {
+    std::string f = encode_frame(1, FrameKind::kRaft, "x").substr(kLengthPrefixBytes);
+    f[0] = 9;
+    BOOST_TEST(std::get<FrameError>(decode_frame_body(f)).message.find("version 9") != std::string::npos);
+    f[0] = static_cast<char>(kFrameVersion);
+    f[9] = 42;
+    BOOST_TEST(std::get<FrameError>(decode_frame_body(f)).message.find("kind 42") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(member_info_round_trips_and_rejects_garbage) {
+    MemberInfo info{3, "127.0.0.1:7503", 3, 7, 3, 100, 99};
+    const std::string bytes = encode_member_info(info);
+    auto decoded = decode_member_info(bytes);
+    BOOST_REQUIRE(std::holds_alternative<MemberInfo>(decoded));
+    BOOST_TEST((std::get<MemberInfo>(decoded) == info));
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        BOOST_TEST(std::holds_alternative<std::string>(decode_member_info(std::string_view(bytes).substr(0, n))));
+    }
+    std::string bad_role = bytes;
+    bad_role[1 + 8 + 4 + info.client_addr.size()] = 9;
+    BOOST_TEST(std::get<std::string>(decode_member_info(bad_role)).find("role") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
