@@ -79,7 +79,7 @@ bench-pg: deps build
 
 bench-wal: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target bench_wal
-	$(BUILD)/bench/bench_wal
+	$(BUILD)/bench/bench_wal --dir $(BUILD)/bench-wal-data
 
 bench-coordinator: deps build
 	PGFENCE_BENCH_DEPS=1 bash scripts/install-deps.sh

@@ -19,10 +19,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 OUT=${PG_TEST_OUT:-$ROOT/build/pg-tests}
 TESTS=$ROOT/tests/pg
-PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/..
-PG_REGRESS=$PGXS_DIR/test/regress/pg_regress
-PG_ISOLATION_REGRESS=$PGXS_DIR/test/isolation/pg_isolation_regress
-PG_VERSION_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+# Paths of the PostgreSQL tools (found again after installing them).
+find_pg_tools() {
+  PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs 2>/dev/null || echo /nonexistent/x)")/..
+  PG_REGRESS=$PGXS_DIR/test/regress/pg_regress
+  PG_ISOLATION_REGRESS=$PGXS_DIR/test/isolation/pg_isolation_regress
+  PG_VERSION_MAJOR=$("$PG_CONFIG" --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/' || true)
+}
+find_pg_tools
 
 # Test names (file names without extension) of one kind, sorted.
 list_tests() { # dir ext [nopreload|preload]
@@ -62,19 +66,36 @@ if [[ ${1:-} == --inside ]]; then
   exit $?
 fi
 
-for tool in "$PG_CONFIG" "$PG_REGRESS" "$PG_ISOLATION_REGRESS"; do
-  if [[ ! -x $tool ]]; then
-    echo "pg-test: $tool not found; install postgresql-server-dev-15 (scripts/install-deps.sh)" >&2
-    echo "pg: 0 passed, 1 failed"
-    exit 1
-  fi
-done
+# On a fresh machine, install what is missing first (Debian packages only).
+missing_tools() {
+  local tool
+  for tool in "$PG_CONFIG" "$PG_REGRESS" "$PG_ISOLATION_REGRESS"; do
+    [[ -x $tool ]] || echo "$tool"
+  done
+  command -v pg_virtualenv >/dev/null || echo pg_virtualenv
+  command -v make >/dev/null || echo make
+  return 0
+}
+if [[ -n $(missing_tools) ]]; then
+  echo "== installing dependencies (missing: $(missing_tools | xargs))"
+  bash "$ROOT/scripts/install-deps.sh" || true
+  find_pg_tools
+fi
+if [[ -n $(missing_tools) ]]; then
+  echo "pg-test: not found: $(missing_tools | xargs); install postgresql-15 and postgresql-server-dev-15 (scripts/install-deps.sh)" >&2
+  echo "pg: 0 passed, 1 failed"
+  exit 1
+fi
 
 echo "== building and installing pg_fence (warnings are errors)"
 # clean first: objects built earlier without -Werror would not be rebuilt
-make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" clean
-make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" FENCE_CFLAGS=-Werror
-make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" install >/dev/null
+if ! { make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" clean &&
+       make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" FENCE_CFLAGS=-Werror &&
+       make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" install >/dev/null; }; then
+  echo "pg-test: building or installing pg_fence failed (see above)" >&2
+  echo "pg: 0 passed, 1 failed"
+  exit 1
+fi
 
 rm -rf "$OUT"
 mkdir -p "$OUT"

@@ -96,7 +96,7 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'fence_stats_entries'
 LANGUAGE C;
 COMMENT ON FUNCTION fence_stats_entries() IS
-'Raw shared-memory counters of every database (needs shared_preload_libraries = pg_fence); use the fence_stats view';
+'Raw shared-memory counters of the current database (needs shared_preload_libraries = pg_fence); use the fence_stats view';
 
 CREATE VIEW fence_stats AS
 SELECT CASE WHEN s.relid IS NOT NULL THEN 'relation' ELSE 'resource' END AS kind,

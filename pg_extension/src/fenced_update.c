@@ -9,7 +9,10 @@
  * Outcome: 'applied' (the row was written), 'stale' (the row's fence is
  * token or newer), 'not_found' (no row matches the key).  Only when the
  * UPDATE changed no row does a second statement look at the row, to tell
- * 'stale' from 'not_found'; the write itself was already decided.
+ * 'stale' from 'not_found'; the write itself was already decided.  If that
+ * look finds a row the UPDATE should have changed (committed in between,
+ * under READ COMMITTED), the conditional UPDATE runs again, at most
+ * FU_MAX_ATTEMPTS times in all.
  *
  * Stale is a result, not an error, here: fenced_update exists for callers
  * that want an outcome they can branch on without catching an exception,
@@ -42,6 +45,9 @@
 #include "pg_fence.h"
 
 PG_FUNCTION_INFO_V1(fenced_update);
+
+/* Conditional UPDATEs one call runs before calling the row suppressed */
+#define FU_MAX_ATTEMPTS			3
 
 /* One "column": value pair of the key or changes argument */
 typedef struct FuPair
@@ -305,42 +311,77 @@ ErrorKeyNotUnique(Relation rel)
 			 errhint("Name the columns of a primary key or unique constraint in key.")));
 }
 
-/* Decide the outcome label after the UPDATE changed processed rows */
+/*
+ * The outcome after the UPDATE changed processed rows; NULL when the probe
+ * saw a row that the UPDATE should have changed (the caller tries again).
+ */
 static const char *
 DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
-			  Datum *values, char *nulls)
+			  Datum *values, char *nulls, int64 *fence)
 {
 	Oid			relid = RelationGetRelid(call->rel);
-	int64		fence = 0;
 	uint64		matching;
 
 	if (processed > 1)
 		ErrorKeyNotUnique(call->rel);
 	if (processed == 1)
 	{
-		if (!plan->key_is_unique && RunProbe(plan, values, nulls, &fence) > 1)
+		if (!plan->key_is_unique && RunProbe(plan, values, nulls, fence) > 1)
 			ErrorKeyNotUnique(call->rel);
 		FenceStatsAccepted(relid, NULL, call->token);
 		return "applied";
 	}
-	matching = RunProbe(plan, values, nulls, &fence);
+	matching = RunProbe(plan, values, nulls, fence);
 	if (matching == 0)
 		return "not_found";
 	if (matching > 1)
 		ErrorKeyNotUnique(call->rel);
-	if (!FenceAdmits(FENCE_MODE_STRICT, fence, call->token))
+	if (!FenceAdmits(FENCE_MODE_STRICT, *fence, call->token))
 	{
-		FenceStatsRejected(relid, NULL, call->token, fence, FENCE_PATH_FENCED_UPDATE);
+		FenceStatsRejected(relid, NULL, call->token, *fence, FENCE_PATH_FENCED_UPDATE);
 		return "stale";
 	}
+	return NULL;
+}
+
+/* Raise 55000: the row passes the fence, yet the UPDATE never changed it */
+static void
+ErrorUpdateSuppressed(Relation rel, int64 fence, int64 token)
+{
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("fenced_update did not change the row of table \"%s\" although "
 					"its fence " INT64_FORMAT " is older than token " INT64_FORMAT,
-					RelationGetRelationName(call->rel), fence, call->token),
-			 errdetail("A BEFORE trigger that returned NULL, or a row-level security "
-					   "policy that allows reading but not updating the row, "
-					   "suppressed the UPDATE.")));
+					RelationGetRelationName(rel), fence, token),
+			 errdetail("The UPDATE was tried %d times.  A BEFORE trigger that returned "
+					   "NULL, or a row-level security policy that allows reading but "
+					   "not updating the row, suppressed it.", FU_MAX_ATTEMPTS),
+			 errhint("Check the table's BEFORE UPDATE triggers and UPDATE policies.")));
+}
+
+/*
+ * Run the conditional UPDATE until the outcome is clear.  Under READ
+ * COMMITTED the probe sees a newer snapshot than the UPDATE did: a row with
+ * an older fence may have been committed in between (inserted, or its key
+ * changed).  Each attempt is one whole conditional UPDATE, so trying again
+ * never writes on the strength of a read.
+ */
+static const char *
+RunUntilDecided(FuCall *call, FuPlan *plan, Datum *values, char *nulls)
+{
+	int64		fence = 0;
+
+	for (int attempt = 1; attempt <= FU_MAX_ATTEMPTS; attempt++)
+	{
+		uint64		processed = RunUpdate(call, plan, values, nulls);
+		const char *outcome = DecideOutcome(call, plan, processed, values, nulls,
+											&fence);
+
+		if (outcome != NULL)
+			return outcome;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ErrorUpdateSuppressed(call->rel, fence, call->token);
 	pg_unreachable();
 }
 
@@ -372,8 +413,7 @@ fenced_update(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		ConvertValues(call, plan, values, nulls);
-		outcome = DecideOutcome(call, plan, RunUpdate(call, plan, values, nulls),
-								values, nulls);
+		outcome = RunUntilDecided(call, plan, values, nulls);
 	}
 	PG_FINALLY();
 	{

@@ -19,16 +19,27 @@
  * so OLD is what a concurrent writer committed; under REPEATABLE READ or
  * SERIALIZABLE a concurrent change raises 40001 before we are called.
  * The check and the write are therefore one atomic step.
+ *
+ * Row movement: an UPDATE that moves a row to another partition fires
+ * BEFORE UPDATE on the source partition (the guard judges the token there)
+ * and then BEFORE DELETE for the same row version.  The guard remembers the
+ * row version it last admitted for UPDATE (transaction, command, relation,
+ * ctid); a DELETE of exactly that version by the same command is the move,
+ * already judged, and is not asked for a token again.  The memo is cleared
+ * when a (sub)transaction aborts.
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "nodes/bitmapset.h"
+#include "storage/itemptr.h"
+#include "storage/proc.h"
 #include "utils/rel.h"
 
 #include "pg_fence.h"
@@ -46,6 +57,18 @@ typedef struct GuardConfig
 	FenceMode	mode;
 } GuardConfig;
 
+/* The row version the guard last admitted for UPDATE (see row movement) */
+typedef struct GuardAdmittedRow
+{
+	bool		valid;
+	LocalTransactionId lxid;	/* transaction of the UPDATE */
+	CommandId	cid;			/* command of the UPDATE */
+	Oid			relid;			/* partition (or table) the row was in */
+	ItemPointerData tid;		/* the admitted row version */
+} GuardAdmittedRow;
+
+static GuardAdmittedRow admitted_row = {false};
+
 /*
  * Relation whose accepted writes fenced_update is already counting: while
  * its one UPDATE runs, the guard on that relation does not count accepts
@@ -61,6 +84,59 @@ FenceGuardSuppressAcceptStats(Oid relid)
 
 	suppress_accept_relid = relid;
 	return previous;
+}
+
+/* Forget the admitted row when a (sub)transaction aborts */
+static void
+ForgetAdmittedRowOnAbort(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		admitted_row.valid = false;
+}
+
+/* Subtransaction variant of ForgetAdmittedRowOnAbort */
+static void
+ForgetAdmittedRowOnSubAbort(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		admitted_row.valid = false;
+}
+
+/* Register the abort callbacks; called once from _PG_init */
+void
+FenceGuardInit(void)
+{
+	RegisterXactCallback(ForgetAdmittedRowOnAbort, NULL);
+	RegisterSubXactCallback(ForgetAdmittedRowOnSubAbort, NULL);
+}
+
+/* Remember the row version just admitted for UPDATE */
+static void
+RememberAdmittedRow(Relation rel, HeapTuple oldtuple)
+{
+	admitted_row.valid = true;
+	admitted_row.lxid = MyProc->lxid;
+	admitted_row.cid = GetCurrentCommandId(false);
+	admitted_row.relid = RelationGetRelid(rel);
+	admitted_row.tid = oldtuple->t_self;
+}
+
+/* Is this DELETE the second half of the UPDATE that admitted the row? */
+static bool
+IsAdmittedRowMove(Relation rel, HeapTuple oldtuple)
+{
+	bool		match;
+
+	match = admitted_row.valid &&
+		admitted_row.lxid == MyProc->lxid &&
+		admitted_row.cid == GetCurrentCommandId(false) &&
+		admitted_row.relid == RelationGetRelid(rel) &&
+		ItemPointerIsValid(&oldtuple->t_self) &&
+		ItemPointerEquals(&admitted_row.tid, &oldtuple->t_self);
+	if (match)
+		admitted_row.valid = false;		/* one move per admitted row */
+	return match;
 }
 
 /* Raise 39P01 unless we run as a BEFORE ROW UPDATE/DELETE trigger */
@@ -253,6 +329,9 @@ fence_guard(PG_FUNCTION_ARGS)
 	rel = trigdata->tg_relation;
 	config = GetGuardConfig(fcinfo, rel, trigdata->tg_trigger);
 	is_delete = TRIGGER_FIRED_BY_DELETE(trigdata->tg_event);
+	/* the row movement of a row this command's UPDATE already admitted */
+	if (is_delete && IsAdmittedRowMove(rel, trigdata->tg_trigtuple))
+		return PointerGetDatum(trigdata->tg_trigtuple);
 	fence = StoredFence(rel, trigdata->tg_trigtuple, config->attnum);
 
 	if (!is_delete &&
@@ -277,6 +356,7 @@ fence_guard(PG_FUNCTION_ARGS)
 
 	if (is_delete)
 		return PointerGetDatum(trigdata->tg_trigtuple);
+	RememberAdmittedRow(rel, trigdata->tg_trigtuple);
 	if (stamp)
 		return PointerGetDatum(StampToken(rel, trigdata->tg_newtuple,
 										  config->attnum, token));

@@ -4,7 +4,8 @@
  *
  * Settings:
  *	  pg_fence.token           the session's fencing token ('' = none),
- *	                           normally set with SET LOCAL per transaction
+ *	                           normally set with SET LOCAL per transaction;
+ *	                           never a server/database/role/function default
  *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
  *	  pg_fence.max_tracked     fence_stats capacity (exists only when preloaded)
  */
@@ -72,6 +73,31 @@ ParseTokenString(const char *value, FenceTokenSetting *result)
 	return true;
 }
 
+/*
+ * May a token come from this source?  Only from the session itself (SET,
+ * SET LOCAL, set_config, connection options), never from a server, database,
+ * role or function default: such a default would give every tokenless UPDATE
+ * and DELETE a token, and defeat "no token, no write".
+ */
+static bool
+IsSessionTokenSource(GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_ENV_VAR:
+		case PGC_S_FILE:
+		case PGC_S_ARGV:
+		case PGC_S_GLOBAL:
+		case PGC_S_DATABASE:
+		case PGC_S_USER:
+		case PGC_S_DATABASE_USER:
+		case PGC_S_TEST:
+			return false;
+		default:
+			return true;
+	}
+}
+
 /* GUC check hook of pg_fence.token: accept '' or a non-negative bigint */
 static bool
 CheckTokenSetting(char **newval, void **extra, GucSource source)
@@ -85,6 +111,15 @@ CheckTokenSetting(char **newval, void **extra, GucSource source)
 							"between 0 and 9223372036854775807.");
 		GUC_check_errhint("Use the fencing token your lease was granted with, "
 						  "e.g. SET LOCAL pg_fence.token = 42.");
+		return false;
+	}
+	if (parsed.is_set && !IsSessionTokenSource(source))
+	{
+		GUC_check_errdetail("A fencing token belongs to one lock grant; it cannot be a "
+							"default in postgresql.conf, ALTER SYSTEM, ALTER DATABASE/ROLE "
+							"... SET or a function's SET clause.");
+		GUC_check_errhint("Set it in the transaction that writes: "
+						  "SET LOCAL pg_fence.token = 42.");
 		return false;
 	}
 	/* PostgreSQL 15 frees GUC "extra" data with free() */
@@ -155,6 +190,7 @@ _PG_init(void)
 	}
 
 	MarkGUCPrefixReserved("pg_fence");
+	FenceGuardInit();
 }
 
 /* The session token from pg_fence.token; false when none is set */

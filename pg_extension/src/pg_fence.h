@@ -61,7 +61,8 @@ extern void FenceCheckNotNull(FunctionCallInfo fcinfo, int argno,
 extern void FenceCheckRelkind(Relation rel);
 extern AttrNumber FenceValidateColumn(Relation rel, const char *colname);
 
-/* guard.c: lets fenced_update avoid counting one write twice */
+/* guard.c: abort callbacks; lets fenced_update avoid counting one write twice */
+extern void FenceGuardInit(void);
 extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
 
 /* stats.c: shared-memory counters and the rejection LOG line */

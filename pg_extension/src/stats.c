@@ -191,9 +191,9 @@ CreateEntry(const FenceStatsKey *key, const char *resource)
 	return entry;
 }
 
-/* Apply one decision to an entry's counters (lock held) */
+/* Apply one decision to an entry's counters (lock held; now: rejections) */
 static void
-CountInEntry(FenceStatsEntry *entry, int64 token, bool accepted)
+CountInEntry(FenceStatsEntry *entry, int64 token, bool accepted, TimestampTz now)
 {
 	SpinLockAcquire(&entry->mutex);
 	if (accepted)
@@ -205,7 +205,7 @@ CountInEntry(FenceStatsEntry *entry, int64 token, bool accepted)
 	{
 		entry->rejected_stale++;
 		entry->last_rejected_token = token;
-		entry->last_rejected_at = GetCurrentTimestamp();
+		entry->last_rejected_at = now;
 	}
 	SpinLockRelease(&entry->mutex);
 }
@@ -216,10 +216,14 @@ CountDecision(Oid relid, const char *resource, int64 token, bool accepted)
 {
 	FenceStatsKey key;
 	FenceStatsEntry *entry;
+	TimestampTz now = 0;
 
 	if (stats_state == NULL || stats_hash == NULL)
 		return;
 	MakeKey(&key, relid, resource);
+	/* read the clock before, not under, the spinlock */
+	if (!accepted)
+		now = GetCurrentTimestamp();
 
 	LWLockAcquire(stats_state->lock, LW_SHARED);
 	entry = hash_search(stats_hash, &key, HASH_FIND, NULL);
@@ -233,7 +237,7 @@ CountDecision(Oid relid, const char *resource, int64 token, bool accepted)
 	if (entry != NULL && resource != NULL && strcmp(entry->resource, resource) != 0)
 		entry = NULL;
 	if (entry != NULL)
-		CountInEntry(entry, token, accepted);
+		CountInEntry(entry, token, accepted, now);
 	LWLockRelease(stats_state->lock);
 }
 
@@ -300,7 +304,10 @@ EmitEntry(ReturnSetInfo *rsinfo, const FenceStatsEntry *entry)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-/* fence_stats_entries(): every tracked relation and resource, all databases */
+/*
+ * fence_stats_entries(): every tracked relation and resource of the current
+ * database (other databases' relation OIDs and resource names stay private)
+ */
 Datum
 fence_stats_entries(PG_FUNCTION_ARGS)
 {
@@ -317,6 +324,8 @@ fence_stats_entries(PG_FUNCTION_ARGS)
 	{
 		FenceStatsEntry copy;
 
+		if (entry->key.dbid != MyDatabaseId)
+			continue;
 		SpinLockAcquire(&entry->mutex);
 		copy = *entry;
 		SpinLockRelease(&entry->mutex);

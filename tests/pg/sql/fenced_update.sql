@@ -166,6 +166,33 @@ CREATE TRIGGER fu_skip BEFORE UPDATE ON fu_multi FOR EACH ROW EXECUTE FUNCTION f
 SELECT fenced_update('fu_multi', '{"grp": 1, "id": 1}', '{"body": "skipped"}', 50);
 \echo SQLSTATE :SQLSTATE
 DROP TRIGGER fu_skip ON fu_multi;
+-- when the look after an UPDATE that changed nothing finds a row the UPDATE
+-- should have changed (under READ COMMITTED: committed in between), the
+-- whole conditional UPDATE runs again; here a trigger skips only the first
+-- attempt
+CREATE TABLE fu_skips (n int);
+INSERT INTO fu_skips VALUES (1);
+CREATE FUNCTION fu_skip_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF (SELECT n FROM fu_skips) > 0 THEN
+    UPDATE fu_skips SET n = n - 1;
+    RETURN NULL;
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER fu_skip_once BEFORE UPDATE ON fu_multi FOR EACH ROW
+  EXECUTE FUNCTION fu_skip_once();
+SELECT fenced_update('fu_multi', '{"grp": 1, "id": 1}', '{"body": "second try"}', 6);
+-- three attempts, then the error
+UPDATE fu_skips SET n = 3;
+SELECT fenced_update('fu_multi', '{"grp": 1, "id": 1}', '{"body": "never"}', 7);
+\echo SQLSTATE :SQLSTATE
+UPDATE fu_skips SET n = 2;
+SELECT fenced_update('fu_multi', '{"grp": 1, "id": 1}', '{"body": "third try"}', 7);
+SELECT * FROM fu_multi ORDER BY id;
+DROP TRIGGER fu_skip_once ON fu_multi;
+DROP FUNCTION fu_skip_once();
+DROP TABLE fu_skips;
 
 -- on a protected table the guard agrees with fenced_update
 SELECT fence_protect('fu');

@@ -108,3 +108,23 @@ DELETE FROM fence_resources;
 DROP VIEW st_view;
 DROP TABLE st, st_plain;
 DROP ROLE regress_fence_stats;
+-- fence_stats and fence_stats_entries() show the current database only
+\set home_db :DBNAME
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS regress_fence_other;
+RESET client_min_messages;
+CREATE DATABASE regress_fence_other;
+\c regress_fence_other
+SET client_min_messages = warning;
+CREATE EXTENSION pg_fence;
+RESET client_min_messages;
+SELECT fence_advance('other:db', 1);
+SELECT resource, accepted FROM fence_stats;
+\c :home_db
+SELECT fence_advance('home:db', 1);
+SELECT resource, accepted FROM fence_stats;
+SELECT count(*) AS other_db_entries FROM fence_stats_entries()
+ WHERE resource = 'other:db';
+DROP DATABASE regress_fence_other;
+SELECT fence_stats_reset();
+DELETE FROM fence_resources;

@@ -53,3 +53,14 @@ SET pg_fence.tokn = 5;
 -- max_tracked needs a restart (55P02)
 SET pg_fence.max_tracked = 100;
 \echo SQLSTATE :SQLSTATE
+-- a token is never a server, database, role or function default (22023):
+-- it would give every tokenless UPDATE and DELETE a token
+ALTER ROLE CURRENT_USER SET pg_fence.token = 5;
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET pg_fence.token = 5;
+\echo SQLSTATE :SQLSTATE
+CREATE FUNCTION tokens_fn() RETURNS int LANGUAGE sql SET pg_fence.token = 5 AS 'SELECT 1';
+\echo SQLSTATE :SQLSTATE
+-- ... but clearing it there is allowed
+ALTER ROLE CURRENT_USER SET pg_fence.token = '';
+ALTER ROLE CURRENT_USER RESET pg_fence.token;
