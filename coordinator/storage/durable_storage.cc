@@ -78,25 +78,33 @@ void DurableStorage::lock_directory() {
     }
 }
 
-// Removes stale temp files; creates the identity of a new member, or checks
-// that an existing directory belongs to this cluster and member.
+// Creates the identity of a new member, or checks that an existing directory
+// belongs to this cluster and member; only then removes stale temp files (a
+// foreign directory is refused untouched).
 void DurableStorage::check_identity(std::uint64_t cluster_id, raft::NodeId member_id) {
-    bool removed = false;
+    std::vector<std::string> temps;
     std::vector<std::string> others;
     for (const std::string& name : list_dir(dir_)) {
         if (ends_with(name, ".tmp")) {
-            warn(join_path(dir_, name) +
-                 ": removing a temporary file left by an interrupted write; "
-                 "the previous version of the file stays in use");
-            remove_file(join_path(dir_, name));
-            removed = true;
+            temps.push_back(name);
         } else if (!is_known_file(name)) {
             warn(join_path(dir_, name) + ": unknown file in the data directory, ignored");
         } else if (name != kLockFile) {
             others.push_back(name);
         }
     }
-    if (removed) sync_dir(dir_);
+    check_or_create_identity(cluster_id, member_id, others);
+    for (const std::string& name : temps) {
+        warn(join_path(dir_, name) +
+             ": removing a temporary file left by an interrupted write; "
+             "the previous version of the file stays in use");
+        remove_file(join_path(dir_, name));
+    }
+    if (!temps.empty()) sync_dir(dir_);
+}
+
+void DurableStorage::check_or_create_identity(std::uint64_t cluster_id, raft::NodeId member_id,
+                                              const std::vector<std::string>& others) {
     const std::optional<Identity> id = load_identity(dir_);
     if (!id) {
         if (!others.empty()) {
@@ -120,24 +128,21 @@ void DurableStorage::check_identity(std::uint64_t cluster_id, raft::NodeId membe
 
 // At open: makes the recovered log consistent with the snapshot, repeating
 // whatever an interrupted snapshot install had not finished.
+// A log starting after snapshot index + 1 (entries, or an empty log left by a
+// reset record) means entries or the snapshot they were compacted into are
+// missing: refused, whether or not the log holds entries now.
 void DurableStorage::reconcile_log_with_snapshot() {
     const raft::Index s = snapshot_.meta.index;
     const bool empty = wal_->first_index() > wal_->last_index();
-    if (s == 0) {
-        if (wal_->first_index() != 1 && !empty) {
-            throw StorageError(
-                "data directory " + dir_ + ": the log starts at index " +
-                std::to_string(wal_->first_index()) +
-                " but there is no snapshot: the earlier entries are lost (corruption)");
-        }
-        if (empty) wal_->set_empty_start(1);
-        return;
-    }
-    if (!empty && wal_->first_index() > s + 1) {
+    if (wal_->first_index() > s + 1) {
+        const std::string snap =
+            s == 0 ? "there is no snapshot file" : "the snapshot file ends at " + std::to_string(s);
         throw StorageError("data directory " + dir_ + ": the log starts at index " +
-                           std::to_string(wal_->first_index()) + " but the snapshot ends at " +
-                           std::to_string(s) + ": entries in between are lost (corruption)");
+                           std::to_string(wal_->first_index()) + " but " + snap +
+                           ": the entries before it are lost (corruption). Restore this member "
+                           "from another one (remove its data directory and add it back).");
     }
+    if (s == 0) return;
     if (empty) {
         wal_->set_empty_start(s + 1);
         return;
@@ -169,13 +174,34 @@ void DurableStorage::place_log_after_snapshot(bool at_open) {
     wal_->sync();
 }
 
+void DurableStorage::require_usable() const {
+    if (broken_) {
+        throw StorageError("storage in " + dir_ +
+                           " is unusable after an earlier failed write; restart the member so it "
+                           "recovers from what is on disk");
+    }
+}
+
+// Raft never lowers its term or changes its vote within a term (Figure 2); a
+// hard state that would is a caller bug that could make this member vote twice.
+void DurableStorage::check_hard_state(const raft::HardState& hs) const {
+    const raft::HardState& d = durable_hard_state_;
+    if (hs.term < d.term || (hs.term == d.term && d.vote != raft::kNoNode && hs.vote != d.vote)) {
+        throw StorageError("hard state term " + std::to_string(hs.term) + " vote " +
+                           std::to_string(hs.vote) + " would undo the durable term " +
+                           std::to_string(d.term) + " vote " + std::to_string(d.vote) + " in " +
+                           dir_ + "; refused, nothing written (caller bug)");
+    }
+}
+
 void DurableStorage::write_hard_state(const raft::HardState& hs) {
     write_file_atomically(dir_, kHardStateFile, encode_hard_state(hs));
     meta_syncs_ += 2;
     durable_hard_state_ = hs;
 }
 
-void DurableStorage::write_snapshot(const raft::Snapshot& snap) {
+// The encoded snapshot, after checking it may replace the stored one.
+std::string DurableStorage::checked_snapshot_bytes(const raft::Snapshot& snap) const {
     if (snap.empty() || snap.meta.index <= snapshot_.meta.index) {
         throw StorageError("snapshot at index " + std::to_string(snap.meta.index) +
                            " is not newer than the stored one at " +
@@ -186,6 +212,10 @@ void DurableStorage::write_snapshot(const raft::Snapshot& snap) {
         throw StorageError("snapshot of " + std::to_string(bytes.size()) + " bytes exceeds " +
                            "max_snapshot_bytes " + std::to_string(options_.max_snapshot_bytes));
     }
+    return bytes;
+}
+
+void DurableStorage::write_snapshot(const raft::Snapshot& snap, const std::string& bytes) {
     write_file_atomically(dir_, kSnapshotFile, bytes);
     meta_syncs_ += 2;
     snapshot_ = snap;
@@ -193,6 +223,12 @@ void DurableStorage::write_snapshot(const raft::Snapshot& snap) {
 
 void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
                              const std::vector<raft::Entry>& entries) {
+    require_usable();
+    if (hard_state != nullptr) check_hard_state(*hard_state);
+    const bool installing = snapshot != nullptr && !snapshot->empty();
+    const std::string snapshot_bytes = installing ? checked_snapshot_bytes(*snapshot) : "";
+    if (!installing) wal_->check_append(entries);  // with a snapshot, checked after it
+    BreakOnThrow guard(broken_);
     if (hard_state != nullptr) {
         if (hard_state->term != durable_hard_state_.term ||
             hard_state->vote != durable_hard_state_.vote) {
@@ -200,8 +236,8 @@ void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snap
         }
         hard_state_ = *hard_state;
     }
-    if (snapshot != nullptr && !snapshot->empty()) {
-        write_snapshot(*snapshot);
+    if (installing) {
+        write_snapshot(*snapshot, snapshot_bytes);
         const raft::Index s = snapshot->meta.index;
         if (wal_->first_index() <= s + 1 && wal_->last_index() >= s) {
             place_log_after_snapshot(false);
@@ -214,17 +250,29 @@ void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snap
 }
 
 void DurableStorage::save_snapshot(const raft::Snapshot& snap) {
+    require_usable();
     if (snap.meta.index > wal_->last_index() || snap.meta.index < wal_->first_index()) {
         throw StorageError("save_snapshot at index " + std::to_string(snap.meta.index) +
                            " outside the stored log [" + std::to_string(wal_->first_index()) +
                            ", " + std::to_string(wal_->last_index()) + "] (caller bug)");
     }
-    write_snapshot(snap);
+    const raft::Term stored_term = wal_->read(snap.meta.index, snap.meta.index + 1).front().term;
+    if (stored_term != snap.meta.term) {
+        // Reopening would find the log not holding the snapshot's last entry
+        // and discard every entry after it.
+        throw StorageError("save_snapshot at index " + std::to_string(snap.meta.index) + " term " +
+                           std::to_string(snap.meta.term) + ", but the log has term " +
+                           std::to_string(stored_term) + " there (caller bug)");
+    }
+    const std::string bytes = checked_snapshot_bytes(snap);
+    BreakOnThrow guard(broken_);
+    write_snapshot(snap, bytes);
     wal_->drop_prefix(snap.meta.index);
     wal_->sync();
 }
 
 std::vector<raft::Entry> DurableStorage::entries(raft::Index lo, raft::Index hi) const {
+    require_usable();
     return wal_->read(lo, hi);
 }
 

@@ -27,9 +27,11 @@
 // after the snapshot; entries() reads them back from the segment files.
 // Compaction (save_snapshot) bounds both.
 //
-// Errors: everything throws StorageError. After a failed persist() or
-// save_snapshot() the object must not be used again: stop the member and
-// restart it (a failed fsync cannot be retried safely).
+// Errors: everything throws StorageError. A call refused for a caller bug
+// found before anything is written (a batch with a gap, a hard state that
+// would undo a durable term or vote) changes nothing. Any other failure of
+// persist() or save_snapshot() leaves the object refusing every further call:
+// stop the member and restart it (a failed fsync cannot be retried safely).
 //
 // Threading: not thread-safe; one thread (the server's event loop) owns it.
 #pragma once
@@ -89,10 +91,15 @@ class DurableStorage final : public raft::Storage {
     void warn(std::string message);
     void lock_directory();
     void check_identity(std::uint64_t cluster_id, raft::NodeId member_id);
+    void check_or_create_identity(std::uint64_t cluster_id, raft::NodeId member_id,
+                                  const std::vector<std::string>& others);
     void reconcile_log_with_snapshot();
     void place_log_after_snapshot(bool at_open);
+    void require_usable() const;
+    void check_hard_state(const raft::HardState& hs) const;
     void write_hard_state(const raft::HardState& hs);
-    void write_snapshot(const raft::Snapshot& snap);
+    std::string checked_snapshot_bytes(const raft::Snapshot& snap) const;
+    void write_snapshot(const raft::Snapshot& snap, const std::string& bytes);
 
     std::string dir_;
     StorageOptions options_;
@@ -103,6 +110,7 @@ class DurableStorage final : public raft::Storage {
     raft::Snapshot snapshot_;
     std::vector<std::string> warnings_;
     std::uint64_t meta_syncs_ = 0;
+    bool broken_ = false;  // a write failed part-way: refuse everything (see Errors above)
 };
 
 }  // namespace pgfence::storage

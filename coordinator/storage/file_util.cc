@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 namespace pgfence::storage {
 namespace {
@@ -123,6 +124,13 @@ void write_file_atomically(const std::string& dir, const std::string& name,
     }
     if (::rename(tmp.c_str(), final_path.c_str()) != 0) fail("rename to", final_path, errno);
     sync_dir(dir);
+}
+
+BreakOnThrow::BreakOnThrow(bool& broken)
+    : broken_(broken), exceptions_(std::uncaught_exceptions()) {}
+
+BreakOnThrow::~BreakOnThrow() {
+    if (std::uncaught_exceptions() > exceptions_) broken_ = true;
 }
 
 bool path_exists(const std::string& path) {

@@ -66,6 +66,20 @@ void sync_dir(const std::string& dir);            // fsync of the directory itse
 // point leaves either the old file or the new one (plus maybe a stale .tmp).
 void write_file_atomically(const std::string& dir, const std::string& name, std::string_view bytes);
 
+// Sets `broken` if the scope is left by an exception: guards a write path
+// whose failure may leave memory and files disagreeing (see Wal, DurableStorage).
+class BreakOnThrow {
+  public:
+    explicit BreakOnThrow(bool& broken);
+    ~BreakOnThrow();
+    BreakOnThrow(const BreakOnThrow&) = delete;
+    BreakOnThrow& operator=(const BreakOnThrow&) = delete;
+
+  private:
+    bool& broken_;
+    int exceptions_;
+};
+
 bool path_exists(const std::string& path);
 void remove_file(const std::string& path);
 void make_dir(const std::string& dir);                      // creates dir (one level) if missing

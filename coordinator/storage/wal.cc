@@ -171,7 +171,7 @@ void Wal::create_segment(std::uint64_t seq) {
     write_all(fd.get(), header, path);
     sync_data(fd.get(), path);
     sync_dir(dir_);
-    sync_count_ += 1;
+    sync_count_ += 2;
     segments_.push_back({seq, path, header.size()});
     open_fd_ = std::move(fd);
 }
@@ -197,10 +197,19 @@ void Wal::write_pending(const std::string& bytes) {
     unsynced_ = true;
 }
 
-void Wal::append(const std::vector<raft::Entry>& batch) {
+void Wal::require_usable() const {
+    if (broken_) {
+        throw StorageError("WAL in " + dir_ +
+                           " is unusable after an earlier I/O error; restart the member so it "
+                           "recovers from what is on disk");
+    }
+}
+
+void Wal::check_append(const std::vector<raft::Entry>& batch) const {
+    require_usable();
     if (batch.empty()) return;
     const raft::Index lo = batch.front().index;
-    if (lo < first_ || lo > next_) {
+    if (lo < first_ || lo > next_ || lo > kMaxEntryIndex) {
         throw StorageError("WAL append at index " + std::to_string(lo) + " to a log holding [" +
                            std::to_string(first_) + ", " + std::to_string(next_ - 1) +
                            "]: would leave a gap or rewrite compacted entries (caller bug)");
@@ -212,6 +221,13 @@ void Wal::append(const std::vector<raft::Entry>& batch) {
                                std::to_string(kMaxEntryDataBytes) + " bytes (caller bug)");
         }
     }
+}
+
+void Wal::append(const std::vector<raft::Entry>& batch) {
+    check_append(batch);
+    if (batch.empty()) return;
+    const raft::Index lo = batch.front().index;
+    BreakOnThrow guard(broken_);
     forget_from(lo);
     std::string pending;
     std::size_t begin = 0;
@@ -238,6 +254,9 @@ void Wal::append(const std::vector<raft::Entry>& batch) {
 }
 
 void Wal::reset(raft::Index next_index) {
+    require_usable();
+    if (next_index == 0) throw StorageError("WAL reset to index 0 (caller bug)");
+    BreakOnThrow guard(broken_);
     rotate_if_full();
     std::string pending;
     encode_reset_record(pending, next_index);
@@ -252,6 +271,8 @@ void Wal::set_empty_start(raft::Index next_index) {
 }
 
 void Wal::sync() {
+    require_usable();
+    BreakOnThrow guard(broken_);
     if (unsynced_) {
         sync_data(open_fd_.get(), segments_.back().path);
         ++sync_count_;
@@ -261,6 +282,7 @@ void Wal::sync() {
 }
 
 void Wal::drop_prefix(raft::Index index) {
+    require_usable();
     if (index < first_) return;
     if (index >= next_) {
         throw StorageError("WAL drop_prefix(" + std::to_string(index) + ") past the last entry " +
@@ -274,17 +296,18 @@ void Wal::drop_prefix(raft::Index index) {
 }
 
 // Deletes segments older than the one holding the first live entry, oldest
-// first (so a crash leaves a contiguous suffix), then fsyncs the directory.
-// Called only when everything written is durable.
+// first, fsyncing the directory after each removal: POSIX does not order
+// unlinks, so without that a crash could keep an older segment but lose a
+// newer one, and the next open would see a gap in seq and refuse to start.
+// Called only when everything written (and the snapshot) is durable.
 void Wal::delete_unneeded_segments() {
     const std::uint64_t keep_from = records_.empty() ? segments_.back().seq : records_.front().seq;
-    bool deleted = false;
     while (segments_.size() > 1 && segments_.front().seq < keep_from) {
         remove_file(segments_.front().path);
+        sync_dir(dir_);
+        ++sync_count_;
         segments_.pop_front();
-        deleted = true;
     }
-    if (deleted) sync_dir(dir_);
 }
 
 const Wal::Segment& Wal::segment(std::uint64_t seq) const {
@@ -292,6 +315,7 @@ const Wal::Segment& Wal::segment(std::uint64_t seq) const {
 }
 
 std::vector<raft::Entry> Wal::read(raft::Index lo, raft::Index hi) const {
+    require_usable();
     if (lo < first_ || hi > next_ || lo > hi) {
         throw StorageError("WAL read of [" + std::to_string(lo) + ", " + std::to_string(hi) +
                            ") outside the stored [" + std::to_string(first_) + ", " +

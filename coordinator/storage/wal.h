@@ -28,10 +28,12 @@
 // length <= kMaxRecordPayloadBytes (8 MiB). Record types:
 //   1 entries  payload: u64 first_index, u32 count,
 //              count x (u64 term, u8 entry type, u32 data_length, data)
+//              1 <= first_index <= 2^62 (kMaxEntryIndex), count >= 1,
+//              entry type 0 normal / 1 no-op, no trailing bytes.
 //              Meaning: discard every stored entry with index >= first_index,
 //              then append these. This is how a conflicting suffix is truncated:
 //              by appending, so nothing durable is ever overwritten in place.
-//   2 reset    payload: u64 next_index. Discard every stored entry; the next
+//   2 reset    payload: u64 next_index (>= 1). Discard every stored entry; the next
 //              entry will have next_index (an installed snapshot that
 //              conflicts with the log).
 // The log is the replay of all records of all segments in seq order. The
@@ -45,18 +47,36 @@
 // durable with one fdatasync (group commit).
 //
 // Compaction deletes whole segments from the oldest, up to (not including) the
-// segment holding the first entry after the snapshot; the oldest remaining
-// segment's first record then defines where the log starts.
+// segment holding the first entry after the snapshot, only after the snapshot
+// and everything written are durable. Each removal is followed by a directory
+// fsync, so a crash leaves a contiguous run of segments (never a gap in seq);
+// the oldest remaining segment's first record then defines where the log
+// starts (any run starting earlier replays to the same suffix).
 //
 // ==== Recovery ===============================================================
 // A bad record (short header, length over the limit, running past the end of
 // the file, CRC mismatch) is a torn tail only if it is in the newest segment
 // AND no valid record starts anywhere after it (checked by scanning every
-// later offset): that is what an interrupted, unsynced append leaves. It is
-// cut off with a warning. Anything else — a bad record in an older segment, a
-// bad record with valid data after it, a CRC-valid record of unknown type or
-// malformed content, a gap in seq or in indexes — is corruption: open fails
-// with the file and byte offset, and nothing is truncated.
+// later offset, spending at most kMaxResyncCrcBytes of CRC work; if that is
+// not enough to decide, it is treated as corruption): that is what an
+// interrupted, unsynced append leaves. It is cut off (ftruncate + fdatasync)
+// with a warning. A newest segment whose header is cut short, or is exactly
+// one header long with a bad CRC or magic, is an interrupted creation: it is
+// removed (directory fsynced) with a warning. Anything else — a bad record or
+// header in an older segment, a bad record with valid data after it, a
+// CRC-valid record of unknown type or malformed content, a gap in seq or in
+// indexes — is corruption: open fails with the file and byte offset, and
+// nothing is truncated.
+// Consequences: a bit flip in the very last record is indistinguishable from
+// a torn write and is cut (the rule); an unsynced write that reached
+// the disk out of order (a later page without an earlier one) makes the member
+// refuse to start rather than guess. Either way nothing durable *and* followed
+// by later durable data is ever dropped silently.
+//
+// Failures: after any I/O error while writing (write, fdatasync, creating or
+// removing a segment) the Wal refuses every further call (the in-memory index
+// and the files may disagree, and a failed fsync must not be retried): the
+// member must restart and recover from the files.
 //
 // Threading: not thread-safe; one thread owns a Wal.
 #pragma once
@@ -94,9 +114,13 @@ class Wal {
     raft::Index first_index() const { return first_; }
     raft::Index last_index() const { return next_ - 1; }
 
-    // Writes `batch` (contiguous, first_index() <= batch[0].index <=
-    // last_index() + 1), discarding stored entries from batch[0].index on.
-    // Not durable until sync().
+    // Throws StorageError (changing nothing) unless append(batch) is allowed:
+    // contiguous indexes, first_index() <= batch[0].index <= last_index() + 1,
+    // no entry data over kMaxEntryDataBytes.
+    void check_append(const std::vector<raft::Entry>& batch) const;
+
+    // Writes `batch` (see check_append), discarding stored entries from
+    // batch[0].index on. Not durable until sync().
     void append(const std::vector<raft::Entry>& batch);
 
     // Discards every entry; the next one appended has next_index. Not durable
@@ -148,6 +172,7 @@ class Wal {
     void write_pending(const std::string& bytes);
     void delete_unneeded_segments();
     const Segment& segment(std::uint64_t seq) const;
+    void require_usable() const;
 
     std::string dir_;
     WalOptions options_;
@@ -158,6 +183,7 @@ class Wal {
     bool anchored_ = false;  // replay: has a record fixed where the log is?
     Fd open_fd_;             // the open segment, O_APPEND
     bool unsynced_ = false;
+    bool broken_ = false;  // an I/O error happened while writing: refuse everything
     std::uint64_t sync_count_ = 0;
 };
 

@@ -1,7 +1,5 @@
 #include "storage/wal_format.h"
 
-#include <limits>
-
 #include "storage/bytes.h"
 #include "storage/crc32c.h"
 
@@ -176,7 +174,7 @@ std::string decode_entries_payload(std::string_view payload, EntriesPayload& hea
     }
     if (header.first_index == 0 || header.count == 0 ||
         header.count > in.remaining() / kEntryOverheadBytes ||
-        header.first_index > std::numeric_limits<raft::Index>::max() / 2) {
+        header.first_index > kMaxEntryIndex) {
         return "entries record with first index " + std::to_string(header.first_index) +
                " and count " + std::to_string(header.count) + " is impossible";
     }

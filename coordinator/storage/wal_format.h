@@ -27,6 +27,9 @@ inline constexpr std::size_t kEntryOverheadBytes = 13;         // term, type, da
 // Largest Entry::data the log stores (so that one entry always fits a record).
 inline constexpr std::size_t kMaxEntryDataBytes =
     kMaxRecordPayloadBytes - kEntriesPayloadHeaderBytes - kEntryOverheadBytes;
+// Largest first index of an entries record (the decoder refuses more, so
+// first_index + count can never overflow); the writer refuses it too.
+inline constexpr std::uint64_t kMaxEntryIndex = std::uint64_t{1} << 62;
 // Bound on the CRC work spent deciding whether a bad record is a torn tail.
 inline constexpr std::uint64_t kMaxResyncCrcBytes = 64u << 20;
 

@@ -187,6 +187,32 @@ BOOST_AUTO_TEST_CASE(large_batch_is_split_into_records_and_read_back) {
     BOOST_TEST((all_entries(*open_storage(dir.path())) == batch));
 }
 
+BOOST_AUTO_TEST_CASE(hard_state_that_would_undo_a_durable_term_or_vote_is_refused_before_writing) {
+    TempDir dir;
+    auto s = open_storage(dir.path());
+    const raft::HardState voted{5, 2, 0};
+    s->persist(&voted, nullptr, {});
+    const raft::HardState older_term{4, 0, 0};
+    const raft::HardState other_vote{5, 3, 0};
+    BOOST_CHECK_THROW(s->persist(&older_term, nullptr, {}), StorageError);
+    BOOST_CHECK_THROW(s->persist(&other_vote, nullptr, {}), StorageError);
+    BOOST_TEST((load_hard_state(dir.path()) == voted));
+    // Refused before writing, so the storage is still usable.
+    const raft::HardState next_term{6, 0, 0};
+    s->persist(&next_term, nullptr, make_entries(1, 1, 6));
+    BOOST_TEST((load_hard_state(dir.path()) == next_term));
+}
+
+BOOST_AUTO_TEST_CASE(foreign_directory_is_refused_untouched) {
+    TempDir dir;
+    open_storage(dir.path());
+    write_bytes(dir.file("hardstate.tmp"), "left by a crash");
+    BOOST_CHECK_THROW(DurableStorage::open(dir.path(), kCluster, kMember + 1), StorageError);
+    BOOST_TEST(path_exists(dir.file("hardstate.tmp")));
+    auto s = open_storage(dir.path());  // the owner cleans it up
+    BOOST_TEST(!path_exists(dir.file("hardstate.tmp")));
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_are_refused) {
     TempDir dir;
     StorageOptions opt;

@@ -175,6 +175,63 @@ BOOST_AUTO_TEST_CASE(corrupt_snapshot_file_is_refused_naming_it) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(log_reset_past_a_missing_snapshot_is_refused) {
+    TempDir dir;
+    {
+        auto s = open_storage(dir.path());
+        s->persist(nullptr, nullptr, make_entries(1, 5, 1));
+        const auto snap = make_snapshot(30, 3, "ahead");
+        s->persist(nullptr, &snap, {});  // writes a reset record: the log restarts at 31
+    }
+    remove_file(dir.file("snapshot"));
+    try {
+        open_storage(dir.path());
+        BOOST_TEST(false, "opened a log that starts after a snapshot that is gone");
+    } catch (const StorageError& e) {
+        BOOST_TEST(std::string(e.what()).find("starts at index 31 but there is no snapshot") !=
+                   std::string::npos);
+    }
+}
+
+// A crash during compaction can leave segments that were about to be deleted
+// (oldest first, directory synced after each): the log must read the same.
+BOOST_AUTO_TEST_CASE(interrupted_compaction_leaves_a_log_that_reads_the_same) {
+    TempDir dir;
+    std::vector<raft::Entry> all;
+    std::vector<std::pair<std::string, std::string>> deleted;
+    {
+        auto s = open_storage(dir.path(), small_segments());
+        all = fill(*s);
+        std::vector<std::pair<std::string, std::string>> before;
+        for (const auto& f : segment_files(dir.path())) before.emplace_back(f, read_bytes(f));
+        s->save_snapshot(make_snapshot(100, 1, "s"));
+        for (const auto& [f, bytes] : before) {
+            if (!path_exists(f)) deleted.emplace_back(f, bytes);
+        }
+    }
+    BOOST_TEST_REQUIRE(deleted.size() >= 2u);
+    // Only the newest deleted ones came back, then all of them.
+    for (std::size_t keep : {deleted.size() - 1, std::size_t{0}}) {
+        for (std::size_t i = keep; i < deleted.size(); ++i) {
+            write_bytes(deleted[i].first, deleted[i].second);
+        }
+        auto s = open_storage(dir.path(), small_segments());
+        BOOST_TEST(s->first_index() == 101u);
+        BOOST_TEST((all_entries(*s) == std::vector<raft::Entry>(all.begin() + 100, all.end())));
+        BOOST_TEST(!path_exists(deleted.back().first));  // compaction finished at open
+    }
+}
+
+BOOST_AUTO_TEST_CASE(save_snapshot_whose_term_differs_from_the_log_is_refused) {
+    TempDir dir;
+    auto s = open_storage(dir.path());
+    s->persist(nullptr, nullptr, make_entries(1, 5, 1));
+    BOOST_CHECK_THROW(s->save_snapshot(make_snapshot(3, 2, "x")), StorageError);
+    BOOST_TEST(s->snapshot().empty());
+    s->save_snapshot(make_snapshot(3, 1, "x"));  // still usable
+    BOOST_TEST(s->first_index() == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(snapshot_size_limit_is_enforced) {
     TempDir dir;
     StorageOptions opt;
