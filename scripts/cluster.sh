@@ -46,18 +46,27 @@ start_member() {  # DIR ID
     echo $! >"$dir/$id.pid"
 }
 
+# A process that has exited but not yet been reaped (a zombie, state Z) is
+# dead for our purposes: kill -0 still succeeds on it.
+alive() {  # PID
+    kill -0 "$1" 2>/dev/null || return 1
+    local state
+    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ -n "$state" && "$state" != Z && "$state" != X ]]
+}
+
 stop_member() {  # DIR ID
     local pidfile="$1/$2.pid" pid i
     [[ -f "$pidfile" ]] || return 0
     pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
         kill -CONT "$pid" 2>/dev/null || true
         kill -TERM "$pid" 2>/dev/null || true
         for ((i = 0; i < STOP_GRACE_SECONDS * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
+            alive "$pid" || break
             sleep 0.1
         done
-        if kill -0 "$pid" 2>/dev/null; then
+        if alive "$pid"; then
             echo "cluster.sh: member $2 (pid $pid) ignored SIGTERM for ${STOP_GRACE_SECONDS}s; SIGKILL" >&2
             kill -KILL "$pid" 2>/dev/null || true
         fi

@@ -66,7 +66,11 @@ cleanup() {
     kill -CONT -- "-$A_PID" 2>/dev/null || true
     kill -TERM -- "-$A_PID" 2>/dev/null || true
   fi
-  if [[ -n "$W_PID" ]]; then kill -CONT "$W_PID" 2>/dev/null; kill -TERM "$W_PID" 2>/dev/null; fi
+  if [[ -n "$W_PID" ]]; then
+    kill -CONT "$W_PID" 2>/dev/null
+    kill -TERM "$W_PID" 2>/dev/null   # it finishes its iteration (a few seconds), then exits
+    e2e_wait_for 5 bash -c "! kill -0 $W_PID" || kill -KILL "$W_PID" 2>/dev/null
+  fi
   bash "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" stop "$WORK/cluster" >/dev/null 2>&1 || true
   pg_throwaway_stop "$WORK"
   if [[ "${DEMO_KEEP:-0}" == 1 || $rc -eq 1 ]]; then   # keep logs of a failed demo, not of a Ctrl-C
@@ -110,17 +114,20 @@ step "Starting a 3-member coordinator cluster (scripts/cluster.sh)"
 mkdir -p "$WORK/cluster"
 e2e_cluster_start "$WORK/cluster" 3 || fail "the cluster did not start"
 note "FENCE_ENDPOINTS=$FENCE_ENDPOINTS"
+note "binaries: $COORD, $FENCECTL"
 e2e_wait_for 30 fencectl acquire demo:warmup --lease 1s --wait 0s ||
   fail "the cluster elected no leader within 30s"
 note "\$ fencectl status"
 fencectl status 2>&1 | show
 
 # --- The two workers: plain shell scripts using fencectl and psql ---------------
-# Worker A: acquire, prepare the report for 2 s, write with its token.
+# Worker A: acquire, prepare the report for 3 s, write with its token. (The
+# demo freezes A within those 3 s; it stays frozen longer than its 3 s lease,
+# so once it wakes the rest of this sleep has already run out.)
 cat >"$WORK/worker-a.sh" <<'WORKER'
 token=$("$FENCECTL_BIN" acquire "$KEY" --lease "$LEASE" --wait 0s) || exit 10
 echo "$token" >"$WORK/a.token.tmp" && mv "$WORK/a.token.tmp" "$WORK/a.token"
-sleep 2   # preparing the report
+sleep 3   # preparing the report
 psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c \
   "UPDATE reports SET body = 'report by worker A (token $token)', fence = $token WHERE report_id = 7" \
   >"$WORK/a.psql" 2>&1
@@ -146,7 +153,7 @@ e2e_wait_for 30 test -s "$WORK/a.token" || fail "worker A got no token within 30
 A_TOKEN=$(cat "$WORK/a.token")
 note "worker A (pid $A_PID): \$ fencectl acquire $KEY --lease $LEASE   ->  token ${bold}$A_TOKEN${off}"
 note "(the token is the index of the Raft log entry that granted the lock: it only grows)"
-note "A now prepares its report (2 s of work) before writing it with token $A_TOKEN."
+note "A now prepares its report (3 s of work) before writing it with token $A_TOKEN."
 
 step "t1  worker A pauses: we send it SIGSTOP (think: a long GC pause, a suspended VM)"
 kill -STOP -- "-$A_PID"
@@ -222,7 +229,9 @@ worker_epilogue() {
   note "--no-lease-check: it will write even if its keepalive noticed the loss, as if"
   note "the pause had come right after its last check."
   e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$key\" >/dev/null 2>&1" || return 1
+  note "worker-A's lease expired on the coordinator. Now worker-B, a second fence-worker process:"
   "$WORKER_BIN" --key "$key" --mode guard --lease 2s --worker-id worker-B 2>&1 | show
+  note "worker-A is woken up (SIGCONT); its own narration, from its acquire on:"
   kill -CONT "$W_PID"
   wait "$W_PID" || a_rc=$?
   W_PID=""

@@ -167,7 +167,11 @@ std::string PgWriter::connect(const std::string& conninfo, const std::string& ap
                    "set_config('statement_timeout', '30s', false), "
                    "set_config('client_min_messages', 'warning', false)",
                    {application_name});
-    if (!ok(r)) return "cannot set session options: " + error_text(conn_.get(), r);
+    if (!ok(r)) {
+        std::string why = "cannot set session options: " + error_text(conn_.get(), r);
+        conn_.reset();  // not connected(): the next write connects again, with the timeouts
+        return why;
+    }
     return {};
 }
 

@@ -2,7 +2,8 @@
 -- wrote (worker_audit, worker_counters, worker_ledger_a/b) and the workers'
 -- CSV logs loaded into e2e_events (see coordinator/worker/event_log.h).
 -- Output: one line per check, "check|<name>|<violations>|<first example>".
--- A check passes when its violation count is 0.
+-- A check passes when its violation count is 0. run.sh counts the check lines
+-- (7): adding or removing a check here means changing that number there.
 \set ON_ERROR_STOP 1
 \pset format unaligned
 \pset tuples_only on

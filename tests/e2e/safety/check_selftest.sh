@@ -73,5 +73,9 @@ echo "w4,write,a,14,0,0,guard,accepted,6" >>"$WORK/events.csv"
 expect "accepted write not in the audit" accepted_writes_are_audited 1
 psql -X -q -c "UPDATE worker_ledger_a SET n = 1 WHERE key = 'a'"
 expect "ledgers disagree" ledgers_equal_admitted_increments 1
+# The same token admitted twice through one resource fence: not strictly increasing.
+psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, worker, value, path)
+               VALUES (5, 'a', 'resource', 20, 'w5', 1, 'admit'), (6, 'a', 'resource', 20, 'w6', 2, 'admit')"
+expect "token 20 twice on the resource fence (and 11 after 12)" tokens_increase_in_commit_order 2
 echo "check-selftest: $passed passed, $failed failed"
 ((failed == 0))

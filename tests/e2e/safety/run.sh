@@ -14,7 +14,8 @@
 #   - every acknowledged acquire got a token larger than every token
 #     acknowledged before it was sent (all workers, all keys);
 #   - the database accepted only tokens granted to that worker;
-#   - stale rejections happened (the scenario was exercised);
+#   - every write path had accepted writes, and stale rejections happened
+#     (the scenario was exercised; the checks above are not vacuous);
 #   - every member restarted and answers; no acknowledged grant is missing:
 #     each member applied at least up to the largest acknowledged token, and
 #     a fresh acquire gets a larger token.
@@ -139,7 +140,8 @@ start_workers() {
   local i keys="" k
   for ((k = 1; k <= NKEYS; k++)); do keys+="${keys:+,}safety:k$k"; done
   for ((i = 0; i < NWORKERS; i++)); do
-    "$WORKER" --key "$keys" --mode mixed --lease 1s --wait 2s --work "$(((i % 3) * 100 + 50))ms" \
+    # --work 50/250/450 ms: the 450 ms workers outlive lease/3 and send keepalives.
+    "$WORKER" --key "$keys" --mode mixed --lease 1s --wait 2s --work "$(((i % 3) * 200 + 50))ms" \
       --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
       --no-lease-check --worker-id "w$i" --log "$WORK/w$i.csv" --seed "$((SEED * 64 + i + 1))" \
       --quiet >"$WORK/w$i.out" 2>&1 &
@@ -164,11 +166,11 @@ stats() {
   local sorted=() v
   for v in "$@"; do [[ "$v" =~ ^[0-9]+$ ]] && sorted+=("$v"); done
   if ((${#sorted[@]} == 0)); then
-    printf '  %-34s none\n' "$label"
+    printf '  %-36s none\n' "$label"
     return
   fi
   mapfile -t sorted < <(printf '%s\n' "${sorted[@]}" | sort -n)
-  printf '  %-34s n=%d min=%dms median=%dms max=%dms\n' "$label" "${#sorted[@]}" \
+  printf '  %-36s n=%d min=%dms median=%dms max=%dms\n' "$label" "${#sorted[@]}" \
     "${sorted[0]}" "${sorted[$((${#sorted[@]} / 2))]}" "${sorted[-1]}"
 }
 
@@ -225,11 +227,19 @@ MAX_ACKED=${FIG[max_acknowledged_token]:-0}
 
 echo
 log "checks"
+NSQL=0
 while IFS='|' read -r kind name violations example; do
   [[ "$kind" == check ]] || continue
+  NSQL=$((NSQL + 1))
   if [[ "$violations" == 0 ]]; then check "$name" 1 "0 violations"; else
     check "$name" 0 "$violations violations, e.g. $example"; fi
 done <"$WORK/check.out"
+check check_sql_ran_every_check "NSQL == 7" "$NSQL of the 7 checks of check.sql reported"
+# The per-key checks above are only as good as the writes behind them.
+W_GUARD=${FIG[writes_accepted_guard]:-0} W_FU=${FIG[writes_accepted_fenced_update]:-0}
+W_ADMIT=${FIG[writes_accepted_admit]:-0}
+check every_write_path_accepted_writes "W_GUARD > 0 && W_FU > 0 && W_ADMIT > 0" \
+  "accepted: guard $W_GUARD, fenced_update $W_FU, admit $W_ADMIT"
 STALE=${FIG[stale_rejections]:-0}
 FS_STALE=${FIG[fence_stats_rejected_stale]:-0}
 check stale_rejections_happened "STALE > 0" \
@@ -269,17 +279,19 @@ touch "$WORK/faults.log"
 col() { awk -v k="$1" -v c="$2" '$1 ~ k { print $c }' "$WORK/faults.log"; }
 echo
 log "summary (seed $SEED)"
-printf '  %-34s %s\n' "seed" "$SEED   (SAFETY_SEED=$SEED SAFETY_SECONDS=$RUN_S bash tests/e2e/safety/run.sh)"
-printf '  %-34s %ss of faults, %ss in all\n' "duration" "$RUN_S" "$(((T_END - T_START) / 1000))"
-printf '  %-34s %s attempted, %s granted, %s held/timed out, %s unavailable\n' "acquires" \
+printf '  %-36s %s\n' "seed" "$SEED   (SAFETY_SEED=$SEED SAFETY_SECONDS=$RUN_S bash tests/e2e/safety/run.sh)"
+printf '  %-36s %ss of faults, %ss in all\n' "duration" "$RUN_S" "$(((T_END - T_START) / 1000))"
+printf '  %-36s %s attempted, %s granted, %s held/timed out, %s unavailable\n' "acquires" \
   "${FIG[acquires_attempted]:-0}" "${FIG[acquires_granted]:-0}" "${FIG[acquires_held]:-0}" "${FIG[acquires_unavailable]:-0}"
-printf '  %-34s %s (guard %s, fenced_update %s, admit %s)\n' "writes accepted" "${FIG[writes_accepted]:-0}" \
+printf '  %-36s %s (guard %s, fenced_update %s, admit %s)\n' "writes accepted" "${FIG[writes_accepted]:-0}" \
   "${FIG[writes_accepted_guard]:-0}" "${FIG[writes_accepted_fenced_update]:-0}" "${FIG[writes_accepted_admit]:-0}"
-printf '  %-34s %s (%s); fence_stats: %s\n' "stale writes refused (55F01/stale)" "${FIG[stale_rejections]:-0}" \
+printf '  %-36s %s (%s); fence_stats: %s\n' "stale writes refused (55F01/stale)" "${FIG[stale_rejections]:-0}" \
   "${FIG[stale_rejections_by_path]:-none}" "${FIG[fence_stats_rejected_stale]:-0}"
-printf '  %-34s %s errors, %s releases found the lease gone\n' "other write outcomes" \
+printf '  %-36s %s errors, %s releases found the lease gone\n' "other write outcomes" \
   "${FIG[write_errors]:-0}" "${FIG[releases_not_held]:-0}"
-printf '  %-34s %s\n' "faults injected" "$(awk '{ n[$1]++ } END { for (k in n) printf "%s=%d ", k, n[k] }' "$WORK/faults.log")total=$(wc -l <"$WORK/faults.log")"
+printf '  %-36s %s\n' "keepalives sent by workers" \
+  "$(cat "$WORK"/w[0-9]*.out 2>/dev/null | awk '/ keepalives$/ { n += $(NF - 1) } END { print n + 0 }')"
+printf '  %-36s %s\n' "faults injected" "$(awk '{ n[$1]++ } END { for (k in n) printf "%s=%d ", k, n[k] }' "$WORK/faults.log")total=$(wc -l <"$WORK/faults.log")"
 mapfile -t v < <(col '^kill_leader$' 6); stats "leader kill -> new leader" "${v[@]}"
 mapfile -t v < <(col '^kill_leader$' 4); stats "leader kill -> fencectl granted" "${v[@]}"
 mapfile -t v < <(col '^kill(_leader)?$' 5); stats "member restart -> answers" "${v[@]}"
@@ -290,6 +302,6 @@ mapfile -t v < <(col '^pause_leader$' 4); stats "leader SIGSTOP -> fencectl gran
 mapfile -t v < <(col '^pause_(member|leader)$' 5); stats "member SIGCONT -> grant" "${v[@]}"
 stats "heal -> grant" "$FINAL_GRANT_MS"
 stats "heal -> $LIVE_WRITES writes accepted" "$LIVE_MS"
-printf '  %-34s %s\n' "max acknowledged token" "$MAX_ACKED"
+printf '  %-36s %s\n' "max acknowledged token" "$MAX_ACKED"
 echo "safety: $PASSED passed, $FAILED failed"
 ((FAILED == 0))

@@ -19,7 +19,12 @@ e2e_find_bin() {
   done
   found=$(find "$E2E_ROOT" -maxdepth 5 -path "$E2E_ROOT/build*" -type f -name "$name" \
             -perm -u+x -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n 1 | cut -d' ' -f2-)
-  [[ -n "$found" ]] && { echo "$found"; return 0; }
+  if [[ -n "$found" ]]; then
+    # Say so: this binary may be older than the sources, or from another build.
+    echo "e2e: $name is not in ${E2E_BUILD_DIR:-$E2E_ROOT/${BUILD:-build}}; using the newest one found: $found" >&2
+    echo "$found"
+    return 0
+  fi
   return 1
 }
 

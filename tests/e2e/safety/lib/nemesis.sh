@@ -238,7 +238,7 @@ nem_forced_finish() {
   e2e_wait_for 60 nem_newer_written ||
     echo "$path - no newer write on safety:k1 within 60s" >>"$WORK/forced-stale.log"
   kill -CONT "$pid" 2>/dev/null || true
-  e2e_wait_for 30 nem_dead "$pid" || kill -KILL "$pid" 2>/dev/null
+  e2e_wait_for 30 nem_dead "$pid" || kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" || rc=$?
   nem_record "forced_stale worker-forced-$path $(($(e2e_ms) - t0)) - -"
   echo "$path $token $rc" >>"$WORK/forced-stale.log"
@@ -252,7 +252,8 @@ nem_kill_all() {
   t0=$(e2e_ms)
   for id in "${MEMBER_IDS[@]}"; do
     pid=$(e2e_member_pid "$CLUSTER_DIR" "$id")
-    [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null
+    # (|| true: under run.sh's set -e, a member already gone must not end the run)
+    [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
   done
   for id in "${MEMBER_IDS[@]}"; do
     e2e_wait_for 10 nem_reaped "$(e2e_member_pid "$CLUSTER_DIR" "$id")" ||
@@ -285,13 +286,12 @@ nem_member_fault() {
   if ((pick < 2)); then
     nem_kill "$id" kill
   elif ((pick < 4)); then
-    leader=$(nem_leader_id) || leader=$id
-    nem_kill "$leader" kill_leader
+    # No member says it is leader (an election is under way): an ordinary kill.
+    if leader=$(nem_leader_id); then nem_kill "$leader" kill_leader; else nem_kill "$id" kill; fi
   elif ((pick < 5)); then
     nem_pause_member "$id" pause_member
   elif ((pick < 6)); then
-    leader=$(nem_leader_id) || leader=$id
-    nem_pause_member "$leader" pause_leader
+    if leader=$(nem_leader_id); then nem_pause_member "$leader" pause_leader; else nem_pause_member "$id" pause_member; fi
   else
     nem_kill_all
   fi
@@ -333,7 +333,7 @@ nem_run() {
 }
 
 nem_member_fault_verbose() {
-  nem_member_fault
+  nem_member_fault || true   # a fault that could not run was recorded by nem_fail
   echo "[$(e2e_now)] nemesis: $(grep -v '^pause_worker' "$WORK/faults.log" | tail -n 1)"
 }
 
@@ -342,7 +342,7 @@ nem_heal() {
   local id pid i
   for id in "${MEMBER_IDS[@]}"; do
     pid=$(e2e_member_pid "$CLUSTER_DIR" "$id")
-    [[ -n "$pid" ]] && kill -CONT "$pid" 2>/dev/null
+    [[ -n "$pid" ]] && kill -CONT "$pid" 2>/dev/null || true   # a dead one is restarted below
     if [[ -z "$pid" ]] || ! kill -0 "$pid" 2>/dev/null; then
       nem_restart "$id" >/dev/null || true
     fi
