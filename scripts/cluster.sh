@@ -74,13 +74,41 @@ stop_member() {  # DIR ID
     rm -f "$pidfile"
 }
 
+# Fails, with the end of its log, if a member started from DIR has exited.
+members_alive() {  # DIR
+    local dir=$1 pidfile pid
+    for pidfile in "$dir"/*.pid; do
+        [[ -f "$pidfile" ]] || continue
+        pid=$(cat "$pidfile")
+        if ! alive "$pid"; then
+            echo "cluster.sh: member $(basename "$pidfile" .pid) (pid $pid) exited; end of its log:" >&2
+            tail -n 5 "${pidfile%.pid}.log" >&2 || true
+            return 1
+        fi
+    done
+}
+
+# True if member ID of DIR (its pid file) is the process listening on its
+# HTTP port, so that another cluster left on the same ports is not mistaken
+# for this one. Without ss (iproute2) the check is skipped.
+own_port() {  # DIR ID
+    command -v ss >/dev/null || return 0
+    local pid
+    pid=$(cat "$1/$2.pid" 2>/dev/null) || return 1
+    ss -Hltnp "sport = :$((BASE + 100 + $2))" 2>/dev/null | grep -q "pid=$pid,"
+}
+
 # Polls /v1/status of every member until one reports role leader (bounded).
 wait_leader() {  # DIR
     local dir=$1 deadline=$((SECONDS + WAIT_LEADER_SECONDS)) i
     # shellcheck disable=SC1091
     source "$dir/cluster.env"
     while ((SECONDS < deadline)); do
+        # A member that exited (e.g. its port was taken) must not let a stale
+        # cluster on the same ports pass for this one.
+        members_alive "$dir" || return 1
         for ((i = 1; i <= N; i++)); do
+            own_port "$dir" "$i" || continue
             if curl -s -m 1 "http://127.0.0.1:$((BASE + 100 + i))/v1/status" 2>/dev/null | grep -Eq '^\{"id":[0-9]+,"role":"leader"'; then
                 return 0
             fi
