@@ -85,7 +85,9 @@ int failover(const std::vector<client::Endpoint>& endpoints, int pid, int timeou
         std::perror("bench_coordinator: kill");
         return 1;
     }
-    auto r = c.acquire({key, 10s, 0ms, ""});
+    // With an owner, a retry whose earlier attempt was granted (answer lost
+    // with the leader) gets the same token instead of a 409 from itself.
+    auto r = c.acquire({key, 10s, 0ms, "bench-failover"});
     const auto ms = std::chrono::duration<double, std::milli>(client::Clock::now() - killed_at).count();
     if (!r) {
         std::cerr << "bench_coordinator: no acquire succeeded within " << timeout_ms << "ms: " << r.message() << '\n';

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,8 +65,12 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 // In the forked child: own group (and the terminal's foreground, if we had
 // it: both sides set it, as shells do, so the child never reads the terminal
 // from the background), default signal handling, exec. Never returns.
-[[noreturn]] void exec_child(char* const* argv, char* const* envp, bool take_terminal) {
+// If fencectl itself dies (SIGKILL, OOM), nobody would stop the child at the
+// lease deadline: PR_SET_PDEATHSIG kills it with its parent instead.
+[[noreturn]] void exec_child(char* const* argv, char* const* envp, bool take_terminal, pid_t parent) {
     ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the parent died before prctl
     if (take_terminal) {
         std::signal(SIGTTOU, SIG_IGN);
         ::tcsetpgrp(STDIN_FILENO, ::getpid());
@@ -92,12 +97,13 @@ std::optional<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& 
     std::vector<std::string> envs = child_environment(env);
     std::vector<char*> c_args = c_strings(args), c_env = c_strings(envs);
     const bool take_terminal = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
         error = std::string("fork failed: ") + std::strerror(errno);
         return std::nullopt;
     }
-    if (pid == 0) exec_child(c_args.data(), c_env.data(), take_terminal);
+    if (pid == 0) exec_child(c_args.data(), c_env.data(), take_terminal, parent);
     ::setpgid(pid, pid);  // also in the parent: no race with signal_group()
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     ChildProcess child(pid, pidfd);

@@ -20,10 +20,12 @@ bool client_options(const Args& args, client::Options& options, std::string& err
     options.timeout = args.timeout.value_or(kDefaultTimeout);
     options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
     if (args.command == "run") {
-        // A stopped or cut-off leader must not eat the whole lease: give each
-        // keepalive request a quarter of it before trying the next member.
-        const milliseconds quarter = args.lease.value_or(kDefaultLease) / 4;
-        options.keepalive_attempt_timeout = std::clamp(quarter, kMinAttemptTimeout, options.attempt_timeout);
+        // A stopped or cut-off leader must not eat the lease: give each
+        // keepalive request an eighth of it before trying the next member, so
+        // that several attempts fit between the first keepalive (lease/3) and
+        // the SIGTERM (run_command.cc).
+        const milliseconds eighth = args.lease.value_or(kDefaultLease) / 8;
+        options.keepalive_attempt_timeout = std::clamp(eighth, kMinAttemptTimeout, options.attempt_timeout);
     }
     return true;
 }

@@ -20,7 +20,7 @@ commands:
   help [COMMAND]           this text, or one command's
 
 global flags:
-  --endpoints H:P,...   members to talk to (default: $FENCE_ENDPOINTS, else 127.0.0.1:7001);
+  --endpoints H:P,...   members to talk to (default: $FENCE_ENDPOINTS, else 127.0.0.1:7501-7503);
                         followers redirect to the leader; unreachable members are skipped
   --timeout DUR         give up after this long (default 10s; acquire adds its --wait)
   -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
@@ -72,14 +72,16 @@ constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30
 
 Acquires KEY, then runs CMD with FENCE_KEY and FENCE_TOKEN in its environment,
 in its own process group. While CMD runs, the lease is kept alive every third
-of the lease. The lease counts as lost when a keepalive is refused, or when no
-keepalive succeeded before the local deadline (send time of the last successful
-acquire or keepalive + lease). Then CMD's process group gets SIGTERM, and
-SIGKILL after --grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencectl are
-passed on to CMD. When CMD exits, the lock is released.
+of the lease. The local deadline is the send time of the last successful
+acquire or keepalive + lease; CMD never runs past it. If a keepalive is
+refused, or none succeeded by deadline - lease/10 - grace, CMD's process group
+gets SIGTERM, and SIGKILL by deadline - lease/10 at the latest. If fencectl
+itself dies, CMD is killed too. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+fencectl are passed on to CMD. When CMD exits, the lock is released.
 
   --lease, --wait, --owner   as for acquire
-  --grace DUR                time between SIGTERM and SIGKILL when the lease is lost (default 2s)
+  --grace DUR                time between SIGTERM and SIGKILL when the lease is lost
+                             (default 2s, at most a quarter of the lease)
 
 exit: CMD's exit status (128+N if CMD died of signal N); 4 if the lease was
 lost (CMD was terminated); 3 held, 5 unavailable (CMD never started);

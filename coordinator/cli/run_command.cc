@@ -14,18 +14,33 @@ using std::chrono::duration_cast;
 
 constexpr milliseconds kRetryPause{200};      // after a keepalive that failed without a refusal
 constexpr milliseconds kReleaseOnLoss{1000};  // release attempt after losing the lease: best effort
+constexpr milliseconds kMinMargin{10};
 
-// What we know about the lease, counted from send times only.
+// What we know about the lease, counted from send times only, and the
+// schedule that keeps the child inside it: SIGTERM at term_at, SIGKILL at
+// kill_by, both strictly before the deadline (the margin absorbs clock rate
+// differences between this host and the leader, and the kill's own latency).
 struct LeaseClock {
     milliseconds lease{0};
+    milliseconds grace{0};        // --grace, capped at a quarter of the lease
     Clock::time_point deadline;   // coordinator has certainly not expired the lease before this
+    Clock::time_point kill_by;    // deadline - margin: the child is SIGKILLed by then
+    Clock::time_point term_at;    // kill_by - grace: SIGTERM when no keepalive succeeded by then
     Clock::time_point last_sent;  // send time of the last successful acquire/keepalive
     Clock::time_point next_keepalive;
 
+    LeaseClock(milliseconds lease_in, milliseconds grace_in)
+        : lease(lease_in), grace(std::min(grace_in, lease_in / 4)) {}
+
+    milliseconds margin() const { return std::max(kMinMargin, lease / 10); }
+
     void confirmed(Clock::time_point sent_at, milliseconds ttl) {
+        const milliseconds held = std::min(ttl, lease);
         last_sent = sent_at;
-        deadline = sent_at + std::min(ttl, lease);
-        next_keepalive = sent_at + std::min(ttl, lease) / 3;
+        deadline = sent_at + held;
+        kill_by = deadline - std::min(held, margin());
+        term_at = kill_by - std::min(held - std::min(held, margin()), grace);
+        next_keepalive = sent_at + held / 3;
     }
 };
 
@@ -44,7 +59,10 @@ bool confirm_before_start(client::Client& c, const Args& args, std::uint64_t tok
     auto k = c.keepalive(args.positional[0], token, Clock::now() + std::min(lc.lease, c.options().timeout));
     if (k) {
         lc.confirmed(k.value().sent_at, k.value().ttl);
-        return true;
+        if (Clock::now() < lc.term_at) return true;
+        err << "fencectl run: lease of " << args.positional[0] << " confirmed too late to start CMD safely\n";
+        code = kExitLostLease;
+        return false;
     }
     err << "fencectl run: lease of " << args.positional[0] << " could not be confirmed before starting: "
         << k.error().message << '\n';
@@ -53,13 +71,16 @@ bool confirm_before_start(client::Client& c, const Args& args, std::uint64_t tok
 }
 
 // Keeps the lease while the child runs. Returns an empty string when the child
-// exited, else why the lease counts as lost.
+// exited, else why the lease counts as lost (then it is time to SIGTERM).
 std::string hold(client::Client& c, const Args& args, std::uint64_t token, LeaseClock& lc, ChildProcess& child,
                  std::ostream& err) {
     for (;;) {
-        if (child.wait_until(std::min(lc.next_keepalive, lc.deadline))) return {};
-        if (Clock::now() >= lc.deadline) return "no successful keepalive before the local lease deadline";
-        auto k = c.keepalive(args.positional[0], token, lc.deadline);
+        if (child.wait_until(std::min(lc.next_keepalive, lc.term_at))) return {};
+        if (Clock::now() >= lc.term_at) {
+            return "no successful keepalive in time; local lease deadline in " + std::to_string(ms_until(lc.deadline)) +
+                   "ms";
+        }
+        auto k = c.keepalive(args.positional[0], token, lc.term_at);
         if (k) {
             lc.confirmed(k.value().sent_at, k.value().ttl);
             continue;
@@ -71,8 +92,14 @@ std::string hold(client::Client& c, const Args& args, std::uint64_t token, Lease
         }
         err << "fencectl run: warning: keepalive failed (" << k.error().message << "); lease deadline in "
             << ms_until(lc.deadline) << "ms\n";
-        lc.next_keepalive = Clock::now() + kRetryPause;
+        lc.next_keepalive = Clock::now() + std::min(kRetryPause, lc.lease / 20);
     }
+}
+
+// SIGTERM now, SIGKILL by lc.kill_by at the latest (never after the deadline).
+void stop_child(ChildProcess& child, const LeaseClock& lc) {
+    const auto left = std::max(milliseconds(0), duration_cast<milliseconds>(lc.kill_by - Clock::now()));
+    child.terminate(std::min(lc.grace, left));
 }
 
 }  // namespace
@@ -87,8 +114,7 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
         return exit_code_of(acquired.error(), "acquire");
     }
     const std::uint64_t token = acquired.value().token;
-    LeaseClock lc;
-    lc.lease = acquired.value().lease;
+    LeaseClock lc(acquired.value().lease, args.grace.value_or(kDefaultGrace));
     lc.confirmed(acquired.value().sent_at, lc.lease);
     int code = kExitOther;
     if (!confirm_before_start(c, args, token, lc, err, code)) {
@@ -109,7 +135,7 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
     }
     err << "fencectl run: lease of " << key << " token " << token << " lost (" << lost
         << "); terminating pid " << child->pid() << '\n';
-    child->terminate(args.grace.value_or(kDefaultGrace));
+    stop_child(*child, lc);
     client::Options quick = c.options();
     quick.timeout = std::min(quick.timeout, kReleaseOnLoss);
     quick.attempt_timeout = std::min(quick.attempt_timeout, kReleaseOnLoss);

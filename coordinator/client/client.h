@@ -5,7 +5,9 @@
 // - A follower's 307 is followed to the leader (at most Options::max_redirects
 //   hops); the leader is remembered for the next call.
 // - Connection errors, timeouts and 503 are retried across the endpoints with
-//   exponential backoff, all within the call's deadline.
+//   exponential backoff, all within the call's deadline. A new connection is
+//   first probed (GET /healthz, Options::probe_timeout) so that a member that
+//   accepts connections but never answers is skipped quickly.
 // - Lease time is counted from when a request was SENT, never from when the
 //   answer arrived: Lease::deadline() is a time by which the coordinator has
 //   certainly not yet expired the lease (send time + lease), so a holder that
@@ -37,6 +39,13 @@ struct Options {
     // One keepalive request to one member; 0 means attempt_timeout. A holder
     // sets it to a fraction of the lease so a stopped leader is left in time.
     milliseconds keepalive_attempt_timeout{0};
+    // A member is asked GET /healthz on every new connection and must answer
+    // within this before it gets the real request: a member that accepts TCP
+    // but never answers (SIGSTOPped, hung) costs this, not attempt_timeout, and
+    // never sees the request. Doubles after each round in which every endpoint
+    // failed (up to attempt_timeout), so a merely slow cluster still gets through.
+    // 0 disables the probe.
+    milliseconds probe_timeout{300};
     milliseconds backoff_initial{20};     // first pause after every endpoint failed once
     milliseconds backoff_max{500};        // pauses double up to this
     int max_redirects = 4;                // 307 hops per attempt

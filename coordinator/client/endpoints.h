@@ -37,7 +37,7 @@ EndpointsParse parse_endpoints(std::string_view text);
 std::optional<Endpoint> endpoint_of_url(std::string_view url);
 
 // Default when neither --endpoints nor FENCE_ENDPOINTS is given.
-constexpr std::string_view kDefaultEndpoints = "127.0.0.1:7001";
+constexpr std::string_view kDefaultEndpoints = "127.0.0.1:7501,127.0.0.1:7502,127.0.0.1:7503";
 constexpr std::string_view kEndpointsEnv = "FENCE_ENDPOINTS";
 
 }  // namespace pgfence::client

@@ -116,6 +116,7 @@ public:
     }
 
     const Endpoint& endpoint() const { return endpoint_; }
+    bool is_open() const { return socket_.is_open(); }
 
 private:
     bool connect(HttpResult& result, Clock::time_point deadline) {
@@ -217,6 +218,7 @@ HttpResult HttpConnection::roundtrip(const HttpRequest& request, Clock::time_poi
 }
 
 void HttpConnection::close() { impl_->close(); }
+bool HttpConnection::is_open() const { return impl_->is_open(); }
 const Endpoint& HttpConnection::endpoint() const { return impl_->endpoint(); }
 
 }  // namespace pgfence::client

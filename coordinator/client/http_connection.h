@@ -61,6 +61,8 @@ public:
     HttpResult roundtrip(const HttpRequest& request, Clock::time_point deadline);
 
     void close();
+    // True while a connection from an earlier roundtrip is kept alive.
+    bool is_open() const;
     const Endpoint& endpoint() const;
 
 private:

@@ -52,6 +52,22 @@ void Transport::note_failure() {
     }
 }
 
+// A new connection must answer GET /healthz quickly before it gets the real
+// request (any HTTP answer will do): a stopped member is left after
+// probe_timeout_ rather than attempt_timeout, and never holds a request.
+bool Transport::probe(HttpConnection& conn, Clock::time_point attempt_deadline, std::string& why) {
+    if (!probing_ || conn.is_open()) return true;
+    const auto deadline = std::min(attempt_deadline, Clock::now() + probe_timeout_);
+    const HttpResult r = conn.roundtrip(HttpRequest{"GET", "/healthz", {}}, deadline);
+    if (r.error == TransportError::kNone) return true;
+    why = r.error == TransportError::kTimeout
+              ? conn.endpoint().to_string() + " accepted no request or did not answer /healthz within " +
+                    std::to_string(probe_timeout_.count()) + "ms (stopped or overloaded?)"
+              : r.message;
+    conn.close();
+    return false;
+}
+
 Transport::Step Transport::attempt(const Endpoint& first, const Call& call, CallResult& out,
                                    std::string& why) {
     Endpoint target = first;
@@ -60,8 +76,13 @@ Transport::Step Transport::attempt(const Endpoint& first, const Call& call, Call
         const Attempt a = call.make();
         const auto attempt_deadline = std::min(call.deadline, Clock::now() + a.timeout);
         HttpConnection& conn = connection(target);
+        const bool fresh = !conn.is_open();
+        if (!probe(conn, attempt_deadline, why)) {
+            ++out.attempts;  // keeps max_attempts a bound on the loop
+            return Step::kNextEndpoint;
+        }
         HttpResult r = conn.roundtrip(a.request, attempt_deadline);
-        if (r.error == TransportError::kIo && r.reused) {
+        if (r.error == TransportError::kIo && r.reused && !fresh) {
             // The member closed an idle keep-alive connection: retry once on a fresh one.
             note_sent(r, out);
             r = conn.roundtrip(a.request, attempt_deadline);
@@ -106,6 +127,8 @@ CallResult Transport::perform(const Call& call) {
     std::string why = "the deadline had already passed";
     milliseconds backoff = options_.backoff_initial;
     std::size_t failures_in_row = 0;
+    probing_ = options_.probe_timeout.count() > 0;
+    probe_timeout_ = options_.probe_timeout;
     while (out.attempts < options_.max_attempts && Clock::now() < call.deadline) {
         const Step step = attempt(pick_endpoint(), call, out, why);
         if (step == Step::kAnswered) return out;
@@ -113,6 +136,7 @@ CallResult Transport::perform(const Call& call) {
         if (!call.retry) break;
         if (++failures_in_row < options_.endpoints.size()) continue;
         failures_in_row = 0;
+        probe_timeout_ = std::min(probe_timeout_ * 2, std::max(options_.probe_timeout, options_.attempt_timeout));
         const auto left = std::chrono::duration_cast<milliseconds>(call.deadline - Clock::now());
         std::this_thread::sleep_for(std::clamp(backoff, milliseconds(0), std::max(left, milliseconds(0))));
         backoff = std::min(backoff * 2, options_.backoff_max);
@@ -127,6 +151,7 @@ CallResult Transport::perform(const Call& call) {
 CallResult Transport::perform_at(const Endpoint& endpoint, const Call& call) {
     CallResult out;
     std::string why = "the deadline had already passed";
+    probing_ = false;  // one request to a named member: the probe would only add a round trip
     if (Clock::now() < call.deadline && attempt(endpoint, call, out, why) == Step::kAnswered) return out;
     out.error = {ErrorKind::kUnavailable, endpoint.to_string() + " did not answer: " + why, 0};
     return out;

@@ -6,6 +6,8 @@
 // 307s are followed (bounded hops). After a connection error, timeout or 503
 // the next endpoint is tried; once every endpoint has failed in a row the
 // transport sleeps (exponential backoff, capped, never past the deadline).
+// Before the first request on a new connection the member is probed with
+// GET /healthz under Options::probe_timeout (see there).
 #pragma once
 
 #include <functional>
@@ -55,6 +57,7 @@ private:
     enum class Step : std::uint8_t { kAnswered, kNextEndpoint };
     Step attempt(const Endpoint& first, const Call& call, CallResult& out, std::string& why);
     HttpConnection& connection(const Endpoint& endpoint);
+    bool probe(HttpConnection& conn, Clock::time_point attempt_deadline, std::string& why);
     Endpoint pick_endpoint();
     void note_failure();
 
@@ -62,6 +65,8 @@ private:
     std::map<std::string, std::unique_ptr<HttpConnection>> connections_;
     std::optional<Endpoint> leader_;  // last member that gave a final answer
     std::size_t next_ = 0;            // round-robin position in options_.endpoints
+    milliseconds probe_timeout_{0};   // this call's probe budget (grows per failed round)
+    bool probing_ = false;            // this call probes new connections
 };
 
 }  // namespace pgfence::client

@@ -64,6 +64,24 @@ FENCE_ENDPOINTS="$dead" expect_code 5 fencectl --timeout 1s list
 follower=$(fencectl status | awk '$2 == "follower" {print $7; exit}')
 t=$(fencectl --endpoints "$follower" acquire viafollower --lease 5s --wait 0s) || fail "acquire via follower $follower"
 fencectl --endpoints "$follower" release viafollower "$t" || fail "release via follower"
+# A SIGSTOPped member first in the list (it accepts TCP, never answers) is left
+# after the 300ms /healthz probe, not the 3s attempt timeout, and never gets
+# the acquire.
+paused_id=$(fencectl status | awk '$2 == "follower" {print $1; exit}')
+paused_ep=$(fencectl status | awk '$2 == "follower" {print $7; exit}')
+paused_pid=$(cat "$WORK/cluster/$paused_id.pid")
+pre_cleanup() { kill -CONT "$paused_pid" 2>/dev/null || true; }
+kill -STOP "$paused_pid"
+start_ns=$(date +%s%N)
+t=$(fencectl --endpoints "$paused_ep,$FENCE_ENDPOINTS" acquire paused-first --lease 5s --wait 0s) ||
+    fail "acquire with SIGSTOPped $paused_ep first in the list"
+took_ms=$((($(date +%s%N) - start_ns) / 1000000))
+((took_ms < 2000)) || fail "acquire took ${took_ms}ms with a SIGSTOPped first endpoint (probe is 300ms)"
+fencectl release paused-first "$t"
+kill -CONT "$paused_pid"
+pre_cleanup() { :; }
+echo "[$TEST_NAME] SIGSTOPped first endpoint cost ${took_ms}ms"
+
 # A dead member shows as unreachable; status still exits 0 and a leader serves.
 victim=$(fencectl status | awk '$2 == "follower" {print $1; exit}')
 kill -KILL "$(cat "$WORK/cluster/$victim.pid")"

@@ -25,8 +25,15 @@ fail() {
     exit 1
 }
 
+# Tests that must undo something first (resume SIGSTOPped members) redefine
+# pre_cleanup; they must not replace the EXIT trap, whose first command has to
+# capture the exit status (a trap 'x; cleanup' would hand cleanup x's status
+# and turn every failure into a pass).
+pre_cleanup() { :; }
+
 cleanup() {
     local rc=$?
+    pre_cleanup || true
     "$CLUSTER" stop "$WORK/cluster" >/dev/null 2>&1 || true
     if ((rc != 0)); then
         echo "---- [$TEST_NAME] member logs (tail) ----" >&2

@@ -2,6 +2,11 @@
 // redirects, retries across endpoints, deadlines, and lease time counted from
 // the send time.
 #define BOOST_TEST_MODULE client_fake_server
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -42,6 +47,41 @@ client::Endpoint dead_endpoint() {
     { FakeServer s([](const FakeRequest&) { return FakeReply{}; }); port = s.endpoint().port; }
     return {"127.0.0.1", port};
 }
+
+// A member that is SIGSTOPped: the kernel completes TCP handshakes into the
+// listen backlog, but nothing ever reads or answers.
+struct StoppedMember {
+    int fd = -1;
+    std::uint16_t port = 0;
+    StoppedMember() {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        BOOST_TEST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+        BOOST_TEST_REQUIRE(::listen(fd, 16) == 0);
+        // Non-blocking, so that received() ends when the backlog is empty.
+        BOOST_TEST_REQUIRE(::fcntl(fd, F_SETFL, O_NONBLOCK) == 0);
+        BOOST_TEST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+        port = ntohs(a.sin_port);
+    }
+    ~StoppedMember() { ::close(fd); }
+    client::Endpoint endpoint() const { return {"127.0.0.1", port}; }
+    // Everything clients sent so far (the member "resumes" and reads it all).
+    std::string received() const {
+        std::string all;
+        for (int i = 0; i < 16; ++i) {
+            const int c = ::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (c < 0) break;
+            char buf[4096];
+            ssize_t n = 0;
+            while ((n = ::recv(c, buf, sizeof buf, 0)) > 0) all.append(buf, static_cast<std::size_t>(n));
+            ::close(c);
+        }
+        return all;
+    }
+};
 
 }  // namespace
 
@@ -275,4 +315,46 @@ BOOST_AUTO_TEST_CASE(keepalive_attempt_timeout_moves_on_from_a_stuck_member) {
     BOOST_TEST(r.value().ttl.count() == 900);
     BOOST_TEST((r.value().deadline() == r.value().sent_at + 900ms));
     BOOST_TEST((r.value().sent_at <= good.requests().at(0).arrived));
+}
+
+BOOST_AUTO_TEST_CASE(stopped_member_is_left_after_the_probe_timeout_and_never_gets_the_request) {
+    StoppedMember stopped;
+    FakeServer good([](const FakeRequest&) { return granted(12); });
+    auto o = options_for({stopped.endpoint(), good.endpoint()});
+    o.attempt_timeout = 3s;
+    o.probe_timeout = 200ms;
+    client::Client c(o);
+    const auto start = test::Clock::now();
+    auto r = c.acquire({"k", 5s, 0ms, ""});
+    const auto took = test::Clock::now() - start;
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    BOOST_TEST(r.value().token == 12u);
+    BOOST_TEST((took >= 190ms));         // it did wait for the stopped member's probe ...
+    BOOST_TEST((took < 200ms + 1000ms));  // ... but not the 3s attempt timeout
+    BOOST_TEST(good.probes() == 1);
+    const std::string seen = stopped.received();
+    BOOST_TEST(seen.find("GET /healthz") != std::string::npos, seen);
+    BOOST_TEST(seen.find("/v1/acquire") == std::string::npos, seen);  // no phantom grant there
+}
+
+BOOST_AUTO_TEST_CASE(probe_runs_once_per_connection) {
+    FakeServer s([](const FakeRequest&) { return granted(1); });
+    client::Client c(options_for({s.endpoint()}));
+    for (int i = 0; i < 3; ++i) BOOST_TEST_REQUIRE(c.acquire({"k", 5s, 0ms, ""}).ok());
+    BOOST_TEST(s.probes() == 1);
+    BOOST_TEST(s.requests().size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(all_members_stopped_is_unavailable_by_the_deadline) {
+    StoppedMember a, b;
+    auto o = options_for({a.endpoint(), b.endpoint()});
+    o.timeout = 700ms;
+    o.probe_timeout = 100ms;
+    client::Client c(o);
+    const auto start = test::Clock::now();
+    auto r = c.get("k");
+    BOOST_TEST_REQUIRE(!r.ok());
+    BOOST_TEST((r.error().kind == client::ErrorKind::kUnavailable));
+    BOOST_TEST(r.error().message.find("/healthz") != std::string::npos, r.error().message);
+    BOOST_TEST((test::Clock::now() - start < 700ms + kSlack));
 }

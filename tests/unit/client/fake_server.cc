@@ -72,6 +72,13 @@ private:
             beast::error_code ec;
             http::read(socket, buffer, req, ec);
             if (ec) break;
+            if (req.target() == "/healthz") {
+                // The client's liveness probe on a new connection: a live member
+                // answers at once, whatever the test scripts for real requests.
+                probes_.fetch_add(1);
+                if (!answer(socket, req, reply(200, "ok"))) break;
+                continue;
+            }
             FakeRequest seen{std::string(req.method_string()), std::string(req.target()), req.body(),
                              Clock::now(), connection};
             {
@@ -81,19 +88,29 @@ private:
             const FakeReply reply = handler_(seen);
             pause(reply.delay);
             if (reply.hang_up) break;
-            http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
-            res.set(http::field::content_type, "application/json");
-            if (!reply.location.empty()) res.set(http::field::location, reply.location);
-            res.body() = reply.body;
-            res.keep_alive(req.keep_alive());
-            res.prepare_payload();
-            http::write(socket, res, ec);
-            if (ec || reply.close_after || !req.keep_alive()) break;
+            if (!answer(socket, req, reply) || reply.close_after) break;
         }
         beast::error_code ignored;
         socket.shutdown(tcp::socket::shutdown_both, ignored);  // the fd stays open: sockets_ owns it
     }
 
+    // Writes `reply`; false when the connection is to be closed.
+    static bool answer(tcp::socket& socket, const http::request<http::string_body>& req, const FakeReply& reply) {
+        http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
+        res.set(http::field::content_type, "application/json");
+        if (!reply.location.empty()) res.set(http::field::location, reply.location);
+        res.body() = reply.body;
+        res.keep_alive(req.keep_alive());
+        res.prepare_payload();
+        beast::error_code ec;
+        http::write(socket, res, ec);
+        return !ec && req.keep_alive();
+    }
+
+public:
+    std::atomic<int> probes_{0};
+
+private:
     Handler handler_;
     std::atomic<int>& connections_;
     asio::io_context ioc_;
@@ -113,5 +130,6 @@ FakeServer::FakeServer(Handler handler)
 FakeServer::~FakeServer() = default;
 
 std::vector<FakeRequest> FakeServer::requests() const { return impl_->requests(); }
+int FakeServer::probes() const { return impl_->probes_.load(); }
 
 }  // namespace pgfence::test

@@ -1,6 +1,7 @@
 // A tiny scripted HTTP/1.1 server on 127.0.0.1 (ephemeral port) for testing
 // the client's redirect, retry and deadline logic. Not a coordinator: every
-// answer comes from the test's handler. One thread per connection.
+// answer comes from the test's handler (but GET /healthz, see requests()).
+// One thread per connection.
 #pragma once
 
 #include <atomic>
@@ -66,7 +67,10 @@ public:
 
     client::Endpoint endpoint() const { return {"127.0.0.1", port_}; }
     std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+    // Requests the handler saw. GET /healthz (the client's probe of a new
+    // connection) is answered 200 by the server itself and only counted.
     std::vector<FakeRequest> requests() const;
+    int probes() const;
     int connections() const { return connections_.load(); }
 
 private:

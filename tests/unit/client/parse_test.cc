@@ -156,7 +156,7 @@ BOOST_AUTO_TEST_CASE(bad_endpoint_list_is_a_usage_error) {
     BOOST_TEST(error.find("'nohost'") != std::string::npos, error);
 }
 
-BOOST_AUTO_TEST_CASE(run_gives_each_keepalive_request_a_quarter_of_the_lease) {
+BOOST_AUTO_TEST_CASE(run_gives_each_keepalive_request_an_eighth_of_the_lease) {
     auto attempt_ms = [](std::vector<std::string> words) {
         client::Options options;  // fresh: defaults as fencectl starts with
         std::string error;
@@ -164,7 +164,8 @@ BOOST_AUTO_TEST_CASE(run_gives_each_keepalive_request_a_quarter_of_the_lease) {
         BOOST_TEST(options.attempt_timeout.count() == 3000);  // acquire and the rest keep theirs
         return options.keepalive_attempt_timeout.count();
     };
-    BOOST_TEST(attempt_ms({"run", "k", "--lease", "2s", "--", "true"}) == 500);
+    BOOST_TEST(attempt_ms({"run", "k", "--lease", "2s", "--", "true"}) == 250);
+    BOOST_TEST(attempt_ms({"run", "k", "--lease", "500ms", "--", "true"}) == 100);  // floor
     BOOST_TEST(attempt_ms({"run", "k", "--lease", "1m", "--", "true"}) == 3000);
     BOOST_TEST(attempt_ms({"get", "k"}) == 0);
 }

@@ -50,6 +50,7 @@ struct Run {
     int code = -1;
     std::string err;
     test::Clock::duration took{};
+    std::chrono::system_clock::time_point started;  // wall clock, to compare with the child's `date`
 };
 
 Run run_fencectl(FakeServer& s, const std::vector<std::string>& words) {
@@ -63,8 +64,9 @@ Run run_fencectl(FakeServer& s, const std::vector<std::string>& words) {
     o.attempt_timeout = 1s;
     client::Client c(o);
     std::ostringstream err;
-    const auto start = test::Clock::now();
     Run r;
+    r.started = std::chrono::system_clock::now();
+    const auto start = test::Clock::now();
     r.code = cli::run_with_lock(p.args, c, err);
     r.took = test::Clock::now() - start;
     r.err = err.str();
@@ -124,13 +126,22 @@ BOOST_AUTO_TEST_CASE(silent_cluster_terminates_the_child_by_the_local_deadline) 
     });
     TempDir dir;
     const auto ticks = dir.path / "ticks";
-    // The child ignores SIGTERM, so it takes the SIGKILL after --grace.
-    const std::string script = "trap '' TERM; while :; do echo x >> " + ticks.string() + "; sleep 0.05; done";
+    // The child ignores SIGTERM, so it takes the SIGKILL; each tick is the wall time in ns.
+    const std::string script = "trap '' TERM; while :; do date +%s%N >> " + ticks.string() + "; sleep 0.02; done";
     const Run r = run_fencectl(s, {"--", "sh", "-c", script});
     BOOST_TEST(r.code == cli::kExitLostLease, r.err);
     BOOST_TEST(r.err.find("local lease deadline") != std::string::npos, r.err);
-    // Lease 600ms counted from the acquire's send time, grace 300ms, release attempt 1s.
-    BOOST_TEST((r.took < 600ms + 300ms + 1s + kSlack));
+    // The child is dead BEFORE the lease deadline (acquire's send time + 600ms,
+    // and the send came after `started`), although it ignores SIGTERM and
+    // --grace (300ms) alone would have carried it past the deadline.
+    std::istringstream lines(read_file(ticks));
+    long long tick_ns = 0, last_ns = 0;
+    while (lines >> tick_ns) last_ns = tick_ns;
+    BOOST_TEST_REQUIRE(last_ns > 0);
+    const auto started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(r.started.time_since_epoch()).count();
+    BOOST_TEST(last_ns - started_ns < 600'000'000LL, "last tick " << (last_ns - started_ns) / 1'000'000 << "ms after start");
+    // Then a release attempt of at most 1s.
+    BOOST_TEST((r.took < 600ms + 1s + kSlack));
     const auto size = std::filesystem::file_size(ticks);
     BOOST_TEST_REQUIRE(size > 0u);
     // Nothing writes any more: the whole process group is gone. Bounded: 3 x 100ms.
