@@ -88,11 +88,20 @@ struct Raft::Impl {
     Index applied = 0;        // advance()d; invariant applied <= handed_commit <= commit
     Index handed_commit = 0;  // last committed index handed out (entries or snapshot)
     HardState handed_hs;      // last hard state handed out in a Ready (or loaded)
+    // The commit index Ready::hard_state carries: the largest commit index
+    // whose entries (or a snapshot covering them) were already durable at the
+    // last advance(). A storage may write hard state before the batch's
+    // entries (DurableStorage does); had we persisted `commit` itself, a crash
+    // between the two writes could leave a durable commit index over a stale
+    // stored entry that this batch was overwriting, and the restart would
+    // apply it (State Machine Safety, Figure 3). Invariant: durable_commit <= commit.
+    Index durable_commit = 0;
     int election_elapsed_ticks = 0;
     int randomized_timeout_ticks = 0;
     std::uint64_t read_round = 0;  // ReadIndex heartbeat rounds; never reset
     std::uint64_t dropped = 0;     // messages dropped by the cluster/member check
     bool ready_outstanding = false;
+    bool outstanding_snapshot = false;  // the outstanding Ready carries a snapshot
     std::vector<Message> msgs_now;
     std::vector<Message> msgs;
     std::vector<ReadState> reads_out;
@@ -108,6 +117,9 @@ struct Raft::Impl {
     bool is_member(NodeId id) const;
     void send(NodeId to, MessageBody body, Term msg_term);
     void send(NodeId to, MessageBody body) { send(to, std::move(body), term); }
+    // A leader got a leader-only message of its own term: two leaders in one
+    // term (Figure 3, Election Safety). Throws std::logic_error.
+    [[noreturn]] void fail_two_leaders(const Message& m, const char* what) const;
 
     // raft.cc
     void step(const Message& m);
@@ -115,6 +127,8 @@ struct Raft::Impl {
     void step_current(const Message& m);
     bool has_ready() const;
     Ready ready();
+    std::vector<Entry> hand_committed();  // next bounded run of durable committed entries
+    std::vector<Entry> take_committed();
     void advance(const Ready& rd);
     Status status() const;
 

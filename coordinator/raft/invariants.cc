@@ -28,6 +28,9 @@ std::string Raft::Impl::check_invariants() const {
         return "want applied " + num(applied) + " <= handed " + num(handed_commit) + " <= commit " +
                num(commit);
     }
+    if (durable_commit > commit) {
+        return "durable commit " + num(durable_commit) + " > commit " + num(commit);
+    }
     if (handed_commit > log.stable() && handed_commit > snapshot.meta.index) {
         return "committed entries handed out up to " + num(handed_commit) +
                " beyond durable index " + num(log.stable());

@@ -70,6 +70,7 @@ Raft::Impl::Impl(const Config& config, const Storage& storage)
     // the stored log; clamp it (the snapshot is committed by definition).
     commit = std::clamp(hs.commit, log.base_index(), std::max(log.base_index(), log.last_index()));
     applied = handed_commit = snapshot.meta.index;
+    durable_commit = commit;  // the stored log holds every entry up to it
     handed_hs = hs;  // a clamped commit or raised term differs, so it is persisted again
     become_follower(term, kNoNode);
 }
@@ -105,6 +106,12 @@ void Raft::Impl::send(NodeId to, MessageBody body, Term msg_term) {
     } else {
         msgs.push_back(std::move(m));
     }
+}
+
+void Raft::Impl::fail_two_leaders(const Message& m, const char* what) const {
+    throw std::logic_error("Election Safety broken: leader " + std::to_string(cfg.id) + " got " +
+                           what + " from " + std::to_string(m.from) + " in its own term " +
+                           std::to_string(term));
 }
 
 void Raft::Impl::step(const Message& m) {
@@ -181,7 +188,7 @@ void Raft::Impl::step_current(const Message& m) {
 
 bool Raft::Impl::has_ready() const {
     if (ready_outstanding) return false;
-    if (HardState{term, vote, commit} != handed_hs) return true;
+    if (HardState{term, vote, durable_commit} != handed_hs) return true;
     if (unsent_snapshot || log.has_unhanded() || !msgs_now.empty() || !msgs.empty()) return true;
     if (!reads_out.empty() || !dropped_reads_out.empty()) return true;
     if (std::min(commit, log.stable()) > handed_commit) return true;
@@ -193,7 +200,7 @@ Ready Raft::Impl::ready() {
     if (ready_outstanding) throw std::logic_error("Raft::ready: previous Ready not advance()d");
     if (Leader* l = leader_state()) flush_appends(*l);
     Ready rd;
-    const HardState hs{term, vote, commit};
+    const HardState hs{term, vote, durable_commit};  // see core.h: never ahead of the durable log
     if (hs != handed_hs) rd.hard_state = handed_hs = hs;
     if (unsent_snapshot) {
         rd.snapshot = std::move(unsent_snapshot);
@@ -202,21 +209,35 @@ Ready Raft::Impl::ready() {
     rd.entries = log.take_unstable();
     rd.messages_now.swap(msgs_now);
     rd.messages.swap(msgs);
-    // Only locally durable entries are applied (a follower may know a commit
-    // index beyond what it has persisted). Bounded per batch.
+    rd.committed = hand_committed();
+    rd.reads.swap(reads_out);
+    rd.dropped_reads.swap(dropped_reads_out);
+    ready_outstanding = true;
+    outstanding_snapshot = rd.snapshot.has_value();
+    return rd;
+}
+
+// Only locally durable entries are applied (a follower may know a commit
+// index beyond what it has persisted). Bounded per batch.
+std::vector<Entry> Raft::Impl::hand_committed() {
+    std::vector<Entry> out;
     const Index apply_to = std::min(commit, log.stable());
     std::size_t bytes = 0;
     for (Index i = handed_commit + 1; i <= apply_to; ++i) {
         const Entry& e = log.at(i);
-        if (!rd.committed.empty() && bytes + e.data.size() > cfg.max_append_bytes) break;
+        if (!out.empty() && bytes + e.data.size() > cfg.max_append_bytes) break;
         bytes += e.data.size();
-        rd.committed.push_back(e);
+        out.push_back(e);
     }
-    if (!rd.committed.empty()) handed_commit = rd.committed.back().index;
-    rd.reads.swap(reads_out);
-    rd.dropped_reads.swap(dropped_reads_out);
-    ready_outstanding = true;
-    return rd;
+    if (!out.empty()) handed_commit = out.back().index;
+    return out;
+}
+
+std::vector<Entry> Raft::Impl::take_committed() {
+    if (!ready_outstanding || outstanding_snapshot || unsent_snapshot) return {};
+    std::vector<Entry> out = hand_committed();
+    if (!out.empty()) applied = out.back().index;
+    return out;
 }
 
 void Raft::Impl::advance(const Ready& rd) {
@@ -229,6 +250,10 @@ void Raft::Impl::advance(const Ready& rd) {
         // §10.2.1: the leader's own log now counts toward the quorum.
         if (is_leader()) maybe_commit();
     }
+    // Everything up to min(commit, stable) is durable now, unless a snapshot
+    // received since ready() replaced the log and is not written yet (its
+    // restore already moved the log's stable index to the snapshot point).
+    if (!unsent_snapshot) durable_commit = std::max(durable_commit, std::min(commit, log.stable()));
 }
 
 Status Raft::Impl::status() const {
@@ -284,6 +309,9 @@ bool Raft::has_ready() const {
 }
 Ready Raft::ready() {
     return impl_->ready();
+}
+std::vector<Entry> Raft::take_committed() {
+    return impl_->take_committed();
 }
 void Raft::advance(const Ready& rd) {
     impl_->advance(rd);

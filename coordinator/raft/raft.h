@@ -48,7 +48,11 @@ struct Config {
 };
 
 // What the caller must do, in this order (each field says where it belongs):
-//   1. persist: hard_state, snapshot, entries      (durably, e.g. one fdatasync)
+//   1. persist: hard_state, snapshot, entries      (durably, e.g. one fdatasync;
+//               the snapshot before the entries; hard_state may be written
+//               before or after them: its commit index only covers entries
+//               that were durable before this batch, so a crash between the
+//               writes never leaves a commit index over a stale entry)
 //   2. send:    messages_now may go out at once, in parallel with step 1;
 //               messages go out only after step 1 is durable
 //   3. apply:   snapshot (restore the state machine), then committed entries
@@ -57,7 +61,8 @@ struct Config {
 // Between ready() and advance() the caller may keep calling tick/step/propose;
 // has_ready() stays false until advance().
 struct Ready {
-    // Persist before sending `messages`. Set only when changed.
+    // Persist before sending `messages`. Set only when changed. `commit` may
+    // lag the core's commit index by a batch (see step 1 above).
     std::optional<HardState> hard_state;
 
     // A snapshot received from the leader. Persist it (and discard entries it
@@ -192,6 +197,17 @@ public:
     bool has_ready() const;
     Ready ready();
     void advance(const Ready& ready);
+
+    // For a caller that applies a Ready's `committed` as soon as it has the
+    // Ready (those entries are durable already, so applying them waits for
+    // nothing in that Ready): the committed entries beyond those handed out so
+    // far, while a Ready is outstanding, so that a commit learnt meanwhile (a
+    // follower's ack) is applied without waiting for that Ready's write. Apply
+    // them in order, after the outstanding Ready's committed entries; the core
+    // counts them applied at once. Empty when no Ready is outstanding (ready()
+    // hands them out) or the outstanding Ready carries a snapshot (the state
+    // machine is restored from it first). Bounded like Ready::committed.
+    std::vector<Entry> take_committed();
 
     Status status() const;
     Role role() const;

@@ -56,7 +56,7 @@ void Raft::Impl::bcast_heartbeat(Leader& l) {
 }
 
 void Raft::Impl::handle_heartbeat(const Message& m, const Heartbeat& hb) {
-    if (is_leader()) return;  // same-term heartbeat to a leader cannot happen
+    if (is_leader()) fail_two_leaders(m, "Heartbeat");
     heard_from_leader(m.from);
     const Index new_commit = std::min(hb.commit, log.last_index());
     if (new_commit > commit) commit = new_commit;

@@ -84,11 +84,7 @@ void Raft::Impl::flush_appends(Leader& l) {
 }
 
 void Raft::Impl::handle_append(const Message& m, const AppendRequest& req) {
-    if (is_leader()) {
-        throw std::logic_error("Election Safety broken: leader " + std::to_string(cfg.id) +
-                               " got AppendRequest from " + std::to_string(m.from) +
-                               " in its own term " + std::to_string(term));
-    }
+    if (is_leader()) fail_two_leaders(m, "AppendRequest");
     heard_from_leader(m.from);  // candidates of this term give way (Figure 2)
     AppendResponse resp;
     if (req.prev_log_index < commit) {

@@ -39,6 +39,7 @@ void Raft::Impl::send_snapshot(NodeId to, Progress& pr) {
 }
 
 void Raft::Impl::handle_snapshot(const Message& m, const SnapshotRequest& req) {
+    if (is_leader()) fail_two_leaders(m, "SnapshotRequest");
     heard_from_leader(m.from);
     const SnapshotMeta& meta = req.snapshot.meta;
     AppendResponse resp;

@@ -128,10 +128,13 @@ int main(int argc, char** argv) {
             std::printf("SIMULATION FAILED seed=%llu members=%d step=%llu: %s\n",
                         static_cast<unsigned long long>(seed), r.members, static_cast<unsigned long long>(r.step),
                         r.failure.c_str());
+            const std::string members =
+                flags.members != 0 ? " --members " + std::to_string(flags.members) : std::string();
             std::printf("reproduce with: make sim SEEDS=1 FROM=%llu   (or raft_sim --seeds 1 --from %llu "
-                        "--steps %llu --verbose)\n",
+                        "--steps %llu%s%s --verbose)\n",
                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
-                        static_cast<unsigned long long>(flags.steps));
+                        static_cast<unsigned long long>(flags.steps), members.c_str(),
+                        flags.fault_free ? " --fault-free" : "");
         }
         std::fflush(stdout);
     }

@@ -116,7 +116,8 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_[i];
         config.id = i + 1;
-        s.member = std::make_unique<Member>(config, faults_.compact_every_entries, faults_.keep_entries, checker_);
+        s.member = std::make_unique<Member>(config, faults_.compact_every_entries, faults_.keep_entries,
+                                            faults_.hard_state_first, checker_);
         s.random = root_.fork(100 + i);
         const double spread = 0.7 + 0.6 * s.random.unit();  // per-member clock rate, +-30%
         s.tick_us = static_cast<std::uint64_t>(static_cast<double>(faults_.tick_us_base) * spread);
@@ -235,7 +236,9 @@ void Cluster::handle_member_event(Event& e) {
             m.finish_persist(out);
             break;
         case Event::Kind::kCrash:
-            if (m.up() && e.generation == s.incarnation) crash(e.member, "crashes (targeted)");
+            // Crashes aimed during the fault phase may fall due after healing:
+            // the liveness phase promises no faults, so they are void then.
+            if (fault_phase_ && m.up() && e.generation == s.incarnation) crash(e.member, "crashes (targeted)");
             return;
         case Event::Kind::kRestart:
             if (!m.up() && e.generation == s.incarnation) restart(e.member);

@@ -75,9 +75,10 @@ void SimDisk::apply(SimStorage& image, const Write& w) {
 
 void SimDisk::write(const raft::Ready& ready) {
     const std::size_t first_new = pending_.size();
+    if (ready.hard_state && hard_state_first_) pending_.emplace_back(*ready.hard_state);
     if (ready.snapshot) pending_.emplace_back(*ready.snapshot);
     for (const auto& e : ready.entries) pending_.emplace_back(e);
-    if (ready.hard_state) pending_.emplace_back(*ready.hard_state);
+    if (ready.hard_state && !hard_state_first_) pending_.emplace_back(*ready.hard_state);
     for (std::size_t i = first_new; i < pending_.size(); ++i) apply(volatile_, pending_[i]);
 }
 

@@ -7,11 +7,12 @@
 //   volatile - durable plus the writes of the Ready being persisted; it is the
 //              member's view of its own log while the write is in flight.
 // A Ready's persistence part becomes pending writes, in the order a single
-// write-ahead log would hold them: snapshot, each entry, then hard state
-// (the hard state last, so a durable commit index never points past the
-// durable log). sync() is the fsync that completes the Ready's persist step.
-// crash() loses the pending writes, or keeps a torn prefix of them (some of
-// the batch's entries, no hard state), or, rarely, all of them; it never
+// write-ahead log would hold them: snapshot, each entry, then hard state; or,
+// when set_hard_state_first() (drawn per seed), hard state first, the way
+// coordinator/storage writes its hard-state file before appending to the WAL
+// (raft.h allows either order). sync() is the fsync that completes the
+// Ready's persist step. crash() loses the pending writes, or keeps a torn
+// prefix of them (never all of them), or, rarely, all of them; it never
 // loses synced data.
 #pragma once
 
@@ -83,6 +84,10 @@ public:
     const SimStorage& durable() const { return durable_; }
     const SimStorage& volatile_image() const { return volatile_; }
 
+    // Write order of a Ready's hard state: first (before snapshot and
+    // entries) or last (the default).
+    void set_hard_state_first(bool first) { hard_state_first_ = first; }
+
     // Queues the persistence part of `ready` (snapshot, entries, hard state)
     // as pending writes and applies it to the volatile image.
     void write(const raft::Ready& ready);
@@ -108,6 +113,7 @@ private:
     using Write = std::variant<raft::Snapshot, raft::Entry, raft::HardState>;
     static void apply(SimStorage& image, const Write& w);
 
+    bool hard_state_first_ = false;
     SimStorage durable_;
     SimStorage volatile_;
     std::vector<Write> pending_;  // bounded by one Ready: the core issues one at a time

@@ -7,16 +7,6 @@ namespace pgfence::sim {
 
 namespace {
 
-// Calls Raft::check_invariants() once the core offers it ("" when fine).
-template <typename Core>
-std::string core_invariants(const Core& core) {
-    if constexpr (requires { core.check_invariants(); }) {
-        return core.check_invariants();
-    } else {
-        return "";
-    }
-}
-
 ClientReply make_reply(int client, std::uint64_t op_id, int attempt, ClientReply::Kind kind) {
     ClientReply r;
     r.client = client;
@@ -26,24 +16,16 @@ ClientReply make_reply(int client, std::uint64_t op_id, int attempt, ClientReply
     return r;
 }
 
-// Calls LockTable::check_invariants() once the table offers it.
-template <typename Table>
-std::string table_invariants(const Table& table) {
-    if constexpr (requires { table.check_invariants(); }) {
-        return table.check_invariants();
-    } else {
-        return "";
-    }
-}
-
 }  // namespace
 
 Member::Member(raft::Config config, std::uint64_t compact_every_entries, std::uint64_t keep_entries,
-               SafetyChecker& checker)
+               bool hard_state_first, SafetyChecker& checker)
     : config_(std::move(config)),
       compact_every_entries_(compact_every_entries),
       keep_entries_(keep_entries),
-      checker_(checker) {}
+      checker_(checker) {
+    disk_.set_hard_state_first(hard_state_first);
+}
 
 void Member::start(std::uint64_t random_seed) {
     require(!up(), "member ", id(), " started twice");
@@ -154,7 +136,7 @@ void Member::after_input(Outbox& out) {
 }
 
 void Member::check_core() {
-    const std::string broken = core_invariants(*raft_);
+    const std::string broken = raft_->check_invariants();
     require(broken.empty(), "member ", id(), " check_invariants(): ", broken);
 }
 
@@ -250,7 +232,7 @@ void Member::apply_entry(const raft::Entry& e, Outbox& out) {
     const lock::Token prior_last_token = table_.last_token();
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
     ++stats_.applied_entries;
-    const std::string table_broken = table_invariants(table_);
+    const std::string table_broken = table_.check_invariants();
     require(table_broken.empty(), "member ", id(), " lock table check_invariants() after index ", e.index, ": ",
             table_broken);
     checker_.after_apply(id(), e, result, prior, prior_last_token, table_);

@@ -63,7 +63,7 @@ struct MemberStats {
 class Member {
 public:
     Member(raft::Config config, std::uint64_t compact_every_entries, std::uint64_t keep_entries,
-           SafetyChecker& checker);
+           bool hard_state_first, SafetyChecker& checker);
 
     raft::NodeId id() const { return config_.id; }
     bool up() const { return raft_ != nullptr; }

@@ -261,6 +261,39 @@ BOOST_AUTO_TEST_CASE(leader_stickiness_ignores_vote_request_within_lease) {
     BOOST_TEST(votes[0].second.granted);
 }
 
+BOOST_AUTO_TEST_CASE(prevote_request_with_higher_term_does_not_change_receivers_term_or_vote) {
+    MemoryStorage s;
+    s.set_hard_state(HardState{2, kNoNode, 0});
+    Raft r(make_config(1, ids(3)), s);  // no leader known: not in a lease
+    r.step(msg(2, 1, 5, VoteRequest{true, 0, 0, false}));
+    BOOST_TEST(r.term() == 2u);  // §9.6: a pre-vote changes nobody's term
+    BOOST_TEST(r.status().vote == kNoNode);
+    const Ready rd = drain(r, s);
+    BOOST_TEST(!rd.hard_state.has_value());  // nothing to persist
+    const auto votes = bodies_of<VoteResponse>(rd.messages);
+    BOOST_REQUIRE_EQUAL(votes.size(), 1u);
+    BOOST_TEST(votes[0].second.granted);
+    BOOST_TEST(votes[0].second.pre_vote);
+    BOOST_TEST(votes[0].first.term == 5u);  // answered in the term asked about
+    // No vote was recorded: a real candidate of term 5 still gets ours.
+    r.step(msg(3, 1, 5, VoteRequest{false, 0, 0, false}));
+    const auto real = bodies_of<VoteResponse>(drain(r, s).messages);
+    BOOST_REQUIRE_EQUAL(real.size(), 1u);
+    BOOST_TEST(real[0].second.granted);
+    BOOST_TEST(s.hard_state().vote == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(same_term_leader_messages_to_a_leader_mean_two_leaders) {
+    Cluster c(3);
+    BOOST_REQUIRE(c.elect(1));
+    const Term t = c.raft(1).term();
+    BOOST_CHECK_THROW(c.raft(1).step(msg(2, 1, t, AppendRequest{})), std::logic_error);
+    BOOST_CHECK_THROW(c.raft(1).step(msg(2, 1, t, Heartbeat{})), std::logic_error);
+    BOOST_CHECK_THROW(
+        c.raft(1).step(msg(2, 1, t, SnapshotRequest{Snapshot{SnapshotMeta{1, t, ids(3)}, ""}})),
+        std::logic_error);
+}
+
 BOOST_AUTO_TEST_CASE(stale_prevote_request_answered_with_current_term) {
     MemoryStorage s;
     s.set_hard_state(HardState{4, kNoNode, 0});

@@ -55,6 +55,29 @@ BOOST_AUTO_TEST_CASE(read_index_not_confirmed_by_an_earlier_round) {
     BOOST_TEST(c.member(1).reads.empty());
 }
 
+BOOST_AUTO_TEST_CASE(read_index_not_confirmed_by_an_ack_from_an_earlier_term) {
+    Cluster c(3);
+    BOOST_REQUIRE(c.elect(1));
+    c.tick_all(1);
+    const Term t = c.raft(1).term();
+    BOOST_REQUIRE(t >= 1u);
+    c.isolate(1);
+    BOOST_REQUIRE(c.raft(1).read_index(21));
+    c.process_all();
+    c.drop_all();  // the read's own round is lost
+    // Acks echoing a high round number, but of an earlier term, prove nothing
+    // about this leadership.
+    c.raft(1).step(msg(2, 1, t - 1, HeartbeatResponse{1000}));
+    c.raft(1).step(msg(3, 1, t - 1, HeartbeatResponse{1000}));
+    c.process_all();
+    BOOST_TEST(c.member(1).reads.empty());
+    // The same ack in the current term confirms it (the test is not vacuous).
+    c.raft(1).step(msg(2, 1, t, HeartbeatResponse{1000}));
+    c.process_all();
+    BOOST_REQUIRE_EQUAL(c.member(1).reads.size(), 1u);
+    BOOST_TEST(c.member(1).reads[0].context == 21u);
+}
+
 BOOST_AUTO_TEST_CASE(read_index_waits_for_commit_in_current_term) {
     Cluster c(3);
     c.tick(1, 25);  // 1 campaigns

@@ -93,6 +93,24 @@ BOOST_AUTO_TEST_CASE(figure2_matching_entries_do_not_truncate) {
     BOOST_TEST(f.r->status().last_index == 4u);
 }
 
+BOOST_AUTO_TEST_CASE(figure2_reordered_append_does_not_shorten_log_or_roll_back_commit) {
+    LoneFollower f({}, 1);
+    BOOST_TEST(f.append(1, 0, 0, entries_with_terms(1, {1, 1, 1, 1}), 3).success);
+    BOOST_REQUIRE_EQUAL(f.r->status().commit, 3u);
+    // An older, shorter append of the same leader arrives late (reordered).
+    const AppendResponse late = f.append(1, 0, 0, entries_with_terms(1, {1}), 1);
+    BOOST_TEST(late.success);
+    BOOST_TEST(f.r->status().last_index == 4u);  // matching entries are never truncated
+    BOOST_TEST(f.r->status().commit == 3u);      // commit never decreases
+    // One starting below our commit: answered with the commit, nothing cut.
+    const AppendResponse below = f.append(1, 2, 1, entries_with_terms(3, {1}), 0);
+    BOOST_TEST(below.success);
+    BOOST_TEST(below.match_index == 3u);
+    BOOST_TEST(f.r->status().last_index == 4u);
+    BOOST_TEST(f.r->status().commit == 3u);
+    BOOST_TEST(f.r->check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_CASE(figure2_commit_capped_at_last_new_entry) {
     LoneFollower f({1, 1, 1, 1, 1}, 1);  // indexes 3..5 might be a stale suffix
     f.append(1, 1, 1, entries_with_terms(2, {1}), 5);

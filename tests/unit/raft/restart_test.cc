@@ -131,6 +131,37 @@ BOOST_AUTO_TEST_CASE(restart_from_storage_clamps_commit_to_stored_log) {
     BOOST_TEST(rd.hard_state->commit == 3u);  // the clamped value is persisted again
 }
 
+BOOST_AUTO_TEST_CASE(hard_state_commit_never_points_past_entries_durable_before_the_batch) {
+    // Stored: index 3 holds a stale, uncommitted entry of term 3. The leader of
+    // term 6 overwrites it and tells us index 4 is committed, in one append.
+    MemoryStorage s;
+    s.append(entries_with_terms(1, {1, 1, 3}));
+    s.set_hard_state(HardState{3, kNoNode, 2});
+    Raft r(make_config(1, ids(3)), s);
+    r.step(msg(2, 1, 6, AppendRequest{2, 1, entries_with_terms(3, {6, 6}), 4}));
+    const Ready rd = r.ready();
+    BOOST_REQUIRE(rd.hard_state.has_value());
+    BOOST_TEST(rd.hard_state->term == 6u);
+    // The commit index persisted with this batch covers only entries durable
+    // before it: a storage that writes the hard state first and crashes before
+    // the entries must not restart with commit 4 over the stale index 3.
+    BOOST_TEST(rd.hard_state->commit == 2u);
+    MemoryStorage torn = s;
+    torn.set_hard_state(*rd.hard_state);  // hard state written, entries lost
+    Raft restarted(make_config(1, ids(3)), torn);
+    const Ready after = drain(restarted, torn);
+    for (const Entry& e : after.committed) BOOST_TEST(e.index <= 2u);
+    // The whole batch written: the next Ready persists the new commit index.
+    s.append(rd.entries);
+    s.set_hard_state(*rd.hard_state);
+    r.advance(rd);
+    BOOST_REQUIRE(r.has_ready());
+    const Ready next = drain(r, s);
+    BOOST_REQUIRE(next.hard_state.has_value());
+    BOOST_TEST(next.hard_state->commit == 4u);
+    BOOST_TEST(r.check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_CASE(restart_from_storage_entries_newer_than_hard_state_term) {
     // Torn write: entries of term 4 reached the disk, their hard state did not.
     MemoryStorage s;
