@@ -90,6 +90,11 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
         return BadRequest{"field 'owner' is " + std::to_string(req.owner.size()) +
                           " bytes, must be at most " + std::to_string(lock::kMaxOwnerBytes)};
     }
+    // Control characters would otherwise reach the log and be refused at
+    // apply (409 "grant refused") instead of here.
+    if (auto why = lock::validate_owner(req.owner); !why.empty()) {
+        return BadRequest{"field 'owner' is invalid: " + why};
+    }
     return req;
 }
 

@@ -3,7 +3,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <optional>
+#include <sys/socket.h>
 
 #include "net/log.h"
 
@@ -35,11 +37,11 @@ public:
 
     void read_request();
     void respond(HttpResponse response, std::function<void(bool)> written);
-    bool client_gone() const { return gone_; }
+    bool client_gone();
+    void watch_for_close();
 
 private:
     void on_read(beast::error_code ec);
-    void watch_for_close();
     void refuse(const std::string& message);
     void drain_and_close();
 
@@ -51,6 +53,7 @@ private:
     bool keep_alive_ = false;
     unsigned version_ = 11;
     bool pending_ = false;  // a request awaits its response
+    bool watching_ = false;  // a close-watch is armed for the pending request
     std::uint64_t request_seq_ = 0;  // which request a close-watch belongs to
     bool gone_ = false;
     std::array<char, 4096> drain_buf_{};
@@ -61,6 +64,9 @@ class Exchange final : public HttpExchange {
 public:
     explicit Exchange(std::shared_ptr<Session> s) : session_(std::move(s)) {}
     bool client_gone() const override { return session_ && session_->client_gone(); }
+    void watch_close() override {
+        if (session_) session_->watch_for_close();
+    }
     void respond(HttpResponse response, std::function<void(bool)> written) override {
         if (!session_) return;
         auto s = std::move(session_);
@@ -106,20 +112,36 @@ void Session::on_read(beast::error_code ec) {
     pending_ = true;
     ++request_seq_;
     HttpRequest out{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
-    watch_for_close();
+    watching_ = false;
     shared_->handler(out, std::make_shared<Exchange>(shared_from_this()));
 }
 
 // While a request is pending, a readable socket with nothing to read means the
-// client closed its side: remember it for the phantom-lock check.
+// client closed its side (phantom-lock check). Most requests are answered
+// within a commit, so the socket is peeked only when asked (one recv instead
+// of arming the reactor for every request); a long wait arms a watch.
+bool Session::client_gone() {
+    if (gone_ || !pending_ || watching_) return gone_;
+    char byte = 0;
+    const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) gone_ = true;
+    return gone_;
+}
+
 void Session::watch_for_close() {
+    if (!pending_ || watching_ || gone_) return;
+    watching_ = true;
     stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = request_seq_](beast::error_code ec) {
         // A watch left over from an earlier request on this keep-alive
         // connection must not judge the current one.
         if (!self->pending_ || seq != self->request_seq_) return;
         beast::error_code avail_ec;
         const std::size_t n = self->stream_.socket().available(avail_ec);
-        if (ec || avail_ec || n == 0) self->gone_ = true;
+        if (ec || avail_ec || n == 0) {
+            self->gone_ = true;
+        } else {
+            self->watching_ = false;  // readable with data (a pipelined request): peek from now on
+        }
     });
 }
 

@@ -41,8 +41,12 @@ struct HttpResponse {
 class HttpExchange {
 public:
     virtual ~HttpExchange() = default;
-    // True once the peer closed its side while the request was pending.
+    // True once the peer closed its side while the request was pending. Costs
+    // one non-blocking peek at the socket unless watch_close() was called.
     virtual bool client_gone() const = 0;
+    // For a request that may stay pending long (a waiting acquire): watch the
+    // socket so that client_gone() needs no system call.
+    virtual void watch_close() = 0;
     // Sends the response (only the first call counts). `written(ok)` runs
     // after the write finished; ok=false when it could not be written.
     virtual void respond(HttpResponse response, std::function<void(bool ok)> written = {}) = 0;

@@ -12,6 +12,7 @@ namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::mutex g_mutex;
+std::string g_pending;  // lines not yet written (guarded by g_mutex)
 
 const char* level_name(LogLevel level) {
     switch (level) {
@@ -51,6 +52,13 @@ std::string timestamp() {
     return buf;
 }
 
+// Caller holds g_mutex.
+void write_pending() {
+    std::fwrite(g_pending.data(), 1, g_pending.size(), stderr);
+    std::fflush(stderr);
+    g_pending.clear();
+}
+
 }  // namespace
 
 bool parse_log_level(std::string_view text, LogLevel& out) {
@@ -78,8 +86,13 @@ void log_event(LogLevel level, std::string_view event, std::initializer_list<Log
     }
     line.push_back('\n');
     std::lock_guard<std::mutex> guard(g_mutex);
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
+    g_pending.append(line);
+    if (level >= LogLevel::kWarn || g_pending.size() >= kLogBufferBytes) write_pending();
+}
+
+void log_flush() {
+    std::lock_guard<std::mutex> guard(g_mutex);
+    if (!g_pending.empty()) write_pending();
 }
 
 }  // namespace pgfence::net

@@ -1,10 +1,14 @@
 // One-line key=value logging to stderr:
 //   ts=2024-01-02T03:04:05.678Z level=info event=grant key=report:7 token=41 owner=a
 // Values containing spaces, quotes or '=' are double-quoted with escapes.
-// Threading: each line is written with one fwrite under a mutex (the writer
-// thread logs too).
+// Buffering: debug and info lines are collected and written by log_flush()
+// (the member calls it at the end of every loop event, so one write(2) carries
+// all the lines of a batch), or once kLogBufferBytes are pending. A warn or
+// error line is written at once, together with everything logged before it.
+// Threading: the buffer is guarded by a mutex (the writer thread logs too).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -23,6 +27,11 @@ bool log_enabled(LogLevel level);
 using LogField = std::pair<std::string_view, std::string>;
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields);
+
+// Writes out the buffered lines (cheap when there are none).
+void log_flush();
+
+constexpr std::size_t kLogBufferBytes = 16u << 10;
 
 inline std::string log_value(std::uint64_t v) { return std::to_string(v); }
 

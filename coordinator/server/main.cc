@@ -1,6 +1,7 @@
 // fence-coordinator: one member of a pgfence cluster. See --help.
 #include <boost/asio.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "net/log.h"
@@ -46,7 +47,16 @@ int main(int argc, char** argv) {
         net::log_event(net::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
         member.shutdown([&io] { io.stop(); });
     });
-    io.run();
+    try {
+        io.run();
+    } catch (const std::exception& e) {
+        // A broken invariant (raft logic_error, lock table) or a failed
+        // apply: stop loudly rather than serve from an unknown state.
+        net::log_event(net::LogLevel::kError, "fatal", {{"error", e.what()}});
+        net::log_flush();
+        std::_Exit(70);
+    }
     net::log_event(net::LogLevel::kInfo, "exit", {});
+    net::log_flush();
     return 0;
 }

@@ -46,6 +46,7 @@ std::string Member::Impl::start() {
         last_snapshot_index = snap.meta.index;
         applied_term = snap.meta.term;
     }
+    written_hard_state = log->storage().hard_state();
     try {
         raft = std::make_unique<raft::Raft>(cfg, log->storage());
     } catch (const std::exception& e) {
@@ -107,27 +108,76 @@ void Member::Impl::after_event() {
     flush_confirms();
     observe_role();
     pump();
+    net::log_flush();  // one write for the lines this event logged
 }
 
 // Drains one Ready: messages_now at once; hard state, snapshot and entries on
-// the writer thread (one fdatasync); the rest when that is durable.
+// the writer thread (one fdatasync); `messages` when that is durable.
+// Committed entries are applied at once, in parallel with the write: the core
+// hands out only entries already durable on this member (and on a quorum), so
+// applying and answering them waits for nothing in this batch. A Ready whose
+// hard state changed only in commit (not stored: DurableStorage writes term
+// and vote) and that carries no entries or snapshot skips the writer.
 void Member::Impl::pump() {
-    if (ready_in_flight || !raft->has_ready()) return;
+    if (ready_in_flight) {
+        apply_taken();
+        return;
+    }
+    if (!raft->has_ready()) return;
     auto rd = std::make_shared<raft::Ready>(raft->ready());
     for (const raft::Message& m : rd->messages_now) transport->send(m);
     ready_in_flight = true;
-    if (!rd->hard_state && !rd->snapshot && rd->entries.empty()) {
-        finish_ready(rd);
+    if (!needs_write(*rd)) {
+        if (rd->hard_state) unwritten_hard_state = rd->hard_state;
+        finish_ready(rd, false);
         return;
     }
+    if (!rd->hard_state) rd->hard_state = unwritten_hard_state;
+    unwritten_hard_state.reset();
+    if (rd->hard_state) written_hard_state = *rd->hard_state;
+    const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
+    if (applied_now) apply_ready(*rd);
     writer.submit([this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); },
-                  [this, rd](std::chrono::nanoseconds took) {
+                  [this, rd, applied_now](std::chrono::nanoseconds took) {
                       metrics.fsync.observe(took);
-                      finish_ready(rd);
+                      finish_ready(rd, applied_now);
                   });
 }
 
-void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd) {
+bool Member::Impl::needs_write(const raft::Ready& rd) const {
+    if (rd.snapshot || !rd.entries.empty()) return true;
+    return rd.hard_state && (rd.hard_state->term != written_hard_state.term ||
+                             rd.hard_state->vote != written_hard_state.vote);
+}
+
+// Step 3 of the Ready contract: committed entries, then confirmed reads.
+void Member::Impl::apply_ready(const raft::Ready& rd) {
+    applying = true;
+    for (const raft::Entry& e : rd.committed) apply_entry(e);
+    for (const raft::ReadState& rs : rd.reads) on_read_state(rs);
+    for (std::uint64_t ctx : rd.dropped_reads) fail_reads(ctx);
+    run_confirmed_reads();
+    applying = false;
+}
+
+// While a Ready is being written: apply what became committed meanwhile (the
+// leader learns most commits from a follower's ack during its own next write).
+// The core hands nothing if that Ready carries a snapshot (restored first).
+void Member::Impl::apply_taken() {
+    if (applying) return;
+    applying = true;
+    bool any = false;
+    for (int round = 0; round < kMaxApplyRounds; ++round) {
+        const std::vector<raft::Entry> entries = raft->take_committed();
+        if (entries.empty()) break;
+        for (const raft::Entry& e : entries) apply_entry(e);
+        any = true;
+    }
+    if (any) run_confirmed_reads();
+    applying = false;
+}
+
+void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied) {
     for (const raft::Message& m : rd->messages) transport->send(m);
     if (rd->snapshot) {
         auto restored = lock::LockTable::restore(rd->snapshot->data);
@@ -141,10 +191,7 @@ void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd) {
         log_event(LogLevel::kInfo, "snapshot_installed",
                   {{"index", log_value(rd->snapshot->meta.index)}, {"locks", log_value(table.size())}});
     }
-    for (const raft::Entry& e : rd->committed) apply_entry(e);
-    for (const raft::ReadState& rs : rd->reads) on_read_state(rs);
-    for (std::uint64_t ctx : rd->dropped_reads) fail_reads(ctx);
-    run_confirmed_reads();
+    if (!applied) apply_ready(*rd);
     raft->advance(*rd);
     ready_in_flight = false;
     maybe_snapshot();
@@ -187,7 +234,12 @@ void Member::Impl::on_applied(raft::Index index, const lock::Command& cmd, const
             ++metrics.grants;
             log_event(level, "grant", {{"key", g->key}, {"token", log_value(ok->token)}, {"owner", g->owner},
                                        {"lease_ms", log_value(g->lease_ms)}, {"index", log_value(index)}});
-            if (leader) leases[g->key] = Lease{ok->token, g->lease_ms, Clock::now() + std::chrono::milliseconds(g->lease_ms)};
+            // An idempotent re-grant applied while Expire{key, token} is in
+            // flight keeps the expiry (on_grant_result refuses it): resetting
+            // the lease would promise a lock that the Expire then removes.
+            auto held = leases.find(g->key);
+            const bool expiring = held != leases.end() && held->second.token == ok->token && held->second.expire_proposed;
+            if (leader && !expiring) leases[g->key] = Lease{ok->token, g->lease_ms, Clock::now() + std::chrono::milliseconds(g->lease_ms)};
         } else {
             ++metrics.grant_conflicts;
             const auto* rej = std::get_if<lock::GrantRejected>(&result);

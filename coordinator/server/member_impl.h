@@ -40,6 +40,7 @@ constexpr std::size_t kMaxWaiters = 10000;                  // all keys together
 constexpr std::size_t kMaxPendingProposals = 100000;
 constexpr int kInfoEveryTicks = 5;                          // MemberInfo broadcast period
 constexpr std::chrono::seconds kProposalTimeout{10};
+constexpr int kMaxApplyRounds = 16;                         // take_committed() batches per event
 
 // Leader-local lease of one held lock (DESIGN.md "Time").
 struct Lease {
@@ -73,7 +74,10 @@ struct Member::Impl {
     void on_peer_message(raft::Message m);
     void after_event();  // flush confirmations, observe role, drain Ready
     void pump();
-    void finish_ready(const std::shared_ptr<raft::Ready>& rd);
+    bool needs_write(const raft::Ready& rd) const;
+    void apply_ready(const raft::Ready& rd);
+    void apply_taken();
+    void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied);
     void apply_entry(const raft::Entry& e);
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result);
     void observe_role();
@@ -132,6 +136,9 @@ struct Member::Impl {
     net::RequestLimits limits;
 
     bool ready_in_flight = false;
+    bool applying = false;  // inside apply_ready/apply_taken (no re-entry)
+    raft::HardState written_hard_state;                  // term and vote last handed to the writer
+    std::optional<raft::HardState> unwritten_hard_state;  // commit-only change not handed yet
     bool snapshot_in_flight = false;
     raft::Index last_snapshot_index = 0;
     raft::Term applied_term = 0;

@@ -86,14 +86,14 @@ void Member::Impl::check_expiries() {
         if (lease.expire_proposed || lease.expire_checking || now < lease.deadline) continue;
         lease.expire_checking = true;
         confirm([this, k = key, token = lease.token](bool ok) {
+            // Logged before the lookup: losing leadership clears the leases
+            // before the dropped round fails this callback.
+            if (!ok) log_event(LogLevel::kInfo, "expire_not_confirmed", {{"key", k}, {"token", log_value(token)}});
             auto it = leases.find(k);
             if (it == leases.end() || it->second.token != token) return;
             Lease& l = it->second;
             l.expire_checking = false;
-            if (!ok) {
-                log_event(LogLevel::kInfo, "expire_not_confirmed", {{"key", k}, {"token", log_value(token)}});
-                return;
-            }
+            if (!ok) return;
             if (l.expire_proposed || Clock::now() < l.deadline) return;
             raft::ProposeError err = raft::ProposeError::kNone;
             if (!propose(lock::Expire{k, token}, [](const lock::Result*) {}, &err)) {
@@ -191,6 +191,17 @@ void Member::Impl::on_grant_result(const net::AcquireRequest& req, const Exchang
     }
     if (const auto* g = std::get_if<lock::Granted>(r)) {
         const lock::Token token = g->token;
+        auto lease = leases.find(req.key);
+        if (lease != leases.end() && lease->second.token == token && lease->second.expire_proposed) {
+            // A same-owner retry of a lock whose Expire is already proposed:
+            // the lock is about to go, so this is no grant (see on_applied).
+            if (req.wait_ms > 0 && is_leader()) {
+                enqueue_waiter(req, ex, from_queue);
+            } else {
+                respond_error(ex, 409, "held", "the lease of token " + std::to_string(token) + " ran out and is being expired; retry");
+            }
+            return;
+        }
         if (ex->client_gone()) {
             phantom_release(req.key, token);
             return;
@@ -220,6 +231,7 @@ void Member::Impl::enqueue_waiter(const net::AcquireRequest& req, const Exchange
         respond_error(ex, 409, "held", "too many waiting acquires (limit " + std::to_string(kMaxWaiters) + ")");
         return;
     }
+    ex->watch_close();  // the queue asks client_gone() every tick
     auto& q = waiters[req.key];
     Waiter w{req, ex, Clock::now() + std::chrono::milliseconds(req.wait_ms)};
     if (front) {

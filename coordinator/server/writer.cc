@@ -45,6 +45,9 @@ void Writer::run() {
         } catch (const std::exception& e) {
             net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
             std::_Exit(74);
+        } catch (...) {
+            net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
+            std::_Exit(74);
         }
         const auto took = std::chrono::steady_clock::now() - start;
         post_([done = std::move(job.done), took] { done(took); });

@@ -49,6 +49,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_with_the_bounds) {
     BOOST_TEST(acquire_error(R"({"key":")" + std::string(513, 'k') + R"(","lease_ms":5000})").find("'key' is invalid") != std::string::npos);
     BOOST_TEST(acquire_error(R"({"key":"a\u0001b","lease_ms":5000})").find("'key' is invalid") != std::string::npos);
     BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"owner":")" + std::string(257, 'o') + R"("})").find("'owner'") != std::string::npos);
+    // A control character in owner is a 400 here, not a refusal at apply.
+    BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"owner":"a\nb"})").find("'owner' is invalid") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(release_needs_a_positive_integer_token) {
