@@ -263,20 +263,6 @@ BuildColumns(Relation rel, const FuPlanKey *key)
 	return columns;
 }
 
-/* Prepare and keep a statement whose parameters have the given types */
-static SPIPlanPtr
-PrepareKept(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "pg_fence: could not prepare \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "pg_fence: could not keep plan for \"%s\"", sql);
-	return plan;
-}
-
 /* Fill everything but the key of a plan; an error leaks nothing */
 static void
 BuildPlan(Relation rel, const FuPlanKey *key, FuPlan *plan)
@@ -291,10 +277,10 @@ BuildPlan(Relation rel, const FuPlanKey *key, FuPlan *plan)
 	for (int i = 0; i < ncolumns; i++)
 		argtypes[i] = TupleDescAttr(RelationGetDescr(rel), key->attnums[i] - 1)->atttypid;
 	argtypes[ncolumns] = INT8OID;
-	update = PrepareKept(update_sql, ncolumns + 1, argtypes);
+	update = FencePrepareKeptPlan(update_sql, ncolumns + 1, argtypes);
 	PG_TRY();
 	{
-		probe = PrepareKept(probe_sql, key->nkeys, argtypes);
+		probe = FencePrepareKeptPlan(probe_sql, key->nkeys, argtypes);
 	}
 	PG_CATCH();
 	{

@@ -282,3 +282,17 @@ FenceCheckNotNull(FunctionCallInfo fcinfo, int argno, const char *argname)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be NULL", argname)));
 }
+
+/* SPI_prepare + SPI_keepplan (inside an SPI connection), or an error naming the statement */
+SPIPlanPtr
+FencePrepareKeptPlan(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "pg_fence: could not prepare \"%s\": %s",
+			 sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "pg_fence: could not keep plan for \"%s\"", sql);
+	return plan;
+}

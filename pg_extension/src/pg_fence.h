@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "executor/spi.h"
 #include "utils/relcache.h"
 
 /* SQLSTATE of every stale rejection (class 55: object not in prerequisite state) */
@@ -56,6 +57,8 @@ extern const char *FencePathName(FencePath path);
 extern char *FenceQualifiedRelName(Relation rel);
 extern void FenceCheckNotNull(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
+extern SPIPlanPtr FencePrepareKeptPlan(const char *sql, int nargs,
+									   Oid *argtypes);
 
 /* protect.c: validation shared with fenced_update */
 extern void FenceCheckRelkind(Relation rel);

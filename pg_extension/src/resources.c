@@ -92,20 +92,6 @@ TokenArg(FunctionCallInfo fcinfo)
 	return token;
 }
 
-/* SPI_prepare + SPI_keepplan, or an error naming the statement */
-static SPIPlanPtr
-PrepareKeptPlan(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "pg_fence: could not prepare \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "pg_fence: could not keep plan for \"%s\"", sql);
-	return plan;
-}
-
 /* Build the session's plans for the extension installed in schema nspid */
 static void
 EnsurePlans(Oid nspid)
@@ -123,14 +109,14 @@ EnsurePlans(Oid nspid)
 	plans.nspid = InvalidOid;
 
 	table = quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE);
-	plans.upsert = PrepareKeptPlan(psprintf(
+	plans.upsert = FencePrepareKeptPlan(psprintf(
 		"INSERT INTO %s AS r (resource, fence, updated_at) "
 		"VALUES ($1, $2, pg_catalog.now()) "
 		"ON CONFLICT (resource) DO UPDATE "
 		"SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at "
 		"WHERE r.fence OPERATOR(pg_catalog.<) EXCLUDED.fence "
 		"RETURNING r.fence", table), 2, argtypes);
-	plans.current = PrepareKeptPlan(psprintf(
+	plans.current = FencePrepareKeptPlan(psprintf(
 		"SELECT fence FROM %s WHERE resource OPERATOR(pg_catalog.=) $1",
 		table), 1, argtypes);
 	plans.nspid = nspid;
