@@ -22,12 +22,6 @@ for round in 1 2; do
     get "$NL" "/v1/locks?key=before-kill"
     [[ $HTTP_CODE == 200 && "$(json_field "$HTTP_BODY" token)" == "$held" ]] || fail "round $round: lock before kill lost: $HTTP_CODE $HTTP_BODY"
     "$CLUSTER" restart "$DIR" "$L"
-    caught_up() {
-        local c a
-        c=$(json_field "$(status_of "$NL")" commit_index)
-        a=$(json_field "$(status_of "$L")" applied_index)
-        [[ -n "$a" && -n "$c" ]] && ((a >= c))
-    }
-    wait_until 10 "restarted member $L catches up by log" caught_up
+    wait_until 10 "restarted member $L catches up by log" caught_up "$NL" "$L"
 done
 pass "two leader kills, tokens increased to $last, held lock kept token $held"

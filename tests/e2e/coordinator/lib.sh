@@ -76,6 +76,14 @@ wait_until() {
     fail "timed out after ${limit}s waiting for: $what"
 }
 
+# caught_up LEADER MEMBER: MEMBER has applied everything LEADER has committed.
+caught_up() {
+    local c a
+    c=$(json_field "$(status_of "$1")" commit_index)
+    a=$(json_field "$(status_of "$2")" applied_index)
+    [[ -n "$a" && -n "$c" ]] && ((a >= c))
+}
+
 # post MEMBER PATH BODY -> sets HTTP_CODE and HTTP_BODY (no redirect following)
 post() {
     local out

@@ -19,13 +19,7 @@ done
 snapshotted() { grep -q "event=snapshot_taken" "$DIR/$L.log"; }
 wait_until 10 "leader $L takes a snapshot" snapshotted
 "$CLUSTER" restart "$DIR" "$F"
-caught_up() {
-    local c a
-    c=$(json_field "$(status_of "$L")" commit_index)
-    a=$(json_field "$(status_of "$F")" applied_index)
-    [[ -n "$a" && -n "$c" ]] && ((a >= c))
-}
-wait_until 15 "member $F catches up" caught_up
+wait_until 15 "member $F catches up" caught_up "$L" "$F"
 grep -q "event=snapshot_installed" "$DIR/$F.log" || fail "member $F caught up without installing a snapshot"
 [[ "$(json_field "$(status_of "$F")" locks)" == 20 ]] || fail "member $F holds $(json_field "$(status_of "$F")" locks) locks, want 20"
 # Restart the caught-up member gracefully: it recovers snapshot + log from disk.

@@ -43,13 +43,7 @@ rejoined() {
 }
 wait_until 10 "old leader $A rejoins as follower of $B" rejoined
 # Give A several of its own ticks and lease periods as a follower.
-caught_up() {
-    local c a
-    c=$(json_field "$(status_of "$B")" commit_index)
-    a=$(json_field "$(status_of "$A")" applied_index)
-    [[ -n "$a" && -n "$c" ]] && ((a >= c))
-}
-wait_until 10 "old leader $A applies the new leader's log" caught_up
+wait_until 10 "old leader $A applies the new leader's log" caught_up "$B" "$A"
 touch "$DIR/stop-keepalive"
 wait "$ka_pid"
 [[ ! -e "$DIR/keepalive-failures" ]] || fail "keepalives through $B failed: $(cat "$DIR/keepalive-failures")"
