@@ -1,40 +1,321 @@
 #include "load.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <atomic>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
 #include <cstdio>
-#include <mutex>
-#include <thread>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
 
 namespace pgfence::bench {
 namespace {
 
-constexpr auto kPauseAfterError = std::chrono::milliseconds(5);
+namespace http = boost::beast::http;
 
-struct Worker {
+constexpr int kMaxEvents = 256;
+constexpr int kTickMs = 10;  // timeouts and pauses are checked this often
+
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+    return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Blocking connect (loopback answers at once), then non-blocking with
+// TCP_NODELAY. -1 with `error` set on failure.
+int connect_to(const client::Endpoint& ep, std::string& error) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string port = std::to_string(ep.port);
+    if (const int rc = ::getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+        error = "resolve " + ep.host + ": " + ::gai_strerror(rc);
+        return -1;
+    }
+    int fd = -1;
+    for (addrinfo* a = res; a != nullptr && fd < 0; a = a->ai_next) {
+        fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            error = "connect to " + ep.to_string() + ": " + std::strerror(errno);
+            ::close(fd);
+            fd = -1;
+        }
+    }
+    ::freeaddrinfo(res);
+    if (fd < 0) return -1;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    return fd;
+}
+
+enum class Phase { kAcquire, kRelease };
+
+struct Conn {
+    std::unique_ptr<Script> script;
+    client::Endpoint at;
+    int fd = -1;
+    Phase phase = Phase::kAcquire;
+    Request request;
+    std::string out;  // bytes of the current request not yet sent
+    std::size_t out_sent = 0;
+    std::string in;   // received, not yet parsed
+    std::optional<http::response_parser<http::string_body>> parser;
+    Clock::time_point started;   // when this acquire was first sent (latency)
+    Clock::time_point deadline;  // for the current response
+    Clock::time_point resume;    // paused after an error until then
+    bool paused = false;
+    bool want_write = false;
+    int redirects = 0;
+
     std::vector<std::uint32_t> latencies_us;
-    std::uint64_t cycles = 0, errors = 0;
+    std::uint64_t cycles = 0, errors = 0, redirects_total = 0;
     std::string first_error;
 };
 
-void work(Cycler& c, Worker& w, Clock::time_point end) {
-    w.latencies_us.reserve(1 << 16);
-    while (Clock::now() < end) {
-        const auto t0 = Clock::now();
-        const bool got = c.acquire();
-        const auto t1 = Clock::now();
-        if (!got || !c.release()) {
-            if (w.errors++ == 0) w.first_error = c.last_error();
-            std::this_thread::sleep_for(kPauseAfterError);
-            continue;
-        }
-        ++w.cycles;
-        if (w.latencies_us.size() < kMaxSamplesPerConnection) {
-            w.latencies_us.push_back(
-                static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count()));
+class Loop {
+public:
+    Loop(std::vector<Conn>& conns, Clock::time_point end) : conns_(conns), end_(end) {
+        epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (epfd_ < 0) throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
+    }
+    ~Loop() {
+        for (Conn& c : conns_) close_conn(c);
+        ::close(epfd_);
+    }
+
+    void run() {
+        for (std::size_t i = 0; i < conns_.size(); ++i) begin_acquire(i);
+        epoll_event events[kMaxEvents];
+        auto next_tick = Clock::now();
+        for (;;) {
+            const int n = ::epoll_wait(epfd_, events, kMaxEvents, kTickMs);
+            if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("epoll_wait: ") + std::strerror(errno));
+            for (int k = 0; k < n; ++k) {
+                const std::size_t i = events[k].data.u64;
+                Conn& c = conns_[i];
+                if (c.fd < 0) continue;
+                if ((events[k].events & EPOLLOUT) != 0) flush(i);
+                if (c.fd >= 0 && (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) on_readable(i);
+            }
+            const auto now = Clock::now();
+            if (now >= end_) return;
+            if (now >= next_tick) {
+                next_tick = now + std::chrono::milliseconds(kTickMs);
+                for (std::size_t i = 0; i < conns_.size(); ++i) {
+                    Conn& c = conns_[i];
+                    if (c.paused && now >= c.resume) {
+                        c.paused = false;
+                        begin_acquire(i);
+                    } else if (!c.paused && c.fd >= 0 && now >= c.deadline) {
+                        fail(i, "no response within " + std::to_string(kResponseTimeout.count()) + "s");
+                    }
+                }
+            }
         }
     }
-}
+
+private:
+    void begin_acquire(std::size_t i) {
+        Conn& c = conns_[i];
+        c.phase = Phase::kAcquire;
+        c.redirects = 0;
+        c.request = c.script->acquire();
+        c.started = Clock::now();
+        send_request(i);
+    }
+
+    void begin_release(std::size_t i) {
+        Conn& c = conns_[i];
+        c.phase = Phase::kRelease;
+        c.redirects = 0;
+        c.request = c.script->release();
+        send_request(i);
+    }
+
+    void send_request(std::size_t i) {
+        Conn& c = conns_[i];
+        if (c.fd < 0 && !open_conn(i)) return;
+        c.out = "POST " + c.request.path + " HTTP/1.1\r\nHost: " + c.at.to_string() +
+                "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(c.request.body.size()) +
+                "\r\n\r\n" + c.request.body;
+        c.out_sent = 0;
+        c.parser.emplace();
+        c.parser->body_limit(kMaxResponseBytes);
+        c.deadline = Clock::now() + kResponseTimeout;
+        flush(i);
+    }
+
+    bool open_conn(std::size_t i) {
+        Conn& c = conns_[i];
+        std::string error;
+        c.fd = connect_to(c.at, error);
+        if (c.fd < 0) {
+            fail(i, error);
+            return false;
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = i;
+        ::epoll_ctl(epfd_, EPOLL_CTL_ADD, c.fd, &ev);
+        c.want_write = false;
+        c.in.clear();
+        return true;
+    }
+
+    void close_conn(Conn& c) {
+        if (c.fd < 0) return;
+        ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
+        ::close(c.fd);
+        c.fd = -1;
+    }
+
+    void set_want_write(std::size_t i, bool want) {
+        Conn& c = conns_[i];
+        if (c.want_write == want) return;
+        c.want_write = want;
+        epoll_event ev{};
+        ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+        ev.data.u64 = i;
+        ::epoll_ctl(epfd_, EPOLL_CTL_MOD, c.fd, &ev);
+    }
+
+    void flush(std::size_t i) {
+        Conn& c = conns_[i];
+        while (c.out_sent < c.out.size()) {
+            const ssize_t n = ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+            if (n > 0) {
+                c.out_sent += static_cast<std::size_t>(n);
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                set_want_write(i, true);
+                return;
+            } else if (n < 0 && errno == EINTR) {
+                continue;
+            } else {
+                fail(i, "send to " + c.at.to_string() + ": " + std::strerror(errno));
+                return;
+            }
+        }
+        set_want_write(i, false);
+    }
+
+    void on_readable(std::size_t i) {
+        Conn& c = conns_[i];
+        char buf[16384];
+        for (;;) {
+            const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+            if (n > 0) {
+                c.in.append(buf, static_cast<std::size_t>(n));
+                if (static_cast<std::size_t>(n) < sizeof buf) break;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            fail(i, n == 0 ? "connection to " + c.at.to_string() + " closed"
+                           : "recv from " + c.at.to_string() + ": " + std::strerror(errno));
+            return;
+        }
+        parse(i);
+    }
+
+    void parse(std::size_t i) {
+        Conn& c = conns_[i];
+        if (!c.parser) {
+            fail(i, "unexpected bytes from " + c.at.to_string() + " with no request outstanding");
+            return;
+        }
+        std::size_t used = 0;
+        while (used < c.in.size() && !c.parser->is_done()) {
+            boost::beast::error_code ec;
+            const std::size_t n = c.parser->put(boost::asio::buffer(c.in.data() + used, c.in.size() - used), ec);
+            used += n;
+            if (ec == http::error::need_more) break;
+            if (ec) {
+                fail(i, "bad HTTP response from " + c.at.to_string() + ": " + ec.message());
+                return;
+            }
+        }
+        c.in.erase(0, used);
+        if (c.parser->is_done()) on_response(i);
+    }
+
+    void on_response(std::size_t i) {
+        Conn& c = conns_[i];
+        const auto& res = c.parser->get();
+        const unsigned status = res.result_int();
+        const bool keep_alive = res.keep_alive();
+        if (status == 307) {
+            const auto url = res[http::field::location];
+            const auto to = client::endpoint_of_url(std::string_view(url.data(), url.size()));
+            if (!to || ++c.redirects > kMaxRedirects) {
+                fail(i, "bad or too many redirects from " + c.at.to_string());
+                return;
+            }
+            ++c.redirects_total;
+            close_conn(c);
+            c.at = *to;
+            send_request(i);
+            return;
+        }
+        const std::string body = res.body();
+        c.parser.reset();
+        if (!keep_alive) close_conn(c);
+        if (status != 200) {
+            fail(i, c.request.path + ": HTTP " + std::to_string(status) + " " + body);
+            return;
+        }
+        if (c.phase == Phase::kAcquire) {
+            if (auto why = c.script->acquired(body); !why.empty()) {
+                fail(i, why);
+                return;
+            }
+            if (c.latencies_us.size() < kMaxSamplesPerConnection) {
+                c.latencies_us.push_back(static_cast<std::uint32_t>(
+                    std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c.started).count()));
+            }
+            begin_release(i);
+            return;
+        }
+        if (auto why = c.script->released(body); !why.empty()) {
+            fail(i, why);
+            return;
+        }
+        ++c.cycles;
+        begin_acquire(i);
+    }
+
+    // Counts an error, drops the connection, starts over after a pause.
+    void fail(std::size_t i, const std::string& why) {
+        Conn& c = conns_[i];
+        if (c.errors++ == 0) c.first_error = why;
+        close_conn(c);
+        c.parser.reset();
+        c.in.clear();
+        c.at = c.script->endpoint();
+        c.paused = true;
+        c.resume = Clock::now() + kPauseAfterError;
+    }
+
+    std::vector<Conn>& conns_;
+    Clock::time_point end_;
+    int epfd_ = -1;
+};
 
 double percentile(const std::vector<std::uint32_t>& sorted, double p) {
     if (sorted.empty()) return 0;
@@ -44,25 +325,30 @@ double percentile(const std::vector<std::uint32_t>& sorted, double p) {
 
 }  // namespace
 
-LoadResult run_load(const CyclerFactory& factory, int connections, std::chrono::milliseconds duration) {
-    std::vector<std::unique_ptr<Cycler>> cyclers;
-    for (int i = 0; i < connections; ++i) cyclers.push_back(factory(i));  // setup (e.g. etcd lease) untimed
-    std::vector<Worker> workers(static_cast<std::size_t>(connections));
-    std::vector<std::thread> threads;
-    const auto start = Clock::now();
-    const auto end = start + duration;
+LoadResult run_load(const ScriptFactory& factory, int connections, std::chrono::milliseconds duration) {
+    std::vector<Conn> conns(static_cast<std::size_t>(connections));
     for (int i = 0; i < connections; ++i) {
-        threads.emplace_back([&, i] { work(*cyclers[static_cast<std::size_t>(i)], workers[static_cast<std::size_t>(i)], end); });
+        Conn& c = conns[static_cast<std::size_t>(i)];
+        c.script = factory(i);  // setup (e.g. etcd lease) untimed
+        c.at = c.script->endpoint();
+        c.latencies_us.reserve(1 << 16);
     }
-    for (auto& t : threads) t.join();
+    const double cpu_before = cpu_seconds();
+    const auto start = Clock::now();
+    {
+        Loop loop(conns, start + duration);
+        loop.run();
+    }
     LoadResult r;
     r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.cpu_s = cpu_seconds() - cpu_before;
     std::vector<std::uint32_t> all;
-    for (auto& w : workers) {
-        r.cycles += w.cycles;
-        r.errors += w.errors;
-        if (r.first_error.empty()) r.first_error = w.first_error;
-        all.insert(all.end(), w.latencies_us.begin(), w.latencies_us.end());
+    for (Conn& c : conns) {
+        r.cycles += c.cycles;
+        r.errors += c.errors;
+        r.redirects += c.redirects_total;
+        if (r.first_error.empty()) r.first_error = c.first_error;
+        all.insert(all.end(), c.latencies_us.begin(), c.latencies_us.end());
     }
     std::sort(all.begin(), all.end());
     r.cycles_per_s = static_cast<double>(r.cycles) / r.seconds;
@@ -76,9 +362,10 @@ std::string format_result(const std::string& target, int connections, const Load
     char line[512];
     std::snprintf(line, sizeof line,
                   "target=%s connections=%d seconds=%.2f cycles=%llu cycles_per_s=%.1f p50_us=%.0f p99_us=%.0f "
-                  "max_us=%.0f errors=%llu",
+                  "max_us=%.0f errors=%llu redirects=%llu loadgen_cpu_s=%.2f",
                   target.c_str(), connections, r.seconds, static_cast<unsigned long long>(r.cycles), r.cycles_per_s,
-                  r.p50_us, r.p99_us, r.max_us, static_cast<unsigned long long>(r.errors));
+                  r.p50_us, r.p99_us, r.max_us, static_cast<unsigned long long>(r.errors),
+                  static_cast<unsigned long long>(r.redirects), r.cpu_s);
     return line;
 }
 

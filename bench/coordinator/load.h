@@ -1,5 +1,20 @@
-// Closed-loop load: C connections, each a thread looping acquire + release on
-// its own key for a fixed time; acquire latencies are recorded per thread.
+// Closed-loop load: C keep-alive connections, each looping acquire + release
+// on its own key for a fixed time, all driven by ONE thread with epoll.
+//
+// One thread rather than one per connection: on a 2-core machine the load
+// generator shares the CPU with the cluster it measures, and 32 blocking
+// threads cost a wake-up (a context switch, an IPI on a VM) for every answer.
+// One loop reading whatever sockets are ready keeps the generator's own CPU
+// and its wake-ups small, for both targets alike (they run through the same
+// loop; only the Script differs).
+//
+// Per connection: send the acquire request, read the whole response, send
+// the release, read it, repeat. Acquire latency is measured from the moment
+// the request is handed to the socket to the moment its response is parsed.
+// A 307 is followed (reconnect to its Location, send the same request again,
+// not an error and not timed again); any other failure counts one error, the
+// connection pauses kPauseAfterError, reconnects and starts over with an
+// acquire.
 #pragma once
 
 #include <chrono>
@@ -7,37 +22,56 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "client/endpoints.h"
 
 namespace pgfence::bench {
 
 using Clock = std::chrono::steady_clock;
 
-// One connection's driver: acquire and release one key. Each returns false on
-// an error (counted; the loop goes on until the time is up).
-class Cycler {
-public:
-    virtual ~Cycler() = default;
-    virtual bool acquire() = 0;
-    virtual bool release() = 0;
-    virtual std::string last_error() const = 0;
+struct Request {
+    std::string path;  // POST target
+    std::string body;  // JSON
 };
 
-using CyclerFactory = std::function<std::unique_ptr<Cycler>(int connection)>;
+// One connection's protocol. Calls come from the load thread only.
+class Script {
+public:
+    virtual ~Script() = default;
+    virtual client::Endpoint endpoint() = 0;  // where to (re)connect: first, and after an error
+    virtual Request acquire() = 0;
+    virtual Request release() = 0;
+    // A 200 response's body; "" when it is what the protocol expects, else
+    // the error (e.g. etcd's lock answer without a key).
+    virtual std::string acquired(std::string_view body) = 0;
+    virtual std::string released(std::string_view body) = 0;
+};
+
+using ScriptFactory = std::function<std::unique_ptr<Script>(int connection)>;
 
 struct LoadResult {
     std::uint64_t cycles = 0;
     std::uint64_t errors = 0;
+    std::uint64_t redirects = 0;
     double seconds = 0;
     double cycles_per_s = 0;
     double p50_us = 0, p99_us = 0, max_us = 0;  // acquire latency
+    double cpu_s = 0;  // CPU the load generator itself used (user + system)
     std::string first_error;
 };
 
-// Bound on recorded latencies per connection (older samples are kept).
+// Bounds: recorded latencies per connection (later samples are dropped), the
+// size of one response, redirects followed in a row.
 constexpr std::size_t kMaxSamplesPerConnection = 4'000'000;
+constexpr std::size_t kMaxResponseBytes = 1u << 20;
+constexpr int kMaxRedirects = 8;
+constexpr auto kPauseAfterError = std::chrono::milliseconds(5);
+constexpr auto kResponseTimeout = std::chrono::seconds(5);
 
-LoadResult run_load(const CyclerFactory& factory, int connections, std::chrono::milliseconds duration);
+// Scripts are made (factory(0..connections-1)) before the clock starts.
+LoadResult run_load(const ScriptFactory& factory, int connections, std::chrono::milliseconds duration);
 
 std::string format_result(const std::string& target, int connections, const LoadResult& r);
 

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "client/client.h"
-#include "cyclers.h"
+#include "scripts.h"
 #include "load.h"
 
 namespace {
@@ -54,10 +54,10 @@ int number(const std::map<std::string, std::string>& f, const std::string& name,
 
 int load(const std::string& target, const std::vector<client::Endpoint>& endpoints, int connections, int seconds) {
     const std::string prefix = "bench-" + std::to_string(::getpid());
-    bench::CyclerFactory factory = [&](int i) {
+    bench::ScriptFactory factory = [&](int i) {
         const std::string key = prefix + "-" + std::to_string(i);
-        if (target == "etcd") return bench::make_etcd_cycler(endpoints[static_cast<std::size_t>(i) % endpoints.size()], key);
-        return bench::make_pgfence_cycler(endpoints, key);
+        if (target == "etcd") return bench::make_etcd_script(endpoints, i, key);
+        return bench::make_pgfence_script(endpoints, i, key);
     };
     const bench::LoadResult r = bench::run_load(factory, connections, std::chrono::seconds(seconds));
     std::cout << bench::format_result(target, connections, r) << std::endl;

@@ -2,6 +2,7 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -181,44 +182,66 @@ public:
         ++shared_->incoming;
     }
     ~Incoming() { --shared_->incoming; }
-    void read_length();
+    void read_more();
 
 private:
-    void read_body(std::size_t len);
+    bool handle_buffered();
     bool handle(const Frame& f);
     void drop(const std::string& why);
 
     boost::beast::tcp_stream stream_;
     std::shared_ptr<Shared> shared_;
-    std::array<char, kLengthPrefixBytes> prefix_{};
-    std::string body_;
+    // Bytes received and not yet handled: every complete frame in it is
+    // handled after each read, so a burst of frames costs one read. Its size
+    // is at most one frame (<= max frame size) plus kReadChunkBytes.
+    std::string buf_;
+    std::size_t used_ = 0;    // handled bytes at the front of buf_
+    std::size_t filled_ = 0;  // bytes of buf_ that hold data
     std::uint64_t peer_id_ = 0;
 };
 
-void Incoming::read_length() {
+constexpr std::size_t kReadChunkBytes = 64u << 10;
+
+void Incoming::read_more() {
+    // Keep the unhandled bytes at the front; room for one more chunk after them
+    // (buf_'s size is its usable room, grown only for a frame larger than it).
+    if (used_ > 0) {
+        std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(used_), buf_.begin() + static_cast<std::ptrdiff_t>(filled_),
+                  buf_.begin());
+        filled_ -= used_;
+        used_ = 0;
+    }
+    if (filled_ == 0 && buf_.size() > 4 * kReadChunkBytes) std::string().swap(buf_);  // after a large frame
+    if (buf_.size() < filled_ + kReadChunkBytes) buf_.resize(filled_ + kReadChunkBytes);
     stream_.expires_after(shared_->options.idle_timeout);
-    asio::async_read(stream_, asio::buffer(prefix_), [self = shared_from_this()](const error_code& ec, std::size_t) {
-        if (ec || self->shared_->stopped) return;
-        auto len = decode_frame_length(std::string_view(self->prefix_.data(), self->prefix_.size()));
-        if (auto* err = std::get_if<FrameError>(&len)) {
-            self->drop(err->message);
-            return;
-        }
-        self->read_body(std::get<std::size_t>(len));
-    });
+    stream_.async_read_some(asio::buffer(buf_.data() + filled_, kReadChunkBytes),
+                            [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                                if (ec || self->shared_->stopped) return;
+                                self->filled_ += n;
+                                if (self->handle_buffered()) self->read_more();
+                            });
 }
 
-void Incoming::read_body(std::size_t len) {
-    body_.resize(len);
-    asio::async_read(stream_, asio::buffer(body_), [self = shared_from_this()](const error_code& ec, std::size_t) {
-        if (ec || self->shared_->stopped) return;
-        auto frame = decode_frame_body(self->body_);
-        if (auto* err = std::get_if<FrameError>(&frame)) {
-            self->drop(err->message);
-            return;
+// Handles every complete frame in the buffer; false if the connection was dropped.
+bool Incoming::handle_buffered() {
+    for (;;) {
+        const std::string_view pending(buf_.data() + used_, filled_ - used_);
+        if (pending.size() < kLengthPrefixBytes) return true;
+        auto len = decode_frame_length(pending.substr(0, kLengthPrefixBytes));
+        if (auto* err = std::get_if<FrameError>(&len)) {
+            drop(err->message);
+            return false;
         }
-        if (self->handle(std::get<Frame>(frame))) self->read_length();
-    });
+        const std::size_t body_len = std::get<std::size_t>(len);
+        if (pending.size() < kLengthPrefixBytes + body_len) return true;
+        auto frame = decode_frame_body(pending.substr(kLengthPrefixBytes, body_len));
+        used_ += kLengthPrefixBytes + body_len;
+        if (auto* err = std::get_if<FrameError>(&frame)) {
+            drop(err->message);
+            return false;
+        }
+        if (!handle(std::get<Frame>(frame))) return false;
+    }
 }
 
 bool Incoming::handle(const Frame& f) {
@@ -275,7 +298,7 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
                 error_code ignored;
                 socket.close(ignored);
             } else if (!ec) {
-                std::make_shared<Incoming>(std::move(socket), self->shared)->read_length();
+                std::make_shared<Incoming>(std::move(socket), self->shared)->read_more();
             }
             self->accept();
         });

@@ -104,15 +104,32 @@ void Member::Impl::on_peer_message(raft::Message m) {
     after_event();
 }
 
+// Every input (HTTP request, peer message, tick, finished write) ends here.
+// The work it leaves — confirmations, role changes, the next Ready — is done
+// once per turn of the event loop, after the inputs already waiting in it, so
+// requests read in the same epoll round share one Ready, one write and one
+// AppendRequest per follower.
 void Member::Impl::after_event() {
+    if (drain_posted) return;
+    drain_posted = true;
+    loop.post([this] {
+        drain_posted = false;
+        drain();
+    });
+}
+
+void Member::Impl::drain() {
     flush_confirms();
     observe_role();
     pump();
-    net::log_flush();  // one write for the lines this event logged
+    net::log_flush();  // one write for the lines this turn logged
 }
 
 // Drains one Ready: messages_now at once; hard state, snapshot and entries on
-// the writer thread (one fdatasync); `messages` when that is durable.
+// the writer thread (one fdatasync); `messages` when that is durable. While
+// that write is in flight, each turn sends the leader's replication traffic
+// for what was proposed meanwhile (take_messages_now: followers store it in
+// parallel with the leader's write; the quorum may be the followers alone).
 // Committed entries are applied at once, in parallel with the write: the core
 // hands out only entries already durable on this member (and on a quorum), so
 // applying and answering them waits for nothing in this batch. A Ready whose
@@ -121,6 +138,7 @@ void Member::Impl::after_event() {
 void Member::Impl::pump() {
     if (ready_in_flight) {
         apply_taken();
+        for (const raft::Message& m : raft->take_messages_now()) transport->send(m);
         return;
     }
     if (!raft->has_ready()) return;
@@ -137,11 +155,21 @@ void Member::Impl::pump() {
     if (rd->hard_state) written_hard_state = *rd->hard_state;
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
     if (applied_now) apply_ready(*rd);
-    writer.submit([this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); },
-                  [this, rd, applied_now](std::chrono::nanoseconds took) {
-                      metrics.fsync.observe(took);
-                      finish_ready(rd, applied_now);
-                  });
+    auto persist = [this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); };
+    if (!is_leader() && !snapshot_in_flight) {
+        // A follower writes on the loop itself: it has no clients to serve
+        // meanwhile, and the two thread hand-offs per batch cost more than
+        // the write (messages arriving meanwhile wait in the socket and go
+        // into the next batch, as they would anyway). A snapshot job on the
+        // writer thread must finish first: one writer of the files at a time.
+        metrics.fsync.observe(Writer::run_job(persist));
+        finish_ready(rd, applied_now);
+        return;
+    }
+    writer.submit(std::move(persist), [this, rd, applied_now](std::chrono::nanoseconds took) {
+        metrics.fsync.observe(took);
+        finish_ready(rd, applied_now);
+    });
 }
 
 bool Member::Impl::needs_write(const raft::Ready& rd) const {

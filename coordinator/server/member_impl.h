@@ -72,7 +72,8 @@ struct Member::Impl {
     std::string start();
     void on_tick();
     void on_peer_message(raft::Message m);
-    void after_event();  // flush confirmations, observe role, drain Ready
+    void after_event();  // schedules drain() once per loop turn
+    void drain();        // flush confirmations, observe role, pump the Ready
     void pump();
     bool needs_write(const raft::Ready& rd) const;
     void apply_ready(const raft::Ready& rd);
@@ -135,6 +136,7 @@ struct Member::Impl {
     Metrics metrics;
     net::RequestLimits limits;
 
+    bool drain_posted = false;  // a drain() is queued on the loop
     bool ready_in_flight = false;
     bool applying = false;  // inside apply_ready/apply_taken (no re-entry)
     raft::HardState written_hard_state;                  // term and vote last handed to the writer

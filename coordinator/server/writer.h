@@ -33,6 +33,10 @@ public:
     void submit(std::function<void()> work, Done done);
     void stop();  // finishes queued jobs, joins
 
+    // Runs one job on the calling thread, the way the writer thread runs it
+    // (a throw is fatal); returns how long it took.
+    static std::chrono::nanoseconds run_job(const std::function<void()>& work);
+
 private:
     struct Job {
         std::function<void()> work;

@@ -117,7 +117,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
         Slot& s = slots_[i];
         config.id = i + 1;
         s.member = std::make_unique<Member>(config, faults_.compact_every_entries, faults_.keep_entries,
-                                            faults_.hard_state_first, checker_);
+                                            faults_.hard_state_first, faults_.eager, checker_);
         s.random = root_.fork(100 + i);
         const double spread = 0.7 + 0.6 * s.random.unit();  // per-member clock rate, +-30%
         s.tick_us = static_cast<std::uint64_t>(static_cast<double>(faults_.tick_us_base) * spread);

@@ -19,10 +19,11 @@ ClientReply make_reply(int client, std::uint64_t op_id, int attempt, ClientReply
 }  // namespace
 
 Member::Member(raft::Config config, std::uint64_t compact_every_entries, std::uint64_t keep_entries,
-               bool hard_state_first, SafetyChecker& checker)
+               bool hard_state_first, bool eager, SafetyChecker& checker)
     : config_(std::move(config)),
       compact_every_entries_(compact_every_entries),
       keep_entries_(keep_entries),
+      eager_(eager),
       checker_(checker) {
     disk_.set_hard_state_first(hard_state_first);
 }
@@ -79,6 +80,7 @@ CrashLoss Member::crash(SimRandom& random) {
     require(up(), "member ", id(), " crashed twice");
     raft_.reset();
     in_flight_.reset();
+    applied_early_ = false;
     proposals_.clear();
     reads_.clear();
     leader_term_ = 0;
@@ -124,6 +126,14 @@ void Member::handle_client(const ClientRequest& request, Outbox& out) {
 }
 
 void Member::after_input(Outbox& out) {
+    if (eager_ && in_flight_) {
+        // The server's pipelining: replicate what was proposed during the
+        // write, and apply commits learnt meanwhile, without waiting for it.
+        for (const auto& m : raft_->take_messages_now()) send(m, out);
+        const std::vector<raft::Entry> committed = raft_->take_committed();
+        for (const auto& e : committed) apply_entry(e, out);
+        if (!committed.empty()) serve_reads(out);
+    }
     const raft::Role role = raft_->role();
     const raft::Term term = raft_->term();
     checker_.observe_role(id(), role, term);
@@ -169,6 +179,11 @@ bool Member::begin_persist(Outbox& out) {
     disk_.write(*in_flight_);
     checker_.observe_written(id(), in_flight_->entries, disk_.volatile_image());
     for (const auto& m : in_flight_->messages_now) send(m, out);
+    // Eager (the server's order): the Ready's committed entries are durable
+    // already, so they are applied while its write is in flight, unless a
+    // snapshot must be restored first.
+    applied_early_ = eager_ && !in_flight_->snapshot;
+    if (applied_early_) apply_ready(*in_flight_, out);
     return true;
 }
 
@@ -178,7 +193,8 @@ void Member::finish_persist(Outbox& out) {
     const raft::Ready ready = std::move(*in_flight_);
     in_flight_.reset();
     for (const auto& m : ready.messages) send(m, out);
-    apply_ready(ready, out);
+    if (!applied_early_) apply_ready(ready, out);
+    applied_early_ = false;
     raft_->advance(ready);
     maybe_compact();
     after_input(out);

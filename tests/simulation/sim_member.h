@@ -63,7 +63,7 @@ struct MemberStats {
 class Member {
 public:
     Member(raft::Config config, std::uint64_t compact_every_entries, std::uint64_t keep_entries,
-           bool hard_state_first, SafetyChecker& checker);
+           bool hard_state_first, bool eager, SafetyChecker& checker);
 
     raft::NodeId id() const { return config_.id; }
     bool up() const { return raft_ != nullptr; }
@@ -125,6 +125,8 @@ private:
     raft::Config config_;
     std::uint64_t compact_every_entries_;
     std::uint64_t keep_entries_;
+    bool eager_;  // take_messages_now() / take_committed() while persisting
+    bool applied_early_ = false;  // the Ready in flight was applied when its write began
     SafetyChecker& checker_;
 
     std::unique_ptr<raft::Raft> raft_;  // null while crashed
