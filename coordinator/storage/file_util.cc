@@ -65,6 +65,18 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
     }
 }
 
+void pwrite_all(int fd, std::string_view bytes, std::uint64_t offset, const std::string& path) {
+    while (!bytes.empty()) {
+        ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail("write to", path, errno);
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+        offset += static_cast<std::uint64_t>(n);
+    }
+}
+
 std::string pread_exact(int fd, std::uint64_t offset, std::size_t n, const std::string& path) {
     std::string out(n, '\0');
     std::size_t done = 0;

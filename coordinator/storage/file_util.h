@@ -50,6 +50,9 @@ Fd open_file(const std::string& path, int flags);
 // Appends/writes all of `bytes` at the current offset (retries short writes).
 void write_all(int fd, std::string_view bytes, const std::string& path);
 
+// Writes all of `bytes` at `offset` (pwrite; retries short writes).
+void pwrite_all(int fd, std::string_view bytes, std::uint64_t offset, const std::string& path);
+
 // Reads exactly n bytes at offset; throws if the file is shorter.
 std::string pread_exact(int fd, std::uint64_t offset, std::size_t n, const std::string& path);
 

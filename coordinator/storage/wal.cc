@@ -78,7 +78,8 @@ std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options
         wal->create_segment(seqs.empty() ? 1 : seqs.back());
     } else {
         const Segment& last = wal->segments_.back();
-        wal->open_fd_ = open_file(last.path, O_WRONLY | O_APPEND);
+        wal->open_fd_ = open_file(last.path, O_WRONLY);
+        wal->preallocate(wal->open_fd_.get());  // again, if a torn tail was cut with it
     }
     return wal;
 }
@@ -99,6 +100,12 @@ void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool new
         remove_file(seg.path);
         sync_dir(dir_);
         return;
+    }
+    if (!newest && d.zero_tail_bytes > 0) {
+        corrupt(seg.path, d.valid_bytes,
+                std::to_string(d.zero_tail_bytes) +
+                    " zero bytes after the records (unused room is cut when a segment is closed; "
+                    "this is not the newest segment)");
     }
     if (d.seq != seg.seq) {
         corrupt(seg.path, 5,
@@ -166,14 +173,27 @@ void Wal::forget_from(raft::Index index) {
 
 void Wal::create_segment(std::uint64_t seq) {
     const std::string path = join_path(dir_, segment_file_name(seq));
-    Fd fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+    Fd fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL);
     const std::string header = encode_segment_header(seq);
-    write_all(fd.get(), header, path);
+    pwrite_all(fd.get(), header, 0, path);
     sync_data(fd.get(), path);
     sync_dir(dir_);
     sync_count_ += 2;
+    // Only now, with the header durable: a crash cannot leave a torn header
+    // followed by preallocated zeros (recovery removes a torn header only
+    // when it is all the file holds).
+    preallocate(fd.get());
     segments_.push_back({seq, path, header.size()});
     open_fd_ = std::move(fd);
+}
+
+// Best effort: a file system that cannot preallocate, or is full, leaves the
+// file as it is (appends then extend it). Whatever size it ends with, the
+// bytes past the data are zeros: recovery reads them as unused room. The new
+// size becomes durable with the next append's fdatasync.
+void Wal::preallocate(int fd) {
+    if (!options_.preallocate) return;
+    (void)::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes));
 }
 
 // Starts a new segment when the open one is full (and holds a record). The
@@ -181,18 +201,19 @@ void Wal::create_segment(std::uint64_t seq) {
 void Wal::rotate_if_full() {
     const Segment& open = segments_.back();
     if (open.bytes < options_.segment_bytes || open.bytes <= kSegmentHeaderBytes) return;
-    if (unsynced_) {
-        sync_data(open_fd_.get(), open.path);
-        ++sync_count_;
-        unsynced_ = false;
-    }
+    // Closed segments hold exactly their records: cut the unused room (a
+    // no-op when there is none), then make the data and the size durable.
+    truncate_file(open_fd_.get(), open.bytes, open.path);
+    sync_data(open_fd_.get(), open.path);
+    ++sync_count_;
+    unsynced_ = false;
     create_segment(open.seq + 1);
 }
 
 void Wal::write_pending(const std::string& bytes) {
     if (bytes.empty()) return;
     Segment& open = segments_.back();
-    write_all(open_fd_.get(), bytes, open.path);
+    pwrite_all(open_fd_.get(), bytes, open.bytes, open.path);
     open.bytes += bytes.size();
     unsynced_ = true;
 }

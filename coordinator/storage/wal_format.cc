@@ -48,12 +48,13 @@ ProbeResult probe_record(std::string_view bytes, std::uint64_t at) {
     return {Probe::kValid, length, {}};
 }
 
-// Is there a valid record starting anywhere after `bad`? If so the bad record
-// was followed by data that was written (and synced) later: not a torn tail.
-// Returns kValid (found), kShort (none) or kBad (search budget exhausted).
-Probe find_later_record(std::string_view bytes, std::uint64_t bad) {
+// Is there a valid record starting after `bad` and before `starts_end`? If so
+// the bad record was followed by data that was written (and synced) later:
+// not a torn tail. Returns kValid (found), kShort (none) or kBad (search
+// budget exhausted).
+Probe find_later_record(std::string_view bytes, std::uint64_t bad, std::uint64_t starts_end) {
     std::uint64_t budget = kMaxResyncCrcBytes;
-    for (std::uint64_t p = bad + 1; p + kRecordHeaderBytes <= bytes.size(); ++p) {
+    for (std::uint64_t p = bad + 1; p < starts_end && p + kRecordHeaderBytes <= bytes.size(); ++p) {
         const std::uint32_t length = peek_u32(bytes, p + 4);
         if (length > kMaxRecordPayloadBytes || bytes.size() - p - kRecordHeaderBytes < length) {
             continue;
@@ -137,8 +138,16 @@ void encode_reset_record(std::string& out, raft::Index next_index) {
 SegmentDecode decode_segment(std::string_view bytes) {
     SegmentDecode d;
     if (!decode_header(bytes, d)) return d;
+    // The trailing run of zero bytes: no record starts inside it (a record
+    // lying wholly in zeros would have type 0, which does not exist).
+    std::uint64_t zeros_from = bytes.size();
+    while (zeros_from > kSegmentHeaderBytes && bytes[zeros_from - 1] == '\0') --zeros_from;
     std::uint64_t at = kSegmentHeaderBytes;
     while (at < bytes.size()) {
+        if (at >= zeros_from) {  // unused room (preallocated, or never written)
+            d.zero_tail_bytes = bytes.size() - at;
+            break;
+        }
         ProbeResult r = probe_record(bytes, at);
         if (r.probe == Probe::kValid && !known_type(static_cast<std::uint8_t>(bytes[at + 8]))) {
             r = {
@@ -150,7 +159,7 @@ SegmentDecode decode_segment(std::string_view bytes) {
             return d;
         }
         if (r.probe != Probe::kValid) {
-            const Probe later = find_later_record(bytes, at);
+            const Probe later = find_later_record(bytes, at, zeros_from);
             d.tail = later == Probe::kShort ? SegmentTail::kTorn : SegmentTail::kCorrupt;
             d.bad_offset = at;
             d.problem = r.problem;

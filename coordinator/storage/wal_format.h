@@ -61,7 +61,7 @@ struct RecordView {
 };
 
 enum class SegmentTail : std::uint8_t {
-    kClean,    // every byte belongs to the header or a valid record
+    kClean,    // every byte belongs to the header, a valid record or the zero tail
     kTorn,     // a bad record at bad_offset, and no valid record anywhere after it
     kCorrupt,  // a bad record (or header) followed by data that is not a torn write
 };
@@ -71,6 +71,7 @@ struct SegmentDecode {
     std::uint64_t seq = 0;            // from the header, when header_ok
     std::vector<RecordView> records;  // the valid records before any bad one
     std::uint64_t valid_bytes = 0;    // header + valid records: where a torn tail is cut
+    std::uint64_t zero_tail_bytes = 0;  // zero bytes from valid_bytes to the end (kClean only)
     SegmentTail tail = SegmentTail::kClean;
     std::uint64_t bad_offset = 0;  // first bad byte, when tail != kClean
     std::string problem;           // what was wrong there, when tail != kClean

@@ -10,6 +10,13 @@ namespace {
 
 using namespace test;
 
+// Most cases here cut and flip bytes by file offset, so their files end where
+// the data ends (no preallocation); the preallocated cases say so.
+StorageOptions exact(StorageOptions o = {}) {
+    o.preallocate = false;
+    return o;
+}
+
 struct Written {
     std::vector<raft::Entry> entries;  // everything written
     std::vector<std::uint64_t> ends;   // segment size after each batch
@@ -17,9 +24,12 @@ struct Written {
 };
 
 // Writes batches of the given sizes (each one record) into a fresh directory.
+// Without preallocation, so that the file ends where the data ends (the
+// record framing cases below cut and flip bytes by file offset); the
+// preallocated cases are further down.
 Written write_batches(const std::string& dir, const std::vector<std::size_t>& sizes) {
     Written w;
-    auto s = open_storage(dir);
+    auto s = open_storage(dir, exact());
     raft::Index next = 1;
     w.segment = segment_files(dir).at(0);
     for (std::size_t n : sizes) {
@@ -46,7 +56,7 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_recovers_the_written
     const std::size_t kept = 6;
     for (std::uint64_t cut = last_start; cut < full.size(); ++cut) {
         write_bytes(w.segment, full.substr(0, cut));
-        auto s = open_storage(dir.path());
+        auto s = open_storage(dir.path(), exact());
         BOOST_TEST_INFO("cut at byte " << cut);
         BOOST_TEST(s->last_index() == kept);
         BOOST_TEST((all_entries(*s) == prefix(w.entries, kept)));
@@ -54,10 +64,10 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_recovers_the_written
         BOOST_TEST(size_of(w.segment) == last_start);
     }
     // And the log goes on from the cut: a new batch lands after the prefix.
-    auto s = open_storage(dir.path());
+    auto s = open_storage(dir.path(), exact());
     s->persist(nullptr, nullptr, make_entries(7, 1, 2));
     s.reset();
-    s = open_storage(dir.path());
+    s = open_storage(dir.path(), exact());
     BOOST_TEST(s->last_index() == 7u);
     BOOST_TEST(s->entries(7, 8).at(0).term == 2u);
 }
@@ -74,7 +84,7 @@ BOOST_AUTO_TEST_CASE(every_bit_flip_in_an_earlier_record_is_refused_naming_file_
             flip_bit(w.segment, at, bit);
             BOOST_TEST_INFO("flipped byte " << at << " bit " << bit);
             try {
-                open_storage(dir.path());
+                open_storage(dir.path(), exact());
                 BOOST_TEST(false, "open accepted a corrupt earlier record");
             } catch (const StorageError& e) {
                 const std::string msg = e.what();
@@ -95,7 +105,7 @@ BOOST_AUTO_TEST_CASE(every_bit_flip_in_the_last_record_is_a_torn_tail) {
             write_bytes(w.segment, full);
             flip_bit(w.segment, at, bit);
             BOOST_TEST_INFO("flipped byte " << at << " bit " << bit);
-            auto s = open_storage(dir.path());
+            auto s = open_storage(dir.path(), exact());
             BOOST_TEST(s->last_index() == 3u);
             BOOST_TEST((all_entries(*s) == prefix(w.entries, 3)));
             BOOST_TEST(s->warnings().size() == 1u);
@@ -103,20 +113,127 @@ BOOST_AUTO_TEST_CASE(every_bit_flip_in_the_last_record_is_a_torn_tail) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(zero_filled_tail_from_an_unsynced_extension_is_cut) {
+BOOST_AUTO_TEST_CASE(zero_filled_tail_is_unused_room_not_a_torn_write) {
     TempDir dir;
     const Written w = write_batches(dir.path(), {2, 2});
     write_bytes(w.segment, read_bytes(w.segment) + std::string(4096, '\0'));
-    auto s = open_storage(dir.path());
-    BOOST_TEST(s->last_index() == 4u);
-    BOOST_TEST(size_of(w.segment) == w.ends[1]);
+    {
+        auto s = open_storage(dir.path(), exact());
+        BOOST_TEST(s->last_index() == 4u);
+        BOOST_TEST(s->warnings().empty());
+        BOOST_TEST(size_of(w.segment) == w.ends[1] + 4096);  // nothing cut
+        s->persist(nullptr, nullptr, make_entries(5, 1, 1));  // lands at the data end, in the room
+        BOOST_TEST(size_of(w.segment) == w.ends[1] + 4096);
+    }
+    auto s = open_storage(dir.path(), exact());
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST((all_entries(*s) == make_entries(1, 5, 1)));
+}
+
+// ---- preallocated segments (the default) ----
+
+BOOST_AUTO_TEST_CASE(new_segments_are_preallocated_and_appends_fill_them) {
+    TempDir dir;
+    StorageOptions opt;
+    opt.segment_bytes = 1u << 20;
+    std::vector<raft::Entry> all;
+    {
+        auto s = open_storage(dir.path(), opt);
+        const std::string seg = segment_files(dir.path()).at(0);
+        BOOST_TEST(size_of(seg) == opt.segment_bytes);
+        for (raft::Index i = 1; i <= 30; i += 3) {
+            auto batch = make_entries(i, 3, 1);
+            s->persist(nullptr, nullptr, batch);
+            all.insert(all.end(), batch.begin(), batch.end());
+            BOOST_TEST(size_of(seg) == opt.segment_bytes);  // the size never changes
+        }
+    }
+    auto s = open_storage(dir.path(), opt);
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST((all_entries(*s) == all));
+    s->persist(nullptr, nullptr, make_entries(31, 1, 1));  // after the data, not after the room
+    s.reset();
+    s = open_storage(dir.path(), opt);
+    BOOST_TEST(s->last_index() == 31u);
+    BOOST_TEST(s->entries(31, 32).at(0).term == 1u);
+}
+
+// In a preallocated file a crash leaves zeros (not a shorter file) where an
+// unsynced append did not reach the disk.
+BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_in_a_preallocated_segment) {
+    TempDir dir;
+    StorageOptions opt;
+    opt.segment_bytes = 64u << 10;
+    std::vector<raft::Entry> all;
+    std::vector<std::uint64_t> data_ends;  // where each batch's record ends
+    std::string seg;
+    {
+        auto s = open_storage(dir.path(), opt);
+        seg = segment_files(dir.path()).at(0);
+        for (std::size_t n : {2u, 1u, 2u}) {
+            auto batch = make_entries(all.size() + 1, n, 1);
+            s->persist(nullptr, nullptr, batch);
+            all.insert(all.end(), batch.begin(), batch.end());
+            const std::string bytes = read_bytes(seg);
+            data_ends.push_back(bytes.find_last_not_of('\0') + 1);
+        }
+    }
+    const std::string full = read_bytes(seg);
+    const std::uint64_t last_start = data_ends[1];
+    for (std::uint64_t cut = last_start; cut < data_ends[2]; ++cut) {
+        std::string crashed = full;
+        std::fill(crashed.begin() + static_cast<std::ptrdiff_t>(cut), crashed.end(), '\0');
+        write_bytes(seg, crashed);
+        const bool partial = full.substr(last_start, cut - last_start).find_first_not_of('\0') != std::string::npos;
+        auto s = open_storage(dir.path(), opt);
+        BOOST_TEST_INFO("zeroed from byte " << cut);
+        BOOST_TEST((all_entries(*s) == prefix(all, 3)));
+        BOOST_TEST(s->warnings().size() == (partial ? 1u : 0u));  // a partial record is a torn write
+        BOOST_TEST(size_of(seg) == opt.segment_bytes);             // room again after a cut
+        s->persist(nullptr, nullptr, make_entries(4, 1, 2));
+        s.reset();
+        s = open_storage(dir.path(), opt);
+        BOOST_TEST(s->last_index() == 4u);
+        BOOST_TEST(s->entries(4, 5).at(0).term == 2u);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(closed_segments_hold_exactly_their_records) {
+    TempDir dir;
+    StorageOptions opt;
+    opt.segment_bytes = kMinSegmentBytes;
+    std::vector<raft::Entry> all;
+    {
+        auto s = open_storage(dir.path(), opt);
+        for (raft::Index i = 1; i <= 120; i += 10) {
+            auto batch = make_entries(i, 10, 1);
+            s->persist(nullptr, nullptr, batch);
+            all.insert(all.end(), batch.begin(), batch.end());
+        }
+    }
+    const auto segs = segment_files(dir.path());
+    BOOST_TEST_REQUIRE(segs.size() >= 3u);
+    for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
+        const std::string bytes = read_bytes(segs[i]);
+        BOOST_TEST_INFO(segs[i]);
+        BOOST_TEST(bytes.back() != '\0');  // no room left behind (entry data is letters)
+    }
+    // A closed segment with zeros after its records is corruption, not room.
+    write_bytes(segs[0], read_bytes(segs[0]) + std::string(100, '\0'));
+    try {
+        open_storage(dir.path(), opt);
+        BOOST_TEST(false, "open accepted zeros after an older segment's records");
+    } catch (const StorageError& e) {
+        BOOST_TEST(std::string(e.what()).find(segs[0]) != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("not the newest segment") != std::string::npos);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(garbage_after_the_header_of_a_new_log_is_cut) {
     TempDir dir;
     const Written w = write_batches(dir.path(), {});
     write_bytes(w.segment, read_bytes(w.segment) + "\x05\x00\x00");
-    auto s = open_storage(dir.path());
+    auto s = open_storage(dir.path(), exact());
     BOOST_TEST(s->last_index() == 0u);
     BOOST_TEST(s->first_index() == 1u);
 }
@@ -125,7 +242,7 @@ BOOST_AUTO_TEST_CASE(garbage_after_the_header_of_a_new_log_is_cut) {
 std::vector<raft::Entry> write_rotated(const std::string& dir) {
     StorageOptions opt;
     opt.segment_bytes = kMinSegmentBytes;
-    auto s = open_storage(dir, opt);
+    auto s = open_storage(dir, exact(opt));
     std::vector<raft::Entry> all;
     for (raft::Index i = 1; i <= 120; i += 10) {
         auto batch = make_entries(i, 10, 1);
@@ -142,7 +259,7 @@ BOOST_AUTO_TEST_CASE(torn_tail_in_an_older_segment_is_corruption) {
     const std::string first = segment_files(dir.path()).at(0);
     truncate_to(first, size_of(first) - 3);
     try {
-        open_storage(dir.path());
+        open_storage(dir.path(), exact());
         BOOST_TEST(false, "open accepted a cut older segment");
     } catch (const StorageError& e) {
         BOOST_TEST(std::string(e.what()).find(first) != std::string::npos);
@@ -154,7 +271,7 @@ BOOST_AUTO_TEST_CASE(missing_middle_segment_is_corruption) {
     TempDir dir;
     write_rotated(dir.path());
     remove_file(segment_files(dir.path()).at(1));
-    BOOST_CHECK_THROW(open_storage(dir.path()), StorageError);
+    BOOST_CHECK_THROW(open_storage(dir.path(), exact()), StorageError);
 }
 
 BOOST_AUTO_TEST_CASE(torn_header_of_a_new_segment_is_removed_and_appends_continue) {
@@ -165,7 +282,7 @@ BOOST_AUTO_TEST_CASE(torn_header_of_a_new_segment_is_removed_and_appends_continu
     parse_segment_file_name(segs.back().substr(segs.back().rfind('/') + 1), seq);
     const std::string torn = dir.file(segment_file_name(seq + 1));
     write_bytes(torn, encode_segment_header(seq + 1).substr(0, 7));
-    auto s = open_storage(dir.path());
+    auto s = open_storage(dir.path(), exact());
     BOOST_TEST(s->warnings().size() == 1u);
     BOOST_TEST(!path_exists(torn));
     BOOST_TEST((all_entries(*s) == all));
@@ -176,7 +293,7 @@ BOOST_AUTO_TEST_CASE(torn_header_of_a_new_segment_is_removed_and_appends_continu
 BOOST_AUTO_TEST_CASE(rotation_keeps_every_entry_across_reopen) {
     TempDir dir;
     const auto all = write_rotated(dir.path());
-    auto s = open_storage(dir.path());
+    auto s = open_storage(dir.path(), exact());
     BOOST_TEST(s->warnings().empty());
     BOOST_TEST((all_entries(*s) == all));
     BOOST_TEST(
@@ -195,7 +312,7 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_after_rotation) {
     std::vector<raft::Entry> all;
     std::uint64_t last_start = 0;
     {
-        auto s = open_storage(dir.path(), opt);
+        auto s = open_storage(dir.path(), exact(opt));
         for (raft::Index i = 1; segment_files(dir.path()).size() < 2; i += 10) {
             auto batch = make_entries(i, 10, 1);
             s->persist(nullptr, nullptr, batch);
@@ -211,7 +328,7 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_after_rotation) {
     BOOST_TEST_REQUIRE(last_start < full.size());
     for (std::uint64_t cut = last_start; cut < full.size(); ++cut) {
         write_bytes(newest, full.substr(0, cut));
-        auto s = open_storage(dir.path(), opt);
+        auto s = open_storage(dir.path(), exact(opt));
         BOOST_TEST_INFO("cut at byte " << cut);
         BOOST_TEST((all_entries(*s) == prefix(all, all.size() - 3)));
         BOOST_TEST(size_of(newest) == last_start);
@@ -224,7 +341,7 @@ BOOST_AUTO_TEST_CASE(bit_flip_in_an_older_segment_header_is_refused_naming_the_f
     const std::string first = segment_files(dir.path()).at(0);
     flip_bit(first, 9, 3);  // inside the seq field
     try {
-        open_storage(dir.path());
+        open_storage(dir.path(), exact());
         BOOST_TEST(false, "open accepted a corrupt segment header");
     } catch (const StorageError& e) {
         BOOST_TEST(std::string(e.what()).find(first + " is corrupt at byte 0") !=
@@ -242,7 +359,7 @@ BOOST_AUTO_TEST_CASE(failed_write_makes_the_storage_refuse_further_calls) {
     std::vector<raft::Entry> all;
     std::string blocker;
     {
-        auto s = open_storage(dir.path(), opt);
+        auto s = open_storage(dir.path(), exact(opt));
         for (raft::Index i = 1; i <= 40; i += 10) {  // the segment is now full
             auto batch = make_entries(i, 10, 1);
             s->persist(nullptr, nullptr, batch);
@@ -264,7 +381,7 @@ BOOST_AUTO_TEST_CASE(failed_write_makes_the_storage_refuse_further_calls) {
         BOOST_CHECK_THROW(s->persist(&hs, nullptr, {}), StorageError);
     }
     remove_file(blocker);
-    auto s = open_storage(dir.path(), opt);
+    auto s = open_storage(dir.path(), exact(opt));
     BOOST_TEST((all_entries(*s) == all));
     BOOST_TEST(s->hard_state().term == 0u);  // the refused hard state never reached disk
 }
