@@ -129,7 +129,6 @@ struct Raft::Impl {
     Ready ready();
     std::vector<Entry> hand_committed();  // next bounded run of durable committed entries
     std::vector<Entry> take_committed();
-    std::vector<Message> take_messages_now();
     void advance(const Ready& rd);
     Status status() const;
 

@@ -240,14 +240,6 @@ std::vector<Entry> Raft::Impl::take_committed() {
     return out;
 }
 
-std::vector<Message> Raft::Impl::take_messages_now() {
-    std::vector<Message> out;
-    if (!ready_outstanding) return out;
-    if (Leader* l = leader_state()) flush_appends(*l);
-    out.swap(msgs_now);
-    return out;
-}
-
 void Raft::Impl::advance(const Ready& rd) {
     if (!ready_outstanding) throw std::logic_error("Raft::advance: no Ready outstanding");
     ready_outstanding = false;
@@ -320,9 +312,6 @@ Ready Raft::ready() {
 }
 std::vector<Entry> Raft::take_committed() {
     return impl_->take_committed();
-}
-std::vector<Message> Raft::take_messages_now() {
-    return impl_->take_messages_now();
 }
 void Raft::advance(const Ready& rd) {
     impl_->advance(rd);

@@ -209,19 +209,6 @@ public:
     // machine is restored from it first). Bounded like Ready::committed.
     std::vector<Entry> take_committed();
 
-    // The leader's replication traffic produced since ready(), while that
-    // Ready is outstanding: AppendRequests for entries proposed meanwhile,
-    // commit-index updates, heartbeats, read rounds, SnapshotRequests —
-    // the kind of messages Ready::messages_now carries, subject to the same
-    // per-follower in-flight bounds. Send them at once: followers then store
-    // new entries while the leader's own write is in flight (thesis §10.2.1),
-    // and those entries still reach the leader's storage in the next Ready.
-    // Empty when no Ready is outstanding (ready() hands them out) or when
-    // nothing new is due. Call it at most once per batch of inputs (e.g. once
-    // per event-loop turn): every call may cut one more, smaller, AppendRequest
-    // per follower.
-    std::vector<Message> take_messages_now();
-
     Status status() const;
     Role role() const;
     Term term() const;

@@ -125,20 +125,21 @@ void Member::Impl::drain() {
     net::log_flush();  // one write for the lines this turn logged
 }
 
-// Drains one Ready: messages_now at once; hard state, snapshot and entries on
-// the writer thread (one fdatasync); `messages` when that is durable. While
-// that write is in flight, each turn sends the leader's replication traffic
-// for what was proposed meanwhile (take_messages_now: followers store it in
-// parallel with the leader's write; the quorum may be the followers alone).
-// Committed entries are applied at once, in parallel with the write: the core
-// hands out only entries already durable on this member (and on a quorum), so
-// applying and answering them waits for nothing in this batch. A Ready whose
-// hard state changed only in commit (not stored: DurableStorage writes term
-// and vote) and that carries no entries or snapshot skips the writer.
+// Drains one Ready: messages_now at once; hard state, snapshot and entries
+// with one fdatasync; `messages` when that is durable. Committed entries are
+// applied at once, before or during the write: the core hands out only
+// entries already durable on this member (and on a quorum), so applying and
+// answering them waits for nothing in this batch. A Ready whose hard state
+// changed only in commit (not stored: DurableStorage writes term and vote)
+// and that carries no entries or snapshot skips the write.
+//
+// The leader writes on the writer thread: its loop goes on reading requests
+// and follower acks, applying what a follower's ack commits (apply_taken)
+// and answering clients; the next Ready carries everything proposed
+// meanwhile (group commit). Followers write on the loop itself (see below).
 void Member::Impl::pump() {
     if (ready_in_flight) {
         apply_taken();
-        for (const raft::Message& m : raft->take_messages_now()) transport->send(m);
         return;
     }
     if (!raft->has_ready()) return;
@@ -160,8 +161,10 @@ void Member::Impl::pump() {
         // A follower writes on the loop itself: it has no clients to serve
         // meanwhile, and the two thread hand-offs per batch cost more than
         // the write (messages arriving meanwhile wait in the socket and go
-        // into the next batch, as they would anyway). A snapshot job on the
-        // writer thread must finish first: one writer of the files at a time.
+        // into the next batch, as they would anyway; etcd's raft loop saves
+        // its WAL the same way). A snapshot job on the writer thread must
+        // finish first: one writer of the files at a time. A stalled disk
+        // stalls this follower's loop, ticks included: it does not campaign.
         metrics.fsync.observe(Writer::run_job(persist));
         finish_ready(rd, applied_now);
         return;

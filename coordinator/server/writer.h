@@ -1,4 +1,5 @@
-// The writer thread: all disk work of a member, off the event loop.
+// The writer thread: a leader's Ready writes and every snapshot save, off the
+// event loop (a follower writes its Readies on the loop, member.cc).
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop
 // with how long the job took (the fsync latency metric). Group commit comes

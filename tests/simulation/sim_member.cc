@@ -127,9 +127,8 @@ void Member::handle_client(const ClientRequest& request, Outbox& out) {
 
 void Member::after_input(Outbox& out) {
     if (eager_ && in_flight_) {
-        // The server's pipelining: replicate what was proposed during the
-        // write, and apply commits learnt meanwhile, without waiting for it.
-        for (const auto& m : raft_->take_messages_now()) send(m, out);
+        // The server's pipelining: apply commits learnt during the write
+        // without waiting for it.
         const std::vector<raft::Entry> committed = raft_->take_committed();
         for (const auto& e : committed) apply_entry(e, out);
         if (!committed.empty()) serve_reads(out);

@@ -125,7 +125,7 @@ private:
     raft::Config config_;
     std::uint64_t compact_every_entries_;
     std::uint64_t keep_entries_;
-    bool eager_;  // take_messages_now() / take_committed() while persisting
+    bool eager_;  // take_committed() while persisting, Ready applied when its write begins
     bool applied_early_ = false;  // the Ready in flight was applied when its write began
     SafetyChecker& checker_;
 
