@@ -30,7 +30,9 @@ constexpr int kTickMs = 10;  // timeouts and pauses are checked this often
 double cpu_seconds() {
     rusage u{};
     ::getrusage(RUSAGE_SELF, &u);
-    auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+    auto s = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+    };
     return s(u.ru_utime) + s(u.ru_stime);
 }
 
@@ -75,7 +77,7 @@ struct Conn {
     Request request;
     std::string out;  // bytes of the current request not yet sent
     std::size_t out_sent = 0;
-    std::string in;   // received, not yet parsed
+    std::string in;  // received, not yet parsed
     std::optional<http::response_parser<http::string_body>> parser;
     Clock::time_point started;   // when this acquire was first sent (latency)
     Clock::time_point deadline;  // for the current response
@@ -90,10 +92,11 @@ struct Conn {
 };
 
 class Loop {
-public:
+  public:
     Loop(std::vector<Conn>& conns, Clock::time_point end) : conns_(conns), end_(end) {
         epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-        if (epfd_ < 0) throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
+        if (epfd_ < 0)
+            throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
     }
     ~Loop() {
         for (Conn& c : conns_) close_conn(c);
@@ -106,13 +109,15 @@ public:
         auto next_tick = Clock::now();
         for (;;) {
             const int n = ::epoll_wait(epfd_, events, kMaxEvents, kTickMs);
-            if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("epoll_wait: ") + std::strerror(errno));
+            if (n < 0 && errno != EINTR)
+                throw std::runtime_error(std::string("epoll_wait: ") + std::strerror(errno));
             for (int k = 0; k < n; ++k) {
                 const std::size_t i = events[k].data.u64;
                 Conn& c = conns_[i];
                 if (c.fd < 0) continue;
                 if ((events[k].events & EPOLLOUT) != 0) flush(i);
-                if (c.fd >= 0 && (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) on_readable(i);
+                if (c.fd >= 0 && (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0)
+                    on_readable(i);
             }
             const auto now = Clock::now();
             if (now >= end_) return;
@@ -124,14 +129,15 @@ public:
                         c.paused = false;
                         begin_acquire(i);
                     } else if (!c.paused && c.fd >= 0 && now >= c.deadline) {
-                        fail(i, "no response within " + std::to_string(kResponseTimeout.count()) + "s");
+                        fail(i, "no response within " + std::to_string(kResponseTimeout.count()) +
+                                    "s");
                     }
                 }
             }
         }
     }
 
-private:
+  private:
     void begin_acquire(std::size_t i) {
         Conn& c = conns_[i];
         c.phase = Phase::kAcquire;
@@ -153,8 +159,8 @@ private:
         Conn& c = conns_[i];
         if (c.fd < 0 && !open_conn(i)) return;
         c.out = "POST " + c.request.path + " HTTP/1.1\r\nHost: " + c.at.to_string() +
-                "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(c.request.body.size()) +
-                "\r\n\r\n" + c.request.body;
+                "\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(c.request.body.size()) + "\r\n\r\n" + c.request.body;
         c.out_sent = 0;
         c.parser.emplace();
         c.parser->body_limit(kMaxResponseBytes);
@@ -199,7 +205,8 @@ private:
     void flush(std::size_t i) {
         Conn& c = conns_[i];
         while (c.out_sent < c.out.size()) {
-            const ssize_t n = ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+            const ssize_t n =
+                ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
             if (n > 0) {
                 c.out_sent += static_cast<std::size_t>(n);
             } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -227,32 +234,42 @@ private:
             }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-            fail(i, n == 0 ? "connection to " + c.at.to_string() + " closed"
-                           : "recv from " + c.at.to_string() + ": " + std::strerror(errno));
+            // Closed or failed: a whole response may still be in `in` (a
+            // server that closes after answering); the next request reconnects.
+            const std::string why =
+                n == 0 ? "connection to " + c.at.to_string() + " closed"
+                       : "recv from " + c.at.to_string() + ": " + std::strerror(errno);
+            close_conn(c);
+            if (parse(i) && c.parser) fail(i, why);  // no (whole) response: an error
             return;
         }
         parse(i);
     }
 
-    void parse(std::size_t i) {
+    // Feeds `in` to the parser; on a whole response handles it. False if the
+    // connection failed here (already counted).
+    bool parse(std::size_t i) {
         Conn& c = conns_[i];
         if (!c.parser) {
+            if (c.in.empty()) return true;
             fail(i, "unexpected bytes from " + c.at.to_string() + " with no request outstanding");
-            return;
+            return false;
         }
         std::size_t used = 0;
         while (used < c.in.size() && !c.parser->is_done()) {
             boost::beast::error_code ec;
-            const std::size_t n = c.parser->put(boost::asio::buffer(c.in.data() + used, c.in.size() - used), ec);
+            const std::size_t n =
+                c.parser->put(boost::asio::buffer(c.in.data() + used, c.in.size() - used), ec);
             used += n;
             if (ec == http::error::need_more) break;
             if (ec) {
                 fail(i, "bad HTTP response from " + c.at.to_string() + ": " + ec.message());
-                return;
+                return false;
             }
         }
         c.in.erase(0, used);
         if (c.parser->is_done()) on_response(i);
+        return true;
     }
 
     void on_response(std::size_t i) {
@@ -287,7 +304,8 @@ private:
             }
             if (c.latencies_us.size() < kMaxSamplesPerConnection) {
                 c.latencies_us.push_back(static_cast<std::uint32_t>(
-                    std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c.started).count()));
+                    std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c.started)
+                        .count()));
             }
             begin_release(i);
             return;
@@ -325,7 +343,8 @@ double percentile(const std::vector<std::uint32_t>& sorted, double p) {
 
 }  // namespace
 
-LoadResult run_load(const ScriptFactory& factory, int connections, std::chrono::milliseconds duration) {
+LoadResult run_load(const ScriptFactory& factory, int connections,
+                    std::chrono::milliseconds duration) {
     std::vector<Conn> conns(static_cast<std::size_t>(connections));
     for (int i = 0; i < connections; ++i) {
         Conn& c = conns[static_cast<std::size_t>(i)];
@@ -361,10 +380,12 @@ LoadResult run_load(const ScriptFactory& factory, int connections, std::chrono::
 std::string format_result(const std::string& target, int connections, const LoadResult& r) {
     char line[512];
     std::snprintf(line, sizeof line,
-                  "target=%s connections=%d seconds=%.2f cycles=%llu cycles_per_s=%.1f p50_us=%.0f p99_us=%.0f "
+                  "target=%s connections=%d seconds=%.2f cycles=%llu cycles_per_s=%.1f p50_us=%.0f "
+                  "p99_us=%.0f "
                   "max_us=%.0f errors=%llu redirects=%llu loadgen_cpu_s=%.2f",
-                  target.c_str(), connections, r.seconds, static_cast<unsigned long long>(r.cycles), r.cycles_per_s,
-                  r.p50_us, r.p99_us, r.max_us, static_cast<unsigned long long>(r.errors),
+                  target.c_str(), connections, r.seconds, static_cast<unsigned long long>(r.cycles),
+                  r.cycles_per_s, r.p50_us, r.p99_us, r.max_us,
+                  static_cast<unsigned long long>(r.errors),
                   static_cast<unsigned long long>(r.redirects), r.cpu_s);
     return line;
 }

@@ -9,12 +9,13 @@
 // loop; only the Script differs).
 //
 // Per connection: send the acquire request, read the whole response, send
-// the release, read it, repeat. Acquire latency is measured from the moment
-// the request is handed to the socket to the moment its response is parsed.
-// A 307 is followed (reconnect to its Location, send the same request again,
-// not an error and not timed again); any other failure counts one error, the
-// connection pauses kPauseAfterError, reconnects and starts over with an
-// acquire.
+// the release, read it, repeat. Acquire latency is measured from when the
+// acquire is started (on a kept-alive connection: handed to the socket; after
+// an error, the reconnect is included) to when its response is parsed, a
+// followed 307 included. A 307 is followed (reconnect to its Location, send
+// the same request again; not an error); any other failure counts one error,
+// the connection pauses kPauseAfterError, reconnects and starts over with an
+// acquire. Connecting blocks the loop (meant for loopback clusters).
 #pragma once
 
 #include <chrono>
@@ -38,7 +39,7 @@ struct Request {
 
 // One connection's protocol. Calls come from the load thread only.
 class Script {
-public:
+  public:
     virtual ~Script() = default;
     virtual client::Endpoint endpoint() = 0;  // where to (re)connect: first, and after an error
     virtual Request acquire() = 0;
@@ -71,7 +72,8 @@ constexpr auto kPauseAfterError = std::chrono::milliseconds(5);
 constexpr auto kResponseTimeout = std::chrono::seconds(5);
 
 // Scripts are made (factory(0..connections-1)) before the clock starts.
-LoadResult run_load(const ScriptFactory& factory, int connections, std::chrono::milliseconds duration);
+LoadResult run_load(const ScriptFactory& factory, int connections,
+                    std::chrono::milliseconds duration);
 
 std::string format_result(const std::string& target, int connections, const LoadResult& r);
 

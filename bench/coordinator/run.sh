@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # pgfence vs etcd 3.4: acquire+release cycles/s and acquire latency at C = 1, 8
 # and 32 keep-alive connections (each looping on its own key for BENCH_SECONDS),
-# both 3-member clusters on 127.0.0.1 with data on disk (fsync on), in one run;
+# both 3-member clusters on 127.0.0.1 with data on disk (fsync on), in one run
+# (connection i starts at member i mod 3: pgfence's follow their 307 to the
+# leader, etcd's members proxy lock calls to their leader themselves);
 # then pgfence failover time: kill -9 the leader, time until the next acquire
 # succeeds, median of FAILOVER_ROUNDS (the killed member is restarted between rounds).
 #

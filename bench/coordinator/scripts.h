@@ -16,12 +16,12 @@ namespace pgfence::bench {
 // Keys are "<prefix>-<connection>": every connection has its own key.
 // Connection i starts at endpoints[i % size] and moves to the next endpoint
 // after an error.
-std::unique_ptr<Script> make_pgfence_script(const std::vector<client::Endpoint>& endpoints, int connection,
-                                            const std::string& key);
+std::unique_ptr<Script> make_pgfence_script(const std::vector<client::Endpoint>& endpoints,
+                                            int connection, const std::string& key);
 
 // Throws std::runtime_error if the lease grant fails (setup, before timing).
-std::unique_ptr<Script> make_etcd_script(const std::vector<client::Endpoint>& endpoints, int connection,
-                                         const std::string& key);
+std::unique_ptr<Script> make_etcd_script(const std::vector<client::Endpoint>& endpoints,
+                                         int connection, const std::string& key);
 
 std::string base64(const std::string& in);
 

@@ -203,18 +203,31 @@ private:
 constexpr std::size_t kReadChunkBytes = 64u << 10;
 
 void Incoming::read_more() {
-    // Keep the unhandled bytes at the front; room for one more chunk after them
-    // (buf_'s size is its usable room, grown only for a frame larger than it).
+    // Keep the unhandled bytes at the front; buf_'s size is the room to read
+    // into: one chunk, or the rest of a frame whose length is known, whichever
+    // is more. Room grown for a large frame is given back once it is handled.
     if (used_ > 0) {
-        std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(used_), buf_.begin() + static_cast<std::ptrdiff_t>(filled_),
-                  buf_.begin());
+        std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(used_),
+                  buf_.begin() + static_cast<std::ptrdiff_t>(filled_), buf_.begin());
         filled_ -= used_;
         used_ = 0;
     }
-    if (filled_ == 0 && buf_.size() > 4 * kReadChunkBytes) std::string().swap(buf_);  // after a large frame
-    if (buf_.size() < filled_ + kReadChunkBytes) buf_.resize(filled_ + kReadChunkBytes);
+    std::size_t want = kReadChunkBytes;
+    if (filled_ >= kLengthPrefixBytes) {
+        const auto len = decode_frame_length(std::string_view(buf_.data(), kLengthPrefixBytes));
+        if (const auto* n = std::get_if<std::size_t>(&len)) {  // checked against the limit
+            want = std::max(want, kLengthPrefixBytes + *n - std::min(filled_, kLengthPrefixBytes + *n));
+        }
+    }
+    const std::size_t need = filled_ + want;
+    if (buf_.size() > 4 * kReadChunkBytes && need <= 2 * kReadChunkBytes) {
+        std::string small(need, '\0');
+        std::copy(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(filled_), small.begin());
+        buf_.swap(small);
+    }
+    if (buf_.size() < need) buf_.resize(need);
     stream_.expires_after(shared_->options.idle_timeout);
-    stream_.async_read_some(asio::buffer(buf_.data() + filled_, kReadChunkBytes),
+    stream_.async_read_some(asio::buffer(buf_.data() + filled_, buf_.size() - filled_),
                             [self = shared_from_this()](const error_code& ec, std::size_t n) {
                                 if (ec || self->shared_->stopped) return;
                                 self->filled_ += n;
@@ -225,6 +238,7 @@ void Incoming::read_more() {
 // Handles every complete frame in the buffer; false if the connection was dropped.
 bool Incoming::handle_buffered() {
     for (;;) {
+        if (shared_->stopped) return false;
         const std::string_view pending(buf_.data() + used_, filled_ - used_);
         if (pending.size() < kLengthPrefixBytes) return true;
         auto len = decode_frame_length(pending.substr(0, kLengthPrefixBytes));

@@ -3,10 +3,9 @@
 // module's WAL implements it for real data directories; MemoryLog (below) is
 // for tests.
 //
-// Threading: persist() and save_snapshot() are never called concurrently:
-// they run on the writer thread (writer.h), except that a follower calls
-// persist() on the loop thread while no writer job is outstanding; storage()
-// is read once, on the loop thread, before either.
+// Threading: persist() and save_snapshot() run on the writer thread only
+// (writer.h); storage() is read once, on the loop thread, before the writer
+// starts.
 #pragma once
 
 #include <memory>

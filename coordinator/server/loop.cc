@@ -16,7 +16,11 @@ Loop::Loop(asio::io_context& io) : io_(io), timers_(std::make_shared<Timers>()) 
 
 Loop::~Loop() { stop_timers(); }
 
-void Loop::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
+void Loop::post(std::function<void()> fn) {
+    asio::post(io_, [fn = std::move(fn), alive = std::weak_ptr<void>(timers_)] {
+        if (!alive.expired()) fn();
+    });
+}
 
 namespace {
 void arm(asio::steady_timer& t, std::chrono::milliseconds period, std::function<void()> fn,

@@ -20,7 +20,8 @@ public:
     Loop& operator=(const Loop&) = delete;
 
     boost::asio::io_context& io() { return io_; }
-    // Runs `fn` on the loop thread; callable from any thread.
+    // Runs `fn` on the loop thread; callable from any thread. Dropped if the
+    // Loop is destroyed first (like every timer of it).
     void post(std::function<void()> fn);
     // Runs `fn` every `period` (rescheduled from when it ran: after a pause
     // such as SIGSTOP it does not fire a burst of catch-up calls).

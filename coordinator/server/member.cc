@@ -125,18 +125,16 @@ void Member::Impl::drain() {
     net::log_flush();  // one write for the lines this turn logged
 }
 
-// Drains one Ready: messages_now at once; hard state, snapshot and entries
-// with one fdatasync; `messages` when that is durable. Committed entries are
-// applied at once, before or during the write: the core hands out only
-// entries already durable on this member (and on a quorum), so applying and
-// answering them waits for nothing in this batch. A Ready whose hard state
-// changed only in commit (not stored: DurableStorage writes term and vote)
-// and that carries no entries or snapshot skips the write.
-//
-// The leader writes on the writer thread: its loop goes on reading requests
-// and follower acks, applying what a follower's ack commits (apply_taken)
-// and answering clients; the next Ready carries everything proposed
-// meanwhile (group commit). Followers write on the loop itself (see below).
+// Drains one Ready: messages_now at once; hard state, snapshot and entries on
+// the writer thread (one fdatasync); `messages` when that is durable.
+// Committed entries are applied at once, in parallel with the write: the core
+// hands out only entries already durable on this member (and on a quorum), so
+// applying and answering them waits for nothing in this batch. Meanwhile the
+// loop goes on reading requests and acks, applying what an ack commits
+// (apply_taken); the next Ready carries everything proposed meanwhile (group
+// commit). A Ready whose hard state changed only in commit (not stored:
+// DurableStorage writes term and vote) and that carries no entries or
+// snapshot skips the writer.
 void Member::Impl::pump() {
     if (ready_in_flight) {
         apply_taken();
@@ -156,23 +154,11 @@ void Member::Impl::pump() {
     if (rd->hard_state) written_hard_state = *rd->hard_state;
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
     if (applied_now) apply_ready(*rd);
-    auto persist = [this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); };
-    if (!is_leader() && !snapshot_in_flight) {
-        // A follower writes on the loop itself: it has no clients to serve
-        // meanwhile, and the two thread hand-offs per batch cost more than
-        // the write (messages arriving meanwhile wait in the socket and go
-        // into the next batch, as they would anyway; etcd's raft loop saves
-        // its WAL the same way). A snapshot job on the writer thread must
-        // finish first: one writer of the files at a time. A stalled disk
-        // stalls this follower's loop, ticks included: it does not campaign.
-        metrics.fsync.observe(Writer::run_job(persist));
-        finish_ready(rd, applied_now);
-        return;
-    }
-    writer.submit(std::move(persist), [this, rd, applied_now](std::chrono::nanoseconds took) {
-        metrics.fsync.observe(took);
-        finish_ready(rd, applied_now);
-    });
+    writer.submit([this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); },
+                  [this, rd, applied_now](std::chrono::nanoseconds took) {
+                      metrics.fsync.observe(took);
+                      finish_ready(rd, applied_now);
+                  });
 }
 
 bool Member::Impl::needs_write(const raft::Ready& rd) const {

@@ -2,10 +2,8 @@
 // event loop, applies committed commands to the lock table, serves the HTTP
 // API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
 //
-// Threading: everything runs on the io_context's thread except a leader's
-// Ready writes and snapshot saves, which run on the writer thread (writer.h)
-// and post their completion back; a follower writes its Readies on the loop
-// (member.cc, pump()).
+// Threading: everything runs on the io_context's thread except disk writes,
+// which run on the writer thread (writer.h) and post their completion back.
 #pragma once
 
 #include <functional>

@@ -29,20 +29,6 @@ void Writer::stop() {
     if (thread_.joinable()) thread_.join();
 }
 
-std::chrono::nanoseconds Writer::run_job(const std::function<void()>& work) {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-        work();
-    } catch (const std::exception& e) {
-        net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
-        std::_Exit(74);
-    } catch (...) {
-        net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
-        std::_Exit(74);
-    }
-    return std::chrono::steady_clock::now() - start;
-}
-
 void Writer::run() {
     for (;;) {
         Job job;
@@ -53,7 +39,17 @@ void Writer::run() {
             job = std::move(jobs_.front());
             jobs_.pop_front();
         }
-        const auto took = run_job(job.work);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+            job.work();
+        } catch (const std::exception& e) {
+            net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
+            std::_Exit(74);
+        } catch (...) {
+            net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
+            std::_Exit(74);
+        }
+        const auto took = std::chrono::steady_clock::now() - start;
         post_([done = std::move(job.done), took] { done(took); });
     }
 }

@@ -1,5 +1,4 @@
-// The writer thread: a leader's Ready writes and every snapshot save, off the
-// event loop (a follower writes its Readies on the loop, member.cc).
+// The writer thread: all disk work of a member, off the event loop.
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop
 // with how long the job took (the fsync latency metric). Group commit comes
@@ -33,10 +32,6 @@ public:
 
     void submit(std::function<void()> work, Done done);
     void stop();  // finishes queued jobs, joins
-
-    // Runs one job on the calling thread, the way the writer thread runs it
-    // (a throw is fatal); returns how long it took.
-    static std::chrono::nanoseconds run_job(const std::function<void()>& work);
 
 private:
     struct Job {

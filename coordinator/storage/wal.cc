@@ -3,8 +3,10 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "storage/bytes.h"
@@ -118,10 +120,14 @@ void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool new
     }
     segments_.back().bytes = d.valid_bytes;
     if (d.tail == SegmentTail::kTorn) {
-        warnings.push_back(seg.path + ": torn write at byte " + std::to_string(d.bad_offset) +
-                           " (" + d.problem + "); truncating " +
-                           std::to_string(bytes.size() - d.valid_bytes) +
-                           " bytes of an append that was never made durable");
+        const std::size_t data_end = bytes.find_last_not_of('\0') + 1;  // > bad_offset: it is bad
+        warnings.push_back(
+            seg.path + ": torn write at byte " + std::to_string(d.bad_offset) + " (" + d.problem +
+            "); cutting the file there: " + std::to_string(data_end - d.valid_bytes) +
+            " bytes of an append that was never made durable" +
+            (bytes.size() > data_end
+                 ? " and " + std::to_string(bytes.size() - data_end) + " zero bytes after it"
+                 : std::string()));
         Fd fd = open_file(seg.path, O_WRONLY);
         truncate_file(fd.get(), d.valid_bytes, seg.path);
         sync_data(fd.get(), seg.path);
@@ -188,12 +194,19 @@ void Wal::create_segment(std::uint64_t seq) {
 }
 
 // Best effort: a file system that cannot preallocate, or is full, leaves the
-// file as it is (appends then extend it). Whatever size it ends with, the
-// bytes past the data are zeros: recovery reads them as unused room. The new
-// size becomes durable with the next append's fdatasync.
+// file as it is (appends then extend it; the first failure is reported through
+// on_warning). Whatever size it ends with, the bytes past the data are zeros:
+// recovery reads them as unused room. The new size becomes durable with the
+// next append's fdatasync.
 void Wal::preallocate(int fd) {
     if (!options_.preallocate) return;
-    (void)::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes));
+    if (::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes)) == 0) return;
+    const int err = errno;
+    if (preallocate_warned_ || !options_.on_warning) return;
+    preallocate_warned_ = true;
+    options_.on_warning("cannot preallocate WAL segments in " + dir_ +
+                        " (fallocate: " + std::strerror(err) + "); appends will extend the files" +
+                        (err == ENOSPC ? " - the disk is full or nearly so" : ""));
 }
 
 // Starts a new segment when the open one is full (and holds a record). The

@@ -47,12 +47,13 @@
 // Preallocation (WalOptions::preallocate): once its header is durable, a new
 // segment is extended to segment_bytes with fallocate(2) (zeros), and records
 // are written with pwrite at the end of the data. An append then does not
-// change the file's size, so its fdatasync writes the data and flushes — it
-// does not also write the inode (on ext4 about a third less per fdatasync).
-// If the file system cannot preallocate, appends simply extend the file.
+// change the file's size (what fdatasync must still record is up to the file
+// system); on this project's ext4 test machine an append + fdatasync took
+// about a third less time. If the file system cannot preallocate, appends
+// simply extend the file (one warning through WalOptions::on_warning).
 //
 // One persist() batch is normally one record (it is split only when it is
-// larger than kMaxRecordPayloadBytes), appended with one write() and made
+// larger than kMaxRecordPayloadBytes), written with one pwrite() and made
 // durable with one fdatasync (group commit).
 //
 // Compaction deletes whole segments from the oldest, up to (not including) the
@@ -65,19 +66,22 @@
 // ==== Recovery ===============================================================
 // Zero bytes running from a record boundary to the end of the newest segment
 // are its unused room: the log ends there, nothing is cut, no warning (no
-// record is all zeros: record type 0 does not exist). A bad record (short header, length over the limit, running past the end of
-// the file, CRC mismatch) is a torn tail only if it is in the newest segment
-// AND no valid record starts anywhere after it before the trailing zero run
-// (checked by scanning every such offset, spending at most kMaxResyncCrcBytes
-// of CRC work; if that is not enough to decide, it is treated as corruption):
-// that is what an interrupted, unsynced append leaves. It is cut off (ftruncate + fdatasync)
-// with a warning. A newest segment whose header is cut short, or is exactly
-// one header long with a bad CRC or magic, is an interrupted creation: it is
-// removed (directory fsynced) with a warning. Anything else — a bad record or
-// header in an older segment, a bad record with valid data after it, a
-// CRC-valid record of unknown type or malformed content, a gap in seq or in
-// indexes — is corruption: open fails with the file and byte offset, and
-// nothing is truncated.
+// record is all zeros: record type 0 does not exist). A bad record (short
+// header, length over the limit, running past the end of the file, CRC
+// mismatch) is a torn tail only if it is in the newest segment AND no valid
+// record starts anywhere after it before the trailing zero run (checked by
+// scanning every such offset for a record of a known type whose payload
+// header is possible and whose CRC matches, spending at most
+// kMaxResyncCrcBytes of CRC work; if that is not enough to decide, it is
+// treated as corruption): that is what an interrupted, unsynced append
+// leaves. It is cut off (ftruncate + fdatasync) with a warning. A newest
+// segment whose header is cut short, or is exactly one header long with a bad
+// CRC or magic, is an interrupted creation: it is removed (directory fsynced)
+// with a warning. Anything else — a bad record or header in an older segment,
+// zero bytes after the records of an older segment, a bad record with valid
+// data after it, a CRC-valid record of unknown type or malformed content, a
+// gap in seq or in indexes — is corruption: open fails with the file and byte
+// offset, and nothing is truncated.
 // Consequences: a bit flip in the very last record is indistinguishable from
 // a torn write and is cut (the rule); an unsynced write that reached
 // the disk out of order (a later page without an earlier one) makes the member
@@ -94,6 +98,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +116,9 @@ inline constexpr std::size_t kMaxSegments = 65536;
 struct WalOptions {
     std::uint64_t segment_bytes = 8u << 20;  // rotate once the open segment holds this much
     bool preallocate = true;                 // fallocate each new segment to segment_bytes
+    // Warnings after open (open() returns its own): a failed preallocation,
+    // reported once. Called on the thread that appends.
+    std::function<void(const std::string&)> on_warning;
 };
 
 class Wal {
@@ -197,6 +205,7 @@ class Wal {
     Fd open_fd_;             // the open segment (written with pwrite at its data end)
     bool unsynced_ = false;
     bool broken_ = false;  // an I/O error happened while writing: refuse everything
+    bool preallocate_warned_ = false;
     std::uint64_t sync_count_ = 0;
 };
 

@@ -48,15 +48,32 @@ ProbeResult probe_record(std::string_view bytes, std::uint64_t at) {
     return {Probe::kValid, length, {}};
 }
 
-// Is there a valid record starting after `bad` and before `starts_end`? If so
-// the bad record was followed by data that was written (and synced) later:
-// not a torn tail. Returns kValid (found), kShort (none) or kBad (search
-// budget exhausted).
+// Could a record this version writes start at p, with this length (which
+// fits in `bytes`)? Checks its type and the shape of its payload header, so
+// that the CRC, the expensive part, runs only for such candidates: in a
+// preallocated segment almost every small integer in the data would otherwise
+// read as a length that fits.
+bool plausible_record(std::string_view bytes, std::uint64_t p, std::uint32_t length) {
+    const auto type = static_cast<std::uint8_t>(bytes[p + 8]);
+    if (type == static_cast<std::uint8_t>(RecordType::kReset)) return length == 8;
+    if (type != static_cast<std::uint8_t>(RecordType::kEntries)) return false;
+    if (length < kEntriesPayloadHeaderBytes + kEntryOverheadBytes) return false;
+    const std::uint64_t first_index = peek_u64(bytes, p + kRecordHeaderBytes);
+    const std::uint32_t count = peek_u32(bytes, p + kRecordHeaderBytes + 8);
+    return first_index >= 1 && first_index <= kMaxEntryIndex && count >= 1 &&
+           count <= (length - kEntriesPayloadHeaderBytes) / kEntryOverheadBytes;
+}
+
+// Is there a valid record (plausible_record, CRC) starting after `bad` and
+// before `starts_end`? If so the bad record was followed by data that was
+// written (and synced) later: not a torn tail. Returns kValid (found), kShort
+// (none) or kBad (search budget exhausted).
 Probe find_later_record(std::string_view bytes, std::uint64_t bad, std::uint64_t starts_end) {
     std::uint64_t budget = kMaxResyncCrcBytes;
     for (std::uint64_t p = bad + 1; p < starts_end && p + kRecordHeaderBytes <= bytes.size(); ++p) {
         const std::uint32_t length = peek_u32(bytes, p + 4);
-        if (length > kMaxRecordPayloadBytes || bytes.size() - p - kRecordHeaderBytes < length) {
+        if (length > kMaxRecordPayloadBytes || bytes.size() - p - kRecordHeaderBytes < length ||
+            !plausible_record(bytes, p, length)) {
             continue;
         }
         if (budget < 5u + length) return Probe::kBad;

@@ -68,9 +68,9 @@ enum class SegmentTail : std::uint8_t {
 
 struct SegmentDecode {
     bool header_ok = false;
-    std::uint64_t seq = 0;            // from the header, when header_ok
-    std::vector<RecordView> records;  // the valid records before any bad one
-    std::uint64_t valid_bytes = 0;    // header + valid records: where a torn tail is cut
+    std::uint64_t seq = 0;              // from the header, when header_ok
+    std::vector<RecordView> records;    // the valid records before any bad one
+    std::uint64_t valid_bytes = 0;      // header + valid records: where a torn tail is cut
     std::uint64_t zero_tail_bytes = 0;  // zero bytes from valid_bytes to the end (kClean only)
     SegmentTail tail = SegmentTail::kClean;
     std::uint64_t bad_offset = 0;  // first bad byte, when tail != kClean

@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(zero_filled_tail_is_unused_room_not_a_torn_write) {
         auto s = open_storage(dir.path(), exact());
         BOOST_TEST(s->last_index() == 4u);
         BOOST_TEST(s->warnings().empty());
-        BOOST_TEST(size_of(w.segment) == w.ends[1] + 4096);  // nothing cut
+        BOOST_TEST(size_of(w.segment) == w.ends[1] + 4096);   // nothing cut
         s->persist(nullptr, nullptr, make_entries(5, 1, 1));  // lands at the data end, in the room
         BOOST_TEST(size_of(w.segment) == w.ends[1] + 4096);
     }
@@ -184,18 +184,80 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_in_a_preallocated_se
         std::string crashed = full;
         std::fill(crashed.begin() + static_cast<std::ptrdiff_t>(cut), crashed.end(), '\0');
         write_bytes(seg, crashed);
-        const bool partial = full.substr(last_start, cut - last_start).find_first_not_of('\0') != std::string::npos;
+        const bool partial =
+            full.substr(last_start, cut - last_start).find_first_not_of('\0') != std::string::npos;
         auto s = open_storage(dir.path(), opt);
         BOOST_TEST_INFO("zeroed from byte " << cut);
         BOOST_TEST((all_entries(*s) == prefix(all, 3)));
-        BOOST_TEST(s->warnings().size() == (partial ? 1u : 0u));  // a partial record is a torn write
-        BOOST_TEST(size_of(seg) == opt.segment_bytes);             // room again after a cut
+        BOOST_TEST(s->warnings().size() ==
+                   (partial ? 1u : 0u));                // a partial record is a torn write
+        BOOST_TEST(size_of(seg) == opt.segment_bytes);  // room again after a cut
         s->persist(nullptr, nullptr, make_entries(4, 1, 2));
         s.reset();
         s = open_storage(dir.path(), opt);
         BOOST_TEST(s->last_index() == 4u);
         BOOST_TEST(s->entries(4, 5).at(0).term == 2u);
     }
+}
+
+BOOST_AUTO_TEST_CASE(every_bit_flip_in_the_last_record_of_a_preallocated_segment_is_a_torn_tail) {
+    TempDir dir;
+    StorageOptions opt;
+    opt.segment_bytes = 16u << 10;
+    std::uint64_t last_start = 0, last_end = 0;
+    std::string seg;
+    {
+        auto s = open_storage(dir.path(), opt);
+        seg = segment_files(dir.path()).at(0);
+        s->persist(nullptr, nullptr, make_entries(1, 2, 1));
+        last_start = read_bytes(seg).find_last_not_of('\0') + 1;
+        s->persist(nullptr, nullptr, make_entries(3, 1, 1, 20));
+        last_end = read_bytes(seg).find_last_not_of('\0') + 1;
+    }
+    const std::string full = read_bytes(seg);
+    for (std::uint64_t at = last_start; at < last_end; ++at) {
+        for (int bit = 0; bit < 8; ++bit) {
+            std::string flipped = full;
+            flipped[at] = static_cast<char>(flipped[at] ^ (1 << bit));
+            write_bytes(seg, flipped);
+            BOOST_TEST_INFO("flipped byte " << at << " bit " << bit);
+            auto s = open_storage(dir.path(), opt);
+            BOOST_TEST(s->last_index() == 2u);
+            BOOST_TEST(s->warnings().size() == 1u);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(torn_header_after_a_preallocated_segment_was_closed) {
+    // The crash came while creating the next segment: the previous one is
+    // already cut to its records; the torn new one is removed, and the next
+    // append creates it again.
+    TempDir dir;
+    StorageOptions opt;
+    opt.segment_bytes = kMinSegmentBytes;
+    std::vector<raft::Entry> all;
+    {
+        auto s = open_storage(dir.path(), opt);
+        for (raft::Index i = 1; segment_files(dir.path()).size() < 2; i += 10) {
+            auto batch = make_entries(i, 10, 1);
+            s->persist(nullptr, nullptr, batch);
+            all.insert(all.end(), batch.begin(), batch.end());
+        }
+    }
+    // The batch that made the second segment went into it. Crash instead
+    // while its header was being written: no second segment, no such batch.
+    auto segs = segment_files(dir.path());
+    BOOST_TEST_REQUIRE(segs.size() == 2u);
+    all.resize(all.size() - 10);
+    write_bytes(segs.back(), encode_segment_header(2).substr(0, 9));
+    auto s = open_storage(dir.path(), opt);
+    BOOST_TEST(s->warnings().size() == 1u);
+    BOOST_TEST((all_entries(*s) == all));
+    s->persist(nullptr, nullptr, make_entries(all.size() + 1, 1, 2));
+    s.reset();
+    s = open_storage(dir.path(), opt);
+    BOOST_TEST(s->last_index() == all.size() + 1);
+    BOOST_TEST(s->warnings().empty());
 }
 
 BOOST_AUTO_TEST_CASE(closed_segments_hold_exactly_their_records) {
