@@ -42,6 +42,17 @@ Written write_batches(const std::string& dir, const std::vector<std::size_t>& si
     return w;
 }
 
+// The log goes on after recovery: an entry appended now is there after a reopen.
+void check_appends_continue(const std::string& dir, const StorageOptions& opt, raft::Index index,
+                            raft::Term term) {
+    auto s = open_storage(dir, opt);
+    s->persist(nullptr, nullptr, make_entries(index, 1, term));
+    s.reset();
+    s = open_storage(dir, opt);
+    BOOST_TEST(s->last_index() == index);
+    BOOST_TEST(s->entries(index, index + 1).at(0).term == term);
+}
+
 std::vector<raft::Entry> prefix(const std::vector<raft::Entry>& v, std::size_t n) {
     return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)};
 }
@@ -130,6 +141,24 @@ BOOST_AUTO_TEST_CASE(zero_filled_tail_is_unused_room_not_a_torn_write) {
     BOOST_TEST((all_entries(*s) == make_entries(1, 5, 1)));
 }
 
+// Batches of 10 entries into kMinSegmentBytes segments until `segments`
+// exist (the last batch is the first in the newest one), or 120 entries.
+std::vector<raft::Entry> write_rotated(const std::string& dir, bool preallocate = false,
+                                       std::size_t segments = 0) {
+    StorageOptions opt;
+    opt.segment_bytes = kMinSegmentBytes;
+    opt.preallocate = preallocate;
+    auto s = open_storage(dir, opt);
+    std::vector<raft::Entry> all;
+    for (raft::Index i = 1; segments ? segment_files(dir).size() < segments : i <= 120; i += 10) {
+        auto batch = make_entries(i, 10, 1);
+        s->persist(nullptr, nullptr, batch);
+        all.insert(all.end(), batch.begin(), batch.end());
+    }
+    BOOST_TEST_REQUIRE(segment_files(dir).size() >= (segments ? segments : 3u));
+    return all;
+}
+
 // ---- preallocated segments (the default) ----
 
 BOOST_AUTO_TEST_CASE(new_segments_are_preallocated_and_appends_fill_them) {
@@ -148,14 +177,12 @@ BOOST_AUTO_TEST_CASE(new_segments_are_preallocated_and_appends_fill_them) {
             BOOST_TEST(size_of(seg) == opt.segment_bytes);  // the size never changes
         }
     }
-    auto s = open_storage(dir.path(), opt);
-    BOOST_TEST(s->warnings().empty());
-    BOOST_TEST((all_entries(*s) == all));
-    s->persist(nullptr, nullptr, make_entries(31, 1, 1));  // after the data, not after the room
-    s.reset();
-    s = open_storage(dir.path(), opt);
-    BOOST_TEST(s->last_index() == 31u);
-    BOOST_TEST(s->entries(31, 32).at(0).term == 1u);
+    {
+        auto s = open_storage(dir.path(), opt);
+        BOOST_TEST(s->warnings().empty());
+        BOOST_TEST((all_entries(*s) == all));
+    }
+    check_appends_continue(dir.path(), opt, 31, 1);  // after the data, not after the room
 }
 
 // In a preallocated file a crash leaves zeros (not a shorter file) where an
@@ -192,11 +219,8 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_in_a_preallocated_se
         BOOST_TEST(s->warnings().size() ==
                    (partial ? 1u : 0u));                // a partial record is a torn write
         BOOST_TEST(size_of(seg) == opt.segment_bytes);  // room again after a cut
-        s->persist(nullptr, nullptr, make_entries(4, 1, 2));
         s.reset();
-        s = open_storage(dir.path(), opt);
-        BOOST_TEST(s->last_index() == 4u);
-        BOOST_TEST(s->entries(4, 5).at(0).term == 2u);
+        check_appends_continue(dir.path(), opt, 4, 2);
     }
 }
 
@@ -235,44 +259,26 @@ BOOST_AUTO_TEST_CASE(torn_header_after_a_preallocated_segment_was_closed) {
     TempDir dir;
     StorageOptions opt;
     opt.segment_bytes = kMinSegmentBytes;
-    std::vector<raft::Entry> all;
-    {
-        auto s = open_storage(dir.path(), opt);
-        for (raft::Index i = 1; segment_files(dir.path()).size() < 2; i += 10) {
-            auto batch = make_entries(i, 10, 1);
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
-        }
-    }
+    std::vector<raft::Entry> all = write_rotated(dir.path(), true, 2);
     // The batch that made the second segment went into it. Crash instead
     // while its header was being written: no second segment, no such batch.
     auto segs = segment_files(dir.path());
     BOOST_TEST_REQUIRE(segs.size() == 2u);
     all.resize(all.size() - 10);
     write_bytes(segs.back(), encode_segment_header(2).substr(0, 9));
-    auto s = open_storage(dir.path(), opt);
-    BOOST_TEST(s->warnings().size() == 1u);
-    BOOST_TEST((all_entries(*s) == all));
-    s->persist(nullptr, nullptr, make_entries(all.size() + 1, 1, 2));
-    s.reset();
-    s = open_storage(dir.path(), opt);
-    BOOST_TEST(s->last_index() == all.size() + 1);
-    BOOST_TEST(s->warnings().empty());
+    {
+        auto s = open_storage(dir.path(), opt);
+        BOOST_TEST(s->warnings().size() == 1u);
+        BOOST_TEST((all_entries(*s) == all));
+    }
+    check_appends_continue(dir.path(), opt, all.size() + 1, 2);
 }
 
 BOOST_AUTO_TEST_CASE(closed_segments_hold_exactly_their_records) {
     TempDir dir;
     StorageOptions opt;
     opt.segment_bytes = kMinSegmentBytes;
-    std::vector<raft::Entry> all;
-    {
-        auto s = open_storage(dir.path(), opt);
-        for (raft::Index i = 1; i <= 120; i += 10) {
-            auto batch = make_entries(i, 10, 1);
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
-        }
-    }
+    write_rotated(dir.path(), true);
     const auto segs = segment_files(dir.path());
     BOOST_TEST_REQUIRE(segs.size() >= 3u);
     for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
@@ -298,21 +304,6 @@ BOOST_AUTO_TEST_CASE(garbage_after_the_header_of_a_new_log_is_cut) {
     auto s = open_storage(dir.path(), exact());
     BOOST_TEST(s->last_index() == 0u);
     BOOST_TEST(s->first_index() == 1u);
-}
-
-// Several segments (small rotation size) for the multi-segment cases.
-std::vector<raft::Entry> write_rotated(const std::string& dir) {
-    StorageOptions opt;
-    opt.segment_bytes = kMinSegmentBytes;
-    auto s = open_storage(dir, exact(opt));
-    std::vector<raft::Entry> all;
-    for (raft::Index i = 1; i <= 120; i += 10) {
-        auto batch = make_entries(i, 10, 1);
-        s->persist(nullptr, nullptr, batch);
-        all.insert(all.end(), batch.begin(), batch.end());
-    }
-    BOOST_TEST_REQUIRE(segment_files(dir).size() >= 3u);
-    return all;
 }
 
 BOOST_AUTO_TEST_CASE(torn_tail_in_an_older_segment_is_corruption) {
