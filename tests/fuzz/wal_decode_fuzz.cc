@@ -8,7 +8,8 @@
 // Properties (a violation calls __builtin_trap(), reported as a crash):
 //   - decode_segment never reads outside its input: records lie inside it, in
 //     order and back to back; valid_bytes ends the last one; a bad tail is
-//     reported at valid_bytes;
+//     reported at valid_bytes; a clean segment has only zero bytes (its
+//     unused room, zero_tail_bytes of them) after valid_bytes;
 //   - an entries payload that decodes re-encodes to exactly its record (the
 //     encoding is canonical), and partial reads agree with the full read;
 //   - metadata decoders either succeed and re-encode to the input, or throw
@@ -62,7 +63,13 @@ void check_segment(std::string_view bytes) {
         return;
     }
     require(d.valid_bytes == at);
-    require(d.tail == SegmentTail::kClean ? at == bytes.size() : d.bad_offset == at);
+    if (d.tail != SegmentTail::kClean) {
+        require(d.bad_offset == at && d.zero_tail_bytes == 0);
+        return;
+    }
+    // Clean: the records, then only zero bytes (unused room) to the end.
+    require(at + d.zero_tail_bytes == bytes.size());
+    require(bytes.substr(at).find_first_not_of('\0') == std::string_view::npos);
 }
 
 template <typename Decode, typename Encode>
