@@ -228,8 +228,12 @@ void Member::Impl::apply_entry(const raft::Entry& e) {
             cmd = std::get<lock::Command>(decoded);
         }
     }
+    // Release and Expire remove the lock: its owner, for their log lines.
+    std::string owner;
+    if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) owner = owner_of(r->key, r->token);
+    if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) owner = owner_of(x->key, x->token);
     result = cmd ? table.apply(e.index, *cmd) : table.apply_noop(e.index);
-    if (cmd) on_applied(e.index, *cmd, result);
+    if (cmd) on_applied(e.index, *cmd, result, owner);
     auto it = proposals.find(e.index);
     if (it == proposals.end()) return;
     Pending p = std::move(it->second);
@@ -242,8 +246,15 @@ void Member::Impl::apply_entry(const raft::Entry& e) {
     }
 }
 
-// Metrics, logs, leases and waiters follow every applied command.
-void Member::Impl::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result) {
+std::string Member::Impl::owner_of(std::string_view key, lock::Token token) const {
+    const lock::Lock* l = table.find(key);
+    return l != nullptr && l->token == token ? l->owner : std::string();
+}
+
+// Metrics, logs, leases and waiters follow every applied command. `owner`:
+// of the lock a Release or Expire names, as it was before this command.
+void Member::Impl::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
+                              const std::string& owner) {
     const bool leader = is_leader();
     const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
     if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
@@ -273,14 +284,16 @@ void Member::Impl::on_applied(raft::Index index, const lock::Command& cmd, const
         token = r->token;
         removed = std::holds_alternative<lock::Released>(result);
         ++(removed ? metrics.releases : metrics.release_not_held);
-        log_event(level, "release", {{"key", key}, {"token", log_value(token)}, {"released", removed ? "true" : "false"}});
+        log_event(level, "release", {{"key", key}, {"token", log_value(token)},
+                                     {"released", removed ? "true" : "false"}, {"owner", owner}});
     } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
         key = x->key;
         token = x->token;
         const auto* ex = std::get_if<lock::Expired>(&result);
         removed = ex != nullptr && ex->existed;
         ++(removed ? metrics.expiries_existed : metrics.expiries_missing);
-        log_event(level, "expire", {{"key", key}, {"token", log_value(token)}, {"existed", removed ? "true" : "false"}});
+        log_event(level, "expire", {{"key", key}, {"token", log_value(token)},
+                                    {"existed", removed ? "true" : "false"}, {"owner", owner}});
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
         log_event(LogLevel::kInfo, "token_floor", {{"requested", log_value(f->floor)}, {"floor", log_value(table.token_floor())}});
         return;

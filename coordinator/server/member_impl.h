@@ -80,7 +80,9 @@ struct Member::Impl {
     void apply_taken();
     void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied);
     void apply_entry(const raft::Entry& e);
-    void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result);
+    void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
+                    const std::string& owner);
+    std::string owner_of(std::string_view key, lock::Token token) const;  // "" unless held with token
     void observe_role();
     void become_leader();
     void lose_leadership();

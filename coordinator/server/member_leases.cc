@@ -88,7 +88,10 @@ void Member::Impl::check_expiries() {
         confirm([this, k = key, token = lease.token](bool ok) {
             // Logged before the lookup: losing leadership clears the leases
             // before the dropped round fails this callback.
-            if (!ok) log_event(LogLevel::kInfo, "expire_not_confirmed", {{"key", k}, {"token", log_value(token)}});
+            if (!ok) {
+                log_event(LogLevel::kInfo, "expire_not_confirmed",
+                          {{"key", k}, {"token", log_value(token)}, {"owner", owner_of(k, token)}});
+            }
             auto it = leases.find(k);
             if (it == leases.end() || it->second.token != token) return;
             Lease& l = it->second;
@@ -97,11 +100,15 @@ void Member::Impl::check_expiries() {
             if (l.expire_proposed || Clock::now() < l.deadline) return;
             raft::ProposeError err = raft::ProposeError::kNone;
             if (!propose(lock::Expire{k, token}, [](const lock::Result*) {}, &err)) {
-                log_event(LogLevel::kWarn, "expire_not_proposed", {{"key", k}, {"token", log_value(token)}, {"error", raft::to_string(err)}});
+                log_event(LogLevel::kWarn, "expire_not_proposed", {{"key", k}, {"token", log_value(token)},
+                                                                   {"error", raft::to_string(err)},
+                                                                   {"owner", owner_of(k, token)}});
                 return;
             }
             l.expire_proposed = true;
-            log_event(LogLevel::kInfo, "expire_proposed", {{"key", k}, {"token", log_value(token)}, {"lease_ms", log_value(l.lease_ms)}});
+            log_event(LogLevel::kInfo, "expire_proposed", {{"key", k}, {"token", log_value(token)},
+                                                           {"lease_ms", log_value(l.lease_ms)},
+                                                           {"owner", owner_of(k, token)}});
         });
     }
 }
@@ -129,7 +136,8 @@ void Member::Impl::keepalive(const net::ReleaseRequest& req, const ExchangePtr& 
         Lease& l = leases[req.key];
         l.deadline = Clock::now() + std::chrono::milliseconds(l.lease_ms);
         ++metrics.keepalives;
-        log_event(LogLevel::kDebug, "keepalive", {{"key", req.key}, {"token", log_value(req.token)}});
+        log_event(LogLevel::kDebug, "keepalive",
+                  {{"key", req.key}, {"token", log_value(req.token)}, {"owner", owner_of(req.key, req.token)}});
         respond_json(ex, 200, {{"key", req.key}, {"token", req.token}, {"ttl_ms", l.lease_ms}});
     });
 }
@@ -153,7 +161,8 @@ void Member::Impl::phantom_release(const std::string& key, lock::Token token) {
     raft::ProposeError err = raft::ProposeError::kNone;
     const bool ok = propose(lock::Release{key, token}, [](const lock::Result*) {}, &err);
     log_event(LogLevel::kInfo, "phantom_release", {{"key", key}, {"token", log_value(token)},
-                                                   {"proposed", ok ? "true" : "false"}});
+                                                   {"proposed", ok ? "true" : "false"},
+                                                   {"owner", owner_of(key, token)}});
 }
 
 // ---- acquire and waiters ----------------------------------------------------------
