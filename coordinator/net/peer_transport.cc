@@ -197,6 +197,9 @@ private:
     std::string buf_;
     std::size_t used_ = 0;    // handled bytes at the front of buf_
     std::size_t filled_ = 0;  // bytes of buf_ that hold data
+    // Prefix + body of the incomplete frame at used_, once its length is read
+    // (0 before): set by handle_buffered, read by read_more to size the room.
+    std::size_t next_frame_bytes_ = 0;
     std::uint64_t peer_id_ = 0;
 };
 
@@ -212,13 +215,8 @@ void Incoming::read_more() {
         filled_ -= used_;
         used_ = 0;
     }
-    std::size_t want = kReadChunkBytes;
-    if (filled_ >= kLengthPrefixBytes) {
-        const auto len = decode_frame_length(std::string_view(buf_.data(), kLengthPrefixBytes));
-        if (const auto* n = std::get_if<std::size_t>(&len)) {  // checked against the limit
-            want = std::max(want, kLengthPrefixBytes + *n - std::min(filled_, kLengthPrefixBytes + *n));
-        }
-    }
+    const std::size_t want =
+        std::max(kReadChunkBytes, next_frame_bytes_ - std::min(filled_, next_frame_bytes_));
     const std::size_t need = filled_ + want;
     if (buf_.size() > 4 * kReadChunkBytes && need <= 2 * kReadChunkBytes) {
         std::string small(need, '\0');
@@ -240,14 +238,18 @@ bool Incoming::handle_buffered() {
     for (;;) {
         if (shared_->stopped) return false;
         const std::string_view pending(buf_.data() + used_, filled_ - used_);
+        next_frame_bytes_ = 0;
         if (pending.size() < kLengthPrefixBytes) return true;
         auto len = decode_frame_length(pending.substr(0, kLengthPrefixBytes));
         if (auto* err = std::get_if<FrameError>(&len)) {
             drop(err->message);
             return false;
         }
-        const std::size_t body_len = std::get<std::size_t>(len);
-        if (pending.size() < kLengthPrefixBytes + body_len) return true;
+        const std::size_t body_len = std::get<std::size_t>(len);  // checked against the limit
+        if (pending.size() < kLengthPrefixBytes + body_len) {
+            next_frame_bytes_ = kLengthPrefixBytes + body_len;
+            return true;
+        }
         auto frame = decode_frame_body(pending.substr(kLengthPrefixBytes, body_len));
         used_ += kLengthPrefixBytes + body_len;
         if (auto* err = std::get_if<FrameError>(&frame)) {

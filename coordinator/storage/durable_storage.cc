@@ -58,11 +58,9 @@ std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir,
     s->check_identity(cluster_id, member_id);
     s->durable_hard_state_ = load_hard_state(dir).value_or(raft::HardState{});
     s->snapshot_ = load_snapshot(dir, options.max_snapshot_bytes).value_or(raft::Snapshot{});
-    std::vector<std::string> wal_warnings;
     WalOptions wal_options{options.segment_bytes, options.preallocate,
                            [raw = s.get()](const std::string& m) { raw->warn(m); }};
-    s->wal_ = Wal::open(dir, wal_options, wal_warnings);
-    for (std::string& w : wal_warnings) s->warn(std::move(w));
+    s->wal_ = Wal::open(dir, wal_options);
     s->reconcile_log_with_snapshot();
     s->hard_state_ = s->durable_hard_state_;
     s->hard_state_.commit =

@@ -49,8 +49,7 @@ bool parse_segment_file_name(const std::string& name, std::uint64_t& seq) {
 
 Wal::Wal(std::string dir, const WalOptions& options) : dir_(std::move(dir)), options_(options) {}
 
-std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options,
-                               std::vector<std::string>& warnings) {
+std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options) {
     if (options.segment_bytes < kMinSegmentBytes || options.segment_bytes > kMaxSegmentBytes) {
         throw StorageError("segment_bytes " + std::to_string(options.segment_bytes) +
                            " is outside [" + std::to_string(kMinSegmentBytes) + ", " +
@@ -74,7 +73,7 @@ std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options
                         " before it is missing (segments must be contiguous)");
         }
         const std::string bytes = read_whole_file(seg.path, kMaxSegmentFileBytes);
-        wal->replay_segment(seg, bytes, i + 1 == seqs.size(), warnings);
+        wal->replay_segment(seg, bytes, i + 1 == seqs.size());
     }
     if (wal->segments_.empty()) {
         wal->create_segment(seqs.empty() ? 1 : seqs.back());
@@ -88,8 +87,11 @@ std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options
 
 // Decodes one segment and replays its records. A torn tail of the newest
 // segment is cut off (or the whole segment dropped if its header is torn).
-void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool newest,
-                         std::vector<std::string>& warnings) {
+void Wal::warn(const std::string& message) const {
+    if (options_.on_warning) options_.on_warning(message);
+}
+
+void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool newest) {
     Segment seg = seg_in;
     const SegmentDecode d = decode_segment(bytes);
     if (d.tail == SegmentTail::kCorrupt || (d.tail == SegmentTail::kTorn && !newest)) {
@@ -97,8 +99,8 @@ void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool new
     }
     if (!d.header_ok) {
         // Interrupted creation of the newest segment: nothing was ever in it.
-        warnings.push_back(seg.path + ": torn segment header (" + d.problem +
-                           "); removing the segment, which held no records");
+        warn(seg.path + ": torn segment header (" + d.problem +
+             "); removing the segment, which held no records");
         remove_file(seg.path);
         sync_dir(dir_);
         return;
@@ -121,13 +123,12 @@ void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool new
     segments_.back().bytes = d.valid_bytes;
     if (d.tail == SegmentTail::kTorn) {
         const std::size_t data_end = bytes.find_last_not_of('\0') + 1;  // > bad_offset: it is bad
-        warnings.push_back(
-            seg.path + ": torn write at byte " + std::to_string(d.bad_offset) + " (" + d.problem +
-            "); cutting the file there: " + std::to_string(data_end - d.valid_bytes) +
-            " bytes of an append that was never made durable" +
-            (bytes.size() > data_end
-                 ? " and " + std::to_string(bytes.size() - data_end) + " zero bytes after it"
-                 : std::string()));
+        warn(seg.path + ": torn write at byte " + std::to_string(d.bad_offset) + " (" + d.problem +
+             "); cutting the file there: " + std::to_string(data_end - d.valid_bytes) +
+             " bytes of an append that was never made durable" +
+             (bytes.size() > data_end
+                  ? " and " + std::to_string(bytes.size() - data_end) + " zero bytes after it"
+                  : std::string()));
         Fd fd = open_file(seg.path, O_WRONLY);
         truncate_file(fd.get(), d.valid_bytes, seg.path);
         sync_data(fd.get(), seg.path);
@@ -202,11 +203,11 @@ void Wal::preallocate(int fd) {
     if (!options_.preallocate) return;
     if (::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes)) == 0) return;
     const int err = errno;
-    if (preallocate_warned_ || !options_.on_warning) return;
+    if (preallocate_warned_) return;
     preallocate_warned_ = true;
-    options_.on_warning("cannot preallocate WAL segments in " + dir_ +
-                        " (fallocate: " + std::strerror(err) + "); appends will extend the files" +
-                        (err == ENOSPC ? " - the disk is full or nearly so" : ""));
+    warn("cannot preallocate WAL segments in " + dir_ + " (fallocate: " + std::strerror(err) +
+         "); appends will extend the files" +
+         (err == ENOSPC ? " - the disk is full or nearly so" : ""));
 }
 
 // Starts a new segment when the open one is full (and holds a record). The

@@ -116,18 +116,17 @@ inline constexpr std::size_t kMaxSegments = 65536;
 struct WalOptions {
     std::uint64_t segment_bytes = 8u << 20;  // rotate once the open segment holds this much
     bool preallocate = true;                 // fallocate each new segment to segment_bytes
-    // Warnings after open (open() returns its own): a failed preallocation,
-    // reported once. Called on the thread that appends.
+    // Warnings: torn tails cut and torn segment headers removed at open, a
+    // failed preallocation (once). Called on the thread calling the Wal.
     std::function<void(const std::string&)> on_warning;
 };
 
 class Wal {
   public:
     // Opens the log in `dir` (creating the first segment if there is none),
-    // replaying every segment. Torn tails are cut and reported in `warnings`.
-    // Throws StorageError on corruption or I/O failure.
-    static std::unique_ptr<Wal> open(const std::string& dir, const WalOptions& options,
-                                     std::vector<std::string>& warnings);
+    // replaying every segment. Torn tails are cut and reported through
+    // options.on_warning. Throws StorageError on corruption or I/O failure.
+    static std::unique_ptr<Wal> open(const std::string& dir, const WalOptions& options);
 
     // The stored entries are [first_index(), last_index()]; empty when
     // last_index() + 1 == first_index().
@@ -182,8 +181,8 @@ class Wal {
     };
 
     Wal(std::string dir, const WalOptions& options);
-    void replay_segment(const Segment& seg, std::string_view bytes, bool newest,
-                        std::vector<std::string>& warnings);
+    void replay_segment(const Segment& seg, std::string_view bytes, bool newest);
+    void warn(const std::string& message) const;
     void replay_record(const Segment& seg, std::uint64_t offset, int type,
                        std::string_view payload);
     void forget_from(raft::Index index);
