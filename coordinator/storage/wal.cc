@@ -80,7 +80,10 @@ std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options
     } else {
         const Segment& last = wal->segments_.back();
         wal->open_fd_ = open_file(last.path, O_WRONLY);
-        wal->preallocate(wal->open_fd_.get());  // again, if a torn tail was cut with it
+        // Again, if a torn tail was cut with it. What lies after the data
+        // (zeros, written or not) is zeroed again as appends reach it.
+        wal->room_end_ = wal->preallocate(wal->open_fd_.get()) ? options.segment_bytes : 0;
+        wal->zeroed_to_ = last.bytes;
     }
     return wal;
 }
@@ -189,7 +192,8 @@ void Wal::create_segment(std::uint64_t seq) {
     // Only now, with the header durable: a crash cannot leave a torn header
     // followed by preallocated zeros (recovery removes a torn header only
     // when it is all the file holds).
-    preallocate(fd.get());
+    room_end_ = preallocate(fd.get()) ? options_.segment_bytes : 0;
+    zeroed_to_ = header.size();
     segments_.push_back({seq, path, header.size()});
     open_fd_ = std::move(fd);
 }
@@ -199,15 +203,28 @@ void Wal::create_segment(std::uint64_t seq) {
 // on_warning). Whatever size it ends with, the bytes past the data are zeros:
 // recovery reads them as unused room. The new size becomes durable with the
 // next append's fdatasync.
-void Wal::preallocate(int fd) {
-    if (!options_.preallocate) return;
-    if (::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes)) == 0) return;
+bool Wal::preallocate(int fd) {
+    if (!options_.preallocate) return false;
+    if (::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes)) == 0) return true;
     const int err = errno;
-    if (preallocate_warned_) return;
+    if (preallocate_warned_) return false;
     preallocate_warned_ = true;
     warn("cannot preallocate WAL segments in " + dir_ + " (fallocate: " + std::strerror(err) +
          "); appends will extend the files" +
          (err == ENOSPC ? " - the disk is full or nearly so" : ""));
+    return false;
+}
+
+// Keeps at least kZeroAheadMinBytes of written zeros after the data of a
+// preallocated open segment (see "Preallocation" in wal.h), within its room.
+void Wal::zero_ahead() {
+    const Segment& open = segments_.back();
+    zeroed_to_ = std::max(zeroed_to_, open.bytes);
+    if (zeroed_to_ >= room_end_ || zeroed_to_ - open.bytes >= kZeroAheadMinBytes) return;
+    static const std::string zeros(kZeroAheadChunkBytes, '\0');
+    const std::uint64_t n = std::min(kZeroAheadChunkBytes, room_end_ - zeroed_to_);
+    pwrite_all(open_fd_.get(), std::string_view(zeros).substr(0, n), zeroed_to_, open.path);
+    zeroed_to_ += n;
 }
 
 // Starts a new segment when the open one is full (and holds a record). The
@@ -230,6 +247,7 @@ void Wal::write_pending(const std::string& bytes) {
     pwrite_all(open_fd_.get(), bytes, open.bytes, open.path);
     open.bytes += bytes.size();
     unsynced_ = true;
+    zero_ahead();
 }
 
 void Wal::require_usable() const {

@@ -1,5 +1,12 @@
 // Crash recovery of the WAL: torn tails are cut, corruption is refused.
+#include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
+#include <optional>
 
 #include "storage/wal.h"
 #include "storage/wal_format.h"
@@ -183,6 +190,76 @@ BOOST_AUTO_TEST_CASE(new_segments_are_preallocated_and_appends_fill_them) {
         BOOST_TEST((all_entries(*s) == all));
     }
     check_appends_continue(dir.path(), opt, 31, 1);  // after the data, not after the room
+}
+
+// The file's extents as [begin, end) byte ranges flagged unwritten (allocated
+// by fallocate, never written); nullopt where the file system cannot say.
+std::optional<std::vector<std::pair<std::uint64_t, std::uint64_t>>> unwritten_ranges(
+    const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return std::nullopt;
+    constexpr unsigned kMaxExtents = 512;
+    std::vector<char> buf(sizeof(fiemap) + kMaxExtents * sizeof(fiemap_extent));
+    auto* fm = reinterpret_cast<fiemap*>(buf.data());
+    fm->fm_start = 0;
+    fm->fm_length = FIEMAP_MAX_OFFSET;
+    fm->fm_flags = FIEMAP_FLAG_SYNC;
+    fm->fm_extent_count = kMaxExtents;
+    const int rc = ::ioctl(fd, FS_IOC_FIEMAP, fm);
+    ::close(fd);
+    if (rc != 0) return std::nullopt;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    for (unsigned i = 0; i < fm->fm_mapped_extents; ++i) {
+        const fiemap_extent& e = fm->fm_extents[i];
+        if (e.fe_flags & FIEMAP_EXTENT_UNWRITTEN)
+            out.emplace_back(e.fe_logical, e.fe_logical + e.fe_length);
+    }
+    return out;
+}
+
+bool overlaps(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges, std::uint64_t lo,
+              std::uint64_t hi) {
+    for (const auto& [b, e] : ranges) {
+        if (b < hi && lo < e) return true;
+    }
+    return false;
+}
+
+// Appends land in blocks already written with zeros: from the start of the
+// file to at least kZeroAheadMinBytes past the data nothing is left
+// "unwritten", while the far end of the room still is (zeros go ahead in
+// chunks, not all at once), and the file never grows past its room.
+BOOST_AUTO_TEST_CASE(zeros_are_written_ahead_of_the_data_in_a_preallocated_segment) {
+    TempDir dir;
+    StorageOptions opt;
+    opt.segment_bytes = 4u << 20;
+    auto s = open_storage(dir.path(), opt);
+    const std::string seg = segment_files(dir.path()).at(0);
+    const auto fresh = unwritten_ranges(seg);
+    if (!fresh || fresh->empty()) {
+        BOOST_TEST_MESSAGE("the file system of "
+                           << dir.path()
+                           << " reports no unwritten extents after fallocate; nothing to check");
+        return;
+    }
+    raft::Index next = 1;
+    std::uint64_t data_end = 0;
+    // 1 KiB entries, 40 per batch: the data passes several zero chunks.
+    while (data_end < 3 * storage::kZeroAheadChunkBytes) {
+        s->persist(nullptr, nullptr, make_entries(next, 40, 1, 1024));
+        next += 40;
+        data_end = (next - 1) * (1024 + 13) + 64;  // a lower bound is enough below
+        const auto ranges = unwritten_ranges(seg);
+        BOOST_REQUIRE(ranges.has_value());
+        BOOST_TEST_INFO("after index " << next - 1);
+        BOOST_TEST(!overlaps(*ranges, 0, data_end + storage::kZeroAheadMinBytes));
+        BOOST_TEST(overlaps(*ranges, opt.segment_bytes - 4096, opt.segment_bytes));
+        BOOST_TEST(size_of(seg) == opt.segment_bytes);
+    }
+    s.reset();
+    s = open_storage(dir.path(), opt);
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST(s->last_index() == next - 1);
 }
 
 // In a preallocated file a crash leaves zeros (not a shorter file) where an
