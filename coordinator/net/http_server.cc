@@ -42,13 +42,15 @@ public:
 
 private:
     void on_read(beast::error_code ec);
+    void after_response();
     void refuse(const std::string& message);
     void drain_and_close();
 
     beast::tcp_stream stream_;
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
-    http::response<http::string_body> response_;
+    http::response<http::string_body> response_;  // refusals only
+    std::string out_;  // the response being sent
     std::shared_ptr<Shared> shared_;
     bool keep_alive_ = false;
     unsigned version_ = 11;
@@ -147,33 +149,45 @@ void Session::watch_for_close() {
 
 void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     pending_ = false;
-    response_ = {};
-    response_.version(version_);
-    response_.result(r.status);
-    response_.set(http::field::server, "fence-coordinator");
-    response_.set(http::field::content_type, r.content_type);
-    if (!r.location.empty()) response_.set(http::field::location, r.location);
-    response_.keep_alive(keep_alive_ && !gone_);
-    response_.body() = std::move(r.body);
-    response_.prepare_payload();
     if (gone_) {
         if (written) written(false);
         beast::error_code ignored;
         stream_.socket().close(ignored);
         return;
     }
+    format_response(out_, version_, r, keep_alive_);
+    // A response almost always fits the socket's send buffer: send it now,
+    // without a round through the reactor; the rest (if any) asynchronously.
+    const ssize_t n = ::send(stream_.socket().native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        if (written) written(false);
+        beast::error_code ignored;
+        stream_.socket().close(ignored);
+        return;
+    }
+    const std::size_t sent = n > 0 ? static_cast<std::size_t>(n) : 0;
+    if (sent == out_.size()) {
+        if (written) written(true);
+        after_response();
+        return;
+    }
     stream_.expires_after(shared_->options.read_timeout);
-    http::async_write(stream_, response_,
+    asio::async_write(stream_, asio::buffer(out_.data() + sent, out_.size() - sent),
                       [self = shared_from_this(), written = std::move(written)](beast::error_code ec, std::size_t) {
                           if (written) written(!ec);
-                          if (ec) return;
-                          if (!self->response_.keep_alive()) {
-                              beast::error_code ignored;
-                              self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-                              return;
-                          }
-                          self->read_request();
+                          if (!ec) self->after_response();
                       });
+}
+
+// The response is out: read the next request, or end a connection that is
+// not kept alive.
+void Session::after_response() {
+    if (!keep_alive_) {
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        return;
+    }
+    read_request();
 }
 
 // Answers 400 for a request that cannot be read whole, then closes politely.
@@ -216,6 +230,20 @@ void Session::drain_and_close() {
 }
 
 }  // namespace
+
+void format_response(std::string& out, unsigned version, const HttpResponse& r, bool keep_alive) {
+    const auto reason = http::obsolete_reason(http::int_to_status(r.status));
+    out.clear();
+    out.reserve(160 + r.body.size());
+    out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
+    out.append(reason.data(), reason.size()).append("\r\nServer: fence-coordinator\r\nContent-Type: ");
+    out.append(r.content_type).append("\r\n");
+    if (!r.location.empty()) out.append("Location: ").append(r.location).append("\r\n");
+    if (version == 10 && keep_alive) out.append("Connection: keep-alive\r\n");
+    if (version != 10 && !keep_alive) out.append("Connection: close\r\n");
+    out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n\r\n");
+    out.append(r.body);
+}
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     Impl(asio::io_context& io, HttpServerOptions options, HttpHandler handler)

@@ -48,7 +48,9 @@ public:
     // socket so that client_gone() needs no system call.
     virtual void watch_close() = 0;
     // Sends the response (only the first call counts). `written(ok)` runs
-    // after the write finished; ok=false when it could not be written.
+    // after the write finished (possibly before respond() returns: a response
+    // that fits the socket buffer is sent at once); ok=false when it could
+    // not be written.
     virtual void respond(HttpResponse response, std::function<void(bool ok)> written = {}) = 0;
 };
 
@@ -79,6 +81,12 @@ private:
     struct Impl;
     std::shared_ptr<Impl> impl_;
 };
+
+// The bytes of `r` as an HTTP/1.x response (replacing `out`): status line,
+// Server, Content-Type, Location when set, Connection when it differs from the
+// version's default, Content-Length, body. Header values come from the member
+// itself, never from a request.
+void format_response(std::string& out, unsigned version, const HttpResponse& r, bool keep_alive);
 
 // Splits "host:port"; false when malformed.
 bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port);
