@@ -153,12 +153,13 @@ void Member::Impl::pump() {
     unwritten_hard_state.reset();
     if (rd->hard_state) written_hard_state = *rd->hard_state;
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
-    if (applied_now) apply_ready(*rd);
     writer.submit([this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); },
                   [this, rd, applied_now](std::chrono::nanoseconds took) {
                       metrics.fsync.observe(took);
                       finish_ready(rd, applied_now);
                   });
+    // After the hand-off: the write starts while the batch is answered.
+    if (applied_now) apply_ready(*rd);
 }
 
 bool Member::Impl::needs_write(const raft::Ready& rd) const {
