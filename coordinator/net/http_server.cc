@@ -4,6 +4,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <list>
 #include <optional>
 #include <sys/socket.h>
 
@@ -18,43 +19,70 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr std::size_t kDrainBytesMax = 1u << 20;  // discarded after a refused body
 constexpr std::chrono::milliseconds kDrainTimeout{1000};
+constexpr std::size_t kReadChunkBytes = 16u << 10;
+// How often deadlines are checked: a timeout fires up to this much late.
+constexpr std::chrono::milliseconds kSweepPeriod{250};
+
+class Session;
 
 struct Shared {
     HttpServerOptions options;
     HttpHandler handler;
     std::size_t connections = 0;
+    std::list<Session*> sessions;  // every live session, for the deadline sweep
 };
 
+// One client connection. Reads one request at a time (waiting for the socket
+// to be readable, then reading what is there: one recv per request in the
+// common case), hands it to the handler, sends the response, reads the next.
+// Reading a request, and sending a response that did not fit the socket
+// buffer at once, have a deadline (read_timeout); a request being handled has
+// none. The server's sweep closes connections past their deadline.
 class Session : public std::enable_shared_from_this<Session> {
 public:
     Session(tcp::socket socket, std::shared_ptr<Shared> shared)
-        : stream_(std::move(socket)), shared_(std::move(shared)) {
+        : socket_(std::move(socket)),
+          buffer_(shared->options.max_header_bytes + shared->options.max_body_bytes + kReadChunkBytes),
+          shared_(std::move(shared)) {
         ++shared_->connections;
+        registered_ = shared_->sessions.insert(shared_->sessions.end(), this);
     }
-    ~Session() { --shared_->connections; }
+    ~Session() {
+        --shared_->connections;
+        shared_->sessions.erase(registered_);
+    }
 
     void read_request();
     void respond(HttpResponse response, std::function<void(bool)> written);
     bool client_gone();
     void watch_for_close();
+    void close_if_past_deadline(Clock::time_point now);
 
 private:
-    void on_read(beast::error_code ec);
+    void wait_readable();
+    void on_readable(beast::error_code ec);
+    void parse_buffered(bool eof);
+    void dispatch();
     void after_response();
     void refuse(const std::string& message);
     void drain_and_close();
+    void close();
 
-    beast::tcp_stream stream_;
-    beast::flat_buffer buffer_;
+    tcp::socket socket_;
+    beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
     http::response<http::string_body> response_;  // refusals only
-    std::string out_;  // the response being sent
+    std::string out_;                              // the response being sent
     std::shared_ptr<Shared> shared_;
+    std::list<Session*>::iterator registered_;
+    Clock::time_point deadline_ = Clock::time_point::max();
     bool keep_alive_ = false;
     unsigned version_ = 11;
-    bool pending_ = false;  // a request awaits its response
+    bool pending_ = false;   // a request awaits its response
     bool watching_ = false;  // a close-watch is armed for the pending request
     std::uint64_t request_seq_ = 0;  // which request a close-watch belongs to
     bool gone_ = false;
@@ -83,12 +111,55 @@ void Session::read_request() {
     parser_.emplace();
     parser_->body_limit(shared_->options.max_body_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(shared_->options.max_header_bytes));
-    stream_.expires_after(shared_->options.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+    parser_->eager(true);
+    deadline_ = Clock::now() + shared_->options.read_timeout;
+    if (buffer_.size() > 0) {
+        parse_buffered(false);  // the client sent it before our last response went out
+    } else {
+        wait_readable();
+    }
 }
 
-void Session::on_read(beast::error_code ec) {
+void Session::wait_readable() {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) { self->on_readable(ec); });
+}
+
+void Session::on_readable(beast::error_code ec) {
+    if (ec) {  // closed by the deadline sweep, or by the server stopping
+        close();
+        return;
+    }
+    bool eof = false;
+    while (buffer_.size() < buffer_.max_size()) {
+        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
+        const ssize_t n = ::recv(socket_.native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+        if (n > 0) {
+            buffer_.commit(static_cast<std::size_t>(n));
+            if (static_cast<std::size_t>(n) < space.size()) break;  // drained what was there
+            continue;
+        }
+        if (n == 0) {
+            eof = true;
+            break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        close();  // reset by the peer, or another socket error
+        return;
+    }
+    parse_buffered(eof);
+}
+
+// Feeds what is buffered to the parser: a complete request is dispatched, a
+// bad one refused, an incomplete one waits for more.
+void Session::parse_buffered(bool eof) {
+    beast::error_code ec;
+    while (buffer_.size() > 0 && !parser_->is_done()) {
+        const std::size_t used = parser_->put(buffer_.data(), ec);
+        buffer_.consume(used);
+        if (ec || used == 0) break;
+    }
+    if (ec == http::error::need_more) ec = {};
     if (ec == http::error::body_limit) {
         refuse("request body exceeds " + std::to_string(shared_->options.max_body_bytes) + " bytes");
         return;
@@ -98,16 +169,29 @@ void Session::on_read(beast::error_code ec) {
         return;
     }
     if (ec) {
-        if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
-            ec != asio::error::connection_reset && ec != asio::error::operation_aborted) {
-            refuse("malformed HTTP request: " + ec.message());
-            return;
-        }
-        beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        refuse("malformed HTTP request: " + ec.message());
         return;
     }
-    stream_.expires_never();
+    if (parser_->is_done()) {
+        dispatch();
+        return;
+    }
+    if (eof) {
+        if (parser_->got_some()) {
+            log_event(LogLevel::kInfo, "http_refused", {{"reason", "connection closed in the middle of a request"}});
+        }
+        close();
+        return;
+    }
+    if (buffer_.size() == buffer_.max_size()) {  // cannot happen within the limits; be safe
+        refuse("request exceeds " + std::to_string(buffer_.max_size()) + " bytes");
+        return;
+    }
+    wait_readable();
+}
+
+void Session::dispatch() {
+    deadline_ = Clock::time_point::max();
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
@@ -118,6 +202,17 @@ void Session::on_read(beast::error_code ec) {
     shared_->handler(out, std::make_shared<Exchange>(shared_from_this()));
 }
 
+void Session::close() {
+    deadline_ = Clock::time_point::max();
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+}
+
+void Session::close_if_past_deadline(Clock::time_point now) {
+    if (now >= deadline_ && socket_.is_open()) close();
+}
+
 // While a request is pending, a readable socket with nothing to read means the
 // client closed its side (phantom-lock check). Most requests are answered
 // within a commit, so the socket is peeked only when asked (one recv instead
@@ -125,7 +220,7 @@ void Session::on_read(beast::error_code ec) {
 bool Session::client_gone() {
     if (gone_ || !pending_ || watching_) return gone_;
     char byte = 0;
-    const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) gone_ = true;
     return gone_;
 }
@@ -133,12 +228,12 @@ bool Session::client_gone() {
 void Session::watch_for_close() {
     if (!pending_ || watching_ || gone_) return;
     watching_ = true;
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = request_seq_](beast::error_code ec) {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = request_seq_](beast::error_code ec) {
         // A watch left over from an earlier request on this keep-alive
         // connection must not judge the current one.
         if (!self->pending_ || seq != self->request_seq_) return;
         beast::error_code avail_ec;
-        const std::size_t n = self->stream_.socket().available(avail_ec);
+        const std::size_t n = self->socket_.available(avail_ec);
         if (ec || avail_ec || n == 0) {
             self->gone_ = true;
         } else {
@@ -152,17 +247,16 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     if (gone_) {
         if (written) written(false);
         beast::error_code ignored;
-        stream_.socket().close(ignored);
+        socket_.close(ignored);
         return;
     }
     format_response(out_, version_, r, keep_alive_);
     // A response almost always fits the socket's send buffer: send it now,
     // without a round through the reactor; the rest (if any) asynchronously.
-    const ssize_t n = ::send(stream_.socket().native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         if (written) written(false);
-        beast::error_code ignored;
-        stream_.socket().close(ignored);
+        close();
         return;
     }
     const std::size_t sent = n > 0 ? static_cast<std::size_t>(n) : 0;
@@ -171,8 +265,8 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
         after_response();
         return;
     }
-    stream_.expires_after(shared_->options.read_timeout);
-    asio::async_write(stream_, asio::buffer(out_.data() + sent, out_.size() - sent),
+    deadline_ = Clock::now() + shared_->options.read_timeout;
+    asio::async_write(socket_, asio::buffer(out_.data() + sent, out_.size() - sent),
                       [self = shared_from_this(), written = std::move(written)](beast::error_code ec, std::size_t) {
                           if (written) written(!ec);
                           if (!ec) self->after_response();
@@ -183,8 +277,9 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
 // not kept alive.
 void Session::after_response() {
     if (!keep_alive_) {
+        deadline_ = Clock::time_point::max();
         beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        socket_.shutdown(tcp::socket::shutdown_send, ignored);
         return;
     }
     read_request();
@@ -205,12 +300,15 @@ void Session::refuse(const std::string& message) {
     }
     response_.body() = "{\"error\":\"bad_request\",\"message\":\"" + escaped + "\"}";
     response_.prepare_payload();
-    stream_.expires_after(shared_->options.read_timeout);
-    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-        if (ec) return;
+    deadline_ = Clock::now() + shared_->options.read_timeout;
+    http::async_write(socket_, response_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec) {
+            self->close();
+            return;
+        }
         beast::error_code ignored;
-        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-        self->stream_.expires_after(kDrainTimeout);
+        self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
+        self->deadline_ = Clock::now() + kDrainTimeout;
         self->drain_and_close();
     });
 }
@@ -218,11 +316,10 @@ void Session::refuse(const std::string& message) {
 // Reads and discards what the client still sends (bounded) so that closing
 // does not reset the connection before the client has read our answer.
 void Session::drain_and_close() {
-    stream_.async_read_some(asio::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    socket_.async_read_some(asio::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
         self->drained_ += n;
         if (ec || self->drained_ > kDrainBytesMax) {
-            beast::error_code ignored;
-            self->stream_.socket().close(ignored);
+            self->close();
             return;
         }
         self->drain_and_close();
@@ -247,7 +344,7 @@ void format_response(std::string& out, unsigned version, const HttpResponse& r, 
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     Impl(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
-        : acceptor(io), shared(std::make_shared<Shared>()) {
+        : acceptor(io), sweep_timer(io), shared(std::make_shared<Shared>()) {
         shared->options = std::move(options);
         shared->handler = std::move(handler);
     }
@@ -271,7 +368,19 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         });
     }
 
+    // Closes connections past their deadline, every kSweepPeriod.
+    void sweep() {
+        sweep_timer.expires_after(kSweepPeriod);
+        sweep_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+            if (ec || !self->acceptor.is_open()) return;
+            const auto now = Clock::now();
+            for (Session* s : self->shared->sessions) s->close_if_past_deadline(now);
+            self->sweep();
+        });
+    }
+
     tcp::acceptor acceptor;
+    asio::steady_timer sweep_timer;
     std::shared_ptr<Shared> shared;
 };
 
@@ -294,12 +403,14 @@ std::string HttpServer::start() {
                std::to_string(impl_->shared->options.port) + ": " + ec.message();
     }
     impl_->accept();
+    impl_->sweep();
     return {};
 }
 
 void HttpServer::stop() {
     beast::error_code ignored;
     impl_->acceptor.close(ignored);
+    impl_->sweep_timer.cancel();
 }
 
 std::size_t HttpServer::connections() const { return impl_->shared->connections; }
