@@ -40,16 +40,26 @@ void append_value(std::string& line, std::string_view v) {
     line.push_back('"');
 }
 
-std::string timestamp() {
+// Appends the wall-clock time as 2024-01-02T03:04:05.678Z. The part up to the
+// seconds is formatted once per second (per thread).
+void append_timestamp(std::string& line) {
+    thread_local std::time_t cached_secs = -1;
+    thread_local char cached[96];
     const auto now = std::chrono::system_clock::now();
     const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-    return buf;
+    const int ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+    if (secs != cached_secs) {
+        std::tm tm{};
+        gmtime_r(&secs, &tm);
+        std::snprintf(cached, sizeof cached, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        cached_secs = secs;
+    }
+    line.append(cached);
+    const char tail[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
+                         static_cast<char>('0' + ms % 10), 'Z'};
+    line.append(tail, sizeof tail);
 }
 
 // Caller holds g_mutex.
@@ -76,8 +86,11 @@ bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.loa
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields) {
     if (!log_enabled(level)) return;
-    std::string line = "ts=" + timestamp() + " level=" + level_name(level) + " event=";
-    line.append(event);
+    std::lock_guard<std::mutex> guard(g_mutex);
+    std::string& line = g_pending;  // formatted in place: no line copy
+    line.append("ts=");
+    append_timestamp(line);
+    line.append(" level=").append(level_name(level)).append(" event=").append(event);
     for (const auto& [k, v] : fields) {
         line.push_back(' ');
         line.append(k);
@@ -85,8 +98,6 @@ void log_event(LogLevel level, std::string_view event, std::initializer_list<Log
         append_value(line, v);
     }
     line.push_back('\n');
-    std::lock_guard<std::mutex> guard(g_mutex);
-    g_pending.append(line);
     if (level >= LogLevel::kWarn || g_pending.size() >= kLogBufferBytes) write_pending();
 }
 

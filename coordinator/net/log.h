@@ -24,7 +24,8 @@ bool parse_log_level(std::string_view text, LogLevel& out);
 void set_log_level(LogLevel level);
 bool log_enabled(LogLevel level);
 
-using LogField = std::pair<std::string_view, std::string>;
+// Values are views: a temporary (log_value(...)) lives until the call returns.
+using LogField = std::pair<std::string_view, std::string_view>;
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields);
 

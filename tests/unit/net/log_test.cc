@@ -1,0 +1,73 @@
+// log_event's line format: timestamp, level, event, then key=value fields,
+// values quoted and escaped when they must be; debug lines dropped at info.
+#include "net/log.h"
+
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <regex>
+#include <string>
+
+namespace pgfence::net {
+namespace {
+
+// Runs `fn` with stderr going to a temporary file; returns what was written.
+template <typename Fn>
+std::string capture_stderr(Fn fn) {
+    std::fflush(stderr);
+    char path[] = "/tmp/pgfence-log-test-XXXXXX";
+    const int fd = ::mkstemp(path);
+    BOOST_REQUIRE(fd >= 0);
+    const int saved = ::dup(2);
+    ::dup2(fd, 2);
+    fn();
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    std::string out;
+    char buf[4096];
+    ::lseek(fd, 0, SEEK_SET);
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+        out.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    ::unlink(path);
+    return out;
+}
+
+BOOST_AUTO_TEST_SUITE(log)
+
+BOOST_AUTO_TEST_CASE(lines_carry_time_level_event_and_fields_quoted_when_needed) {
+    set_log_level(LogLevel::kInfo);
+    const std::string out = capture_stderr([] {
+        log_event(LogLevel::kInfo, "grant",
+                  {{"key", "report:7"}, {"token", log_value(41)}, {"owner", "a b"}});
+        log_event(LogLevel::kDebug, "hidden", {{"key", "x"}});
+        log_event(LogLevel::kInfo, "odd",
+                  {{"empty", ""}, {"quote", "say \"hi\"\\"}, {"nl", "a\nb"}, {"eq", "k=v"}});
+        log_flush();
+    });
+    const std::regex line1(
+        R"(ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=info event=grant key=report:7 token=41 owner="a b"\n)");
+    const std::regex line2(
+        R"(ts=\S+Z level=info event=odd empty="" quote="say \\"hi\\"\\\\" nl="a\\nb" eq="k=v"\n)");
+    const std::size_t split = out.find('\n') + 1;
+    BOOST_TEST(std::regex_match(out.substr(0, split), line1), out);
+    BOOST_TEST(std::regex_match(out.substr(split), line2), out);
+}
+
+BOOST_AUTO_TEST_CASE(a_warning_is_written_at_once_with_the_lines_before_it) {
+    set_log_level(LogLevel::kInfo);
+    const std::string out = capture_stderr([] {  // no log_flush(): the warning writes
+        log_event(LogLevel::kInfo, "first", {});
+        log_event(LogLevel::kWarn, "trouble", {{"what", "disk"}});
+    });
+    BOOST_TEST(out.find("event=first") != std::string::npos);
+    BOOST_TEST(out.find("event=trouble what=disk") != std::string::npos);
+    BOOST_TEST(out.find("event=first") < out.find("event=trouble"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace pgfence::net
