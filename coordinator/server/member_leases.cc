@@ -19,6 +19,41 @@ void respond_json(const ExchangePtr& ex, unsigned status, const json::object& bo
     ex->respond(net::HttpResponse{status, json::serialize(body), "application/json", {}}, std::move(written));
 }
 
+// Appends `text` as a JSON string (quoted; '"', '\\' and control characters
+// escaped). For the hot-path bodies below, written without a JSON DOM.
+void append_json_string(std::string& out, std::string_view text) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    out.push_back('"');
+    for (const char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out.push_back('\\');
+            out.push_back(c);
+        } else if (u < 0x20) {
+            out.append("\\u00");
+            out.push_back(kHex[u >> 4]);
+            out.push_back(kHex[u & 0xf]);
+        } else {
+            out.push_back(c);
+        }
+    }
+    out.push_back('"');
+}
+
+// {"key":…,"token":…,"lease_ms":…,"owner":…}: what a granted acquire answers.
+std::string grant_body(std::string_view key, lock::Token token, std::uint64_t lease_ms, std::string_view owner) {
+    std::string out;
+    out.reserve(64 + key.size() + owner.size());
+    out.append("{\"key\":");
+    append_json_string(out, key);
+    out.append(",\"token\":").append(std::to_string(token));
+    out.append(",\"lease_ms\":").append(std::to_string(lease_ms));
+    out.append(",\"owner\":");
+    append_json_string(out, owner);
+    out.push_back('}');
+    return out;
+}
+
 void respond_error(const ExchangePtr& ex, unsigned status, const char* error, const std::string& message = {}) {
     json::object o{{"error", error}};
     if (!message.empty()) o["message"] = message;
@@ -148,7 +183,7 @@ void Member::Impl::release(const net::ReleaseRequest& req, const ExchangePtr& ex
         if (r == nullptr) {
             redirect_or_unavailable("/v1/release", ex);
         } else if (std::holds_alternative<lock::Released>(*r)) {
-            respond_json(ex, 200, {{"released", true}});
+            ex->respond(net::HttpResponse{200, "{\"released\":true}", "application/json", {}});
         } else {
             respond_error(ex, 404, "not_held");
         }
@@ -215,10 +250,10 @@ void Member::Impl::on_grant_result(const net::AcquireRequest& req, const Exchang
             phantom_release(req.key, token);
             return;
         }
-        json::object body{{"key", req.key}, {"token", token}, {"lease_ms", req.lease_ms}, {"owner", req.owner}};
-        respond_json(ex, 200, body, [this, key = req.key, token](bool written) {
-            if (!written && is_leader()) phantom_release(key, token);
-        });
+        ex->respond(net::HttpResponse{200, grant_body(req.key, token, req.lease_ms, req.owner), "application/json", {}},
+                    [this, key = req.key, token](bool written) {
+                        if (!written && is_leader()) phantom_release(key, token);
+                    });
         return;
     }
     const auto* rej = std::get_if<lock::GrantRejected>(r);

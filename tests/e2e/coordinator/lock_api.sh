@@ -12,6 +12,14 @@ post "$L" /v1/acquire '{"key":"report:7","lease_ms":10000,"owner":"worker-a"}'
 T=$(json_field "$HTTP_BODY" token)
 [[ "$(json_field "$HTTP_BODY" key)" == report:7 && "$(json_field "$HTTP_BODY" owner)" == worker-a && "$(json_field "$HTTP_BODY" lease_ms)" == 10000 ]] || fail "acquire body $HTTP_BODY"
 
+# A key and owner with a quote, a backslash and non-ASCII text come back
+# escaped as JSON (the answer is written without a JSON library).
+post "$L" /v1/acquire '{"key":"q\"uote\\d","lease_ms":10000,"owner":"Ωmega \"w\""}'
+[[ $HTTP_CODE == 200 && $HTTP_BODY == '{"key":"q\"uote\\d","token":'*',"lease_ms":10000,"owner":"Ωmega \"w\""}' ]] ||
+    fail "acquire with escaped key/owner: $HTTP_CODE $HTTP_BODY"
+post "$L" /v1/release "{\"key\":\"q\\\"uote\\\\d\",\"token\":$(json_field "$HTTP_BODY" token)}"
+[[ $HTTP_CODE == 200 && $HTTP_BODY == '{"released":true}' ]] || fail "release of the escaped key: $HTTP_CODE $HTTP_BODY"
+
 post "$L" /v1/acquire '{"key":"report:7","lease_ms":10000,"owner":"worker-b"}'
 [[ $HTTP_CODE == 409 && "$(json_field "$HTTP_BODY" error)" == held ]] || fail "conflicting acquire: $HTTP_CODE $HTTP_BODY"
 
