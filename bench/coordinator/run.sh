@@ -9,7 +9,8 @@
 #
 #   bash bench/coordinator/run.sh          (make bench-coordinator)
 #
-# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), FAILOVER_ROUNDS (5),
+# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_ROUNDS (3: the table
+# gives medians over the rounds, each round running every connection count against both), FAILOVER_ROUNDS (5),
 # BUILD_BENCH (build-bench: Release build made here), JOBS (2),
 # BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP), ETCD_BASE_PORT (19300),
 # BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR to use existing binaries.
@@ -18,12 +19,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 CONNECTIONS=${BENCH_CONNECTIONS:-1 8 32}
 ROUNDS=${FAILOVER_ROUNDS:-5}
+BENCH_ROUNDS_N=${BENCH_ROUNDS:-3}
 BUILD=${BUILD_BENCH:-$ROOT/build-bench}
 PG_BASE=${BENCH_BASE_PORT:-19400}
 ETCD_BASE=${ETCD_BASE_PORT:-19300}
 ETCD=${ETCD_BIN:-$(command -v etcd || true)}
 [[ -x "$ETCD" ]] || { echo "run.sh: etcd not found (apt-get install etcd-server)" >&2; exit 2; }
 [[ "$SECONDS_PER_RUN" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "run.sh: BENCH_SECONDS must be 1-999, got '$SECONDS_PER_RUN'" >&2; exit 2; }
+[[ "$BENCH_ROUNDS_N" =~ ^[1-9]$ ]] || { echo "run.sh: BENCH_ROUNDS must be 1-9, got '$BENCH_ROUNDS_N'" >&2; exit 2; }
 
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -91,24 +94,54 @@ echo "pgfence: $PG_ENDPOINTS   etcd $("$ETCD" --version | head -1 | awk '{print 
 echo "each run: ${SECONDS_PER_RUN}s, every connection loops acquire + release on its own key"
 echo
 
-rows=()
-for c in $CONNECTIONS; do
-    pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
-    et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
-    echo "$pg"
-    echo "$et"
-    rows+=("$c $(field cycles_per_s "$pg") $(field p50_us "$pg") $(field p99_us "$pg") $(field max_us "$pg") \
-$(field errors "$pg") $(field cycles_per_s "$et") $(field p50_us "$et") $(field p99_us "$et") $(field max_us "$et") $(field errors "$et")")
+# Rounds: every round runs each connection count against pgfence and then
+# etcd, so the two are measured minutes apart at most; the disk's speed drifts
+# over minutes (fsync latency by +-15% on this VM), and single 10 s runs vary
+# by about as much. The table gives per-connection-count medians over the
+# rounds (max us: the largest), the ratio the median of the per-round ratios.
+declare -A runs=()  # "c round" -> "pgfence line|etcd line"
+for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+    for c in $CONNECTIONS; do
+        pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+        et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+        echo "round=$round $pg"
+        echo "round=$round $et"
+        runs["$c $round"]="$pg|$et"
+    done
 done
 
+median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+maxof() { sort -g | tail -1; }
+sumof() { awk '{s += $1} END {print s + 0}'; }
+# over_rounds C TARGET FIELD REDUCER: one field of C's runs against TARGET (pg|etcd), reduced
+over_rounds() {
+    local round line
+    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+        line=${runs["$1 $round"]}
+        if [[ $2 == pg ]]; then line=${line%%|*}; else line=${line#*|}; fi
+        field "$3" "$line"
+    done | "$4"
+}
+ratios() {  # per-round pgfence/etcd cycles_per_s ratios for C
+    local round line
+    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+        line=${runs["$1 $round"]}
+        awk -v a="$(field cycles_per_s "${line%%|*}")" -v b="$(field cycles_per_s "${line#*|}")" \
+            'BEGIN { if (b > 0) printf "%.2f\n", a / b }'
+    done
+}
+
 echo
-printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s\n' conns "pgfence c/s" "p50 us" "p99 us" \
-    "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio
-for r in "${rows[@]}"; do
-    read -r c pc p50 p99 pmax perr ec e50 e99 emax eerr <<<"$r"
-    ratio=$(awk -v a="$pc" -v b="$ec" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }')
-    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s\n' "$c" "$pc" "$p50" "$p99" "$pmax" "$perr" \
-        "$ec" "$e50" "$e99" "$emax" "$eerr" "$ratio"
+echo "medians over $BENCH_ROUNDS_N round(s):"
+printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' conns "pgfence c/s" "p50 us" "p99 us" \
+    "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio "per round"
+for c in $CONNECTIONS; do
+    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %6.1fx | %s\n' "$c" \
+        "$(over_rounds "$c" pg cycles_per_s median)" "$(over_rounds "$c" pg p50_us median)" \
+        "$(over_rounds "$c" pg p99_us median)" "$(over_rounds "$c" pg max_us maxof)" "$(over_rounds "$c" pg errors sumof)" \
+        "$(over_rounds "$c" etcd cycles_per_s median)" "$(over_rounds "$c" etcd p50_us median)" \
+        "$(over_rounds "$c" etcd p99_us median)" "$(over_rounds "$c" etcd max_us maxof)" "$(over_rounds "$c" etcd errors sumof)" \
+        "$(ratios "$c" | median)" "$(ratios "$c" | sed 's/$/x/' | paste -sd' ')"
 done
 
 # ---- failover ----
@@ -139,5 +172,5 @@ for ((round = 1; round <= ROUNDS; round++)); do
     times+=("$ms")
     FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" restart "$WORK/pgfence" "$id"
 done
-median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+median=$(printf '%s\n' "${times[@]}" | median)
 echo "failover (kill -9 leader -> next acquire succeeds): median ${median} ms of ${ROUNDS} (${times[*]})"
