@@ -1,13 +1,16 @@
 #include "net/http_server.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <list>
 #include <optional>
-#include <sys/socket.h>
 
+#include "net/json_text.h"
 #include "net/log.h"
 
 namespace pgfence::net {
@@ -42,11 +45,15 @@ struct Shared {
 // Reading a request, and sending a response that did not fit the socket
 // buffer at once, have a deadline (read_timeout); a request being handled has
 // none. The server's sweep closes connections past their deadline.
+// Threading: everything runs on the io_context's thread. The handler is only
+// ever entered from an asynchronous completion (never from inside respond(),
+// even for a pipelined request already buffered), so it is never re-entered.
 class Session : public std::enable_shared_from_this<Session> {
-public:
+  public:
     Session(tcp::socket socket, std::shared_ptr<Shared> shared)
         : socket_(std::move(socket)),
-          buffer_(shared->options.max_header_bytes + shared->options.max_body_bytes + kReadChunkBytes),
+          buffer_(shared->options.max_header_bytes + shared->options.max_body_bytes +
+                  kReadChunkBytes),
           shared_(std::move(shared)) {
         ++shared_->connections;
         registered_ = shared_->sessions.insert(shared_->sessions.end(), this);
@@ -60,9 +67,10 @@ public:
     void respond(HttpResponse response, std::function<void(bool)> written);
     bool client_gone();
     void watch_for_close();
+    bool peer_closed();
     void close_if_past_deadline(Clock::time_point now);
 
-private:
+  private:
     void wait_readable();
     void on_readable(beast::error_code ec);
     void parse_buffered(bool eof);
@@ -76,14 +84,14 @@ private:
     beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
     http::response<http::string_body> response_;  // refusals only
-    std::string out_;                              // the response being sent
+    std::string out_;                             // the response being sent
     std::shared_ptr<Shared> shared_;
     std::list<Session*>::iterator registered_;
     Clock::time_point deadline_ = Clock::time_point::max();
     bool keep_alive_ = false;
     unsigned version_ = 11;
-    bool pending_ = false;   // a request awaits its response
-    bool watching_ = false;  // a close-watch is armed for the pending request
+    bool pending_ = false;           // a request awaits its response
+    bool watching_ = false;          // a close-watch is armed for the pending request
     std::uint64_t request_seq_ = 0;  // which request a close-watch belongs to
     bool gone_ = false;
     std::array<char, 4096> drain_buf_{};
@@ -91,7 +99,7 @@ private:
 };
 
 class Exchange final : public HttpExchange {
-public:
+  public:
     explicit Exchange(std::shared_ptr<Session> s) : session_(std::move(s)) {}
     bool client_gone() const override { return session_ && session_->client_gone(); }
     void watch_close() override {
@@ -103,7 +111,7 @@ public:
         s->respond(std::move(response), std::move(written));
     }
 
-private:
+  private:
     std::shared_ptr<Session> session_;
 };
 
@@ -114,14 +122,20 @@ void Session::read_request() {
     parser_->eager(true);
     deadline_ = Clock::now() + shared_->options.read_timeout;
     if (buffer_.size() > 0) {
-        parse_buffered(false);  // the client sent it before our last response went out
+        // The client sent it before our last response went out. Parsed on
+        // the next turn, not here: a response sent at once calls back into
+        // read_request(), and a long pipeline must not nest that recursion.
+        asio::post(socket_.get_executor(),
+                   [self = shared_from_this()] { self->parse_buffered(false); });
     } else {
         wait_readable();
     }
 }
 
 void Session::wait_readable() {
-    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) { self->on_readable(ec); });
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+        self->on_readable(ec);
+    });
 }
 
 void Session::on_readable(beast::error_code ec) {
@@ -131,7 +145,8 @@ void Session::on_readable(beast::error_code ec) {
     }
     bool eof = false;
     while (buffer_.size() < buffer_.max_size()) {
-        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
+        const auto space =
+            buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
         const ssize_t n = ::recv(socket_.native_handle(), space.data(), space.size(), MSG_DONTWAIT);
         if (n > 0) {
             buffer_.commit(static_cast<std::size_t>(n));
@@ -161,11 +176,13 @@ void Session::parse_buffered(bool eof) {
     }
     if (ec == http::error::need_more) ec = {};
     if (ec == http::error::body_limit) {
-        refuse("request body exceeds " + std::to_string(shared_->options.max_body_bytes) + " bytes");
+        refuse("request body exceeds " + std::to_string(shared_->options.max_body_bytes) +
+               " bytes");
         return;
     }
     if (ec == http::error::header_limit) {
-        refuse("request header exceeds " + std::to_string(shared_->options.max_header_bytes) + " bytes");
+        refuse("request header exceeds " + std::to_string(shared_->options.max_header_bytes) +
+               " bytes");
         return;
     }
     if (ec) {
@@ -178,7 +195,7 @@ void Session::parse_buffered(bool eof) {
     }
     if (eof) {
         if (parser_->got_some()) {
-            log_event(LogLevel::kInfo, "http_refused", {{"reason", "connection closed in the middle of a request"}});
+            log_event(LogLevel::kInfo, "http_closed_mid_request", {});
         }
         close();
         return;
@@ -197,7 +214,8 @@ void Session::dispatch() {
     version_ = req.version();
     pending_ = true;
     ++request_seq_;
-    HttpRequest out{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
+    HttpRequest out{std::string(req.method_string()), std::string(req.target()),
+                    std::move(req.body())};
     watching_ = false;
     shared_->handler(out, std::make_shared<Exchange>(shared_from_this()));
 }
@@ -213,31 +231,34 @@ void Session::close_if_past_deadline(Clock::time_point now) {
     if (now >= deadline_ && socket_.is_open()) close();
 }
 
-// While a request is pending, a readable socket with nothing to read means the
-// client closed its side (phantom-lock check). Most requests are answered
-// within a commit, so the socket is peeked only when asked (one recv instead
-// of arming the reactor for every request); a long wait arms a watch.
+// The phantom-lock check: has the client closed (or shut down) its sending
+// side while its request is pending? poll's POLLRDHUP says so even when a
+// pipelined request is still unread in the socket. Most requests are answered
+// within a commit, so the socket is polled only when asked (one system call
+// instead of arming the reactor for every request); a long wait arms a watch.
+bool Session::peer_closed() {
+    pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 bool Session::client_gone() {
     if (gone_ || !pending_ || watching_) return gone_;
-    char byte = 0;
-    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) gone_ = true;
+    gone_ = peer_closed();
     return gone_;
 }
 
 void Session::watch_for_close() {
     if (!pending_ || watching_ || gone_) return;
     watching_ = true;
-    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = request_seq_](beast::error_code ec) {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(),
+                                                seq = request_seq_](beast::error_code ec) {
         // A watch left over from an earlier request on this keep-alive
         // connection must not judge the current one.
         if (!self->pending_ || seq != self->request_seq_) return;
-        beast::error_code avail_ec;
-        const std::size_t n = self->socket_.available(avail_ec);
-        if (ec || avail_ec || n == 0) {
+        if (ec || self->peer_closed()) {
             self->gone_ = true;
         } else {
-            self->watching_ = false;  // readable with data (a pipelined request): peek from now on
+            self->watching_ = false;  // readable with data (a pipelined request): poll from now on
         }
     });
 }
@@ -253,7 +274,8 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     format_response(out_, version_, r, keep_alive_);
     // A response almost always fits the socket's send buffer: send it now,
     // without a round through the reactor; the rest (if any) asynchronously.
-    const ssize_t n = ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         if (written) written(false);
         close();
@@ -267,7 +289,8 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     }
     deadline_ = Clock::now() + shared_->options.read_timeout;
     asio::async_write(socket_, asio::buffer(out_.data() + sent, out_.size() - sent),
-                      [self = shared_from_this(), written = std::move(written)](beast::error_code ec, std::size_t) {
+                      [self = shared_from_this(), written = std::move(written)](
+                          beast::error_code ec, std::size_t) {
                           if (written) written(!ec);
                           if (!ec) self->after_response();
                       });
@@ -277,7 +300,9 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
 // not kept alive.
 void Session::after_response() {
     if (!keep_alive_) {
-        deadline_ = Clock::time_point::max();
+        // The client closes its side next; if it does not (a close-watch may
+        // still hold this session), the sweep closes ours.
+        deadline_ = Clock::now() + kDrainTimeout;
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_send, ignored);
         return;
@@ -293,37 +318,37 @@ void Session::refuse(const std::string& message) {
     response_.result(http::status::bad_request);
     response_.set(http::field::content_type, "application/json");
     response_.keep_alive(false);
-    std::string escaped;
-    for (char c : message) {
-        if (c == '"' || c == '\\') escaped.push_back('\\');
-        escaped.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
-    }
-    response_.body() = "{\"error\":\"bad_request\",\"message\":\"" + escaped + "\"}";
+    std::string body = "{\"error\":\"bad_request\",\"message\":";
+    append_json_string(body, message);
+    body.push_back('}');
+    response_.body() = std::move(body);
     response_.prepare_payload();
     deadline_ = Clock::now() + shared_->options.read_timeout;
-    http::async_write(socket_, response_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-        if (ec) {
-            self->close();
-            return;
-        }
-        beast::error_code ignored;
-        self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
-        self->deadline_ = Clock::now() + kDrainTimeout;
-        self->drain_and_close();
-    });
+    http::async_write(socket_, response_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                          if (ec) {
+                              self->close();
+                              return;
+                          }
+                          beast::error_code ignored;
+                          self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
+                          self->deadline_ = Clock::now() + kDrainTimeout;
+                          self->drain_and_close();
+                      });
 }
 
 // Reads and discards what the client still sends (bounded) so that closing
 // does not reset the connection before the client has read our answer.
 void Session::drain_and_close() {
-    socket_.async_read_some(asio::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-        self->drained_ += n;
-        if (ec || self->drained_ > kDrainBytesMax) {
-            self->close();
-            return;
-        }
-        self->drain_and_close();
-    });
+    socket_.async_read_some(asio::buffer(drain_buf_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                                self->drained_ += n;
+                                if (ec || self->drained_ > kDrainBytesMax) {
+                                    self->close();
+                                    return;
+                                }
+                                self->drain_and_close();
+                            });
 }
 
 }  // namespace
@@ -332,8 +357,11 @@ void format_response(std::string& out, unsigned version, const HttpResponse& r, 
     const auto reason = http::obsolete_reason(http::int_to_status(r.status));
     out.clear();
     out.reserve(160 + r.body.size());
-    out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
-    out.append(reason.data(), reason.size()).append("\r\nServer: fence-coordinator\r\nContent-Type: ");
+    out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ")
+        .append(std::to_string(r.status))
+        .append(" ");
+    out.append(reason.data(), reason.size())
+        .append("\r\nServer: fence-coordinator\r\nContent-Type: ");
     out.append(r.content_type).append("\r\n");
     if (!r.location.empty()) out.append("Location: ").append(r.location).append("\r\n");
     if (version == 10 && keep_alive) out.append("Connection: keep-alive\r\n");
@@ -350,13 +378,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     void accept() {
-        acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+        acceptor.async_accept([self = shared_from_this()](beast::error_code ec,
+                                                          tcp::socket socket) {
             if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
             if (!ec) {
                 if (self->shared->connections >= self->shared->options.max_connections) {
-                    log_event(LogLevel::kWarn, "http_connection_refused",
-                              {{"reason", "connection cap reached"},
-                               {"max_connections", log_value(self->shared->options.max_connections)}});
+                    log_event(
+                        LogLevel::kWarn, "http_connection_refused",
+                        {{"reason", "connection cap reached"},
+                         {"max_connections", log_value(self->shared->options.max_connections)}});
                     beast::error_code ignored;
                     socket.close(ignored);
                 } else {
@@ -387,7 +417,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
     : impl_(std::make_shared<Impl>(io, std::move(options), std::move(handler))) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+    stop();
+}
 
 std::string HttpServer::start() {
     beast::error_code ec;
@@ -413,13 +445,16 @@ void HttpServer::stop() {
     impl_->sweep_timer.cancel();
 }
 
-std::size_t HttpServer::connections() const { return impl_->shared->connections; }
+std::size_t HttpServer::connections() const {
+    return impl_->shared->connections;
+}
 
 bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port) {
     const std::size_t colon = addr.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 >= addr.size()) return false;
     const std::string digits = addr.substr(colon + 1);
-    if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos)
+        return false;
     const unsigned long v = std::stoul(digits);
     if (v == 0 || v > 65535) return false;
     host = addr.substr(0, colon);

@@ -42,7 +42,8 @@ class HttpExchange {
 public:
     virtual ~HttpExchange() = default;
     // True once the peer closed its side while the request was pending. Costs
-    // one non-blocking peek at the socket unless watch_close() was called.
+    // one poll(2) of the socket unless watch_close() was called; a close is
+    // seen even with a pipelined request still unread.
     virtual bool client_gone() const = 0;
     // For a request that may stay pending long (a waiting acquire): watch the
     // socket so that client_gone() needs no system call.
@@ -50,7 +51,8 @@ public:
     // Sends the response (only the first call counts). `written(ok)` runs
     // after the write finished (possibly before respond() returns: a response
     // that fits the socket buffer is sent at once); ok=false when it could
-    // not be written.
+    // not be written. The HttpHandler is never called from within respond()
+    // (not even for a pipelined request already received): it is not re-entered.
     virtual void respond(HttpResponse response, std::function<void(bool ok)> written = {}) = 0;
 };
 

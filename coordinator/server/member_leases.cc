@@ -2,6 +2,7 @@
 // confirmation (ReadIndex round) they all rely on (DESIGN.md "Time").
 #include <boost/json.hpp>
 
+#include "net/json_text.h"
 #include "net/log.h"
 #include "server/member_impl.h"
 
@@ -19,37 +20,16 @@ void respond_json(const ExchangePtr& ex, unsigned status, const json::object& bo
     ex->respond(net::HttpResponse{status, json::serialize(body), "application/json", {}}, std::move(written));
 }
 
-// Appends `text` as a JSON string (quoted; '"', '\\' and control characters
-// escaped). For the hot-path bodies below, written without a JSON DOM.
-void append_json_string(std::string& out, std::string_view text) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    out.push_back('"');
-    for (const char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(c);
-        } else if (u < 0x20) {
-            out.append("\\u00");
-            out.push_back(kHex[u >> 4]);
-            out.push_back(kHex[u & 0xf]);
-        } else {
-            out.push_back(c);
-        }
-    }
-    out.push_back('"');
-}
-
 // {"key":…,"token":…,"lease_ms":…,"owner":…}: what a granted acquire answers.
 std::string grant_body(std::string_view key, lock::Token token, std::uint64_t lease_ms, std::string_view owner) {
     std::string out;
     out.reserve(64 + key.size() + owner.size());
     out.append("{\"key\":");
-    append_json_string(out, key);
+    net::append_json_string(out, key);
     out.append(",\"token\":").append(std::to_string(token));
     out.append(",\"lease_ms\":").append(std::to_string(lease_ms));
     out.append(",\"owner\":");
-    append_json_string(out, owner);
+    net::append_json_string(out, owner);
     out.push_back('}');
     return out;
 }
