@@ -54,11 +54,12 @@
 // fallocate leaves the room "unwritten" (ext4, XFS): the first write into each
 // block changes the file's extent map, and the fdatasync after it must write
 // that metadata too. So zeros are also written ahead of the data, in chunks
-// of kZeroAheadChunkBytes whenever fewer than kZeroAheadMinBytes are left:
-// most appends then land in blocks that are already written, and the
-// metadata change happens once per chunk (made durable by the same
-// fdatasync as the records before it). Zeros are never written past the
-// preallocated size, so the file does not grow.
+// of kZeroAheadChunkBytes: when the open segment is created or opened, and
+// after an fdatasync that leaves fewer than kZeroAheadMinBytes (their
+// writeback started at once with sync_file_range): most appends then land in blocks that are already
+// written, and the metadata change happens once per chunk. Zeros are never
+// written past the preallocated size, so the file does not grow; every WAL
+// byte is written twice (zeros, then data), which doubles the write volume.
 //
 // One persist() batch is normally one record (it is split only when it is
 // larger than kMaxRecordPayloadBytes), written with one pwrite() and made

@@ -243,23 +243,35 @@ BOOST_AUTO_TEST_CASE(zeros_are_written_ahead_of_the_data_in_a_preallocated_segme
         return;
     }
     raft::Index next = 1;
-    std::uint64_t data_end = 0;
-    // 1 KiB entries, 40 per batch: the data passes several zero chunks.
-    while (data_end < 3 * storage::kZeroAheadChunkBytes) {
-        s->persist(nullptr, nullptr, make_entries(next, 40, 1, 1024));
-        next += 40;
-        data_end = (next - 1) * (1024 + 13) + 64;  // a lower bound is enough below
+    // After each durable batch: nothing "unwritten" from the start of the file
+    // to kZeroAheadMinBytes past the data (the entry data is letters, so the
+    // data ends at the last non-zero byte), the far end still unwritten, the
+    // size unchanged. 1 KiB entries, 40 per batch: the data passes several
+    // zero chunks; then the same after a reopen (zeros resume from the data).
+    auto check = [&](const char* when) {
+        const std::string bytes = read_bytes(seg);
+        const std::uint64_t data_end = bytes.find_last_not_of('\0') + 1;
         const auto ranges = unwritten_ranges(seg);
         BOOST_REQUIRE(ranges.has_value());
-        BOOST_TEST_INFO("after index " << next - 1);
+        BOOST_TEST_INFO(when << ", after index " << next - 1 << ", data ends at " << data_end);
         BOOST_TEST(!overlaps(*ranges, 0, data_end + storage::kZeroAheadMinBytes));
         BOOST_TEST(overlaps(*ranges, opt.segment_bytes - 4096, opt.segment_bytes));
         BOOST_TEST(size_of(seg) == opt.segment_bytes);
+        return data_end;
+    };
+    while (check("first open") < 3 * storage::kZeroAheadChunkBytes) {
+        s->persist(nullptr, nullptr, make_entries(next, 40, 1, 1024));
+        next += 40;
     }
     s.reset();
     s = open_storage(dir.path(), opt);
     BOOST_TEST(s->warnings().empty());
     BOOST_TEST(s->last_index() == next - 1);
+    const std::uint64_t reopened_at = check("reopened");
+    while (check("after the reopen") < reopened_at + 2 * storage::kZeroAheadChunkBytes) {
+        s->persist(nullptr, nullptr, make_entries(next, 40, 1, 1024));
+        next += 40;
+    }
 }
 
 // In a preallocated file a crash leaves zeros (not a shorter file) where an
