@@ -102,15 +102,25 @@ echo
 declare -A runs=()  # "c round" -> "pgfence line|etcd line"
 for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
     for c in $CONNECTIONS; do
-        pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
-        et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+        # Alternate which goes first, so that neither always runs on the
+        # later (warmer or more worn) disk.
+        if ((round % 2 == 1)); then
+            pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+            et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+        else
+            et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+            pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+        fi
         echo "round=$round $pg"
         echo "round=$round $et"
         runs["$c $round"]="$pg|$et"
     done
 done
 
-median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+median() {  # of the numbers on stdin; "-" when there are none
+    sort -g | awk '{a[NR] = $1}
+        END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
 maxof() { sort -g | tail -1; }
 sumof() { awk '{s += $1} END {print s + 0}'; }
 # over_rounds C TARGET FIELD REDUCER: one field of C's runs against TARGET (pg|etcd), reduced
@@ -136,12 +146,13 @@ echo "medians over $BENCH_ROUNDS_N round(s):"
 printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' conns "pgfence c/s" "p50 us" "p99 us" \
     "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio "per round"
 for c in $CONNECTIONS; do
-    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %6.1fx | %s\n' "$c" \
+    ratio=$(ratios "$c" | median | awk '$1 == "-" {print; next} {printf "%.1fx\n", $1}')
+    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' "$c" \
         "$(over_rounds "$c" pg cycles_per_s median)" "$(over_rounds "$c" pg p50_us median)" \
         "$(over_rounds "$c" pg p99_us median)" "$(over_rounds "$c" pg max_us maxof)" "$(over_rounds "$c" pg errors sumof)" \
         "$(over_rounds "$c" etcd cycles_per_s median)" "$(over_rounds "$c" etcd p50_us median)" \
         "$(over_rounds "$c" etcd p99_us median)" "$(over_rounds "$c" etcd max_us maxof)" "$(over_rounds "$c" etcd errors sumof)" \
-        "$(ratios "$c" | median)" "$(ratios "$c" | sed 's/$/x/' | paste -sd' ')"
+        "$ratio" "$(ratios "$c" | sed 's/$/x/' | paste -sd' ')"
 done
 
 # ---- failover ----

@@ -15,6 +15,7 @@ namespace {
 // Runs `fn` with stderr going to a temporary file; returns what was written.
 template <typename Fn>
 std::string capture_stderr(Fn fn) {
+    log_flush();  // nothing logged before this test lands in its capture
     std::fflush(stderr);
     char path[] = "/tmp/pgfence-log-test-XXXXXX";
     const int fd = ::mkstemp(path);
