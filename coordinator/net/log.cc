@@ -16,10 +16,14 @@ std::string g_pending;  // lines not yet written (guarded by g_mutex)
 
 const char* level_name(LogLevel level) {
     switch (level) {
-        case LogLevel::kDebug: return "debug";
-        case LogLevel::kInfo: return "info";
-        case LogLevel::kWarn: return "warn";
-        case LogLevel::kError: return "error";
+        case LogLevel::kDebug:
+            return "debug";
+        case LogLevel::kInfo:
+            return "info";
+        case LogLevel::kWarn:
+            return "warn";
+        case LogLevel::kError:
+            return "error";
     }
     return "info";
 }
@@ -33,8 +37,14 @@ void append_value(std::string& line, std::string_view v) {
     line.push_back('"');
     for (char c : v) {
         if (c == '"' || c == '\\') line.push_back('\\');
-        if (c == '\n') { line.append("\\n"); continue; }
-        if (static_cast<unsigned char>(c) < 0x20) { line.push_back('?'); continue; }
+        if (c == '\n') {
+            line.append("\\n");
+            continue;
+        }
+        if (static_cast<unsigned char>(c) < 0x20) {
+            line.push_back('?');
+            continue;
+        }
         line.push_back(c);
     }
     line.push_back('"');
@@ -48,17 +58,19 @@ void append_timestamp(std::string& line) {
     const auto now = std::chrono::system_clock::now();
     const std::time_t secs = std::chrono::system_clock::to_time_t(now);
     const int ms = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+        1000);
     if (secs != cached_secs) {
         std::tm tm{};
         gmtime_r(&secs, &tm);
-        std::snprintf(cached, sizeof cached, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        std::snprintf(cached, sizeof cached, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
         cached_secs = secs;
     }
     line.append(cached);
-    const char tail[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
-                         static_cast<char>('0' + ms % 10), 'Z'};
+    const char tail[] = {'.', static_cast<char>('0' + ms / 100),
+                         static_cast<char>('0' + ms / 10 % 10), static_cast<char>('0' + ms % 10),
+                         'Z'};
     line.append(tail, sizeof tail);
 }
 
@@ -72,17 +84,26 @@ void write_pending() {
 }  // namespace
 
 bool parse_log_level(std::string_view text, LogLevel& out) {
-    if (text == "debug") out = LogLevel::kDebug;
-    else if (text == "info") out = LogLevel::kInfo;
-    else if (text == "warn") out = LogLevel::kWarn;
-    else if (text == "error") out = LogLevel::kError;
-    else return false;
+    if (text == "debug")
+        out = LogLevel::kDebug;
+    else if (text == "info")
+        out = LogLevel::kInfo;
+    else if (text == "warn")
+        out = LogLevel::kWarn;
+    else if (text == "error")
+        out = LogLevel::kError;
+    else
+        return false;
     return true;
 }
 
-void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
+void set_log_level(LogLevel level) {
+    g_level.store(static_cast<int>(level));
+}
 
-bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+bool log_enabled(LogLevel level) {
+    return static_cast<int>(level) >= g_level.load();
+}
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields) {
     if (!log_enabled(level)) return;
