@@ -9,7 +9,7 @@
 #
 #   bash bench/coordinator/run.sh          (make bench-coordinator)
 #
-# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_ROUNDS (3: the table
+# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_ROUNDS (4: the table
 # gives medians over the rounds, each round running every connection count against both), FAILOVER_ROUNDS (5),
 # BUILD_BENCH (build-bench: Release build made here), JOBS (2),
 # BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP), ETCD_BASE_PORT (19300),
@@ -19,7 +19,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 CONNECTIONS=${BENCH_CONNECTIONS:-1 8 32}
 ROUNDS=${FAILOVER_ROUNDS:-5}
-BENCH_ROUNDS_N=${BENCH_ROUNDS:-3}
+BENCH_ROUNDS_N=${BENCH_ROUNDS:-4}
 BUILD=${BUILD_BENCH:-$ROOT/build-bench}
 PG_BASE=${BENCH_BASE_PORT:-19400}
 ETCD_BASE=${ETCD_BASE_PORT:-19300}
@@ -94,8 +94,9 @@ echo "pgfence: $PG_ENDPOINTS   etcd $("$ETCD" --version | head -1 | awk '{print 
 echo "each run: ${SECONDS_PER_RUN}s, every connection loops acquire + release on its own key"
 echo
 
-# Rounds: every round runs each connection count against pgfence and then
-# etcd, so the two are measured minutes apart at most; the disk's speed drifts
+# Rounds: every round runs each connection count against both (pgfence first
+# in odd rounds, etcd first in even ones: use an even BENCH_ROUNDS for a
+# balanced order), so the two are measured minutes apart at most; the disk's speed drifts
 # over minutes (fsync latency by +-15% on this VM), and single 10 s runs vary
 # by about as much. The table gives per-connection-count medians over the
 # rounds (max us: the largest), the ratio the median of the per-round ratios.
@@ -121,8 +122,8 @@ median() {  # of the numbers on stdin; "-" when there are none
     sort -g | awk '{a[NR] = $1}
         END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
 }
-maxof() { sort -g | tail -1; }
-sumof() { awk '{s += $1} END {print s + 0}'; }
+maxof() { sort -g | awk 'END {print (NR == 0) ? "-" : $1}'; }
+sumof() { awk '{s += $1} END {print (NR == 0) ? "-" : s}'; }
 # over_rounds C TARGET FIELD REDUCER: one field of C's runs against TARGET (pg|etcd), reduced
 over_rounds() {
     local round line
@@ -137,7 +138,7 @@ ratios() {  # per-round pgfence/etcd cycles_per_s ratios for C
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
         line=${runs["$1 $round"]}
         awk -v a="$(field cycles_per_s "${line%%|*}")" -v b="$(field cycles_per_s "${line#*|}")" \
-            'BEGIN { if (b > 0) printf "%.2f\n", a / b }'
+            'BEGIN { if (a != "" && b > 0) printf "%.2f\n", a / b }'
     done
 }
 

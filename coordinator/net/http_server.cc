@@ -44,7 +44,9 @@ struct Shared {
 // common case), hands it to the handler, sends the response, reads the next.
 // Reading a request, and sending a response that did not fit the socket
 // buffer at once, have a deadline (read_timeout); a request being handled has
-// none. The server's sweep closes connections past their deadline.
+// none; a connection not kept alive has kDrainTimeout after its last response
+// for the client to close. The server's sweep closes connections past their
+// deadline.
 // Threading: everything runs on the io_context's thread. The handler is only
 // ever entered from an asynchronous completion (never from inside respond(),
 // even for a pipelined request already buffered), so it is never re-entered.
@@ -125,8 +127,9 @@ void Session::read_request() {
         // The client sent it before our last response went out. Parsed on
         // the next turn, not here: a response sent at once calls back into
         // read_request(), and a long pipeline must not nest that recursion.
-        asio::post(socket_.get_executor(),
-                   [self = shared_from_this()] { self->parse_buffered(false); });
+        asio::post(socket_.get_executor(), [self = shared_from_this()] {
+            if (self->socket_.is_open()) self->parse_buffered(false);
+        });
     } else {
         wait_readable();
     }
@@ -233,12 +236,15 @@ void Session::close_if_past_deadline(Clock::time_point now) {
 
 // The phantom-lock check: has the client closed (or shut down) its sending
 // side while its request is pending? poll's POLLRDHUP says so even when a
-// pipelined request is still unread in the socket. Most requests are answered
+// pipelined request is still unread in the socket. A client that half-closes
+// (shutdown(SHUT_WR)) after sending its request counts as gone, as before:
+// nothing tells it apart from one that has gone. Most requests are answered
 // within a commit, so the socket is polled only when asked (one system call
 // instead of arming the reactor for every request); a long wait arms a watch.
 bool Session::peer_closed() {
+    if (!socket_.is_open()) return true;
     pollfd p{socket_.native_handle(), POLLRDHUP, 0};
-    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 bool Session::client_gone() {

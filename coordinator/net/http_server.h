@@ -2,7 +2,8 @@
 //
 // Keep-alive; every request bounded (header and body limits; an oversized body
 // is answered 400 bad_request and the connection closed); a read timeout on
-// headers, bodies and idle keep-alive connections; at most max_connections at
+// headers, bodies, idle keep-alive connections and responses the client does
+// not read (checked every 250 ms); at most max_connections at
 // once (more are closed at accept). One request per connection is handled at a
 // time; the handler may answer later (a waiting acquire) through the
 // HttpExchange it is given, and can ask whether the client has gone away
@@ -41,9 +42,10 @@ struct HttpResponse {
 class HttpExchange {
 public:
     virtual ~HttpExchange() = default;
-    // True once the peer closed its side while the request was pending. Costs
-    // one poll(2) of the socket unless watch_close() was called; a close is
-    // seen even with a pipelined request still unread.
+    // True once the peer closed its side (or half-closed it with
+    // shutdown(SHUT_WR)) while the request was pending. Costs one poll(2) of
+    // the socket unless watch_close() was called; a close is seen even with a
+    // pipelined request still unread.
     virtual bool client_gone() const = 0;
     // For a request that may stay pending long (a waiting acquire): watch the
     // socket so that client_gone() needs no system call.

@@ -81,7 +81,7 @@ std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options
         const Segment& last = wal->segments_.back();
         wal->open_fd_ = open_file(last.path, O_WRONLY);
         // Again, if a torn tail was cut with it. What lies after the data
-        // (zeros, written or not) is zeroed again as appends reach it.
+        // (zeros, written or not) gets written zeros again from the data on.
         wal->room_end_ = wal->preallocate(wal->open_fd_.get()) ? options.segment_bytes : 0;
         wal->zeroed_to_ = last.bytes;
         wal->zero_ahead();
@@ -229,6 +229,8 @@ void Wal::zero_ahead() {
     const std::uint64_t n = std::min(kZeroAheadChunkBytes, room_end_ - zeroed_to_);
     pwrite_all(open_fd_.get(), std::string_view(zeros).substr(0, n), zeroed_to_, open.path);
     // Best effort: without it the zeros are written by the next fdatasync.
+    // Only SYNC_FILE_RANGE_WRITE, never a WAIT flag: waiting here could
+    // consume a writeback error that the next fdatasync must report.
     (void)::sync_file_range(open_fd_.get(), static_cast<off_t>(zeroed_to_), static_cast<off_t>(n),
                             SYNC_FILE_RANGE_WRITE);
     zeroed_to_ += n;
@@ -336,7 +338,7 @@ void Wal::sync() {
         sync_data(open_fd_.get(), segments_.back().path);
         ++sync_count_;
         unsynced_ = false;
-        zero_ahead();  // after the fdatasync: this batch does not wait for the zeros
+        zero_ahead();  // after the fdatasync, which so does not write the zeros
     }
     delete_unneeded_segments();
 }

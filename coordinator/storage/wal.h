@@ -55,11 +55,15 @@
 // block changes the file's extent map, and the fdatasync after it must write
 // that metadata too. So zeros are also written ahead of the data, in chunks
 // of kZeroAheadChunkBytes: when the open segment is created or opened, and
-// after an fdatasync that leaves fewer than kZeroAheadMinBytes (their
-// writeback started at once with sync_file_range): most appends then land in blocks that are already
-// written, and the metadata change happens once per chunk. Zeros are never
-// written past the preallocated size, so the file does not grow; every WAL
-// byte is written twice (zeros, then data), which doubles the write volume.
+// after an fdatasync that leaves fewer than kZeroAheadMinBytes of them (their
+// writeback started at once with sync_file_range). The batch that does so
+// still pays for copying the chunk into the page cache and starting its
+// writeback, but its fdatasync does not write it. Appends of up to
+// kZeroAheadMinBytes per batch then land in blocks already written (larger
+// ones partly in unwritten blocks, as without zeros), and the metadata change
+// happens once per chunk. Zeros are never written past the preallocated size,
+// so the file does not grow; the WAL's bytes within it are written about
+// twice (zeros, then data).
 //
 // One persist() batch is normally one record (it is split only when it is
 // larger than kMaxRecordPayloadBytes), written with one pwrite() and made

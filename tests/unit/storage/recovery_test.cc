@@ -274,6 +274,41 @@ BOOST_AUTO_TEST_CASE(zeros_are_written_ahead_of_the_data_in_a_preallocated_segme
     }
 }
 
+// Reopened with a smaller segment_bytes than the open segment's data already
+// holds: no zeros are written (the room is past the data), the file keeps its
+// size and data, and the next append closes it and starts a new segment.
+BOOST_AUTO_TEST_CASE(reopening_with_a_smaller_segment_size_writes_no_zeros_over_data) {
+    TempDir dir;
+    StorageOptions big;
+    big.segment_bytes = 1u << 20;
+    std::vector<raft::Entry> all;
+    {
+        auto s = open_storage(dir.path(), big);
+        for (raft::Index i = 1; i <= 400; i += 40) {
+            auto batch = make_entries(i, 40, 1, 1024);  // about 400 KiB in all
+            s->persist(nullptr, nullptr, batch);
+            all.insert(all.end(), batch.begin(), batch.end());
+        }
+    }
+    const std::string seg = segment_files(dir.path()).at(0);
+    const std::string before = read_bytes(seg);
+    StorageOptions small;
+    small.segment_bytes = 64u << 10;
+    auto s = open_storage(dir.path(), small);
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST((read_bytes(seg) == before));  // not a byte changed, size included
+    BOOST_TEST((all_entries(*s) == all));
+    auto more = make_entries(401, 1, 1);
+    s->persist(nullptr, nullptr, more);
+    all.insert(all.end(), more.begin(), more.end());
+    s.reset();
+    BOOST_TEST(segment_files(dir.path()).size() == 2u);
+    BOOST_TEST(read_bytes(seg).back() != '\0');  // closed: cut to its records
+    s = open_storage(dir.path(), small);
+    BOOST_TEST(s->warnings().empty());
+    BOOST_TEST((all_entries(*s) == all));
+}
+
 // In a preallocated file a crash leaves zeros (not a shorter file) where an
 // unsynced append did not reach the disk.
 BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_in_a_preallocated_segment) {
