@@ -82,19 +82,17 @@ std::unique_ptr<Wal> Wal::open(const std::string& dir, const WalOptions& options
         wal->open_fd_ = open_file(last.path, O_WRONLY);
         // Again, if a torn tail was cut with it. What lies after the data
         // (zeros, written or not) gets written zeros again from the data on.
-        wal->room_end_ = wal->preallocate(wal->open_fd_.get()) ? options.segment_bytes : 0;
-        wal->zeroed_to_ = last.bytes;
-        wal->zero_ahead();
+        wal->prepare_room();
     }
     return wal;
 }
 
-// Decodes one segment and replays its records. A torn tail of the newest
-// segment is cut off (or the whole segment dropped if its header is torn).
 void Wal::warn(const std::string& message) const {
     if (options_.on_warning) options_.on_warning(message);
 }
 
+// Decodes one segment and replays its records. A torn tail of the newest
+// segment is cut off (or the whole segment dropped if its header is torn).
 void Wal::replay_segment(const Segment& seg_in, std::string_view bytes, bool newest) {
     Segment seg = seg_in;
     const SegmentDecode d = decode_segment(bytes);
@@ -193,28 +191,33 @@ void Wal::create_segment(std::uint64_t seq) {
     // Only now, with the header durable: a crash cannot leave a torn header
     // followed by preallocated zeros (recovery removes a torn header only
     // when it is all the file holds).
-    room_end_ = preallocate(fd.get()) ? options_.segment_bytes : 0;
-    zeroed_to_ = header.size();
     segments_.push_back({seq, path, header.size()});
     open_fd_ = std::move(fd);
-    zero_ahead();
+    prepare_room();
 }
 
-// Best effort: a file system that cannot preallocate, or is full, leaves the
-// file as it is (appends then extend it; the first failure is reported through
-// on_warning). Whatever size it ends with, the bytes past the data are zeros:
-// recovery reads them as unused room. The new size becomes durable with the
-// next append's fdatasync.
-bool Wal::preallocate(int fd) {
-    if (!options_.preallocate) return false;
-    if (::fallocate(fd, 0, 0, static_cast<off_t>(options_.segment_bytes)) == 0) return true;
+// Preallocates the open segment to segment_bytes and writes the first zeros
+// after its data (room_end_, zeroed_to_). Best effort: a file system that
+// cannot preallocate, or is full, leaves the file as it is (appends then
+// extend it; the first failure is reported through on_warning). Whatever
+// size it ends with, the bytes past the data are zeros: recovery reads them
+// as unused room. The new size becomes durable with the next append's
+// fdatasync.
+void Wal::prepare_room() {
+    room_end_ = 0;
+    zeroed_to_ = segments_.back().bytes;
+    if (!options_.preallocate) return;
+    if (::fallocate(open_fd_.get(), 0, 0, static_cast<off_t>(options_.segment_bytes)) == 0) {
+        room_end_ = options_.segment_bytes;
+        zero_ahead();
+        return;
+    }
     const int err = errno;
-    if (preallocate_warned_) return false;
+    if (preallocate_warned_) return;
     preallocate_warned_ = true;
     warn("cannot preallocate WAL segments in " + dir_ + " (fallocate: " + std::strerror(err) +
          "); appends will extend the files" +
          (err == ENOSPC ? " - the disk is full or nearly so" : ""));
-    return false;
 }
 
 // Keeps at least kZeroAheadMinBytes of written zeros after the data of a

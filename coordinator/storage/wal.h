@@ -202,7 +202,7 @@ class Wal {
                        std::string_view payload);
     void forget_from(raft::Index index);
     void create_segment(std::uint64_t seq);
-    bool preallocate(int fd);
+    void prepare_room();
     void zero_ahead();
     void rotate_if_full();
     void write_pending(const std::string& bytes);
