@@ -85,8 +85,7 @@ class Session : public std::enable_shared_from_this<Session> {
     tcp::socket socket_;
     beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
-    http::response<http::string_body> response_;  // refusals only
-    std::string out_;                             // the response being sent
+    std::string out_;  // the response being sent
     std::shared_ptr<Shared> shared_;
     std::list<Session*>::iterator registered_;
     Clock::time_point deadline_ = Clock::time_point::max();
@@ -319,18 +318,13 @@ void Session::after_response() {
 // Answers 400 for a request that cannot be read whole, then closes politely.
 void Session::refuse(const std::string& message) {
     log_event(LogLevel::kInfo, "http_refused", {{"reason", message}});
-    response_ = {};
-    response_.version(version_);
-    response_.result(http::status::bad_request);
-    response_.set(http::field::content_type, "application/json");
-    response_.keep_alive(false);
     std::string body = "{\"error\":\"bad_request\",\"message\":";
     append_json_string(body, message);
     body.push_back('}');
-    response_.body() = std::move(body);
-    response_.prepare_payload();
+    format_response(out_, version_, HttpResponse{400, std::move(body), "application/json", {}},
+                    false);
     deadline_ = Clock::now() + shared_->options.read_timeout;
-    http::async_write(socket_, response_,
+    asio::async_write(socket_, asio::buffer(out_),
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
                           if (ec) {
                               self->close();
