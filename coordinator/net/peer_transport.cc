@@ -1,6 +1,7 @@
 #include "net/peer_transport.h"
 
 #include <boost/asio.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <algorithm>
 #include <deque>
@@ -192,13 +193,12 @@ private:
     boost::beast::tcp_stream stream_;
     std::shared_ptr<Shared> shared_;
     // Bytes received and not yet handled: every complete frame in it is
-    // handled after each read, so a burst of frames costs one read. Its size
-    // is at most one frame (<= max frame size) plus kReadChunkBytes.
-    std::string buf_;
-    std::size_t used_ = 0;    // handled bytes at the front of buf_
-    std::size_t filled_ = 0;  // bytes of buf_ that hold data
-    // Prefix + body of the incomplete frame at used_, once its length is read
-    // (0 before): set by handle_buffered, read by read_more to size the room.
+    // handled after each read, so a burst of frames costs one read. It holds
+    // at most one frame (<= max frame size) plus kReadChunkBytes.
+    boost::beast::flat_buffer buf_;
+    // Prefix + body of the incomplete frame at the front of buf_, once its
+    // length is read (0 before): set by handle_buffered, read by read_more to
+    // size the room.
     std::size_t next_frame_bytes_ = 0;
     std::uint64_t peer_id_ = 0;
 };
@@ -206,29 +206,19 @@ private:
 constexpr std::size_t kReadChunkBytes = 64u << 10;
 
 void Incoming::read_more() {
-    // Keep the unhandled bytes at the front; buf_'s size is the room to read
-    // into: one chunk, or the rest of a frame whose length is known, whichever
-    // is more. Room grown for a large frame is given back once it is handled.
-    if (used_ > 0) {
-        std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(used_),
-                  buf_.begin() + static_cast<std::ptrdiff_t>(filled_), buf_.begin());
-        filled_ -= used_;
-        used_ = 0;
-    }
+    // Room to read into: one chunk, or the rest of a frame whose length is
+    // known, whichever is more. Room grown for a large frame is given back
+    // once it is handled.
     const std::size_t want =
-        std::max(kReadChunkBytes, next_frame_bytes_ - std::min(filled_, next_frame_bytes_));
-    const std::size_t need = filled_ + want;
-    if (buf_.size() > 4 * kReadChunkBytes && need <= 2 * kReadChunkBytes) {
-        std::string small(need, '\0');
-        std::copy(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(filled_), small.begin());
-        buf_.swap(small);
+        std::max(kReadChunkBytes, next_frame_bytes_ - std::min(buf_.size(), next_frame_bytes_));
+    if (buf_.capacity() > 4 * kReadChunkBytes && buf_.size() + want <= 2 * kReadChunkBytes) {
+        buf_.shrink_to_fit();
     }
-    if (buf_.size() < need) buf_.resize(need);
     stream_.expires_after(shared_->options.idle_timeout);
-    stream_.async_read_some(asio::buffer(buf_.data() + filled_, buf_.size() - filled_),
+    stream_.async_read_some(buf_.prepare(want),
                             [self = shared_from_this()](const error_code& ec, std::size_t n) {
                                 if (ec || self->shared_->stopped) return;
-                                self->filled_ += n;
+                                self->buf_.commit(n);
                                 if (self->handle_buffered()) self->read_more();
                             });
 }
@@ -237,7 +227,7 @@ void Incoming::read_more() {
 bool Incoming::handle_buffered() {
     for (;;) {
         if (shared_->stopped) return false;
-        const std::string_view pending(buf_.data() + used_, filled_ - used_);
+        const std::string_view pending(static_cast<const char*>(buf_.data().data()), buf_.size());
         next_frame_bytes_ = 0;
         if (pending.size() < kLengthPrefixBytes) return true;
         auto len = decode_frame_length(pending.substr(0, kLengthPrefixBytes));
@@ -251,7 +241,7 @@ bool Incoming::handle_buffered() {
             return true;
         }
         auto frame = decode_frame_body(pending.substr(kLengthPrefixBytes, body_len));
-        used_ += kLengthPrefixBytes + body_len;
+        buf_.consume(kLengthPrefixBytes + body_len);
         if (auto* err = std::get_if<FrameError>(&frame)) {
             drop(err->message);
             return false;
