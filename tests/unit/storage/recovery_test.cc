@@ -30,6 +30,15 @@ struct Written {
     std::string segment;               // path of the (single) segment
 };
 
+// Persists entries [first, first + count) of `term` as one batch and keeps
+// them in `kept` (what a reopen must give back).
+void persist_kept(DurableStorage& s, std::vector<raft::Entry>& kept, raft::Index first,
+                  std::size_t count, raft::Term term, std::size_t data_bytes = 100) {
+    auto batch = make_entries(first, count, term, data_bytes);
+    s.persist(nullptr, nullptr, batch);
+    kept.insert(kept.end(), batch.begin(), batch.end());
+}
+
 // Writes batches of the given sizes (each one record) into a fresh directory.
 // Without preallocation, so that the file ends where the data ends (the
 // record framing cases below cut and flip bytes by file offset); the
@@ -40,9 +49,7 @@ Written write_batches(const std::string& dir, const std::vector<std::size_t>& si
     raft::Index next = 1;
     w.segment = segment_files(dir).at(0);
     for (std::size_t n : sizes) {
-        auto batch = make_entries(next, n, 1);
-        s->persist(nullptr, nullptr, batch);
-        w.entries.insert(w.entries.end(), batch.begin(), batch.end());
+        persist_kept(*s, w.entries, next, n, 1);
         w.ends.push_back(size_of(w.segment));
         next += n;
     }
@@ -158,9 +165,7 @@ std::vector<raft::Entry> write_rotated(const std::string& dir, bool preallocate 
     auto s = open_storage(dir, opt);
     std::vector<raft::Entry> all;
     for (raft::Index i = 1; segments ? segment_files(dir).size() < segments : i <= 120; i += 10) {
-        auto batch = make_entries(i, 10, 1);
-        s->persist(nullptr, nullptr, batch);
-        all.insert(all.end(), batch.begin(), batch.end());
+        persist_kept(*s, all, i, 10, 1);
     }
     BOOST_TEST_REQUIRE(segment_files(dir).size() >= (segments ? segments : 3u));
     return all;
@@ -178,9 +183,7 @@ BOOST_AUTO_TEST_CASE(new_segments_are_preallocated_and_appends_fill_them) {
         const std::string seg = segment_files(dir.path()).at(0);
         BOOST_TEST(size_of(seg) == opt.segment_bytes);
         for (raft::Index i = 1; i <= 30; i += 3) {
-            auto batch = make_entries(i, 3, 1);
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
+            persist_kept(*s, all, i, 3, 1);
             BOOST_TEST(size_of(seg) == opt.segment_bytes);  // the size never changes
         }
     }
@@ -285,9 +288,7 @@ BOOST_AUTO_TEST_CASE(reopening_with_a_smaller_segment_size_writes_no_zeros_over_
     {
         auto s = open_storage(dir.path(), big);
         for (raft::Index i = 1; i <= 400; i += 40) {
-            auto batch = make_entries(i, 40, 1, 1024);  // about 400 KiB in all
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
+            persist_kept(*s, all, i, 40, 1, 1024);  // about 400 KiB in all
         }
     }
     const std::string seg = segment_files(dir.path()).at(0);
@@ -298,9 +299,7 @@ BOOST_AUTO_TEST_CASE(reopening_with_a_smaller_segment_size_writes_no_zeros_over_
     BOOST_TEST(s->warnings().empty());
     BOOST_TEST((read_bytes(seg) == before));  // not a byte changed, size included
     BOOST_TEST((all_entries(*s) == all));
-    auto more = make_entries(401, 1, 1);
-    s->persist(nullptr, nullptr, more);
-    all.insert(all.end(), more.begin(), more.end());
+    persist_kept(*s, all, 401, 1, 1);
     s.reset();
     BOOST_TEST(segment_files(dir.path()).size() == 2u);
     BOOST_TEST(read_bytes(seg).back() != '\0');  // closed: cut to its records
@@ -322,9 +321,7 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_in_a_preallocated_se
         auto s = open_storage(dir.path(), opt);
         seg = segment_files(dir.path()).at(0);
         for (std::size_t n : {2u, 1u, 2u}) {
-            auto batch = make_entries(all.size() + 1, n, 1);
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
+            persist_kept(*s, all, all.size() + 1, n, 1);
             const std::string bytes = read_bytes(seg);
             data_ends.push_back(bytes.find_last_not_of('\0') + 1);
         }
@@ -491,14 +488,10 @@ BOOST_AUTO_TEST_CASE(crash_at_every_byte_of_the_last_record_after_rotation) {
     {
         auto s = open_storage(dir.path(), exact(opt));
         for (raft::Index i = 1; segment_files(dir.path()).size() < 2; i += 10) {
-            auto batch = make_entries(i, 10, 1);
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
+            persist_kept(*s, all, i, 10, 1);
         }
         last_start = size_of(segment_files(dir.path()).back());
-        auto batch = make_entries(all.size() + 1, 3, 2);
-        s->persist(nullptr, nullptr, batch);
-        all.insert(all.end(), batch.begin(), batch.end());
+        persist_kept(*s, all, all.size() + 1, 3, 2);
     }
     const std::string newest = segment_files(dir.path()).back();
     const std::string full = read_bytes(newest);
@@ -538,9 +531,7 @@ BOOST_AUTO_TEST_CASE(failed_write_makes_the_storage_refuse_further_calls) {
     {
         auto s = open_storage(dir.path(), exact(opt));
         for (raft::Index i = 1; i <= 40; i += 10) {  // the segment is now full
-            auto batch = make_entries(i, 10, 1);
-            s->persist(nullptr, nullptr, batch);
-            all.insert(all.end(), batch.begin(), batch.end());
+            persist_kept(*s, all, i, 10, 1);
         }
         BOOST_TEST_REQUIRE(segment_files(dir.path()).size() == 1u);
         BOOST_TEST_REQUIRE(size_of(segment_files(dir.path()).at(0)) >= kMinSegmentBytes);
