@@ -3,9 +3,13 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
+#include <mutex>
 
 #include "net/frame.h"
 #include "net/log.h"
@@ -19,17 +23,38 @@ using error_code = boost::system::error_code;
 
 namespace {
 
+// Counters written by the event loop and, for outgoing frames, by any thread
+// that calls send(); read by stats().
+struct Counters {
+    std::atomic<std::uint64_t> frames_sent{0};
+    std::atomic<std::uint64_t> frames_received{0};
+    std::atomic<std::uint64_t> dropped_queue_full{0};
+    std::atomic<std::uint64_t> dropped_unconnected{0};
+    std::atomic<std::uint64_t> bad_frames{0};
+    std::atomic<std::uint64_t> connects{0};
+};
+
+void count(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
 struct Shared {
-    TransportOptions options;
+    TransportOptions options;  // not changed after construction
     PeerTransport::MessageHandler on_message;
     PeerTransport::InfoHandler on_info;
-    TransportStats stats;
-    std::string hello;  // encoded MemberInfo frame
-    bool stopped = false;
+    Counters stats;
+    std::string hello;  // encoded MemberInfo frame (event loop only)
+    bool stopped = false;  // event loop only
     std::size_t incoming = 0;  // open incoming connections
 };
 
-// One outgoing connection: dial, handshake, write queued frames, redial.
+// One outgoing connection: dial, handshake, write frames, redial.
+//
+// mutex_ guards connected_, writing_, queue_, queued_bytes_, front_started_
+// and every write to the socket and every change of it (connect, close): a
+// thread other than the event loop writes only through send_frame(), which
+// sends at once only while connected_ and idle (!writing_, queue_ empty);
+// otherwise the frame is queued and written by write_some() on the loop,
+// which holds the mutex while it starts a write and sets writing_ until the
+// write completes.
 class Outgoing : public std::enable_shared_from_this<Outgoing> {
 public:
     Outgoing(asio::io_context& io, PeerAddress peer, std::shared_ptr<Shared> shared)
@@ -37,27 +62,34 @@ public:
           backoff_(shared_->options.backoff_min) {}
 
     void dial();
-    void enqueue(std::string frame);
-    bool connected() const { return connected_; }
+    // Any thread.
+    void send_frame(std::string frame);
+    bool connected() const;
     void close();
 
 private:
     void on_connect(const error_code& ec);
+    void enqueue_locked(std::string frame);
     void write_some();
+    void write_some_locked();
     void watch_eof();
     void fail(const char* what, const error_code& ec);
 
     asio::io_context& io_;
     PeerAddress peer_;
     std::shared_ptr<Shared> shared_;
+    mutable std::mutex mutex_;
     tcp::socket socket_;
     asio::steady_timer timer_;
     std::chrono::milliseconds backoff_;
     bool connected_ = false;
     bool writing_ = false;
+    // The first bytes of queue_.front() are already on the wire (a send()
+    // that wrote part of it): it is never dropped, so the stream stays whole.
+    bool front_started_ = false;
     std::deque<std::string> queue_;
     std::size_t queued_bytes_ = 0;
-    std::vector<std::string> inflight_;
+    std::vector<std::string> inflight_;  // being written by async_write (loop)
     char eof_byte_ = 0;
     std::uint64_t generation_ = 0;  // bumps on each (re)connect; stale callbacks ignore themselves
 };
@@ -70,6 +102,7 @@ void Outgoing::dial() {
         log_event(LogLevel::kError, "peer_bad_address", {{"peer", log_value(peer_.id)}, {"host", peer_.host}});
         return;
     }
+    std::lock_guard<std::mutex> guard(mutex_);
     const std::uint64_t gen = ++generation_;
     socket_ = tcp::socket(io_);
     socket_.async_connect(tcp::endpoint(addr, peer_.port), [self = shared_from_this(), gen](const error_code& e) {
@@ -82,44 +115,82 @@ void Outgoing::on_connect(const error_code& ec) {
         fail("connect", ec);
         return;
     }
-    error_code ignored;
-    socket_.set_option(tcp::no_delay(true), ignored);
-    connected_ = true;
+    {
+        std::lock_guard<std::mutex> guard(mutex_);
+        error_code ignored;
+        socket_.set_option(tcp::no_delay(true), ignored);
+        connected_ = true;
+        front_started_ = false;
+        queue_.push_front(shared_->hello);
+        queued_bytes_ += shared_->hello.size();
+        write_some_locked();
+    }
     backoff_ = shared_->options.backoff_min;
-    ++shared_->stats.connects;
+    count(shared_->stats.connects);
     log_event(LogLevel::kInfo, "peer_connected", {{"peer", log_value(peer_.id)}});
-    queue_.push_front(shared_->hello);
-    queued_bytes_ += shared_->hello.size();
     watch_eof();
-    write_some();
+}
+
+bool Outgoing::connected() const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return connected_;
 }
 
 // The peer never writes on this connection: any read completion means it closed.
 void Outgoing::watch_eof() {
     const std::uint64_t gen = generation_;
     socket_.async_read_some(asio::buffer(&eof_byte_, 1), [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
-        if (gen != self->generation_ || !self->connected_) return;
+        if (gen != self->generation_ || !self->connected()) return;
         self->fail("read", ec ? ec : asio::error::make_error_code(asio::error::eof));
     });
 }
 
-void Outgoing::enqueue(std::string frame) {
+void Outgoing::send_frame(std::string frame) {
+    std::unique_lock<std::mutex> lock(mutex_);
     if (!connected_) {
-        ++shared_->stats.dropped_unconnected;
+        count(shared_->stats.dropped_unconnected);
         return;
     }
-    while (!queue_.empty() && (queue_.size() >= shared_->options.max_queue_frames ||
-                               queued_bytes_ + frame.size() > shared_->options.max_queue_bytes)) {
-        queued_bytes_ -= queue_.front().size();
-        queue_.pop_front();
-        ++shared_->stats.dropped_queue_full;
+    if (!writing_ && queue_.empty()) {
+        const ssize_t n = ::send(socket_.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n == static_cast<ssize_t>(frame.size())) {
+            count(shared_->stats.frames_sent);
+            return;
+        }
+        // Partly sent, would block, or failed: the loop writes the rest (and
+        // a failed socket fails its write there, which reconnects).
+        if (n > 0) {
+            frame.erase(0, static_cast<std::size_t>(n));
+            front_started_ = true;
+        }
+    }
+    const bool start = !writing_ && queue_.empty();
+    enqueue_locked(std::move(frame));
+    lock.unlock();
+    // On the loop thread this writes at once; from another thread it is posted.
+    if (start) asio::dispatch(io_, [self = shared_from_this()] { self->write_some(); });
+}
+
+void Outgoing::enqueue_locked(std::string frame) {
+    const auto& o = shared_->options;
+    while (queue_.size() > (front_started_ ? 1u : 0u) &&
+           (queue_.size() >= o.max_queue_frames || queued_bytes_ + frame.size() > o.max_queue_bytes)) {
+        // The oldest frame not yet started (a started one must finish first).
+        auto oldest = queue_.begin() + (front_started_ ? 1 : 0);
+        queued_bytes_ -= oldest->size();
+        queue_.erase(oldest);
+        count(shared_->stats.dropped_queue_full);
     }
     queued_bytes_ += frame.size();
     queue_.push_back(std::move(frame));
-    write_some();
 }
 
 void Outgoing::write_some() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    write_some_locked();
+}
+
+void Outgoing::write_some_locked() {
     if (writing_ || !connected_ || queue_.empty()) return;
     inflight_.clear();
     std::vector<asio::const_buffer> buffers;
@@ -128,37 +199,45 @@ void Outgoing::write_some() {
         inflight_.push_back(std::move(queue_.front()));
         queue_.pop_front();
     }
+    front_started_ = false;
     for (const std::string& f : inflight_) buffers.push_back(asio::buffer(f));
     writing_ = true;
     const std::uint64_t gen = generation_;
     asio::async_write(socket_, buffers, [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
         if (gen != self->generation_) return;
-        self->writing_ = false;
         if (ec) {
             self->fail("write", ec);
             return;
         }
-        self->shared_->stats.frames_sent += self->inflight_.size();
-        self->write_some();
+        std::lock_guard<std::mutex> guard(self->mutex_);
+        self->writing_ = false;
+        count(self->shared_->stats.frames_sent, self->inflight_.size());
+        self->write_some_locked();
     });
 }
 
 void Outgoing::fail(const char* what, const error_code& ec) {
-    if (connected_) {
+    bool was_connected = false;
+    {
+        std::lock_guard<std::mutex> guard(mutex_);
+        was_connected = connected_;
+        ++generation_;
+        connected_ = false;
+        writing_ = false;
+        front_started_ = false;
+        count(shared_->stats.dropped_unconnected, queue_.size());
+        queue_.clear();
+        queued_bytes_ = 0;
+        error_code ignored;
+        socket_.close(ignored);
+    }
+    if (was_connected) {
         log_event(LogLevel::kWarn, "peer_disconnected",
                   {{"peer", log_value(peer_.id)}, {"op", what}, {"error", ec.message()}});
     } else {
         log_event(LogLevel::kDebug, "peer_connect_failed",
                   {{"peer", log_value(peer_.id)}, {"error", ec.message()}});
     }
-    ++generation_;
-    connected_ = false;
-    writing_ = false;
-    shared_->stats.dropped_unconnected += queue_.size();
-    queue_.clear();
-    queued_bytes_ = 0;
-    error_code ignored;
-    socket_.close(ignored);
     if (shared_->stopped) return;
     timer_.expires_after(backoff_);
     backoff_ = std::min(backoff_ * 2, shared_->options.backoff_max);
@@ -168,6 +247,7 @@ void Outgoing::fail(const char* what, const error_code& ec) {
 }
 
 void Outgoing::close() {
+    std::lock_guard<std::mutex> guard(mutex_);
     ++generation_;
     connected_ = false;
     error_code ignored;
@@ -256,7 +336,7 @@ bool Incoming::handle(const Frame& f) {
              std::to_string(shared_->options.cluster_id));
         return false;
     }
-    ++shared_->stats.frames_received;
+    count(shared_->stats.frames_received);
     if (f.kind == FrameKind::kMemberInfo) {
         auto info = decode_member_info(f.payload);
         if (auto* err = std::get_if<std::string>(&info)) {
@@ -283,7 +363,7 @@ bool Incoming::handle(const Frame& f) {
 }
 
 void Incoming::drop(const std::string& why) {
-    ++shared_->stats.bad_frames;
+    count(shared_->stats.bad_frames);
     log_event(LogLevel::kWarn, "peer_frame_refused", {{"peer", log_value(peer_id_)}, {"reason", why}});
     error_code ignored;
     stream_.socket().close(ignored);
@@ -360,23 +440,20 @@ void PeerTransport::stop() {
 }
 
 void PeerTransport::send(const raft::Message& m) {
+    // peers is filled by start() and never changed after: safe to read here.
     auto it = impl_->peers.find(m.to);
     if (it == impl_->peers.end()) {
-        ++impl_->shared->stats.dropped_unconnected;
+        count(impl_->shared->stats.dropped_unconnected);
         return;
     }
-    if (!it->second->connected()) {
-        ++impl_->shared->stats.dropped_unconnected;
-        return;
-    }
-    it->second->enqueue(encode_frame(impl_->shared->options.cluster_id, FrameKind::kRaft, encode_message(m)));
+    it->second->send_frame(encode_frame(impl_->shared->options.cluster_id, FrameKind::kRaft, encode_message(m)));
 }
 
 void PeerTransport::broadcast_info(const MemberInfo& info) {
     Shared& s = *impl_->shared;
     s.hello = encode_frame(s.options.cluster_id, FrameKind::kMemberInfo, encode_member_info(info));
     for (auto& [id, out] : impl_->peers) {
-        if (out->connected()) out->enqueue(s.hello);
+        if (out->connected()) out->send_frame(s.hello);
     }
 }
 
@@ -385,6 +462,17 @@ bool PeerTransport::connected(std::uint64_t peer) const {
     return it != impl_->peers.end() && it->second->connected();
 }
 
-TransportStats PeerTransport::stats() const { return impl_->shared->stats; }
+TransportStats PeerTransport::stats() const {
+    const Counters& c = impl_->shared->stats;
+    auto get = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+    TransportStats t;
+    t.frames_sent = get(c.frames_sent);
+    t.frames_received = get(c.frames_received);
+    t.dropped_queue_full = get(c.dropped_queue_full);
+    t.dropped_unconnected = get(c.dropped_unconnected);
+    t.bad_frames = get(c.bad_frames);
+    t.connects = get(c.connects);
+    return t;
+}
 
 }  // namespace pgfence::net

@@ -7,16 +7,28 @@
 // client address); later MemberInfo frames refresh what /v1/status shows.
 //
 // Outgoing: reconnect with exponential backoff (backoff_min doubling to
-// backoff_max, reset after a successful connect). Each peer has a bounded
-// queue (frames and bytes); when full the oldest frame is dropped and counted
-// (Raft tolerates loss). While a peer is unreachable its messages are dropped
-// and counted instead of queued.
+// backoff_max, reset after a successful connect). A frame for a connected
+// peer whose connection is idle (nothing queued, no write in progress) is
+// written at once with one non-blocking send(); what does not fit the socket
+// buffer, and every frame sent while the connection is busy, goes to the
+// peer's bounded queue (frames and bytes), written by the event loop. When the
+// queue is full the oldest frame is dropped and counted (Raft tolerates loss),
+// never one whose first bytes are already on the wire. While a peer is
+// unreachable its messages are dropped and counted instead of queued.
 // Incoming: frames of another cluster, another version, over kMaxFrameBytes or
 // that fail to decode close the connection (logged, counted); idle incoming
 // connections are closed after idle_timeout; at most 4 x peers + 16 incoming
 // connections are open at once (more are closed at accept).
 //
-// Threading: all methods and callbacks run on the io_context's single thread.
+// Threading: the io_context runs on one thread (the event loop); callbacks run
+// there. send() may also be called from any other thread (the member's writer
+// thread sends a Ready's acknowledgements the moment its write is durable):
+// each peer's connection state, queue and socket writes are guarded by that
+// peer's mutex, so frames from different threads never interleave on the wire,
+// and the frames of one peer leave in the order their send() calls took that
+// mutex. Every other method is for the event loop's thread only. send() from
+// another thread is safe before, during and after stop() (afterwards the
+// message is dropped), but not after the destructor has started.
 #pragma once
 
 #include <chrono>
@@ -80,7 +92,8 @@ public:
     std::string start(const MemberInfo& hello);
     void stop();
 
-    // Queues `m` for m.to (dropped and counted if unknown or unreachable).
+    // Sends `m` to m.to: at once if its connection is idle, else queued
+    // (dropped and counted if unknown or unreachable). Thread-safe (above).
     void send(const raft::Message& m);
     // Sends `info` to every connected peer and uses it as the next handshake.
     void broadcast_info(const MemberInfo& info);

@@ -16,6 +16,9 @@ Member::Member(boost::asio::io_context& io, Options options, std::unique_ptr<Dur
 
 Member::~Member() = default;
 
+// The writer's jobs use the transport and the log: it stops first.
+Member::Impl::~Impl() { writer.stop(); }
+
 std::string Member::start() { return impl_->start(); }
 
 void Member::shutdown(std::function<void()> done) { impl_->shutdown(std::move(done)); }
@@ -126,7 +129,10 @@ void Member::Impl::drain() {
 }
 
 // Drains one Ready: messages_now at once; hard state, snapshot and entries on
-// the writer thread (one fdatasync); `messages` when that is durable.
+// the writer thread (one fdatasync); `messages` when that is durable, sent by
+// the writer thread itself (PeerTransport::send is thread-safe), so that a
+// follower's append ack leaves without waiting for the event loop to run the
+// completion.
 // Committed entries are applied at once, in parallel with the write: the core
 // hands out only entries already durable on this member (and on a quorum), so
 // applying and answering them waits for nothing in this batch. Meanwhile the
@@ -146,18 +152,22 @@ void Member::Impl::pump() {
     ready_in_flight = true;
     if (!needs_write(*rd)) {
         if (rd->hard_state) unwritten_hard_state = rd->hard_state;
-        finish_ready(rd, false);
+        finish_ready(rd, false, false);
         return;
     }
     if (!rd->hard_state) rd->hard_state = unwritten_hard_state;
     unwritten_hard_state.reset();
     if (rd->hard_state) written_hard_state = *rd->hard_state;
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
-    writer.submit([this, rd] { log->persist(rd->hard_state, rd->snapshot, rd->entries); },
-                  [this, rd, applied_now](std::chrono::nanoseconds took) {
-                      metrics.fsync.observe(took);
-                      finish_ready(rd, applied_now);
-                  });
+    writer.submit(
+        [this, rd] {
+            log->persist(rd->hard_state, rd->snapshot, rd->entries);
+            for (const raft::Message& m : rd->messages) transport->send(m);
+        },
+        [this, rd, applied_now](std::chrono::nanoseconds took) {
+            metrics.fsync.observe(took);
+            finish_ready(rd, applied_now, true);
+        });
     // After the hand-off: the write starts while the batch is answered.
     if (applied_now) apply_ready(*rd);
 }
@@ -195,8 +205,10 @@ void Member::Impl::apply_taken() {
     applying = false;
 }
 
-void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied) {
-    for (const raft::Message& m : rd->messages) transport->send(m);
+void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied, bool sent) {
+    if (!sent) {
+        for (const raft::Message& m : rd->messages) transport->send(m);
+    }
     if (rd->snapshot) {
         auto restored = lock::LockTable::restore(rd->snapshot->data);
         if (auto* err = std::get_if<lock::DecodeError>(&restored)) {

@@ -67,6 +67,7 @@ struct Pending {
 
 struct Member::Impl {
     Impl(boost::asio::io_context& io, Options o, std::unique_ptr<DurableLog> l);
+    ~Impl();
 
     // ---- member.cc: the core loop ----
     std::string start();
@@ -78,7 +79,9 @@ struct Member::Impl {
     bool needs_write(const raft::Ready& rd) const;
     void apply_ready(const raft::Ready& rd);
     void apply_taken();
-    void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied);
+    // applied: rd->committed was applied at pump(); sent: rd->messages were
+    // sent by the writer thread.
+    void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied, bool sent);
     void apply_entry(const raft::Entry& e);
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
                     const std::string& owner);

@@ -1,13 +1,22 @@
-// PeerTransport's incoming side over a real loopback socket: every complete
-// frame in one read is handled, frames split across reads and frames larger
-// than one read chunk arrive whole and in order, and a bad frame after good
-// ones closes the connection.
+// PeerTransport over real loopback sockets. Incoming: every complete frame in
+// one read is handled, frames split across reads and frames larger than one
+// read chunk arrive whole and in order, and a bad frame after good ones closes
+// the connection. Outgoing: send() from another thread while the event loop
+// sends too, with frames larger than the socket buffer (sent in part at once,
+// the rest by the loop), delivers every frame whole and in each sender's
+// order; a full queue drops the oldest frames but never one already partly on
+// the wire; send() after stop() drops.
 #include "net/peer_transport.h"
 
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "net/frame.h"
@@ -41,6 +50,190 @@ std::string raft_frame(std::uint64_t cluster, std::size_t entry_bytes, raft::Ind
     a.entries.push_back({1, index, raft::EntryType::kNormal, std::string(entry_bytes, 'e')});
     return encode_frame(cluster, FrameKind::kRaft,
                         encode_message(raft::Message{kCluster, 2, 1, 1, a}));
+}
+
+// An AppendRequest from member 1 to 2 carrying one entry of `bytes` bytes at `index`.
+raft::Message append_to_2(raft::Index index, std::size_t bytes) {
+    raft::AppendRequest a;
+    a.prev_log_index = index - 1;
+    a.prev_log_term = 1;
+    a.entries.push_back({1, index, raft::EntryType::kNormal, std::string(bytes, static_cast<char>('a' + index % 26))});
+    return raft::Message{kCluster, 1, 2, 1, a};
+}
+
+// The other end of an outgoing connection: a listener with a small receive
+// buffer (so that large frames do not fit at once) that reads, on its own
+// thread, everything sent to it and decodes it into frames.
+class Sink {
+  public:
+    explicit Sink(std::uint16_t port) : acceptor_(io_) {
+        const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), port);
+        acceptor_.open(ep.protocol());
+        acceptor_.set_option(asio::socket_base::reuse_address(true));
+        acceptor_.set_option(asio::socket_base::receive_buffer_size(4096));  // inherited by the accepted socket
+        acceptor_.bind(ep);
+        acceptor_.listen();
+    }
+    ~Sink() {
+        if (reader_.joinable()) reader_.join();
+    }
+    // The transport has connected (the kernel completed it): take the connection.
+    void accept() {
+        socket_ = acceptor_.accept();
+        timeval five{5, 0};  // a read that hangs fails the test instead
+        ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    }
+    // Starts reading on another thread until `frames` frames arrived whole, or an error.
+    void read(std::size_t frames) {
+        reader_ = std::thread([this, frames] {
+            std::string bytes;
+            char chunk[65536];
+            while (got_.size() < frames) {
+                boost::system::error_code ec;
+                const std::size_t n = socket_.read_some(asio::buffer(chunk), ec);
+                if (ec) break;
+                bytes.append(chunk, n);
+                while (bytes.size() >= kLengthPrefixBytes) {
+                    auto len = decode_frame_length(std::string_view(bytes).substr(0, kLengthPrefixBytes));
+                    if (std::holds_alternative<FrameError>(len)) {
+                        corrupt_ = true;
+                        done_ = true;
+                        return;
+                    }
+                    const std::size_t body = std::get<std::size_t>(len);
+                    if (bytes.size() < kLengthPrefixBytes + body) break;
+                    auto f = decode_frame_body(std::string_view(bytes).substr(kLengthPrefixBytes, body));
+                    bytes.erase(0, kLengthPrefixBytes + body);
+                    if (std::holds_alternative<FrameError>(f)) {
+                        corrupt_ = true;
+                        done_ = true;
+                        return;
+                    }
+                    got_.push_back(std::get<Frame>(std::move(f)));
+                }
+            }
+            done_ = true;
+        });
+    }
+    bool done() const { return done_; }
+    // After done(): the frames, and whether the byte stream stopped decoding.
+    const std::vector<Frame>& frames() {
+        if (reader_.joinable()) reader_.join();
+        return got_;
+    }
+    bool corrupt() const { return corrupt_; }
+
+  private:
+    asio::io_context io_;
+    tcp::acceptor acceptor_;
+    tcp::socket socket_{io_};
+    std::thread reader_;
+    std::vector<Frame> got_;
+    std::atomic<bool> done_{false};
+    bool corrupt_ = false;
+};
+
+// Entry index and size of each raft frame (after the MemberInfo handshake).
+std::vector<std::pair<raft::Index, std::size_t>> appends_in(const std::vector<Frame>& frames) {
+    std::vector<std::pair<raft::Index, std::size_t>> out;
+    for (const Frame& f : frames) {
+        if (f.kind != FrameKind::kRaft) continue;
+        auto m = decode_message(f.payload, kCluster);
+        BOOST_REQUIRE(std::holds_alternative<raft::Message>(m));
+        const auto& a = std::get<raft::AppendRequest>(std::get<raft::Message>(m).body);
+        out.emplace_back(a.entries.at(0).index, a.entries.at(0).data.size());
+    }
+    return out;
+}
+
+TransportOptions dialing_2(std::uint16_t listen_port, std::uint16_t peer_port) {
+    TransportOptions o;
+    o.self_id = 1;
+    o.cluster_id = kCluster;
+    o.listen_port = listen_port;
+    o.peers.push_back({2, "127.0.0.1", peer_port});
+    return o;
+}
+
+BOOST_AUTO_TEST_CASE(send_from_another_thread_and_the_loop_delivers_every_frame_whole_in_order) {
+    asio::io_context io;
+    Sink sink(kPort + 11);
+    PeerTransport t(io, dialing_2(kPort + 10, kPort + 11), [](raft::Message) {}, [](const MemberInfo&) {});
+    BOOST_REQUIRE_EQUAL(t.start(MemberInfo{1, "127.0.0.1:1", 0, 1, 0, 0, 0}), "");
+    BOOST_REQUIRE(run_until(io, [&] { return t.connected(2); }));
+    sink.accept();
+
+    // Another thread (the member's writer) sends indexes 1..200, every 25th
+    // frame larger than the socket buffers; the loop's thread sends
+    // 10001..10050 meanwhile. Nothing is read until both are done, so large
+    // frames go out in part and the rest waits in the queue.
+    constexpr raft::Index kOther = 200, kLoop = 50;
+    auto size_of = [](raft::Index i) -> std::size_t { return i % 25 == 0 ? 300'000 : 100 + i; };
+    std::atomic<bool> other_done{false};
+    std::thread other([&] {
+        for (raft::Index i = 1; i <= kOther; ++i) t.send(append_to_2(i, size_of(i)));
+        other_done = true;
+    });
+    for (raft::Index i = 10001; i <= 10000 + kLoop; ++i) {
+        t.send(append_to_2(i, size_of(i)));
+        io.restart();
+        io.poll();
+    }
+    BOOST_REQUIRE(run_until(io, [&] { return other_done.load(); }));
+    other.join();
+    sink.read(1 + kOther + kLoop);
+    BOOST_REQUIRE(run_until(io, [&] { return sink.done(); }));
+
+    const auto& frames = sink.frames();
+    BOOST_TEST(!sink.corrupt());
+    BOOST_REQUIRE_EQUAL(frames.size(), 1 + kOther + kLoop);
+    BOOST_TEST((frames.front().kind == FrameKind::kMemberInfo));  // the handshake comes first
+    std::vector<std::pair<raft::Index, std::size_t>> from_other, from_loop, want_other, want_loop;
+    for (const auto& a : appends_in(frames)) (a.first > 10000 ? from_loop : from_other).push_back(a);
+    for (raft::Index i = 1; i <= kOther; ++i) want_other.emplace_back(i, size_of(i));
+    for (raft::Index i = 10001; i <= 10000 + kLoop; ++i) want_loop.emplace_back(i, size_of(i));
+    BOOST_TEST((from_other == want_other));
+    BOOST_TEST((from_loop == want_loop));
+    BOOST_TEST(t.stats().frames_sent == 1 + kOther + kLoop);
+    BOOST_TEST(t.stats().dropped_queue_full == 0u);
+
+    // After stop() a send from another thread is dropped and counted.
+    t.stop();
+    const auto dropped = t.stats().dropped_unconnected;
+    std::thread([&] { t.send(append_to_2(1, 10)); }).join();
+    BOOST_TEST(t.stats().dropped_unconnected == dropped + 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_queue_drops_the_oldest_frames_but_never_one_partly_sent) {
+    asio::io_context io;
+    Sink sink(kPort + 13);
+    TransportOptions o = dialing_2(kPort + 12, kPort + 13);
+    o.max_queue_frames = 3;
+    PeerTransport t(io, o, [](raft::Message) {}, [](const MemberInfo&) {});
+    BOOST_REQUIRE_EQUAL(t.start(MemberInfo{1, "127.0.0.1:1", 0, 1, 0, 0, 0}), "");
+    BOOST_REQUIRE(run_until(io, [&] { return t.stats().frames_sent == 1; }));  // the handshake is out
+    sink.accept();
+
+    // The loop does not run. Frames of 1 MB go out at once while the socket
+    // buffers take them; the first that does not fit (k) is sent in part and
+    // the rest of it queued; k+1..k+4 queue behind it. The queue holds 3
+    // frames: k+1 and k+2 are dropped, never the started frame k.
+    raft::Index k = 0;
+    while (t.stats().frames_sent == 1 + k && k < 64) t.send(append_to_2(++k, 1u << 20));
+    BOOST_REQUIRE_EQUAL(t.stats().frames_sent, k);  // premise: frame k did not fit at once
+    for (raft::Index i = k + 1; i <= k + 4; ++i) t.send(append_to_2(i, 50));
+    BOOST_TEST(t.stats().dropped_queue_full == 2u);
+
+    sink.read(1 + k + 2);
+    BOOST_REQUIRE(run_until(io, [&] { return sink.done(); }));
+    const auto& frames = sink.frames();
+    BOOST_TEST(!sink.corrupt());
+    std::vector<std::pair<raft::Index, std::size_t>> want;
+    for (raft::Index i = 1; i <= k; ++i) want.emplace_back(i, 1u << 20);
+    want.emplace_back(k + 3, 50);
+    want.emplace_back(k + 4, 50);
+    BOOST_TEST((appends_in(frames) == want));
+    t.stop();
 }
 
 BOOST_AUTO_TEST_CASE(incoming_frames_in_one_read_split_and_large_arrive_whole_and_in_order) {
