@@ -1,10 +1,10 @@
 #include "net/peer_transport.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -48,13 +48,16 @@ struct Shared {
 
 // One outgoing connection: dial, handshake, write frames, redial.
 //
-// mutex_ guards connected_, writing_, queue_, queued_bytes_, front_started_
-// and every write to the socket and every change of it (connect, close): a
-// thread other than the event loop writes only through send_frame(), which
-// sends at once only while connected_ and idle (!writing_, queue_ empty);
-// otherwise the frame is queued and written by write_some() on the loop,
-// which holds the mutex while it starts a write and sets writing_ until the
-// write completes.
+// mutex_ guards connected_, writing_, queue_, queued_bytes_, front_started_,
+// the direct send() and every change of socket_ (connect, close). A thread
+// other than the event loop writes only through send_frame(), which sends at
+// once only while connected_ and idle (!writing_, queue_ empty); otherwise the
+// frame is queued and written by write_some() on the loop. write_some() holds
+// the mutex while it starts an async_write and sets writing_; the write's
+// continuations and watch_eof's read then run on the loop without the mutex,
+// protected by writing_ (no direct send meanwhile) and by running on the loop
+// thread, which alone closes or replaces the socket. generation_, inflight_,
+// backoff_ and timer_ are the event loop's only.
 class Outgoing : public std::enable_shared_from_this<Outgoing> {
 public:
     Outgoing(asio::io_context& io, PeerAddress peer, std::shared_ptr<Shared> shared)
@@ -91,7 +94,7 @@ private:
     std::size_t queued_bytes_ = 0;
     std::vector<std::string> inflight_;  // being written by async_write (loop)
     char eof_byte_ = 0;
-    std::uint64_t generation_ = 0;  // bumps on each (re)connect; stale callbacks ignore themselves
+    std::uint64_t generation_ = 0;  // event loop only: bumps on each (re)connect; stale callbacks ignore themselves
 };
 
 void Outgoing::dial() {

@@ -27,8 +27,9 @@
 // peer's mutex, so frames from different threads never interleave on the wire,
 // and the frames of one peer leave in the order their send() calls took that
 // mutex. Every other method is for the event loop's thread only. send() from
-// another thread is safe before, during and after stop() (afterwards the
-// message is dropped), but not after the destructor has started.
+// another thread is safe once start() has returned, during and after stop()
+// (afterwards the message is dropped), but not after the destructor has
+// started.
 #pragma once
 
 #include <chrono>

@@ -159,13 +159,16 @@ void Member::Impl::pump() {
     unwritten_hard_state.reset();
     if (rd->hard_state) written_hard_state = *rd->hard_state;
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
+    auto took = std::make_shared<std::chrono::nanoseconds>();  // the persist alone, not the sends
     writer.submit(
-        [this, rd] {
+        [this, rd, took] {
+            const auto start = Clock::now();
             log->persist(rd->hard_state, rd->snapshot, rd->entries);
+            *took = Clock::now() - start;
             for (const raft::Message& m : rd->messages) transport->send(m);
         },
-        [this, rd, applied_now](std::chrono::nanoseconds took) {
-            metrics.fsync.observe(took);
+        [this, rd, applied_now, took](std::chrono::nanoseconds) {
+            metrics.fsync.observe(*took);
             finish_ready(rd, applied_now, true);
         });
     // After the hand-off: the write starts while the batch is answered.

@@ -3,7 +3,10 @@
 // API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
 //
 // Threading: everything runs on the io_context's thread except disk writes,
-// which run on the writer thread (writer.h) and post their completion back.
+// which run on the writer thread (writer.h) and post their completion back;
+// after a Ready's write the writer thread also sends that Ready's messages
+// (acks and votes, which may leave only once durable) through the
+// thread-safe PeerTransport::send.
 #pragma once
 
 #include <functional>

@@ -24,7 +24,7 @@ constexpr std::uint64_t kLivenessElectionTimeouts = 40;  // liveness bound, in e
 
 struct Event {
     enum class Kind : std::uint8_t {
-        kTick, kDeliver, kPersistDone, kCrash, kRestart, kClientRequest, kClientReply, kClientWake,
+        kTick, kDeliver, kPersistDone, kPersistAdvance, kCrash, kRestart, kClientRequest, kClientReply, kClientWake,
         kClientTimeout, kFaultCrash, kFaultPartition, kFaultTransfer,
     };
     Kind kind = Kind::kTick;
@@ -201,6 +201,7 @@ void Cluster::handle(Event& e) {
         case Event::Kind::kTick:
         case Event::Kind::kDeliver:
         case Event::Kind::kPersistDone:
+        case Event::Kind::kPersistAdvance:
         case Event::Kind::kCrash:
         case Event::Kind::kRestart: handle_member_event(e); return;
         case Event::Kind::kClientRequest:
@@ -233,6 +234,17 @@ void Cluster::handle_member_event(Event& e) {
             break;
         case Event::Kind::kPersistDone:
             if (!m.up() || e.generation != s.persist_generation || !m.persisting()) return;
+            m.persist_durable(out);
+            if (m.durable_not_advanced()) {
+                // Eager, as the server: the writer thread has sent the acks;
+                // the event loop runs the completion (advance) a little later.
+                Event next = e;
+                next.kind = Event::Kind::kPersistAdvance;
+                schedule_in(s.random.between(0, faults_.persist_us_max), next);
+            }
+            break;
+        case Event::Kind::kPersistAdvance:
+            if (!m.up() || e.generation != s.persist_generation || !m.durable_not_advanced()) return;
             m.finish_persist(out);
             break;
         case Event::Kind::kCrash:

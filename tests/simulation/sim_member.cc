@@ -81,6 +81,7 @@ CrashLoss Member::crash(SimRandom& random) {
     raft_.reset();
     in_flight_.reset();
     applied_early_ = false;
+    durable_ = false;
     proposals_.clear();
     reads_.clear();
     leader_term_ = 0;
@@ -186,12 +187,19 @@ bool Member::begin_persist(Outbox& out) {
     return true;
 }
 
-void Member::finish_persist(Outbox& out) {
-    require(in_flight_.has_value(), "member ", id(), " finished a persist it never began");
+void Member::persist_durable(Outbox& out) {
+    require(in_flight_.has_value() && !durable_, "member ", id(), " synced a persist it never began");
     disk_.sync();
+    for (const auto& m : in_flight_->messages) send(m, out);
+    durable_ = true;
+    if (!eager_) finish_persist(out);
+}
+
+void Member::finish_persist(Outbox& out) {
+    require(in_flight_.has_value() && durable_, "member ", id(), " advanced a persist not yet durable");
     const raft::Ready ready = std::move(*in_flight_);
     in_flight_.reset();
-    for (const auto& m : ready.messages) send(m, out);
+    durable_ = false;
     if (!applied_early_) apply_ready(ready, out);
     applied_early_ = false;
     raft_->advance(ready);

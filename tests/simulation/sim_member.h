@@ -93,7 +93,15 @@ public:
     // (the cluster schedules finish_persist()).
     bool begin_persist(Outbox& out);
 
-    // The persist's fsync completed: the rest of the Ready contract.
+    // The persist's fsync completed. Eager (the server's order): the disk is
+    // synced and the Ready's messages sent (the writer thread's part); the
+    // rest waits for finish_persist(), which the cluster schedules as a later
+    // event, so inputs may arrive in between. Otherwise it calls
+    // finish_persist() itself.
+    void persist_durable(Outbox& out);
+    bool durable_not_advanced() const { return durable_; }
+
+    // The rest of the Ready contract: apply (unless applied early), advance.
     void finish_persist(Outbox& out);
 
 private:
@@ -127,6 +135,7 @@ private:
     std::uint64_t keep_entries_;
     bool eager_;  // take_committed() while persisting, Ready applied when its write begins
     bool applied_early_ = false;  // the Ready in flight was applied when its write began
+    bool durable_ = false;        // the Ready in flight is synced and its messages sent
     SafetyChecker& checker_;
 
     std::unique_ptr<raft::Raft> raft_;  // null while crashed

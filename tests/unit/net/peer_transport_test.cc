@@ -164,13 +164,14 @@ BOOST_AUTO_TEST_CASE(send_from_another_thread_and_the_loop_delivers_every_frame_
     sink.accept();
 
     // Another thread (the member's writer) sends indexes 1..200, every 25th
-    // frame larger than the socket buffers; the loop's thread sends
-    // 10001..10050 meanwhile. Nothing is read until both are done, so large
-    // frames go out in part and the rest waits in the queue.
+    // frame larger than the receiver's buffer; the loop's thread sends
+    // 10001..10050 meanwhile. Nothing is read until both are done, so frames
+    // queue behind one another (and are likely sent in part: the next test
+    // makes sure of that case).
     constexpr raft::Index kOther = 200, kLoop = 50;
     auto size_of = [](raft::Index i) -> std::size_t { return i % 25 == 0 ? 300'000 : 100 + i; };
     std::atomic<bool> other_done{false};
-    std::thread other([&] {
+    std::jthread other([&] {  // joined on every way out
         for (raft::Index i = 1; i <= kOther; ++i) t.send(append_to_2(i, size_of(i)));
         other_done = true;
     });
@@ -182,7 +183,9 @@ BOOST_AUTO_TEST_CASE(send_from_another_thread_and_the_loop_delivers_every_frame_
     BOOST_REQUIRE(run_until(io, [&] { return other_done.load(); }));
     other.join();
     sink.read(1 + kOther + kLoop);
-    BOOST_REQUIRE(run_until(io, [&] { return sink.done(); }));
+    // frames_sent counts a loop-written frame when its write completes (a
+    // handler run after the bytes left): wait for both.
+    BOOST_REQUIRE(run_until(io, [&] { return sink.done() && t.stats().frames_sent >= 1 + kOther + kLoop; }));
 
     const auto& frames = sink.frames();
     BOOST_TEST(!sink.corrupt());
@@ -214,24 +217,20 @@ BOOST_AUTO_TEST_CASE(a_full_queue_drops_the_oldest_frames_but_never_one_partly_s
     BOOST_REQUIRE(run_until(io, [&] { return t.stats().frames_sent == 1; }));  // the handshake is out
     sink.accept();
 
-    // The loop does not run. Frames of 1 MB go out at once while the socket
-    // buffers take them; the first that does not fit (k) is sent in part and
-    // the rest of it queued; k+1..k+4 queue behind it. The queue holds 3
-    // frames: k+1 and k+2 are dropped, never the started frame k.
-    raft::Index k = 0;
-    while (t.stats().frames_sent == 1 + k && k < 64) t.send(append_to_2(++k, 1u << 20));
-    BOOST_REQUIRE_EQUAL(t.stats().frames_sent, k);  // premise: frame k did not fit at once
-    for (raft::Index i = k + 1; i <= k + 4; ++i) t.send(append_to_2(i, 50));
+    // The loop does not run. Frame 1 (16 MiB: more than any socket buffer,
+    // tcp_wmem's maximum is 4 MiB by default) is sent in part at once into
+    // the empty buffers, the rest queued; 2..5 queue behind it. The queue
+    // holds 3 frames: 2 and 3 are dropped, never the started frame 1.
+    t.send(append_to_2(1, 16u << 20));
+    BOOST_REQUIRE_MESSAGE(t.stats().frames_sent == 1u, "premise: frame 1 did not fit the socket buffers at once");
+    for (raft::Index i = 2; i <= 5; ++i) t.send(append_to_2(i, 50));
     BOOST_TEST(t.stats().dropped_queue_full == 2u);
 
-    sink.read(1 + k + 2);
+    sink.read(1 + 3);
     BOOST_REQUIRE(run_until(io, [&] { return sink.done(); }));
     const auto& frames = sink.frames();
     BOOST_TEST(!sink.corrupt());
-    std::vector<std::pair<raft::Index, std::size_t>> want;
-    for (raft::Index i = 1; i <= k; ++i) want.emplace_back(i, 1u << 20);
-    want.emplace_back(k + 3, 50);
-    want.emplace_back(k + 4, 50);
+    const std::vector<std::pair<raft::Index, std::size_t>> want{{1, 16u << 20}, {4, 50}, {5, 50}};
     BOOST_TEST((appends_in(frames) == want));
     t.stop();
 }
