@@ -5,8 +5,8 @@
 // Threading: everything runs on the io_context's thread except disk writes,
 // which run on the writer thread (writer.h) and post their completion back;
 // after a Ready's write the writer thread also sends that Ready's messages
-// (acks and votes, which may leave only once durable) through the
-// thread-safe PeerTransport::send.
+// (append acks, votes and vote requests: Ready::messages, which may leave
+// only once durable) through the thread-safe PeerTransport::send.
 #pragma once
 
 #include <functional>

@@ -2,7 +2,8 @@
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop
 // with how long the job took. A job may do more than disk work: the member's
-// Ready job also sends the Ready's acknowledgements once they are durable
+// Ready job also sends the Ready's messages (append acks, votes, vote
+// requests) once they are durable
 // (and times its persist itself, for the fsync latency metric). Group commit comes
 // from the core: while one Ready batch is being written the loop keeps
 // stepping and proposing, and the next Ready carries everything accumulated

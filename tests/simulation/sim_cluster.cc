@@ -236,11 +236,20 @@ void Cluster::handle_member_event(Event& e) {
             if (!m.up() || e.generation != s.persist_generation || !m.persisting()) return;
             m.persist_durable(out);
             if (m.durable_not_advanced()) {
-                // Eager, as the server: the writer thread has sent the acks;
-                // the event loop runs the completion (advance) a little later.
+                // Eager, as the server: the writer thread has sent the
+                // messages; the event loop runs the completion (advance) a
+                // little later, and a crash may come in between.
+                const std::uint64_t delay = s.random.between(0, faults_.persist_us_max);
                 Event next = e;
                 next.kind = Event::Kind::kPersistAdvance;
-                schedule_in(s.random.between(0, faults_.persist_us_max), next);
+                schedule_in(delay, next);
+                if (fault_phase_ && fault_random_.chance(faults_.crash_while_persisting)) {
+                    Event cut;
+                    cut.kind = Event::Kind::kCrash;
+                    cut.member = e.member;
+                    cut.generation = s.incarnation;
+                    schedule_in(fault_random_.between(0, delay), cut);
+                }
             }
             break;
         case Event::Kind::kPersistAdvance:

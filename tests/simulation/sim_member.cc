@@ -188,7 +188,8 @@ bool Member::begin_persist(Outbox& out) {
 }
 
 void Member::persist_durable(Outbox& out) {
-    require(in_flight_.has_value() && !durable_, "member ", id(), " synced a persist it never began");
+    require(in_flight_.has_value(), "member ", id(), " synced a persist it never began");
+    require(!durable_, "member ", id(), " synced the same persist twice");
     disk_.sync();
     for (const auto& m : in_flight_->messages) send(m, out);
     durable_ = true;
@@ -196,7 +197,8 @@ void Member::persist_durable(Outbox& out) {
 }
 
 void Member::finish_persist(Outbox& out) {
-    require(in_flight_.has_value() && durable_, "member ", id(), " advanced a persist not yet durable");
+    require(in_flight_.has_value(), "member ", id(), " advanced a persist it never began");
+    require(durable_, "member ", id(), " advanced a persist not yet synced");
     const raft::Ready ready = std::move(*in_flight_);
     in_flight_.reset();
     durable_ = false;

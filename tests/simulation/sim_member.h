@@ -3,7 +3,10 @@
 //   ready() -> write to disk (pending), send messages_now at once
 //   ... persistence completes later (the cluster schedules it) ...
 //   sync -> send messages -> restore snapshot, apply committed -> advance()
-// Between ready() and advance() the member keeps ticking and stepping.
+// Between ready() and advance() the member keeps ticking and stepping. Eager
+// (the server's order): committed entries are applied when the write begins,
+// and advance() is a later event than the sync and the sends, as in the
+// server, where the writer thread sends and the event loop advances.
 //
 // The member also plays the server's part for clients: a leader proposes
 // their commands and answers once it applies the proposal's index with the
@@ -90,7 +93,7 @@ public:
 
     // If no Ready is being persisted and the core has one: takes it, writes
     // it to the disk, sends messages_now. Returns true when a persist started
-    // (the cluster schedules finish_persist()).
+    // (the cluster schedules persist_durable()).
     bool begin_persist(Outbox& out);
 
     // The persist's fsync completed. Eager (the server's order): the disk is

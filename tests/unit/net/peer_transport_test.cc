@@ -2,10 +2,11 @@
 // one read is handled, frames split across reads and frames larger than one
 // read chunk arrive whole and in order, and a bad frame after good ones closes
 // the connection. Outgoing: send() from another thread while the event loop
-// sends too, with frames larger than the socket buffer (sent in part at once,
-// the rest by the loop), delivers every frame whole and in each sender's
-// order; a full queue drops the oldest frames but never one already partly on
-// the wire; send() after stop() drops.
+// sends too, with frames larger than the receiver's buffer, delivers every
+// frame whole and in each sender's order; a full queue drops the oldest
+// frames but never one already partly on the wire (a frame larger than the
+// socket buffers is sent in part at once, the rest by the loop); send()
+// after stop() drops.
 #include "net/peer_transport.h"
 
 #include <sys/socket.h>
@@ -61,16 +62,16 @@ raft::Message append_to_2(raft::Index index, std::size_t bytes) {
     return raft::Message{kCluster, 1, 2, 1, a};
 }
 
-// The other end of an outgoing connection: a listener with a small receive
-// buffer (so that large frames do not fit at once) that reads, on its own
-// thread, everything sent to it and decodes it into frames.
+// The other end of an outgoing connection: a listener (with a small receive
+// buffer if asked, so that frames queue behind one another) that reads, on
+// its own thread, everything sent to it and decodes it into frames.
 class Sink {
   public:
-    explicit Sink(std::uint16_t port) : acceptor_(io_) {
+    Sink(std::uint16_t port, bool small_buffer) : acceptor_(io_) {
         const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), port);
         acceptor_.open(ep.protocol());
         acceptor_.set_option(asio::socket_base::reuse_address(true));
-        acceptor_.set_option(asio::socket_base::receive_buffer_size(4096));  // inherited by the accepted socket
+        if (small_buffer) acceptor_.set_option(asio::socket_base::receive_buffer_size(4096));  // inherited
         acceptor_.bind(ep);
         acceptor_.listen();
     }
@@ -157,7 +158,7 @@ TransportOptions dialing_2(std::uint16_t listen_port, std::uint16_t peer_port) {
 
 BOOST_AUTO_TEST_CASE(send_from_another_thread_and_the_loop_delivers_every_frame_whole_in_order) {
     asio::io_context io;
-    Sink sink(kPort + 11);
+    Sink sink(kPort + 11, true);
     PeerTransport t(io, dialing_2(kPort + 10, kPort + 11), [](raft::Message) {}, [](const MemberInfo&) {});
     BOOST_REQUIRE_EQUAL(t.start(MemberInfo{1, "127.0.0.1:1", 0, 1, 0, 0, 0}), "");
     BOOST_REQUIRE(run_until(io, [&] { return t.connected(2); }));
@@ -209,7 +210,7 @@ BOOST_AUTO_TEST_CASE(send_from_another_thread_and_the_loop_delivers_every_frame_
 
 BOOST_AUTO_TEST_CASE(a_full_queue_drops_the_oldest_frames_but_never_one_partly_sent) {
     asio::io_context io;
-    Sink sink(kPort + 13);
+    Sink sink(kPort + 13, false);
     TransportOptions o = dialing_2(kPort + 12, kPort + 13);
     o.max_queue_frames = 3;
     PeerTransport t(io, o, [](raft::Message) {}, [](const MemberInfo&) {});
@@ -217,12 +218,14 @@ BOOST_AUTO_TEST_CASE(a_full_queue_drops_the_oldest_frames_but_never_one_partly_s
     BOOST_REQUIRE(run_until(io, [&] { return t.stats().frames_sent == 1; }));  // the handshake is out
     sink.accept();
 
-    // The loop does not run. Frame 1 (16 MiB: more than any socket buffer,
-    // tcp_wmem's maximum is 4 MiB by default) is sent in part at once into
-    // the empty buffers, the rest queued; 2..5 queue behind it. The queue
-    // holds 3 frames: 2 and 3 are dropped, never the started frame 1.
-    t.send(append_to_2(1, 16u << 20));
-    BOOST_REQUIRE_MESSAGE(t.stats().frames_sent == 1u, "premise: frame 1 did not fit the socket buffers at once");
+    // The loop does not run. Frame 1 (32 MiB: more than the socket buffers
+    // hold, tcp_wmem's maximum is 4 MiB by default) is sent in part at once
+    // into the empty buffers, the rest queued; 2..5 queue behind it. The
+    // queue holds 3 frames: 2 and 3 are dropped, never the started frame 1.
+    constexpr std::size_t kBig = 32u << 20;
+    t.send(append_to_2(1, kBig));
+    BOOST_REQUIRE_MESSAGE(t.stats().frames_sent == 1u,
+                          "frame 1 (32 MiB) was sent whole at once: socket buffers larger than this test assumes (tcp_wmem?)");
     for (raft::Index i = 2; i <= 5; ++i) t.send(append_to_2(i, 50));
     BOOST_TEST(t.stats().dropped_queue_full == 2u);
 
@@ -230,7 +233,7 @@ BOOST_AUTO_TEST_CASE(a_full_queue_drops_the_oldest_frames_but_never_one_partly_s
     BOOST_REQUIRE(run_until(io, [&] { return sink.done(); }));
     const auto& frames = sink.frames();
     BOOST_TEST(!sink.corrupt());
-    const std::vector<std::pair<raft::Index, std::size_t>> want{{1, 16u << 20}, {4, 50}, {5, 50}};
+    const std::vector<std::pair<raft::Index, std::size_t>> want{{1, kBig}, {4, 50}, {5, 50}};
     BOOST_TEST((appends_in(frames) == want));
     t.stop();
 }
