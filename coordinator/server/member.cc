@@ -152,7 +152,8 @@ void Member::Impl::pump() {
     ready_in_flight = true;
     if (!needs_write(*rd)) {
         if (rd->hard_state) unwritten_hard_state = rd->hard_state;
-        finish_ready(rd, false, false);
+        for (const raft::Message& m : rd->messages) transport->send(m);
+        finish_ready(rd, false);
         return;
     }
     if (!rd->hard_state) rd->hard_state = unwritten_hard_state;
@@ -167,9 +168,9 @@ void Member::Impl::pump() {
             *took = Clock::now() - start;
             for (const raft::Message& m : rd->messages) transport->send(m);
         },
-        [this, rd, applied_now, took](std::chrono::nanoseconds) {
+        [this, rd, applied_now, took] {
             metrics.fsync.observe(*took);
-            finish_ready(rd, applied_now, true);
+            finish_ready(rd, applied_now);
         });
     // After the hand-off: the write starts while the batch is answered.
     if (applied_now) apply_ready(*rd);
@@ -208,10 +209,7 @@ void Member::Impl::apply_taken() {
     applying = false;
 }
 
-void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied, bool sent) {
-    if (!sent) {
-        for (const raft::Message& m : rd->messages) transport->send(m);
-    }
+void Member::Impl::finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied) {
     if (rd->snapshot) {
         auto restored = lock::LockTable::restore(rd->snapshot->data);
         if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
@@ -391,7 +389,7 @@ void Member::Impl::maybe_snapshot() {
     snapshot_in_flight = true;
     auto shared = std::make_shared<raft::Snapshot>(std::move(snap));
     writer.submit([this, shared] { log->save_snapshot(*shared); },
-                  [this, shared](std::chrono::nanoseconds) {
+                  [this, shared] {
                       snapshot_in_flight = false;
                       last_snapshot_index = shared->meta.index;
                       ++metrics.snapshots;

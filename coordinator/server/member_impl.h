@@ -79,9 +79,9 @@ struct Member::Impl {
     bool needs_write(const raft::Ready& rd) const;
     void apply_ready(const raft::Ready& rd);
     void apply_taken();
-    // applied: rd->committed was applied at pump(); sent: rd->messages were
-    // sent by the writer thread.
-    void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied, bool sent);
+    // applied: rd->committed was applied at pump(). rd->messages are sent
+    // before (by the writer thread after the write, or by pump()).
+    void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied);
     void apply_entry(const raft::Entry& e);
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
                     const std::string& owner);

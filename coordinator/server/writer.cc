@@ -39,7 +39,6 @@ void Writer::run() {
             job = std::move(jobs_.front());
             jobs_.pop_front();
         }
-        const auto start = std::chrono::steady_clock::now();
         try {
             job.work();
         } catch (const std::exception& e) {
@@ -49,8 +48,7 @@ void Writer::run() {
             net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
             std::_Exit(74);
         }
-        const auto took = std::chrono::steady_clock::now() - start;
-        post_([done = std::move(job.done), took] { done(took); });
+        post_(std::move(job.done));
     }
 }
 

@@ -1,10 +1,9 @@
 // The writer thread: all disk work of a member, off the event loop.
 //
-// Jobs run in submission order; each job's `done` is posted back to the loop
-// with how long the job took. A job may do more than disk work: the member's
-// Ready job also sends the Ready's messages (append acks, votes, vote
-// requests) once they are durable
-// (and times its persist itself, for the fsync latency metric). Group commit comes
+// Jobs run in submission order; each job's `done` is posted back to the loop.
+// A job may do more than disk work: the member's Ready job also sends the
+// Ready's messages (append acks, votes, vote requests) once they are durable,
+// and times its persist itself (the fsync latency metric). Group commit comes
 // from the core: while one Ready batch is being written the loop keeps
 // stepping and proposing, and the next Ready carries everything accumulated
 // meanwhile, written with one fdatasync.
@@ -14,7 +13,6 @@
 // and the process exits (a member that cannot write must not acknowledge).
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -26,7 +24,7 @@ namespace pgfence::server {
 class Writer {
 public:
     using Post = std::function<void(std::function<void()>)>;  // runs a function on the loop
-    using Done = std::function<void(std::chrono::nanoseconds took)>;
+    using Done = std::function<void()>;
 
     explicit Writer(Post post);
     ~Writer();
