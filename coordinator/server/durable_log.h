@@ -3,9 +3,10 @@
 // module's WAL implements it for real data directories; MemoryLog (below) is
 // for tests.
 //
-// Threading: persist() and save_snapshot() run on the writer thread only
-// (writer.h); storage() is read once, on the loop thread, before the writer
-// starts.
+// Threading: persist() and save_snapshot() run one at a time: on the writer
+// thread (writer.h), or persist() on the loop thread while no writer job is
+// outstanding (a follower's inline write, Member::Impl::pump); storage() is
+// read once, on the loop thread, before the writer starts.
 #pragma once
 
 #include <memory>

@@ -128,19 +128,29 @@ void Member::Impl::drain() {
     net::log_flush();  // one write for the lines this turn logged
 }
 
-// Drains one Ready: messages_now at once; hard state, snapshot and entries on
-// the writer thread (one fdatasync); `messages` when that is durable, sent by
-// the writer thread itself (PeerTransport::send is thread-safe), so that a
-// follower's append ack leaves without waiting for the event loop to run the
-// completion.
-// Committed entries are applied at once, in parallel with the write: the core
-// hands out only entries already durable on this member (and on a quorum), so
-// applying and answering them waits for nothing in this batch. Meanwhile the
-// loop goes on reading requests and acks, applying what an ack commits
+// Drains one Ready: messages_now at once; hard state, snapshot and entries
+// with one fdatasync; `messages` once that is durable.
+//
+// A leader hands the write to the writer thread and carries on: committed
+// entries are applied at once, in parallel with the write (the core hands out
+// only entries already durable on this member and on a quorum, so applying
+// and answering them waits for nothing in this batch). Meanwhile the loop
+// goes on reading requests and acks, applying what an ack commits
 // (apply_taken); the next Ready carries everything proposed meanwhile (group
-// commit). A Ready whose hard state changed only in commit (not stored:
+// commit). The writer thread sends `messages` (appends) itself once durable.
+//
+// A follower (or candidate) writes on the loop itself: persist, send the
+// acks, apply, advance. Nothing it could do meanwhile would help: its acks
+// and its next write both wait for this one, and messages that arrive during
+// the write wait in the socket and are read together afterwards. The two
+// thread hand-offs it saves (loop to writer, writer back to the loop) cost
+// more than the stall, about 10% of the cluster's cycles/s at 32 connections
+// (docs/deviations.md, "Coordinator threads"). While a snapshot save is on
+// the writer thread, the follower's Ready queues behind it there instead.
+//
+// A Ready whose hard state changed only in commit (not stored:
 // DurableStorage writes term and vote) and that carries no entries or
-// snapshot skips the writer.
+// snapshot skips the write.
 void Member::Impl::pump() {
     if (ready_in_flight) {
         apply_taken();
@@ -159,13 +169,17 @@ void Member::Impl::pump() {
     if (!rd->hard_state) rd->hard_state = unwritten_hard_state;
     unwritten_hard_state.reset();
     if (rd->hard_state) written_hard_state = *rd->hard_state;
+    if (!is_leader() && !snapshot_in_flight) {
+        run_storage_work([this, &rd] { metrics.fsync.observe(persist_ready(*rd)); });
+        for (const raft::Message& m : rd->messages) transport->send(m);
+        finish_ready(rd, false);
+        return;
+    }
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
     auto took = std::make_shared<std::chrono::nanoseconds>();  // the persist alone, not the sends
     writer.submit(
         [this, rd, took] {
-            const auto start = Clock::now();
-            log->persist(rd->hard_state, rd->snapshot, rd->entries);
-            *took = Clock::now() - start;
+            *took = persist_ready(*rd);
             for (const raft::Message& m : rd->messages) transport->send(m);
         },
         [this, rd, applied_now, took] {
@@ -174,6 +188,14 @@ void Member::Impl::pump() {
         });
     // After the hand-off: the write starts while the batch is answered.
     if (applied_now) apply_ready(*rd);
+}
+
+// Any thread (the loop or the writer; never both at once: one Ready is in
+// flight at a time). Returns how long the persist took.
+std::chrono::nanoseconds Member::Impl::persist_ready(const raft::Ready& rd) {
+    const auto start = Clock::now();
+    log->persist(rd.hard_state, rd.snapshot, rd.entries);
+    return Clock::now() - start;
 }
 
 bool Member::Impl::needs_write(const raft::Ready& rd) const {

@@ -2,11 +2,13 @@
 // event loop, applies committed commands to the lock table, serves the HTTP
 // API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
 //
-// Threading: everything runs on the io_context's thread except disk writes,
-// which run on the writer thread (writer.h) and post their completion back;
-// after a Ready's write the writer thread also sends that Ready's messages
-// (append acks, votes and vote requests: Ready::messages, which may leave
-// only once durable) through the thread-safe PeerTransport::send.
+// Threading: everything runs on the io_context's thread except a leader's
+// Ready writes and all snapshot saves, which run on the writer thread
+// (writer.h) and post their completion back; after a leader's Ready write the
+// writer thread also sends that Ready's messages (Ready::messages, which may
+// leave only once durable) through the thread-safe PeerTransport::send. A
+// follower or candidate writes its Ready on the event loop itself (member.cc,
+// pump): the loop could do nothing useful meanwhile.
 #pragma once
 
 #include <functional>

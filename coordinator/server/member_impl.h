@@ -77,10 +77,11 @@ struct Member::Impl {
     void drain();        // flush confirmations, observe role, pump the Ready
     void pump();
     bool needs_write(const raft::Ready& rd) const;
+    std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
     void apply_ready(const raft::Ready& rd);
     void apply_taken();
     // applied: rd->committed was applied at pump(). rd->messages are sent
-    // before (by the writer thread after the write, or by pump()).
+    // before (by the writer thread after a leader's write, else by pump()).
     void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied);
     void apply_entry(const raft::Entry& e);
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,

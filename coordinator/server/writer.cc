@@ -39,16 +39,20 @@ void Writer::run() {
             job = std::move(jobs_.front());
             jobs_.pop_front();
         }
-        try {
-            job.work();
-        } catch (const std::exception& e) {
-            net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
-            std::_Exit(74);
-        } catch (...) {
-            net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
-            std::_Exit(74);
-        }
+        run_storage_work(job.work);
         post_(std::move(job.done));
+    }
+}
+
+void run_storage_work(const std::function<void()>& work) {
+    try {
+        work();
+    } catch (const std::exception& e) {
+        net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
+        std::_Exit(74);
+    } catch (...) {
+        net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
+        std::_Exit(74);
     }
 }
 

@@ -1,9 +1,11 @@
-// The writer thread: all disk work of a member, off the event loop.
+// The writer thread: a member's disk work off the event loop (a leader's Ready
+// writes and every snapshot save; a follower writes its Ready batches on the
+// loop itself, see Member::Impl::pump).
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop.
 // A job may do more than disk work: the member's Ready job also sends the
-// Ready's messages (append acks, votes, vote requests) once they are durable,
-// and times its persist itself (the fsync latency metric). Group commit comes
+// Ready's messages (Ready::messages: a leader's appends) once durable, and
+// times its persist itself (the fsync latency metric). Group commit comes
 // from the core: while one Ready batch is being written the loop keeps
 // stepping and proposing, and the next Ready carries everything accumulated
 // meanwhile, written with one fdatasync.
@@ -48,5 +50,10 @@ private:
     bool stopping_ = false;
     std::thread thread_;
 };
+
+// Runs one piece of disk work on the calling thread under the writer's rule:
+// an exception is logged (storage_write_failed) and the process exits with 74.
+// Writer jobs run through it; so does a follower's inline Ready write.
+void run_storage_work(const std::function<void()>& work);
 
 }  // namespace pgfence::server

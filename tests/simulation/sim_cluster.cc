@@ -270,24 +270,36 @@ void Cluster::handle_member_event(Event& e) {
     pump(e.member, out);
 }
 
-// Starts persisting the member's next Ready (if any) and sends what it produced.
+// Starts persisting the member's next Ready (if any) and sends what it
+// produced. Eager, a follower's Ready is written inline, as the server's
+// event loop does: synced, sent, applied and advanced at once (then the next
+// one), unless a targeted crash cuts the write short.
 void Cluster::pump(std::size_t i, Outbox& out) {
     Slot& s = slots_[i];
-    if (s.member->up() && s.member->begin_persist(out)) {
-        const std::uint64_t delay = s.random.between(faults_.persist_us_min, faults_.persist_us_max) + 1;
-        Event done;
-        done.kind = Event::Kind::kPersistDone;
-        done.member = i;
-        done.generation = ++s.persist_generation;
-        schedule_in(delay, done);
-        if (fault_phase_ && s.member->disk().has_pending() &&
-            fault_random_.chance(faults_.crash_while_persisting)) {
-            Event cut;
-            cut.kind = Event::Kind::kCrash;
-            cut.member = i;
-            cut.generation = s.incarnation;
-            schedule_in(fault_random_.between(0, delay - 1), cut);
+    while (s.member->up() && s.member->begin_persist(out)) {
+        const bool cut = fault_phase_ && s.member->disk().has_pending() &&
+                         fault_random_.chance(faults_.crash_while_persisting);
+        if (!s.member->persisting_inline()) {
+            const std::uint64_t delay = s.random.between(faults_.persist_us_min, faults_.persist_us_max) + 1;
+            Event done;
+            done.kind = Event::Kind::kPersistDone;
+            done.member = i;
+            done.generation = ++s.persist_generation;
+            schedule_in(delay, done);
+            if (cut) {
+                Event crash_event;
+                crash_event.kind = Event::Kind::kCrash;
+                crash_event.member = i;
+                crash_event.generation = s.incarnation;
+                schedule_in(fault_random_.between(0, delay - 1), crash_event);
+            }
+            break;
         }
+        if (cut) {
+            crash(i, "crashes (targeted, in an inline write)");
+            break;
+        }
+        s.member->persist_durable(out);
     }
     route(out);
 }

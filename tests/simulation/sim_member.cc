@@ -179,10 +179,12 @@ bool Member::begin_persist(Outbox& out) {
     disk_.write(*in_flight_);
     checker_.observe_written(id(), in_flight_->entries, disk_.volatile_image());
     for (const auto& m : in_flight_->messages_now) send(m, out);
-    // Eager (the server's order): the Ready's committed entries are durable
-    // already, so they are applied while its write is in flight, unless a
-    // snapshot must be restored first.
-    applied_early_ = eager_ && !in_flight_->snapshot;
+    // Eager (the server's order): a leader's Ready's committed entries are
+    // durable already, so they are applied while its write is in flight,
+    // unless a snapshot must be restored first. A follower writes inline and
+    // applies after the sync.
+    inline_ = eager_ && raft_->role() != raft::Role::kLeader;
+    applied_early_ = eager_ && !inline_ && !in_flight_->snapshot;
     if (applied_early_) apply_ready(*in_flight_, out);
     return true;
 }
@@ -193,7 +195,7 @@ void Member::persist_durable(Outbox& out) {
     disk_.sync();
     for (const auto& m : in_flight_->messages) send(m, out);
     durable_ = true;
-    if (!eager_) finish_persist(out);
+    if (!eager_ || inline_) finish_persist(out);
 }
 
 void Member::finish_persist(Outbox& out) {
@@ -202,6 +204,7 @@ void Member::finish_persist(Outbox& out) {
     const raft::Ready ready = std::move(*in_flight_);
     in_flight_.reset();
     durable_ = false;
+    inline_ = false;
     if (!applied_early_) apply_ready(ready, out);
     applied_early_ = false;
     raft_->advance(ready);

@@ -4,9 +4,12 @@
 //   ... persistence completes later (the cluster schedules it) ...
 //   sync -> send messages -> restore snapshot, apply committed -> advance()
 // Between ready() and advance() the member keeps ticking and stepping. Eager
-// (the server's order): committed entries are applied when the write begins,
-// and advance() is a later event than the sync and the sends, as in the
-// server, where the writer thread sends and the event loop advances.
+// (the server's order): a leader's committed entries are applied when the
+// write begins, and advance() is a later event than the sync and the sends,
+// as in the server, where the writer thread sends and the event loop
+// advances; a follower's (or candidate's) Ready is written inline, as the
+// server's event loop does: the cluster completes it in the same event, with
+// no input in between (only a crash may cut the write short).
 //
 // The member also plays the server's part for clients: a leader proposes
 // their commands and answers once it applies the proposal's index with the
@@ -99,10 +102,13 @@ public:
     // The persist's fsync completed. Eager (the server's order): the disk is
     // synced and the Ready's messages sent (the writer thread's part); the
     // rest waits for finish_persist(), which the cluster schedules as a later
-    // event, so inputs may arrive in between. Otherwise it calls
-    // finish_persist() itself.
+    // event, so inputs may arrive in between. Otherwise (not eager, or
+    // inline) it calls finish_persist() itself.
     void persist_durable(Outbox& out);
     bool durable_not_advanced() const { return durable_; }
+    // Eager and not leader when the persist began: the cluster syncs it at
+    // once (persist_durable() then finishes it too).
+    bool persisting_inline() const { return in_flight_.has_value() && inline_; }
 
     // The rest of the Ready contract: apply (unless applied early), advance.
     void finish_persist(Outbox& out);
@@ -138,6 +144,7 @@ private:
     std::uint64_t keep_entries_;
     bool eager_;  // take_committed() while persisting, Ready applied when its write begins
     bool applied_early_ = false;  // the Ready in flight was applied when its write began
+    bool inline_ = false;         // the Ready in flight is a follower's, written inline (eager)
     bool durable_ = false;        // the Ready in flight is synced and its messages sent
     SafetyChecker& checker_;
 
