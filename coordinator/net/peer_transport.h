@@ -22,8 +22,8 @@
 //
 // Threading: the io_context runs on one thread (the event loop); callbacks run
 // there. send() may also be called from any other thread (the member's writer
-// thread sends a Ready's messages - append acks, votes, vote requests - the
-// moment its write is durable): each peer's connection state, queue and
+// thread sends a Ready's messages - those that wait for durability - the
+// moment a write it ran is durable): each peer's connection state, queue and
 // socket writes are guarded by that peer's mutex, so frames from different
 // threads never interleave on the wire, and the frames of one peer leave in
 // the order their send() calls took that mutex. Every other method is for the

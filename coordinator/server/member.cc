@@ -1,5 +1,8 @@
 // Member core loop: Ready draining in the documented order, apply, roles,
 // snapshots, proposals.
+#include <atomic>
+#include <stdexcept>
+
 #include <boost/asio/io_context.hpp>
 
 #include "net/log.h"
@@ -10,6 +13,28 @@ namespace pgfence::server {
 using net::log_event;
 using net::log_value;
 using net::LogLevel;
+
+namespace {
+
+// Holds the log for one persist or snapshot save. Two at once (the loop and
+// the writer thread) would interleave writes to the log: a broken invariant,
+// thrown, which run_storage_work makes fatal.
+class DiskTurn {
+public:
+    explicit DiskTurn(std::atomic<bool>& busy) : busy_(busy) {
+        if (busy_.exchange(true, std::memory_order_acquire)) {
+            throw std::logic_error("a persist or snapshot save began while another was running");
+        }
+    }
+    ~DiskTurn() { busy_.store(false, std::memory_order_release); }
+    DiskTurn(const DiskTurn&) = delete;
+    DiskTurn& operator=(const DiskTurn&) = delete;
+
+private:
+    std::atomic<bool>& busy_;
+};
+
+}  // namespace
 
 Member::Member(boost::asio::io_context& io, Options options, std::unique_ptr<DurableLog> log)
     : impl_(std::make_unique<Impl>(io, std::move(options), std::move(log))) {}
@@ -131,22 +156,17 @@ void Member::Impl::drain() {
 // Drains one Ready: messages_now at once; hard state, snapshot and entries
 // with one fdatasync; `messages` once that is durable.
 //
-// A leader hands the write to the writer thread and carries on: committed
-// entries are applied at once, in parallel with the write (the core hands out
-// only entries already durable on this member and on a quorum, so applying
-// and answering them waits for nothing in this batch). Meanwhile the loop
-// goes on reading requests and acks, applying what an ack commits
-// (apply_taken); the next Ready carries everything proposed meanwhile (group
-// commit). The writer thread sends `messages` (appends) itself once durable.
+// A follower (or candidate) writes on the loop itself: persist, send its acks
+// or votes, apply, advance. Nothing it could do meanwhile would help: its
+// acks and its next write both wait for this one, and peer messages that
+// arrive during the write wait in the socket and are read together
+// afterwards. The two thread hand-offs this saves (loop to writer, writer
+// back to the loop) cost more than the stall: about 8% of the cluster's
+// cycles/s at 32 connections (docs/deviations.md, "Coordinator threads").
 //
-// A follower (or candidate) writes on the loop itself: persist, send the
-// acks, apply, advance. Nothing it could do meanwhile would help: its acks
-// and its next write both wait for this one, and messages that arrive during
-// the write wait in the socket and are read together afterwards. The two
-// thread hand-offs it saves (loop to writer, writer back to the loop) cost
-// more than the stall, about 10% of the cluster's cycles/s at 32 connections
-// (docs/deviations.md, "Coordinator threads"). While a snapshot save is on
-// the writer thread, the follower's Ready queues behind it there instead.
+// A leader hands the write to the writer thread (submit_ready) and carries
+// on, and so does a follower while a snapshot save runs there (its Ready
+// queues behind the save).
 //
 // A Ready whose hard state changed only in commit (not stored:
 // DurableStorage writes term and vote) and that carries no entries or
@@ -162,19 +182,30 @@ void Member::Impl::pump() {
     ready_in_flight = true;
     if (!needs_write(*rd)) {
         if (rd->hard_state) unwritten_hard_state = rd->hard_state;
-        for (const raft::Message& m : rd->messages) transport->send(m);
-        finish_ready(rd, false);
-        return;
+    } else {
+        if (!rd->hard_state) rd->hard_state = unwritten_hard_state;
+        unwritten_hard_state.reset();
+        if (rd->hard_state) written_hard_state = *rd->hard_state;
+        if (is_leader() || snapshot_in_flight) {
+            submit_ready(rd);
+            return;
+        }
+        std::chrono::nanoseconds took{};
+        run_storage_work([this, &rd, &took] { took = persist_ready(*rd); });
+        metrics.fsync.observe(took);
     }
-    if (!rd->hard_state) rd->hard_state = unwritten_hard_state;
-    unwritten_hard_state.reset();
-    if (rd->hard_state) written_hard_state = *rd->hard_state;
-    if (!is_leader() && !snapshot_in_flight) {
-        run_storage_work([this, &rd] { metrics.fsync.observe(persist_ready(*rd)); });
-        for (const raft::Message& m : rd->messages) transport->send(m);
-        finish_ready(rd, false);
-        return;
-    }
+    for (const raft::Message& m : rd->messages) transport->send(m);
+    finish_ready(rd, false);
+}
+
+// The write on the writer thread, which sends `messages` itself once they
+// are durable. Committed entries are applied at once, in parallel with the
+// write: the core hands out only entries already durable on this member (and
+// on a quorum), so applying and answering them waits for nothing in this
+// batch. Meanwhile the loop goes on reading requests and acks, applying what
+// an ack commits (apply_taken); the next Ready carries everything proposed
+// meanwhile (group commit).
+void Member::Impl::submit_ready(const std::shared_ptr<raft::Ready>& rd) {
     const bool applied_now = !rd->snapshot;  // a snapshot restores the table first
     auto took = std::make_shared<std::chrono::nanoseconds>();  // the persist alone, not the sends
     writer.submit(
@@ -190,9 +221,12 @@ void Member::Impl::pump() {
     if (applied_now) apply_ready(*rd);
 }
 
-// Any thread (the loop or the writer; never both at once: one Ready is in
-// flight at a time). Returns how long the persist took.
+// On the loop or the writer thread, never concurrently with another persist
+// or snapshot save (one Ready is in flight at a time, and the loop writes
+// inline only while no snapshot save is queued): DiskTurn checks it. Returns
+// how long the persist took.
 std::chrono::nanoseconds Member::Impl::persist_ready(const raft::Ready& rd) {
+    const DiskTurn turn(disk_busy);
     const auto start = Clock::now();
     log->persist(rd.hard_state, rd.snapshot, rd.entries);
     return Clock::now() - start;
@@ -410,7 +444,11 @@ void Member::Impl::maybe_snapshot() {
     snap.data = table.snapshot();
     snapshot_in_flight = true;
     auto shared = std::make_shared<raft::Snapshot>(std::move(snap));
-    writer.submit([this, shared] { log->save_snapshot(*shared); },
+    writer.submit(
+        [this, shared] {
+            const DiskTurn turn(disk_busy);
+            log->save_snapshot(*shared);
+        },
                   [this, shared] {
                       snapshot_in_flight = false;
                       last_snapshot_index = shared->meta.index;

@@ -2,13 +2,13 @@
 // event loop, applies committed commands to the lock table, serves the HTTP
 // API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
 //
-// Threading: everything runs on the io_context's thread except a leader's
-// Ready writes and all snapshot saves, which run on the writer thread
-// (writer.h) and post their completion back; after a leader's Ready write the
+// Threading: everything runs on the io_context's thread except snapshot
+// saves and a leader's Ready writes, which run on the writer thread
+// (writer.h) and post their completion back; after a Ready write it ran, the
 // writer thread also sends that Ready's messages (Ready::messages, which may
 // leave only once durable) through the thread-safe PeerTransport::send. A
 // follower or candidate writes its Ready on the event loop itself (member.cc,
-// pump): the loop could do nothing useful meanwhile.
+// pump), unless a snapshot save is queued: then its Ready queues behind it.
 #pragma once
 
 #include <functional>

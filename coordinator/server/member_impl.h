@@ -6,6 +6,7 @@
 // (/v1/status, /metrics, member info).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -77,11 +78,12 @@ struct Member::Impl {
     void drain();        // flush confirmations, observe role, pump the Ready
     void pump();
     bool needs_write(const raft::Ready& rd) const;
+    void submit_ready(const std::shared_ptr<raft::Ready>& rd);     // the write on the writer thread
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
     void apply_ready(const raft::Ready& rd);
     void apply_taken();
     // applied: rd->committed was applied at pump(). rd->messages are sent
-    // before (by the writer thread after a leader's write, else by pump()).
+    // before (by the writer thread after a write it ran, else by pump()).
     void finish_ready(const std::shared_ptr<raft::Ready>& rd, bool applied);
     void apply_entry(const raft::Entry& e);
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
@@ -145,9 +147,10 @@ struct Member::Impl {
     bool drain_posted = false;  // a drain() is queued on the loop
     bool ready_in_flight = false;
     bool applying = false;  // inside apply_ready/apply_taken (no re-entry)
-    raft::HardState written_hard_state;                  // term and vote last handed to the writer
-    std::optional<raft::HardState> unwritten_hard_state;  // commit-only change not handed yet
+    raft::HardState written_hard_state;                  // term and vote last written (inline or by the writer)
+    std::optional<raft::HardState> unwritten_hard_state;  // commit-only change not written yet
     bool snapshot_in_flight = false;
+    std::atomic<bool> disk_busy{false};  // a persist or snapshot save is running (DiskTurn)
     raft::Index last_snapshot_index = 0;
     raft::Term applied_term = 0;
 

@@ -1,11 +1,11 @@
-// The writer thread: a member's disk work off the event loop (a leader's Ready
-// writes and every snapshot save; a follower writes its Ready batches on the
-// loop itself, see Member::Impl::pump).
+// The writer thread: a member's disk work off the event loop. It runs every
+// snapshot save and a leader's Ready writes; a follower writes its Ready on
+// the loop itself unless a snapshot save is queued (Member::Impl::pump).
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop.
 // A job may do more than disk work: the member's Ready job also sends the
-// Ready's messages (Ready::messages: a leader's appends) once durable, and
-// times its persist itself (the fsync latency metric). Group commit comes
+// Ready's messages (Ready::messages: those that must wait until the write is
+// durable) and times its persist itself (the fsync latency metric). Group commit comes
 // from the core: while one Ready batch is being written the loop keeps
 // stepping and proposing, and the next Ready carries everything accumulated
 // meanwhile, written with one fdatasync.

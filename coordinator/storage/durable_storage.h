@@ -33,7 +33,8 @@
 // persist() or save_snapshot() leaves the object refusing every further call:
 // stop the member and restart it (a failed fsync cannot be retried safely).
 //
-// Threading: not thread-safe; one thread (the server's event loop) owns it.
+// Threading: not thread-safe; one thread at a time uses it (the server
+// persists on its event loop or on its writer thread, never both at once).
 #pragma once
 
 #include <cstdint>

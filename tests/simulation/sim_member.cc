@@ -82,6 +82,8 @@ CrashLoss Member::crash(SimRandom& random) {
     in_flight_.reset();
     applied_early_ = false;
     durable_ = false;
+    inline_ = false;
+    saving_snapshot_ = false;
     proposals_.clear();
     reads_.clear();
     leader_term_ = 0;
@@ -182,8 +184,12 @@ bool Member::begin_persist(Outbox& out) {
     // Eager (the server's order): a leader's Ready's committed entries are
     // durable already, so they are applied while its write is in flight,
     // unless a snapshot must be restored first. A follower writes inline and
-    // applies after the sync.
-    inline_ = eager_ && raft_->role() != raft::Role::kLeader;
+    // applies after the sync, except for the first Ready after a compaction:
+    // the server saves snapshots on its writer thread, and a follower's Ready
+    // that comes meanwhile queues behind the save there (written as a
+    // leader's is).
+    inline_ = eager_ && raft_->role() != raft::Role::kLeader && !saving_snapshot_;
+    saving_snapshot_ = false;
     applied_early_ = eager_ && !inline_ && !in_flight_->snapshot;
     if (applied_early_) apply_ready(*in_flight_, out);
     return true;
@@ -302,6 +308,7 @@ void Member::maybe_compact() {
     disk_.compact(snap);
     raft_->compact(applied, snap.data, keep_entries_);
     ++stats_.compactions;
+    saving_snapshot_ = true;
 }
 
 }  // namespace pgfence::sim

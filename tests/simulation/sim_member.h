@@ -9,7 +9,9 @@
 // as in the server, where the writer thread sends and the event loop
 // advances; a follower's (or candidate's) Ready is written inline, as the
 // server's event loop does: the cluster completes it in the same event, with
-// no input in between (only a crash may cut the write short).
+// no input in between (only a crash may cut the write short). The first Ready
+// after a compaction is written as a leader's is, as in the server, where it
+// queues behind the snapshot save on the writer thread.
 //
 // The member also plays the server's part for clients: a leader proposes
 // their commands and answers once it applies the proposal's index with the
@@ -145,6 +147,8 @@ private:
     bool eager_;  // take_committed() while persisting, Ready applied when its write begins
     bool applied_early_ = false;  // the Ready in flight was applied when its write began
     bool inline_ = false;         // the Ready in flight is a follower's, written inline (eager)
+    bool saving_snapshot_ = false;  // compacted since the last begin_persist (the server's save
+                                    // is still on its writer thread: the next Ready queues behind it)
     bool durable_ = false;        // the Ready in flight is synced and its messages sent
     SafetyChecker& checker_;
 
