@@ -1,7 +1,7 @@
 // Member core loop: Ready draining in the documented order, apply, roles,
 // snapshots, proposals.
 #include <atomic>
-#include <stdexcept>
+#include <cstdlib>
 
 #include <boost/asio/io_context.hpp>
 
@@ -18,12 +18,16 @@ namespace {
 
 // Holds the log for one persist or snapshot save. Two at once (the loop and
 // the writer thread) would interleave writes to the log: a broken invariant,
-// thrown, which run_storage_work makes fatal.
+// fatal (logged as `fatal`, exit 70, like the loop's own broken invariants;
+// not 74, which means the disk failed).
 class DiskTurn {
 public:
     explicit DiskTurn(std::atomic<bool>& busy) : busy_(busy) {
         if (busy_.exchange(true, std::memory_order_acquire)) {
-            throw std::logic_error("a persist or snapshot save began while another was running");
+            log_event(LogLevel::kError, "fatal",
+                      {{"error", "a persist or snapshot save began while another was running"}});
+            net::log_flush();
+            std::_Exit(70);
         }
     }
     ~DiskTurn() { busy_.store(false, std::memory_order_release); }

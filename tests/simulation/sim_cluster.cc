@@ -276,7 +276,18 @@ void Cluster::handle_member_event(Event& e) {
 // one), unless a targeted crash cuts the write short.
 void Cluster::pump(std::size_t i, Outbox& out) {
     Slot& s = slots_[i];
+    // Each round takes one Ready. With no input, the core runs out of work
+    // to hand: at most one Ready per bounded batch of committed entries (a
+    // follower catching up applies them a batch at a time). The bound
+    // catches a core that never runs out. Back to back, with no input and no
+    // after_step() (the nemesis) in between, is one schedule of the
+    // server's, whose next pump is a posted drain that may also run after
+    // other inputs.
+    constexpr int kMaxInlineRounds = 1'000'000;
+    int rounds = 0;
     while (s.member->up() && s.member->begin_persist(out)) {
+        require(++rounds <= kMaxInlineRounds, "member ", i + 1, " handed out more than ", kMaxInlineRounds,
+                " Readies in a row with no input");
         const bool cut = fault_phase_ && s.member->disk().has_pending() &&
                          fault_random_.chance(faults_.crash_while_persisting);
         if (!s.member->persisting_inline()) {
