@@ -453,15 +453,15 @@ void Member::Impl::maybe_snapshot() {
             const DiskTurn turn(disk_busy);
             log->save_snapshot(*shared);
         },
-                  [this, shared] {
-                      snapshot_in_flight = false;
-                      last_snapshot_index = shared->meta.index;
-                      ++metrics.snapshots;
-                      raft->compact(shared->meta.index, shared->data, options.snapshot_keep);
-                      log_event(LogLevel::kInfo, "snapshot_taken",
-                                {{"index", log_value(shared->meta.index)}, {"locks", log_value(table.size())}});
-                      after_event();
-                  });
+        [this, shared] {
+            snapshot_in_flight = false;
+            last_snapshot_index = shared->meta.index;
+            ++metrics.snapshots;
+            raft->compact(shared->meta.index, shared->data, options.snapshot_keep);
+            log_event(LogLevel::kInfo, "snapshot_taken",
+                      {{"index", log_value(shared->meta.index)}, {"locks", log_value(table.size())}});
+            after_event();
+        });
 }
 
 void Member::Impl::shutdown(std::function<void()> done) {

@@ -5,10 +5,10 @@
 // Jobs run in submission order; each job's `done` is posted back to the loop.
 // A job may do more than disk work: the member's Ready job also sends the
 // Ready's messages (Ready::messages: those that must wait until the write is
-// durable) and times its persist itself (the fsync latency metric). Group commit comes
-// from the core: while one Ready batch is being written the loop keeps
-// stepping and proposing, and the next Ready carries everything accumulated
-// meanwhile, written with one fdatasync.
+// durable) and times its persist itself (the fsync latency metric). Group
+// commit comes from the core: while one Ready batch is being written the loop
+// keeps stepping and proposing, and the next Ready carries everything
+// accumulated meanwhile, written with one fdatasync.
 //
 // The queue is bounded by construction (the loop has at most one Ready and one
 // snapshot job outstanding). A job that throws is fatal: the error is logged

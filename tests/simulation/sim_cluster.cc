@@ -62,6 +62,7 @@ private:
     void pump(std::size_t i, Outbox& out);
     void route(const Outbox& out);
     void crash(std::size_t i, const char* why);
+    void crash_in(std::size_t i, std::uint64_t delay_us);  // a targeted crash, scheduled
     void restart(std::size_t i);
     void after_step(std::size_t i);
     void start_liveness();
@@ -244,11 +245,7 @@ void Cluster::handle_member_event(Event& e) {
                 next.kind = Event::Kind::kPersistAdvance;
                 schedule_in(delay, next);
                 if (fault_phase_ && fault_random_.chance(faults_.crash_while_persisting)) {
-                    Event cut;
-                    cut.kind = Event::Kind::kCrash;
-                    cut.member = e.member;
-                    cut.generation = s.incarnation;
-                    schedule_in(fault_random_.between(0, delay), cut);
+                    crash_in(e.member, fault_random_.between(0, delay));
                 }
             }
             break;
@@ -297,13 +294,7 @@ void Cluster::pump(std::size_t i, Outbox& out) {
             done.member = i;
             done.generation = ++s.persist_generation;
             schedule_in(delay, done);
-            if (cut) {
-                Event crash_event;
-                crash_event.kind = Event::Kind::kCrash;
-                crash_event.member = i;
-                crash_event.generation = s.incarnation;
-                schedule_in(fault_random_.between(0, delay - 1), crash_event);
-            }
+            if (cut) crash_in(i, fault_random_.between(0, delay - 1));
             break;
         }
         if (cut) {
@@ -348,14 +339,20 @@ void Cluster::after_step(std::size_t i) {
             trace(network_->isolate(i, now_us_, 1000 * fault_random_.between(1, faults_.partition_ms_max)));
         }
         if (fault_phase_ && fault_random_.chance(faults_.crash_new_leader)) {
-            Event cut;
-            cut.kind = Event::Kind::kCrash;
-            cut.member = i;
-            cut.generation = s.incarnation;
-            schedule_in(fault_random_.between(0, 3 * faults_.delay_max_us + faults_.persist_us_max), cut);
+            crash_in(i, fault_random_.between(0, 3 * faults_.delay_max_us + faults_.persist_us_max));
         }
     }
     s.last_role = role;
+}
+
+// A targeted crash of member i's current incarnation, delay_us from now
+// (void if it restarts or heals first: see the kCrash event).
+void Cluster::crash_in(std::size_t i, std::uint64_t delay_us) {
+    Event cut;
+    cut.kind = Event::Kind::kCrash;
+    cut.member = i;
+    cut.generation = slots_[i].incarnation;
+    schedule_in(delay_us, cut);
 }
 
 void Cluster::crash(std::size_t i, const char* why) {
