@@ -2,7 +2,7 @@
 #   make demo   install what is missing, build, show a stale write refused
 #   make test   install what is missing, build, run every test
 #
-# Other targets: deps build install sim soak fuzz bench bench-pg
+# Other targets: deps build install sim faults soak fuzz bench bench-pg
 #                bench-coordinator bench-wal clean help
 
 JOBS        ?= 2
@@ -12,12 +12,16 @@ BUILD_TYPE  ?= RelWithDebInfo
 SEEDS       ?= 1000
 FROM        ?= 1
 SOAK_SEEDS  ?= 5000
+# make faults: FAULT_SECONDS of seeded faults (FAULT_SEED: the schedule; empty: a
+# random seed, printed). Not SECONDS: bash gives that name a meaning of its own.
+FAULT_SECONDS ?= 120
+FAULT_SEED    ?=
 CMAKE_FLAGS ?=
 # The sanitizer build covers the pure and storage layers (where memory bugs
 # would hide) without recompiling the Beast/Asio layers a second time.
 ASAN_MODULES ?= raft;lock;storage;net
 
-.PHONY: all help deps build build-asan install test demo sim soak fuzz \
+.PHONY: all help deps build build-asan install test demo sim faults soak fuzz \
         bench bench-pg bench-coordinator bench-wal clean
 
 all: build
@@ -60,13 +64,21 @@ sim: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target raft_sim
 	$(BUILD)/tests/simulation/raft_sim --seeds $(SEEDS) --from $(FROM)
 
+# make faults FAULT_SECONDS=N FAULT_SEED=S: one end-to-end run under the nemesis
+# (tests/e2e/safety/run.sh, in network namespaces; needs root). Its report (a
+# summary, the schedule, a PNG timeline) goes to build/fault-reports/.
+faults: deps build
+	$(MAKE) -C pg_extension install
+	SAFETY_SEED=$(FAULT_SEED) FAULT_REPORT_ROOT=$(CURDIR)/$(BUILD)/fault-reports \
+	  bash tests/e2e/safety/run.sh --seconds $(FAULT_SECONDS)
+
 # make soak: many more simulation seeds (from 100000, longer runs), long fuzz
 # runs and a 10-minute fault-injected end-to-end run (about an hour in all).
 soak: deps build
 	$(MAKE) -C pg_extension install
 	$(BUILD)/tests/simulation/raft_sim --seeds $(SOAK_SEEDS) --from 100000 --steps 200000
 	bash scripts/fuzz.sh 300
-	SAFETY_SECONDS=600 bash tests/e2e/safety/run.sh
+	FAULT_REPORT_ROOT=$(CURDIR)/$(BUILD)/fault-reports bash tests/e2e/safety/run.sh --seconds 600
 
 fuzz:
 	bash scripts/fuzz.sh $(or $(FUZZ_SECONDS),60)

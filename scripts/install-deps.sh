@@ -9,6 +9,7 @@ packages=(
   postgresql-15 postgresql-client-15 postgresql-server-dev-15 postgresql-contrib libpq-dev
   libboost1.81-dev libboost-json1.81-dev libboost-test1.81-dev libjemalloc-dev
   clang-14 libclang-rt-14-dev
+  iproute2 nftables faketime fiu-utils gnuplot-nox
 )
 # etcd is only needed by the side-by-side benchmark (make bench-coordinator).
 if [[ "${PGFENCE_BENCH_DEPS:-0}" == 1 ]]; then

@@ -55,6 +55,18 @@ struct Parser {
         return true;
     }
 
+    bool ppm(const std::string& flag, const std::string& value, std::optional<std::uint64_t>& into) {
+        std::uint64_t n = 0;
+        const char* end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+        if (value.empty() || ec != std::errc() || ptr != end || n > kMaxClockDriftPpmLimit) {
+            return error(flag + ": '" + value + "' must be 0.." + std::to_string(kMaxClockDriftPpmLimit) +
+                         " (parts per million of clock rate; 50000 = 5%)");
+        }
+        into = n;
+        return true;
+    }
+
     // Applies one flag; `value` is empty for flags without a value.
     bool apply(const std::string& flag, const std::string& value) {
         Args& a = out.args;
@@ -64,6 +76,7 @@ struct Parser {
             return true;
         }
         if (flag == "--timeout") return duration(flag, value, a.timeout);
+        if (flag == "--max-clock-drift-ppm") return ppm(flag, value, a.max_clock_drift_ppm);
         if (flag == "--lease") return duration(flag, value, a.lease);
         if (flag == "--wait") return duration(flag, value, a.wait);
         if (flag == "--grace") return duration(flag, value, a.grace);
@@ -91,8 +104,8 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 7> kWithValue{"--endpoints", "--owner",  "--timeout", "--lease",
-                                                               "--wait",      "--grace", "--output"};
+        static constexpr std::array<const char*, 8> kWithValue{
+            "--endpoints", "--owner", "--timeout", "--lease", "--wait", "--grace", "--output", "--max-clock-drift-ppm"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)");
@@ -124,7 +137,7 @@ struct Parser {
     }
 
     bool flag_allowed(const CommandSpec& c, const std::string& f) {
-        if (f == "--endpoints" || f == "--timeout") return true;
+        if (f == "--endpoints" || f == "--timeout" || f == "--max-clock-drift-ppm") return true;
         if (f == "--lease" || f == "--wait" || f == "--owner") return c.lease_flags;
         if (f == "--grace") return c.grace_flag;
         if (f == "--output") return c.output_flag;

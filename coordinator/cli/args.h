@@ -3,11 +3,12 @@
 //   fencectl [GLOBAL...] COMMAND [ARGS...] [FLAGS...] [-- CMD ARGS...]
 //
 // Global flags (anywhere before "--"): --endpoints H:P,..., --timeout DUR,
-// -o/--output table|json, -h/--help. Flags take their value as the next
+// --max-clock-drift-ppm N, -o/--output table|json, -h/--help. Flags take their value as the next
 // argument or after '=' (--lease=10s). Every error names the bad value.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct Args {
     bool help = false;
     std::string endpoints;  // --endpoints; empty means FENCE_ENDPOINTS or the default
     std::optional<milliseconds> timeout;
+    std::optional<std::uint64_t> max_clock_drift_ppm;  // rho for the local deadline (client.h)
     Output output = Output::kTable;
     bool output_given = false;
     std::vector<std::string> positional;  // KEY, TOKEN...
@@ -48,5 +50,6 @@ constexpr milliseconds kDefaultGrace{2'000};
 constexpr milliseconds kDefaultWait{30'000};
 constexpr milliseconds kDefaultTimeout{10'000};
 constexpr milliseconds kMinAttemptTimeout{100};  // run: floor of the per-request timeout
+constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;  // --max-clock-drift-ppm, as the coordinator's
 
 }  // namespace pgfence::cli

@@ -19,6 +19,7 @@ bool client_options(const Args& args, client::Options& options, std::string& err
     options.endpoints = std::move(parsed.endpoints);
     options.timeout = args.timeout.value_or(kDefaultTimeout);
     options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
+    options.max_clock_drift_ppm = args.max_clock_drift_ppm.value_or(client::kDefaultMaxClockDriftPpm);
     if (args.command == "run") {
         // A stopped or cut-off leader must not eat the lease: give each
         // keepalive request an eighth of it before trying the next member, so

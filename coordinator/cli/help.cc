@@ -5,7 +5,7 @@ namespace {
 
 constexpr const char* kOverview = R"(fencectl - fencing-token locks from a pgfence coordinator cluster
 
-usage: fencectl [--endpoints H:P,...] [--timeout DUR] COMMAND [ARGS...]
+usage: fencectl [--endpoints H:P,...] [--timeout DUR] [--max-clock-drift-ppm N] COMMAND [ARGS...]
 
 commands:
   acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
@@ -23,6 +23,11 @@ global flags:
   --endpoints H:P,...   members to talk to (default: $FENCE_ENDPOINTS, else 127.0.0.1:7501-7503);
                         followers redirect to the leader; unreachable members are skipped
   --timeout DUR         give up after this long (default 10s; acquire adds its --wait)
+  --max-clock-drift-ppm N
+                        rho: the largest clock-rate error of this host and of the
+                        coordinator's members, in parts per million (default 50000
+                        = 5%; 0..500000). run stops CMD by send + lease x (1 - rho);
+                        the coordinator waits lease x (1 + rho) to expire a lease
   -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
   -h, --help            help
 
@@ -42,7 +47,9 @@ constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [--lease 10s] [-
 
 Takes the lock on KEY and prints only its fencing token on stdout. Write to the
 database with that token; keep the lock with `fencectl keepalive KEY TOKEN`
-before the lease runs out, counted from when this command sent its request.
+before the lease runs out, counted from when this command sent its request and
+shortened by the clock-rate bound: lease x (1 - rho), rho = --max-clock-drift-ppm
+(default 5%).
 
   --lease DUR   lease length (default 10s; the cluster enforces its own bounds)
   --wait DUR    if KEY is held, queue (first come, first served) for up to DUR (default 30s; 0s: fail at once)
@@ -73,11 +80,12 @@ constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30
 Acquires KEY, then runs CMD with FENCE_KEY and FENCE_TOKEN in its environment,
 in its own process group. While CMD runs, the lease is kept alive every third
 of the lease. The local deadline is the send time of the last successful
-acquire or keepalive + lease; CMD never runs past it. If a keepalive is
-refused, or none succeeded by deadline - lease/10 - grace, CMD's process group
-gets SIGTERM, and SIGKILL by deadline - lease/10 at the latest. If fencectl
-itself dies, CMD is killed too. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
-fencectl are passed on to CMD. When CMD exits, the lock is released.
+acquire or keepalive + lease x (1 - rho) (rho: --max-clock-drift-ppm, default
+5%); CMD never runs past it. If a keepalive is refused, or none succeeded by
+deadline - lease/10 - grace, CMD's process group gets SIGTERM, and SIGKILL by
+deadline - lease/10 at the latest. If fencectl itself dies, CMD is killed too.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencectl are passed on to CMD. When
+CMD exits, the lock is released.
 
   --lease, --wait, --owner   as for acquire
   --grace DUR                time between SIGTERM and SIGKILL when the lease is lost

@@ -18,28 +18,34 @@ constexpr milliseconds kMinMargin{10};
 
 // What we know about the lease, counted from send times only, and the
 // schedule that keeps the child inside it: SIGTERM at term_at, SIGKILL at
-// kill_by, both strictly before the deadline (the margin absorbs clock rate
-// differences between this host and the leader, and the kill's own latency).
+// kill_by, both strictly before the deadline. The deadline is the client's
+// (send + lease x (1 - rho), client.h), which already allows for clock rate
+// differences; the margin absorbs the kill's own latency.
 struct LeaseClock {
     milliseconds lease{0};
     milliseconds grace{0};        // --grace, capped at a quarter of the lease
+    Clock::duration usable{0};    // the acquired lease's deadline - its send time
     Clock::time_point deadline;   // coordinator has certainly not expired the lease before this
     Clock::time_point kill_by;    // deadline - margin: the child is SIGKILLed by then
     Clock::time_point term_at;    // kill_by - grace: SIGTERM when no keepalive succeeded by then
     Clock::time_point last_sent;  // send time of the last successful acquire/keepalive
     Clock::time_point next_keepalive;
 
-    LeaseClock(milliseconds lease_in, milliseconds grace_in)
-        : lease(lease_in), grace(std::min(grace_in, lease_in / 4)) {}
+    LeaseClock(const client::Lease& acquired, milliseconds grace_in)
+        : lease(acquired.lease),
+          grace(std::min(grace_in, acquired.lease / 4)),
+          usable(acquired.deadline() - acquired.sent_at) {}
 
-    milliseconds margin() const { return std::max(kMinMargin, lease / 10); }
+    Clock::duration margin() const { return std::max(kMinMargin, lease / 10); }
 
-    void confirmed(Clock::time_point sent_at, milliseconds ttl) {
-        const milliseconds held = std::min(ttl, lease);
+    // A successful acquire or keepalive sent at `sent_at`; `until` is its
+    // deadline(), capped at the acquired lease's length.
+    void confirmed(Clock::time_point sent_at, Clock::time_point until) {
+        const Clock::duration held = std::clamp(until - sent_at, Clock::duration::zero(), usable);
         last_sent = sent_at;
         deadline = sent_at + held;
         kill_by = deadline - std::min(held, margin());
-        term_at = kill_by - std::min(held - std::min(held, margin()), grace);
+        term_at = kill_by - std::min<Clock::duration>(held - std::min(held, margin()), grace);
         next_keepalive = sent_at + held / 3;
     }
 };
@@ -58,7 +64,7 @@ bool confirm_before_start(client::Client& c, const Args& args, std::uint64_t tok
     if (Clock::now() < lc.last_sent + lc.lease / 3) return true;
     auto k = c.keepalive(args.positional[0], token, Clock::now() + std::min(lc.lease, c.options().timeout));
     if (k) {
-        lc.confirmed(k.value().sent_at, k.value().ttl);
+        lc.confirmed(k.value().sent_at, k.value().deadline());
         if (Clock::now() < lc.term_at) return true;
         err << "fencectl run: lease of " << args.positional[0] << " confirmed too late to start CMD safely\n";
         code = kExitLostLease;
@@ -82,7 +88,7 @@ std::string hold(client::Client& c, const Args& args, std::uint64_t token, Lease
         }
         auto k = c.keepalive(args.positional[0], token, lc.term_at);
         if (k) {
-            lc.confirmed(k.value().sent_at, k.value().ttl);
+            lc.confirmed(k.value().sent_at, k.value().deadline());
             continue;
         }
         const auto kind = k.error().kind;
@@ -114,8 +120,8 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
         return exit_code_of(acquired.error(), "acquire");
     }
     const std::uint64_t token = acquired.value().token;
-    LeaseClock lc(acquired.value().lease, args.grace.value_or(kDefaultGrace));
-    lc.confirmed(acquired.value().sent_at, lc.lease);
+    LeaseClock lc(acquired.value(), args.grace.value_or(kDefaultGrace));
+    lc.confirmed(acquired.value().sent_at, acquired.value().deadline());
     int code = kExitOther;
     if (!confirm_before_start(c, args, token, lc, err, code)) {
         release_quietly(c, args, token, err);

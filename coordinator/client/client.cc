@@ -207,6 +207,7 @@ public:
         lease.lease = milliseconds(lease_ms);
         lease.sent_at = r.first_sent_at;
         lease.received_at = Clock::now();
+        lease.max_clock_drift_ppm = o.max_clock_drift_ppm;
         return lease;
     }
 
@@ -231,6 +232,7 @@ public:
         k.token = token;
         k.ttl = milliseconds(ttl_ms);
         k.sent_at = r.sent_at;
+        k.max_clock_drift_ppm = transport_.options().max_clock_drift_ppm;
         return k;
     }
 

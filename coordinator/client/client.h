@@ -9,9 +9,17 @@
 //   first probed (GET /healthz, Options::probe_timeout) so that a member that
 //   accepts connections but never answers is skipped quickly.
 // - Lease time is counted from when a request was SENT, never from when the
-//   answer arrived: Lease::deadline() is a time by which the coordinator has
-//   certainly not yet expired the lease (send time + lease), so a holder that
-//   stops working by then never overlaps the next holder.
+//   answer arrived, and shortened by the clock-rate bound rho
+//   (Options::max_clock_drift_ppm, default 5%): Lease::deadline() is send time
+//   + lease * (1 - rho) on this process's steady_clock. This client's clock
+//   runs at a rate r_C in [1 - rho, 1 + rho] against real time, so when it
+//   reads send + lease * (1 - rho), at most lease * (1 - rho) / r_C <= lease
+//   of real time has passed since the send; the coordinator's leader does not
+//   expire the lease before send + lease in real time (it waits lease *
+//   (1 + rho) on its own clock; docs/guarantees.md "Clocks: what is
+//   assumed"). So a holder that stops working by deadline() never overlaps
+//   the next holder while every clock rate is within rho; beyond that, only
+//   the fencing token protects the data.
 //
 // Threading: a Client is used by one thread at a time (it owns its sockets).
 // Connections are kept alive and reused between calls.
@@ -32,6 +40,20 @@ namespace pgfence::client {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // rho = 5%
+
+// lease * (1 - rho), rho = max_clock_drift_ppm / 1e6, rounded down to the
+// clock's tick: how long after its send a lease may be used (see above).
+// The one place the client applies rho; rho >= 100% leaves nothing.
+constexpr Clock::duration usable_lease(milliseconds lease, std::uint64_t max_clock_drift_ppm) {
+    constexpr std::int64_t kMaxLeaseMs = INT64_MAX / 1'000'000;  // keeps the product below in range
+    if (lease.count() <= 0 || max_clock_drift_ppm >= 1'000'000) return Clock::duration::zero();
+    const std::int64_t ms = lease.count() < kMaxLeaseMs ? lease.count() : kMaxLeaseMs;
+    // ms * (1e6 - ppm) is lease * (1 - rho) in nanoseconds, exactly.
+    const auto ns = std::chrono::nanoseconds(ms * static_cast<std::int64_t>(1'000'000 - max_clock_drift_ppm));
+    return std::chrono::duration_cast<Clock::duration>(ns);
+}
+
 struct Options {
     std::vector<Endpoint> endpoints;
     milliseconds timeout{10'000};         // whole-call deadline (acquire adds its wait)
@@ -50,6 +72,10 @@ struct Options {
     milliseconds backoff_max{500};        // pauses double up to this
     int max_redirects = 4;                // 307 hops per attempt
     int max_attempts = 64;                // requests per call, whatever the deadline
+    // rho: the largest clock-rate error of this process (and of the
+    // coordinator's members) against real time, in parts per million. Copied
+    // into every Lease and KeepaliveResult this client returns.
+    std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;
 };
 
 enum class ErrorKind : std::uint8_t {
@@ -103,15 +129,19 @@ struct Lease {
     // attempt whose answer was lost may be the one that created the grant.
     Clock::time_point sent_at;
     Clock::time_point received_at;
-    Clock::time_point deadline() const { return sent_at + lease; }
+    std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;  // the client's rho
+    // Stop using the lease by then: sent_at + lease * (1 - rho).
+    Clock::time_point deadline() const { return sent_at + usable_lease(lease, max_clock_drift_ppm); }
 };
 
 struct KeepaliveResult {
     std::string key;
     std::uint64_t token = 0;
-    milliseconds ttl{0};
+    milliseconds ttl{0};        // as the leader answered: the full lease, restarted
     Clock::time_point sent_at;  // send time of the request that succeeded
-    Clock::time_point deadline() const { return sent_at + ttl; }
+    std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;  // the client's rho
+    // Stop using the lease by then: sent_at + ttl * (1 - rho).
+    Clock::time_point deadline() const { return sent_at + usable_lease(ttl, max_clock_drift_ppm); }
 };
 
 struct LockInfo {

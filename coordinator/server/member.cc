@@ -341,7 +341,9 @@ void Member::Impl::on_applied(raft::Index index, const lock::Command& cmd, const
             // the lease would promise a lock that the Expire then removes.
             auto held = leases.find(g->key);
             const bool expiring = held != leases.end() && held->second.token == ok->token && held->second.expire_proposed;
-            if (leader && !expiring) leases[g->key] = Lease{ok->token, g->lease_ms, Clock::now() + std::chrono::milliseconds(g->lease_ms)};
+            if (leader && !expiring) {
+                leases[g->key] = Lease::started(ok->token, g->lease_ms, Clock::now(), options.max_clock_drift_ppm);
+            }
         } else {
             ++metrics.grant_conflicts;
             const auto* rej = std::get_if<lock::GrantRejected>(&result);

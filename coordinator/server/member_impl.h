@@ -2,7 +2,8 @@
 //
 // Files: member.cc (core loop: Ready draining, apply, roles, snapshots),
 // member_leases.cc (leader-local leases, keepalive, expiry, waiters,
-// leadership confirmation), member_http.cc (HTTP API), member_status.cc
+// leadership confirmation; the Lease itself and its clock-rate margin are in
+// lease.h), member_http.cc (HTTP API), member_status.cc
 // (/v1/status, /metrics, member info).
 #pragma once
 
@@ -26,6 +27,7 @@
 #include "net/peer_transport.h"
 #include "raft/raft.h"
 #include "server/durable_log.h"
+#include "server/lease.h"
 #include "server/loop.h"
 #include "server/member.h"
 #include "server/metrics.h"
@@ -34,7 +36,6 @@
 
 namespace pgfence::server {
 
-using Clock = std::chrono::steady_clock;
 using ExchangePtr = std::shared_ptr<net::HttpExchange>;
 
 constexpr std::size_t kMaxWaiters = 10000;                  // all keys together
@@ -42,15 +43,6 @@ constexpr std::size_t kMaxPendingProposals = 100000;
 constexpr int kInfoEveryTicks = 5;                          // MemberInfo broadcast period
 constexpr std::chrono::seconds kProposalTimeout{10};
 constexpr int kMaxApplyRounds = 16;                         // take_committed() batches per event
-
-// Leader-local lease of one held lock (DESIGN.md "Time").
-struct Lease {
-    lock::Token token = 0;
-    std::uint64_t lease_ms = 0;
-    Clock::time_point deadline;
-    bool expire_checking = false;  // a leadership confirmation for Expire is in flight
-    bool expire_proposed = false;  // Expire{key, token} proposed: keepalive now fails
-};
 
 struct Waiter {
     net::AcquireRequest request;
@@ -160,7 +152,7 @@ struct Member::Impl {
     std::uint64_t ticks = 0;
 
     std::map<raft::Index, Pending> proposals;
-    std::map<std::string, Lease, std::less<>> leases;
+    std::map<std::string, Lease, std::less<>> leases;  // leader only; restarted with options.max_clock_drift_ppm
     std::map<std::string, std::deque<Waiter>, std::less<>> waiters;
     std::set<std::string, std::less<>> waiter_grant_in_flight;
 

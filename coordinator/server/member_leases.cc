@@ -89,16 +89,17 @@ void Member::Impl::restart_all_leases() {
     leases.clear();
     const auto now = Clock::now();
     for (const lock::Lock& l : table.list()) {
-        leases[l.key] = Lease{l.token, l.lease_ms, now + std::chrono::milliseconds(l.lease_ms)};
+        leases[l.key] = Lease::started(l.token, l.lease_ms, now, options.max_clock_drift_ppm);
     }
 }
 
-// A passed deadline is acted on only after a quorum round confirms this member
-// is still leader; a keepalive that reset the deadline meanwhile wins.
+// A lease is expired from its expire_at (the nominal deadline plus the
+// clock-rate margin, lease.h), and only after a quorum round confirms this
+// member is still leader; a keepalive that restarted the lease meanwhile wins.
 void Member::Impl::check_expiries() {
     const auto now = Clock::now();
     for (auto& [key, lease] : leases) {
-        if (lease.expire_proposed || lease.expire_checking || now < lease.deadline) continue;
+        if (lease.expire_proposed || lease.expire_checking || now < lease.expire_at) continue;
         lease.expire_checking = true;
         confirm([this, k = key, token = lease.token](bool ok) {
             // Logged before the lookup: losing leadership clears the leases
@@ -112,7 +113,7 @@ void Member::Impl::check_expiries() {
             Lease& l = it->second;
             l.expire_checking = false;
             if (!ok) return;
-            if (l.expire_proposed || Clock::now() < l.deadline) return;
+            if (l.expire_proposed || Clock::now() < l.expire_at) return;
             raft::ProposeError err = raft::ProposeError::kNone;
             if (!propose(lock::Expire{k, token}, [](const lock::Result*) {}, &err)) {
                 log_event(LogLevel::kWarn, "expire_not_proposed", {{"key", k}, {"token", log_value(token)},
@@ -121,8 +122,10 @@ void Member::Impl::check_expiries() {
                 return;
             }
             l.expire_proposed = true;
+            const std::uint64_t margin_ms = expiry_margin_ms(l.lease_ms, options.max_clock_drift_ppm);
             log_event(LogLevel::kInfo, "expire_proposed", {{"key", k}, {"token", log_value(token)},
                                                            {"lease_ms", log_value(l.lease_ms)},
+                                                           {"margin_ms", log_value(margin_ms)},
                                                            {"owner", owner_of(k, token)}});
         });
     }
@@ -149,7 +152,7 @@ void Member::Impl::keepalive(const net::ReleaseRequest& req, const ExchangePtr& 
             return;
         }
         Lease& l = leases[req.key];
-        l.deadline = Clock::now() + std::chrono::milliseconds(l.lease_ms);
+        l.restart(Clock::now(), options.max_clock_drift_ppm);
         ++metrics.keepalives;
         log_event(LogLevel::kDebug, "keepalive",
                   {{"key", req.key}, {"token", log_value(req.token)}, {"owner", owner_of(req.key, req.token)}});

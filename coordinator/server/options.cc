@@ -67,6 +67,14 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "cluster-id") return number(o.cluster_id);
     if (name == "snapshot-every") return number(o.snapshot_every);
     if (name == "snapshot-keep") return number(o.snapshot_keep);
+    if (name == "max-clock-drift-ppm") {
+        if (!parse_u64(value, n) || n > kMaxClockDriftPpmLimit) {
+            return "--" + name + ": '" + value + "' must be 0.." + std::to_string(kMaxClockDriftPpmLimit) +
+                   " (parts per million of clock rate; 50000 = 5%)";
+        }
+        o.max_clock_drift_ppm = n;
+        return {};
+    }
     if (name == "log-level") { o.log_level = value; return {}; }
     return "unknown flag --" + name + " (see --help)";
 }
@@ -179,6 +187,13 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --snapshot-every N     snapshot the lock table every N applied entries (default 10000)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
+  --max-clock-drift-ppm N  rho: the largest clock-rate error of any member or
+                         client against real time, in parts per million (default
+                         50000 = 5%; 0..500000). The leader proposes Expire only
+                         after lease_ms x (1 + rho) of its own clock; clients stop
+                         using a lease after lease x (1 - rho) from their send
+                         (their own setting, same default). Give every member
+                         the same value.
   --log-level L          debug | info | warn | error (default info); one key=value
                          line per event on stderr
   --help                 this text

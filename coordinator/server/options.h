@@ -14,6 +14,9 @@ struct PeerSpec {
     std::uint16_t port = 0;
 };
 
+constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // 5%
+constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;   // 50%: the largest --max-clock-drift-ppm
+
 struct Options {
     std::uint64_t id = 0;
     std::vector<PeerSpec> peers;  // every member, including this one
@@ -28,6 +31,10 @@ struct Options {
     std::uint64_t cluster_id = 0;  // 0: derived from the peer list
     std::uint64_t snapshot_every = 10000;
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
+    // rho: the largest clock-rate error of any member or client against real
+    // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader
+    // proposes Expire after lease_ms * (1 + rho) (server/lease.h).
+    std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;
     std::string log_level = "info";
     bool help = false;
 

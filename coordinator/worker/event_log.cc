@@ -38,10 +38,12 @@ std::string EventLog::open(const std::string& path, const std::string& worker) {
 
 void EventLog::write(const Event& e) {
     if (!file_) return;
-    std::fprintf(file_, "%s,%s,%s,%llu,%lld,%lld,%s,%s,%lld\n", csv(worker_).c_str(),
-                 e.event.c_str(), csv(e.key).c_str(), static_cast<unsigned long long>(e.token),
-                 ns(e.sent_at), ns(e.acked_at), e.path.c_str(), e.outcome.c_str(),
-                 static_cast<long long>(e.value));
+    std::string line = csv(worker_) + ',' + e.event + ',' + csv(e.key) + ',' +
+                       std::to_string(e.token) + ',' + std::to_string(ns(e.sent_at)) + ',' +
+                       std::to_string(ns(e.acked_at)) + ',' + e.path + ',' + e.outcome + ',' +
+                       std::to_string(e.value) + '\n';
+    std::lock_guard lock(mu_);
+    std::fwrite(line.data(), 1, line.size(), file_);
     std::fflush(file_);
 }
 

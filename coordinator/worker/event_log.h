@@ -3,21 +3,32 @@
 //
 //   worker,event,key,token,send_ns,ack_ns,path,outcome,value
 //
-// event:   acquire | write | release
-// send_ns: CLOCK_MONOTONIC (steady_clock) nanoseconds when the acquire's first
-//          request was sent; ack_ns: when its answer arrived (acquire only, else 0).
+// event:   acquire | write | release | keepalive (one line per KeepAlive
+//          request the keepalive thread makes)
+// send_ns: CLOCK_MONOTONIC (steady_clock) nanoseconds when the request was
+//          sent: an acquire's first request (for one that failed: when the
+//          call began, and ack_ns when it gave up); a keepalive's request (taken
+//          just before the call when it failed); a release's call; a write's
+//          transaction (0 when the write was not tried: lease_lost, or no
+//          database connection). ack_ns: when its answer arrived (a release
+//          or a write: when the call returned), 0 when none did.
 //          Every process on one machine reads the same clock, so the end-to-end
 //          checker can order acquires across workers.
+// path:    the write path for acquire and write; empty for release and keepalive.
 // outcome: acquire ok|held|unavailable|error; write accepted|stale|not_found|
-//          error|lease_lost; release ok|not_held|error.
-// value:   the counter after an accepted write, else 0.
+//          error|lease_lost; release ok|not_held|error; keepalive ok|not_held|error.
+// value:   the counter after an accepted write; a keepalive's ttl in ms when
+//          ok; else 0.
 //
-// Threading: used by the worker's main thread only.
+// Threading: open() before any other thread uses the log; write() may be
+// called from any thread (the worker's main thread and its keepalive
+// thread): a mutex makes each line one fwrite + fflush, never interleaved.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 namespace pgfence::worker {
@@ -42,8 +53,9 @@ class EventLog {
     void write(const Event& e);
 
   private:
-    std::FILE* file_ = nullptr;
-    std::string worker_;
+    std::mutex mu_;                // held for each line's fwrite + fflush
+    std::FILE* file_ = nullptr;   // set by open(), then read-only
+    std::string worker_;          // set by open(), then read-only
 };
 
 }  // namespace pgfence::worker

@@ -4,11 +4,12 @@
 
 namespace pgfence::worker {
 
-Keepalive::Keepalive(const client::Options& options, const client::Lease& lease)
+Keepalive::Keepalive(const client::Options& options, const client::Lease& lease, EventLog* log)
     : options_(options),
       key_(lease.key),
       token_(lease.token),
       lease_(lease.lease),
+      log_(log),
       deadline_(lease.deadline()),
       thread_([this](std::stop_token stop) { run(std::move(stop)); }) {}
 
@@ -35,6 +36,12 @@ void Keepalive::mark_lost(std::string why) {
     lost_.store(true);
 }
 
+void Keepalive::log_request(client::Clock::time_point sent_at, client::Clock::time_point acked_at,
+                            const char* outcome, std::int64_t ttl_ms) {
+    if (log_ == nullptr) return;
+    log_->write(Event{"keepalive", key_, token_, sent_at, acked_at, "", outcome, ttl_ms});
+}
+
 void Keepalive::run(std::stop_token stop) {
     client::Client client(options_);
     const client::milliseconds interval = std::max(lease_ / 3, client::milliseconds(10));
@@ -53,18 +60,30 @@ void Keepalive::run(std::stop_token stop) {
             mark_lost("no successful KeepAlive before the lease deadline");
             return;
         }
+        const client::Clock::time_point called_at = client::Clock::now();
         auto r = client.keepalive(key_, token_, deadline);
+        const client::Clock::time_point returned_at = client::Clock::now();
         if (r) {
-            std::lock_guard lock(mu_);
-            deadline_ = std::max(deadline_, r.value().deadline());
+            {
+                std::lock_guard lock(mu_);
+                deadline_ = std::max(deadline_, r.value().deadline());
+            }
             renewals_.fetch_add(1);
+            log_request(r.value().sent_at, returned_at, "ok", r.value().ttl.count());
             next = client::Clock::now() + interval;
-        } else if (r.error().kind == client::ErrorKind::kNotHeld) {
+            continue;
+        }
+        // An error with an HTTP status had an answer; the others (no member
+        // answered by the deadline) had none.
+        const bool answered = r.error().http_status != 0;
+        const bool gone = r.error().kind == client::ErrorKind::kNotHeld;
+        log_request(called_at, answered ? returned_at : client::Clock::time_point{},
+                    gone ? "not_held" : "error", 0);
+        if (gone) {
             mark_lost("the coordinator says the lease is gone: " + r.error().message);
             return;
-        } else {
-            next = client::Clock::now() + interval / 4;  // retry sooner
         }
+        next = client::Clock::now() + interval / 4;  // retry sooner
     }
 }
 

@@ -4,13 +4,20 @@
 // local deadline passes without a successful KeepAlive, lost() turns true
 // and stays true; the thread then stops.
 //
-// The local deadline is counted from when a request was SENT (send time +
-// ttl), never from when its answer came back, so the holder gives up no later
-// than the coordinator could expire it.
+// The local deadline is the client's deadline(): counted from when a request
+// was SENT, never from when its answer came back, and shortened by the
+// clock-rate bound (send time + ttl x (1 - rho), client.h), so the holder
+// gives up no later than the coordinator could expire it.
 //
-// Threading: the thread owns its own client::Client; the accessors may be
-// called from any thread. Destruction stops and joins the thread (bounded by
-// one KeepAlive call, itself bounded by the deadline).
+// Every KeepAlive request is logged to the EventLog, if one is given, as a
+// `keepalive` line (event_log.h): its send and answer times, ok | not_held |
+// error, and the ttl on success.
+//
+// Threading: the thread owns its own client::Client and writes to the
+// EventLog (whose write() is thread-safe); the accessors may be called from
+// any thread. Destruction stops and joins the thread (bounded by one
+// KeepAlive call, itself bounded by the deadline). The EventLog must outlive
+// the Keepalive.
 #pragma once
 
 #include <atomic>
@@ -21,12 +28,14 @@
 #include <thread>
 
 #include "client/client.h"
+#include "worker/event_log.h"
 
 namespace pgfence::worker {
 
 class Keepalive {
   public:
-    Keepalive(const client::Options& options, const client::Lease& lease);
+    // `log` may be null: nothing is logged.
+    Keepalive(const client::Options& options, const client::Lease& lease, EventLog* log);
     ~Keepalive();
     Keepalive(const Keepalive&) = delete;
     Keepalive& operator=(const Keepalive&) = delete;
@@ -39,11 +48,14 @@ class Keepalive {
   private:
     void run(std::stop_token stop);
     void mark_lost(std::string why);
+    void log_request(client::Clock::time_point sent_at, client::Clock::time_point acked_at,
+                     const char* outcome, std::int64_t ttl_ms);
 
     client::Options options_;
     std::string key_;
     std::uint64_t token_ = 0;
     client::milliseconds lease_{0};
+    EventLog* log_ = nullptr;
 
     mutable std::mutex mu_;
     std::condition_variable_any cv_;

@@ -1,4 +1,5 @@
 // fence-worker: see `fence-worker --help` (worker/usage.cc) and docs/guarantees.md.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -32,6 +33,11 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", parsed.error.c_str());
         return worker::kExitUsage;
     }
+    if (parsed.options->print_clock) {
+        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        std::printf("%lld\n", static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+        return worker::kExitOk;
+    }
     const client::EndpointsParse endpoints = client::endpoints_from(parsed.options->endpoints);
     if (!endpoints.error.empty()) {
         std::fprintf(stderr, "fence-worker: %s\n", endpoints.error.c_str());
@@ -39,6 +45,7 @@ int run(int argc, char** argv) {
     }
     client::Options copts;
     copts.endpoints = endpoints.endpoints;
+    copts.max_clock_drift_ppm = parsed.options->max_clock_drift_ppm;
     install_handlers();
     worker::Worker w(*parsed.options, copts);
     return w.run();

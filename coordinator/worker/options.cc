@@ -83,6 +83,9 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
     if (flag == "--duration") return parse_ms(flag, v, o.duration);
     if (flag == "--mode") return parse_mode(v, o.mode);
     if (flag == "--iterations") return parse_int<long>(flag, v, 1, kMaxIterations, o.iterations);
+    if (flag == "--max-clock-drift-ppm") {
+        return parse_int<std::uint64_t>(flag, v, 0, kMaxClockDriftPpmLimit, o.max_clock_drift_ppm);
+    }
     if (flag == "--seed") {
         return parse_int<std::uint64_t>(flag, v, 0, UINT64_MAX, o.seed);
     }
@@ -114,6 +117,8 @@ bool apply_switch(std::string_view flag, Options& o) {
         o.setup = true;
     } else if (flag == "--quiet") {
         o.quiet = true;
+    } else if (flag == "--clock") {
+        o.print_clock = true;
     } else {
         return false;
     }
@@ -127,7 +132,7 @@ std::string check_bounds(Options& o) {
     if (o.work >= o.lease * 10) {
         return bad("--work", client::format_duration(o.work), "must be shorter than 10 leases");
     }
-    if (!o.setup && o.keys.empty()) return "fence-worker: --key is required (see --help)";
+    if (!o.setup && !o.print_clock && o.keys.empty()) return "fence-worker: --key is required (see --help)";
     if (o.worker_id.empty()) o.worker_id = "fence-worker-" + std::to_string(::getpid());
     return {};
 }

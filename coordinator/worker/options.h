@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "client/client.h"
+
 namespace pgfence::worker {
 
 using std::chrono::milliseconds;
@@ -41,6 +43,7 @@ constexpr std::size_t kMaxKeys = 64;
 constexpr long kMaxIterations = 10'000'000;
 constexpr milliseconds kMinLease{100};
 constexpr milliseconds kMaxLease{std::chrono::hours(1)};
+constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;  // as fence-coordinator's
 
 struct Options {
     std::vector<std::string> keys;  // --key, repeatable or comma separated
@@ -58,7 +61,10 @@ struct Options {
     bool lease_check = true;        // --no-lease-check clears it (tests only)
     bool setup = false;             // --setup: create the schema and exit
     std::uint64_t seed = 0;         // --seed (0: derived from the worker id)
+    bool print_clock = false;  // --clock: print CLOCK_MONOTONIC ns and exit
     bool quiet = false;             // --quiet: no per-iteration narration
+    // --max-clock-drift-ppm: rho for the local lease deadline (client.h)
+    std::uint64_t max_clock_drift_ppm = client::kDefaultMaxClockDriftPpm;
 };
 
 struct ParseResult {

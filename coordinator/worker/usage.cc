@@ -15,6 +15,7 @@ std::string usage() {
 
 Usage:
   fence-worker --setup [--conninfo STR]
+  fence-worker --clock
   fence-worker --key K[,K...] [options]
 
 Options:
@@ -41,11 +42,21 @@ Options:
   --worker-id W        name written to the audit table and the log (default fence-worker-PID)
   --log FILE           append one CSV line per event:
                          worker,event,key,token,send_ns,ack_ns,path,outcome,value
-                       event is acquire|write|release; send_ns/ack_ns are CLOCK_MONOTONIC
-                       nanoseconds of the acquire's first send and of its answer
+                       event is acquire|write|release|keepalive; send_ns/ack_ns are
+                       CLOCK_MONOTONIC nanoseconds of the request's send and of its
+                       answer (acquire: its first send; keepalive: one line per
+                       request, ack_ns 0 when nothing answered, value = ttl ms)
   --seed N             random seed for key/path choice (default: from the worker id)
+  --max-clock-drift-ppm N
+                       rho: the largest clock-rate error of this host and of the
+                       coordinator's members, in parts per million (default 50000
+                       = 5%; 0..500000). The lease counts as lost at its send time
+                       + lease x (1 - rho) unless a keepalive renewed it
   --setup              create the extension and the worker's tables, then exit
   --quiet              no per-iteration narration (the summary is still printed)
+  --clock              print CLOCK_MONOTONIC in nanoseconds (the clock of the
+                       --log send_ns/ack_ns columns) and exit: a test harness
+                       reads it to put its own events on the workers' time line
   --help               this text
 
 Schema (created by --setup): worker_counters(key, n, fence) protected by

@@ -109,7 +109,9 @@ int Worker::write_with(const client::Lease& lease, Mode path, bool lease_lost) {
             return failed(kExitDatabase);
         }
     }
+    e.sent_at = std::chrono::steady_clock::now();
     const WriteResult w = db_.write(path, lease.key, lease.token, o_.worker_id);
+    e.acked_at = std::chrono::steady_clock::now();
     e.outcome = to_string(w.outcome);
     e.value = w.value;
     log_.write(e);
@@ -131,8 +133,9 @@ int Worker::write_with(const client::Lease& lease, Mode path, bool lease_lost) {
 }
 
 void Worker::release(const client::Lease& lease) {
+    const auto sent_at = std::chrono::steady_clock::now();
     auto r = client_.release(lease.key, lease.token);
-    Event e{"release", lease.key, lease.token, {}, {}, "", "ok", 0};
+    Event e{"release", lease.key, lease.token, sent_at, std::chrono::steady_clock::now(), "", "ok", 0};
     if (!r) {
         e.outcome = r.error().kind == client::ErrorKind::kNotHeld ? "not_held" : "error";
     }
@@ -148,9 +151,10 @@ int Worker::iteration(long i) {
     // idempotent, but two iterations never share a grant.
     const client::AcquireRequest req{key, o_.lease, o_.wait,
                                      o_.worker_id + "#" + std::to_string(i)};
+    const auto sent_at = std::chrono::steady_clock::now();
     auto r = client_.acquire(req);
     if (!r) {
-        Event e{"acquire", key, 0, {}, {}, "", "error", 0};
+        Event e{"acquire", key, 0, sent_at, std::chrono::steady_clock::now(), "", "error", 0};
         const client::ErrorKind kind = r.error().kind;
         e.outcome = kind == client::ErrorKind::kHeld          ? "held"
                     : kind == client::ErrorKind::kUnavailable ? "unavailable"
@@ -168,7 +172,7 @@ int Worker::iteration(long i) {
         client::format_duration(lease.lease) + ")");
     int code = kExitOk;
     {
-        Keepalive keepalive(client_options_, lease);
+        Keepalive keepalive(client_options_, lease, &log_);
         if (o_.work.count() > 0) std::this_thread::sleep_for(o_.work);
         code = write_with(lease, path, o_.lease_check && keepalive.lost());
         stats_.renewals += keepalive.renewals();

@@ -4,6 +4,7 @@
 // Every step is narrated on stdout (unless --quiet) and logged to --log.
 //
 // Threading: run() on the main thread; a Keepalive thread per held lease.
+// Both write to the EventLog (its write() is thread-safe).
 #pragma once
 
 #include <cstdint>

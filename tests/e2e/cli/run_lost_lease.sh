@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `fencectl run` terminates its child when the lease is lost: the whole cluster
 # is SIGSTOPped past the lease, so no keepalive can succeed; BEFORE the local
-# deadline (send time of the last successful keepalive + lease) fencectl must
+# deadline (send time of the last successful keepalive + lease x (1 - rho),
+# rho 5% by default) fencectl must
 # SIGTERM the child, SIGKILL it, and exit 4. The child writes a timestamp every
 # 50ms. Every keepalive the leader processed was processed before the SIGSTOP,
 # so the leader's lease ends before stop + lease: the last tick must come

@@ -11,7 +11,9 @@
 #
 # Timing: heartbeat 50 ms, election 1000 ms (CheckQuorum deposes a leader
 # between 1 and 2 s after it last heard from a quorum), lease 3000 ms (the
-# minimum, 1.5 x the 2000 ms maximum election timeout). Each attempt checks
+# minimum, 1.5 x the 2000 ms maximum election timeout), so the leader
+# considers Expire 3150 ms after the grant (lease x (1 + 5%), the default
+# --max-clock-drift-ppm). Each attempt checks
 # that its sleeps landed inside the window it needs, and retries (bounded) if
 # the loaded machine made them late.
 source "$(dirname "$0")/lib.sh"
@@ -32,13 +34,13 @@ for attempt in 1 2 3; do
     [[ $HTTP_CODE == 200 ]] || fail "acquire $key: $HTTP_CODE $HTTP_BODY"
     T=$(json_field "$HTTP_BODY" token)
     granted=$(now_ms)
-    # Stop both followers 2.3 s into the 3 s lease: the deadline (<= granted +
-    # 3000) passes before CheckQuorum can depose the leader (>= stop + 1000).
-    sleep 2.3
+    # Stop both followers 2.45 s after the grant: the expiry point (<= granted
+    # + 3150) passes before CheckQuorum can depose the leader (>= stop + 1000).
+    sleep 2.45
     STOPPED=$(followers_of "$L")
     kill -STOP $STOPPED
     stopped=$(now_ms)
-    if ((stopped - granted > 2800)); then
+    if ((stopped - granted > 2950)); then
         resume
         echo "attempt $attempt: followers stopped $((stopped - granted)) ms after the grant (too late); retrying"
         continue

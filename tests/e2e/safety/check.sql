@@ -1,9 +1,12 @@
 -- The safety checks of tests/e2e/safety/run.sh, over the database the workers
 -- wrote (worker_audit, worker_counters, worker_ledger_a/b) and the workers'
 -- CSV logs loaded into e2e_events (see coordinator/worker/event_log.h).
+-- e2e_faults (kind, target, start_ns, end_ns) holds the nemesis's faults on
+-- the same CLOCK_MONOTONIC time line. psql variables: lease_ns (the workers'
+-- lease) and rho_ppm (the clock-rate bound rho, docs/guarantees.md).
 -- Output: one line per check, "check|<name>|<violations>|<first example>".
 -- A check passes when its violation count is 0. run.sh counts the check lines
--- (7): adding or removing a check here means changing that number there.
+-- (8): adding or removing a check here means changing that number there.
 \set ON_ERROR_STOP 1
 \pset format unaligned
 \pset tuples_only on
@@ -84,7 +87,64 @@ SELECT 'check', 'accepted_writes_are_audited', count(*),
    AND NOT EXISTS (SELECT 1 FROM worker_audit w
                     WHERE w.worker = e.worker AND w.key = e.key AND w.token = e.token);
 
+-- 5. Within rho, no two workers held a key at once. A worker holds a key from
+--    its acquire's answer until the earlier of its release request and the
+--    send time of its last successful acquire or keepalive + lease x (1 - rho)
+--    (the client library's own deadline). An acquire that got no answer is not
+--    held. An overlap whose later holder was granted while a member's clock ran
+--    beyond rho (a clock_far fault, until two leases after its heal) is counted
+--    as figure lease_overlaps_beyond_rho instead: beyond rho leases may overlap,
+--    and the checks above (the fences) must still hold.
+CREATE TEMP TABLE e2e_held AS
+WITH acq AS (
+  SELECT worker, key, token, send_ns, ack_ns FROM e2e_events
+   WHERE event = 'acquire' AND outcome = 'ok'),
+renew AS (
+  SELECT worker, key, token, max(send_ns) AS last_send FROM e2e_events
+   WHERE event = 'keepalive' AND outcome = 'ok' GROUP BY 1, 2, 3),
+rel AS (
+  SELECT worker, key, token, min(send_ns) AS rel_send FROM e2e_events
+   WHERE event = 'release' AND send_ns > 0 GROUP BY 1, 2, 3)
+SELECT a.worker, a.key, a.token, a.ack_ns AS from_ns,
+       least(greatest(a.send_ns, coalesce(r.last_send, 0))
+               + (:lease_ns)::bigint * (1000000 - :rho_ppm) / 1000000,
+             coalesce(l.rel_send, 9223372036854775807)) AS to_ns
+  FROM acq a
+  LEFT JOIN renew r USING (worker, key, token)
+  LEFT JOIN rel l USING (worker, key, token)
+ WHERE least(greatest(a.send_ns, coalesce(r.last_send, 0))
+               + (:lease_ns)::bigint * (1000000 - :rho_ppm) / 1000000,
+             coalesce(l.rel_send, 9223372036854775807)) > a.ack_ns;   -- an answer after the deadline holds nothing
+
+CREATE TEMP TABLE e2e_overlaps AS
+WITH candidates AS (   -- a holder that starts before every earlier holder of its key ended
+  SELECT * FROM (
+    SELECT h.*, max(to_ns) OVER (PARTITION BY key ORDER BY from_ns, token
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_to
+      FROM e2e_held h) s
+   WHERE prev_to > from_ns)
+SELECT h.key, h.worker, h.token, h.from_ns, p.worker AS prev_worker, p.token AS prev_token,
+       p.to_ns - h.from_ns AS overlap_ns,
+       EXISTS (SELECT 1 FROM e2e_faults f
+                WHERE f.kind = 'clock_far'
+                  AND h.from_ns BETWEEN f.start_ns AND f.end_ns + 2 * (:lease_ns)::bigint) AS beyond_rho
+  FROM candidates h
+  JOIN LATERAL (SELECT * FROM e2e_held p
+                 WHERE p.key = h.key AND p.token <> h.token
+                   AND p.from_ns <= h.from_ns AND p.to_ns > h.from_ns
+                 ORDER BY p.to_ns DESC LIMIT 1) p ON true;
+
+SELECT 'check', 'one_holder_at_a_time_within_rho', count(*),
+       coalesce(min(format('key %s: %s got token %s while %s (token %s) held it for %s ms more',
+                           key, worker, token, prev_worker, prev_token, overlap_ns / 1000000)), '')
+  FROM e2e_overlaps WHERE NOT beyond_rho;
+
 -- Figures for the summary: "figure|<name>|<value>".
+SELECT 'figure', 'lease_overlaps_within_rho', count(*) FROM e2e_overlaps WHERE NOT beyond_rho;
+SELECT 'figure', 'lease_overlaps_beyond_rho', count(*) FROM e2e_overlaps WHERE beyond_rho;
+SELECT 'figure', 'keepalives_ok', count(*) FROM e2e_events WHERE event = 'keepalive' AND outcome = 'ok';
+SELECT 'figure', 'keepalives_failed', count(*) FROM e2e_events WHERE event = 'keepalive' AND outcome <> 'ok';
+SELECT 'figure', 'history_ops', count(*) FROM e2e_events;
 SELECT 'figure', 'acquires_attempted', count(*) FROM e2e_events WHERE event = 'acquire';
 SELECT 'figure', 'acquires_granted', count(*) FROM e2e_events WHERE event = 'acquire' AND outcome = 'ok';
 SELECT 'figure', 'acquires_held', count(*) FROM e2e_events WHERE event = 'acquire' AND outcome = 'held';

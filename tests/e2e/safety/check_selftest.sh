@@ -22,14 +22,27 @@ DROP TABLE IF EXISTS e2e_events;
 CREATE TABLE e2e_events (worker text, event text, key text, token bigint, send_ns bigint,
                          ack_ns bigint, path text, outcome text, value bigint);
 \copy e2e_events FROM '$WORK/events.csv' WITH (FORMAT csv)
+DROP TABLE IF EXISTS e2e_faults;
+CREATE TABLE e2e_faults (kind text, target text, start_ns bigint, end_ns bigint);
+\copy e2e_faults FROM '$WORK/faults.csv' WITH (FORMAT csv)
 SQL
-  psql -X -f "$HERE/check.sql" | grep '^check|'
+  # Times here are small numbers of "ns": a lease of 1000, rho 5% (usable 950).
+  psql -X -v lease_ns=1000 -v rho_ppm=50000 -f "$HERE/check.sql" | grep -E '^(check|figure)\|'
+}
+touch "$WORK/faults.csv"
+
+# expect_figure NAME FIGURE WANT: a figure line of check.sql has the value WANT.
+expect_figure() {
+  local got
+  got=$(run_checks | awk -F'|' -v c="$2" '$1 == "figure" && $2 == c { print $3 }')
+  if [[ "$got" == "$3" ]]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL $1: figure $2 is '$got', want $3"; fi
 }
 
 # expect NAME CHECK WANT: the check's violation count is WANT.
 expect() {
   local got
-  got=$(run_checks | awk -F'|' -v c="$2" '$2 == c { print $3 }')
+  got=$(run_checks | awk -F'|' -v c="$2" '$1 == "check" && $2 == c { print $3 }')
   if [[ "$got" == "$3" ]]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL $1: $2 reported '$got' violations, want $3"; fi
 }
@@ -45,12 +58,13 @@ SQL
 cat >"$WORK/events.csv" <<'CSV'
 w0,acquire,a,10,100,200,guard,ok,0
 w0,write,a,10,0,0,guard,accepted,1
+w0,release,a,10,290,295,,ok,0
 w1,acquire,a,12,300,400,guard,ok,0
 w1,write,a,12,0,0,guard,accepted,2
 CSV
 for c in tokens_increase_in_commit_order increments_are_consecutive counter_equals_accepted_increments \
          ledgers_equal_admitted_increments acquired_tokens_grow accepted_tokens_were_granted \
-         accepted_writes_are_audited; do
+         accepted_writes_are_audited one_holder_at_a_time_within_rho; do
   expect "clean history" "$c" 0
 done
 
@@ -77,5 +91,47 @@ expect "ledgers disagree" ledgers_equal_admitted_increments 1
 psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, worker, value, path)
                VALUES (5, 'a', 'resource', 20, 'w5', 1, 'admit'), (6, 'a', 'resource', 20, 'w6', 2, 'admit')"
 expect "token 20 twice on the resource fence (and 11 after 12)" tokens_increase_in_commit_order 2
+
+# One holder at a time (key c, tokens from 100, times from 10000: the checks
+# above see nothing new). A worker holds from its acquire's answer to the
+# earlier of its release and last successful send + 950.
+# The histories above hold overlaps of their own (w2's token 11 is one): BASE
+# of them, counted before key c's are added.
+base=$(run_checks | awk -F'|' '$2 == "one_holder_at_a_time_within_rho" { print $3 }')
+rho() { expect "$1" one_holder_at_a_time_within_rho $((base + $2)); }
+cat >>"$WORK/events.csv" <<'CSV'
+w0,acquire,c,100,10000,10010,guard,ok,0
+w0,release,c,100,10500,10510,,ok,0
+w1,acquire,c,101,10400,10600,guard,ok,0
+w1,release,c,101,10700,10710,,ok,0
+CSV
+rho "the next holder answered after the release" 0
+echo "w2,acquire,c,102,11000,11010,guard,ok,0" >>"$WORK/events.csv"
+echo "w3,acquire,c,103,11500,11600,guard,ok,0" >>"$WORK/events.csv"
+rho "w3 granted while w2 held (no release, 950 not over)" 1
+cat >>"$WORK/events.csv" <<'CSV'
+w4,acquire,c,104,13000,13010,guard,ok,0
+w4,keepalive,c,104,13800,13810,,ok,1000
+w4,release,c,104,14800,14810,,ok,0
+w5,acquire,c,105,14000,14500,guard,ok,0
+CSV
+rho "w5 granted inside w4's keepalive-extended lease" 2
+cat >>"$WORK/events.csv" <<'CSV'
+w6,acquire,c,106,16000,16010,guard,ok,0
+w6,keepalive,c,106,16800,16810,,not_held,0
+w7,acquire,c,107,17000,17100,guard,ok,0
+w8,acquire,c,108,18000,19500,guard,ok,0
+w9,acquire,c,109,19000,19100,guard,ok,0
+w9,release,c,109,19200,19210,,ok,0
+CSV
+rho "a failed keepalive extends nothing; an answer after the deadline holds nothing" 2
+echo "w10,acquire,c,110,20100,20110,guard,ok,0" >>"$WORK/events.csv"
+echo "w11,acquire,c,111,20300,20400,guard,ok,0" >>"$WORK/events.csv"
+echo "clock_far,member-1,20000,20500" >"$WORK/faults.csv"
+rho "an overlap during the beyond-rho clock fault is no violation" 2
+expect_figure "... but is counted apart" lease_overlaps_beyond_rho 1
+expect_figure "the two overlaps within rho" lease_overlaps_within_rho $((base + 2))
+echo "clock_rate,member-1,20000,20500" >"$WORK/faults.csv"
+rho "a clock fault within rho excuses nothing" 3
 echo "check-selftest: $passed passed, $failed failed"
 ((failed == 0))

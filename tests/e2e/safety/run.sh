@@ -1,46 +1,64 @@
 #!/usr/bin/env bash
-# Safety under faults, end to end: a 3-member fence-coordinator cluster, a real
-# PostgreSQL with pg_fence, several fence-worker processes looping over a few
-# keys with 1 s leases through all three write paths (fence_guard trigger,
-# fenced_update(), fence_admit over two tables), and a nemesis that kill -9s
-# and restarts members (leader included, and now and then all three at once;
-# the run always ends with such a power cut), SIGSTOPs members, and SIGSTOPs
-# workers for longer than their lease so that they come back stale.
+# Safety under faults, end to end, as Jepsen applies them: a 3-member
+# fence-coordinator cluster, a real PostgreSQL with pg_fence and several
+# fence-worker processes, each in a network namespace of its own on a bridge
+# (lib/netns.sh), and a nemesis (lib/nemesis.sh) whose schedule comes from the
+# seed: kills (one member, the leader, all), pauses, partitions (nftables in
+# the bridge: isolate, majority/minority, bridge, one-way, leader cut from
+# clients, worker cut from the cluster), clock faults (libfaketime: a rate within
+# rho, a leader 4x fast, wall-clock jumps), disk faults (libfiu: fdatasync EIO,
+# pwrite ENOSPC) and worker pauses. Every fault proves it took effect; all are
+# healed before the end, then a liveness phase.
 #
-# When the nemesis stops, the cluster must recover and these must hold
-# (check.sql has the queries):
-#   - per key and fence, accepted tokens strictly increase in commit order;
-#   - no lost update: counters equal the accepted increments;
-#   - every acknowledged acquire got a token larger than every token
-#     acknowledged before it was sent (all workers, all keys);
-#   - the database accepted only tokens granted to that worker;
-#   - every write path had accepted writes, and stale rejections happened
-#     (the scenario was exercised; the checks above are not vacuous);
-#   - every member restarted and answers; no acknowledged grant is missing:
-#     each member applied at least up to the largest acknowledged token, and
-#     a fresh acquire gets a larger token.
-# Besides the random worker pauses, the seed scenario is forced once per
-# write path (nem_forced_stale): those three workers must exit 3.
+# The workers loop over a few keys with 1 s leases through all three write
+# paths (fence_guard trigger, fenced_update(), fence_admit over two tables),
+# keep their leases alive, and keep writing after losing them (--no-lease-check),
+# as a paused holder does. Their logs are the history: every acquire, keepalive,
+# release and write with CLOCK_MONOTONIC send/answer times taken by the workers
+# (never by a member, whose clock may be faked). check.sql checks it:
+#   (a) per key and fence, accepted tokens strictly increase in commit order,
+#       and nothing accepted was lost (counters equal the accepted increments);
+#   (b) every acknowledged acquire got a token larger than every token
+#       acknowledged before it was sent; the database accepted only granted tokens;
+#   (c) within rho, no two workers held a key at once ("held": from the
+#       acquire's answer to the send time of its last successful acquire or
+#       keepalive + lease x (1 - rho), or its release); overlaps caused by the
+#       beyond-rho clock fault are counted and reported, not failed;
+#   (d) after the heal a fresh acquire succeeds within a bound, every member
+#       applied every acknowledged grant, and writes are accepted again.
+# Besides the random worker pauses, the seed scenario is forced once per write
+# path (nem_forced_stale): those three workers must exit 3.
 #
-# usage: run.sh [--seconds N] [--seed S] [--workers W] [--keys K]
-#   env: SAFETY_SECONDS (default 40: the CI run stays under 2 minutes),
-#        SAFETY_SEED, SAFETY_WORKERS (6), SAFETY_KEYS (3), SAFETY_KEEP=1 keeps logs;
+# usage: run.sh [--seconds N] [--seed S] [--workers W] [--keys K] [--plan-only]
+#   --plan-only prints the seed's fault schedule and exits (no root needed).
+#   env: SAFETY_SECONDS (default 40), SAFETY_SEED, SAFETY_WORKERS (6),
+#        SAFETY_KEYS (3), SAFETY_KEEP=1 keeps the logs; FAULT_REPORT_ROOT (the
+#        report directory's parent, default build/fault-reports);
 #        FENCE_WORKER_BIN, FENCECTL_BIN, FENCE_COORDINATOR_BIN, BUILD, E2E_BUILD_DIR
 #        say where the binaries are (else they are searched under build*/).
-# Ends with "safety: N passed, N failed"; exit status 0 only if every check passed.
+# Needs root (namespaces), ip, nft, faketime, fiu-run, gnuplot (make deps installs them).
+# Ends with "safety: N passed, N failed", then
+#   "faults: seed=S seconds=T ops=N accepted=N refused=N faults=N violations=N"
+# and the report directory; exit status 0 only if every check passed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 E2E_ROOT=$(cd "$HERE/../../.." && pwd)
 export E2E_ROOT
 source "$HERE/lib/common.sh"
 source "$HERE/lib/pg.sh"
+source "$HERE/lib/netns.sh"
+source "$HERE/lib/members.sh"
 source "$HERE/lib/nemesis.sh"
 
 RUN_S=${SAFETY_SECONDS:-40}
 SEED=${SAFETY_SEED:-$(((RANDOM << 15 | RANDOM) % 1000000000))}
 NWORKERS=${SAFETY_WORKERS:-6}
 NKEYS=${SAFETY_KEYS:-3}
+NMEMBERS=3
+MEMBER_IDS=(1 2 3)
 LEASE_MS=1000
+RHO_PPM=50000    # rho, the clock-rate bound of docs/guarantees.md (the members' and workers' default)
+PLAN_ONLY=0
 LIVE_WRITES=20   # after the heal, the workers must get this many writes accepted...
 LIVE_S=30        # ...within this many seconds; then they are told to stop (SIGTERM)
 while (($# > 0)); do
@@ -49,6 +67,7 @@ while (($# > 0)); do
     --seed) SEED=$2; shift 2 ;;
     --workers) NWORKERS=$2; shift 2 ;;
     --keys) NKEYS=$2; shift 2 ;;
+    --plan-only) PLAN_ONLY=1; shift ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -63,6 +82,10 @@ whole "--keys/SAFETY_KEYS" "$NKEYS"
 ((NWORKERS >= 2 && NWORKERS <= 32)) || { echo "run.sh: --workers must be 2..32, got $NWORKERS" >&2; exit 2; }
 ((NKEYS >= 1 && NKEYS <= 16)) || { echo "run.sh: --keys must be 1..16, got $NKEYS" >&2; exit 2; }
 RANDOM=$SEED
+if ((PLAN_ONLY)); then
+  nem_plan $((RUN_S / 40 + 2))
+  exit 0
+fi
 
 log() { echo "[$(e2e_now)] safety: $*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
@@ -71,13 +94,19 @@ WORKER=$(e2e_find_bin fence-worker FENCE_WORKER_BIN) || die "fence-worker is not
 FENCECTL=$(e2e_find_bin fencectl FENCECTL_BIN) || die "fencectl is not built"
 COORD=$(e2e_find_bin fence-coordinator FENCE_COORDINATOR_BIN) || die "fence-coordinator is not built"
 export FENCE_COORDINATOR_BIN=$COORD FENCECTL_BIN=$FENCECTL FENCE_WORKER_BIN=$WORKER
-[[ -f "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" ]] || die "scripts/cluster.sh is missing"
+for tool in faketime fiu-run gnuplot cc; do
+  command -v "$tool" >/dev/null || die "$tool is not installed (make deps installs it)"
+done
+[[ -f "$MEM_FAKETIME_LIB" ]] || die "libfaketime is not at $MEM_FAKETIME_LIB (package faketime)"
+ns_preflight || die "pre-flight failed"
+ns_lock || die "could not take the namespace lock"
+ns_sweep_stale
 
 WORK=$(mktemp -d /tmp/pgfence-safety.XXXXXX)
 CLUSTER_DIR=$WORK/cluster
+REPORT_DIR=${FAULT_REPORT_ROOT:-$E2E_ROOT/${BUILD:-build}/fault-reports}/$(date +%Y%m%d-%H%M%S)-seed$SEED
 WORKER_PIDS=()
-MEMBER_IDS=()
-declare -A ENDPOINT_OF=()
+WORKER_ENV=()
 PASSED=0
 FAILED=0
 
@@ -95,10 +124,9 @@ cleanup() {
     jobs -pr | grep -q . || break
     sleep 0.1
   done
-  for pid in "${WORKER_PIDS[@]}" $(cat "$WORK/forced.pids" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-  for pid in $(cat "$CLUSTER_DIR"/*.pid 2>/dev/null); do kill -CONT "$pid" 2>/dev/null; done
-  bash "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" stop "$CLUSTER_DIR" >/dev/null 2>&1 || true
+  for id in "${MEMBER_IDS[@]}"; do mem_kill "$id"; done
   pg_throwaway_stop "$WORK"
+  ns_teardown   # kills whatever still runs in a namespace of this run, then deletes them
   if [[ "${SAFETY_KEEP:-0}" == 1 || $rc -ne 0 ]]; then
     echo "safety: logs kept in $WORK" >&2
   else
@@ -114,26 +142,11 @@ trap 'log "interrupted"; exit 130' INT TERM
 check() {
   if (($2)); then
     PASSED=$((PASSED + 1))
-    printf '  PASS  %-40s %s\n' "$1" "$3"
+    printf '  PASS  %-40s %s\n' "$1" "$3" | tee -a "$WORK/checks.txt"
   else
     FAILED=$((FAILED + 1))
-    printf '  FAIL  %-40s %s\n' "$1" "$3"
+    printf '  FAIL  %-40s %s\n' "$1" "$3" | tee -a "$WORK/checks.txt"
   fi
-}
-
-# map_endpoints: ENDPOINT_OF[id] from each endpoint's own status answer.
-map_endpoints() {
-  local ep json id
-  for ep in ${FENCE_ENDPOINTS//,/ }; do
-    e2e_wait_for 30 e2e_status_json "$ep" || die "member at $ep does not answer /v1/status"
-    json=$(e2e_status_json "$ep")
-    id=$(e2e_json_field "${json%%\"members\"*}" id) || die "no id in $ep's status: $json"
-    ENDPOINT_OF[$id]=$ep
-  done
-  mapfile -t MEMBER_IDS < <(e2e_member_ids "$CLUSTER_DIR")
-  for id in "${MEMBER_IDS[@]}"; do
-    [[ -n "${ENDPOINT_OF[$id]:-}" ]] || die "member $id (pid file) has no endpoint in $FENCE_ENDPOINTS"
-  done
 }
 
 start_workers() {
@@ -141,10 +154,10 @@ start_workers() {
   for ((k = 1; k <= NKEYS; k++)); do keys+="${keys:+,}safety:k$k"; done
   for ((i = 0; i < NWORKERS; i++)); do
     # --work 50/250/450 ms: the 450 ms workers outlive lease/3 and send keepalives.
-    "$WORKER" --key "$keys" --mode mixed --lease 1s --wait 2s --work "$(((i % 3) * 200 + 50))ms" \
-      --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
-      --no-lease-check --worker-id "w$i" --log "$WORK/w$i.csv" --seed "$((SEED * 64 + i + 1))" \
-      --quiet >"$WORK/w$i.out" 2>&1 &
+    ns_spawn "w$i" env "${WORKER_ENV[@]}" "$WORKER" --key "$keys" --mode mixed --lease 1s --wait 2s \
+      --work "$(((i % 3) * 200 + 50))ms" --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
+      --no-lease-check --max-clock-drift-ppm "$RHO_PPM" --worker-id "w$i" --log "$WORK/w$i.csv" \
+      --seed "$((SEED * 64 + i + 1))" --quiet >"$WORK/w$i.out" 2>&1 &
     WORKER_PIDS+=($!)
   done
 }
@@ -176,28 +189,53 @@ stats() {
 
 member_applied() {
   local json
-  json=$(e2e_status_json "${ENDPOINT_OF[$1]}") || return 1
+  json=$(nem_status "$1") || return 1
   e2e_json_field "${json%%\"members\"*}" applied_index
 }
 member_caught_up() { local a; a=$(member_applied "$1") && ((a >= $2)); }
 
-log "seed $SEED (reproduce the fault sequence with SAFETY_SEED=$SEED), ${RUN_S}s of faults," \
-    "$NWORKERS workers, $NKEYS keys, lease ${LEASE_MS}ms; logs in $WORK"
-pg_throwaway_start "$WORK" || die "PostgreSQL did not start"
+# mono_offset_ns: wall-clock ns minus the workers' CLOCK_MONOTONIC ns, so that
+# the nemesis's wall-clock times (e2e_ms) go onto the history's time line.
+mono_offset_ns() {
+  local w m
+  w=$(date +%s%N)
+  m=$("$WORKER" --clock) || return 1
+  echo $((w - m))
+}
+
+HOSTS=(ctl pg wf)
+for id in "${MEMBER_IDS[@]}"; do HOSTS+=("m$id"); done
+for ((i = 0; i < NWORKERS; i++)); do HOSTS+=("w$i"); done
+mkdir -p "$REPORT_DIR" || die "cannot create the report directory $REPORT_DIR"
+nem_plan $((RUN_S / 40 + 2)) >"$WORK/schedule.txt"
+cp "$WORK/schedule.txt" "$REPORT_DIR/schedule.txt"
+log "seed $SEED (the same seed gives the same schedule: SAFETY_SEED=$SEED), ${RUN_S}s of faults," \
+    "$NWORKERS workers, $NKEYS keys, lease ${LEASE_MS}ms, rho ${RHO_PPM}ppm; logs in $WORK"
+log "first cycle of the schedule: $(head -n ${#NEM_KINDS[@]} "$WORK/schedule.txt" | awk '{ printf "%s ", $1 }')"
+ns_setup "${HOSTS[@]}" || die "could not create the network namespaces"
+log "namespaces ${NS_TAG}-{br,${HOSTS[*]// /,}} on 198.18.0.0/24 (bridge ${NS_TAG}-br)"
+PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 pg_throwaway_start "$WORK" ||
+  die "PostgreSQL did not start"
 "$WORKER" --setup >"$WORK/setup.out" 2>&1 || die "fence-worker --setup failed: $(cat "$WORK/setup.out")"
 mkdir -p "$CLUSTER_DIR"
-e2e_cluster_start "$CLUSTER_DIR" 3 || die "the cluster did not start"
-map_endpoints
+for id in "${MEMBER_IDS[@]}"; do mem_start "$id"; done
+FENCE_ENDPOINTS=$(mem_endpoints)
+export FENCE_ENDPOINTS
+for id in "${MEMBER_IDS[@]}"; do
+  e2e_wait_for 30 nem_member_answers "$id" || die "member $id does not answer with a leader: $(tail -n 3 "$CLUSTER_DIR/$id.log")"
+done
 e2e_wait_for 30 nem_probe || die "the cluster granted nothing within 30s of starting"
-log "PostgreSQL on 127.0.0.1:$PGPORT; cluster $FENCE_ENDPOINTS (members ${MEMBER_IDS[*]})"
+WORKER_ENV=("PGHOST=$PG_TCP_HOST" "PGPORT=$PGPORT" PGUSER=postgres PGDATABASE=postgres "FENCE_ENDPOINTS=$FENCE_ENDPOINTS")
+log "PostgreSQL on $PG_TCP_HOST:$PGPORT (namespace $(ns_name pg)); cluster $FENCE_ENDPOINTS"
 
+OFFSET_NS=$(mono_offset_ns) || die "fence-worker --clock failed"
 start_workers
 log "workers started; nemesis for ${RUN_S}s"
 T_START=$(e2e_ms)
 nem_run "$RUN_S"
 T_HEAL=$(e2e_ms)
 HEAL_EPOCH=$(date +%s.%N)
-log "nemesis stopped; healing (SIGCONT everything, restart what is down)"
+log "nemesis stopped after $NEM_FAULTS_RUN scheduled faults; healing (no cut, SIGCONT everything, restart what is down)"
 nem_heal
 FINAL_GRANT_MS=$(nem_time_to_grant "$T_HEAL") || FINAL_GRANT_MS=-1
 log "cluster granted again ${FINAL_GRANT_MS}ms after the heal; waiting for $LIVE_WRITES accepted writes"
@@ -211,14 +249,19 @@ for pid in "${WORKER_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 LEFT=$(wait_workers 60)
 T_END=$(e2e_ms)
 
-# Load the workers' logs next to the audit table.
+# Load the history (the workers' logs) and the faults next to the audit table.
 cat "$WORK"/w*.csv >"$WORK/events.csv" 2>/dev/null || true
-psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL || die "loading the worker logs failed"
+awk -v off="$OFFSET_NS" '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9]+$/ {
+    printf "%s,%s,%.0f,%.0f\n", $1, $2, $3 * 1e6 - off, $4 * 1e6 - off }' "$WORK/faults.log" >"$WORK/faults.csv"
+psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL || die "loading the history failed"
 CREATE TABLE e2e_events (worker text, event text, key text, token bigint, send_ns bigint,
                          ack_ns bigint, path text, outcome text, value bigint);
 \copy e2e_events FROM '$WORK/events.csv' WITH (FORMAT csv)
+CREATE TABLE e2e_faults (kind text, target text, start_ns bigint, end_ns bigint);
+\copy e2e_faults FROM '$WORK/faults.csv' WITH (FORMAT csv)
 SQL
-psql -X -f "$HERE/check.sql" >"$WORK/check.out" 2>&1 || die "check.sql failed: $(cat "$WORK/check.out")"
+psql -X -v lease_ns="$((LEASE_MS * 1000000))" -v rho_ppm="$RHO_PPM" -f "$HERE/check.sql" >"$WORK/check.out" 2>&1 ||
+  die "check.sql failed: $(cat "$WORK/check.out")"
 declare -A FIG=()
 while IFS='|' read -r kind name a _; do
   [[ "$kind" == figure ]] && FIG[$name]=$a
@@ -228,13 +271,15 @@ MAX_ACKED=${FIG[max_acknowledged_token]:-0}
 echo
 log "checks"
 NSQL=0
+VIOLATIONS=0
 while IFS='|' read -r kind name violations example; do
   [[ "$kind" == check ]] || continue
   NSQL=$((NSQL + 1))
+  VIOLATIONS=$((VIOLATIONS + violations))
   if [[ "$violations" == 0 ]]; then check "$name" 1 "0 violations"; else
     check "$name" 0 "$violations violations, e.g. $example"; fi
 done <"$WORK/check.out"
-check check_sql_ran_every_check "NSQL == 7" "$NSQL of the 7 checks of check.sql reported"
+check check_sql_ran_every_check "NSQL == 8" "$NSQL of the 8 checks of check.sql reported"
 # The per-key checks above are only as good as the writes behind them.
 W_GUARD=${FIG[writes_accepted_guard]:-0} W_FU=${FIG[writes_accepted_fenced_update]:-0}
 W_ADMIT=${FIG[writes_accepted_admit]:-0}
@@ -243,65 +288,93 @@ check every_write_path_accepted_writes "W_GUARD > 0 && W_FU > 0 && W_ADMIT > 0" 
 STALE=${FIG[stale_rejections]:-0}
 FS_STALE=${FIG[fence_stats_rejected_stale]:-0}
 check stale_rejections_happened "STALE > 0" \
-  "${FIG[stale_rejections]:-0} stale writes refused (${FIG[stale_rejections_by_path]:-none}); fence_stats counted ${FIG[fence_stats_rejected_stale]:-0}"
+  "$STALE stale writes refused (${FIG[stale_rejections_by_path]:-none}); fence_stats counted $FS_STALE"
+KA=${FIG[keepalives_ok]:-0}
+check keepalives_happened "KA > 0" "$KA keepalives answered ok (${FIG[keepalives_failed]:-0} failed)"
 FORCED_OK=0
 [[ -f "$WORK/forced-stale.log" ]] && FORCED_OK=$(awk '$2 != "-" && $3 == 3' "$WORK/forced-stale.log" | wc -l)
 check stale_worker_stopped_on_every_path "FORCED_OK == 3" \
   "$FORCED_OK of 3 forced stale writers (guard, fenced_update, admit) were refused and exited 3: $(tr '\n' ';' <"$WORK/forced-stale.log" 2>/dev/null)"
 check fence_stats_counted_every_rejection "FS_STALE >= STALE" "fence_stats $FS_STALE >= workers' $STALE"
+touch "$WORK/faults.log"
 NEM_FAILS=0
 [[ -f "$WORK/nemesis-failures.log" ]] && NEM_FAILS=$(wc -l <"$WORK/nemesis-failures.log")
 if ((NEM_FAILS == 0)); then
-  NEM_DETAIL="every restarted member answered within ${NEM_RECOVERY_S}s"
+  NEM_DETAIL="every fault proved it took effect and was healed"
 else
   NEM_DETAIL=$(head -n 3 "$WORK/nemesis-failures.log" | tr '\n' ';')
 fi
-check members_restarted_and_recovered "NEM_FAILS == 0" "$NEM_DETAIL"
+check faults_took_effect_and_healed "NEM_FAILS == 0" "$NEM_DETAIL"
+MISSING=""
+for kind in "${NEM_KINDS[@]}" pause_worker forced_stale; do
+  grep -q "^$kind " "$WORK/faults.log" || MISSING+=" $kind"
+done
+check every_fault_kind_injected "${#MISSING} == 0" "${MISSING:+missing:$MISSING}${MISSING:-all ${#NEM_KINDS[@]} member kinds, pause_worker and forced_stale}"
 check cluster_grants_after_heal "FINAL_GRANT_MS >= 0" "first grant ${FINAL_GRANT_MS}ms after the heal"
+((FINAL_GRANT_MS >= 0)) || VIOLATIONS=$((VIOLATIONS + 1))
 LIVE=$(live_writes)
 check writes_accepted_after_heal "LIVE_MS >= 0" \
   "$LIVE writes accepted after the heal ($LIVE_WRITES within ${LIVE_MS}ms; bound ${LIVE_S}s)"
+((LIVE_MS >= 0)) || VIOLATIONS=$((VIOLATIONS + 1))
 check workers_finished "LEFT == 0" "$LEFT of $NWORKERS workers still running 60s after SIGTERM"
 for id in "${MEMBER_IDS[@]}"; do
   if e2e_wait_for 30 member_caught_up "$id" "$MAX_ACKED"; then
     check "member_${id}_applied_every_ack" 1 "applied_index $(member_applied "$id") >= max acknowledged token $MAX_ACKED"
   else
     check "member_${id}_applied_every_ack" 0 "applied_index $(member_applied "$id" || echo '?') < max acknowledged token $MAX_ACKED after 30s"
+    VIOLATIONS=$((VIOLATIONS + 1))
   fi
 done
-FRESH=$("$FENCECTL" --timeout 10s acquire safety:final --lease 1s --wait 0s 2>/dev/null) || FRESH=0
+FRESH=$(nem_ctl "$FENCECTL" --timeout 10s acquire safety:final --lease 1s --wait 0s 2>/dev/null) || FRESH=0
 [[ "$FRESH" =~ ^[0-9]+$ ]] || FRESH=0
 check fresh_token_above_every_ack "FRESH > MAX_ACKED" \
   "fresh acquire got $FRESH > max acknowledged $MAX_ACKED"
+((FRESH > MAX_ACKED)) || VIOLATIONS=$((VIOLATIONS + 1))
 
-# --- Summary -------------------------------------------------------------------
-touch "$WORK/faults.log"
+# --- Report ----------------------------------------------------------------------
+FAULTS=$(grep -cv '^$' "$WORK/faults.log" || true)
+OPS=${FIG[history_ops]:-0}
+ACCEPTED=${FIG[writes_accepted]:-0}
 col() { awk -v k="$1" -v c="$2" '$1 ~ k { print $c }' "$WORK/faults.log"; }
-echo
-log "summary (seed $SEED)"
-printf '  %-36s %s\n' "seed" "$SEED   (SAFETY_SEED=$SEED SAFETY_SECONDS=$RUN_S bash tests/e2e/safety/run.sh)"
-printf '  %-36s %ss of faults, %ss in all\n' "duration" "$RUN_S" "$(((T_END - T_START) / 1000))"
-printf '  %-36s %s attempted, %s granted, %s held/timed out, %s unavailable\n' "acquires" \
-  "${FIG[acquires_attempted]:-0}" "${FIG[acquires_granted]:-0}" "${FIG[acquires_held]:-0}" "${FIG[acquires_unavailable]:-0}"
-printf '  %-36s %s (guard %s, fenced_update %s, admit %s)\n' "writes accepted" "${FIG[writes_accepted]:-0}" \
-  "${FIG[writes_accepted_guard]:-0}" "${FIG[writes_accepted_fenced_update]:-0}" "${FIG[writes_accepted_admit]:-0}"
-printf '  %-36s %s (%s); fence_stats: %s\n' "stale writes refused (55F01/stale)" "${FIG[stale_rejections]:-0}" \
-  "${FIG[stale_rejections_by_path]:-none}" "${FIG[fence_stats_rejected_stale]:-0}"
-printf '  %-36s %s errors, %s releases found the lease gone\n' "other write outcomes" \
-  "${FIG[write_errors]:-0}" "${FIG[releases_not_held]:-0}"
-printf '  %-36s %s\n' "keepalives sent by workers" \
-  "$(cat "$WORK"/w[0-9]*.out 2>/dev/null | awk '/ keepalives$/ { n += $(NF - 1) } END { print n + 0 }')"
-printf '  %-36s %s\n' "faults injected" "$(awk '{ n[$1]++ } END { for (k in n) printf "%s=%d ", k, n[k] }' "$WORK/faults.log")total=$(wc -l <"$WORK/faults.log")"
-mapfile -t v < <(col '^kill_leader$' 6); stats "leader kill -> new leader" "${v[@]}"
-mapfile -t v < <(col '^kill_leader$' 4); stats "leader kill -> fencectl granted" "${v[@]}"
-mapfile -t v < <(col '^kill(_leader)?$' 5); stats "member restart -> answers" "${v[@]}"
-mapfile -t v < <(col '^kill_all$' 4); stats "all killed, restarted -> granted" "${v[@]}"
-mapfile -t v < <(col '^kill_all$' 5); stats "all killed, restarted -> all answer" "${v[@]}"
-mapfile -t v < <(col '^pause_leader$' 6); stats "leader SIGSTOP -> new leader" "${v[@]}"
-mapfile -t v < <(col '^pause_leader$' 4); stats "leader SIGSTOP -> fencectl granted" "${v[@]}"
-mapfile -t v < <(col '^pause_(member|leader)$' 5); stats "member SIGCONT -> grant" "${v[@]}"
-stats "heal -> grant" "$FINAL_GRANT_MS"
-stats "heal -> $LIVE_WRITES writes accepted" "$LIVE_MS"
-printf '  %-36s %s\n' "max acknowledged token" "$MAX_ACKED"
-echo "safety: $PASSED passed, $FAILED failed"
+{
+  echo
+  log "summary (seed $SEED)"
+  printf '  %-36s %s\n' "seed" "$SEED   (make faults FAULT_SEED=$SEED FAULT_SECONDS=$RUN_S)"
+  printf '  %-36s %ss of faults, %ss in all\n' "duration" "$RUN_S" "$(((T_END - T_START) / 1000))"
+  printf '  %-36s %s attempted, %s granted, %s held/timed out, %s unavailable\n' "acquires" \
+    "${FIG[acquires_attempted]:-0}" "${FIG[acquires_granted]:-0}" "${FIG[acquires_held]:-0}" "${FIG[acquires_unavailable]:-0}"
+  printf '  %-36s %s ok, %s failed\n' "keepalives" "${FIG[keepalives_ok]:-0}" "${FIG[keepalives_failed]:-0}"
+  printf '  %-36s %s (guard %s, fenced_update %s, admit %s)\n' "writes accepted" "$ACCEPTED" \
+    "$W_GUARD" "$W_FU" "$W_ADMIT"
+  printf '  %-36s %s (%s); fence_stats: %s\n' "stale writes refused (55F01/stale)" "$STALE" \
+    "${FIG[stale_rejections_by_path]:-none}" "$FS_STALE"
+  printf '  %-36s %s errors, %s releases found the lease gone\n' "other write outcomes" \
+    "${FIG[write_errors]:-0}" "${FIG[releases_not_held]:-0}"
+  printf '  %-36s %s within rho (violations), %s beyond rho (the %sx clock: reported, not failed)\n' \
+    "overlapping holders" "${FIG[lease_overlaps_within_rho]:-0}" "${FIG[lease_overlaps_beyond_rho]:-0}" "$NEM_FAR_RATE"
+  printf '  %-36s %s\n' "faults injected" "$(awk '{ n[$1]++ } END { for (k in n) printf "%s=%d ", k, n[k] }' "$WORK/faults.log")total=$FAULTS"
+  mapfile -t v < <(col '^kill_leader$' 8); stats "leader kill -> new leader" "${v[@]}"
+  mapfile -t v < <(col '^kill_leader$' 6); stats "leader kill -> fencectl granted" "${v[@]}"
+  mapfile -t v < <(col '^kill(_leader)?$' 7); stats "member restart -> answers" "${v[@]}"
+  mapfile -t v < <(col '^kill_all$' 6); stats "all killed, restarted -> granted" "${v[@]}"
+  mapfile -t v < <(col '^pause_leader$' 8); stats "leader SIGSTOP -> new leader" "${v[@]}"
+  mapfile -t v < <(col '^(isolate|split|bridge|oneway|leader_clients|worker_cut)$' 7); stats "partition healed -> granted" "${v[@]}"
+  mapfile -t v < <(col '^(clock_rate|clock_far|clock_jump)$' 7); stats "clock healed -> granted" "${v[@]}"
+  mapfile -t v < <(col '^disk_' 7); stats "disk fault healed -> granted" "${v[@]}"
+  stats "heal -> grant" "$FINAL_GRANT_MS"
+  stats "heal -> $LIVE_WRITES writes accepted" "$LIVE_MS"
+  printf '  %-36s %s\n' "max acknowledged token" "$MAX_ACKED"
+} | tee "$REPORT_DIR/summary.txt"
+cp "$WORK/faults.log" "$WORK/checks.txt" "$REPORT_DIR/"
+cp "$WORK/check.out" "$REPORT_DIR/check.out"
+[[ -f "$WORK/nemesis-failures.log" ]] && cp "$WORK/nemesis-failures.log" "$REPORT_DIR/"
+if bash "$HERE/timeline.sh" "$WORK" "$REPORT_DIR/timeline.png" "$SEED" >"$WORK/timeline.out" 2>&1; then
+  check timeline_png_drawn 1 "$REPORT_DIR/timeline.png"
+else
+  check timeline_png_drawn 0 "timeline.sh failed: $(tail -n 3 "$WORK/timeline.out" | tr '\n' ' ')"
+fi
+echo "safety: $PASSED passed, $FAILED failed" | tee -a "$REPORT_DIR/summary.txt"
+echo "faults: seed=$SEED seconds=$RUN_S ops=$OPS accepted=$ACCEPTED refused=$STALE faults=$FAULTS violations=$VIOLATIONS" |
+  tee -a "$REPORT_DIR/summary.txt"
+echo "report: $REPORT_DIR"
 ((FAILED == 0))

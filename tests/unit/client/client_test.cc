@@ -114,8 +114,40 @@ BOOST_AUTO_TEST_CASE(lease_deadline_counts_from_send_time_not_receive_time) {
     BOOST_TEST_REQUIRE(r.ok(), r.message());
     const auto& lease = r.value();
     BOOST_TEST((lease.sent_at <= s.requests().at(0).arrived));
-    BOOST_TEST((lease.deadline() == lease.sent_at + 5000ms));
-    BOOST_TEST((lease.deadline() <= lease.received_at + 5000ms - 390ms));
+    BOOST_TEST(lease.max_clock_drift_ppm == 50000u);  // the default rho, 5%
+    BOOST_TEST((lease.deadline() == lease.sent_at + 4750ms));  // 5000ms x (1 - 5%)
+    BOOST_TEST((lease.deadline() <= lease.received_at + 4750ms - 390ms));
+}
+
+BOOST_AUTO_TEST_CASE(deadline_is_send_time_plus_lease_times_one_minus_rho) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/keepalive") return reply(200, R"({"key":"k","token":7,"ttl_ms":3000})");
+        return granted(7);
+    });
+    auto o = options_for({s.endpoint()});
+    o.max_clock_drift_ppm = 100000;  // 10%
+    client::Client c(o);
+    auto a = c.acquire({"k", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(a.ok(), a.message());
+    BOOST_TEST(a.value().max_clock_drift_ppm == 100000u);
+    BOOST_TEST((a.value().deadline() == a.value().sent_at + 4500ms));
+    auto k = c.keepalive("k", 7);
+    BOOST_TEST_REQUIRE(k.ok(), k.message());
+    BOOST_TEST(k.value().ttl.count() == 3000);  // the leader's ttl, as answered
+    BOOST_TEST((k.value().deadline() == k.value().sent_at + 2700ms));
+}
+
+BOOST_AUTO_TEST_CASE(usable_lease_rounds_down_and_never_goes_negative) {
+    using client::usable_lease;
+    BOOST_TEST((usable_lease(10s, 0) == 10s));
+    BOOST_TEST((usable_lease(10s, 50000) == 9500ms));
+    BOOST_TEST((usable_lease(1ms, 1) == std::chrono::nanoseconds(999'999)));  // 1ms x (1 - 1e-6)
+    BOOST_TEST((usable_lease(10s, 1'000'000) == client::Clock::duration::zero()));
+    BOOST_TEST((usable_lease(10s, 2'000'000) == client::Clock::duration::zero()));
+    BOOST_TEST((usable_lease(0ms, 50000) == client::Clock::duration::zero()));
+    BOOST_TEST((usable_lease(-5ms, 50000) == client::Clock::duration::zero()));
+    // A huge lease from a hostile answer saturates instead of overflowing.
+    BOOST_TEST((usable_lease(client::milliseconds::max(), 0) > client::Clock::duration::zero()));
 }
 
 BOOST_AUTO_TEST_CASE(lease_counts_from_the_first_attempt_when_an_answer_was_lost) {
@@ -313,7 +345,7 @@ BOOST_AUTO_TEST_CASE(keepalive_attempt_timeout_moves_on_from_a_stuck_member) {
     BOOST_TEST_REQUIRE(r.ok(), r.message());
     BOOST_TEST((test::Clock::now() - start < 200ms + kSlack));
     BOOST_TEST(r.value().ttl.count() == 900);
-    BOOST_TEST((r.value().deadline() == r.value().sent_at + 900ms));
+    BOOST_TEST((r.value().deadline() == r.value().sent_at + 855ms));  // 900ms x (1 - 5%)
     BOOST_TEST((r.value().sent_at <= good.requests().at(0).arrived));
 }
 

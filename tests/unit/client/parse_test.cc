@@ -131,6 +131,9 @@ BOOST_AUTO_TEST_CASE(usage_errors_name_what_was_wrong) {
         {{"get", "k", "--", "x"}, "unexpected '--'"},
         {{"list", "-o", "yaml"}, "'yaml'"},
         {{"--endpoints"}, "--endpoints needs a value"},
+        {{"list", "--max-clock-drift-ppm", "500001"}, "--max-clock-drift-ppm: '500001' must be 0..500000"},
+        {{"list", "--max-clock-drift-ppm", "5%"}, "'5%'"},
+        {{"list", "--max-clock-drift-ppm"}, "--max-clock-drift-ppm needs a value"},
     };
     for (const auto& c : cases) {
         const auto p = parse(c.words);
@@ -168,6 +171,20 @@ BOOST_AUTO_TEST_CASE(run_gives_each_keepalive_request_an_eighth_of_the_lease) {
     BOOST_TEST(attempt_ms({"run", "k", "--lease", "500ms", "--", "true"}) == 100);  // floor
     BOOST_TEST(attempt_ms({"run", "k", "--lease", "1m", "--", "true"}) == 3000);
     BOOST_TEST(attempt_ms({"get", "k"}) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(max_clock_drift_ppm_reaches_the_client_options) {
+    auto ppm = [](std::vector<std::string> words) {
+        client::Options options;
+        std::string error;
+        const cli::ArgsParse p = cli::parse_args(words);
+        BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+        BOOST_TEST_REQUIRE(cli::client_options(p.args, options, error), error);
+        return options.max_clock_drift_ppm;
+    };
+    BOOST_TEST(ppm({"list"}) == 50000u);
+    BOOST_TEST(ppm({"--max-clock-drift-ppm", "0", "list"}) == 0u);
+    BOOST_TEST(ppm({"run", "k", "--max-clock-drift-ppm=500000", "--", "true"}) == 500000u);
 }
 
 BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {

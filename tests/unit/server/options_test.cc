@@ -57,4 +57,37 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_named) {
     BOOST_TEST(parse({"--bogus", "1"}, d).find("unknown flag --bogus") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(max_clock_drift_ppm_defaults_to_five_percent_and_takes_0_to_500000) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.max_clock_drift_ppm == 50000u);
+    for (const char* ok : {"0", "12345", "500000"}) {
+        Options o;
+        auto args = kBase;
+        args.insert(args.end(), {"--max-clock-drift-ppm", ok});
+        BOOST_TEST(parse(args, o) == "");
+        BOOST_TEST(o.max_clock_drift_ppm == std::stoull(ok));
+    }
+    Options eq;
+    auto args = kBase;
+    args.push_back("--max-clock-drift-ppm=7");
+    BOOST_TEST(parse(args, eq) == "");
+    BOOST_TEST(eq.max_clock_drift_ppm == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_max_clock_drift_ppm_is_named_with_its_value_and_range) {
+    for (const char* bad : {"500001", "-1", "5%", "", "0.05"}) {
+        Options o;
+        auto args = kBase;
+        args.insert(args.end(), {"--max-clock-drift-ppm", bad});
+        const std::string err = parse(args, o);
+        BOOST_TEST(err.find("--max-clock-drift-ppm: '" + std::string(bad) + "'") != std::string::npos, err);
+        BOOST_TEST(err.find("0..500000") != std::string::npos, err);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(usage_lists_max_clock_drift_ppm) {
+    BOOST_TEST(usage().find("--max-clock-drift-ppm N") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,36 +1,102 @@
 # shellcheck shell=bash
 # The nemesis of tests/e2e/safety/run.sh (sourced; runs in run.sh's shell).
 #
-# Needs from the caller: WORK, CLUSTER_DIR, E2E_ROOT, FENCECTL, FENCE_WORKER_BIN, LEASE_MS,
-# MEMBER_IDS (array), ENDPOINT_OF (assoc. array id -> host:port),
-# WORKER_PIDS (array), RANDOM seeded with the run's seed.
+# Needs from the caller: WORK, CLUSTER_DIR, NMEMBERS, MEMBER_IDS (1..N), NWORKERS,
+# WORKER_PIDS, LEASE_MS, FENCECTL, FENCE_WORKER_BIN, WORKER_ENV (array: the env of
+# a worker), RANDOM seeded with the run's seed; lib/netns.sh and lib/members.sh.
 #
-# One coordinator fault at a time (workers are paused by a second, parallel
-# loop), then heal, then measure how long the cluster took to
-# grant again. Every fault appends a line to $WORK/faults.log:
-#   <kind> <target> <down_ms> <grant_ms> <back_ms> [<elect_ms>]
-# kill/kill_leader: elect_ms = kill of the leader until another member said it
-#   is leader; grant_ms = kill until a fresh `fencectl acquire` (a new process,
-#   with the client's retry backoff) was granted; back_ms = restart until the
-#   member answered /v1/status naming a leader.
-# pause_member/pause_leader: elect_ms/grant_ms = SIGSTOP of the leader until
-#   another member said it is leader / granted a probe that did not ask the
-#   stopped one (if within the pause); back_ms = SIGCONT until a grant.
-# "-" where it does not apply.
-# A member that does not come back within NEM_RECOVERY_S appends to
-# $WORK/nemesis-failures.log (the run then fails).
+# The schedule is drawn from the seed before anything runs (nem_plan): the same
+# seed gives the same schedule, whatever the cluster does. Each cycle of it is a
+# shuffle of every member fault kind, so every kind runs once per cycle; the
+# nemesis never stops before the first cycle is done. Faults run one at a time
+# (worker pauses come from a second loop with a schedule of its own), each one
+# healed before the next:
+#   kill, kill_leader, kill_all    kill -9 (one member, the leader, all: a power cut), restart
+#   pause_member, pause_leader     SIGSTOP for 0.5-4 s, SIGCONT
+#   isolate                        one member cut from every other host
+#   split                          one member and half the workers | the rest
+#   bridge                         two members cut from each other, the third sees both
+#   oneway                         packets from one member (the leader, half the time) to another dropped
+#   leader_clients                 the leader cut from every worker, not from its peers
+#   worker_cut                     a worker cut from the cluster, not from PostgreSQL
+#   clock_rate                     a member whose clocks run 0.96-0.97 or 1.03-1.04 x real time, made leader
+#   clock_far                      a member whose clocks run 4 x real time, made leader (beyond rho)
+#   clock_jump                     a member's wall clock jumps by hours or a day, monotonic time untouched
+#   disk_eio                       fdatasync fails with EIO on one member (libfiu)
+#   disk_enospc                    pwrite fails with ENOSPC on one member (libfiu)
+#   pause_worker                   (second loop) SIGSTOP of a worker for 1.5-3 leases
+#   forced_stale                   (second loop, first) the seed's scenario once per write path
+#
+# Every fault proves that it took effect, and a fault that did not fails the run
+# (a line in $WORK/nemesis-failures.log): a cut's probe across it fails while it
+# is cut and succeeds after the heal (and a path it must not cut still works); a
+# clock's rate is measured from the leader's ttl_ms against real time; a wall
+# jump is seen in the member's log timestamps; a disk fault ends the member with
+# exit status 74 (storage_write_failed) or 1 (storage_open_failed, when it hit
+# while the storage was being opened); a kill leaves no process.
+#
+# $WORK/faults.log, one line per fault:
+#   kind target start_ms end_ms down_ms grant_ms back_ms elect_ms proof...
+# start/end: wall-clock ms (e2e_ms) of the fault's start and heal; down_ms: how
+# long it lasted; grant_ms: fault start -> a probe granted by the rest (leader
+# kill/pause); back_ms: heal -> the cluster granted again; elect_ms: fault start
+# -> another member said it is leader. "-" where it does not apply.
 
 NEM_RECOVERY_S=${NEM_RECOVERY_S:-30}
+NEM_KINDS=(kill kill_leader kill_all pause_member pause_leader isolate split bridge oneway
+           leader_clients worker_cut clock_rate clock_far clock_jump disk_eio disk_enospc)
+NEM_FAR_RATE=4                      # beyond rho: clock_far
+NEM_NEAR_RATES=(0.96 0.97 1.03 1.04)  # within rho (5%): clock_rate
 
-nem_rand() { echo $(($1 + RANDOM % ($2 - $1 + 1))); }   # nem_rand MIN MAX
+# nem_rand MIN MAX: NEM_R = a number in MIN..MAX. Never call it (or read RANDOM)
+# inside $(...): bash reseeds RANDOM in every subshell, and the draw would
+# neither come from the seed nor advance the sequence.
+nem_rand() { NEM_R=$(($1 + RANDOM % ($2 - $1 + 1))); }
 nem_sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 nem_fail() { echo "[$(e2e_now)] $*" | tee -a "$WORK/nemesis-failures.log" >&2; }
 nem_record() { echo "$*" >>"$WORK/faults.log"; }
+nem_ctl() { ns_exec ctl "$@"; }
 
-# nem_role ID: role the member reports about itself ("" if it does not answer).
+# ---- the schedule ---------------------------------------------------------------
+
+# nem_plan CYCLES: the member schedule, one line per fault:
+#   kind target param gap_ms hold_ms
+# target: a member id (a worker index for worker_cut); param: the clock rate,
+# the wall-clock jump, or "leader"/"any" for oneway; "-" otherwise.
+# Only RANDOM is read: the same seed gives the same lines.
+nem_plan() {
+  local cycles=$1 c i j t kinds param target hold
+  for ((c = 0; c < cycles; c++)); do
+    kinds=("${NEM_KINDS[@]}")
+    for ((i = ${#kinds[@]} - 1; i > 0; i--)); do
+      j=$((RANDOM % (i + 1)))
+      t=${kinds[$i]} kinds[$i]=${kinds[$j]} kinds[$j]=$t
+    done
+    for t in "${kinds[@]}"; do
+      nem_rand 1000 3000
+      target=$((RANDOM % NMEMBERS + 1)) param=- hold=$NEM_R
+      case $t in
+        worker_cut) target=$((RANDOM % NWORKERS)); nem_rand $((LEASE_MS * 2)) $((LEASE_MS * 3)); hold=$NEM_R ;;
+        clock_rate) param=${NEM_NEAR_RATES[$((RANDOM % ${#NEM_NEAR_RATES[@]}))]} ;;
+        clock_far) param=$NEM_FAR_RATE ;;
+        clock_jump) param=+; ((RANDOM % 2)) || param=-; param+="$((RANDOM % 23 + 1))h" ;;
+        oneway) param=leader; ((RANDOM % 2)) || param=any ;;
+        pause_member | pause_leader) nem_rand 500 4000; hold=$NEM_R ;;
+      esac
+      nem_rand 200 1200
+      echo "$t $target $param $NEM_R $hold"
+    done
+  done
+}
+
+# ---- what the harness sees --------------------------------------------------------
+
+# nem_status ID: the member's own /v1/status, asked from ctl (1 s bound).
+nem_status() { nem_ctl curl -s --max-time 1 "http://$(mem_endpoint "$1")/v1/status"; }
+
 nem_role() {
   local json
-  json=$(e2e_status_json "${ENDPOINT_OF[$1]}") || return 1
+  json=$(nem_status "$1") || return 1
   e2e_json_field "${json%%\"members\"*}" role
 }
 
@@ -42,17 +108,24 @@ nem_leader_id() {
   return 1
 }
 
-# nem_probe [SKIP_ID]: one acquire + release on a probe key; success = the
-# cluster grants. SKIP_ID (a stopped member) is left out of the endpoints: a
-# SIGSTOPped member accepts connections but never answers, and the client
-# would spend its whole per-attempt timeout on it (see FINDINGS.md).
+# nem_member_answers ID: the member answers /v1/status and knows a leader.
+nem_member_answers() {
+  local json leader
+  json=$(nem_status "$1") || return 1
+  leader=$(e2e_json_field "${json%%\"members\"*}" leader) || return 1
+  [[ -n "$leader" && "$leader" != 0 ]]
+}
+
+# nem_probe [SKIP_ID...]: one acquire + release from ctl on a probe key;
+# success = the cluster grants. SKIP_IDs (stopped or cut members) are left out
+# of the endpoints: a stopped member accepts connections but never answers.
 nem_probe() {
-  local token eps="" id
+  local token eps="" id skip=" $* "
   for id in "${MEMBER_IDS[@]}"; do
-    [[ "$id" == "${1:-}" ]] || eps+="${eps:+,}${ENDPOINT_OF[$id]}"
+    [[ "$skip" == *" $id "* ]] || eps+="${eps:+,}$(mem_endpoint "$id")"
   done
-  token=$("$FENCECTL" --endpoints "$eps" --timeout 2s acquire nemesis:probe --lease 1s --wait 0s 2>/dev/null) || return 1
-  "$FENCECTL" --endpoints "$eps" --timeout 2s release nemesis:probe "$token" >/dev/null 2>&1 || true
+  token=$(nem_ctl "$FENCECTL" --endpoints "$eps" --timeout 2s acquire nemesis:probe --lease 1s --wait 0s 2>/dev/null) || return 1
+  nem_ctl "$FENCECTL" --endpoints "$eps" --timeout 2s release nemesis:probe "$token" >/dev/null 2>&1 || true
 }
 
 # nem_time_to_grant START_MS: ms from START_MS until a probe acquire succeeds.
@@ -61,64 +134,8 @@ nem_time_to_grant() {
   echo $(($(e2e_ms) - $1))
 }
 
-# nem_member_answers ID: the member answers /v1/status and knows a leader.
-nem_member_answers() {
-  local json leader
-  json=$(e2e_status_json "${ENDPOINT_OF[$1]}") || return 1
-  leader=$(e2e_json_field "${json%%\"members\"*}" leader) || return 1
-  [[ -n "$leader" && "$leader" != 0 ]]
-}
-
-# nem_restart ID: restarts a killed member; echoes ms until it answers with a leader.
-nem_restart() {
-  local id=$1 t0
-  t0=$(e2e_ms)
-  if ! bash "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" restart "$CLUSTER_DIR" "$id" >>"$WORK/cluster-restarts.log" 2>&1; then
-    nem_fail "member $id: scripts/cluster.sh restart failed (see cluster-restarts.log)"
-    return 1
-  fi
-  if ! e2e_wait_for "$NEM_RECOVERY_S" nem_member_answers "$id"; then
-    nem_fail "member $id did not answer with a known leader within ${NEM_RECOVERY_S}s of its restart"
-    return 1
-  fi
-  echo $(($(e2e_ms) - t0))
-}
-
-# nem_dead PID: the process is gone or a zombie.
-nem_dead() {
-  local state
-  state=$(e2e_proc_state "$1") || return 0
-  [[ -z "$state" || "$state" == Z ]]
-}
-
-# nem_reaped PID: no such process any more (not even a zombie).
-nem_reaped() { ! kill -0 "$1" 2>/dev/null; }
-
-# nem_kill ID KIND: kill -9, stay down a while, restart; KIND is kill or kill_leader.
-nem_kill() {
-  local id=$1 kind=$2 pid t0 down grant back elect
-  pid=$(e2e_member_pid "$CLUSTER_DIR" "$id")
-  [[ -n "$pid" ]] || { nem_fail "member $id has no pid file"; return 1; }
-  t0=$(e2e_ms)
-  kill -KILL "$pid" 2>/dev/null || true
-  grant=- elect=-
-  if [[ "$kind" == kill_leader ]]; then
-    elect=$(nem_new_leader_ms "$t0" "$id") || { nem_fail "no new leader within ${NEM_RECOVERY_S}s after killing leader $id"; elect=-1; }
-    grant=$(nem_time_to_grant "$t0") || { nem_fail "no grant within ${NEM_RECOVERY_S}s after killing leader $id"; grant=-1; }
-  fi
-  # Timing above does not wait for the pid to vanish (a zombie is dead, and
-  # this machine's pid 1 may take seconds to reap it); the restart below does,
-  # so that back_ms measures the restart only.
-  e2e_wait_for 10 nem_reaped "$pid" || nem_fail "member $id (pid $pid) still exists 10s after kill -9"
-  nem_sleep_ms "$(nem_rand 200 1500)"
-  down=$(($(e2e_ms) - t0))
-  back=$(nem_restart "$id") || back=-1
-  nem_record "$kind member-$id $down $grant $back $elect"
-}
-
 # nem_new_leader_ms START_MS OLD_ID [LIMIT_MS]: ms from START_MS until another
-# member reports itself leader (polled every 20 ms, bounded by LIMIT_MS,
-# default NEM_RECOVERY_S).
+# member reports itself leader (polled every 20 ms).
 nem_new_leader_ms() {
   local id deadline=$(($1 + ${3:-$((NEM_RECOVERY_S * 1000))}))
   while (($(e2e_ms) < deadline)); do
@@ -130,9 +147,8 @@ nem_new_leader_ms() {
   return 1
 }
 
-# nem_grant_within START_MS LIMIT_MS SKIP_ID: ms from START_MS until a probe
-# acquire (not asking SKIP_ID) succeeds, trying for at most LIMIT_MS (one
-# probe may overrun it by 2 s).
+# nem_grant_within START_MS LIMIT_MS SKIP_ID: ms from START_MS until a probe not
+# asking SKIP_ID succeeds, trying for at most LIMIT_MS.
 nem_grant_within() {
   while (($(e2e_ms) < $1 + $2)); do
     if nem_probe "$3"; then
@@ -144,17 +160,62 @@ nem_grant_within() {
   return 1
 }
 
-# nem_pause_member ID KIND: SIGSTOP for 0.5-3 s (the leader: 1.5-4 s), SIGCONT.
-# For the leader: elect_ms = until another member said it is leader, grant_ms =
-# until the others granted ("-" if not within the pause). back_ms: SIGCONT
-# until a grant asking every member.
-nem_pause_member() {
-  local id=$1 kind=$2 pid down t0 t1 grant=- back elect=-
-  pid=$(e2e_member_pid "$CLUSTER_DIR" "$id")
+nem_dead() {
+  local state
+  state=$(e2e_proc_state "$1") || return 0
+  [[ -z "$state" || "$state" == Z ]]
+}
+nem_reaped() { ! kill -0 "$1" 2>/dev/null; }
+nem_stopped() { [[ "$(e2e_proc_state "$1")" == T ]]; }
+
+# nem_up ID: sets NEM_BACK to ms until member ID answers naming a leader (-1: never).
+nem_up() {
+  local t0
+  t0=$(e2e_ms)
+  # (a wrapper such as nsenter, env or fiu-run execs the member within moments)
+  e2e_wait_for 3 mem_is_member "$1" || nem_fail "member $1: pid $(mem_pid "$1") is not fence-coordinator ($(readlink "/proc/$(mem_pid "$1")/exe" 2>/dev/null))"
+  if e2e_wait_for "$NEM_RECOVERY_S" nem_member_answers "$1"; then
+    NEM_BACK=$(($(e2e_ms) - t0))
+  else
+    nem_fail "member $1 did not answer with a known leader within ${NEM_RECOVERY_S}s of its start ($(mem_mode "$1"))"
+    NEM_BACK=-1
+  fi
+}
+
+# nem_heal_grant START_MS: sets NEM_GRANT to ms from START_MS to a grant (-1: none).
+nem_heal_grant() {
+  NEM_GRANT=$(nem_time_to_grant "$1") || { nem_fail "no grant within ${NEM_RECOVERY_S}s after healing $2"; NEM_GRANT=-1; }
+}
+
+# ---- kills and pauses -----------------------------------------------------------------
+
+# nem_kill ID KIND HOLD_MS: kill -9, stay down HOLD_MS / 2, restart.
+nem_kill() {
+  local id=$1 kind=$2 hold=$3 pid t0 down grant=- elect=-
+  pid=$(mem_pid "$id")
   [[ -n "$pid" ]] || { nem_fail "member $id has no pid file"; return 1; }
-  if [[ "$kind" == pause_leader ]]; then down=$(nem_rand 1500 4000); else down=$(nem_rand 500 3000); fi
+  t0=$(e2e_ms)
+  kill -KILL "$pid" 2>/dev/null || true
+  if [[ "$kind" == kill_leader ]]; then
+    elect=$(nem_new_leader_ms "$t0" "$id") || { nem_fail "no new leader within ${NEM_RECOVERY_S}s after killing leader $id"; elect=-1; }
+    grant=$(nem_time_to_grant "$t0") || { nem_fail "no grant within ${NEM_RECOVERY_S}s after killing leader $id"; grant=-1; }
+  fi
+  mem_kill "$id"
+  nem_dead "$pid" || nem_fail "member $id (pid $pid) still runs after kill -9"
+  nem_sleep_ms $((hold / 2))
+  down=$(($(e2e_ms) - t0))
+  mem_start "$id"
+  nem_up "$id"
+  nem_record "$kind member-$id $t0 $(e2e_ms) $down $grant $NEM_BACK $elect exit=$MEM_RC"
+}
+
+nem_pause_member() {
+  local id=$1 kind=$2 down=$3 pid t0 t1 grant=- elect=-
+  pid=$(mem_pid "$id")
+  [[ -n "$pid" ]] || { nem_fail "member $id has no pid file"; return 1; }
   t0=$(e2e_ms)
   kill -STOP "$pid" 2>/dev/null || return 0
+  e2e_wait_for 2 nem_stopped "$pid" || nem_fail "member $id (pid $pid) is not stopped after SIGSTOP"
   if [[ "$kind" == pause_leader ]]; then
     elect=$(nem_new_leader_ms "$t0" "$id" "$down") || elect=-
     grant=$(nem_grant_within "$t0" "$down" "$id") || grant=-
@@ -162,38 +223,278 @@ nem_pause_member() {
   t1=$(e2e_ms)
   ((t1 - t0 < down)) && nem_sleep_ms $((down - (t1 - t0)))
   kill -CONT "$pid" 2>/dev/null || true
-  down=$(($(e2e_ms) - t0))
   t1=$(e2e_ms)
-  back=$(nem_time_to_grant "$t1") || { nem_fail "no grant within ${NEM_RECOVERY_S}s after SIGCONT of member $id"; back=-1; }
-  nem_record "$kind member-$id $down $grant $back $elect"
+  nem_heal_grant "$t1" "the SIGCONT of member $id"
+  nem_record "$kind member-$id $t0 $t1 $((t1 - t0)) $grant $NEM_GRANT $elect state=T"
 }
 
-# nem_pause_worker: SIGSTOP a worker for 1.5-3 leases, so it comes back stale.
+# nem_kill_all [HOLD_MS]: every member kill -9ed at once, down HOLD_MS / 3.
+nem_kill_all() {
+  local id t0 t1 back=0 hold=${1:-600}
+  t0=$(e2e_ms)
+  for id in "${MEMBER_IDS[@]}"; do
+    [[ -n "$(mem_pid "$id")" ]] && kill -KILL "$(mem_pid "$id")" 2>/dev/null || true
+  done
+  for id in "${MEMBER_IDS[@]}"; do mem_kill "$id"; done
+  nem_sleep_ms $((hold / 3))
+  t1=$(e2e_ms)
+  for id in "${MEMBER_IDS[@]}"; do mem_start "$id"; done
+  nem_heal_grant "$t1" "the restart of every member"
+  for id in "${MEMBER_IDS[@]}"; do
+    nem_up "$id"
+    ((NEM_BACK < 0 || back < 0)) && back=-1 || { ((NEM_BACK > back)) && back=$NEM_BACK; }
+  done
+  nem_record "kill_all cluster $t0 $t1 $((t1 - t0)) $NEM_GRANT $back -"
+}
+
+# ---- partitions -------------------------------------------------------------------
+
+# nem_others_of HOST...: every host of the run but those named, comma-separated.
+nem_all_hosts() {
+  local i out="ctl,pg,wf"
+  for id in "${MEMBER_IDS[@]}"; do out+=",m$id"; done
+  for ((i = 0; i < NWORKERS; i++)); do out+=",w$i"; done
+  echo "$out"
+}
+nem_hosts_but() {
+  local h out="" skip=" $* "
+  for h in $(nem_all_hosts | tr , ' '); do [[ "$skip" == *" $h "* ]] || out+="${out:+,}$h"; done
+  echo "$out"
+}
+nem_workers() {
+  local i out="" from=${1:-0} step=${2:-1}
+  for ((i = from; i < NWORKERS; i += step)); do out+="${out:+,}w$i"; done
+  echo "$out"
+}
+nem_members_but() {
+  local id out=""
+  for id in "${MEMBER_IDS[@]}"; do [[ "$id" == "${1:-}" || "$id" == "${2:-}" ]] || out+="${out:+,}m$id"; done
+  echo "$out"
+}
+
+# nem_cut KIND TARGET DIR A B HOLD_MS PROBE_SRC PROBE_DST PROBE_PORT [KEEP_SRC KEEP_DST KEEP_PORT]:
+# cuts A from B (DIR both or one), proves the cut (PROBE_SRC cannot open
+# PROBE_DST:PROBE_PORT, but KEEP_SRC still opens KEEP_DST:KEEP_PORT, and the
+# rule dropped packets), holds it, heals, proves the heal, waits for a grant.
+nem_cut() {
+  local kind=$1 target=$2 dir=$3 a=$4 b=$5 hold=$6 ps=$7 pd=$8 pp=$9 ks=${10:-} kd=${11:-} kp=${12:-}
+  local t0 t1 name="$kind-$(e2e_ms)" proof="" dropped
+  e2e_wait_for 5 ns_reachable "$ps" "$pd" "$pp" ||
+    nem_fail "$kind: $ps cannot reach $pd:$pp even before the cut (the proof would mean nothing)"
+  t0=$(e2e_ms)
+  ns_cut "$name" "$dir" "$a" "$b" || { nem_fail "$kind: nft refused the cut $a -> $b"; return 1; }
+  if ns_reachable "$ps" "$pd" "$pp"; then
+    nem_fail "$kind: $ps still reaches $pd:$pp through the cut $a -> $b"
+  else
+    proof="cut:$ps-x->$pd"
+  fi
+  if [[ -n "$ks" ]]; then
+    if ns_reachable "$ks" "$kd" "$kp"; then proof+=",kept:$ks->$kd"; else
+      nem_fail "$kind: $ks lost $kd:$kp, which the cut $a -> $b must not touch"; fi
+  fi
+  t1=$(e2e_ms)
+  ((t1 - t0 < hold)) && nem_sleep_ms $((hold - (t1 - t0)))
+  dropped=$(ns_cut_dropped "$name")
+  ((dropped > 0)) || nem_fail "$kind: the cut $a -> $b dropped no packet"
+  ns_heal
+  t1=$(e2e_ms)
+  if e2e_wait_for 5 ns_reachable "$ps" "$pd" "$pp"; then proof+=",healed"; else
+    nem_fail "$kind: $ps cannot reach $pd:$pp 5 s after the heal"; fi
+  nem_heal_grant "$t1" "the $kind partition"
+  nem_record "$kind $target $t0 $t1 $((t1 - t0)) - $NEM_GRANT - $proof,dropped=$dropped"
+}
+
+nem_partition() {
+  local kind=$1 target=$2 param=$3 hold=$4 leader other x y
+  case $kind in
+    isolate)
+      nem_cut isolate "member-$target" both "m$target" "$(nem_hosts_but "m$target")" "$hold" \
+        ctl "m$target" 7501 ;;
+    split)
+      other=$(nem_members_but "$target" | cut -d, -f1)
+      nem_cut split "member-$target" both "m$target,$(nem_workers 0 2)" \
+        "$(nem_members_but "$target"),$(nem_workers 1 2)" "$hold" "m$target" "$other" 7401 ctl "m$target" 7501 ;;
+    bridge)
+      x=$(nem_members_but "$target" | cut -d, -f1) y=$(nem_members_but "$target" | cut -d, -f2)
+      nem_cut bridge "member-$target" both "$x" "$y" "$hold" "$x" "$y" 7401 "m$target" "$x" 7401 ;;
+    oneway)
+      x=m$target
+      if [[ "$param" == leader ]] && leader=$(nem_leader_id); then x=m$leader; fi
+      y=$(nem_members_but "${x#m}" | cut -d, -f1)
+      nem_cut oneway "$x-to-$y" one "$x" "$y" "$hold" "$x" "$y" 7401 ;;
+    leader_clients)
+      leader=$(nem_leader_id) || leader=$target
+      other=$(nem_members_but "$leader" | cut -d, -f1)
+      nem_cut leader_clients "member-$leader" both "m$leader" "wf,$(nem_workers)" "$hold" \
+        w0 "m$leader" 7501 "m$leader" "$other" 7401 ;;
+    worker_cut)
+      nem_cut worker_cut "worker-$target" both "w$target" "$(nem_members_but)" "$hold" \
+        "w$target" "m1" 7501 "w$target" pg 5432 ;;
+  esac
+}
+
+# ---- clocks ---------------------------------------------------------------------
+
+# nem_make_leader ID: makes member ID the leader: the other follower is
+# stopped, the leader killed and restarted at once, so that ID (whose election
+# timer runs from the kill) is the only candidate that can win at first. Up
+# to 6 tries; returns 1 if ID never became leader.
+nem_make_leader() {
+  local id=$1 try leader other
+  for ((try = 1; try <= 6; try++)); do
+    leader=$(nem_leader_id) || { sleep 0.2; continue; }
+    [[ "$leader" == "$id" ]] && return 0
+    other=$(nem_members_but "$id" "$leader" | cut -d, -f1)
+    other=${other#m}
+    [[ -n "$other" ]] && kill -STOP "$(mem_pid "$other")" 2>/dev/null || true
+    mem_restart "$leader"
+    nem_new_leader_ms "$(e2e_ms)" none 5000 >/dev/null || true
+    [[ -n "$other" ]] && kill -CONT "$(mem_pid "$other")" 2>/dev/null || true
+    e2e_wait_for 10 nem_member_answers "$leader" || true
+  done
+  [[ "$(nem_leader_id)" == "$id" ]]
+}
+
+# nem_lock_ttl ID KEY: the ttl_ms member ID reports for KEY.
+nem_lock_ttl() {
+  local json
+  json=$(nem_ctl curl -s --max-time 1 "http://$(mem_endpoint "$1")/v1/locks?key=$2") || return 1
+  e2e_json_field "$json" ttl_ms
+}
+
+# nem_measure_rate ID: sets NEM_RATE to the rate of member ID's lease clock
+# against real time (a probe lock with a 60 s lease; ttl_ms read 2 s apart).
+nem_measure_rate() {
+  local id=$1 token ttl1 ttl2 a1 a2 b1 b2
+  NEM_RATE=?
+  token=$(nem_ctl "$FENCECTL" --endpoints "$(mem_endpoint "$id")" --timeout 3s acquire nemesis:clock --lease 60s --wait 0s 2>/dev/null) || return 1
+  a1=$(e2e_ms); ttl1=$(nem_lock_ttl "$id" nemesis:clock); b1=$(e2e_ms)
+  sleep 2
+  a2=$(e2e_ms); ttl2=$(nem_lock_ttl "$id" nemesis:clock); b2=$(e2e_ms)
+  nem_ctl "$FENCECTL" --endpoints "$(mem_endpoint "$id")" --timeout 3s release nemesis:clock "$token" >/dev/null 2>&1 || true
+  [[ "$ttl1" =~ ^[0-9]+$ && "$ttl2" =~ ^[0-9]+$ ]] || return 1
+  # real time between the two readings: the midpoints of the two requests
+  NEM_RATE=$(awk -v t1="$ttl1" -v t2="$ttl2" -v r=$(((a2 + b2) - (a1 + b1))) 'BEGIN { printf "%.3f", (t1 - t2) * 2 / r }')
+}
+
+nem_clock_rate() {
+  local kind=$1 id=$2 rate=$3 hold=$4 t0 t1 tol proof=""
+  t0=$(e2e_ms)
+  mem_restart "$id" rate "$rate"
+  nem_up "$id"
+  if ! nem_make_leader "$id"; then
+    nem_fail "$kind: member $id (clock x$rate) did not become leader in 6 tries"
+  elif ! nem_measure_rate "$id"; then
+    nem_fail "$kind: could not measure member $id's lease clock"
+  else
+    tol=$(awk -v r="$rate" 'BEGIN { print (r > 2 ? r * 0.1 : 0.012) }')
+    if awk -v m="$NEM_RATE" -v r="$rate" -v t="$tol" 'BEGIN { exit !((m - r) <= t && (r - m) <= t) }'; then
+      proof="leader=$id,rate_measured=$NEM_RATE"
+    else
+      nem_fail "$kind: member $id should run x$rate, its ttl_ms fell x$NEM_RATE of real time"
+    fi
+  fi
+  nem_sleep_ms "$hold"
+  t1=$(e2e_ms)
+  mem_restart "$id"
+  nem_up "$id"
+  nem_heal_grant "$t1" "member $id's clock"
+  nem_record "$kind member-$id $t0 $t1 $((t1 - t0)) - $NEM_GRANT - rate=$rate,$proof"
+}
+
+# nem_log_wall_s ID: the wall-clock second of member ID's latest log line
+# (after provoking one: a malformed request is logged as http_refused).
+nem_log_wall_s() {
+  local ts
+  nem_ctl bash -c "exec 3<>/dev/tcp/${1%:*}/${1#*:}; printf 'NOT-HTTP\r\n\r\n' >&3; timeout 1 cat <&3 >/dev/null" 2>/dev/null || true
+  sleep 0.2
+  ts=$(grep -o '^ts=[0-9T:.-]*Z' "$CLUSTER_DIR/$2.log" | tail -n 1)
+  [[ -n "$ts" ]] || return 1
+  date -u -d "$(sed -E 's/^ts=([0-9-]+)T([0-9:]+)\..*/\1 \2/' <<<"$ts")" +%s
+}
+
+nem_clock_jump() {
+  local id=$1 jump=$2 hold=$3 t0 t1 seen want diff proof=""
+  t0=$(e2e_ms)
+  mem_restart "$id" wall
+  nem_up "$id"
+  mem_wall_jump "$id" "$jump"
+  seen=$(nem_log_wall_s "$(mem_endpoint "$id")" "$id") || seen=0
+  want=$(($(date +%s) + ${jump%h} * 3600))
+  diff=$((seen - want))
+  if ((diff < -120 || diff > 120)); then
+    nem_fail "clock_jump: member $id's log says $(date -u -d "@$seen" +%FT%TZ), not real time $jump"
+  else
+    proof="wall_jump_seen_in_log"
+  fi
+  nem_sleep_ms "$hold"
+  mem_wall_jump "$id" "+0"
+  t1=$(e2e_ms)
+  nem_heal_grant "$t1" "member $id's wall clock"
+  nem_record "clock_jump member-$id $t0 $t1 $((t1 - t0)) - $NEM_GRANT - jump=$jump,$proof"
+}
+
+# ---- disks ----------------------------------------------------------------------
+
+nem_disk() {
+  local kind=$1 id=$2 spec t0 t1 rc proof=""
+  case $kind in
+    disk_eio) spec="enable_random name=posix/io/sync/fdatasync,probability=0.05,failinfo=5" ;;
+    disk_enospc) spec="enable_random name=posix/io/rw/pwrite,probability=0.05,failinfo=28" ;;
+  esac
+  t0=$(e2e_ms)
+  mem_restart "$id" disk "$spec"
+  # Probes make log entries for every member to write, until the member stops.
+  local deadline=$(($(e2e_ms) + 20000))
+  while ! nem_dead "$(mem_pid "$id")" && (($(e2e_ms) < deadline)); do nem_probe "$id" || sleep 0.05; done
+  if mem_wait_exit "$id" 1; then
+    rc=$MEM_RC
+    if ((rc == 74)) && grep -q 'event=storage_write_failed' "$CLUSTER_DIR/$id.log"; then
+      proof="exit=74,storage_write_failed"
+    elif ((rc == 1)) && tail -n 3 "$CLUSTER_DIR/$id.log" | grep 'event=storage_open_failed' |
+                         grep -Eq 'Input/output error|No space left on device'; then
+      proof="exit=1,storage_open_failed"
+    else
+      nem_fail "$kind: member $id exited with $rc, not as documented (74 after storage_write_failed)"
+    fi
+  else
+    nem_fail "$kind: member $id still runs 20 s after its $kind fault was enabled"
+    mem_kill "$id"
+  fi
+  t1=$(e2e_ms)
+  mem_start "$id"
+  nem_up "$id"
+  nem_heal_grant "$t1" "member $id's disk"
+  nem_record "$kind member-$id $t0 $t1 $((t1 - t0)) - $NEM_GRANT $NEM_BACK - $proof"
+}
+
+# ---- workers --------------------------------------------------------------------
+
+# nem_pause_worker I DOWN_MS: SIGSTOP worker I for DOWN_MS, so it comes back stale.
 nem_pause_worker() {
-  local i pid down
-  i=$((RANDOM % ${#WORKER_PIDS[@]}))
+  local i=$1 down=$2 pid t0
   pid=${WORKER_PIDS[$i]}
   kill -0 "$pid" 2>/dev/null || return 0
-  down=$(nem_rand $((LEASE_MS * 3 / 2)) $((LEASE_MS * 3)))
+  t0=$(e2e_ms)
   kill -STOP "$pid" 2>/dev/null || return 0
+  [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$FENCE_WORKER_BIN")" ]] ||
+    nem_fail "pause_worker: pid $pid of worker $i is not fence-worker"
+  e2e_wait_for 2 nem_stopped "$pid" || nem_fail "pause_worker: worker $i (pid $pid) is not stopped after SIGSTOP"
   nem_sleep_ms "$down"
   kill -CONT "$pid" 2>/dev/null || true
-  nem_record "pause_worker worker-$i $down - -"
+  nem_record "pause_worker worker-$i $t0 $(e2e_ms) $down - - - -"
 }
 
 # nem_forced_stale PATH: the seed scenario, made certain, once per write path.
-# A fence-worker acquires safety:k1 and is SIGSTOPped before it writes; we wait
-# until another worker's newer token is committed on the same fence, then
-# SIGCONT it: its write must be refused (exit 3). The random worker pauses may
-# or may not land between an acquire and its write; this one always does.
-# Appends "PATH TOKEN EXIT_STATUS" (or "PATH - why it could not run") to
-# $WORK/forced-stale.log.
+# A fence-worker (in namespace wf) acquires safety:k1 and is SIGSTOPped before it
+# writes; once another worker's newer token is committed on the same fence it
+# gets SIGCONT: its write must be refused (exit 3). Appends "PATH TOKEN EXIT"
+# (or "PATH - why it could not run") to $WORK/forced-stale.log.
 nem_forced_stale() {
   local path=$1 attempt pid
   for ((attempt = 1; attempt <= 3; attempt++)); do
     nem_forced_start "$path" "$attempt"
     pid=$FORCED_PID
-    # Acquired (then frozen here), or the worker gave up (held/unavailable): retry.
     if e2e_wait_for 40 nem_forced_acquired "$path" "$attempt" "$pid"; then
       if grep -q ',acquire,.*,ok,' "$WORK/wforced-$path-$attempt.csv"; then
         nem_forced_finish "$path" "$attempt" "$pid"
@@ -205,18 +506,14 @@ nem_forced_stale() {
   echo "$path - its worker acquired nothing in 3 attempts" >>"$WORK/forced-stale.log"
 }
 
-# nem_forced_start PATH ATTEMPT: starts the worker (a child of this shell, so
-# that `wait` gets its exit status); sets FORCED_PID.
 nem_forced_start() {
-  "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 5s \
+  ns_spawn wf env "${WORKER_ENV[@]}" "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 5s \
     --no-lease-check --worker-id "forced-$1" --log "$WORK/wforced-$1-$2.csv" --quiet \
     >"$WORK/wforced-$1-$2.out" 2>&1 &
   FORCED_PID=$!
   echo "$FORCED_PID" >>"$WORK/forced.pids"
 }
 
-# nem_forced_acquired PATH ATTEMPT PID: true (and PID frozen) once the worker
-# logged its acquire, or true once it exited without one.
 nem_forced_acquired() {
   if grep -q ',acquire,.*,ok,' "$WORK/wforced-$1-$2.csv" 2>/dev/null; then
     kill -STOP "$3" 2>/dev/null || true
@@ -225,7 +522,6 @@ nem_forced_acquired() {
   ! kill -0 "$3" 2>/dev/null
 }
 
-# nem_forced_finish PATH ATTEMPT PID: waits for a newer write, wakes the worker.
 nem_forced_finish() {
   local path=$1 pid=$3 token t0 fence=row rc=0
   [[ "$path" == admit ]] && fence=resource
@@ -240,111 +536,83 @@ nem_forced_finish() {
   kill -CONT "$pid" 2>/dev/null || true
   e2e_wait_for 30 nem_dead "$pid" || kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" || rc=$?
-  nem_record "forced_stale worker-forced-$path $(($(e2e_ms) - t0)) - -"
+  nem_record "forced_stale worker-forced-$path $t0 $(e2e_ms) $(($(e2e_ms) - t0)) - - - -"
   echo "$path $token $rc" >>"$WORK/forced-stale.log"
 }
 
-# nem_kill_all: kill -9 of every member at once (a power cut), then restart
-# all: acknowledged grants must survive on disk. grant_ms = first restart until
-# the cluster granted; back_ms = until every member answered naming a leader.
-nem_kill_all() {
-  local id pid t0 t1 grant back=0 b
-  t0=$(e2e_ms)
-  for id in "${MEMBER_IDS[@]}"; do
-    pid=$(e2e_member_pid "$CLUSTER_DIR" "$id")
-    # (|| true: under run.sh's set -e, a member already gone must not end the run)
-    [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
-  done
-  for id in "${MEMBER_IDS[@]}"; do
-    e2e_wait_for 10 nem_reaped "$(e2e_member_pid "$CLUSTER_DIR" "$id")" ||
-      nem_fail "member $id still exists 10s after kill -9"
-  done
-  nem_sleep_ms "$(nem_rand 200 1000)"
-  t1=$(e2e_ms)
-  for id in "${MEMBER_IDS[@]}"; do
-    bash "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" restart "$CLUSTER_DIR" "$id" \
-      >>"$WORK/cluster-restarts.log" 2>&1 || nem_fail "member $id: scripts/cluster.sh restart failed"
-  done
-  grant=$(nem_time_to_grant "$t1") || { nem_fail "no grant within ${NEM_RECOVERY_S}s after restarting every member"; grant=-1; }
-  for id in "${MEMBER_IDS[@]}"; do
-    if e2e_wait_for "$NEM_RECOVERY_S" nem_member_answers "$id"; then
-      b=$(($(e2e_ms) - t1))
-      ((b > back)) && back=$b
-    else
-      nem_fail "member $id did not answer with a known leader within ${NEM_RECOVERY_S}s of the restart of all"
-      back=-1
-    fi
-  done
-  nem_record "kill_all cluster $((t1 - t0)) $grant $back"
-}
+# ---- the loops --------------------------------------------------------------------
 
-# nem_member_fault: picks and injects one coordinator fault.
+# nem_member_fault KIND TARGET PARAM HOLD_MS: one fault of the schedule.
 nem_member_fault() {
-  local pick id leader
-  pick=$((RANDOM % 7))
-  id=${MEMBER_IDS[$((RANDOM % ${#MEMBER_IDS[@]}))]}
-  if ((pick < 2)); then
-    nem_kill "$id" kill
-  elif ((pick < 4)); then
-    # No member says it is leader (an election is under way): an ordinary kill.
-    if leader=$(nem_leader_id); then nem_kill "$leader" kill_leader; else nem_kill "$id" kill; fi
-  elif ((pick < 5)); then
-    nem_pause_member "$id" pause_member
-  elif ((pick < 6)); then
-    if leader=$(nem_leader_id); then nem_pause_member "$leader" pause_leader; else nem_pause_member "$id" pause_member; fi
-  else
-    nem_kill_all
-  fi
+  local kind=$1 id=$2 param=$3 hold=$4 leader
+  case $kind in
+    kill) nem_kill "$id" kill "$hold" ;;
+    kill_leader) if leader=$(nem_leader_id); then nem_kill "$leader" kill_leader "$hold"; else nem_kill "$id" kill "$hold"; fi ;;
+    kill_all) nem_kill_all "$hold" ;;
+    pause_member) nem_pause_member "$id" pause_member "$hold" ;;
+    pause_leader)
+      if leader=$(nem_leader_id); then nem_pause_member "$leader" pause_leader "$hold"; else nem_pause_member "$id" pause_member "$hold"; fi ;;
+    isolate | split | bridge | oneway | leader_clients | worker_cut) nem_partition "$kind" "$id" "$param" "$hold" ;;
+    clock_rate | clock_far) nem_clock_rate "$kind" "$id" "$param" "$hold" ;;
+    clock_jump) nem_clock_jump "$id" "$param" "$hold" ;;
+    disk_eio | disk_enospc) nem_disk "$kind" "$id" ;;
+    *) nem_fail "unknown fault kind '$kind' in the schedule" ;;
+  esac
 }
 
-# nem_loop SECONDS FAULT: FAULT with random gaps until SECONDS have passed.
-nem_loop() {
+# nem_worker_loop SECONDS: the forced stale writers, then worker pauses until
+# SECONDS have passed (its own RANDOM, seeded by the caller).
+nem_worker_loop() {
   local end=$(($(e2e_ms) + $1 * 1000)) n=0
+  nem_forced_stale guard
+  nem_forced_stale fenced_update
+  nem_forced_stale admit
   while (($(e2e_ms) < end && n < 10000)); do
-    nem_sleep_ms "$(nem_rand 200 1200)"
+    nem_rand 200 1200
+    nem_sleep_ms "$NEM_R"
     (($(e2e_ms) < end)) || break
-    "$2"
+    nem_rand $((LEASE_MS * 3 / 2)) $((LEASE_MS * 3))
+    nem_pause_worker $((RANDOM % NWORKERS)) "$NEM_R"
     n=$((n + 1))
   done
 }
 
-# nem_run SECONDS: two nemeses at once until SECONDS have passed: one for the
-# coordinator members (in this shell), one that pauses workers (a subshell
-# with its own seed derived from RANDOM, so a run's seed fixes both sequences).
 NEM_WORKER_LOOP_PID=""   # the worker nemesis subshell; the caller's cleanup kills it
+# nem_run SECONDS: the schedule in $WORK/schedule.txt until SECONDS have passed
+# and its first cycle is done; then a power cut of the whole cluster, so the
+# final checks also cover every acknowledged grant surviving a restart of all.
 nem_run() {
-  local worker_seed=$RANDOM start_ms
-  start_ms=$(e2e_ms)
+  local worker_seed=$RANDOM end n=0 kind target param gap hold
+  end=$(($(e2e_ms) + $1 * 1000))
   (
     RANDOM=$worker_seed
-    nem_forced_stale guard
-    nem_forced_stale fenced_update
-    nem_forced_stale admit
-    nem_loop $(($1 - ($(e2e_ms) - start_ms) / 1000)) nem_pause_worker
+    nem_worker_loop "$1"
   ) &
   NEM_WORKER_LOOP_PID=$!
-  nem_loop "$1" nem_member_fault_verbose
+  while read -r kind target param gap hold <&4; do
+    ((n >= ${#NEM_KINDS[@]} && $(e2e_ms) >= end)) && break
+    nem_sleep_ms "$gap"
+    nem_member_fault "$kind" "$target" "$param" "$hold" || true
+    echo "[$(e2e_now)] nemesis: $(grep -Ev '^(pause_worker|forced_stale)' "$WORK/faults.log" | tail -n 1)"
+    n=$((n + 1))
+  done 4<"$WORK/schedule.txt"
+  NEM_FAULTS_RUN=$n
   wait "$NEM_WORKER_LOOP_PID" || true
   NEM_WORKER_LOOP_PID=""
-  # Always end with a power cut of the whole cluster: the final checks then
-  # also cover every acknowledged grant surviving a restart of all members.
   nem_kill_all
   echo "[$(e2e_now)] nemesis: $(tail -n 1 "$WORK/faults.log")"
 }
 
-nem_member_fault_verbose() {
-  nem_member_fault || true   # a fault that could not run was recorded by nem_fail
-  echo "[$(e2e_now)] nemesis: $(grep -v '^pause_worker' "$WORK/faults.log" | tail -n 1)"
-}
-
-# nem_heal: every member running and not stopped, every worker running.
+# nem_heal: no cut, every member running normally and not stopped, every worker running.
 nem_heal() {
   local id pid i
+  ns_heal
   for id in "${MEMBER_IDS[@]}"; do
-    pid=$(e2e_member_pid "$CLUSTER_DIR" "$id")
-    [[ -n "$pid" ]] && kill -CONT "$pid" 2>/dev/null || true   # a dead one is restarted below
-    if [[ -z "$pid" ]] || ! kill -0 "$pid" 2>/dev/null; then
-      nem_restart "$id" >/dev/null || true
+    pid=$(mem_pid "$id")
+    [[ -n "$pid" ]] && kill -CONT "$pid" 2>/dev/null || true
+    if [[ -z "$pid" ]] || nem_dead "$pid" || [[ "$(mem_mode "$id")" != normal ]]; then
+      mem_restart "$id"
+      nem_up "$id"
     fi
   done
   for i in "${!WORKER_PIDS[@]}"; do kill -CONT "${WORKER_PIDS[$i]}" 2>/dev/null || true; done

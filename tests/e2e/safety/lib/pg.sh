@@ -9,6 +9,12 @@
 # Works as root (the server runs as the `postgres` user, which Debian's
 # postgresql package creates) and as an ordinary user. Loopback only; trust
 # authentication on 127.0.0.1, which is fine for a server that lives a minute.
+#
+# In a network namespace (tests/e2e/safety/lib/netns.sh): with PG_NETNS (the
+# namespace) and PG_LISTEN (its address) set, the server runs inside PG_NETNS
+# on PG_LISTEN:5432 and trusts PG_TRUST_NET (a CIDR); PGHOST is then the Unix
+# socket directory (which no network cut reaches), for the harness's own queries,
+# and PG_TCP_HOST/PGPORT are what clients in other namespaces connect to.
 
 pg_bindir() {
   local d
@@ -27,6 +33,16 @@ pg_as_owner() {
     runuser -u postgres -- "$@"
   else
     "$@"
+  fi
+}
+
+# pg_server_as_owner CMD...: pg_as_owner, inside PG_NETNS when that is set
+# (the namespace mode needs root, so the owner is postgres there).
+pg_server_as_owner() {
+  if [[ -n "${PG_NETNS:-}" ]]; then
+    nsenter "--net=/run/netns/$PG_NETNS" -- runuser -u postgres -- "$@"
+  else
+    pg_as_owner "$@"
   fi
 }
 
@@ -57,14 +73,20 @@ pg_throwaway_start() {
   pg_as_owner "$bindir/initdb" -D "$dir/pg/data" -U postgres -A trust -E UTF8 \
     --locale=C --no-sync >"$dir/pg/initdb.log" 2>&1 ||
     { echo "pg.sh: initdb failed, see $dir/pg/initdb.log:" >&2; tail -n 5 "$dir/pg/initdb.log" >&2; return 1; }
-  opts="-c listen_addresses=127.0.0.1 -c unix_socket_directories='$dir/pg'"
+  if [[ -n "${PG_NETNS:-}" ]]; then
+    echo "host all all ${PG_TRUST_NET:?PG_TRUST_NET must be set with PG_NETNS} trust" >>"$dir/pg/data/pg_hba.conf"
+  fi
+  opts="-c listen_addresses=${PG_LISTEN:-127.0.0.1} -c unix_socket_directories='$dir/pg'"
   opts+=" -c shared_preload_libraries=pg_fence -c fsync=off -c max_connections=60"
   for ((i = 0; i < 5; i++)); do
-    port=$(pg_free_port) || return 1
-    if pg_as_owner "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 \
+    if [[ -n "${PG_NETNS:-}" ]]; then port=5432; else port=$(pg_free_port) || return 1; fi
+    if pg_server_as_owner "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 \
          -o "$opts -c port=$port" \
          start >"$dir/pg/pg_ctl.log" 2>&1; then
       export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+      if [[ -n "${PG_NETNS:-}" ]]; then
+        export PGHOST=$dir/pg PG_TCP_HOST=$PG_LISTEN
+      fi
       echo "$port" >"$dir/pg/port"
       return 0
     fi

@@ -1,0 +1,72 @@
+// The leader-local lease of one held lock and the clock-rate margin on its
+// expiry (DESIGN.md "Time", docs/guarantees.md "Clocks: what is assumed").
+//
+// rho (--max-clock-drift-ppm, default 50000 ppm = 5%) is the largest error of
+// any member's or client's clock RATE against real time: while d passes on a
+// clock, between d/(1+rho) and d/(1-rho) passes in real time.
+//
+// The rule here: the leader proposes Expire only once lease_ms * (1 + rho)
+// has passed on its own monotonic clock since the lease (re)started (the
+// grant applied, a keepalive, or a new leader's restart_all_leases()). Why
+// that never expires a lease before the client's send + lease in real time:
+//
+//   - the leader's clock runs at a rate r_L in [1 - rho, 1 + rho], so the real
+//     time from the (re)start to Expire is >= lease * (1 + rho) / r_L >= lease;
+//   - the (re)start happens after the client sent its request (the grant is
+//     applied, the keepalive handled, or the lease restarted at its full
+//     length by a new leader, all after that send);
+//   - so in real time Expire comes after send + lease.
+//
+// The client's half (client.h, Lease::deadline()) stops using the lease by
+// its own clock's send + lease * (1 - rho), which is real time <= send +
+// lease. Together: a holder that stops by its deadline never overlaps the
+// next holder while every clock rate is within rho. Beyond rho leases may
+// overlap; the fencing token still protects the data.
+//
+// `deadline` is the NOMINAL end (start + lease_ms): the HTTP API's ttl_ms
+// counts down to it, so the margin is invisible in the API; only the point at
+// which Expire is considered (`expire_at`) adds it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "lock/commands.h"
+
+namespace pgfence::server {
+
+using Clock = std::chrono::steady_clock;
+
+// lease_ms * rho in whole ms, rounded up: how long after the nominal deadline
+// Expire may first be proposed. The one place the margin is computed.
+// No overflow: lease_ms <= 24h (--max-lease) and ppm <= 500000 (options.h).
+constexpr std::uint64_t expiry_margin_ms(std::uint64_t lease_ms, std::uint64_t max_clock_drift_ppm) {
+    return (lease_ms * max_clock_drift_ppm + 999'999) / 1'000'000;
+}
+
+// Invariant: expire_at == deadline + expiry_margin_ms(lease_ms, rho) >= deadline.
+struct Lease {
+    lock::Token token = 0;
+    std::uint64_t lease_ms = 0;
+    Clock::time_point deadline;    // (re)start + lease_ms: the nominal end, reported as ttl_ms
+    Clock::time_point expire_at;   // deadline + margin: Expire is considered from here on
+    bool expire_checking = false;  // a leadership confirmation for Expire is in flight
+    bool expire_proposed = false;  // Expire{key, token} proposed: keepalive now fails
+
+    // (Re)starts the lease at `now`: on grant apply, keepalive, or a new leader's restart.
+    void restart(Clock::time_point now, std::uint64_t max_clock_drift_ppm) {
+        deadline = now + std::chrono::milliseconds(lease_ms);
+        expire_at = deadline + std::chrono::milliseconds(expiry_margin_ms(lease_ms, max_clock_drift_ppm));
+    }
+
+    static Lease started(lock::Token token, std::uint64_t lease_ms, Clock::time_point now,
+                         std::uint64_t max_clock_drift_ppm) {
+        Lease l;
+        l.token = token;
+        l.lease_ms = lease_ms;
+        l.restart(now, max_clock_drift_ppm);
+        return l;
+    }
+};
+
+}  // namespace pgfence::server
