@@ -98,6 +98,9 @@ expect "token 20 twice on the resource fence (and 11 after 12)" tokens_increase_
 # The histories above hold overlaps of their own (w2's token 11 is one): BASE
 # of them, counted before key c's are added.
 base=$(run_checks | awk -F'|' '$2 == "one_holder_at_a_time_within_rho" { print $3 }')
+# (w2's token 11 answered at 250, inside w0's token 10 held from 200 to its
+# release at 290; w1's token 12 answered at 400, inside w2's held to 150 + 950)
+expect "the histories above hold two overlaps" one_holder_at_a_time_within_rho 2
 rho() { expect "$1" one_holder_at_a_time_within_rho $((base + $2)); }
 cat >>"$WORK/events.csv" <<'CSV'
 w0,acquire,c,100,10000,10010,guard,ok,0

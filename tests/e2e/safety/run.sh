@@ -29,8 +29,20 @@
 # Besides the random worker pauses, the seed scenario is forced once per write
 # path (nem_forced_stale): those three workers must exit 3.
 #
-# usage: run.sh [--seconds N] [--seed S] [--workers W] [--keys K] [--plan-only]
+# usage: run.sh [--seconds N] [--seed S] [--workers W] [--keys K] [--plan-only] [--break reissue]
 #   --plan-only prints the seed's fault schedule and exits (no root needed).
+#   --break KIND runs a broken system, to show that the checkers catch it (no
+#     scheduled faults; the worker pauses and forced stale writers still run):
+#     reissue: the final power cut also wipes every member's data directory,
+#       as an operator who rebuilds a cluster without --token-floor does:
+#       tokens start again from the bottom. acquired_tokens_grow must fail.
+#     early: every member's clocks run 1.5 x real time while members and
+#       workers assume rho = 0 (--max-clock-drift-ppm 0): the leader expires
+#       leases early. one_holder_at_a_time_within_rho must fail.
+#     Either way the fences (a) must still hold.
+#     unfenced: the guard trigger of worker_counters is disabled, so the
+#       guard path writes without a fence: tokens_increase_in_commit_order
+#       must fail, while the coordinator's checks (b) hold.
 #   env: SAFETY_SECONDS (default 40), SAFETY_SEED, SAFETY_WORKERS (6),
 #        SAFETY_KEYS (3), SAFETY_KEEP=1 keeps the logs; FAULT_REPORT_ROOT (the
 #        report directory's parent, default build/fault-reports);
@@ -59,6 +71,7 @@ MEMBER_IDS=(1 2 3)
 LEASE_MS=1000
 RHO_PPM=50000    # rho, the clock-rate bound of docs/guarantees.md (the members' and workers' default)
 PLAN_ONLY=0
+BREAK=""         # --break reissue|early|unfenced: the checkers' self-test against a broken system
 LIVE_WRITES=20   # after the heal, the workers must get this many writes accepted...
 LIVE_S=30        # ...within this many seconds; then they are told to stop (SIGTERM)
 while (($# > 0)); do
@@ -68,6 +81,7 @@ while (($# > 0)); do
     --workers) NWORKERS=$2; shift 2 ;;
     --keys) NKEYS=$2; shift 2 ;;
     --plan-only) PLAN_ONLY=1; shift ;;
+    --break) BREAK=$2; shift 2 ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -81,6 +95,12 @@ whole "--keys/SAFETY_KEYS" "$NKEYS"
 ((RUN_S >= 5 && RUN_S <= 86400)) || { echo "run.sh: --seconds must be 5..86400, got $RUN_S" >&2; exit 2; }
 ((NWORKERS >= 2 && NWORKERS <= 32)) || { echo "run.sh: --workers must be 2..32, got $NWORKERS" >&2; exit 2; }
 ((NKEYS >= 1 && NKEYS <= 16)) || { echo "run.sh: --keys must be 1..16, got $NKEYS" >&2; exit 2; }
+case $BREAK in
+  "" | reissue) ;;
+  early) RHO_PPM=0 MEM_DEFAULT_RATE=1.5 MEM_FLAGS="--max-clock-drift-ppm 0" ;;
+  unfenced) ;;
+  *) echo "run.sh: --break takes 'reissue', 'early' or 'unfenced', got '$BREAK'" >&2; exit 2 ;;
+esac
 RANDOM=$SEED
 if ((PLAN_ONLY)); then
   nem_plan $((RUN_S / 40 + 2))
@@ -116,15 +136,19 @@ cleanup() {
   trap - EXIT
   set +e   # cleanup goes on whatever fails
   [[ -n "$NEM_WORKER_LOOP_PID" ]] && kill -KILL "$NEM_WORKER_LOOP_PID" 2>/dev/null
-  for pid in "${WORKER_PIDS[@]}" $(cat "$WORK/forced.pids" 2>/dev/null); do
+  # Workers get SIGTERM first (they finish their line of the log); whatever
+  # still runs in a namespace of this run is killed by ns_teardown below. Only
+  # pids that are still a fence-worker are signalled: pids are reused.
+  for pid in "${WORKER_PIDS[@]}"; do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$WORKER")" ]] || continue
     kill -CONT "$pid" 2>/dev/null
     kill -TERM "$pid" 2>/dev/null
   done
+  for id in "${MEMBER_IDS[@]}"; do mem_kill "$id"; done
   for ((i = 0; i < 50; i++)); do
     jobs -pr | grep -q . || break
     sleep 0.1
   done
-  for id in "${MEMBER_IDS[@]}"; do mem_kill "$id"; done
   pg_throwaway_stop "$WORK"
   ns_teardown   # kills whatever still runs in a namespace of this run, then deletes them
   if [[ "${SAFETY_KEEP:-0}" == 1 || $rc -ne 0 ]]; then
@@ -149,13 +173,15 @@ check() {
   fi
 }
 
+WORK_MS=(50 250 450 1500)
 start_workers() {
   local i keys="" k
   for ((k = 1; k <= NKEYS; k++)); do keys+="${keys:+,}safety:k$k"; done
   for ((i = 0; i < NWORKERS; i++)); do
-    # --work 50/250/450 ms: the 450 ms workers outlive lease/3 and send keepalives.
+    # --work 50/250/450/1500 ms: the last two outlive lease/3 and send keepalives;
+    # a 1500 ms worker cut from the cluster (worker_cut) writes after its lease.
     ns_spawn "w$i" env "${WORKER_ENV[@]}" "$WORKER" --key "$keys" --mode mixed --lease 1s --wait 2s \
-      --work "$(((i % 3) * 200 + 50))ms" --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
+      --work "${WORK_MS[$((i % 4))]}ms" --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
       --no-lease-check --max-clock-drift-ppm "$RHO_PPM" --worker-id "w$i" --log "$WORK/w$i.csv" \
       --seed "$((SEED * 64 + i + 1))" --quiet >"$WORK/w$i.out" 2>&1 &
     WORKER_PIDS+=($!)
@@ -217,10 +243,14 @@ log "namespaces ${NS_TAG}-{br,${HOSTS[*]// /,}} on 198.18.0.0/24 (bridge ${NS_TA
 PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 pg_throwaway_start "$WORK" ||
   die "PostgreSQL did not start"
 "$WORKER" --setup >"$WORK/setup.out" 2>&1 || die "fence-worker --setup failed: $(cat "$WORK/setup.out")"
+if [[ "$BREAK" == unfenced ]]; then
+  psql -X -q -c "ALTER TABLE worker_counters DISABLE TRIGGER USER" || die "could not disable the guard trigger"
+fi
 mkdir -p "$CLUSTER_DIR"
 for id in "${MEMBER_IDS[@]}"; do mem_start "$id"; done
+# Only the namespaced processes get the endpoints (WORKER_ENV, nem_ctl's
+# --endpoints): nothing in the root namespace has a test address to send to.
 FENCE_ENDPOINTS=$(mem_endpoints)
-export FENCE_ENDPOINTS
 for id in "${MEMBER_IDS[@]}"; do
   e2e_wait_for 30 nem_member_answers "$id" || die "member $id does not answer with a leader: $(tail -n 3 "$CLUSTER_DIR/$id.log")"
 done
@@ -325,7 +355,7 @@ for id in "${MEMBER_IDS[@]}"; do
     VIOLATIONS=$((VIOLATIONS + 1))
   fi
 done
-FRESH=$(nem_ctl "$FENCECTL" --timeout 10s acquire safety:final --lease 1s --wait 0s 2>/dev/null) || FRESH=0
+FRESH=$(nem_ctl "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 10s acquire safety:final --lease 1s --wait 0s 2>/dev/null) || FRESH=0
 [[ "$FRESH" =~ ^[0-9]+$ ]] || FRESH=0
 check fresh_token_above_every_ack "FRESH > MAX_ACKED" \
   "fresh acquire got $FRESH > max acknowledged $MAX_ACKED"

@@ -23,8 +23,9 @@
 #   mem_pid ID / mem_mode ID / mem_endpoint ID
 #
 # libfaketime deadlocks at start-up in a process linked with jemalloc (both
-# hook early clock and allocation calls). A faulted member therefore runs with
-# glibc's malloc: LD_LIBRARY_PATH points at an empty library that carries
+# hook early clock and allocation calls), and libfiu's wrappers deadlock with
+# it as soon as a failure point is evaluated (seen: fiu_fail's rwlock against
+# a jemalloc mutex). A faulted member therefore runs with glibc's malloc: LD_LIBRARY_PATH points at an empty library that carries
 # jemalloc's soname (mem_no_jemalloc builds it once per run), so the dynamic
 # linker takes it for libjemalloc.so.2 and malloc resolves to glibc. The binary
 # under test is the same one.
@@ -62,7 +63,12 @@ mem_no_jemalloc() {
   echo "$dir"
 }
 
+# mem_default_mode: the mode a member starts in when none is named: normal, or
+# "rate R" with MEM_DEFAULT_RATE=R (run.sh --break early).
+mem_default_mode() { if [[ -n "${MEM_DEFAULT_RATE:-}" ]]; then echo "rate $MEM_DEFAULT_RATE"; else echo normal; fi; }
+
 mem_start() {
+  (($# >= 2)) || [[ -z "${MEM_DEFAULT_RATE:-}" ]] || set -- "$1" rate "$MEM_DEFAULT_RATE"
   local id=$1 mode=${2:-normal} arg=${3:-} nojem
   local -a wrap=()
   mkdir -p "$CLUSTER_DIR/$id"
@@ -76,7 +82,9 @@ mem_start() {
       echo "+0" >"$CLUSTER_DIR/$id.faketime"
       wrap=(env "LD_LIBRARY_PATH=$nojem" "LD_PRELOAD=$MEM_FAKETIME_LIB" FAKETIME_DONT_FAKE_MONOTONIC=1
             "FAKETIME_TIMESTAMP_FILE=$CLUSTER_DIR/$id.faketime" FAKETIME_NO_CACHE=1) ;;
-    disk) wrap=(fiu-run -x -f "" -c "$arg") ;;
+    disk)
+      nojem=$(mem_no_jemalloc) || return 1
+      wrap=(env "LD_LIBRARY_PATH=$nojem" fiu-run -x -f "" -c "$arg") ;;
     *) echo "members.sh: unknown mode '$mode'" >&2; return 1 ;;
   esac
   echo "[$(e2e_now)] member $id starting ($mode${arg:+ $arg})" >>"$CLUSTER_DIR/$id.log"
@@ -97,8 +105,10 @@ mem_kill() {
   MEM_RC=0
   pid=$(mem_pid "$id")
   [[ -n "$pid" ]] || return 0
-  kill -CONT "$pid" 2>/dev/null || true
-  kill -KILL "$pid" 2>/dev/null || true
+  if mem_is_member "$id"; then   # (a member that exited by itself: its pid may be someone else's now)
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
   if [[ "${MEM_PID_OF[$id]:-}" == "$pid" ]]; then
     { wait "$pid"; } 2>/dev/null || rc=$?   # (the braces also silence bash's "Killed" notice)
   else

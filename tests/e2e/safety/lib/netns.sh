@@ -11,9 +11,12 @@
 # are created directly inside their namespaces: nothing of a run ever appears in
 # the root namespace.
 # Addresses: NS_NET (198.18.0.0/24, from the benchmarking range RFC 2544 sets
-# aside, 198.18.0.0/15). Only the namespaces have them; ns_preflight refuses to
-# start if the root namespace has an address or a route in 198.18.0.0/15, so a
-# stray packet of the harness can never leave the machine.
+# aside, 198.18.0.0/15). Only the namespaces have them: ns_preflight refuses to
+# start if the root namespace has an address or a route of its own in
+# 198.18.0.0/15. Nothing of a run sends from the root namespace: every member,
+# worker, probe and client runs inside one (ns_exec, ns_spawn), and the root
+# namespace's environment carries no test address (a root default route would
+# otherwise take such a packet off the machine).
 #
 #   ns_preflight            root, ip, nft; no 198.18/15 address or route in the root namespace
 #   ns_sweep_stale          deletes namespaces of earlier runs whose run.sh is gone (kill -9)
@@ -49,9 +52,9 @@ ns_addr() {
   esac
 }
 
-# nsenter, not `ip netns exec`: ip forks and waits, so $! would be ip's pid and
-# a kill -9 or SIGSTOP of it would miss the member or worker. nsenter execs in
-# place: the pid of `ns_exec HOST CMD &` is CMD's.
+# nsenter, not `ip netns exec`: ip forks and waits for CMD, nsenter execs it.
+# For a background process use ns_spawn (a backgrounded function runs in a
+# subshell, whose pid $! would be).
 ns_exec() {
   local host=$1
   shift
@@ -61,9 +64,14 @@ ns_exec() {
 # backgrounded function in a subshell; exec makes that subshell CMD, so $! is
 # CMD's pid (with ns_exec it would be the subshell's, which a kill would miss).
 # Only ever call it with & (in the foreground it would replace the caller).
+# It also closes the lock's descriptor (ns_lock): a member or PostgreSQL that
+# outlived a killed run must not keep the next run out.
 ns_spawn() {
   local host=$1
   shift
+  if [[ -n "$NS_LOCK_FD" ]]; then
+    exec nsenter "--net=/run/netns/$(ns_name "$host")" -- "$@" {NS_LOCK_FD}>&-
+  fi
   exec nsenter "--net=/run/netns/$(ns_name "$host")" -- "$@"
 }
 
@@ -79,14 +87,16 @@ ns_preflight() {
   echo "netns: pre-flight: root namespace has no address or route in 198.18.0.0/15; every test address lives in a namespace"
 }
 
-# A run killed with -9 cannot clean up: its namespaces carry its pid.
+# A run killed with -9 cannot clean up: its namespaces carry its pid. A pid
+# counts as that run's only while it is still a bash running a script of
+# tests/e2e/safety (pids are reused).
 ns_sweep_stale() {
   local ns pid
   for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
     [[ "$ns" =~ ^pgf([0-9]+)- ]] || continue
     pid=${BASH_REMATCH[1]}
     [[ "$pid" == "$$" ]] && continue
-    kill -0 "$pid" 2>/dev/null && continue
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'bash.*safety/' && continue
     echo "netns: removing $ns, left by run $pid which is gone" >&2
     ns_kill_all_in "$ns"
     ip netns del "$ns" 2>/dev/null || true

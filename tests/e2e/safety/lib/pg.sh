@@ -39,7 +39,10 @@ pg_as_owner() {
 # pg_server_as_owner CMD...: pg_as_owner, inside PG_NETNS when that is set
 # (the namespace mode needs root, so the owner is postgres there).
 pg_server_as_owner() {
-  if [[ -n "${PG_NETNS:-}" ]]; then
+  if [[ -n "${PG_NETNS:-}" && -n "${NS_LOCK_FD:-}" ]]; then
+    # (without the namespace lock's descriptor: see ns_spawn)
+    nsenter "--net=/run/netns/$PG_NETNS" -- runuser -u postgres -- "$@" {NS_LOCK_FD}>&-
+  elif [[ -n "${PG_NETNS:-}" ]]; then
     nsenter "--net=/run/netns/$PG_NETNS" -- runuser -u postgres -- "$@"
   else
     pg_as_owner "$@"
