@@ -304,9 +304,12 @@ nem_cut() {
     if e2e_wait_for 3 ns_reachable "$ks" "$kd" "$kp"; then proof+=",kept:$ks->$kd"; else
       nem_fail "$kind: $ks lost $kd:$kp, which the cut $a -> $b must not touch"; fi
   fi
+  # The probes above took a while (a cut probe waits out its 1 s timeout): the
+  # packets counted from here on are the real processes' alone. Held at least
+  # 1.5 s more, long enough for a TCP retransmission or a new connection attempt.
   dropped0=$(ns_cut_dropped "$name")
   t1=$(e2e_ms)
-  ((t1 - t0 < hold)) && nem_sleep_ms $((hold - (t1 - t0)))
+  if ((t1 - t0 + 1500 < hold)); then nem_sleep_ms $((hold - (t1 - t0))); else nem_sleep_ms 1500; fi
   dropped=$(($(ns_cut_dropped "$name") - dropped0))
   if [[ "${NEM_CUT_TRAFFIC:-0}" == 1 ]] && ((dropped <= 0)); then
     nem_fail "$kind: the cut $a -> $b dropped none of the real processes' packets during the hold"
@@ -366,10 +369,10 @@ nem_make_leader() {
     [[ "$leader" == "$id" ]] && return 0
     other=$(nem_members_but "$id" "$leader" | cut -d, -f1)
     other=${other#m}
-    [[ -n "$other" ]] && kill -STOP "$(mem_pid "$other")" 2>/dev/null || true
+    [[ -n "$other" ]] && mem_is_member "$other" && kill -STOP "$(mem_pid "$other")" 2>/dev/null || true
     mem_restart "$leader"
     nem_new_leader_ms "$(e2e_ms)" none 5000 >/dev/null || true
-    [[ -n "$other" ]] && kill -CONT "$(mem_pid "$other")" 2>/dev/null || true
+    [[ -n "$other" ]] && mem_is_member "$other" && kill -CONT "$(mem_pid "$other")" 2>/dev/null || true
     e2e_wait_for 10 nem_member_answers "$leader" || true
   done
   [[ "$(nem_leader_id)" == "$id" ]]
@@ -636,6 +639,9 @@ nem_run() {
     n=$((n + 1))
   done 4<"$WORK/schedule.txt"
   NEM_FAULTS_RUN=$n
+  if [[ -z "${BREAK:-}" ]] && (($(e2e_ms) < end)); then
+    echo "[$(e2e_now)] nemesis: the schedule ran out $(((end - $(e2e_ms)) / 1000))s early" >&2
+  fi
   touch "$WORK/nemesis.done"
   wait "$NEM_WORKER_LOOP_PID" || true
   NEM_WORKER_LOOP_PID=""
