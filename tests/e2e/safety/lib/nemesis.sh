@@ -358,20 +358,26 @@ nem_partition() {
 
 # ---- clocks ---------------------------------------------------------------------
 
-# nem_make_leader ID: makes member ID the leader: the other follower is
-# stopped, the leader killed and restarted at once, so that ID (whose election
-# timer runs from the kill) is the only candidate that can win at first. Up
-# to 6 tries; returns 1 if ID never became leader.
+# nem_make_leader ID: makes member ID the leader by the leader's own graceful
+# hand-over: the other follower is stopped, a probe grant leaves ID the one
+# follower with the leader's latest entry, and SIGTERM makes the leader
+# transfer leadership to its most caught-up follower (fence-coordinator's
+# shutdown) before it exits; it is restarted at once, the follower resumed.
+# Up to 6 tries; returns 1 if ID never became leader.
 nem_make_leader() {
   local id=$1 try leader other
+  nem_is_leader() { [[ "$(nem_role "$1" 2>/dev/null)" == leader ]]; }
   for ((try = 1; try <= 6; try++)); do
     leader=$(nem_leader_id) || { sleep 0.2; continue; }
     [[ "$leader" == "$id" ]] && return 0
     other=$(nem_members_but "$id" "$leader" | cut -d, -f1)
     other=${other#m}
     [[ -n "$other" ]] && mem_is_member "$other" && kill -STOP "$(mem_pid "$other")" 2>/dev/null || true
-    mem_restart "$leader"
-    nem_new_leader_ms "$(e2e_ms)" none 5000 >/dev/null || true
+    nem_probe "$other" || true
+    mem_is_member "$leader" && kill -TERM "$(mem_pid "$leader")" 2>/dev/null || true
+    e2e_wait_for 3 nem_is_leader "$id" || true
+    mem_wait_exit "$leader" 5 || mem_kill "$leader"
+    mem_start "$leader"
     [[ -n "$other" ]] && mem_is_member "$other" && kill -CONT "$(mem_pid "$other")" 2>/dev/null || true
     e2e_wait_for 10 nem_member_answers "$leader" || true
   done
