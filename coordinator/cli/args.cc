@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 
+#include "client/client.h"
 #include "client/duration.h"
 
 namespace pgfence::cli {
@@ -59,8 +60,8 @@ struct Parser {
         std::uint64_t n = 0;
         const char* end = value.data() + value.size();
         const auto [ptr, ec] = std::from_chars(value.data(), end, n);
-        if (value.empty() || ec != std::errc() || ptr != end || n > kMaxClockDriftPpmLimit) {
-            return error(flag + ": '" + value + "' must be 0.." + std::to_string(kMaxClockDriftPpmLimit) +
+        if (value.empty() || ec != std::errc() || ptr != end || n > client::kMaxClockDriftPpmLimit) {
+            return error(flag + ": '" + value + "' must be 0.." + std::to_string(client::kMaxClockDriftPpmLimit) +
                          " (parts per million of clock rate; 50000 = 5%)");
         }
         into = n;

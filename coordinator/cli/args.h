@@ -50,6 +50,5 @@ constexpr milliseconds kDefaultGrace{2'000};
 constexpr milliseconds kDefaultWait{30'000};
 constexpr milliseconds kDefaultTimeout{10'000};
 constexpr milliseconds kMinAttemptTimeout{100};  // run: floor of the per-request timeout
-constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;  // --max-clock-drift-ppm, as the coordinator's
 
 }  // namespace pgfence::cli

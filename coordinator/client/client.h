@@ -41,6 +41,9 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // rho = 5%
+// The largest --max-clock-drift-ppm fencectl and fence-worker accept (50%),
+// as fence-coordinator's (server/options.h, a layer this one cannot include).
+constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;
 
 // lease * (1 - rho), rho = max_clock_drift_ppm / 1e6, rounded down to the
 // clock's tick: how long after its send a lease may be used (see above).

@@ -84,7 +84,7 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
     if (flag == "--mode") return parse_mode(v, o.mode);
     if (flag == "--iterations") return parse_int<long>(flag, v, 1, kMaxIterations, o.iterations);
     if (flag == "--max-clock-drift-ppm") {
-        return parse_int<std::uint64_t>(flag, v, 0, kMaxClockDriftPpmLimit, o.max_clock_drift_ppm);
+        return parse_int<std::uint64_t>(flag, v, 0, client::kMaxClockDriftPpmLimit, o.max_clock_drift_ppm);
     }
     if (flag == "--seed") {
         return parse_int<std::uint64_t>(flag, v, 0, UINT64_MAX, o.seed);

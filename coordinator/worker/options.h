@@ -43,7 +43,6 @@ constexpr std::size_t kMaxKeys = 64;
 constexpr long kMaxIterations = 10'000'000;
 constexpr milliseconds kMinLease{100};
 constexpr milliseconds kMaxLease{std::chrono::hours(1)};
-constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;  // as fence-coordinator's
 
 struct Options {
     std::vector<std::string> keys;  // --key, repeatable or comma separated

@@ -105,16 +105,15 @@ renew AS (
 rel AS (
   SELECT worker, key, token, min(send_ns) AS rel_send FROM e2e_events
    WHERE event = 'release' AND send_ns > 0 GROUP BY 1, 2, 3)
-SELECT a.worker, a.key, a.token, a.ack_ns AS from_ns,
-       least(greatest(a.send_ns, coalesce(r.last_send, 0))
-               + (:lease_ns)::bigint * (1000000 - :rho_ppm) / 1000000,
-             coalesce(l.rel_send, 9223372036854775807)) AS to_ns
-  FROM acq a
-  LEFT JOIN renew r USING (worker, key, token)
-  LEFT JOIN rel l USING (worker, key, token)
- WHERE least(greatest(a.send_ns, coalesce(r.last_send, 0))
-               + (:lease_ns)::bigint * (1000000 - :rho_ppm) / 1000000,
-             coalesce(l.rel_send, 9223372036854775807)) > a.ack_ns;   -- an answer after the deadline holds nothing
+SELECT * FROM (
+  SELECT a.worker, a.key, a.token, a.ack_ns AS from_ns,
+         least(greatest(a.send_ns, coalesce(r.last_send, 0))
+                 + (:lease_ns)::bigint * (1000000 - :rho_ppm) / 1000000,
+               coalesce(l.rel_send, 9223372036854775807)) AS to_ns
+    FROM acq a
+    LEFT JOIN renew r USING (worker, key, token)
+    LEFT JOIN rel l USING (worker, key, token)) h
+ WHERE to_ns > from_ns;   -- an answer after the deadline holds nothing
 
 CREATE TEMP TABLE e2e_overlaps AS
 WITH candidates AS (   -- a holder that starts before every earlier holder of its key ended

@@ -140,7 +140,7 @@ cleanup() {
   # still runs in a namespace of this run is killed by ns_teardown below. Only
   # pids that are still a fence-worker are signalled: pids are reused.
   for pid in "${WORKER_PIDS[@]}"; do
-    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$WORKER")" ]] || continue
+    e2e_pid_runs "$pid" "$WORKER" || continue
     kill -CONT "$pid" 2>/dev/null
     kill -TERM "$pid" 2>/dev/null
   done

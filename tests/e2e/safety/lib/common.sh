@@ -55,6 +55,10 @@ e2e_proc_state() {
   echo "${stat%% *}"
 }
 
+# e2e_pid_runs PID BIN: process PID is (still) executing BIN. Check it before
+# signalling a pid that may have exited: pids are reused.
+e2e_pid_runs() { [[ -n "$1" && "$(readlink "/proc/$1/exe" 2>/dev/null)" == "$(readlink -f "$2")" ]]; }
+
 # e2e_port_free PORT: nothing accepts connections on 127.0.0.1:PORT.
 e2e_port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

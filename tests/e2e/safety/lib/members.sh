@@ -49,7 +49,7 @@ mem_pid() { cat "$CLUSTER_DIR/$1.pid" 2>/dev/null; }
 # wrapper that could be stopped or killed while the member runs on).
 mem_is_member() {
   local pid
-  pid=$(mem_pid "$1") && [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$COORD")" ]]
+  pid=$(mem_pid "$1") && e2e_pid_runs "$pid" "$COORD"
 }
 mem_mode() { cat "$CLUSTER_DIR/$1.mode" 2>/dev/null; }
 

@@ -531,7 +531,7 @@ nem_pause_worker() {
   local i=$1 down=$2 pid t0
   pid=${WORKER_PIDS[$i]}
   # (checked before the signal: a worker that exited left a pid that may be someone else's)
-  [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$FENCE_WORKER_BIN")" ]] ||
+  e2e_pid_runs "$pid" "$FENCE_WORKER_BIN" ||
     { nem_fail "pause_worker: worker $i (pid $pid) is not running"; return 1; }
   t0=$(e2e_ms)
   kill -STOP "$pid" 2>/dev/null || { nem_fail "pause_worker: SIGSTOP of worker $i failed"; return 1; }
