@@ -34,16 +34,17 @@
 #include <vector>
 
 #include "client/endpoints.h"
+#include "member/lease.h"
 
 namespace pgfence::client {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // rho = 5%
-// The largest --max-clock-drift-ppm fencectl and fence-worker accept (50%),
-// as fence-coordinator's (server/options.h, a layer this one cannot include).
-constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;
+// rho's default (5%) and the largest --max-clock-drift-ppm fencectl and
+// fence-worker accept (50%): fence-coordinator's own (member/lease.h).
+using member::kDefaultMaxClockDriftPpm;
+using member::kMaxClockDriftPpmLimit;
 
 // lease * (1 - rho), rho = max_clock_drift_ppm / 1e6, rounded down to the
 // clock's tick: how long after its send a lease may be used (see above).

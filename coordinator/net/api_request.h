@@ -11,6 +11,8 @@
 #include <string_view>
 #include <variant>
 
+#include "member/api.h"
+
 namespace pgfence::net {
 
 struct RequestLimits {
@@ -19,17 +21,9 @@ struct RequestLimits {
     std::uint64_t max_wait_ms = 300000;
 };
 
-struct AcquireRequest {
-    std::string key;
-    std::uint64_t lease_ms = 0;
-    std::uint64_t wait_ms = 0;
-    std::string owner;
-};
-
-struct ReleaseRequest {  // also the body of /v1/keepalive
-    std::string key;
-    std::uint64_t token = 0;
-};
+// The member core's request types (member/api.h).
+using AcquireRequest = member::Acquire;
+using ReleaseRequest = member::Release;  // also the body of /v1/keepalive
 
 struct BadRequest {
     std::string message;

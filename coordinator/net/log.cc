@@ -106,13 +106,18 @@ bool log_enabled(LogLevel level) {
 }
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields) {
+    log_event(level, event, fields.begin(), fields.size());
+}
+
+void log_event(LogLevel level, std::string_view event, const LogField* fields, std::size_t count) {
     if (!log_enabled(level)) return;
     std::lock_guard<std::mutex> guard(g_mutex);
     std::string& line = g_pending;  // formatted in place: no line copy
     line.append("ts=");
     append_timestamp(line);
     line.append(" level=").append(level_name(level)).append(" event=").append(event);
-    for (const auto& [k, v] : fields) {
+    for (std::size_t i = 0; i < count; ++i) {
+        const auto& [k, v] = fields[i];
         line.push_back(' ');
         line.append(k);
         line.push_back('=');

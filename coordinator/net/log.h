@@ -28,6 +28,7 @@ bool log_enabled(LogLevel level);
 using LogField = std::pair<std::string_view, std::string_view>;
 
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields);
+void log_event(LogLevel level, std::string_view event, const LogField* fields, std::size_t count);
 
 // Writes out the buffered lines (cheap when there are none).
 void log_flush();

@@ -10,7 +10,7 @@ const char* to_string(Role role) {
         case Role::kFollower:
             return "follower";
         case Role::kPreCandidate:
-            return "pre-candidate";
+            return "precandidate";
         case Role::kCandidate:
             return "candidate";
         case Role::kLeader:

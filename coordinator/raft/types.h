@@ -1,7 +1,7 @@
 // Raft core value types: log entries, hard state, snapshots and messages.
 //
 // Pure data: no I/O, no Boost, no clocks. Everything here is copied by value
-// between the core, the application and (later) the wire codec.
+// between the core, the application and the wire codec (net/raft_codec.h).
 #pragma once
 
 #include <cstdint>

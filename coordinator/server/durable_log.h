@@ -4,9 +4,9 @@
 // for tests.
 //
 // Threading: persist() and save_snapshot() run one at a time: on the writer
-// thread (writer.h), or persist() on the loop thread while no writer job is
-// outstanding (a follower's inline write, Member::Impl::pump); storage() is
-// read once, on the loop thread, before the writer starts.
+// thread (writer.h), or persist() on the loop thread while no snapshot save
+// is queued (a follower's inline write, Member::Impl::run_persist); storage()
+// is read once, on the loop thread, before the writer starts.
 #pragma once
 
 #include <memory>
@@ -23,8 +23,10 @@ class DurableLog {
 public:
     virtual ~DurableLog() = default;
     virtual const raft::Storage& storage() const = 0;
-    // One Ready's persistence part, durable on return (one fdatasync):
-    // snapshot first, then entries (truncating a conflicting suffix), then hard state.
+    // One Ready's persistence part, durable on return (one fdatasync), in
+    // the order raft.h's Ready states: the snapshot before the entries
+    // (which truncate a conflicting suffix), the hard state before or after
+    // them. The data directory's order is storage/durable_storage.h's.
     virtual void persist(const std::optional<raft::HardState>& hard_state,
                          const std::optional<raft::Snapshot>& snapshot,
                          const std::vector<raft::Entry>& entries) = 0;

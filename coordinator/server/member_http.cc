@@ -1,6 +1,8 @@
-// The HTTP API (DESIGN.md "HTTP API of every member").
+// The HTTP API (DESIGN.md "HTTP API of every member"): requests parsed into
+// the core's types, the core's answers written as status codes and JSON.
 #include <boost/json.hpp>
 
+#include "net/json_text.h"
 #include "net/log.h"
 #include "server/member_impl.h"
 
@@ -20,14 +22,29 @@ void respond_error(const ExchangePtr& ex, unsigned status, const char* error, co
     respond_json(ex, status, o);
 }
 
-json::object lock_json(const lock::Lock& l, std::uint64_t ttl) {
-    return {{"key", l.key}, {"token", l.token}, {"owner", l.owner}, {"lease_ms", l.lease_ms}, {"ttl_ms", ttl}};
+json::object lock_json(const member::LockView& v) {
+    const lock::Lock& l = v.lock;
+    return {{"key", l.key}, {"token", l.token}, {"owner", l.owner}, {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}};
+}
+
+// {"key":…,"token":…,"lease_ms":…,"owner":…}: what a granted acquire answers.
+std::string grant_body(const member::Granted& g) {
+    std::string out;
+    out.reserve(64 + g.key.size() + g.owner.size());
+    out.append("{\"key\":");
+    net::append_json_string(out, g.key);
+    out.append(",\"token\":").append(std::to_string(g.token));
+    out.append(",\"lease_ms\":").append(std::to_string(g.lease_ms));
+    out.append(",\"owner\":");
+    net::append_json_string(out, g.owner);
+    out.push_back('}');
+    return out;
 }
 
 }  // namespace
 
 void Member::Impl::redirect_or_unavailable(const std::string& target, const ExchangePtr& ex) {
-    const raft::NodeId leader = raft->leader();
+    const raft::NodeId leader = core->raft().leader();
     auto it = infos.find(leader);
     if (leader != raft::kNoNode && leader != options.id && it != infos.end() && !it->second.client_addr.empty()) {
         ex->respond(net::HttpResponse{307, json::serialize(json::object{{"error", "not_leader"}, {"leader", leader}}),
@@ -37,48 +54,52 @@ void Member::Impl::redirect_or_unavailable(const std::string& target, const Exch
     respond_error(ex, 503, "no_leader");
 }
 
-std::uint64_t Member::Impl::ttl_ms(const std::string& key) const {
-    auto it = leases.find(key);
-    if (it == leases.end()) return 0;
-    const auto left = it->second.deadline - Clock::now();
-    if (left.count() <= 0) return 0;
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(left).count());
+void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target) {
+    const member::RequestId id = next_request++;
+    outstanding.emplace(id, Outstanding{ex, std::move(target)});
+    core->request(id, std::move(request), now());
 }
 
-void Member::Impl::get_locks(const std::string& query, const ExchangePtr& ex) {
-    auto key = net::query_param(query, "key");
-    if (auto* bad = std::get_if<net::BadRequest>(&key)) {
-        ++metrics.bad_requests;
-        respond_error(ex, 400, "bad_request", bad->message);
-        return;
+// One answer of the core, written. A grant whose client is gone already is
+// not written: the core releases it (phantom release); one that could not be
+// written is reported the same way.
+void Member::Impl::answer(member::RequestId id, member::Response response) {
+    auto it = outstanding.find(id);
+    if (it == outstanding.end()) return;
+    const Outstanding o = std::move(it->second);
+    outstanding.erase(it);
+    const ExchangePtr& ex = o.exchange;
+    if (auto* g = std::get_if<member::Granted>(&response)) {
+        if (ex->client_gone()) {
+            core->response_written(id, false, now());
+            after_event();
+            return;
+        }
+        ex->respond(net::HttpResponse{200, grant_body(*g), "application/json", {}}, [this, id](bool written) {
+            core->response_written(id, written, now());
+            if (!written) after_event();
+        });
+    } else if (std::holds_alternative<member::Released>(response)) {
+        ex->respond(net::HttpResponse{200, "{\"released\":true}", "application/json", {}});
+    } else if (auto* k = std::get_if<member::KeptAlive>(&response)) {
+        respond_json(ex, 200, json::object{{"key", k->key}, {"token", k->token}, {"ttl_ms", k->ttl_ms}});
+    } else if (auto* locks = std::get_if<member::Locks>(&response)) {
+        if (locks->one) {
+            respond_json(ex, 200, lock_json(locks->locks.front()));
+        } else {
+            json::array arr;
+            for (const member::LockView& v : locks->locks) arr.push_back(lock_json(v));
+            respond_json(ex, 200, json::object{{"locks", std::move(arr)}});
+        }
+    } else if (std::holds_alternative<member::NotHeld>(response)) {
+        respond_error(ex, 404, "not_held");
+    } else if (auto* h = std::get_if<member::Held>(&response)) {
+        respond_error(ex, 409, "held", h->message);
+    } else if (std::holds_alternative<member::TooLarge>(response)) {
+        respond_error(ex, 400, "bad_request", "request too large for one log entry");
+    } else {
+        redirect_or_unavailable(o.target, ex);
     }
-    const net::QueryParam k = std::get<net::QueryParam>(key);
-    if (k.found) {
-        if (auto why = net::check_key(k.value); !why.empty()) {
-            ++metrics.bad_requests;
-            respond_error(ex, 400, "bad_request", "query parameter 'key' is invalid: " + why);
-            return;
-        }
-    }
-    const std::string target = "/v1/locks" + (query.empty() ? std::string() : "?" + query);
-    confirm([this, k, ex, target](bool ok) {
-        if (!ok) {
-            redirect_or_unavailable(target, ex);
-            return;
-        }
-        if (k.found) {
-            const lock::Lock* l = table.find(k.value);
-            if (l == nullptr) {
-                respond_error(ex, 404, "not_held");
-            } else {
-                respond_json(ex, 200, lock_json(*l, ttl_ms(l->key)));
-            }
-            return;
-        }
-        json::array arr;
-        for (const lock::Lock& l : table.list()) arr.push_back(lock_json(l, ttl_ms(l.key)));
-        respond_json(ex, 200, json::object{{"locks", std::move(arr)}});
-    });
 }
 
 void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& ex) {
@@ -87,6 +108,10 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
     const std::string query = q == std::string::npos ? std::string() : req.target.substr(q + 1);
     const bool get = req.method == "GET";
     const bool post = req.method == "POST";
+    auto bad_request = [this, &ex](const std::string& message) {
+        ++metrics.bad_requests;
+        respond_error(ex, 400, "bad_request", message);
+    };
     if (path == "/healthz" && get) {
         ex->respond(net::HttpResponse{200, "ok\n", "text/plain", {}});
     } else if (path == "/metrics" && get) {
@@ -94,32 +119,41 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
     } else if (path == "/v1/status" && get) {
         ex->respond(net::HttpResponse{200, status_json(), "application/json", {}});
     } else if ((path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive") && post) {
-        if (!is_leader() || shutting_down) {
-            redirect_or_unavailable(req.target, ex);
+        if (!core->serves_writes()) {
+            redirect_or_unavailable(req.target, ex);  // before parsing: a follower redirects any body
         } else if (path == "/v1/acquire") {
             auto parsed = net::parse_acquire(req.body, limits);
             if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-                ++metrics.bad_requests;
-                respond_error(ex, 400, "bad_request", bad->message);
+                bad_request(bad->message);
             } else {
-                acquire(std::get<net::AcquireRequest>(parsed), ex, false);
+                submit(std::move(std::get<member::Acquire>(parsed)), ex, path);
             }
         } else {
             auto parsed = net::parse_release(req.body);
             if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-                ++metrics.bad_requests;
-                respond_error(ex, 400, "bad_request", bad->message);
+                bad_request(bad->message);
             } else if (path == "/v1/release") {
-                release(std::get<net::ReleaseRequest>(parsed), ex);
+                submit(std::move(std::get<member::Release>(parsed)), ex, path);
             } else {
-                keepalive(std::get<net::ReleaseRequest>(parsed), ex);
+                auto& r = std::get<member::Release>(parsed);
+                submit(member::KeepAlive{std::move(r.key), r.token}, ex, path);
             }
         }
     } else if (path == "/v1/locks" && get) {
-        if (!is_leader()) {
+        if (!core->is_leader()) {
             redirect_or_unavailable(req.target, ex);
+        } else if (auto key = net::query_param(query, "key"); auto* bad = std::get_if<net::BadRequest>(&key)) {
+            bad_request(bad->message);
         } else {
-            get_locks(query, ex);
+            const net::QueryParam& k = std::get<net::QueryParam>(key);
+            std::string why = k.found ? net::check_key(k.value) : std::string();
+            if (!why.empty()) {
+                bad_request("query parameter 'key' is invalid: " + why);
+            } else {
+                member::ListLocks list;
+                if (k.found) list.key = k.value;
+                submit(std::move(list), ex, "/v1/locks" + (query.empty() ? std::string() : "?" + query));
+            }
         }
     } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||
                path == "/v1/status" || path == "/metrics" || path == "/healthz") {

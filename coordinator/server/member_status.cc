@@ -9,28 +9,20 @@ namespace pgfence::server {
 namespace json = boost::json;
 
 namespace {
-const char* role_name(raft::Role r) {
-    switch (r) {
-        case raft::Role::kLeader: return "leader";
-        case raft::Role::kCandidate: return "candidate";
-        case raft::Role::kPreCandidate: return "precandidate";
-        case raft::Role::kFollower: return "follower";
-    }
-    return "unknown";
-}
+const char* role_name(raft::Role r) { return raft::to_string(r); }
 }  // namespace
 
 net::MemberInfo Member::Impl::my_info() const {
     net::MemberInfo info;
     info.id = options.id;
     info.client_addr = options.client_addr;
-    if (raft) {
-        info.role = static_cast<std::uint8_t>(raft->role());
-        info.term = raft->term();
-        info.leader = raft->leader();
-        info.commit = raft->status().commit;
+    if (core) {
+        info.role = static_cast<std::uint8_t>(core->raft().role());
+        info.term = core->raft().term();
+        info.leader = core->raft().leader();
+        info.commit = core->raft().status().commit;
+        info.applied = core->table().applied_index();
     }
-    info.applied = table.applied_index();
     return info;
 }
 
@@ -47,7 +39,8 @@ void Member::Impl::on_member_info(const net::MemberInfo& info) {
 // Members as seen by this member: itself exactly; peers as they last reported
 // (MemberInfo), plus match index when this member is the leader.
 std::string Member::Impl::status_json() const {
-    const raft::Status st = raft->status();
+    const raft::Status st = core->raft().status();
+    const lock::LockTable& table = core->table();
     json::array members;
     for (const PeerSpec& p : options.peers) {
         json::object m{{"id", p.id}, {"peer_addr", p.host + ":" + std::to_string(p.port)}};
@@ -93,16 +86,16 @@ std::string Member::Impl::status_json() const {
 
 std::string Member::Impl::metrics_text() const {
     Gauges g;
-    g.waiters = waiter_count();
-    g.locks_held = table.size();
-    g.term = raft->term();
-    g.is_leader = is_leader();
-    g.commit_index = raft->status().commit;
-    g.applied_index = table.applied_index();
+    g.waiters = core->waiter_count();
+    g.locks_held = core->table().size();
+    g.term = core->raft().term();
+    g.is_leader = core->is_leader();
+    g.commit_index = core->raft().status().commit;
+    g.applied_index = core->table().applied_index();
     const net::TransportStats ts = transport->stats();
     g.peer_frames_dropped = ts.dropped_queue_full + ts.dropped_unconnected;
     g.http_connections = http->connections();
-    return metrics.render(g);
+    return metrics.render(core->counters(), g);
 }
 
 }  // namespace pgfence::server

@@ -4,32 +4,6 @@
 
 namespace pgfence::server {
 
-void Histogram::observe(std::chrono::nanoseconds d) {
-    const double s = std::chrono::duration<double>(d).count();
-    std::size_t i = 0;
-    while (i < kBounds.size() && s > kBounds[i]) ++i;
-    ++counts_[i];
-    ++count_;
-    sum_seconds_ += s;
-}
-
-void Histogram::render(std::string& out, const char* name, const char* help) const {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
-    std::uint64_t cumulative = 0;
-    char buf[160];
-    for (std::size_t i = 0; i < kBounds.size(); ++i) {
-        cumulative += counts_[i];
-        std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name, kBounds[i],
-                      static_cast<unsigned long long>(cumulative));
-        out += buf;
-    }
-    cumulative += counts_[kBounds.size()];
-    std::snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n", name,
-                  static_cast<unsigned long long>(cumulative), name, sum_seconds_, name,
-                  static_cast<unsigned long long>(count_));
-    out += buf;
-}
-
 namespace {
 void metric(std::string& out, const char* name, const char* type, const char* help, std::uint64_t v) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
@@ -37,24 +11,24 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 }
 }  // namespace
 
-std::string Metrics::render(const Gauges& g) const {
+std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     std::string out;
     out.reserve(6000);
-    metric(out, "pgfence_grants_total", "counter", "Grants applied on this member.", grants);
-    metric(out, "pgfence_grant_conflicts_total", "counter", "Grants rejected because the key was held.", grant_conflicts);
-    metric(out, "pgfence_releases_total", "counter", "Releases applied that removed a lock.", releases);
-    metric(out, "pgfence_release_not_held_total", "counter", "Releases applied for a key not held with that token.", release_not_held);
+    metric(out, "pgfence_grants_total", "counter", "Grants applied on this member.", c.grants);
+    metric(out, "pgfence_grant_conflicts_total", "counter", "Grants rejected because the key was held.", c.grant_conflicts);
+    metric(out, "pgfence_releases_total", "counter", "Releases applied that removed a lock.", c.releases);
+    metric(out, "pgfence_release_not_held_total", "counter", "Releases applied for a key not held with that token.", c.release_not_held);
     out += "# HELP pgfence_expiries_total Expire commands applied, by whether the lock still existed.\n"
            "# TYPE pgfence_expiries_total counter\n";
-    out += "pgfence_expiries_total{existed=\"true\"} " + std::to_string(expiries_existed) + "\n";
-    out += "pgfence_expiries_total{existed=\"false\"} " + std::to_string(expiries_missing) + "\n";
-    metric(out, "pgfence_keepalives_total", "counter", "Successful keepalives answered by this member as leader.", keepalives);
-    metric(out, "pgfence_keepalive_failures_total", "counter", "Keepalives refused (not_held).", keepalive_failures);
-    metric(out, "pgfence_phantom_releases_total", "counter", "Releases proposed because the client was gone when its grant applied.", phantom_releases);
-    metric(out, "pgfence_waiter_timeouts_total", "counter", "Waiting acquires that timed out.", waiter_timeouts);
+    out += "pgfence_expiries_total{existed=\"true\"} " + std::to_string(c.expiries_existed) + "\n";
+    out += "pgfence_expiries_total{existed=\"false\"} " + std::to_string(c.expiries_missing) + "\n";
+    metric(out, "pgfence_keepalives_total", "counter", "Successful keepalives answered by this member as leader.", c.keepalives);
+    metric(out, "pgfence_keepalive_failures_total", "counter", "Keepalives refused (not_held).", c.keepalive_failures);
+    metric(out, "pgfence_phantom_releases_total", "counter", "Releases proposed because the client was gone when its grant applied.", c.phantom_releases);
+    metric(out, "pgfence_waiter_timeouts_total", "counter", "Waiting acquires that timed out.", c.waiter_timeouts);
     metric(out, "pgfence_bad_requests_total", "counter", "Requests answered 400.", bad_requests);
-    metric(out, "pgfence_snapshots_total", "counter", "Lock-table snapshots taken by this member.", snapshots);
-    metric(out, "pgfence_leader_changes_total", "counter", "Times the known leader changed.", leader_changes);
+    metric(out, "pgfence_snapshots_total", "counter", "Lock-table snapshots taken by this member.", c.snapshots);
+    metric(out, "pgfence_leader_changes_total", "counter", "Times the known leader changed.", c.leader_changes);
     metric(out, "pgfence_waiters", "gauge", "Acquires waiting in per-key FIFO queues.", g.waiters);
     metric(out, "pgfence_locks_held", "gauge", "Locks in the applied lock table.", g.locks_held);
     metric(out, "pgfence_term", "gauge", "Current Raft term.", g.term);
@@ -64,7 +38,7 @@ std::string Metrics::render(const Gauges& g) const {
     metric(out, "pgfence_peer_frames_dropped_total", "counter", "Raft messages dropped by the transport (queue full or peer unreachable).", g.peer_frames_dropped);
     metric(out, "pgfence_http_connections", "gauge", "Open HTTP connections.", g.http_connections);
     fsync.render(out, "pgfence_fsync_seconds", "Duration of one write batch (one fdatasync).");
-    proposal_commit.render(out, "pgfence_proposal_commit_seconds", "From propose() to the entry being applied on this leader.");
+    c.proposal_commit.render(out, "pgfence_proposal_commit_seconds", "From propose() to the entry being applied on this leader.");
     return out;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "member/lease.h"
+
 namespace pgfence::server {
 
 struct PeerSpec {
@@ -14,8 +16,8 @@ struct PeerSpec {
     std::uint16_t port = 0;
 };
 
-constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // 5%
-constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;   // 50%: the largest --max-clock-drift-ppm
+using member::kDefaultMaxClockDriftPpm;  // rho = 5% (member/lease.h)
+using member::kMaxClockDriftPpmLimit;    // the largest --max-clock-drift-ppm
 
 struct Options {
     std::uint64_t id = 0;
@@ -33,7 +35,7 @@ struct Options {
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader
-    // proposes Expire after lease_ms * (1 + rho) (server/lease.h).
+    // proposes Expire after lease_ms * (1 + rho) (member/lease.h).
     std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;
     std::string log_level = "info";
     bool help = false;

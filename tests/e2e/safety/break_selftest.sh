@@ -4,7 +4,10 @@
 # are not broken still pass:
 #   reissue: every member's data directory is wiped at the final power cut, so
 #     the rebuilt cluster issues tokens from the bottom again: acquired_tokens_grow
-#     (b) fails; the fences (a) hold (PostgreSQL refused every lower token);
+#     (b) fails; the fences hold (PostgreSQL refused every lower token). Not
+#     tokens_increase_in_commit_order: once the rebuilt cluster counts up to a
+#     token it issued before the wipe, two holders carry that token, and
+#     fence_admit admits an equal token by design (DESIGN.md), so (a) may fail too;
 #   early: every member's clocks run 1.5 x real time while members and workers
 #     assume rho = 0, so the leader expires leases early:
 #     one_holder_at_a_time_within_rho (c) fails; the fences (a) hold;
@@ -37,7 +40,7 @@ broken() {
   if ((failed > before)); then echo "--- run.sh --break $kind output:"; tail -n 60 "$out"; fi
 }
 # shellcheck disable=SC2086
-broken reissue 5 acquired_tokens_grow $FENCES
+broken reissue 5 acquired_tokens_grow ${FENCES/tokens_increase_in_commit_order /}
 # shellcheck disable=SC2086
 broken early 25 one_holder_at_a_time_within_rho $FENCES
 broken unfenced 5 tokens_increase_in_commit_order acquired_tokens_grow accepted_tokens_were_granted

@@ -9,14 +9,15 @@ BOOST_AUTO_TEST_SUITE(metrics)
 
 BOOST_AUTO_TEST_CASE(render_contains_counters_gauges_and_cumulative_buckets) {
     Metrics m;
-    m.grants = 3;
-    m.expiries_existed = 1;
+    pgfence::member::Counters c;
+    c.grants = 3;
+    c.expiries_existed = 1;
     m.fsync.observe(std::chrono::microseconds(300));
     m.fsync.observe(std::chrono::milliseconds(3));
     Gauges g;
     g.is_leader = true;
     g.term = 4;
-    const std::string text = m.render(g);
+    const std::string text = m.render(c, g);
     BOOST_TEST(text.find("pgfence_grants_total 3\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_expiries_total{existed=\"true\"} 1\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_is_leader 1\n") != std::string::npos);

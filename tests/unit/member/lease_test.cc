@@ -1,10 +1,10 @@
 // The leader-local lease: nominal deadline and the clock-rate margin before
-// Expire (server/lease.h).
+// Expire (member/lease.h).
 #include <boost/test/unit_test.hpp>
 
-#include "server/lease.h"
+#include "member/lease.h"
 
-using namespace pgfence::server;
+using namespace pgfence::member;
 using std::chrono::milliseconds;
 
 BOOST_AUTO_TEST_SUITE(lease)
@@ -20,23 +20,22 @@ BOOST_AUTO_TEST_CASE(margin_is_lease_times_rho_rounded_up_to_whole_ms) {
 }
 
 BOOST_AUTO_TEST_CASE(expire_waits_lease_times_one_plus_rho_and_the_deadline_stays_nominal) {
-    const Clock::time_point t0{milliseconds(123456)};
+    const Time t0{milliseconds(123456)};
     Lease l = Lease::started(41, 2000, t0, 50000);
     BOOST_TEST(l.token == 41u);
     BOOST_TEST(l.lease_ms == 2000u);
     BOOST_TEST((l.deadline == t0 + milliseconds(2000)));   // what ttl_ms counts down to
     BOOST_TEST((l.expire_at == t0 + milliseconds(2100)));  // 2000 x 1.05
-    BOOST_TEST(!l.expire_checking);
-    BOOST_TEST(!l.expire_proposed);
+    BOOST_TEST((l.phase == LeasePhase::kRunning));
     // A keepalive restarts both from its own time.
-    const Clock::time_point t1 = t0 + milliseconds(700);
+    const Time t1 = t0 + milliseconds(700);
     l.restart(t1, 50000);
     BOOST_TEST((l.deadline == t1 + milliseconds(2000)));
     BOOST_TEST((l.expire_at == t1 + milliseconds(2100)));
 }
 
 BOOST_AUTO_TEST_CASE(zero_drift_expires_at_the_nominal_deadline) {
-    const Clock::time_point t0{milliseconds(5)};
+    const Time t0{milliseconds(5)};
     const Lease l = Lease::started(1, 1500, t0, 0);
     BOOST_TEST((l.expire_at == l.deadline));
 }

@@ -33,9 +33,14 @@
 
 #include "lock/commands.h"
 
-namespace pgfence::server {
+namespace pgfence::member {
 
-using Clock = std::chrono::steady_clock;
+// A reading of the member's monotonic clock (only differences matter). The
+// core never reads a clock: every input carries the time it happened.
+using Time = std::chrono::nanoseconds;
+
+constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // rho = 5%
+constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;   // 50%: the largest rho accepted anywhere
 
 // lease_ms * rho in whole ms, rounded up: how long after the nominal deadline
 // Expire may first be proposed. The one place the margin is computed.
@@ -44,23 +49,31 @@ constexpr std::uint64_t expiry_margin_ms(std::uint64_t lease_ms, std::uint64_t m
     return (lease_ms * max_clock_drift_ppm + 999'999) / 1'000'000;
 }
 
+// Where a lease stands on its way to Expire:
+//   kRunning    -> kConfirming  (expire_at passed: a leadership round is asked for)
+//   kConfirming -> kRunning     (the round failed, or a keepalive restarted the lease meanwhile)
+//   kConfirming -> kExpiring    (confirmed after expire_at: Expire{key, token} proposed)
+// kExpiring is final: keepalive fails, an idempotent re-grant is refused, and
+// the lease leaves the map when the Expire (or a Release) applies.
+enum class LeasePhase : std::uint8_t { kRunning, kConfirming, kExpiring };
+
 // Invariant: expire_at == deadline + expiry_margin_ms(lease_ms, rho) >= deadline.
 struct Lease {
     lock::Token token = 0;
     std::uint64_t lease_ms = 0;
-    Clock::time_point deadline;    // (re)start + lease_ms: the nominal end, reported as ttl_ms
-    Clock::time_point expire_at;   // deadline + margin: Expire is considered from here on
-    bool expire_checking = false;  // a leadership confirmation for Expire is in flight
-    bool expire_proposed = false;  // Expire{key, token} proposed: keepalive now fails
+    Time deadline{};   // (re)start + lease_ms: the nominal end, reported as ttl_ms
+    Time expire_at{};  // deadline + margin: Expire is considered from here on
+    LeasePhase phase = LeasePhase::kRunning;
+
+    bool expiring() const { return phase == LeasePhase::kExpiring; }
 
     // (Re)starts the lease at `now`: on grant apply, keepalive, or a new leader's restart.
-    void restart(Clock::time_point now, std::uint64_t max_clock_drift_ppm) {
+    void restart(Time now, std::uint64_t max_clock_drift_ppm) {
         deadline = now + std::chrono::milliseconds(lease_ms);
         expire_at = deadline + std::chrono::milliseconds(expiry_margin_ms(lease_ms, max_clock_drift_ppm));
     }
 
-    static Lease started(lock::Token token, std::uint64_t lease_ms, Clock::time_point now,
-                         std::uint64_t max_clock_drift_ppm) {
+    static Lease started(lock::Token token, std::uint64_t lease_ms, Time now, std::uint64_t max_clock_drift_ppm) {
         Lease l;
         l.token = token;
         l.lease_ms = lease_ms;
@@ -69,4 +82,4 @@ struct Lease {
     }
 };
 
-}  // namespace pgfence::server
+}  // namespace pgfence::member

@@ -1,0 +1,436 @@
+// The member core's Ready handling, apply, roles, proposals and snapshots
+// (core.h). Leases, waiters and leadership confirmation: core_leases.cc.
+#include "member/core.h"
+
+#include <stdexcept>
+
+namespace pgfence::member {
+
+namespace {
+
+std::string num(std::uint64_t v) { return std::to_string(v); }
+
+const char* role_word(raft::Role r) { return raft::to_string(r); }
+
+}  // namespace
+
+Core::Core(Config config, const raft::Storage& storage) : config_(std::move(config)) {
+    const raft::Snapshot snap = storage.snapshot();
+    if (!snap.empty()) {
+        auto restored = lock::LockTable::restore(snap.data);
+        if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
+            throw std::invalid_argument("the snapshot at index " + num(snap.meta.index) +
+                                        " does not decode: " + err->message);
+        }
+        table_ = std::move(std::get<lock::LockTable>(restored));
+        last_snapshot_index_ = snap.meta.index;
+        applied_term_ = snap.meta.term;
+    }
+    written_hard_state_ = storage.hard_state();
+    raft_ = std::make_unique<raft::Raft>(config_.raft, storage);
+}
+
+Core::~Core() = default;
+
+Effects Core::take_effects() {
+    Effects out = std::move(effects_);
+    effects_ = Effects{};
+    return out;
+}
+
+void Core::log(LogLevel level, const char* event,
+               std::initializer_list<std::pair<const char*, std::string>> fields) {
+    if (level == LogLevel::kDebug && !config_.debug_logs) return;
+    LogLine& line = effects_.logs.emplace_back();
+    line.level = level;
+    line.event = event;
+    for (const auto& f : fields) {
+        if (line.count == LogLine::kMaxFields) break;
+        line.fields[line.count++] = f;
+    }
+}
+
+void Core::respond(RequestId id, Response r) {
+    gone_.erase(id);
+    effects_.respond.emplace_back(id, std::move(r));
+}
+
+void Core::unavailable(RequestId id) { respond(id, Unavailable{raft_->leader()}); }
+
+// ---- inputs -----------------------------------------------------------------------
+
+void Core::tick(Time now) {
+    ++ticks_;
+    raft_->tick();
+    if (is_leader()) {
+        check_expiries(now);
+        sweep_waiters(now);
+    }
+    if (config_.sweep_every_ticks > 0 && ticks_ % static_cast<std::uint64_t>(config_.sweep_every_ticks) == 0) {
+        sweep_proposals(now);
+    }
+}
+
+void Core::step(const raft::Message& message, Time /*now*/) { raft_->step(message); }
+
+void Core::request(RequestId id, Request req, Time now) {
+    if (auto* list = std::get_if<ListLocks>(&req)) {
+        if (!is_leader()) {
+            unavailable(id);
+        } else {
+            list_locks(id, *list);
+        }
+        return;
+    }
+    if (!serves_writes()) {
+        unavailable(id);
+        return;
+    }
+    if (auto* a = std::get_if<Acquire>(&req)) {
+        acquire(id, *a, false, now);
+    } else if (auto* r = std::get_if<Release>(&req)) {
+        release(id, *r, now);
+    } else {
+        keepalive(id, std::get<KeepAlive>(req));
+    }
+}
+
+void Core::client_gone(RequestId id, Time /*now*/) {
+    // A queued waiter is dropped at once (its place goes to the next); any
+    // other pending request is remembered: its Grant, when it applies, is
+    // released instead of answered.
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+        auto& q = it->second;
+        for (auto w = q.begin(); w != q.end(); ++w) {
+            if (w->id != id) continue;
+            q.erase(w);
+            --waiter_total_;
+            if (q.empty()) waiters_.erase(it);
+            return;
+        }
+    }
+    gone_.insert(id);
+}
+
+void Core::response_written(RequestId id, bool ok, Time now) {
+    auto it = unwritten_.find(id);
+    if (it == unwritten_.end()) return;
+    Unwritten u = std::move(it->second);
+    unwritten_.erase(it);
+    if (!ok && is_leader()) phantom_release(u.key, u.token, now);
+}
+
+void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now*/) {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    log(LogLevel::kInfo, "shutdown_requested", {{"role", role_word(raft_->role())}});
+    if (!is_leader()) return;
+    raft::NodeId best = raft::kNoNode;
+    raft::Index best_match = 0;
+    for (const raft::PeerStatus& p : raft_->status().peers) {
+        const bool up = std::find(reachable.begin(), reachable.end(), p.id) != reachable.end();
+        if (p.id != config_.raft.id && p.match >= best_match && up) {
+            best = p.id;
+            best_match = p.match;
+        }
+    }
+    if (best != raft::kNoNode && raft_->transfer_leadership(best)) {
+        log(LogLevel::kInfo, "leadership_transfer", {{"target", num(best)}, {"match", num(best_match)}});
+    }
+}
+
+// Confirmations asked for during the batch, role changes, then the next
+// Ready: its messages_now go out at once; a Ready that needs a write becomes
+// the Persist; one that does not is finished here.
+void Core::pump(Time now) {
+    flush_confirms(now);
+    observe_role(now);
+    if (ready_ != nullptr) {
+        apply_taken(now);
+        return;
+    }
+    if (!raft_->has_ready()) return;
+    raft::Ready rd = raft_->ready();
+    for (raft::Message& m : rd.messages_now) effects_.send.push_back(std::move(m));
+    rd.messages_now.clear();
+    if (!needs_write(rd)) {
+        if (rd.hard_state) unwritten_hard_state_ = rd.hard_state;
+        for (raft::Message& m : rd.messages) effects_.send.push_back(std::move(m));
+        rd.messages.clear();
+        apply_ready(rd, now);
+        raft_->advance(rd);
+        maybe_snapshot();
+        return;
+    }
+    if (!rd.hard_state) rd.hard_state = unwritten_hard_state_;
+    unwritten_hard_state_.reset();
+    if (rd.hard_state) written_hard_state_ = *rd.hard_state;
+    ready_applied_ = !rd.snapshot;  // a snapshot restores the table first, at persisted()
+    ready_ = std::make_shared<const raft::Ready>(std::move(rd));
+    effects_.persist = ready_;
+    if (ready_applied_) apply_ready(*ready_, now);
+}
+
+void Core::persisted(Time now) {
+    if (ready_ == nullptr) throw std::logic_error("Core::persisted: no Persist outstanding");
+    const std::shared_ptr<const raft::Ready> rd = std::move(ready_);
+    ready_.reset();
+    if (rd->snapshot) {
+        auto restored = lock::LockTable::restore(rd->snapshot->data);
+        if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
+            effects_.fatal = "the snapshot at index " + num(rd->snapshot->meta.index) +
+                             " received from the leader does not decode: " + err->message;
+            log(LogLevel::kError, "snapshot_restore_failed", {{"error", err->message}});
+            return;
+        }
+        table_ = std::move(std::get<lock::LockTable>(restored));
+        applied_term_ = rd->snapshot->meta.term;
+        last_snapshot_index_ = rd->snapshot->meta.index;
+        log(LogLevel::kInfo, "snapshot_installed",
+            {{"index", num(rd->snapshot->meta.index)}, {"locks", num(table_.size())}});
+    }
+    if (!ready_applied_) apply_ready(*rd, now);
+    ready_applied_ = false;
+    raft_->advance(*rd);
+    maybe_snapshot();
+}
+
+void Core::snapshot_saved(const raft::Snapshot& snapshot, Time /*now*/) {
+    if (!saving_) throw std::logic_error("Core::snapshot_saved: no SaveSnapshot outstanding");
+    saving_ = false;
+    last_snapshot_index_ = snapshot.meta.index;
+    ++counters_.snapshots;
+    raft_->compact(snapshot.meta.index, snapshot.data, config_.snapshot_keep);
+    log(LogLevel::kInfo, "snapshot_taken", {{"index", num(snapshot.meta.index)}, {"locks", num(table_.size())}});
+}
+
+bool Core::needs_write(const raft::Ready& rd) const {
+    if (rd.snapshot || !rd.entries.empty()) return true;
+    return rd.hard_state &&
+           (rd.hard_state->term != written_hard_state_.term || rd.hard_state->vote != written_hard_state_.vote);
+}
+
+// Step 3 of the Ready contract: committed entries, then confirmed reads.
+void Core::apply_ready(const raft::Ready& rd, Time now) {
+    applying_ = true;
+    for (const raft::Entry& e : rd.committed) apply_entry(e, now);
+    for (const raft::ReadState& rs : rd.reads) on_read_state(rs);
+    for (std::uint64_t ctx : rd.dropped_reads) fail_reads(ctx, now);
+    run_confirmed_reads(now);
+    applying_ = false;
+}
+
+// While a Persist is outstanding: apply what became committed meanwhile (a
+// leader learns most commits from a follower's ack during its own write).
+void Core::apply_taken(Time now) {
+    if (applying_) return;
+    applying_ = true;
+    bool any = false;
+    constexpr int kMaxApplyRounds = 16;  // take_committed() batches per pump
+    for (int round = 0; round < kMaxApplyRounds; ++round) {
+        const std::vector<raft::Entry> entries = raft_->take_committed();
+        if (entries.empty()) break;
+        for (const raft::Entry& e : entries) apply_entry(e, now);
+        any = true;
+    }
+    if (any) run_confirmed_reads(now);
+    applying_ = false;
+}
+
+void Core::apply_entry(const raft::Entry& e, Time now) {
+    if (e.index <= table_.applied_index()) return;
+    applied_term_ = e.term;
+    std::optional<lock::Command> cmd;
+    if (e.type == raft::EntryType::kNormal) {
+        auto decoded = lock::decode_command(e.data);
+        if (auto* err = std::get_if<lock::DecodeError>(&decoded)) {
+            log(LogLevel::kError, "entry_undecodable", {{"index", num(e.index)}, {"error", err->message}});
+        } else {
+            cmd = std::move(std::get<lock::Command>(decoded));
+        }
+    }
+    // Release and Expire remove the lock: its owner, for their log lines.
+    std::string owner;
+    if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) owner = owner_of(r->key, r->token);
+    if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) owner = owner_of(x->key, x->token);
+    const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
+    if (cmd) on_applied(e.index, *cmd, result, owner, now);
+    auto it = proposals_.find(e.index);
+    if (it == proposals_.end()) return;
+    Proposal p = std::move(it->second);
+    proposals_.erase(it);
+    if (p.term == e.term) {
+        counters_.proposal_commit.observe(now - p.proposed_at);
+        p.done(&result, now);
+    } else {
+        p.done(nullptr, now);
+    }
+}
+
+std::string Core::owner_of(std::string_view key, lock::Token token) const {
+    const lock::Lock* l = table_.find(key);
+    return l != nullptr && l->token == token ? l->owner : std::string();
+}
+
+// Counters, logs, leases and waiters follow every applied command. `owner`:
+// of the lock a Release or Expire names, as it was before this command.
+void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
+                      const std::string& owner, Time now) {
+    const bool leader = is_leader();
+    const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
+    if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
+        if (const auto* ok = std::get_if<lock::Granted>(&result)) {
+            ++counters_.grants;
+            log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
+                                 {"lease_ms", num(g->lease_ms)}, {"index", num(index)}});
+            // An idempotent re-grant applied while Expire{key, token} is in
+            // flight keeps the expiry (on_grant_result refuses it): resetting
+            // the lease would promise a lock that the Expire then removes.
+            auto held = leases_.find(g->key);
+            const bool expiring = held != leases_.end() && held->second.token == ok->token && held->second.expiring();
+            if (leader && !expiring) {
+                leases_[g->key] = Lease::started(ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
+            }
+        } else {
+            ++counters_.grant_conflicts;
+            const auto* rej = std::get_if<lock::GrantRejected>(&result);
+            log(level, "grant_rejected",
+                {{"key", g->key}, {"owner", g->owner}, {"holder_token", num(rej ? rej->holder_token : 0)}});
+        }
+        return;
+    }
+    std::string key;
+    lock::Token token = 0;
+    bool removed = false;
+    if (const auto* r = std::get_if<lock::Release>(&cmd)) {
+        key = r->key;
+        token = r->token;
+        removed = std::holds_alternative<lock::Released>(result);
+        ++(removed ? counters_.releases : counters_.release_not_held);
+        log(level, "release", {{"key", key}, {"token", num(token)}, {"released", removed ? "true" : "false"},
+                               {"owner", owner}});
+    } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
+        key = x->key;
+        token = x->token;
+        const auto* ex = std::get_if<lock::Expired>(&result);
+        removed = ex != nullptr && ex->existed;
+        ++(removed ? counters_.expiries_existed : counters_.expiries_missing);
+        log(level, "expire", {{"key", key}, {"token", num(token)}, {"existed", removed ? "true" : "false"},
+                              {"owner", owner}});
+    } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
+        log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
+        return;
+    }
+    if (!removed) return;
+    auto it = leases_.find(key);
+    if (it != leases_.end() && it->second.token == token) leases_.erase(it);
+    if (leader) serve_waiters(key, now);
+}
+
+void Core::observe_role(Time now) {
+    const raft::NodeId leader = raft_->leader();
+    if (leader != last_leader_) {
+        if (leader != raft::kNoNode) ++counters_.leader_changes;
+        log(LogLevel::kInfo, "leader_changed", {{"leader", num(leader)}, {"term", num(raft_->term())}});
+        last_leader_ = leader;
+    }
+    const bool leader_now = is_leader();
+    if (leader_now && leader_term_ != raft_->term()) become_leader(now);
+    if (!leader_now && leader_term_ != 0) lose_leadership(now);
+}
+
+// A new leader restarts every held lease at its full lease_ms (DESIGN.md "Time").
+void Core::become_leader(Time now) {
+    if (leader_term_ != 0) lose_leadership(now);
+    leader_term_ = raft_->term();
+    log(LogLevel::kInfo, "became_leader", {{"term", num(leader_term_)}, {"locks", num(table_.size())}});
+    restart_all_leases(now);
+    if (config_.token_floor > table_.token_floor()) {
+        raft::ProposeError err = raft::ProposeError::kNone;
+        propose(lock::SetTokenFloor{config_.token_floor}, now, [](const lock::Result*, Time) {}, &err);
+    }
+}
+
+void Core::lose_leadership(Time /*now*/) {
+    log(LogLevel::kInfo, "lost_leadership", {{"term", num(leader_term_)}, {"leader", num(raft_->leader())}});
+    leader_term_ = 0;
+    leases_.clear();
+    drop_all_waiters();
+}
+
+bool Core::propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
+                   raft::ProposeError* error) {
+    if (proposals_.size() >= config_.max_proposals) {
+        *error = raft::ProposeError::kBacklog;
+        return false;
+    }
+    const raft::ProposeResult r = raft_->propose(lock::encode(cmd));
+    *error = r.error;
+    if (r.error != raft::ProposeError::kNone) return false;
+    proposals_[r.index] = Proposal{r.term, now, std::move(done)};
+    return true;
+}
+
+raft::ProposeResult Core::propose_raw(const lock::Command& cmd) { return raft_->propose(lock::encode(cmd)); }
+
+bool Core::transfer_leadership(raft::NodeId target) { return raft_->transfer_leadership(target); }
+
+// Proposals that never applied (a partitioned ex-leader's) fail after a bound.
+void Core::sweep_proposals(Time now) {
+    for (auto it = proposals_.begin(); it != proposals_.end();) {
+        if (now - it->second.proposed_at >= config_.proposal_timeout) {
+            auto done = std::move(it->second.done);
+            it = proposals_.erase(it);
+            ++counters_.proposal_timeouts;
+            done(nullptr, now);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void Core::maybe_snapshot() {
+    const raft::Index applied = table_.applied_index();
+    if (saving_ || applied < last_snapshot_index_ + config_.snapshot_every) return;
+    auto snap = std::make_shared<raft::Snapshot>();
+    snap->meta.index = applied;
+    snap->meta.term = applied_term_;
+    snap->meta.members = config_.raft.members;
+    snap->data = table_.snapshot();
+    saving_ = true;
+    effects_.save = std::move(snap);
+}
+
+const Lease* Core::lease(std::string_view key) const {
+    auto it = leases_.find(key);
+    return it == leases_.end() ? nullptr : &it->second;
+}
+
+std::uint64_t Core::ttl_ms(std::string_view key, Time now) const {
+    const Lease* l = lease(key);
+    if (l == nullptr || l->deadline <= now) return 0;
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(l->deadline - now).count());
+}
+
+std::string Core::check_invariants() const {
+    if (std::string broken = raft_->check_invariants(); !broken.empty()) return broken;
+    if (!is_leader() && !leases_.empty()) return "a member that does not lead holds " + num(leases_.size()) + " leases";
+    for (const auto& [key, l] : leases_) {
+        const lock::Lock* held = table_.find(key);
+        if (held == nullptr || held->token != l.token) {
+            return "lease of " + key + " with token " + num(l.token) + " but the table holds " +
+                   (held ? "token " + num(held->token) : std::string("nothing"));
+        }
+        if (l.expire_at < l.deadline) return "lease of " + key + " expires before its deadline";
+    }
+    std::size_t queued = 0;
+    for (const auto& [key, q] : waiters_) {
+        if (q.empty()) return "an empty wait queue for " + key;
+        queued += q.size();
+    }
+    if (queued != waiter_total_) return "waiter count " + num(waiter_total_) + " but " + num(queued) + " queued";
+    if (!is_leader() && waiter_total_ != 0) return "a member that does not lead has waiters";
+    return {};
+}
+
+}  // namespace pgfence::member

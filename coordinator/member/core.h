@@ -1,0 +1,294 @@
+// The member core: everything one fence-coordinator member decides, as a
+// deterministic state machine driven by its caller — the server's Asio shell
+// (server/member.cc) or the whole-cluster simulation (tests/simulation).
+//
+// It owns the Raft core, the lock table, client proposals and their
+// timeouts, the leader's leases (lease.h) with the quorum-confirmed Expire,
+// KeepAlive, the FIFO wait queues, phantom release, the token floor and the
+// snapshot policy. No sockets, files, threads, clocks or global random: time
+// arrives with every input (a monotonic reading, lease.h `Time`), and the
+// Raft core's randomness comes from Config::raft.random_seed. The same
+// inputs in the same order give the same effects.
+//
+// ---- inputs -------------------------------------------------------------------
+//   tick(now)                  one heartbeat period passed (Raft's logical time)
+//   step(message, now)         a peer's Raft message
+//   request(id, request, now)  a client request; `id` is the caller's, unique
+//                              among requests not yet answered
+//   client_gone(id, now)       a request's client went away (its connection
+//                              closed) before it was answered
+//   response_written(id, ok, now)  a Granted answer was written (ok) or could
+//                              not be (the client is gone: the grant is released)
+//   persisted(now)             the outstanding Persist is durable and its
+//                              after-persist messages were sent
+//   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot is durable
+//   begin_shutdown(reachable, now)  stop taking writes; a leader hands its
+//                              leadership to the most caught-up reachable peer
+// and then, once per batch of inputs (the shell: once per turn of its event
+// loop, so that requests read together share one Ready and one write):
+//   pump(now)                  confirms leadership for what asked, follows role
+//                              changes, hands out the next Ready
+//   take_effects()             what the caller must now do (below)
+//
+// ---- effects, and the order the caller carries them out in ---------------------
+//   send      Raft messages to send now (they need nothing durable first)
+//   persist   at most one outstanding: write hard_state, snapshot and entries
+//             durably with one fsync (the snapshot first, then the entries,
+//             truncating a conflicting suffix, then the hard state), THEN send
+//             its `messages`, then call persisted(). Nothing else is written
+//             to the log meanwhile (one log write at a time).
+//   save      at most one outstanding: save the snapshot durably (not
+//             concurrently with a persist), then call snapshot_saved().
+//   respond   answers, by request id: each request gets exactly one, then its
+//             id is free again
+//   watch     ids of requests that may wait long (queued acquires): tell
+//             client_gone() when their client leaves
+//   logs      lines to log, in order
+//   fatal     non-empty: the member cannot go on (a snapshot that does not
+//             restore); the caller stops without acknowledging anything more
+// Effects accumulate across inputs until take_effects(); responses may be
+// produced by any input, a Persist only by pump().
+//
+// ---- rules (DESIGN.md "Time", docs/guarantees.md) --------------------------------
+//   - Committed entries are applied when the Ready that carries them is
+//     handed out (they are durable on this member already, raft.h), unless
+//     it carries a snapshot: then at persisted(), after the snapshot is
+//     restored. While a Persist is outstanding, commits learnt meanwhile are
+//     applied by pump() (raft::Raft::take_committed). A proposal is answered
+//     when its index applies with its term; with another term, or after
+//     Config::proposal_timeout, it is answered Unavailable.
+//   - Only the leader (and not while shutting down) takes acquire, release,
+//     keepalive and list requests; others are answered Unavailable{leader}.
+//   - A lease starts when its Grant applies on the leader, restarts on a
+//     keepalive (confirmed by a quorum round started after it arrived), and
+//     restarts at its full length on a new leader. Expire{key, token} is
+//     proposed once expire_at (lease.h: lease_ms * (1 + rho) after the
+//     start) has passed AND a quorum round started after expire_at confirmed
+//     this member still leads. Once proposed, keepalive fails and a same-owner
+//     re-grant of that token is answered Held (or queued, if it may wait).
+//   - Waiters: an acquire with wait_ms > 0 on a held key (or a key with a
+//     queue) joins the key's FIFO queue; when the key is freed the head's
+//     Grant is proposed; a head that loses the race keeps its place. A
+//     waiter is answered Held when its wait_ms runs out, dropped when its
+//     client goes, answered Unavailable when leadership is lost. At most
+//     Config::max_waiters wait, all keys together.
+//   - Phantom release: a Granted answer whose client was gone before it was
+//     answered, or that could not be written, is released (Release{key, token}
+//     proposed) while this member still leads.
+//   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
+//     when the table's floor is lower.
+//   - Snapshots: once Config::snapshot_every entries applied since the last
+//     one, and no save is outstanding, a SaveSnapshot of the applied table.
+//
+// Threading: not thread-safe; one thread owns a Core.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lock/table.h"
+#include "member/api.h"
+#include "member/counters.h"
+#include "member/lease.h"
+#include "raft/raft.h"
+
+namespace pgfence::member {
+
+using RequestId = std::uint64_t;
+
+struct Config {
+    raft::Config raft;  // id, members, cluster_id, ticks, random_seed, limits
+    std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;  // rho (lease.h)
+    std::uint64_t snapshot_every = 10000;  // applied entries between snapshots
+    std::uint64_t snapshot_keep = 1000;    // log entries kept behind a snapshot
+    std::uint64_t token_floor = 0;         // proposed by a new leader if higher than the table's
+    std::size_t max_waiters = 10000;       // queued acquires, all keys together
+    std::size_t max_proposals = 100000;    // proposals awaiting their apply
+    std::chrono::nanoseconds proposal_timeout = std::chrono::seconds(10);
+    int sweep_every_ticks = 5;             // how often proposals are checked for the timeout
+    bool debug_logs = false;               // produce debug-level lines (else they are skipped)
+};
+
+enum class LogLevel : std::uint8_t { kDebug, kInfo, kWarn, kError };
+
+// One log line: event name and up to kMaxFields key=value fields.
+struct LogLine {
+    static constexpr std::size_t kMaxFields = 7;
+    LogLevel level = LogLevel::kInfo;
+    const char* event = "";
+    std::array<std::pair<const char*, std::string>, kMaxFields> fields;
+    std::size_t count = 0;
+};
+
+struct Effects {
+    std::vector<raft::Message> send;
+    std::shared_ptr<const raft::Ready> persist;  // hard_state, snapshot, entries; then messages
+    std::shared_ptr<const raft::Snapshot> save;
+    std::vector<std::pair<RequestId, Response>> respond;
+    std::vector<RequestId> watch;
+    std::vector<LogLine> logs;
+    std::string fatal;
+    bool empty() const {
+        return send.empty() && !persist && !save && respond.empty() && watch.empty() && logs.empty() &&
+               fatal.empty();
+    }
+};
+
+class Core {
+public:
+    // Restores the lock table from storage's snapshot and builds the Raft core
+    // on `storage` (read only here). Throws std::invalid_argument naming the
+    // problem (a bad Config, a snapshot that does not decode).
+    Core(Config config, const raft::Storage& storage);
+    ~Core();
+    Core(const Core&) = delete;
+    Core& operator=(const Core&) = delete;
+
+    void tick(Time now);
+    void step(const raft::Message& message, Time now);
+    void request(RequestId id, Request request, Time now);
+    void client_gone(RequestId id, Time now);
+    void response_written(RequestId id, bool ok, Time now);
+    void persisted(Time now);
+    void snapshot_saved(const raft::Snapshot& snapshot, Time now);
+    void begin_shutdown(const std::vector<raft::NodeId>& reachable, Time now);
+    void pump(Time now);
+    Effects take_effects();
+
+    // ---- read-only views (status, metrics, tests, the simulation's checks) ----
+    const raft::Raft& raft() const { return *raft_; }
+    const lock::LockTable& table() const { return table_; }
+    const Counters& counters() const { return counters_; }
+    bool is_leader() const { return raft_->role() == raft::Role::kLeader; }
+    // Acquire, release and keepalive are taken (else answered Unavailable).
+    bool serves_writes() const { return is_leader() && !shutting_down_; }
+    bool persisting() const { return ready_ != nullptr; }
+    bool saving() const { return saving_; }
+    bool shutting_down() const { return shutting_down_; }
+    std::size_t waiter_count() const { return waiter_total_; }
+    std::size_t proposal_count() const { return proposals_.size(); }
+    const Lease* lease(std::string_view key) const;
+    std::uint64_t ttl_ms(std::string_view key, Time now) const;  // 0 when not held or ended
+    raft::Term leader_term() const { return leader_term_; }  // 0: not leading
+
+    // The Raft core's own invariants and the lease table's: "" or the first broken.
+    std::string check_invariants() const;
+
+    // Liveness help for the simulation: proposes a command outside any request.
+    raft::ProposeResult propose_raw(const lock::Command& cmd);
+    bool transfer_leadership(raft::NodeId target);
+
+private:
+    // A proposal made as leader, answered when its index applies.
+    // done(nullptr, now): lost (another term's entry took the index, or timed out).
+    struct Proposal {
+        raft::Term term = 0;
+        Time proposed_at{};
+        std::function<void(const lock::Result*, Time)> done;
+    };
+    struct Waiter {
+        RequestId id = 0;
+        Acquire acquire;
+        Time deadline{};
+    };
+    // A Granted answer handed to the shell, not yet reported written.
+    struct Unwritten {
+        std::string key;
+        lock::Token token = 0;
+    };
+
+    // core.cc
+    void apply_ready(const raft::Ready& rd, Time now);
+    void apply_taken(Time now);
+    void apply_entry(const raft::Entry& e, Time now);
+    void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
+                    const std::string& owner, Time now);
+    std::string owner_of(std::string_view key, lock::Token token) const;
+    void observe_role(Time now);
+    void become_leader(Time now);
+    void lose_leadership(Time now);
+    void maybe_snapshot();
+    bool propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
+                 raft::ProposeError* error);
+    void sweep_proposals(Time now);
+    bool needs_write(const raft::Ready& rd) const;
+    void respond(RequestId id, Response r);
+    void unavailable(RequestId id);
+    void log(LogLevel level, const char* event, std::initializer_list<std::pair<const char*, std::string>> fields);
+
+    // core_leases.cc
+    void confirm(std::function<void(bool, Time)> cb);
+    void flush_confirms(Time now);
+    void on_read_state(const raft::ReadState& rs);
+    void run_confirmed_reads(Time now);
+    void fail_reads(std::uint64_t ctx, Time now);
+    void restart_all_leases(Time now);
+    void check_expiries(Time now);
+    void acquire(RequestId id, const Acquire& req, bool from_queue, Time now);
+    void on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now);
+    void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now);
+    void serve_waiters(const std::string& key, Time now);
+    void sweep_waiters(Time now);
+    void drop_all_waiters();
+    void keepalive(RequestId id, const KeepAlive& req);
+    void release(RequestId id, const Release& req, Time now);
+    void phantom_release(const std::string& key, lock::Token token, Time now);
+    void list_locks(RequestId id, const ListLocks& req);
+
+    Config config_;
+    std::unique_ptr<raft::Raft> raft_;
+    lock::LockTable table_;
+    Counters counters_;
+    Effects effects_;
+
+    // The Ready handed out as a Persist and not yet persisted(): no other
+    // Ready is taken meanwhile (raft.h). Null: none outstanding.
+    std::shared_ptr<const raft::Ready> ready_;
+    bool ready_applied_ = false;  // its committed entries were applied at hand-out
+    bool applying_ = false;       // inside an apply (no re-entry)
+    // Term and vote as last handed out for writing. A Ready whose hard state
+    // changed only in commit, with no entries or snapshot, is not written
+    // (the storage writes term and vote; commit is recovered): the change
+    // waits in unwritten_hard_state_ for the next write.
+    raft::HardState written_hard_state_;
+    std::optional<raft::HardState> unwritten_hard_state_;
+    bool saving_ = false;  // a SaveSnapshot is outstanding
+    raft::Index last_snapshot_index_ = 0;
+    raft::Term applied_term_ = 0;
+
+    raft::Term leader_term_ = 0;  // term of our current leadership (0: not leader)
+    raft::NodeId last_leader_ = raft::kNoNode;
+    std::uint64_t ticks_ = 0;
+    bool shutting_down_ = false;
+
+    std::map<raft::Index, Proposal> proposals_;
+    // Leader only, one per held lock, restarted by a new leader. Invariant:
+    // a lease's token is the held lock's token for that key.
+    std::map<std::string, Lease, std::less<>> leases_;
+    std::map<std::string, std::deque<Waiter>, std::less<>> waiters_;
+    std::size_t waiter_total_ = 0;
+    std::set<std::string, std::less<>> waiter_grant_in_flight_;  // a queue head's Grant is proposed
+    std::set<RequestId> gone_;  // client_gone() ids whose request is still pending
+    std::unordered_map<RequestId, Unwritten> unwritten_;
+
+    // Leadership confirmation: callbacks asked for during one batch share one
+    // read_index() issued after them (flush_confirms, in pump), so each is
+    // confirmed by a quorum round that started after it was asked for.
+    std::uint64_t next_read_ctx_ = 1;
+    std::vector<std::function<void(bool, Time)>> confirm_batch_;
+    std::map<std::uint64_t, std::vector<std::function<void(bool, Time)>>> confirms_;  // by read ctx
+    std::multimap<raft::Index, std::uint64_t> confirmed_waiting_apply_;         // read index -> ctx
+};
+
+}  // namespace pgfence::member

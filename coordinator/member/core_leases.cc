@@ -1,0 +1,313 @@
+// The member core's leases, keepalive, expiry, FIFO waiters, phantom release
+// and the leadership confirmation (ReadIndex round) they rely on (core.h).
+#include <algorithm>
+
+#include "member/core.h"
+
+namespace pgfence::member {
+
+namespace {
+std::string num(std::uint64_t v) { return std::to_string(v); }
+}  // namespace
+
+// ---- leadership confirmation -------------------------------------------------
+
+void Core::confirm(std::function<void(bool, Time)> cb) { confirm_batch_.push_back(std::move(cb)); }
+
+void Core::flush_confirms(Time now) {
+    if (confirm_batch_.empty()) return;
+    auto batch = std::move(confirm_batch_);
+    confirm_batch_.clear();
+    const std::uint64_t ctx = next_read_ctx_++;
+    if (!raft_->read_index(ctx)) {
+        for (auto& cb : batch) cb(false, now);
+        return;
+    }
+    confirms_[ctx] = std::move(batch);
+}
+
+void Core::on_read_state(const raft::ReadState& rs) { confirmed_waiting_apply_.emplace(rs.index, rs.context); }
+
+void Core::run_confirmed_reads(Time now) {
+    while (!confirmed_waiting_apply_.empty() && confirmed_waiting_apply_.begin()->first <= table_.applied_index()) {
+        const std::uint64_t ctx = confirmed_waiting_apply_.begin()->second;
+        confirmed_waiting_apply_.erase(confirmed_waiting_apply_.begin());
+        auto it = confirms_.find(ctx);
+        if (it == confirms_.end()) continue;
+        auto cbs = std::move(it->second);
+        confirms_.erase(it);
+        const bool still = is_leader();
+        for (auto& cb : cbs) cb(still, now);
+    }
+}
+
+void Core::fail_reads(std::uint64_t ctx, Time now) {
+    auto it = confirms_.find(ctx);
+    if (it == confirms_.end()) return;
+    auto cbs = std::move(it->second);
+    confirms_.erase(it);
+    for (auto& cb : cbs) cb(false, now);
+}
+
+// ---- leases --------------------------------------------------------------------
+
+void Core::restart_all_leases(Time now) {
+    leases_.clear();
+    for (const lock::Lock& l : table_.list()) {
+        leases_[l.key] = Lease::started(l.token, l.lease_ms, now, config_.max_clock_drift_ppm);
+    }
+}
+
+// A lease is expired from its expire_at (the nominal deadline plus the
+// clock-rate margin, lease.h), and only after a quorum round asked for after
+// expire_at confirms this member still leads; a keepalive that restarted the
+// lease meanwhile wins.
+void Core::check_expiries(Time now) {
+    for (auto& [key, lease] : leases_) {
+        if (lease.phase != LeasePhase::kRunning || now < lease.expire_at) continue;
+        lease.phase = LeasePhase::kConfirming;
+        confirm([this, k = key, token = lease.token](bool ok, Time at) {
+            // Logged before the lookup: losing leadership clears the leases
+            // before the dropped round fails this callback.
+            if (!ok) {
+                log(LogLevel::kInfo, "expire_not_confirmed",
+                    {{"key", k}, {"token", num(token)}, {"owner", owner_of(k, token)}});
+            }
+            auto it = leases_.find(k);
+            if (it == leases_.end() || it->second.token != token) return;
+            Lease& l = it->second;
+            if (l.phase != LeasePhase::kConfirming) return;
+            l.phase = LeasePhase::kRunning;
+            if (!ok || at < l.expire_at) return;  // failed, or restarted by a keepalive meanwhile
+            raft::ProposeError err = raft::ProposeError::kNone;
+            if (!propose(lock::Expire{k, token}, at, [](const lock::Result*, Time) {}, &err)) {
+                log(LogLevel::kWarn, "expire_not_proposed", {{"key", k}, {"token", num(token)},
+                                                             {"error", raft::to_string(err)},
+                                                             {"owner", owner_of(k, token)}});
+                return;
+            }
+            l.phase = LeasePhase::kExpiring;
+            ++counters_.expires_proposed;
+            log(LogLevel::kInfo, "expire_proposed",
+                {{"key", k}, {"token", num(token)}, {"lease_ms", num(l.lease_ms)},
+                 {"margin_ms", num(expiry_margin_ms(l.lease_ms, config_.max_clock_drift_ppm))},
+                 {"owner", owner_of(k, token)}});
+        });
+    }
+}
+
+void Core::keepalive(RequestId id, const KeepAlive& req) {
+    auto usable = [this](const std::string& key, lock::Token token) {
+        auto it = leases_.find(key);
+        return it != leases_.end() && it->second.token == token && !it->second.expiring();
+    };
+    if (!usable(req.key, req.token)) {
+        ++counters_.keepalive_failures;
+        respond(id, NotHeld{});
+        return;
+    }
+    confirm([this, id, req, usable](bool ok, Time now) {
+        if (!ok) {
+            unavailable(id);
+            return;
+        }
+        if (!usable(req.key, req.token)) {
+            ++counters_.keepalive_failures;
+            respond(id, NotHeld{});
+            return;
+        }
+        Lease& l = leases_.find(req.key)->second;
+        l.restart(now, config_.max_clock_drift_ppm);
+        ++counters_.keepalives;
+        log(LogLevel::kDebug, "keepalive",
+            {{"key", req.key}, {"token", num(req.token)}, {"owner", owner_of(req.key, req.token)}});
+        respond(id, KeptAlive{req.key, req.token, l.lease_ms});
+    });
+}
+
+void Core::release(RequestId id, const Release& req, Time now) {
+    raft::ProposeError err = raft::ProposeError::kNone;
+    const bool ok = propose(lock::Release{req.key, req.token}, now, [this, id](const lock::Result* r, Time) {
+        if (r == nullptr) {
+            unavailable(id);
+        } else if (std::holds_alternative<lock::Released>(*r)) {
+            respond(id, Released{});
+        } else {
+            respond(id, NotHeld{});
+        }
+    }, &err);
+    if (!ok) unavailable(id);
+}
+
+void Core::phantom_release(const std::string& key, lock::Token token, Time now) {
+    ++counters_.phantom_releases;
+    raft::ProposeError err = raft::ProposeError::kNone;
+    const bool ok = propose(lock::Release{key, token}, now, [](const lock::Result*, Time) {}, &err);
+    log(LogLevel::kInfo, "phantom_release", {{"key", key}, {"token", num(token)},
+                                             {"proposed", ok ? "true" : "false"}, {"owner", owner_of(key, token)}});
+}
+
+void Core::list_locks(RequestId id, const ListLocks& req) {
+    confirm([this, id, req](bool ok, Time now) {
+        if (!ok) {
+            unavailable(id);
+            return;
+        }
+        Locks out;
+        if (req.key) {
+            const lock::Lock* l = table_.find(*req.key);
+            if (l == nullptr) {
+                respond(id, NotHeld{});
+                return;
+            }
+            out.one = true;
+            out.locks.push_back(LockView{*l, ttl_ms(l->key, now)});
+        } else {
+            for (lock::Lock& l : table_.list()) {
+                const std::uint64_t ttl = ttl_ms(l.key, now);
+                out.locks.push_back(LockView{std::move(l), ttl});
+            }
+        }
+        respond(id, std::move(out));
+    });
+}
+
+// ---- acquire and waiters ----------------------------------------------------------
+
+void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) {
+    if (!from_queue && req.wait_ms > 0) {
+        const lock::Lock* held = table_.find(req.key);
+        const bool same_owner = held != nullptr && !req.owner.empty() && held->owner == req.owner;
+        auto q = waiters_.find(req.key);
+        const bool queue_busy = q != waiters_.end() || waiter_grant_in_flight_.count(req.key) > 0;
+        if ((held != nullptr && !same_owner) || queue_busy) {
+            enqueue_waiter(id, req, false, now);
+            return;
+        }
+    }
+    if (from_queue) {
+        waiter_grant_in_flight_.insert(req.key);
+        ++counters_.waiter_grants;
+    }
+    raft::ProposeError err = raft::ProposeError::kNone;
+    const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner}, now,
+                            [this, id, req, from_queue](const lock::Result* r, Time at) {
+                                on_grant_result(id, req, from_queue, r, at);
+                            },
+                            &err);
+    if (ok) return;
+    if (from_queue) waiter_grant_in_flight_.erase(req.key);
+    if (err == raft::ProposeError::kTooLarge) {
+        respond(id, TooLarge{});
+    } else {
+        unavailable(id);
+    }
+}
+
+void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now) {
+    if (from_queue) waiter_grant_in_flight_.erase(req.key);
+    if (r == nullptr) {
+        unavailable(id);
+        return;
+    }
+    if (const auto* g = std::get_if<lock::Granted>(r)) {
+        const lock::Token token = g->token;
+        auto lease = leases_.find(req.key);
+        if (lease != leases_.end() && lease->second.token == token && lease->second.expiring()) {
+            // A same-owner retry of a lock whose Expire is already proposed:
+            // the lock is about to go, so this is no grant (see on_applied).
+            if (req.wait_ms > 0 && is_leader()) {
+                enqueue_waiter(id, req, from_queue, now);
+            } else {
+                respond(id, Held{"the lease of token " + num(token) + " ran out and is being expired; retry"});
+            }
+            return;
+        }
+        if (gone_.erase(id) > 0) {
+            phantom_release(req.key, token, now);
+            return;
+        }
+        unwritten_[id] = Unwritten{req.key, token};
+        respond(id, Granted{req.key, token, req.lease_ms, req.owner});
+        return;
+    }
+    const auto* rej = std::get_if<lock::GrantRejected>(r);
+    if (req.wait_ms > 0 && is_leader() && rej != nullptr && rej->holder_token != 0) {
+        enqueue_waiter(id, req, from_queue, now);  // a queue head keeps its place at the front
+        return;
+    }
+    respond(id, Held{rej != nullptr && rej->holder_token != 0 ? "key is held with token " + num(rej->holder_token)
+                                                              : "grant refused"});
+}
+
+void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now) {
+    if (gone_.erase(id) > 0) return;  // nobody to answer
+    if (!front && waiter_total_ >= config_.max_waiters) {
+        respond(id, Held{"too many waiting acquires (limit " + num(config_.max_waiters) + ")"});
+        return;
+    }
+    effects_.watch.push_back(id);
+    auto& q = waiters_[req.key];
+    Waiter w{id, req, now + std::chrono::milliseconds(req.wait_ms)};
+    if (front) {
+        q.push_front(std::move(w));
+    } else {
+        q.push_back(std::move(w));
+    }
+    ++waiter_total_;
+    // The key may have been freed meanwhile (or never held): serve at once.
+    if (table_.find(req.key) == nullptr) serve_waiters(req.key, now);
+}
+
+// The key was released or expired: grant it to the head of its FIFO queue
+// (heads whose wait ran out are answered first).
+void Core::serve_waiters(const std::string& key, Time now) {
+    if (waiter_grant_in_flight_.count(key) > 0) return;
+    auto it = waiters_.find(key);
+    if (it == waiters_.end()) return;
+    auto& q = it->second;
+    while (!q.empty() && q.front().deadline <= now) {
+        ++counters_.waiter_timeouts;
+        respond(q.front().id, Held{"wait timed out"});
+        q.pop_front();
+        --waiter_total_;
+    }
+    if (q.empty()) {
+        waiters_.erase(it);
+        return;
+    }
+    Waiter w = std::move(q.front());
+    q.pop_front();
+    --waiter_total_;
+    if (q.empty()) waiters_.erase(it);
+    acquire(w.id, w.acquire, true, now);
+}
+
+void Core::sweep_waiters(Time now) {
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+        auto& q = it->second;
+        for (auto w = q.begin(); w != q.end();) {
+            if (w->deadline <= now) {
+                ++counters_.waiter_timeouts;
+                respond(w->id, Held{"wait timed out"});
+                w = q.erase(w);
+                --waiter_total_;
+            } else {
+                ++w;
+            }
+        }
+        it = q.empty() ? waiters_.erase(it) : std::next(it);
+    }
+}
+
+void Core::drop_all_waiters() {
+    auto all = std::move(waiters_);
+    waiters_.clear();
+    waiter_total_ = 0;
+    waiter_grant_in_flight_.clear();
+    for (auto& [key, q] : all) {
+        for (Waiter& w : q) unavailable(w.id);
+    }
+}
+
+}  // namespace pgfence::member

@@ -1,0 +1,48 @@
+// The member core's counters and its one latency histogram, read by the
+// shell for GET /metrics (server/metrics.cc renders them). Pure, std only;
+// updated by the core only.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace pgfence::member {
+
+class Histogram {
+public:
+    // Bucket upper bounds in seconds (100 us .. 2.5 s), plus +Inf.
+    static constexpr std::array<double, 14> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                        0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+    void observe(std::chrono::nanoseconds d);
+    // Prometheus text format: _bucket{le=...}, _sum, _count.
+    void render(std::string& out, const char* name, const char* help) const;
+    std::uint64_t count() const { return count_; }
+
+private:
+    std::array<std::uint64_t, kBounds.size() + 1> counts_{};
+    std::uint64_t count_ = 0;
+    double sum_seconds_ = 0;
+};
+
+struct Counters {
+    std::uint64_t grants = 0;            // Grants applied that granted
+    std::uint64_t grant_conflicts = 0;   // Grants applied that were refused
+    std::uint64_t releases = 0;          // Releases applied that removed a lock
+    std::uint64_t release_not_held = 0;
+    std::uint64_t expiries_existed = 0;  // Expires applied that removed a lock
+    std::uint64_t expiries_missing = 0;
+    std::uint64_t expires_proposed = 0;  // by this member as leader
+    std::uint64_t keepalives = 0;        // answered as leader
+    std::uint64_t keepalive_failures = 0;
+    std::uint64_t phantom_releases = 0;  // grants nobody received, released
+    std::uint64_t waiter_grants = 0;     // grants proposed for the head of a wait queue
+    std::uint64_t waiter_timeouts = 0;
+    std::uint64_t proposal_timeouts = 0;
+    std::uint64_t leader_changes = 0;
+    std::uint64_t snapshots = 0;
+    Histogram proposal_commit;  // propose() to applied, on the leader
+};
+
+}  // namespace pgfence::member

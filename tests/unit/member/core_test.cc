@@ -1,0 +1,203 @@
+// The member core's lease rules, without sockets: grant, keepalive, expiry
+// with and without a quorum's confirmation, a new leader restarting leases,
+// waiter order, phantom release, proposal timeout, the rho margin.
+#include <boost/test/unit_test.hpp>
+
+#include "harness.h"
+
+using namespace pgfence;
+using namespace pgfence::member;
+using namespace pgfence::member::test;
+
+namespace {
+
+template <class T>
+const T& as(const std::optional<Response>& r) {
+    BOOST_REQUIRE_MESSAGE(r.has_value(), "no answer");
+    BOOST_REQUIRE_MESSAGE(std::holds_alternative<T>(*r), "answer of another kind (index " << r->index() << ")");
+    return std::get<T>(*r);
+}
+
+Acquire acq(std::string key, std::uint64_t lease_ms, std::string owner = "", std::uint64_t wait_ms = 0) {
+    return Acquire{std::move(key), lease_ms, wait_ms, std::move(owner)};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(member_core)
+
+BOOST_AUTO_TEST_CASE(grant_answers_with_the_entry_token_and_starts_the_lease_at_apply) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const RequestId id = h.send(l, acq("k", 1000, "a"));
+    const Granted g = as<Granted>(h.answer(l, id));
+    BOOST_TEST(g.key == "k");
+    BOOST_TEST(g.owner == "a");
+    BOOST_TEST(g.lease_ms == 1000u);
+    BOOST_TEST(g.token == h.core(l).table().find("k")->token);
+    const Lease* lease = h.core(l).lease("k");
+    BOOST_REQUIRE(lease != nullptr);
+    BOOST_TEST((lease->deadline == h.now() + milliseconds(1000)));
+    BOOST_TEST(h.core(l).ttl_ms("k", h.now()) == 1000u);
+    BOOST_TEST(h.core(l).counters().grants == 1u);
+    // A follower answers Unavailable naming the leader.
+    const raft::NodeId f = l == 1 ? 2 : 1;
+    BOOST_TEST(as<Unavailable>(h.answer(f, h.send(f, acq("j", 1000)))).leader == l);
+}
+
+BOOST_AUTO_TEST_CASE(expire_is_proposed_only_after_lease_times_one_plus_rho) {
+    Harness h(3, 50'000);  // rho 5%: 1000 ms lease -> Expire from 1050 ms
+    const raft::NodeId l = h.elect();
+    as<Granted>(h.answer(l, h.send(l, acq("k", 1000))));
+    h.advance(milliseconds(1000));  // nominal deadline passed, margin not
+    BOOST_TEST(h.core(l).table().find("k") != nullptr);
+    BOOST_TEST(h.core(l).ttl_ms("k", h.now()) == 0u);
+    BOOST_TEST(h.core(l).counters().expires_proposed == 0u);
+    h.advance(milliseconds(100));
+    BOOST_TEST(h.core(l).counters().expires_proposed == 1u);
+    BOOST_TEST(h.core(l).table().find("k") == nullptr);
+    BOOST_TEST(h.core(l).counters().expiries_existed == 1u);
+    BOOST_TEST(h.logged(l, "expire_proposed", "margin_ms", "50"));
+}
+
+BOOST_AUTO_TEST_CASE(with_rho_zero_expire_comes_at_the_nominal_deadline) {
+    Harness h(3, 0);
+    const raft::NodeId l = h.elect();
+    as<Granted>(h.answer(l, h.send(l, acq("k", 1000))));
+    h.advance(milliseconds(950));
+    BOOST_TEST(h.core(l).counters().expires_proposed == 0u);
+    h.advance(milliseconds(100));
+    BOOST_TEST(h.core(l).counters().expires_proposed == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(expire_needs_a_quorum_to_confirm_leadership) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    as<Granted>(h.answer(l, h.send(l, acq("k", 1000))));
+    h.isolate(l);
+    h.advance(milliseconds(1500));
+    // The cut-off leader never confirmed leadership after the deadline: no Expire.
+    BOOST_TEST(h.core(l).counters().expires_proposed == 0u);
+    BOOST_TEST(h.core(l).table().find("k") != nullptr);
+    h.heal();
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_restarts_the_lease_and_fails_once_expire_is_proposed) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted g = as<Granted>(h.answer(l, h.send(l, acq("k", 1000))));
+    h.advance(milliseconds(600));
+    const KeptAlive k = as<KeptAlive>(h.answer(l, h.send(l, KeepAlive{"k", g.token})));
+    BOOST_TEST(k.ttl_ms == 1000u);
+    BOOST_TEST((h.core(l).lease("k")->deadline == h.now() + milliseconds(1000)));
+    h.advance(milliseconds(600));  // 1200 ms after the grant: alive thanks to the keepalive
+    BOOST_TEST(h.core(l).table().find("k") != nullptr);
+    BOOST_TEST(h.core(l).counters().keepalives == 1u);
+    // A wrong token is not held.
+    as<NotHeld>(h.answer(l, h.send(l, KeepAlive{"k", g.token + 1})));
+    // Past expire_at the Expire is proposed: a keepalive is too late.
+    h.advance(milliseconds(500));
+    BOOST_TEST(h.core(l).counters().expires_proposed == 1u);
+    as<NotHeld>(h.answer(l, h.send(l, KeepAlive{"k", g.token})));
+}
+
+BOOST_AUTO_TEST_CASE(a_new_leader_restarts_every_lease_at_its_full_length) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    as<Granted>(h.answer(l, h.send(l, acq("k", 2000))));
+    h.advance(milliseconds(1500));
+    const raft::NodeId target = l == 1 ? 2 : 1;
+    BOOST_REQUIRE(h.core(l).transfer_leadership(target));
+    const Time asked = h.now();
+    h.settle();
+    for (int i = 0; i < 100 && h.leader() != target; ++i) h.advance(Harness::kTick);
+    BOOST_REQUIRE(h.leader() == target);
+    const Lease* lease = h.core(target).lease("k");
+    BOOST_REQUIRE(lease != nullptr);
+    // Started when it became leader, not when the old leader granted it.
+    BOOST_TEST((lease->deadline >= asked + milliseconds(2000)));
+    BOOST_TEST(h.core(l).lease("k") == nullptr);  // the old leader dropped its leases
+}
+
+BOOST_AUTO_TEST_CASE(waiters_are_granted_in_arrival_order) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted a = as<Granted>(h.answer(l, h.send(l, acq("k", 5000, "a"))));
+    const RequestId b = h.send(l, acq("k", 5000, "b", 10000));
+    const RequestId c = h.send(l, acq("k", 5000, "c", 10000));
+    BOOST_TEST(h.core(l).waiter_count() == 2u);
+    BOOST_TEST(!h.answer(l, b).has_value());
+    as<Released>(h.answer(l, h.send(l, Release{"k", a.token})));
+    const Granted gb = as<Granted>(h.answer(l, b));
+    BOOST_TEST(gb.owner == "b");
+    BOOST_TEST(!h.answer(l, c).has_value());
+    as<Released>(h.answer(l, h.send(l, Release{"k", gb.token})));
+    const Granted gc = as<Granted>(h.answer(l, c));
+    BOOST_TEST(gc.owner == "c");
+    BOOST_TEST(gc.token > gb.token);
+    BOOST_TEST(h.core(l).counters().waiter_grants == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_waiter_times_out_and_a_gone_waiter_gives_up_its_place) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted a = as<Granted>(h.answer(l, h.send(l, acq("k", 60000, "a"))));
+    const RequestId b = h.send(l, acq("k", 5000, "b", 10000));
+    const RequestId c = h.send(l, acq("k", 5000, "c", 1000));
+    BOOST_TEST(h.node(l).watched.count(b) == 1u);
+    h.advance(milliseconds(1100));
+    BOOST_TEST(as<Held>(h.answer(l, c)).message == "wait timed out");
+    const RequestId d = h.send(l, acq("k", 5000, "d", 10000));
+    h.core(l).client_gone(b, h.now());
+    as<Released>(h.answer(l, h.send(l, Release{"k", a.token})));
+    BOOST_TEST(!h.answer(l, b).has_value());
+    BOOST_TEST(as<Granted>(h.answer(l, d)).owner == "d");
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_that_could_not_be_written_is_released) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    h.auto_written = false;
+    const RequestId id = h.send(l, acq("k", 5000));
+    const Granted g = as<Granted>(h.answer(l, id));
+    BOOST_TEST(h.core(l).table().find("k") != nullptr);
+    h.core(l).response_written(id, false, h.now());
+    h.settle();
+    BOOST_TEST(h.core(l).table().find("k") == nullptr);
+    BOOST_TEST(h.core(l).counters().phantom_releases == 1u);
+    BOOST_TEST(h.logged(l, "phantom_release", "token", std::to_string(g.token)));
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_for_a_client_gone_before_it_applied_is_released_unanswered) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    h.isolate(l);  // the Grant waits for the quorum
+    const RequestId c = h.send(l, acq("j", 5000, "c"));
+    BOOST_TEST(!h.answer(l, c).has_value());
+    h.core(l).client_gone(c, h.now());
+    h.heal();
+    h.advance(milliseconds(200));
+    BOOST_TEST(!h.answer(l, c).has_value());
+    BOOST_TEST(h.core(l).table().find("j") == nullptr);
+    BOOST_TEST(h.core(l).counters().grants == 1u);
+    BOOST_TEST(h.core(l).counters().phantom_releases == 1u);
+    BOOST_TEST(h.core(l).counters().releases == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_proposal_that_never_commits_is_answered_unavailable_after_the_timeout) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted g = as<Granted>(h.answer(l, h.send(l, acq("k", 60000))));
+    // A leader that cannot reach anyone keeps its term until check-quorum
+    // steps it down; its proposal never commits. Whichever comes first — the
+    // step-down or the 10 s timeout — the client is told Unavailable.
+    h.isolate(l);
+    const RequestId id = h.send(l, Release{"k", g.token});
+    BOOST_TEST(!h.answer(l, id).has_value());
+    h.advance(milliseconds(10'500));
+    as<Unavailable>(h.answer(l, id));
+    BOOST_TEST(h.core(l).proposal_count() == 0u);
+    BOOST_TEST(h.core(l).counters().proposal_timeouts == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
