@@ -2,6 +2,7 @@
 // (core.h). Leases, waiters and leadership confirmation: core_leases.cc.
 #include "member/core.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace pgfence::member {
@@ -32,21 +33,38 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
 
 Core::~Core() = default;
 
+void Effects::clear() {
+    send.clear();
+    persist.reset();
+    save.reset();
+    respond.clear();
+    watch.clear();
+    logs.clear();
+    fatal.clear();
+}
+
 Effects Core::take_effects() {
-    Effects out = std::move(effects_);
-    effects_ = Effects{};
+    Effects out;
+    take_effects(out);
     return out;
 }
 
+void Core::take_effects(Effects& out) {
+    out.clear();
+    std::swap(out, effects_);
+}
+
 void Core::log(LogLevel level, const char* event,
-               std::initializer_list<std::pair<const char*, std::string>> fields) {
+               std::initializer_list<std::pair<const char*, std::string_view>> fields) {
     if (level == LogLevel::kDebug && !config_.debug_logs) return;
     LogLine& line = effects_.logs.emplace_back();
     line.level = level;
     line.event = event;
-    for (const auto& f : fields) {
+    for (const auto& [name, value] : fields) {
         if (line.count == LogLine::kMaxFields) break;
-        line.fields[line.count++] = f;
+        line.fields[line.count].first = name;
+        line.fields[line.count].second.assign(value);
+        ++line.count;
     }
 }
 
@@ -74,6 +92,7 @@ void Core::tick(Time now) {
 void Core::step(const raft::Message& message, Time /*now*/) { raft_->step(message); }
 
 void Core::request(RequestId id, Request req, Time now) {
+    observe_role(now);
     if (auto* list = std::get_if<ListLocks>(&req)) {
         if (!is_leader()) {
             unavailable(id);
@@ -96,9 +115,9 @@ void Core::request(RequestId id, Request req, Time now) {
 }
 
 void Core::client_gone(RequestId id, Time /*now*/) {
-    // A queued waiter is dropped at once (its place goes to the next); any
-    // other pending request is remembered: its Grant, when it applies, is
-    // released instead of answered.
+    // A queued waiter is dropped at once (its place goes to the next); an
+    // acquire whose Grant is in flight is remembered: when the Grant applies
+    // it is released instead of answered. Any other id is ignored.
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
         auto& q = it->second;
         for (auto w = q.begin(); w != q.end(); ++w) {
@@ -109,7 +128,11 @@ void Core::client_gone(RequestId id, Time /*now*/) {
             return;
         }
     }
-    gone_.insert(id);
+    if (grants_in_flight_.count(id) > 0) gone_.insert(id);
+}
+
+bool Core::wants_pump() const {
+    return !failed_ && ready_ == nullptr && (raft_->has_ready() || !confirm_batch_.empty());
 }
 
 void Core::response_written(RequestId id, bool ok, Time now) {
@@ -143,10 +166,13 @@ void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now
 // Ready: its messages_now go out at once; a Ready that needs a write becomes
 // the Persist; one that does not is finished here.
 void Core::pump(Time now) {
+    if (failed_) return;
     flush_confirms(now);
     observe_role(now);
     if (ready_ != nullptr) {
-        apply_taken(now);
+        // Commits learnt meanwhile follow the outstanding Ready's own
+        // committed entries, never precede them.
+        if (ready_applied_) apply_taken(now);
         return;
     }
     if (!raft_->has_ready()) return;
@@ -165,10 +191,18 @@ void Core::pump(Time now) {
     if (!rd.hard_state) rd.hard_state = unwritten_hard_state_;
     unwritten_hard_state_.reset();
     if (rd.hard_state) written_hard_state_ = *rd.hard_state;
-    ready_applied_ = !rd.snapshot;  // a snapshot restores the table first, at persisted()
+    // A leader answers while it writes; a follower acks first; a snapshot
+    // restores the table first, at persisted().
+    apply_at_start_ = !rd.snapshot && is_leader();
+    ready_applied_ = false;
     ready_ = std::make_shared<const raft::Ready>(std::move(rd));
     effects_.persist = ready_;
-    if (ready_applied_) apply_ready(*ready_, now);
+}
+
+void Core::persist_started(Time now) {
+    if (ready_ == nullptr || !apply_at_start_ || ready_applied_) return;
+    ready_applied_ = true;
+    apply_ready(*ready_, now);
 }
 
 void Core::persisted(Time now) {
@@ -179,8 +213,9 @@ void Core::persisted(Time now) {
         auto restored = lock::LockTable::restore(rd->snapshot->data);
         if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
             effects_.fatal = "the snapshot at index " + num(rd->snapshot->meta.index) +
-                             " received from the leader does not decode: " + err->message;
+                             " received from the leader does not decode";
             log(LogLevel::kError, "snapshot_restore_failed", {{"error", err->message}});
+            failed_ = true;
             return;
         }
         table_ = std::move(std::get<lock::LockTable>(restored));
@@ -191,6 +226,7 @@ void Core::persisted(Time now) {
     }
     if (!ready_applied_) apply_ready(*rd, now);
     ready_applied_ = false;
+    apply_at_start_ = false;
     raft_->advance(*rd);
     maybe_snapshot();
 }
@@ -414,7 +450,7 @@ std::uint64_t Core::ttl_ms(std::string_view key, Time now) const {
 
 std::string Core::check_invariants() const {
     if (std::string broken = raft_->check_invariants(); !broken.empty()) return broken;
-    if (!is_leader() && !leases_.empty()) return "a member that does not lead holds " + num(leases_.size()) + " leases";
+    if (leader_term_ == 0 && !leases_.empty()) return "a member that does not lead holds " + num(leases_.size()) + " leases";
     for (const auto& [key, l] : leases_) {
         const lock::Lock* held = table_.find(key);
         if (held == nullptr || held->token != l.token) {
@@ -429,7 +465,10 @@ std::string Core::check_invariants() const {
         queued += q.size();
     }
     if (queued != waiter_total_) return "waiter count " + num(waiter_total_) + " but " + num(queued) + " queued";
-    if (!is_leader() && waiter_total_ != 0) return "a member that does not lead has waiters";
+    if (leader_term_ == 0 && waiter_total_ != 0) return "a member that does not lead has waiters";
+    for (RequestId id : gone_) {
+        if (grants_in_flight_.count(id) == 0) return "gone request " + num(id) + " has no Grant in flight";
+    }
     return {};
 }
 

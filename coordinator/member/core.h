@@ -19,6 +19,9 @@
 //                              closed) before it was answered
 //   response_written(id, ok, now)  a Granted answer was written (ok) or could
 //                              not be (the client is gone: the grant is released)
+//   persist_started(now)       the caller began writing the Persist it took
+//                              (a leader then applies and answers its batch
+//                              while the disk works)
 //   persisted(now)             the outstanding Persist is durable and its
 //                              after-persist messages were sent
 //   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot is durable
@@ -29,36 +32,48 @@
 //   pump(now)                  confirms leadership for what asked, follows role
 //                              changes, hands out the next Ready
 //   take_effects()             what the caller must now do (below)
+//   wants_pump()               true when a pump now would do more (a Ready or a
+//                              confirmation is waiting and no Persist is
+//                              outstanding): the caller pumps again soon
 //
 // ---- effects, and the order the caller carries them out in ---------------------
 //   send      Raft messages to send now (they need nothing durable first)
 //   persist   at most one outstanding: write hard_state, snapshot and entries
-//             durably with one fsync (the snapshot first, then the entries,
-//             truncating a conflicting suffix, then the hard state), THEN send
-//             its `messages`, then call persisted(). Nothing else is written
-//             to the log meanwhile (one log write at a time).
+//             durably, in the order raft.h's Ready states (the snapshot before
+//             the entries, which truncate a conflicting suffix; the hard state
+//             on either side), THEN send its `messages`, then call persisted().
+//             Call persist_started() once the write is under way (before
+//             persisted()), and take the effects it leaves.
+//             Nothing else is written to the log meanwhile (one write at a time).
 //   save      at most one outstanding: save the snapshot durably (not
 //             concurrently with a persist), then call snapshot_saved().
-//   respond   answers, by request id: each request gets exactly one, then its
-//             id is free again
+//   respond   answers, by request id: at most one per request (none after
+//             client_gone(), none for a grant released as a phantom); once
+//             answered, an id may be used again
 //   watch     ids of requests that may wait long (queued acquires): tell
 //             client_gone() when their client leaves
 //   logs      lines to log, in order
 //   fatal     non-empty: the member cannot go on (a snapshot that does not
 //             restore); the caller stops without acknowledging anything more
 // Effects accumulate across inputs until take_effects(); responses may be
-// produced by any input, a Persist only by pump().
+// produced by any input, a Persist only by pump(). The shell carries out the
+// sends, the save and the Persist before it writes the answers, so a leader's
+// write starts while its batch is being answered. After `fatal`, pump() does
+// nothing.
 //
 // ---- rules (DESIGN.md "Time", docs/guarantees.md) --------------------------------
-//   - Committed entries are applied when the Ready that carries them is
-//     handed out (they are durable on this member already, raft.h), unless
-//     it carries a snapshot: then at persisted(), after the snapshot is
-//     restored. While a Persist is outstanding, commits learnt meanwhile are
+//   - A leader applies committed entries at persist_started(), once the
+//     write of the Ready that carries them is under way (they are durable on
+//     this member already, raft.h), so the answers go out while it is written; a follower (or candidate)
+//     applies them at persisted(), after its acks went out, and so does a
+//     leader whose Ready carries a snapshot (restored first). While a Persist is outstanding, commits learnt meanwhile are
 //     applied by pump() (raft::Raft::take_committed). A proposal is answered
 //     when its index applies with its term; with another term, or after
 //     Config::proposal_timeout, it is answered Unavailable.
-//   - Only the leader (and not while shutting down) takes acquire, release,
-//     keepalive and list requests; others are answered Unavailable{leader}.
+//   - Only the leader takes requests (acquire, release and keepalive not
+//     while shutting down); others are answered Unavailable{leader}. A
+//     request first follows any role change (as pump does), so a new
+//     leader's leases are in place before its first keepalive.
 //   - A lease starts when its Grant applies on the leader, restarts on a
 //     keepalive (confirmed by a quorum round started after it arrived), and
 //     restarts at its full length on a new leader. Expire{key, token} is
@@ -72,9 +87,10 @@
 //     waiter is answered Held when its wait_ms runs out, dropped when its
 //     client goes, answered Unavailable when leadership is lost. At most
 //     Config::max_waiters wait, all keys together.
-//   - Phantom release: a Granted answer whose client was gone before it was
-//     answered, or that could not be written, is released (Release{key, token}
-//     proposed) while this member still leads.
+//   - Phantom release: a grant whose client went away before it applied
+//     (client_gone), or whose Granted answer could not be written, is
+//     released: Release{key, token} is proposed (a member that no longer
+//     leads cannot propose it; the next leader's lease then expires it).
 //   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
 //     when the table's floor is lower.
 //   - Snapshots: once Config::snapshot_every entries applied since the last
@@ -94,6 +110,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -143,6 +160,7 @@ struct Effects {
         return send.empty() && !persist && !save && respond.empty() && watch.empty() && logs.empty() &&
                fatal.empty();
     }
+    void clear();  // empties it, keeping the vectors' capacity
 };
 
 class Core {
@@ -160,11 +178,17 @@ public:
     void request(RequestId id, Request request, Time now);
     void client_gone(RequestId id, Time now);
     void response_written(RequestId id, bool ok, Time now);
+    void persist_started(Time now);
     void persisted(Time now);
     void snapshot_saved(const raft::Snapshot& snapshot, Time now);
     void begin_shutdown(const std::vector<raft::NodeId>& reachable, Time now);
     void pump(Time now);
     Effects take_effects();
+    // The same into `out` (cleared first): a caller that keeps one Effects
+    // across batches reuses its vectors' capacity.
+    void take_effects(Effects& out);
+    bool wants_pump() const;
+    bool has_effects() const { return !effects_.empty(); }
 
     // ---- read-only views (status, metrics, tests, the simulation's checks) ----
     const raft::Raft& raft() const { return *raft_; }
@@ -182,7 +206,9 @@ public:
     std::uint64_t ttl_ms(std::string_view key, Time now) const;  // 0 when not held or ended
     raft::Term leader_term() const { return leader_term_; }  // 0: not leading
 
-    // The Raft core's own invariants and the lease table's: "" or the first broken.
+    // The Raft core's own invariants and the leases' and waiters': "" or the
+    // first broken. They hold between inputs (a step that demotes this member
+    // leaves its leases until the next pump or request follows the change).
     std::string check_invariants() const;
 
     // Liveness help for the simulation: proposes a command outside any request.
@@ -225,7 +251,7 @@ private:
     bool needs_write(const raft::Ready& rd) const;
     void respond(RequestId id, Response r);
     void unavailable(RequestId id);
-    void log(LogLevel level, const char* event, std::initializer_list<std::pair<const char*, std::string>> fields);
+    void log(LogLevel level, const char* event, std::initializer_list<std::pair<const char*, std::string_view>> fields);
 
     // core_leases.cc
     void confirm(std::function<void(bool, Time)> cb);
@@ -255,7 +281,8 @@ private:
     // The Ready handed out as a Persist and not yet persisted(): no other
     // Ready is taken meanwhile (raft.h). Null: none outstanding.
     std::shared_ptr<const raft::Ready> ready_;
-    bool ready_applied_ = false;  // its committed entries were applied at hand-out
+    bool apply_at_start_ = false;  // its committed entries are applied at persist_started()
+    bool ready_applied_ = false;   // they were
     bool applying_ = false;       // inside an apply (no re-entry)
     // Term and vote as last handed out for writing. A Ready whose hard state
     // changed only in commit, with no entries or snapshot, is not written
@@ -271,6 +298,7 @@ private:
     raft::NodeId last_leader_ = raft::kNoNode;
     std::uint64_t ticks_ = 0;
     bool shutting_down_ = false;
+    bool failed_ = false;  // `fatal` was set: pump() does nothing more
 
     std::map<raft::Index, Proposal> proposals_;
     // Leader only, one per held lock, restarted by a new leader. Invariant:
@@ -279,7 +307,8 @@ private:
     std::map<std::string, std::deque<Waiter>, std::less<>> waiters_;
     std::size_t waiter_total_ = 0;
     std::set<std::string, std::less<>> waiter_grant_in_flight_;  // a queue head's Grant is proposed
-    std::set<RequestId> gone_;  // client_gone() ids whose request is still pending
+    std::unordered_set<RequestId> grants_in_flight_;  // acquires whose Grant is proposed, not yet applied
+    std::unordered_set<RequestId> gone_;              // of those, the ones whose client went away
     std::unordered_map<RequestId, Unwritten> unwritten_;
 
     // Leadership confirmation: callbacks asked for during one batch share one

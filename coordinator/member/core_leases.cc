@@ -195,7 +195,10 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
                                 on_grant_result(id, req, from_queue, r, at);
                             },
                             &err);
-    if (ok) return;
+    if (ok) {
+        grants_in_flight_.insert(id);
+        return;
+    }
     if (from_queue) waiter_grant_in_flight_.erase(req.key);
     if (err == raft::ProposeError::kTooLarge) {
         respond(id, TooLarge{});
@@ -206,6 +209,9 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
 
 void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now) {
     if (from_queue) waiter_grant_in_flight_.erase(req.key);
+    grants_in_flight_.erase(id);
+    const bool gone = gone_.erase(id) > 0;
+    if (gone && (r == nullptr || !std::holds_alternative<lock::Granted>(*r))) return;  // nobody to answer
     if (r == nullptr) {
         unavailable(id);
         return;
@@ -216,6 +222,7 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         if (lease != leases_.end() && lease->second.token == token && lease->second.expiring()) {
             // A same-owner retry of a lock whose Expire is already proposed:
             // the lock is about to go, so this is no grant (see on_applied).
+            if (gone) return;
             if (req.wait_ms > 0 && is_leader()) {
                 enqueue_waiter(id, req, from_queue, now);
             } else {
@@ -223,7 +230,7 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             }
             return;
         }
-        if (gone_.erase(id) > 0) {
+        if (gone) {
             phantom_release(req.key, token, now);
             return;
         }
@@ -241,7 +248,6 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
 }
 
 void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now) {
-    if (gone_.erase(id) > 0) return;  // nobody to answer
     if (!front && waiter_total_ >= config_.max_waiters) {
         respond(id, Held{"too many waiting acquires (limit " + num(config_.max_waiters) + ")"});
         return;

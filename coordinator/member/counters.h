@@ -1,12 +1,11 @@
 // The member core's counters and its one latency histogram, read by the
-// shell for GET /metrics (server/metrics.cc renders them). Pure, std only;
-// updated by the core only.
+// shell for GET /metrics (server/metrics.cc renders them in Prometheus's
+// text format). Pure, std only; updated by the core only.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <string>
 
 namespace pgfence::member {
 
@@ -16,9 +15,10 @@ public:
     static constexpr std::array<double, 14> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                                         0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
     void observe(std::chrono::nanoseconds d);
-    // Prometheus text format: _bucket{le=...}, _sum, _count.
-    void render(std::string& out, const char* name, const char* help) const;
+    // Per bucket (the last is +Inf), not cumulative.
+    const std::array<std::uint64_t, kBounds.size() + 1>& buckets() const { return counts_; }
     std::uint64_t count() const { return count_; }
+    double sum_seconds() const { return sum_seconds_; }
 
 private:
     std::array<std::uint64_t, kBounds.size() + 1> counts_{};

@@ -115,21 +115,8 @@ std::string Member::Impl::start() {
 
 void Member::Impl::on_tick() {
     ++ticks;
-    const member::Time t = now();
-    core->tick(t);
-    // Waiting requests whose client left (watch_close makes this free).
-    for (auto it = watched.begin(); it != watched.end();) {
-        auto o = outstanding.find(*it);
-        if (o == outstanding.end()) {
-            it = watched.erase(it);
-        } else if (o->second.exchange->client_gone()) {
-            core->client_gone(*it, t);
-            outstanding.erase(o);
-            it = watched.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    report_gone();
+    core->tick(now());
     if (ticks % kInfoEveryTicks == 0) transport->broadcast_info(my_info());
     after_event();
 }
@@ -153,34 +140,63 @@ void Member::Impl::after_event() {
     });
 }
 
+// Waiting requests whose client left (watch_close makes asking free), told
+// before the core serves a queue or times one out.
+void Member::Impl::report_gone() {
+    for (auto it = watched.begin(); it != watched.end();) {
+        auto o = outstanding.find(*it);
+        if (o == outstanding.end()) {
+            it = watched.erase(it);
+        } else if (o->second.exchange->client_gone()) {
+            core->client_gone(*it, now());
+            outstanding.erase(o);
+            it = watched.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
 void Member::Impl::drain() {
+    report_gone();
     core->pump(now());
-    execute(core->take_effects());
+    // Twice at most: what persist_started() left (a leader's answers) is
+    // carried out in the same turn.
+    for (int pass = 0; pass < 2 && core->has_effects(); ++pass) {
+        core->take_effects(effects);
+        execute(effects);
+    }
+    if (core->wants_pump()) after_event();  // e.g. a waiter's Grant proposed while applying
     net::log_flush();  // one write for the lines this turn logged
 }
 
-// The core's effects, in the order member/core.h gives.
-void Member::Impl::execute(member::Effects fx) {
-    for (const member::LogLine& line : fx.logs) {
-        std::array<net::LogField, member::LogLine::kMaxFields> fields;
-        for (std::size_t i = 0; i < line.count; ++i) fields[i] = {line.fields[i].first, line.fields[i].second};
-        log_event(static_cast<LogLevel>(line.level), line.event, fields.data(), line.count);
-    }
+// The core's effects, in the order member/core.h gives: the disk work first
+// (a leader's write starts while its batch is answered), then the answers,
+// then the log lines.
+void Member::Impl::execute(member::Effects& fx) {
+    auto log_lines = [&fx] {
+        for (const member::LogLine& line : fx.logs) {
+            std::array<net::LogField, member::LogLine::kMaxFields> fields;
+            for (std::size_t i = 0; i < line.count; ++i) fields[i] = {line.fields[i].first, line.fields[i].second};
+            log_event(static_cast<LogLevel>(line.level), line.event, fields.data(), line.count);
+        }
+    };
     if (!fx.fatal.empty()) {
-        log_event(LogLevel::kError, "fatal", {{"error", fx.fatal}});
+        log_lines();
         net::log_flush();
         std::_Exit(70);
     }
     for (const raft::Message& m : fx.send) transport->send(m);
+    if (fx.save) run_save(fx.save);
+    if (fx.persist) run_persist(fx.persist);
     for (auto& [id, response] : fx.respond) answer(id, std::move(response));
     for (member::RequestId id : fx.watch) {
         auto it = outstanding.find(id);
         if (it == outstanding.end()) continue;
-        it->second.exchange->watch_close();  // the tick asks client_gone() of it
+        it->second.exchange->watch_close();  // report_gone() asks client_gone() of it
         watched.insert(id);
     }
-    if (fx.save) run_save(fx.save);
-    if (fx.persist) run_persist(fx.persist);
+    log_lines();
 }
 
 // The Persist: hard state, snapshot and entries with one fdatasync, then the
@@ -213,8 +229,10 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
                 core->persisted(now());
                 after_event();
             });
+        core->persist_started(now());  // the write is under way: apply and answer the batch meanwhile
         return;
     }
+    core->persist_started(now());
     std::chrono::nanoseconds took{};
     run_storage_work([this, &rd, &took] { took = persist_ready(*rd); });
     metrics.fsync.observe(took);
@@ -256,7 +274,7 @@ void Member::Impl::shutdown(std::function<void()> done) {
         if (p.id != options.id && transport->connected(p.id)) reachable.push_back(p.id);
     }
     core->begin_shutdown(reachable, now());
-    after_event();
+    drain();  // logs shutdown_requested and sends the transfer before a follower stops
     const auto give_up = Clock::now() + std::chrono::milliseconds(2 * options.max_election_timeout_ms());
     shutdown_step(give_up, std::move(done));
 }

@@ -65,7 +65,14 @@ void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::s
 // written is reported the same way.
 void Member::Impl::answer(member::RequestId id, member::Response response) {
     auto it = outstanding.find(id);
-    if (it == outstanding.end()) return;
+    if (it == outstanding.end()) {
+        // Its client left (report_gone): a grant nobody will receive is released.
+        if (std::holds_alternative<member::Granted>(response)) {
+            core->response_written(id, false, now());
+            after_event();
+        }
+        return;
+    }
     const Outstanding o = std::move(it->second);
     outstanding.erase(it);
     const ExchangePtr& ex = o.exchange;

@@ -53,7 +53,8 @@ struct Member::Impl {
     void on_peer_message(raft::Message m);
     void after_event();  // schedules drain() once per loop turn
     void drain();        // pump the core, carry out its effects
-    void execute(member::Effects fx);
+    void report_gone();  // tells the core of watched requests whose client left
+    void execute(member::Effects& fx);
     void run_persist(const std::shared_ptr<const raft::Ready>& rd);
     void run_save(const std::shared_ptr<const raft::Snapshot>& snap);
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
@@ -83,6 +84,7 @@ struct Member::Impl {
     std::unique_ptr<net::HttpServer> http;
     Metrics metrics;
     net::RequestLimits limits;
+    member::Effects effects;  // the batch being carried out (kept for its capacity)
 
     bool drain_posted = false;  // a drain() is queued on the loop
     // A snapshot save was handed to the writer thread and has not finished:

@@ -5,6 +5,24 @@
 namespace pgfence::server {
 
 namespace {
+// Prometheus histogram: cumulative _bucket{le=...}, _sum, _count.
+void histogram(std::string& out, const member::Histogram& h, const char* name, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    std::uint64_t cumulative = 0;
+    char buf[160];
+    for (std::size_t i = 0; i < member::Histogram::kBounds.size(); ++i) {
+        cumulative += h.buckets()[i];
+        std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name, member::Histogram::kBounds[i],
+                      static_cast<unsigned long long>(cumulative));
+        out += buf;
+    }
+    cumulative += h.buckets().back();
+    std::snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n", name,
+                  static_cast<unsigned long long>(cumulative), name, h.sum_seconds(), name,
+                  static_cast<unsigned long long>(h.count()));
+    out += buf;
+}
+
 void metric(std::string& out, const char* name, const char* type, const char* help, std::uint64_t v) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
            std::to_string(v) + "\n";
@@ -37,8 +55,8 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     metric(out, "pgfence_applied_index", "gauge", "Index of the last entry applied to the lock table.", g.applied_index);
     metric(out, "pgfence_peer_frames_dropped_total", "counter", "Raft messages dropped by the transport (queue full or peer unreachable).", g.peer_frames_dropped);
     metric(out, "pgfence_http_connections", "gauge", "Open HTTP connections.", g.http_connections);
-    fsync.render(out, "pgfence_fsync_seconds", "Duration of one write batch (one fdatasync).");
-    c.proposal_commit.render(out, "pgfence_proposal_commit_seconds", "From propose() to the entry being applied on this leader.");
+    histogram(out, fsync, "pgfence_fsync_seconds", "Duration of one write batch (one fdatasync).");
+    histogram(out, c.proposal_commit, "pgfence_proposal_commit_seconds", "From propose() to the entry being applied on this leader.");
     return out;
 }
 

@@ -200,4 +200,32 @@ BOOST_AUTO_TEST_CASE(a_proposal_that_never_commits_is_answered_unavailable_after
     BOOST_TEST(h.core(l).counters().proposal_timeouts == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_keepalive_on_a_new_leader_finds_the_lease_it_restarted) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted g = as<Granted>(h.answer(l, h.send(l, acq("k", 5000))));
+    const raft::NodeId target = l == 1 ? 2 : 1;
+    BOOST_REQUIRE(h.core(l).transfer_leadership(target));
+    for (int i = 0; i < 100 && h.core(target).raft().role() != raft::Role::kLeader; ++i) h.advance(Harness::kTick);
+    BOOST_REQUIRE(h.core(target).is_leader());
+    h.core(target).request(500, KeepAlive{"k", g.token}, h.now());
+    h.settle();
+    BOOST_TEST(as<KeptAlive>(h.answer(target, 500)).token == g.token);
+}
+
+BOOST_AUTO_TEST_CASE(client_gone_is_kept_only_for_a_grant_in_flight) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const RequestId done = h.send(l, acq("k", 5000));
+    as<Granted>(h.answer(l, done));
+    h.core(l).client_gone(done, h.now());  // answered already: nothing to remember
+    h.core(l).client_gone(12345, h.now());  // never seen
+    BOOST_TEST(h.core(l).check_invariants() == "");
+    // A later request reusing the answered id is answered, not released.
+    h.core(l).request(done, Acquire{"j", 5000, 0, ""}, h.now());
+    h.settle();
+    BOOST_TEST(as<Granted>(h.answer(l, done)).key == "j");
+    BOOST_TEST(h.core(l).counters().phantom_releases == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -170,6 +170,7 @@ private:
             if (rd.snapshot) n.storage.apply_snapshot(*rd.snapshot);
             if (!rd.entries.empty()) n.storage.append(rd.entries);
             if (rd.hard_state) n.storage.set_hard_state(*rd.hard_state);
+            n.core->persist_started(now_);
             for (const raft::Message& m : rd.messages) wire_.push_back(m);
             n.core->persisted(now_);
         }
