@@ -26,6 +26,7 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         table_ = std::move(std::get<lock::LockTable>(restored));
         last_snapshot_index_ = snap.meta.index;
         applied_term_ = snap.meta.term;
+        if (config_.observer != nullptr) config_.observer->restored(snap.meta, table_);
     }
     written_hard_state_ = storage.hard_state();
     raft_ = std::make_unique<raft::Raft>(config_.raft, storage);
@@ -70,7 +71,14 @@ void Core::log(LogLevel level, const char* event,
 
 void Core::respond(RequestId id, Response r) {
     gone_.erase(id);
-    effects_.respond.emplace_back(id, std::move(r));
+    Answer& a = effects_.respond.emplace_back();
+    a.id = id;
+    a.response = std::move(r);
+    if (id == deciding_id_ && id != 0) {
+        a.index = deciding_index_;
+        a.term = deciding_term_;
+        if (deciding_result_ != nullptr) a.result = *deciding_result_;
+    }
 }
 
 void Core::unavailable(RequestId id) { respond(id, Unavailable{raft_->leader()}); }
@@ -221,6 +229,7 @@ void Core::persisted(Time now) {
         table_ = std::move(std::get<lock::LockTable>(restored));
         applied_term_ = rd->snapshot->meta.term;
         last_snapshot_index_ = rd->snapshot->meta.index;
+        if (config_.observer != nullptr) config_.observer->restored(rd->snapshot->meta, table_);
         log(LogLevel::kInfo, "snapshot_installed",
             {{"index", num(rd->snapshot->meta.index)}, {"locks", num(table_.size())}});
     }
@@ -289,7 +298,9 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     std::string owner;
     if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) owner = owner_of(r->key, r->token);
     if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) owner = owner_of(x->key, x->token);
+    if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
+    if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
     if (cmd) on_applied(e.index, *cmd, result, owner, now);
     auto it = proposals_.find(e.index);
     if (it == proposals_.end()) return;
@@ -297,7 +308,15 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     proposals_.erase(it);
     if (p.term == e.term) {
         counters_.proposal_commit.observe(now - p.proposed_at);
+        deciding_id_ = p.id;
+        deciding_index_ = e.index;
+        deciding_term_ = e.term;
+        deciding_result_ = &result;
         p.done(&result, now);
+        deciding_id_ = 0;
+        deciding_index_ = 0;
+        deciding_term_ = 0;
+        deciding_result_ = nullptr;
     } else {
         p.done(nullptr, now);
     }
@@ -395,7 +414,7 @@ void Core::lose_leadership(Time /*now*/) {
 }
 
 bool Core::propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
-                   raft::ProposeError* error) {
+                   raft::ProposeError* error, RequestId for_id) {
     if (proposals_.size() >= config_.max_proposals) {
         *error = raft::ProposeError::kBacklog;
         return false;
@@ -403,7 +422,7 @@ bool Core::propose(const lock::Command& cmd, Time now, std::function<void(const 
     const raft::ProposeResult r = raft_->propose(lock::encode(cmd));
     *error = r.error;
     if (r.error != raft::ProposeError::kNone) return false;
-    proposals_[r.index] = Proposal{r.term, now, std::move(done)};
+    proposals_[r.index] = Proposal{for_id, r.term, now, std::move(done)};
     return true;
 }
 

@@ -124,6 +124,17 @@ namespace pgfence::member {
 
 using RequestId = std::uint64_t;
 
+// Told of every entry the core applies and every snapshot it restores, as it
+// happens (the simulation's checkers; the server passes none). Must not call
+// back into the core.
+class ApplyObserver {
+public:
+    virtual ~ApplyObserver() = default;
+    virtual void before_apply(const raft::Entry& entry, const lock::LockTable& table) = 0;
+    virtual void after_apply(const raft::Entry& entry, const lock::Result& result, const lock::LockTable& table) = 0;
+    virtual void restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) = 0;
+};
+
 struct Config {
     raft::Config raft;  // id, members, cluster_id, ticks, random_seed, limits
     std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;  // rho (lease.h)
@@ -135,6 +146,19 @@ struct Config {
     std::chrono::nanoseconds proposal_timeout = std::chrono::seconds(10);
     int sweep_every_ticks = 5;             // how often proposals are checked for the timeout
     bool debug_logs = false;               // produce debug-level lines (else they are skipped)
+    ApplyObserver* observer = nullptr;     // not owned; outlives the core
+};
+
+// One answer. `index`/`term`: the log entry whose apply decided it, and
+// `result` what the lock table returned there (a proposal's answer); for a
+// list, the applied index it was read at; 0 otherwise. The shell needs only
+// `id` and `response`; the simulation checks the rest against the log.
+struct Answer {
+    RequestId id = 0;
+    Response response;
+    raft::Index index = 0;
+    raft::Term term = 0;
+    lock::Result result = lock::Noop{};
 };
 
 enum class LogLevel : std::uint8_t { kDebug, kInfo, kWarn, kError };
@@ -152,7 +176,7 @@ struct Effects {
     std::vector<raft::Message> send;
     std::shared_ptr<const raft::Ready> persist;  // hard_state, snapshot, entries; then messages
     std::shared_ptr<const raft::Snapshot> save;
-    std::vector<std::pair<RequestId, Response>> respond;
+    std::vector<Answer> respond;
     std::vector<RequestId> watch;
     std::vector<LogLine> logs;
     std::string fatal;
@@ -219,6 +243,7 @@ private:
     // A proposal made as leader, answered when its index applies.
     // done(nullptr, now): lost (another term's entry took the index, or timed out).
     struct Proposal {
+        RequestId id = 0;  // the request it answers (0: the core's own)
         raft::Term term = 0;
         Time proposed_at{};
         std::function<void(const lock::Result*, Time)> done;
@@ -246,7 +271,7 @@ private:
     void lose_leadership(Time now);
     void maybe_snapshot();
     bool propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
-                 raft::ProposeError* error);
+                 raft::ProposeError* error, RequestId for_id = 0);
     void sweep_proposals(Time now);
     bool needs_write(const raft::Ready& rd) const;
     void respond(RequestId id, Response r);
@@ -310,6 +335,11 @@ private:
     std::unordered_set<RequestId> grants_in_flight_;  // acquires whose Grant is proposed, not yet applied
     std::unordered_set<RequestId> gone_;              // of those, the ones whose client went away
     std::unordered_map<RequestId, Unwritten> unwritten_;
+    // While an answer is being decided: whose, and from which entry (Answer::index, term, result).
+    RequestId deciding_id_ = 0;
+    raft::Index deciding_index_ = 0;
+    raft::Term deciding_term_ = 0;
+    const lock::Result* deciding_result_ = nullptr;
 
     // Leadership confirmation: callbacks asked for during one batch share one
     // read_index() issued after them (flush_confirms, in pump), so each is

@@ -135,7 +135,7 @@ void Core::release(RequestId id, const Release& req, Time now) {
         } else {
             respond(id, NotHeld{});
         }
-    }, &err);
+    }, &err, id);
     if (!ok) unavailable(id);
 }
 
@@ -157,7 +157,11 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
         if (req.key) {
             const lock::Lock* l = table_.find(*req.key);
             if (l == nullptr) {
+                deciding_id_ = id;
+                deciding_index_ = table_.applied_index();
                 respond(id, NotHeld{});
+                deciding_id_ = 0;
+                deciding_index_ = 0;
                 return;
             }
             out.one = true;
@@ -168,7 +172,11 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
                 out.locks.push_back(LockView{std::move(l), ttl});
             }
         }
+        deciding_id_ = id;
+        deciding_index_ = table_.applied_index();  // the state this list shows
         respond(id, std::move(out));
+        deciding_id_ = 0;
+        deciding_index_ = 0;
     });
 }
 
@@ -194,7 +202,7 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
                             [this, id, req, from_queue](const lock::Result* r, Time at) {
                                 on_grant_result(id, req, from_queue, r, at);
                             },
-                            &err);
+                            &err, id);
     if (ok) {
         grants_in_flight_.insert(id);
         return;

@@ -37,7 +37,8 @@ struct Config {
     bool pre_vote = true;      // thesis §9.6
     bool check_quorum = true;  // thesis §6.2: leader steps down without a live majority
 
-    std::uint64_t random_seed = 1;  // the only source of randomness
+    std::uint64_t random_seed = 1;  // the only source of randomness (mixed with `id`: members
+                                    // sharing a seed still draw different election timeouts)
 
     // Limits on replication to one follower (pipelining, thesis §10.2.2).
     std::size_t max_inflight_appends = 64;            // un-acked AppendRequests
@@ -87,6 +88,9 @@ struct Ready {
 
     // Committed entries to apply, in index order, contiguous with the last
     // batch. Only entries already durable on this member appear here.
+    // Bounded per batch (about max_append_bytes of data, at least one entry):
+    // has_ready() stays true while more remain. A commit index learnt with
+    // nothing else to hand out comes in a Ready of its own (hard state only).
     std::vector<Entry> committed;
 
     // ReadIndex results confirmed by a quorum round in this member's current
@@ -160,6 +164,11 @@ public:
     // Ready::committed (entries after the snapshot up to the durable commit).
     // Throws std::invalid_argument for a bad Config (the message says which
     // field and value) or an inconsistent Storage (a gap after the snapshot).
+    // A stored commit outside [snapshot index, last stored index] is clamped
+    // and the clamped hard state re-persisted in the first Ready. A stored log
+    // whose last term exceeds the stored term (a torn write kept the entries
+    // but not the hard state) starts the core in that term with no vote,
+    // re-persisted likewise.
     Raft(const Config& config, const Storage& storage);
     ~Raft();
     Raft(const Raft&) = delete;
@@ -171,7 +180,10 @@ public:
     void tick();
 
     // A message from the network. Messages for another cluster or member are
-    // dropped (and counted in dropped_messages()).
+    // dropped (and counted in dropped_messages()). A broken safety property
+    // the core can see itself throws std::logic_error: an AppendRequest,
+    // SnapshotRequest or Heartbeat reaching a leader in its own term (two
+    // leaders), or a leader's entries overwriting a committed entry.
     void step(const Message& m);
 
     // Appends a command to the leader's log.
@@ -195,7 +207,9 @@ public:
     void compact(Index index, std::string data, Index keep_entries);
 
     bool has_ready() const;
+    // Throws std::logic_error if the previous Ready was not advance()d.
     Ready ready();
+    // Throws std::logic_error if no Ready is outstanding.
     void advance(const Ready& ready);
 
     // For a caller that applies a Ready's `committed` as soon as it has the

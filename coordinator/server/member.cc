@@ -189,7 +189,7 @@ void Member::Impl::execute(member::Effects& fx) {
     for (const raft::Message& m : fx.send) transport->send(m);
     if (fx.save) run_save(fx.save);
     if (fx.persist) run_persist(fx.persist);
-    for (auto& [id, response] : fx.respond) answer(id, std::move(response));
+    for (member::Answer& a : fx.respond) answer(a.id, std::move(a.response));
     for (member::RequestId id : fx.watch) {
         auto it = outstanding.find(id);
         if (it == outstanding.end()) continue;

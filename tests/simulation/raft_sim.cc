@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
     std::signal(SIGSEGV, on_fatal_signal);
     const auto started = std::chrono::steady_clock::now();
     std::uint64_t failed = 0, steps = 0, elections = 0, commits = 0, crashes = 0, torn = 0, dropped = 0,
-                  sent = 0, snapshots = 0, acked = 0, reads = 0;
+                  sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0,
+                  keepalives = 0, waiter_grants = 0, leader_changes = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
@@ -114,6 +115,12 @@ int main(int argc, char** argv) {
         snapshots += r.snapshots_installed;
         acked += r.ops_acked;
         reads += r.reads_acked;
+        grants += r.grants;
+        releases += r.releases;
+        expires += r.expires;
+        keepalives += r.keepalives;
+        waiter_grants += r.waiter_grants;
+        leader_changes += r.leader_changes;
         if (flags.verbose || !r.ok) {
             std::printf("seed=%llu members=%d steps=%llu elections=%llu commits=%llu crashes=%llu acked=%llu "
                         "sim_ms=%llu liveness_ticks=%llu\n",
@@ -151,5 +158,10 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(torn), static_cast<unsigned long long>(snapshots),
                 static_cast<unsigned long long>(sent), static_cast<unsigned long long>(dropped),
                 static_cast<unsigned long long>(acked), static_cast<unsigned long long>(reads), seconds);
+    std::printf("raft_sim: member cores (all members, every incarnation): grants %llu, releases %llu, expires %llu, "
+                "keepalives %llu, waiter grants %llu, leader changes %llu\n",
+                static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
+                static_cast<unsigned long long>(expires), static_cast<unsigned long long>(keepalives),
+                static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(leader_changes));
     return failed == 0 ? 0 : 1;
 }

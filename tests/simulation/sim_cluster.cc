@@ -10,7 +10,7 @@
 #include "history.h"
 #include "safety_checker.h"
 #include "sim_failure.h"
-#include "sim_member.h"
+#include "sim_shell.h"
 #include "sim_network.h"
 #include "sim_workload.h"
 #include "swarm.h"
@@ -69,6 +69,7 @@ private:
     bool liveness_done();
     void trace(const std::string& line) const;
     void finish_result();
+    void add_counters(const member::Counters& c);
 
     RunOptions options_;
     SimRandom root_;
@@ -102,10 +103,12 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     net_random_ = root_.fork(2);
     fault_random_ = root_.fork(3);
     network_ = std::make_unique<SimNetwork>(static_cast<std::size_t>(n_), faults_);
-    workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), root_.fork(4));
+    workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), faults_.tick_us_base,
+                                           root_.fork(4));
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
     raft::Config config;
     config.cluster_id = root_.next() | 1;
+    const lock::Token token_floor = root_.chance(0.3) ? root_.between(1, 5'000) : 0;
     config.election_ticks = faults_.election_ticks;
     config.heartbeat_ticks = faults_.heartbeat_ticks;
     config.max_append_bytes = faults_.max_append_bytes;
@@ -117,11 +120,19 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_[i];
         config.id = i + 1;
-        s.member = std::make_unique<Member>(config, faults_.compact_every_entries, faults_.keep_entries,
-                                            faults_.hard_state_first, faults_.eager, checker_);
         s.random = root_.fork(100 + i);
-        const double spread = 0.7 + 0.6 * s.random.unit();  // per-member clock rate, +-30%
+        const double spread = 0.7 + 0.6 * s.random.unit();  // per-member tick period, +-30%
         s.tick_us = static_cast<std::uint64_t>(static_cast<double>(faults_.tick_us_base) * spread);
+        // The member ticks every tick_us_base of its own clock, which so runs
+        // at tick_us_base / tick_us of the simulation's.
+        member::Config mc;
+        mc.raft = config;
+        mc.snapshot_every = faults_.compact_every_entries;
+        mc.snapshot_keep = faults_.keep_entries;
+        mc.token_floor = token_floor;
+        mc.max_clock_drift_ppm = member::kMaxClockDriftPpmLimit;  // the tick spread's rates (0.77..1.43)
+        const double rate = static_cast<double>(faults_.tick_us_base) / static_cast<double>(s.tick_us);
+        s.member = std::make_unique<Member>(mc, faults_.hard_state_first, checker_, now_us_, rate);
     }
     result_.members = n_;
 }
@@ -194,7 +205,20 @@ void Cluster::finish_result() {
     result_.ops_unknown = workload_->unknown();
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
     result_.sim_time_us = now_us_;
-    for (const auto& s : slots_) result_.snapshots_installed += s.member->stats().snapshots_restored;
+    for (const auto& s : slots_) {
+        result_.snapshots_installed += s.member->stats().snapshots_restored;
+        if (s.member->up()) add_counters(s.member->core().counters());
+    }
+}
+
+void Cluster::add_counters(const member::Counters& c) {
+    result_.grants += c.grants;
+    result_.releases += c.releases;
+    result_.expires += c.expiries_existed;
+    result_.expires_proposed += c.expires_proposed;
+    result_.keepalives += c.keepalives;
+    result_.waiter_grants += c.waiter_grants;
+    result_.leader_changes += c.leader_changes;
 }
 
 void Cluster::handle(Event& e) {
@@ -359,6 +383,7 @@ void Cluster::crash(std::size_t i, const char* why) {
     Slot& s = slots_[i];
     ++s.incarnation;
     ++s.persist_generation;
+    add_counters(s.member->core().counters());
     const CrashLoss loss = s.member->crash(fault_random_);
     ++result_.crashes;
     if (loss == CrashLoss::kTornPrefix) ++result_.torn_crashes;

@@ -1,6 +1,7 @@
-// A whole simulated cluster in one process: 3 or 5 members, a network, a
-// simulated disk per member, clients, faults; one 64-bit seed decides all of
-// it, so a run replays exactly.
+// A whole simulated cluster in one process: 3 or 5 members (each the member
+// core fence-coordinator runs, sim_shell.h), a network, a simulated disk per
+// member, clients, faults; one 64-bit seed decides all of it, so a run
+// replays exactly.
 //
 // Discrete events on a global logical clock (microseconds): every member
 // ticks at its own drifting period; messages, client requests and replies
@@ -46,6 +47,14 @@ struct RunResult {
     std::uint64_t ops_unknown = 0;
     std::uint64_t sim_time_us = 0;
     std::uint64_t liveness_ticks = 0;  // ticks the liveness phase needed
+    // The member cores' own counts, summed over members and incarnations.
+    std::uint64_t grants = 0;          // Grants applied that granted (on every member)
+    std::uint64_t releases = 0;        // Releases applied that removed a lock
+    std::uint64_t expires = 0;         // Expires applied that removed a lock
+    std::uint64_t expires_proposed = 0;
+    std::uint64_t keepalives = 0;      // answered by a leader
+    std::uint64_t waiter_grants = 0;   // Grants proposed for a queue's head
+    std::uint64_t leader_changes = 0;
 };
 
 RunResult run_simulation(const RunOptions& options);

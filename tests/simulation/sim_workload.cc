@@ -1,14 +1,16 @@
 // Simulated clients: see sim_workload.h.
 #include "sim_workload.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include "sim_failure.h"
 
 namespace pgfence::sim {
 
-Workload::Workload(int clients, std::size_t members, SimRandom random)
-    : members_(members), random_(random), clients_(static_cast<std::size_t>(clients)) {
+Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, SimRandom random)
+    : members_(members), tick_ms_(std::max<std::uint64_t>(1, tick_us / 1000)), random_(random),
+      clients_(static_cast<std::size_t>(clients)) {
     keys_ = static_cast<int>(random_.between(1, 6));
     for (std::size_t i = 0; i < clients_.size(); ++i) {
         // Some clients have no owner name: their re-acquires are rejected, not idempotent.
@@ -25,30 +27,41 @@ lock::Token Workload::stale_or_known_token(const std::string& key) {
     return random_.chance(0.5) ? seen.back() : seen[random_.index(seen.size())];
 }
 
-lock::Command Workload::next_command(Client& c) {
+member::Request Workload::next_request(Client& c) {
     if (c.retry && random_.chance(0.5)) {
-        lock::Command again = *c.retry;
+        member::Request again = *c.retry;
         c.retry.reset();
         return again;
     }
     c.retry.reset();
     const std::uint64_t roll = random_.between(0, 99);
-    if (roll < 45) return lock::Grant{random_key(), random_.between(1'000, 30'000), c.owner};
-    if (roll < 70) {
-        if (!c.held.empty() && random_.chance(0.8)) {
-            auto it = c.held.begin();
-            std::advance(it, static_cast<std::ptrdiff_t>(random_.index(c.held.size())));
-            return lock::Release{it->first, it->second};
-        }
-        const std::string key = random_key();
-        return lock::Release{key, stale_or_known_token(key)};
+    if (roll < 45) {
+        const std::uint64_t wait_ms = random_.chance(0.3) ? tick_ms_ * random_.between(1, 40) : 0;
+        return member::Acquire{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner};
     }
-    if (roll < 99) {
-        const std::string key = random_key();
-        return lock::Expire{key, stale_or_known_token(key)};
+    std::string key;
+    lock::Token token = 0;
+    if (!c.held.empty() && random_.chance(0.8)) {
+        auto it = c.held.begin();
+        std::advance(it, static_cast<std::ptrdiff_t>(random_.index(c.held.size())));
+        key = it->first;
+        token = it->second;
+    } else {
+        key = random_key();
+        token = stale_or_known_token(key);
     }
-    return lock::SetTokenFloor{random_.between(0, 5'000)};
+    if (roll < 75) return member::Release{key, token};
+    return member::KeepAlive{key, token};
 }
+
+// What the request proposes when the leader takes it (the history's command).
+namespace {
+lock::Command command_of(const member::Request& r) {
+    if (const auto* a = std::get_if<member::Acquire>(&r)) return lock::Grant{a->key, a->lease_ms, a->owner};
+    const auto& rel = std::get<member::Release>(r);
+    return lock::Release{rel.key, rel.token};
+}
+}  // namespace
 
 Workload::Send Workload::begin(int client, std::uint64_t now_us) {
     Client& c = clients_[static_cast<std::size_t>(client)];
@@ -62,8 +75,10 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
     if (random_.chance(0.15)) {
         c.op.kind = ClientOp::Kind::kRead;
         c.op.read_key = random_key();
+        c.request = member::ListLocks{c.op.read_key};
     } else {
-        c.op.command = next_command(c);
+        c.request = next_request(c);
+        if (!std::holds_alternative<member::KeepAlive>(c.request)) c.op.command = command_of(c.request);
     }
     ++invoked_;
     return resend(c, c.leader_guess);
@@ -71,49 +86,91 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
 
 Workload::Send Workload::resend(Client& c, std::size_t member) {
     ++c.attempt;
-    ClientRequest r{c.op.client, c.op.id, c.attempt, c.op.kind == ClientOp::Kind::kRead, c.op.command,
-                    c.op.read_key};
-    return Send{member, r};
+    return Send{member, ClientRequest{c.op.client, c.op.id, c.attempt, c.request}};
 }
 
 Workload::Reaction Workload::on_reply(const ClientReply& reply, std::uint64_t now_us) {
     Client& c = clients_[static_cast<std::size_t>(reply.client)];
     if (!c.waiting || reply.op_id != c.op.id || reply.attempt != c.attempt) return {};
-    switch (reply.kind) {
-        case ClientReply::Kind::kResult:
-        case ClientReply::Kind::kRead:
-            record_ack(c, reply, now_us);
+    raft::NodeId hint = raft::kNoNode;
+    if (reply.kind == ClientReply::Kind::kAnswer) {
+        if (const auto* u = std::get_if<member::Unavailable>(&reply.answer.response)) {
+            hint = u->leader;
+        } else {
+            record_answer(c, reply.answer, now_us);
             c.waiting = false;
             return Reaction{Next::kDone, {}};
-        case ClientReply::Kind::kRedirect:
-        case ClientReply::Kind::kUnknown: break;
+        }
     }
     if (c.attempt >= kMaxAttempts) {
         on_timeout(reply.client, reply.op_id);
         return Reaction{Next::kDone, {}};
     }
-    const bool hint = reply.kind == ClientReply::Kind::kRedirect && reply.leader_hint != raft::kNoNode;
-    c.leader_guess = hint ? static_cast<std::size_t>(reply.leader_hint - 1) : random_.index(members_);
+    c.leader_guess = hint != raft::kNoNode ? static_cast<std::size_t>(hint - 1) : random_.index(members_);
     return Reaction{Next::kResend, resend(c, c.leader_guess)};
 }
 
-void Workload::record_ack(Client& c, const ClientReply& reply, std::uint64_t now_us) {
+namespace {
+
+// What the client was told must be what the log decided (the witness); and
+// every answer the log decides must carry its witness.
+void check_told(const member::Request& request, const member::Answer& a) {
+    const bool keepalive = std::holds_alternative<member::KeepAlive>(request);
+    const bool list = std::holds_alternative<member::ListLocks>(request);
+    const auto& r = a.response;
+    if (const auto* g = std::get_if<member::Granted>(&r)) {
+        const auto* ok = std::get_if<lock::Granted>(&a.result);
+        require(a.index != 0 && ok != nullptr && ok->token == g->token, "answer Granted{token ", g->token,
+                "} but its witness (index ", a.index, ") says ", lock::describe(a.result));
+    } else if (std::holds_alternative<member::Released>(r)) {
+        require(a.index != 0 && std::holds_alternative<lock::Released>(a.result), "answer Released but its witness (index ",
+                a.index, ") says ", lock::describe(a.result));
+    } else if (std::holds_alternative<member::NotHeld>(r) && !keepalive) {
+        require(a.index != 0, "a NotHeld answer to a ", list ? "list" : "release", " carries no witness");
+        require(list || !std::holds_alternative<lock::Released>(a.result),
+                "answer NotHeld but its witness (index ", a.index, ") released the lock");
+    } else if (std::holds_alternative<member::Locks>(r)) {
+        require(a.index != 0, "a list answer carries no witness");
+    } else if (std::holds_alternative<member::Held>(r) && a.index != 0) {
+        // Refused by the table, or an idempotent re-grant of a lease already
+        // being expired (the table says Granted; the client is told Held).
+        require(std::holds_alternative<lock::GrantRejected>(a.result) || std::holds_alternative<lock::Granted>(a.result),
+                "answer Held but its witness (index ", a.index, ") says ", lock::describe(a.result));
+    }
+}
+
+}  // namespace
+
+void Workload::record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us) {
+    check_told(c.request, answer);
+    if (const auto* g = std::get_if<member::Granted>(&answer.response)) {
+        auto& seen = tokens_seen_[g->key];
+        if (seen.size() >= kMaxTokensPerKey) seen.erase(seen.begin());
+        seen.push_back(g->token);
+        c.held[g->key] = g->token;
+    } else if (std::holds_alternative<member::Released>(answer.response)) {
+        c.held.erase(std::get<member::Release>(c.request).key);
+    } else if (std::holds_alternative<member::NotHeld>(answer.response) &&
+               !std::holds_alternative<member::ListLocks>(c.request)) {
+        const std::string& key = std::holds_alternative<member::Release>(c.request)
+                                     ? std::get<member::Release>(c.request).key
+                                     : std::get<member::KeepAlive>(c.request).key;
+        c.held.erase(key);
+    }
+    const bool held_but_granted = std::holds_alternative<member::Held>(answer.response) &&
+                                  std::holds_alternative<lock::Granted>(answer.result);
+    if (answer.index == 0 || std::holds_alternative<member::KeepAlive>(c.request) || held_but_granted) {
+        ++unlogged_;  // not decided by the log (a keepalive, a wait that timed out), or told otherwise
+        return;
+    }
     ClientOp op = c.op;
     op.acked_us = now_us;
-    op.index = reply.index;
-    op.term = reply.term;
-    op.result = reply.result;
-    op.read_token = reply.read_token;
-    if (op.kind == ClientOp::Kind::kCommand) {
-        if (const auto* granted = std::get_if<lock::Granted>(&op.result)) {
-            const std::string& key = std::get<lock::Grant>(op.command).key;
-            auto& seen = tokens_seen_[key];
-            if (seen.size() >= kMaxTokensPerKey) seen.erase(seen.begin());
-            seen.push_back(granted->token);
-            c.held[key] = granted->token;
-        } else if (std::holds_alternative<lock::Released>(op.result)) {
-            c.held.erase(std::get<lock::Release>(op.command).key);
-        }
+    op.index = answer.index;
+    op.term = answer.term;
+    op.result = answer.result;
+    if (op.kind == ClientOp::Kind::kRead) {
+        const auto* locks = std::get_if<member::Locks>(&answer.response);
+        op.read_token = locks != nullptr && !locks->locks.empty() ? locks->locks.front().lock.token : 0;
     }
     acked_.push_back(std::move(op));
 }
@@ -123,7 +180,7 @@ bool Workload::on_timeout(int client, std::uint64_t op_id) {
     if (!c.waiting || c.op.id != op_id) return false;
     c.waiting = false;
     ++unknown_;
-    if (c.op.kind == ClientOp::Kind::kCommand) c.retry = c.op.command;
+    if (c.op.kind == ClientOp::Kind::kCommand) c.retry = c.request;
     return true;
 }
 

@@ -1,10 +1,11 @@
-// Simulated clients: each runs one operation at a time against whoever it
-// thinks is leader, following redirects, retrying after an unknown outcome,
-// giving up after a timeout. Commands are Grant/Release/Expire (and, rarely,
-// SetTokenFloor) on a small key space so they conflict; Release and Expire
-// often carry stale tokens. Reads go through read_index. Every operation the
-// client got an answer for goes into the history the linearizability check
-// reads.
+// Simulated clients of the member core's API (member/api.h): each runs one
+// request at a time against whoever it thinks is leader, following
+// Unavailable{leader} hints, giving up after a timeout. Acquires (some that
+// wait in the FIFO queue), releases and keepalives on a small key space so
+// they conflict, often with stale tokens; lists of one key are the reads.
+// Every answer decided by a log entry (or, for a list, at an applied index)
+// goes into the history the linearizability check reads; keepalives and
+// answers such as "wait timed out" are not in the log and stay out of it.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +15,15 @@
 #include <vector>
 
 #include "history.h"
-#include "sim_member.h"
+#include "sim_shell.h"
 #include "sim_random.h"
 
 namespace pgfence::sim {
 
 class Workload {
 public:
-    Workload(int clients, std::size_t members, SimRandom random);
+    // Leases and waits are drawn in heartbeat ticks of `tick_us`.
+    Workload(int clients, std::size_t members, std::uint64_t tick_us, SimRandom random);
 
     int clients() const { return static_cast<int>(clients_.size()); }
 
@@ -49,6 +51,7 @@ public:
     const std::vector<ClientOp>& acked() const { return acked_; }
     std::uint64_t invoked() const { return invoked_; }
     std::uint64_t unknown() const { return unknown_; }
+    std::uint64_t unlogged() const { return unlogged_; }
 
 private:
     static constexpr int kMaxAttempts = 12;
@@ -61,16 +64,18 @@ private:
         std::size_t leader_guess = 0;
         std::string owner;
         std::map<std::string, lock::Token> held;  // keys this client holds, by its knowledge
-        std::optional<lock::Command> retry;       // a command whose outcome stayed unknown
+        std::optional<member::Request> retry;     // a request whose outcome stayed unknown
+        member::Request request;                  // the one in flight
     };
 
-    lock::Command next_command(Client& c);
+    member::Request next_request(Client& c);
     std::string random_key();
     lock::Token stale_or_known_token(const std::string& key);
-    void record_ack(Client& c, const ClientReply& reply, std::uint64_t now_us);
+    void record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us);
     Send resend(Client& c, std::size_t member);
 
     std::size_t members_;
+    std::uint64_t tick_ms_;
     SimRandom random_;
     std::vector<Client> clients_;
     int keys_;
@@ -79,6 +84,7 @@ private:
     std::uint64_t next_op_id_ = 1;
     std::uint64_t invoked_ = 0;
     std::uint64_t unknown_ = 0;
+    std::uint64_t unlogged_ = 0;
 };
 
 }  // namespace pgfence::sim

@@ -46,7 +46,6 @@ FaultConfig draw_fault_config(SimRandom& random) {
     c.clients = static_cast<int>(random.between(1, 5));
     c.think_us_max = random.between(1'000, 50'000);
     c.hard_state_first = random.chance(0.5);  // drawn late: earlier draws keep their values
-    c.eager = random.chance(0.5);             // drawn last, for the same reason
     return c;
 }
 
@@ -77,7 +76,7 @@ std::string FaultConfig::describe() const {
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
         << compact_every_entries << " keep_entries=" << keep_entries << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max
-        << " hard_state_first=" << hard_state_first << " eager=" << eager;
+        << " hard_state_first=" << hard_state_first;
     return out.str();
 }
 

@@ -31,10 +31,6 @@ struct FaultConfig {
                                             // (Figure 8 needs leaders that fail before their no-op spreads)
     std::uint64_t downtime_ms_max = 0;      // crashed members restart after up to this long
     bool hard_state_first = false;          // disk writes a Ready's hard state before its entries
-    bool eager = false;                     // as the server: a leader's Ready applied when its write
-                                            // begins, take_committed() after every input, its messages
-                                            // sent at the sync and advance() later; a follower's Ready
-                                            // written, sent, applied and advanced in one event
     std::uint64_t persist_us_min = 50;      // a Ready's fsync takes [min, max]
     std::uint64_t persist_us_max = 500;
     std::uint64_t tick_us_base = 10'000;    // nominal tick period; per member +-30%

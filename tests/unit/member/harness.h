@@ -155,10 +155,10 @@ private:
     void carry_out(Node& n, Effects fx) {
         for (LogLine& l : fx.logs) n.logs.push_back(std::move(l));
         for (raft::Message& m : fx.send) wire_.push_back(std::move(m));
-        for (auto& [id, r] : fx.respond) {
-            const bool granted = std::holds_alternative<Granted>(r);
-            n.answers.emplace_back(id, std::move(r));
-            if (granted && auto_written) n.core->response_written(id, true, now_);
+        for (Answer& a : fx.respond) {
+            const bool granted = std::holds_alternative<Granted>(a.response);
+            n.answers.emplace_back(a.id, std::move(a.response));
+            if (granted && auto_written) n.core->response_written(a.id, true, now_);
         }
         for (RequestId id : fx.watch) n.watched.insert(id);
         if (fx.save) {

@@ -1,0 +1,242 @@
+// One simulated member: see sim_shell.h.
+#include "sim_shell.h"
+
+#include "sim_failure.h"
+
+namespace pgfence::sim {
+
+namespace {
+
+// The key a command names (nullptr for SetTokenFloor).
+const std::string* key_of(const lock::Command& cmd) {
+    return std::visit(
+        [](const auto& c) -> const std::string* {
+            if constexpr (requires { c.key; }) return &c.key;
+            return nullptr;
+        },
+        cmd);
+}
+
+}  // namespace
+
+Member::Member(member::Config config, bool hard_state_first, SafetyChecker& checker, const std::uint64_t& clock_us,
+               double clock_rate)
+    : config_(std::move(config)), checker_(checker), clock_us_(clock_us), clock_rate_(clock_rate) {
+    config_.observer = this;
+    disk_.set_hard_state_first(hard_state_first);
+}
+
+member::Time Member::now() const {
+    return member::Time(static_cast<std::int64_t>(static_cast<double>(clock_us_) * clock_rate_ * 1000.0));
+}
+
+void Member::start(std::uint64_t random_seed) {
+    require(!up(), "member ", id(), " started twice");
+    check_restart();
+    member::Config config = config_;
+    config.raft.random_seed = random_seed;
+    core_ = std::make_unique<member::Core>(config, disk_.durable());
+    const raft::Status status = core_->raft().status();
+    const raft::HardState hs = disk_.durable().hard_state();
+    // A torn write can keep entries of a newer term than the stored hard state:
+    // the core then starts in that term with no vote (raft.h, the constructor).
+    const raft::Term log_term = disk_.durable().term_at(disk_.durable().last_index()).value_or(0);
+    const bool raised = log_term > hs.term;
+    const raft::Term want_term = raised ? log_term : hs.term;
+    const raft::NodeId want_vote = raised ? raft::kNoNode : hs.vote;
+    require(status.term == want_term && status.vote == want_vote, "member ", id(), " restarted with term ",
+            status.term, " vote ", status.vote, " but its disk holds term ", hs.term, " vote ", hs.vote,
+            " and a last entry of term ", log_term, " (expected term ", want_term, " vote ", want_vote, ")");
+    require(status.last_index == disk_.durable().last_index(), "member ", id(), " restarted with last index ",
+            status.last_index, " but its disk holds ", disk_.durable().last_index());
+    check_core();
+}
+
+// The durable-ack invariant: what this member acknowledged before its crash
+// is still on its disk, unless the core itself overwrote it since.
+void Member::check_restart() const {
+    const SimStorage& durable = disk_.durable();
+    if (acked_entry_) {
+        const auto [index, term] = *acked_entry_;
+        const bool overwritten = durable.lowest_overwritten() <= index;
+        const bool compacted = index < durable.first_index();
+        require(overwritten || compacted || durable.term_at(index) == term, "member ", id(),
+                " acknowledged entry ", index, " term ", term,
+                " before crashing, but after restart its disk does not hold it (last index ", durable.last_index(),
+                ")");
+    }
+    if (acked_vote_) {
+        const auto [term, candidate] = *acked_vote_;
+        const raft::HardState hs = durable.hard_state();
+        require(hs.term > term || (hs.term == term && hs.vote == candidate), "member ", id(),
+                " granted its vote in term ", term, " to member ", candidate,
+                " before crashing, but after restart its disk holds term ", hs.term, " vote ", hs.vote);
+    }
+}
+
+CrashLoss Member::crash(SimRandom& random) {
+    require(up(), "member ", id(), " crashed twice");
+    core_.reset();
+    in_flight_.reset();
+    inline_ = false;
+    durable_ = false;
+    saving_snapshot_ = false;
+    effects_.clear();
+    pending_.clear();  // their clients time out
+    return disk_.crash(random);
+}
+
+void Member::tick(Outbox& out) {
+    core_->tick(now());
+    after_input(out);
+}
+
+void Member::step(const raft::Message& m, Outbox& out) {
+    core_->step(m, now());
+    after_input(out);
+}
+
+void Member::handle_client(const ClientRequest& request, Outbox& out) {
+    const member::RequestId id = next_request_++;
+    pending_[id] = Pending{request.client, request.op_id, request.attempt};
+    core_->request(id, request.request, now());
+    after_input(out);
+}
+
+bool Member::transfer(raft::NodeId target) { return core_->transfer_leadership(target); }
+
+raft::ProposeResult Member::propose_raw(const lock::Command& cmd) { return core_->propose_raw(cmd); }
+
+void Member::after_input(Outbox& out) {
+    carry_out(out);
+    check_core();
+}
+
+void Member::check_core() {
+    checker_.observe_role(id(), core_->raft().role(), core_->raft().term());
+    const std::string broken = core_->check_invariants();
+    require(broken.empty(), "member ", id(), " check_invariants(): ", broken);
+}
+
+// Everything but the start of a Persist, which only begin_persist() takes.
+void Member::carry_out(Outbox& out) {
+    for (int round = 0; round < 1000 && core_->has_effects(); ++round) {
+        core_->take_effects(effects_);
+        require(effects_.persist == nullptr, "member ", id(), " handed out a Persist outside pump()");
+        carry_out_batch(out);
+    }
+    require(!core_->has_effects(), "member ", id(), " kept producing effects with no input");
+}
+
+// effects_ but its Persist: sends, the save, answers.
+void Member::carry_out_batch(Outbox& out) {
+    require(effects_.fatal.empty(), "member ", id(), ": fatal: ", effects_.fatal);
+    for (const raft::Message& m : effects_.send) send(m, out);
+    if (effects_.save) {
+        // Saved at once (temp file, fsync, rename); the server's writer
+        // thread would still be on it when the next Persist comes, which then
+        // queues behind it (begin_persist).
+        disk_.compact(*effects_.save);
+        core_->snapshot_saved(*effects_.save, now());
+        ++stats_.compactions;
+        saving_snapshot_ = true;
+    }
+    for (member::Answer& a : effects_.respond) {
+        auto it = pending_.find(a.id);
+        require(it != pending_.end(), "member ", id(), " answered request ", a.id, " twice or never asked");
+        const Pending p = it->second;
+        pending_.erase(it);
+        const member::RequestId rid = a.id;
+        const bool granted = std::holds_alternative<member::Granted>(a.response);
+        out.replies.push_back(ClientReply{p.client, p.op_id, p.attempt, ClientReply::Kind::kAnswer, std::move(a)});
+        if (granted) core_->response_written(rid, true, now());  // the simulated network delivers it
+    }
+}
+
+void Member::send(const raft::Message& m, Outbox& out) {
+    checker_.observe_sent(m, disk_.durable());
+    if (const auto* a = std::get_if<raft::AppendResponse>(&m.body); a && a->success) {
+        if (const auto term = disk_.durable().term_at(a->match_index)) {
+            acked_entry_ = {a->match_index, *term};
+            disk_.reset_overwritten();
+        }
+    }
+    if (const auto* v = std::get_if<raft::VoteResponse>(&m.body); v && v->granted && !v->pre_vote) {
+        acked_vote_ = {m.term, m.to};
+    }
+    out.messages.push_back(m);
+}
+
+bool Member::begin_persist(Outbox& out) {
+    core_->pump(now());
+    if (in_flight_ != nullptr || !core_->has_effects()) {
+        after_input(out);
+        return false;
+    }
+    core_->take_effects(effects_);
+    std::shared_ptr<const raft::Ready> persist = std::move(effects_.persist);
+    effects_.persist.reset();
+    carry_out_batch(out);  // the Ready's messages_now go out as its write begins
+    if (persist == nullptr) {
+        after_input(out);
+        return false;
+    }
+    in_flight_ = std::move(persist);
+    disk_.write(*in_flight_);
+    checker_.observe_written(id(), in_flight_->entries, disk_.volatile_image());
+    // The server: a follower (or candidate) writes inline on its loop, unless
+    // a snapshot save is queued on the writer thread; a leader hands the write
+    // to the writer thread and applies its batch meanwhile.
+    inline_ = core_->raft().role() != raft::Role::kLeader && !saving_snapshot_;
+    saving_snapshot_ = false;
+    core_->persist_started(now());
+    after_input(out);
+    return true;
+}
+
+void Member::persist_durable(Outbox& out) {
+    require(in_flight_ != nullptr, "member ", id(), " synced a persist it never began");
+    require(!durable_, "member ", id(), " synced the same persist twice");
+    disk_.sync();
+    for (const raft::Message& m : in_flight_->messages) send(m, out);
+    durable_ = true;
+    if (inline_) finish_persist(out);
+}
+
+void Member::finish_persist(Outbox& out) {
+    require(in_flight_ != nullptr, "member ", id(), " advanced a persist it never began");
+    require(durable_, "member ", id(), " advanced a persist not yet synced");
+    in_flight_.reset();
+    durable_ = false;
+    inline_ = false;
+    core_->persisted(now());
+    after_input(out);
+}
+
+void Member::before_apply(const raft::Entry& entry, const lock::LockTable& table) {
+    checker_.before_apply(id(), entry, table, disk_.durable());
+    prior_.reset();
+    prior_last_token_ = table.last_token();
+    if (entry.type != raft::EntryType::kNormal) return;
+    auto decoded = lock::decode_command(entry.data);
+    if (const auto* cmd = std::get_if<lock::Command>(&decoded)) {
+        if (const std::string* key = key_of(*cmd)) {
+            if (const lock::Lock* held = table.find(*key)) prior_ = *held;
+        }
+    }
+}
+
+void Member::after_apply(const raft::Entry& entry, const lock::Result& result, const lock::LockTable& table) {
+    ++stats_.applied_entries;
+    const std::string table_broken = table.check_invariants();
+    require(table_broken.empty(), "member ", id(), " lock table check_invariants() after index ", entry.index, ": ",
+            table_broken);
+    checker_.after_apply(id(), entry, result, prior_, prior_last_token_, table);
+}
+
+void Member::restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) {
+    ++stats_.snapshots_restored;
+    checker_.observe_restored(id(), meta, table);
+}
+
+}  // namespace pgfence::sim

@@ -1,0 +1,148 @@
+// One simulated member: the member core that fence-coordinator runs
+// (coordinator/member/core.h), its simulated disk, and the simulation's
+// part of the shell — the same effects carried out on simulated time,
+// network and disk, in the server's order:
+//   pump -> take effects: send, save (the disk compacts at once), the
+//   Persist (written to the disk as pending writes), answers
+//   ... persist_started(): a leader applies and answers its batch ...
+//   the cluster schedules the fsync: sync -> send the Ready's messages
+//   ... advance later (a leader's writer thread posts it back), or at
+//   once (a follower writes inline, unless a snapshot save is queued) ...
+//   persisted()
+// No lock rule lives here: this file only moves bytes and time. The
+// checkers hear of every entry applied and snapshot restored through the
+// core's ApplyObserver, and of every message before it leaves.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lock/table.h"
+#include "member/core.h"
+#include "raft/raft.h"
+#include "safety_checker.h"
+#include "sim_disk.h"
+
+namespace pgfence::sim {
+
+struct ClientRequest {
+    int client = 0;
+    std::uint64_t op_id = 0;
+    int attempt = 0;  // replies to an earlier attempt are ignored
+    member::Request request;
+};
+
+struct ClientReply {
+    enum class Kind : std::uint8_t { kAnswer, kUnknown };
+    int client = 0;
+    std::uint64_t op_id = 0;
+    int attempt = 0;
+    Kind kind = Kind::kUnknown;
+    member::Answer answer;  // kAnswer
+};
+
+struct Outbox {
+    std::vector<raft::Message> messages;
+    std::vector<ClientReply> replies;
+};
+
+struct MemberStats {
+    std::uint64_t applied_entries = 0;
+    std::uint64_t snapshots_restored = 0;
+    std::uint64_t compactions = 0;
+};
+
+class Member final : public member::ApplyObserver {
+public:
+    // `config.raft` names the member and the cluster; `clock_us` is the
+    // simulation's clock (the core's time is this member's reading of it).
+    Member(member::Config config, bool hard_state_first, SafetyChecker& checker, const std::uint64_t& clock_us,
+           double clock_rate);
+
+    raft::NodeId id() const { return config_.raft.id; }
+    bool up() const { return core_ != nullptr; }
+    const raft::Raft& raft() const { return core_->raft(); }
+    const member::Core& core() const { return *core_; }
+    const lock::LockTable& table() const { return core_->table(); }
+    const SimDisk& disk() const { return disk_; }
+    bool persisting() const { return in_flight_ != nullptr; }
+    const MemberStats& stats() const { return stats_; }
+
+    // Builds a new core from the durable image only (first start or restart).
+    void start(std::uint64_t random_seed);
+
+    // Power loss: the core, the Ready being persisted, pending answers are
+    // gone; the disk keeps what crash() keeps.
+    CrashLoss crash(SimRandom& random);
+
+    void tick(Outbox& out);
+    void step(const raft::Message& m, Outbox& out);
+    void handle_client(const ClientRequest& request, Outbox& out);
+    bool transfer(raft::NodeId target);
+    raft::ProposeResult propose_raw(const lock::Command& cmd);
+
+    // Pumps the core and carries out its effects; returns true when a
+    // Persist began (the cluster schedules persist_durable()).
+    bool begin_persist(Outbox& out);
+
+    // The fsync completed: the disk is synced and the Ready's messages sent
+    // (the writer thread's part). Inline (a follower's write on its loop) it
+    // also finishes at once; otherwise finish_persist() is a later event.
+    void persist_durable(Outbox& out);
+    bool durable_not_advanced() const { return durable_; }
+    bool persisting_inline() const { return in_flight_ != nullptr && inline_; }
+    void finish_persist(Outbox& out);
+
+    // member::ApplyObserver
+    void before_apply(const raft::Entry& entry, const lock::LockTable& table) override;
+    void after_apply(const raft::Entry& entry, const lock::Result& result, const lock::LockTable& table) override;
+    void restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) override;
+
+private:
+    struct Pending {
+        int client;
+        std::uint64_t op_id;
+        int attempt;
+    };
+
+    member::Time now() const;
+    void carry_out(Outbox& out);  // the core's effects, except a Persist's start (begin_persist)
+    void carry_out_batch(Outbox& out);
+    void after_input(Outbox& out);
+    void send(const raft::Message& m, Outbox& out);
+    void check_restart() const;
+    void check_core();
+
+    member::Config config_;
+    SafetyChecker& checker_;
+    const std::uint64_t& clock_us_;
+    double clock_rate_;  // this member's clock runs at clock_rate_ x the simulation's
+
+    std::unique_ptr<member::Core> core_;  // null while crashed
+    SimDisk disk_;
+    std::shared_ptr<const raft::Ready> in_flight_;  // the Persist being written
+    bool inline_ = false;           // written inline (a follower's, no save queued)
+    bool durable_ = false;          // synced and its messages sent, not yet persisted()
+    bool saving_snapshot_ = false;  // a save came since the last Persist began (the server's
+                                    // is still on its writer thread: the next Persist queues behind it)
+    member::Effects effects_;
+    std::map<member::RequestId, Pending> pending_;
+    member::RequestId next_request_ = 1;
+
+    // For the checkers: the holder of the applying command's key before it.
+    std::optional<lock::Lock> prior_;
+    lock::Token prior_last_token_ = 0;
+
+    // Durable-ack records (issue 4): the last append ack and granted vote sent.
+    std::optional<std::pair<raft::Index, raft::Term>> acked_entry_;
+    std::optional<std::pair<raft::Term, raft::NodeId>> acked_vote_;
+
+    MemberStats stats_;
+};
+
+}  // namespace pgfence::sim
