@@ -148,7 +148,7 @@ void Core::response_written(RequestId id, bool ok, Time now) {
     if (it == unwritten_.end()) return;
     Unwritten u = std::move(it->second);
     unwritten_.erase(it);
-    if (!ok && is_leader()) phantom_release(u.key, u.token, now);
+    if (!ok && is_leader()) phantom_release(u.key, u.token, u.fresh, now);
 }
 
 void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now*/) {
@@ -299,6 +299,10 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) owner = owner_of(r->key, r->token);
     if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) owner = owner_of(x->key, x->token);
     if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
+    lock::Token held_before = 0;  // a Grant's key's token before it: equal after = idempotent re-grant
+    if (const auto* g = cmd ? std::get_if<lock::Grant>(&*cmd) : nullptr) {
+        if (const lock::Lock* l = table_.find(g->key)) held_before = l->token;
+    }
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
     if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
     if (cmd) on_applied(e.index, *cmd, result, owner, now);
@@ -312,7 +316,10 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
         deciding_index_ = e.index;
         deciding_term_ = e.term;
         deciding_result_ = &result;
+        const auto* granted = std::get_if<lock::Granted>(&result);
+        deciding_fresh_grant_ = granted != nullptr && granted->token != held_before;
         p.done(&result, now);
+        deciding_fresh_grant_ = false;
         deciding_id_ = 0;
         deciding_index_ = 0;
         deciding_term_ = 0;

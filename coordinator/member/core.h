@@ -88,9 +88,13 @@
 //     client goes, answered Unavailable when leadership is lost. At most
 //     Config::max_waiters wait, all keys together.
 //   - Phantom release: a grant whose client went away before it applied
-//     (client_gone), or whose Granted answer could not be written, is
-//     released: Release{key, token} is proposed (a member that no longer
-//     leads cannot propose it; the next leader's lease then expires it).
+//     (client_gone), or whose Granted answer could not be written, has its
+//     lease ended at once and is expired like any lease that ran out (the
+//     quorum round, then Expire). Not a Release: the same owner may hold that
+//     token through a retry's idempotent re-grant, which then keeps it if
+//     answered first (its lease restarts) and is refused if answered after.
+//     Only a grant that created the lock is a phantom: an idempotent re-grant
+//     nobody received leaves the lock to the owner that already held it.
 //   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
 //     when the table's floor is lower.
 //   - Snapshots: once Config::snapshot_every entries applied since the last
@@ -257,6 +261,7 @@ private:
     struct Unwritten {
         std::string key;
         lock::Token token = 0;
+        bool fresh = false;  // the grant created the lock (not an idempotent re-grant)
     };
 
     // core.cc
@@ -294,7 +299,7 @@ private:
     void drop_all_waiters();
     void keepalive(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
-    void phantom_release(const std::string& key, lock::Token token, Time now);
+    void phantom_release(const std::string& key, lock::Token token, bool fresh, Time now);
     void list_locks(RequestId id, const ListLocks& req);
 
     Config config_;
@@ -340,6 +345,7 @@ private:
     raft::Index deciding_index_ = 0;
     raft::Term deciding_term_ = 0;
     const lock::Result* deciding_result_ = nullptr;
+    bool deciding_fresh_grant_ = false;  // the entry being applied granted a lock that was not held before
 
     // Leadership confirmation: callbacks asked for during one batch share one
     // read_index() issued after them (flush_confirms, in pump), so each is

@@ -139,12 +139,29 @@ void Core::release(RequestId id, const Release& req, Time now) {
     if (!ok) unavailable(id);
 }
 
-void Core::phantom_release(const std::string& key, lock::Token token, Time now) {
+// The grant's lease ends now and is expired the usual way (a quorum round,
+// then Expire{key, token}), not released at once: the same owner may hold
+// that very token through another request (an idempotent re-grant of a
+// retry), and then a re-grant answered before the Expire is proposed
+// restarts the lease and keeps the lock, one answered after it is refused
+// (on_grant_result). A Release would take the lock from under that retry.
+void Core::phantom_release(const std::string& key, lock::Token token, bool fresh, Time now) {
+    if (!fresh) {
+        log(LogLevel::kInfo, "phantom_release",
+            {{"key", key}, {"token", num(token)}, {"expiring", "false"}, {"reason", "re-grant of a held lock"},
+             {"owner", owner_of(key, token)}});
+        return;
+    }
     ++counters_.phantom_releases;
-    raft::ProposeError err = raft::ProposeError::kNone;
-    const bool ok = propose(lock::Release{key, token}, now, [](const lock::Result*, Time) {}, &err);
-    log(LogLevel::kInfo, "phantom_release", {{"key", key}, {"token", num(token)},
-                                             {"proposed", ok ? "true" : "false"}, {"owner", owner_of(key, token)}});
+    auto it = leases_.find(key);
+    const bool held = it != leases_.end() && it->second.token == token;
+    if (held && !it->second.expiring()) {
+        it->second.deadline = now;
+        it->second.expire_at = now;
+    }
+    log(LogLevel::kInfo, "phantom_release",
+        {{"key", key}, {"token", num(token)}, {"expiring", held ? "true" : "false"}, {"owner", owner_of(key, token)}});
+    if (held) check_expiries(now);
 }
 
 void Core::list_locks(RequestId id, const ListLocks& req) {
@@ -239,10 +256,10 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             return;
         }
         if (gone) {
-            phantom_release(req.key, token, now);
+            phantom_release(req.key, token, deciding_fresh_grant_, now);
             return;
         }
-        unwritten_[id] = Unwritten{req.key, token};
+        unwritten_[id] = Unwritten{req.key, token, deciding_fresh_grant_};
         respond(id, Granted{req.key, token, req.lease_ms, req.owner});
         return;
     }

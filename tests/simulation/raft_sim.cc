@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     const auto started = std::chrono::steady_clock::now();
     std::uint64_t failed = 0, steps = 0, elections = 0, commits = 0, crashes = 0, torn = 0, dropped = 0,
                   sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0,
-                  keepalives = 0, waiter_grants = 0, leader_changes = 0;
+                  keepalives = 0, waiter_grants = 0, leader_changes = 0, held = 0, phantoms = 0, stale = 0,
+                  partitions = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
@@ -121,6 +122,10 @@ int main(int argc, char** argv) {
         keepalives += r.keepalives;
         waiter_grants += r.waiter_grants;
         leader_changes += r.leader_changes;
+        held += r.held_intervals;
+        phantoms += r.phantom_releases;
+        stale += r.stale_writes_refused;
+        partitions += r.partitions;
         if (flags.verbose || !r.ok) {
             std::printf("seed=%llu members=%d steps=%llu elections=%llu commits=%llu crashes=%llu acked=%llu "
                         "sim_ms=%llu liveness_ticks=%llu\n",
@@ -158,10 +163,17 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(torn), static_cast<unsigned long long>(snapshots),
                 static_cast<unsigned long long>(sent), static_cast<unsigned long long>(dropped),
                 static_cast<unsigned long long>(acked), static_cast<unsigned long long>(reads), seconds);
-    std::printf("raft_sim: member cores (all members, every incarnation): grants %llu, releases %llu, expires %llu, "
-                "keepalives %llu, waiter grants %llu, leader changes %llu\n",
+    // One line a reader can trust was exercised: the member cores' own counts
+    // (all members, every incarnation), the fenced resource's refusals, faults.
+    std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu keepalives=%llu "
+                "waiter_grants=%llu phantom_releases=%llu stale_writes_refused=%llu leader_changes=%llu "
+                "crashes=%llu partitions=%llu held_intervals=%llu\n",
+                static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
                 static_cast<unsigned long long>(expires), static_cast<unsigned long long>(keepalives),
-                static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(leader_changes));
+                static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(phantoms),
+                static_cast<unsigned long long>(stale), static_cast<unsigned long long>(leader_changes),
+                static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(partitions),
+                static_cast<unsigned long long>(held));
     return failed == 0 ? 0 : 1;
 }

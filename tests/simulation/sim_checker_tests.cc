@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "history.h"
+#include "lease_checker.h"
 #include "lock_model.h"
 #include "safety_checker.h"
 #include "sim_disk.h"
@@ -260,6 +261,43 @@ BOOST_AUTO_TEST_CASE(conflicting_write_is_recorded_as_overwritten) {
     disk.sync();
     BOOST_TEST(disk.durable().last_index() == 3u);
     BOOST_TEST(disk.durable().lowest_overwritten() == 3u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Lease safety in real time (lease_checker.h), rho = 50%: a 1000 ms lease is
+// usable for 500 ms after its send.
+BOOST_AUTO_TEST_SUITE(lease_checker)
+
+BOOST_AUTO_TEST_CASE(a_second_holder_inside_the_first_ones_interval_is_caught) {
+    LeaseChecker c(500'000);
+    c.granted(1, "k", 10, 1000, 0, 100);                                // held over [100, 500000)
+    BOOST_CHECK_THROW(c.granted(2, "k", 11, 1000, 300'000, 400'000), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_handover_after_the_interval_or_a_release_passes) {
+    LeaseChecker c(500'000);
+    c.granted(1, "k", 10, 1000, 0, 100);
+    c.granted(2, "k", 11, 1000, 400'000, 500'000);  // from 500000: the first ended there
+    c.released("k", 11, 600'000);
+    c.granted(3, "k", 12, 1000, 650'000, 700'000);
+    c.granted(4, "j", 13, 1000, 0, 100);            // another key
+    BOOST_TEST(c.intervals() == 4u);
+    BOOST_TEST(c.pairs_checked() > 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_latest_keepalive_decides_and_a_release_ends_it_for_good) {
+    LeaseChecker c(500'000);
+    c.granted(1, "k", 10, 1000, 0, 100);
+    c.kept_alive(1, "k", 10, 1000, 400'000);  // held until 900000
+    BOOST_CHECK_THROW(c.granted(2, "k", 11, 1000, 800'000, 850'000), SimFailure);
+    LeaseChecker d(500'000);
+    d.granted(1, "k", 10, 1000, 0, 100);
+    d.released("k", 10, 200'000);           // by anyone who knows token 10
+    d.kept_alive(1, "k", 10, 1000, 150'000);  // sent before the release, answered after it
+    d.kept_alive(2, "k", 10, 1000, 210'000);  // another client's: the holder learns nothing
+    d.granted(2, "k", 11, 1000, 250'000, 300'000);
+    BOOST_TEST(d.intervals() == 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -21,11 +21,14 @@ namespace {
 constexpr std::size_t kMaxEvents = 400'000;          // queued events; messages beyond are dropped
 constexpr std::uint64_t kMaxLivenessSteps = 2'000'000;
 constexpr std::uint64_t kLivenessElectionTimeouts = 40;  // liveness bound, in election timeouts
+// rho for members and clients: members' clocks run at 0.77..1.43 x real time
+// (their tick spread, below), within rho = 50%; clients' at real time.
+constexpr std::uint64_t kRhoPpm = member::kMaxClockDriftPpmLimit;
 
 struct Event {
     enum class Kind : std::uint8_t {
         kTick, kDeliver, kPersistDone, kPersistAdvance, kCrash, kRestart, kClientRequest, kClientReply, kClientWake,
-        kClientTimeout, kFaultCrash, kFaultPartition, kFaultTransfer,
+        kClientTimeout, kClientWrite, kFaultCrash, kFaultPartition, kFaultTransfer,
     };
     Kind kind = Kind::kTick;
     std::size_t member = 0;
@@ -35,6 +38,7 @@ struct Event {
     raft::Message message;
     ClientRequest request;
     ClientReply reply;
+    Workload::Write write;  // kClientWrite
 };
 
 struct Slot {
@@ -104,7 +108,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     fault_random_ = root_.fork(3);
     network_ = std::make_unique<SimNetwork>(static_cast<std::size_t>(n_), faults_);
     workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), faults_.tick_us_base,
-                                           root_.fork(4));
+                                           kRhoPpm, root_.fork(4));
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
     raft::Config config;
     config.cluster_id = root_.next() | 1;
@@ -130,7 +134,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
         mc.snapshot_every = faults_.compact_every_entries;
         mc.snapshot_keep = faults_.keep_entries;
         mc.token_floor = token_floor;
-        mc.max_clock_drift_ppm = member::kMaxClockDriftPpmLimit;  // the tick spread's rates (0.77..1.43)
+        mc.max_clock_drift_ppm = kRhoPpm;
         const double rate = static_cast<double>(faults_.tick_us_base) / static_cast<double>(s.tick_us);
         s.member = std::make_unique<Member>(mc, faults_.hard_state_first, checker_, now_us_, rate);
     }
@@ -203,6 +207,11 @@ void Cluster::finish_result() {
     result_.messages_dropped += network_->dropped();
     result_.ops_acked = workload_->acked().size();
     result_.ops_unknown = workload_->unknown();
+    result_.held_intervals = workload_->leases().intervals();
+    result_.writes_accepted = workload_->resource().accepted();
+    result_.stale_writes_refused = workload_->resource().refused();
+    result_.partitions = network_->partitions();
+    result_.lease_pairs_checked = workload_->leases().pairs_checked();
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
     result_.sim_time_us = now_us_;
     for (const auto& s : slots_) {
@@ -219,6 +228,7 @@ void Cluster::add_counters(const member::Counters& c) {
     result_.keepalives += c.keepalives;
     result_.waiter_grants += c.waiter_grants;
     result_.leader_changes += c.leader_changes;
+    result_.phantom_releases += c.phantom_releases;
 }
 
 void Cluster::handle(Event& e) {
@@ -232,7 +242,8 @@ void Cluster::handle(Event& e) {
         case Event::Kind::kClientRequest:
         case Event::Kind::kClientReply:
         case Event::Kind::kClientWake:
-        case Event::Kind::kClientTimeout: handle_client_event(e); return;
+        case Event::Kind::kClientTimeout:
+        case Event::Kind::kClientWrite: handle_client_event(e); return;
         case Event::Kind::kFaultCrash:
         case Event::Kind::kFaultPartition:
         case Event::Kind::kFaultTransfer: handle_fault(e); return;
@@ -424,6 +435,13 @@ void Cluster::handle_client_event(Event& e) {
         }
         case Event::Kind::kClientReply: {
             const Workload::Reaction r = workload_->on_reply(e.reply, now_us_);
+            if (r.write) {
+                Event w;
+                w.kind = Event::Kind::kClientWrite;
+                w.client = e.reply.client;
+                w.write = *r.write;
+                schedule_in(r.write->delay_us, std::move(w));
+            }
             Event next;
             next.client = e.reply.client;
             if (r.next == Workload::Next::kResend) {
@@ -453,8 +471,22 @@ void Cluster::handle_client_event(Event& e) {
             schedule_in(client_timeout_us_, std::move(timeout));
             return;
         }
+        case Event::Kind::kClientWrite:
+            workload_->write(e.write);
+            return;
         case Event::Kind::kClientTimeout: {
             if (!workload_->on_timeout(e.client, e.op_id)) return;
+            // The client gave up and closed its connections: every member
+            // still holding one of its requests hears of it (the server
+            // watches a waiting request's socket; a Grant still in flight is
+            // then released when it applies: a phantom release).
+            for (std::size_t i = 0; i < slots_.size(); ++i) {
+                if (!slots_[i].member->up()) continue;
+                Outbox out;
+                slots_[i].member->client_gone(e.client, e.op_id, out);
+                after_step(i);
+                pump(i, out);
+            }
             Event next;
             next.kind = Event::Kind::kClientWake;
             next.client = e.client;

@@ -55,6 +55,12 @@ struct RunResult {
     std::uint64_t keepalives = 0;      // answered by a leader
     std::uint64_t waiter_grants = 0;   // Grants proposed for a queue's head
     std::uint64_t leader_changes = 0;
+    std::uint64_t phantom_releases = 0;  // grants whose client had left, released
+    std::uint64_t held_intervals = 0;   // lease safety (lease_checker.h): clients' held intervals
+    std::uint64_t lease_pairs_checked = 0;
+    std::uint64_t writes_accepted = 0;       // by the fenced resource (fenced_resource.h)
+    std::uint64_t stale_writes_refused = 0;
+    std::uint64_t partitions = 0;            // partitions and isolations started
 };
 
 RunResult run_simulation(const RunOptions& options);

@@ -37,6 +37,7 @@ std::uint64_t SimNetwork::client_delay_us(SimRandom& random) const {
 }
 
 std::string SimNetwork::start_partition(std::uint64_t now_us, SimRandom& random) {
+    ++partitions_started_;
     std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
     if (partitions_.size() >= kMaxPartitions) return "partition skipped (limit)";
     Partition p;
@@ -75,6 +76,7 @@ std::string SimNetwork::start_partition(std::uint64_t now_us, SimRandom& random)
 }
 
 std::string SimNetwork::isolate(std::size_t i, std::uint64_t now_us, std::uint64_t duration_us) {
+    ++partitions_started_;
     std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
     if (partitions_.size() >= kMaxPartitions) return "isolation skipped (limit)";
     Partition p;

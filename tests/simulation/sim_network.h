@@ -41,7 +41,10 @@ public:
     std::uint64_t dropped() const { return dropped_; }
     std::uint64_t duplicated() const { return duplicated_; }
 
+    std::uint64_t partitions() const { return partitions_started_; }  // started so far (isolations included)
+
 private:
+    std::uint64_t partitions_started_ = 0;
     struct Partition {
         std::vector<std::vector<bool>> blocks;  // [from][to]
         std::uint64_t heal_at_us = 0;

@@ -83,6 +83,7 @@ CrashLoss Member::crash(SimRandom& random) {
     saving_snapshot_ = false;
     effects_.clear();
     pending_.clear();  // their clients time out
+    gone_.clear();
     return disk_.crash(random);
 }
 
@@ -100,6 +101,19 @@ void Member::handle_client(const ClientRequest& request, Outbox& out) {
     const member::RequestId id = next_request_++;
     pending_[id] = Pending{request.client, request.op_id, request.attempt};
     core_->request(id, request.request, now());
+    after_input(out);
+}
+
+void Member::client_gone(int client, std::uint64_t op_id, Outbox& out) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.client == client && it->second.op_id == op_id) {
+            core_->client_gone(it->first, now());
+            gone_.insert(it->first);
+            it = pending_.erase(it);
+        } else {
+            ++it;
+        }
+    }
     after_input(out);
 }
 
@@ -143,6 +157,15 @@ void Member::carry_out_batch(Outbox& out) {
     }
     for (member::Answer& a : effects_.respond) {
         auto it = pending_.find(a.id);
+        if (it == pending_.end() && gone_.erase(a.id) > 0) {
+            // Its client left: as the server, a grant nobody receives is
+            // reported unwritten (and released), anything else dropped.
+            if (std::holds_alternative<member::Granted>(a.response)) {
+                ++stats_.grants_to_gone;
+                core_->response_written(a.id, false, now());
+            }
+            continue;
+        }
         require(it != pending_.end(), "member ", id(), " answered request ", a.id, " twice or never asked");
         const Pending p = it->second;
         pending_.erase(it);

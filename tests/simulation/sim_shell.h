@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,7 @@ struct MemberStats {
     std::uint64_t applied_entries = 0;
     std::uint64_t snapshots_restored = 0;
     std::uint64_t compactions = 0;
+    std::uint64_t grants_to_gone = 0;  // Granted answers for a client that had left
 };
 
 class Member final : public member::ApplyObserver {
@@ -83,6 +85,8 @@ public:
     void tick(Outbox& out);
     void step(const raft::Message& m, Outbox& out);
     void handle_client(const ClientRequest& request, Outbox& out);
+    // The client of op_id left: its requests here are reported gone.
+    void client_gone(int client, std::uint64_t op_id, Outbox& out);
     bool transfer(raft::NodeId target);
     raft::ProposeResult propose_raw(const lock::Command& cmd);
 
@@ -132,6 +136,7 @@ private:
                                     // is still on its writer thread: the next Persist queues behind it)
     member::Effects effects_;
     std::map<member::RequestId, Pending> pending_;
+    std::set<member::RequestId> gone_;  // reported gone, possibly still answered (a few per client timeout)
     member::RequestId next_request_ = 1;
 
     // For the checkers: the holder of the applying command's key before it.

@@ -8,9 +8,9 @@
 
 namespace pgfence::sim {
 
-Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, SimRandom random)
+Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, SimRandom random)
     : members_(members), tick_ms_(std::max<std::uint64_t>(1, tick_us / 1000)), random_(random),
-      clients_(static_cast<std::size_t>(clients)) {
+      clients_(static_cast<std::size_t>(clients)), leases_(rho_ppm) {
     keys_ = static_cast<int>(random_.between(1, 6));
     for (std::size_t i = 0; i < clients_.size(); ++i) {
         // Some clients have no owner name: their re-acquires are rejected, not idempotent.
@@ -79,13 +79,24 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
     } else {
         c.request = next_request(c);
         if (!std::holds_alternative<member::KeepAlive>(c.request)) c.op.command = command_of(c.request);
+        // A release ends the token's held interval when it is sent: by its
+        // holder, which stops using the lock then, or by any client that
+        // knows the token (the API lets it; the holder's lease is then over).
+        if (const auto* r = std::get_if<member::Release>(&c.request)) leases_.released(r->key, r->token, now_us);
+        // A holder re-acquiring (same owner) may shorten its own lease.
+        if (const auto* a = std::get_if<member::Acquire>(&c.request); a != nullptr && !c.owner.empty()) {
+            if (auto it = c.held.find(a->key); it != c.held.end()) {
+                leases_.reacquiring(client, a->key, it->second, a->lease_ms, now_us);
+            }
+        }
     }
     ++invoked_;
-    return resend(c, c.leader_guess);
+    return resend(c, c.leader_guess, now_us);
 }
 
-Workload::Send Workload::resend(Client& c, std::size_t member) {
+Workload::Send Workload::resend(Client& c, std::size_t member, std::uint64_t now_us) {
     ++c.attempt;
+    c.sent_us = now_us;
     return Send{member, ClientRequest{c.op.client, c.op.id, c.attempt, c.request}};
 }
 
@@ -97,17 +108,17 @@ Workload::Reaction Workload::on_reply(const ClientReply& reply, std::uint64_t no
         if (const auto* u = std::get_if<member::Unavailable>(&reply.answer.response)) {
             hint = u->leader;
         } else {
-            record_answer(c, reply.answer, now_us);
+            Reaction done{Next::kDone, {}, record_answer(c, reply.answer, now_us)};
             c.waiting = false;
-            return Reaction{Next::kDone, {}};
+            return done;
         }
     }
     if (c.attempt >= kMaxAttempts) {
         on_timeout(reply.client, reply.op_id);
-        return Reaction{Next::kDone, {}};
+        return Reaction{Next::kDone, {}, std::nullopt};
     }
     c.leader_guess = hint != raft::kNoNode ? static_cast<std::size_t>(hint - 1) : random_.index(members_);
-    return Reaction{Next::kResend, resend(c, c.leader_guess)};
+    return Reaction{Next::kResend, resend(c, c.leader_guess, now_us), std::nullopt};
 }
 
 namespace {
@@ -141,13 +152,22 @@ void check_told(const member::Request& request, const member::Answer& a) {
 
 }  // namespace
 
-void Workload::record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us) {
+std::optional<Workload::Write> Workload::record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us) {
     check_told(c.request, answer);
+    std::optional<Write> write;
     if (const auto* g = std::get_if<member::Granted>(&answer.response)) {
         auto& seen = tokens_seen_[g->key];
         if (seen.size() >= kMaxTokensPerKey) seen.erase(seen.begin());
         seen.push_back(g->token);
         c.held[g->key] = g->token;
+        leases_.granted(c.op.client, g->key, g->token, g->lease_ms, c.sent_us, now_us);
+        resource_.granted(g->key, g->token);
+        // Within its lease, or (a third of the time) paused past it.
+        const std::uint64_t lease_us = g->lease_ms * 1000;
+        write = Write{g->key, g->token, random_.chance(0.33) ? random_.between(lease_us, 3 * lease_us)
+                                                            : random_.between(0, lease_us / 2)};
+    } else if (const auto* k = std::get_if<member::KeptAlive>(&answer.response)) {
+        leases_.kept_alive(c.op.client, k->key, k->token, k->ttl_ms, c.sent_us);
     } else if (std::holds_alternative<member::Released>(answer.response)) {
         c.held.erase(std::get<member::Release>(c.request).key);
     } else if (std::holds_alternative<member::NotHeld>(answer.response) &&
@@ -161,7 +181,7 @@ void Workload::record_answer(Client& c, const member::Answer& answer, std::uint6
                                   std::holds_alternative<lock::Granted>(answer.result);
     if (answer.index == 0 || std::holds_alternative<member::KeepAlive>(c.request) || held_but_granted) {
         ++unlogged_;  // not decided by the log (a keepalive, a wait that timed out), or told otherwise
-        return;
+        return write;
     }
     ClientOp op = c.op;
     op.acked_us = now_us;
@@ -173,6 +193,7 @@ void Workload::record_answer(Client& c, const member::Answer& answer, std::uint6
         op.read_token = locks != nullptr && !locks->locks.empty() ? locks->locks.front().lock.token : 0;
     }
     acked_.push_back(std::move(op));
+    return write;
 }
 
 bool Workload::on_timeout(int client, std::uint64_t op_id) {

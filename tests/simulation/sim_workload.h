@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "history.h"
+#include "fenced_resource.h"
+#include "lease_checker.h"
 #include "sim_shell.h"
 #include "sim_random.h"
 
@@ -23,7 +25,7 @@ namespace pgfence::sim {
 class Workload {
 public:
     // Leases and waits are drawn in heartbeat ticks of `tick_us`.
-    Workload(int clients, std::size_t members, std::uint64_t tick_us, SimRandom random);
+    Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, SimRandom random);
 
     int clients() const { return static_cast<int>(clients_.size()); }
 
@@ -37,10 +39,21 @@ public:
 
     // What the client does with a reply: nothing (stale or done), or resend.
     enum class Next : std::uint8_t { kIgnore, kResend, kDone };
+    // A holder's write to the fenced resource, due after delay_us (some come
+    // after the lease ran out: a paused holder).
+    struct Write {
+        std::string key;
+        lock::Token token = 0;
+        std::uint64_t delay_us = 0;
+    };
     struct Reaction {
         Next next = Next::kIgnore;
-        Send send;  // kResend
+        Send send;                   // kResend
+        std::optional<Write> write;  // after a grant
     };
+    // The write is carried out (true: accepted).
+    bool write(const Write& w) { return resource_.write(w.key, w.token); }
+    const FencedResource& resource() const { return resource_; }
     Reaction on_reply(const ClientReply& reply, std::uint64_t now_us);
 
     // The client's deadline for op_id passed: gives up if still waiting.
@@ -52,6 +65,7 @@ public:
     std::uint64_t invoked() const { return invoked_; }
     std::uint64_t unknown() const { return unknown_; }
     std::uint64_t unlogged() const { return unlogged_; }
+    const LeaseChecker& leases() const { return leases_; }
 
 private:
     static constexpr int kMaxAttempts = 12;
@@ -66,13 +80,14 @@ private:
         std::map<std::string, lock::Token> held;  // keys this client holds, by its knowledge
         std::optional<member::Request> retry;     // a request whose outcome stayed unknown
         member::Request request;                  // the one in flight
+        std::uint64_t sent_us = 0;                // when its latest attempt was sent
     };
 
     member::Request next_request(Client& c);
     std::string random_key();
     lock::Token stale_or_known_token(const std::string& key);
-    void record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us);
-    Send resend(Client& c, std::size_t member);
+    std::optional<Write> record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us);
+    Send resend(Client& c, std::size_t member, std::uint64_t now_us);
 
     std::size_t members_;
     std::uint64_t tick_ms_;
@@ -85,6 +100,8 @@ private:
     std::uint64_t invoked_ = 0;
     std::uint64_t unknown_ = 0;
     std::uint64_t unlogged_ = 0;
+    LeaseChecker leases_;
+    FencedResource resource_;
 };
 
 }  // namespace pgfence::sim

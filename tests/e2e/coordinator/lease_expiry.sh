@@ -83,7 +83,7 @@ for attempt in 1 2 3; do
         echo "attempt $attempt: followers resumed ${resumed_after} ms after the stop (leader may be deposed); retrying"
         continue
     fi
-    released() { grep -q "event=phantom_release key=$key .*proposed=true" "$DIR/$L.log"; }
+    released() { grep -q "event=phantom_release key=$key .*expiring=true" "$DIR/$L.log"; }
     wait_until 10 "leader $L proposes a phantom release for $key" released
     free() {
         local ld

@@ -1,0 +1,92 @@
+// Lease safety in real time: see lease_checker.h.
+#include "lease_checker.h"
+
+#include <algorithm>
+
+#include "sim_failure.h"
+
+namespace pgfence::sim {
+
+std::uint64_t LeaseChecker::usable_us(std::uint64_t lease_ms) const {
+    return lease_ms * 1000 * (1'000'000 - std::min<std::uint64_t>(rho_ppm_, 1'000'000)) / 1'000'000;
+}
+
+void LeaseChecker::granted(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
+                           std::uint64_t sent_us, std::uint64_t now_us) {
+    auto& tokens = held_[key];
+    std::uint64_t released_us = UINT64_MAX;
+    if (auto e = early_releases_.find(key); e != early_releases_.end()) {
+        if (auto r = e->second.find(token); r != e->second.end()) released_us = r->second;
+    }
+    auto [it, fresh] = tokens.try_emplace(
+        token, Held{client, now_us, std::min(sent_us + usable_us(lease_ms), released_us), released_us, {}});
+    tell(it->second, fresh ? "granted" : "re-granted", sent_us, lease_ms);
+    if (fresh) {
+        ++intervals_;
+        if (tokens.size() > kTokensPerKey) tokens.erase(tokens.begin());
+    } else {
+        // An idempotent re-grant: the latest answered acquire decides, with its
+        // own lease (the leader restarted the lease with it too).
+        it->second.until_us = std::min(sent_us + usable_us(lease_ms), it->second.released_us);
+    }
+    check(key, token);
+}
+
+void LeaseChecker::kept_alive(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
+                              std::uint64_t sent_us) {
+    auto k = held_.find(key);
+    if (k == held_.end()) return;
+    auto it = k->second.find(token);
+    if (it == k->second.end() || it->second.client != client) return;
+    it->second.until_us = std::min(sent_us + usable_us(lease_ms), it->second.released_us);  // the latest keepalive decides
+    tell(it->second, "kept alive", sent_us, lease_ms);
+    check(key, token);
+}
+
+void LeaseChecker::reacquiring(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
+                               std::uint64_t sent_us) {
+    auto k = held_.find(key);
+    if (k == held_.end()) return;
+    auto it = k->second.find(token);
+    if (it == k->second.end() || it->second.client != client) return;
+    it->second.until_us = std::min(it->second.until_us, sent_us + usable_us(lease_ms));
+    tell(it->second, "re-acquiring", sent_us, lease_ms);
+}
+
+void LeaseChecker::tell(Held& h, std::string_view what, std::uint64_t at_us, std::uint64_t lease_ms) {
+    if (h.story.size() > 300) return;
+    h.story.append(h.story.empty() ? "" : ", ").append(what).append(" (sent ").append(std::to_string(at_us));
+    h.story.append("us, lease ").append(std::to_string(lease_ms)).append("ms)");
+}
+
+void LeaseChecker::released(const std::string& key, lock::Token token, std::uint64_t sent_us) {
+    if (auto k = held_.find(key); k != held_.end()) {
+        if (auto it = k->second.find(token); it != k->second.end()) {
+            it->second.released_us = std::min(it->second.released_us, sent_us);
+            it->second.until_us = std::min(it->second.until_us, sent_us);
+            tell(it->second, "released", sent_us, 0);
+            return;
+        }
+    }
+    auto& early = early_releases_[key];
+    early.try_emplace(token, sent_us);
+    if (early.size() > 4 * kTokensPerKey) early.erase(early.begin());
+}
+
+void LeaseChecker::check(const std::string& key, lock::Token token) {
+    const auto& tokens = held_[key];
+    const Held& mine = tokens.at(token);
+    if (mine.from_us >= mine.until_us) return;
+    for (const auto& [other, h] : tokens) {
+        if (other == token || h.from_us >= h.until_us) continue;
+        ++pairs_checked_;
+        const std::uint64_t from = std::max(mine.from_us, h.from_us);
+        const std::uint64_t until = std::min(mine.until_us, h.until_us);
+        require(from >= until, "lease safety: key ", key, " held by client ", mine.client, " with token ", token,
+                " over [", mine.from_us, "us, ", mine.until_us, "us) and by client ", h.client, " with token ", other,
+                " over [", h.from_us, "us, ", h.until_us, "us): both from ", from, "us to ", until, "us; token ", token,
+                ": ", mine.story, "; token ", other, ": ", h.story);
+    }
+}
+
+}  // namespace pgfence::sim
