@@ -148,7 +148,7 @@ void Core::response_written(RequestId id, bool ok, Time now) {
     if (it == unwritten_.end()) return;
     Unwritten u = std::move(it->second);
     unwritten_.erase(it);
-    if (!ok && is_leader()) phantom_release(u.key, u.token, u.fresh, now);
+    if (!ok && is_leader()) phantom_release(u.key, u.token, u.fresh, u.deadline, now);
 }
 
 void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now*/) {

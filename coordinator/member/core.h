@@ -262,6 +262,7 @@ private:
         std::string key;
         lock::Token token = 0;
         bool fresh = false;  // the grant created the lock (not an idempotent re-grant)
+        Time deadline{};     // its lease's deadline when answered: a later restart means someone else holds it
     };
 
     // core.cc
@@ -299,7 +300,11 @@ private:
     void drop_all_waiters();
     void keepalive(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
-    void phantom_release(const std::string& key, lock::Token token, bool fresh, Time now);
+    // `deadline`: the lease's deadline as the phantom grant left it (nullopt:
+    // as it is now); a lease restarted since then (a retry's re-grant, a
+    // keepalive) is not cut.
+    void phantom_release(const std::string& key, lock::Token token, bool fresh, std::optional<Time> deadline,
+                         Time now);
     void list_locks(RequestId id, const ListLocks& req);
 
     Config config_;

@@ -145,11 +145,15 @@ void Core::release(RequestId id, const Release& req, Time now) {
 // retry), and then a re-grant answered before the Expire is proposed
 // restarts the lease and keeps the lock, one answered after it is refused
 // (on_grant_result). A Release would take the lock from under that retry.
-void Core::phantom_release(const std::string& key, lock::Token token, bool fresh, Time now) {
-    if (!fresh) {
+void Core::phantom_release(const std::string& key, lock::Token token, bool fresh, std::optional<Time> deadline,
+                           Time now) {
+    auto lease = leases_.find(key);
+    const bool restarted = deadline && lease != leases_.end() && lease->second.token == token &&
+                           lease->second.deadline != *deadline;
+    if (!fresh || restarted) {
         log(LogLevel::kInfo, "phantom_release",
-            {{"key", key}, {"token", num(token)}, {"expiring", "false"}, {"reason", "re-grant of a held lock"},
-             {"owner", owner_of(key, token)}});
+            {{"key", key}, {"token", num(token)}, {"expiring", "false"},
+             {"reason", fresh ? "lease restarted since" : "re-grant of a held lock"}, {"owner", owner_of(key, token)}});
         return;
     }
     ++counters_.phantom_releases;
@@ -256,10 +260,11 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             return;
         }
         if (gone) {
-            phantom_release(req.key, token, deciding_fresh_grant_, now);
+            phantom_release(req.key, token, deciding_fresh_grant_, std::nullopt, now);
             return;
         }
-        unwritten_[id] = Unwritten{req.key, token, deciding_fresh_grant_};
+        const Lease* held_lease = Core::lease(req.key);
+        unwritten_[id] = Unwritten{req.key, token, deciding_fresh_grant_, held_lease != nullptr ? held_lease->deadline : Time{}};
         respond(id, Granted{req.key, token, req.lease_ms, req.owner});
         return;
     }

@@ -207,6 +207,25 @@ BOOST_AUTO_TEST_CASE(a_retry_that_got_the_same_token_back_keeps_the_lock_its_gon
     BOOST_TEST(h.core(l).table().find("k") != nullptr);  // the retry's lease runs its full length
 }
 
+BOOST_AUTO_TEST_CASE(a_late_failed_write_does_not_cut_the_lease_a_retry_restarted) {
+    // The first answer's write fails only after the same owner's retry got the
+    // same token back (its re-grant restarted the lease): the lock stays.
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    h.auto_written = false;
+    const RequestId first = h.send(l, acq("k", 5000, "o"));
+    const Granted g = as<Granted>(h.answer(l, first));
+    h.advance(milliseconds(100));
+    const RequestId retry = h.send(l, acq("k", 5000, "o"));
+    BOOST_TEST(as<Granted>(h.answer(l, retry)).token == g.token);
+    h.core(l).response_written(retry, true, h.now());
+    h.core(l).response_written(first, false, h.now());
+    h.advance(milliseconds(2000));
+    BOOST_REQUIRE(h.core(l).table().find("k") != nullptr);
+    BOOST_TEST(h.core(l).counters().expires_proposed == 0u);
+    BOOST_TEST(h.logged(l, "phantom_release", "reason", "lease restarted since"));
+}
+
 BOOST_AUTO_TEST_CASE(a_proposal_that_never_commits_is_answered_unavailable_after_the_timeout) {
     Harness h(3);
     const raft::NodeId l = h.elect();
