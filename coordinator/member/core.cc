@@ -11,8 +11,6 @@ namespace {
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
 
-const char* role_word(raft::Role r) { return raft::to_string(r); }
-
 }  // namespace
 
 Core::Core(Config config, const raft::Storage& storage) : config_(std::move(config)) {
@@ -154,7 +152,7 @@ void Core::response_written(RequestId id, bool ok, Time now) {
 void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now*/) {
     if (shutting_down_) return;
     shutting_down_ = true;
-    log(LogLevel::kInfo, "shutdown_requested", {{"role", role_word(raft_->role())}});
+    log(LogLevel::kInfo, "shutdown_requested", {{"role", raft::to_string(raft_->role())}});
     if (!is_leader()) return;
     raft::NodeId best = raft::kNoNode;
     raft::Index best_match = 0;

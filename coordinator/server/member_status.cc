@@ -8,9 +8,6 @@ namespace pgfence::server {
 
 namespace json = boost::json;
 
-namespace {
-const char* role_name(raft::Role r) { return raft::to_string(r); }
-}  // namespace
 
 net::MemberInfo Member::Impl::my_info() const {
     net::MemberInfo info;
@@ -46,7 +43,7 @@ std::string Member::Impl::status_json() const {
         json::object m{{"id", p.id}, {"peer_addr", p.host + ":" + std::to_string(p.port)}};
         if (p.id == options.id) {
             m["client_addr"] = options.client_addr;
-            m["role"] = role_name(st.role);
+            m["role"] = raft::to_string(st.role);
             m["term"] = st.term;
             m["leader"] = st.leader;
             m["commit_index"] = st.commit;
@@ -56,7 +53,7 @@ std::string Member::Impl::status_json() const {
             auto it = infos.find(p.id);
             const bool seen = it != infos.end();
             m["client_addr"] = seen ? it->second.client_addr : "";
-            m["role"] = seen ? role_name(static_cast<raft::Role>(it->second.role)) : "unknown";
+            m["role"] = seen ? raft::to_string(static_cast<raft::Role>(it->second.role)) : "unknown";
             m["term"] = seen ? it->second.term : 0;
             m["leader"] = seen ? it->second.leader : 0;
             m["commit_index"] = seen ? it->second.commit : 0;
@@ -70,7 +67,7 @@ std::string Member::Impl::status_json() const {
         members.push_back(std::move(m));
     }
     json::object o{{"id", options.id},
-                   {"role", role_name(st.role)},
+                   {"role", raft::to_string(st.role)},
                    {"term", st.term},
                    {"leader", st.leader},
                    {"commit_index", st.commit},

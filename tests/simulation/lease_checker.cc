@@ -32,25 +32,28 @@ void LeaseChecker::granted(int client, const std::string& key, lock::Token token
     check(key, token);
 }
 
+LeaseChecker::Held* LeaseChecker::find(const std::string& key, lock::Token token) {
+    auto k = held_.find(key);
+    if (k == held_.end()) return nullptr;
+    auto it = k->second.find(token);
+    return it == k->second.end() ? nullptr : &it->second;
+}
+
 void LeaseChecker::kept_alive(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                               std::uint64_t sent_us) {
-    auto k = held_.find(key);
-    if (k == held_.end()) return;
-    auto it = k->second.find(token);
-    if (it == k->second.end() || it->second.client != client) return;
-    it->second.until_us = std::min(sent_us + usable_us(lease_ms), it->second.released_us);  // the latest keepalive decides
-    tell(it->second, "kept alive", sent_us, lease_ms);
+    Held* h = find(key, token);
+    if (h == nullptr || h->client != client) return;
+    h->until_us = std::min(sent_us + usable_us(lease_ms), h->released_us);  // the latest keepalive decides
+    tell(*h, "kept alive", sent_us, lease_ms);
     check(key, token);
 }
 
 void LeaseChecker::reacquiring(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                                std::uint64_t sent_us) {
-    auto k = held_.find(key);
-    if (k == held_.end()) return;
-    auto it = k->second.find(token);
-    if (it == k->second.end() || it->second.client != client) return;
-    it->second.until_us = std::min(it->second.until_us, sent_us + usable_us(lease_ms));
-    tell(it->second, "re-acquiring", sent_us, lease_ms);
+    Held* h = find(key, token);
+    if (h == nullptr || h->client != client) return;
+    h->until_us = std::min(h->until_us, sent_us + usable_us(lease_ms));
+    tell(*h, "re-acquiring", sent_us, lease_ms);
 }
 
 void LeaseChecker::tell(Held& h, std::string_view what, std::uint64_t at_us, std::uint64_t lease_ms) {
@@ -60,13 +63,11 @@ void LeaseChecker::tell(Held& h, std::string_view what, std::uint64_t at_us, std
 }
 
 void LeaseChecker::released(const std::string& key, lock::Token token, std::uint64_t sent_us) {
-    if (auto k = held_.find(key); k != held_.end()) {
-        if (auto it = k->second.find(token); it != k->second.end()) {
-            it->second.released_us = std::min(it->second.released_us, sent_us);
-            it->second.until_us = std::min(it->second.until_us, sent_us);
-            tell(it->second, "released", sent_us, 0);
-            return;
-        }
+    if (Held* h = find(key, token)) {
+        h->released_us = std::min(h->released_us, sent_us);
+        h->until_us = std::min(h->until_us, sent_us);
+        tell(*h, "released", sent_us, 0);
+        return;
     }
     auto& early = early_releases_[key];
     early.try_emplace(token, sent_us);

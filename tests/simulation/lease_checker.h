@@ -62,6 +62,7 @@ private:
     };
     static constexpr std::size_t kTokensPerKey = 64;  // older intervals ended long ago
     std::uint64_t usable_us(std::uint64_t lease_ms) const;
+    Held* find(const std::string& key, lock::Token token);  // nullptr: no interval for it
     void check(const std::string& key, lock::Token token);
     static void tell(Held& h, std::string_view what, std::uint64_t at_us, std::uint64_t lease_ms);
 

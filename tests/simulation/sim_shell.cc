@@ -198,7 +198,6 @@ bool Member::begin_persist(Outbox& out) {
     }
     core_->take_effects(effects_);
     std::shared_ptr<const raft::Ready> persist = std::move(effects_.persist);
-    effects_.persist.reset();
     carry_out_batch(out);  // the Ready's messages_now go out as its write begins
     if (persist == nullptr) {
         after_input(out);
