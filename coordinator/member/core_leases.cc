@@ -60,13 +60,14 @@ void Core::restart_all_leases(Time now) {
 
 // A lease is expired from its expire_at (the nominal deadline plus the
 // clock-rate margin, lease.h), and only after a quorum round asked for after
-// expire_at confirms this member still leads; a keepalive that restarted the
-// lease meanwhile wins.
+// expire_at confirms this member still leads. A lease restarted meanwhile (a
+// keepalive, a re-grant) has a later expire_at than the round's ask: that
+// round proves nothing about the new deadline and the lease runs on.
 void Core::check_expiries(Time now) {
     for (auto& [key, lease] : leases_) {
         if (lease.phase != LeasePhase::kRunning || now < lease.expire_at) continue;
         lease.phase = LeasePhase::kConfirming;
-        confirm([this, k = key, token = lease.token](bool ok, Time at) {
+        confirm([this, k = key, token = lease.token, asked = now](bool ok, Time at) {
             // Logged before the lookup: losing leadership clears the leases
             // before the dropped round fails this callback.
             if (!ok) {
@@ -78,7 +79,7 @@ void Core::check_expiries(Time now) {
             Lease& l = it->second;
             if (l.phase != LeasePhase::kConfirming) return;
             l.phase = LeasePhase::kRunning;
-            if (!ok || at < l.expire_at) return;  // failed, or restarted by a keepalive meanwhile
+            if (!ok || asked < l.expire_at) return;  // failed, or restarted after the round was asked for
             raft::ProposeError err = raft::ProposeError::kNone;
             if (!propose(lock::Expire{k, token}, at, [](const lock::Result*, Time) {}, &err)) {
                 log(LogLevel::kWarn, "expire_not_proposed", {{"key", k}, {"token", num(token)},
@@ -160,8 +161,10 @@ void Core::phantom_release(const std::string& key, lock::Token token, bool fresh
     auto it = leases_.find(key);
     const bool held = it != leases_.end() && it->second.token == token;
     if (held && !it->second.expiring()) {
-        it->second.deadline = now;
-        it->second.expire_at = now;
+        // Ends now, or stays ended: a lease that already ran out (its
+        // confirmation round may be under way) keeps its earlier expire_at.
+        it->second.deadline = std::min(it->second.deadline, now);
+        it->second.expire_at = std::min(it->second.expire_at, now);
     }
     log(LogLevel::kInfo, "phantom_release",
         {{"key", key}, {"token", num(token)}, {"expiring", held ? "true" : "false"}, {"owner", owner_of(key, token)}});

@@ -16,13 +16,16 @@
 // its own deadline likewise).
 // Clients' clocks run at real time. Every change of a held interval is
 // checked against the other tokens' intervals of the same key: two that
-// overlap are a SimFailure.
+// overlap are a SimFailure, or, when the clocks run beyond rho (not strict),
+// counted: there leases may overlap and only the fencing token protects the data.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "lock/commands.h"
 
@@ -30,7 +33,7 @@ namespace pgfence::sim {
 
 class LeaseChecker {
 public:
-    explicit LeaseChecker(std::uint64_t rho_ppm) : rho_ppm_(rho_ppm) {}
+    explicit LeaseChecker(std::uint64_t rho_ppm, bool strict = true) : rho_ppm_(rho_ppm), strict_(strict) {}
 
     // `client` was told Granted (or KeptAlive) for token at now_us, for a
     // request it sent at sent_us with that lease.
@@ -51,6 +54,7 @@ public:
 
     std::uint64_t intervals() const { return intervals_; }  // held intervals seen
     std::uint64_t pairs_checked() const { return pairs_checked_; }  // pairs of live intervals of one key checked
+    std::uint64_t overlaps() const { return overlapping_.size(); }  // pairs of tokens held at once (not strict)
 
 private:
     struct Held {
@@ -67,7 +71,9 @@ private:
     static void tell(Held& h, std::string_view what, std::uint64_t at_us, std::uint64_t lease_ms);
 
     std::uint64_t rho_ppm_;
+    bool strict_;
     std::map<std::string, std::map<lock::Token, Held>> held_;
+    std::set<std::pair<lock::Token, lock::Token>> overlapping_;  // (lower, higher): tokens are unique across keys
     // Releases sent for a token whose grant no client had been told of yet
     // (a stale guess may hit a token granted meanwhile): first send, by key.
     std::map<std::string, std::map<lock::Token, std::uint64_t>> early_releases_;

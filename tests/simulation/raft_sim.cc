@@ -1,10 +1,15 @@
 // raft_sim: runs whole-cluster simulations for seeds S..S+N-1.
 //
-//   raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free]
+//   raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] [--beyond-rho]
+//            [--require-overlaps]
 //
 // --fault-free turns every fault off (throughput runs: the summary's commits
 // over its wall-clock seconds is the core's committed entries per second,
-// simulator and checkers included).
+// simulator and checkers included). --beyond-rho runs every seed with its
+// clocks beyond rho (sim_cluster.h; one seed in eight is anyway), where
+// overlapping leases are counted, not failed; --require-overlaps then also
+// fails the run unless some overlapped: the lease checker must catch a core
+// whose rho is below its clocks' real error.
 // Exits 0 when every seed passed, 1 when any failed (each failure prints
 // "SIMULATION FAILED seed=... members=... step=...: what" and how to replay
 // it), 2 on a usage error. A crash of the process itself (an assertion in
@@ -52,6 +57,8 @@ struct Flags {
     int members = 0;
     bool verbose = false;
     bool fault_free = false;
+    bool beyond_rho = false;        // every seed's clocks beyond its rho
+    bool require_overlaps = false;  // fail unless the seeds beyond rho overlapped some leases
 };
 
 bool parse_number(const char* text, std::uint64_t& out) {
@@ -64,8 +71,11 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         std::uint64_t value = 0;
-        if (arg == "--verbose" || arg == "--fault-free") {
-            (arg == "--verbose" ? flags.verbose : flags.fault_free) = true;
+        if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps") {
+            (arg == "--verbose"      ? flags.verbose
+             : arg == "--fault-free" ? flags.fault_free
+             : arg == "--beyond-rho" ? flags.beyond_rho
+                                     : flags.require_overlaps) = true;
             continue;
         }
         if (i + 1 >= argc || !parse_number(argv[i + 1], value)) {
@@ -90,7 +100,8 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
 int main(int argc, char** argv) {
     Flags flags;
     if (!parse_flags(argc, argv, flags)) {
-        std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free]\n");
+        std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] "
+                     "[--beyond-rho] [--require-overlaps]\n");
         return 2;
     }
     std::signal(SIGABRT, on_fatal_signal);
@@ -99,12 +110,14 @@ int main(int argc, char** argv) {
     std::uint64_t failed = 0, steps = 0, elections = 0, commits = 0, crashes = 0, torn = 0, dropped = 0,
                   sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0,
                   keepalives = 0, waiter_grants = 0, leader_changes = 0, held = 0, phantoms = 0, stale = 0,
-                  partitions = 0;
+                  partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
+                  waiters_checked = 0, tokens_checked = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
         const pgfence::sim::RunResult r =
-            pgfence::sim::run_simulation({seed, flags.steps, flags.members, flags.verbose, flags.fault_free});
+            pgfence::sim::run_simulation({seed, flags.steps, flags.members, flags.verbose, flags.fault_free,
+                                          flags.beyond_rho});
         g_running = 0;
         steps += r.step;
         elections += r.elections;
@@ -126,14 +139,23 @@ int main(int argc, char** argv) {
         phantoms += r.phantom_releases;
         stale += r.stale_writes_refused;
         partitions += r.partitions;
+        expires_checked += r.expires_checked;
+        waiters_checked += r.waiter_order_checked;
+        tokens_checked += r.fresh_tokens_checked;
+        if (r.beyond_rho) {
+            ++beyond;
+            overlaps += r.lease_overlaps;
+            beyond_stale += r.stale_writes_refused;
+        }
         if (flags.verbose || !r.ok) {
             std::printf("seed=%llu members=%d steps=%llu elections=%llu commits=%llu crashes=%llu acked=%llu "
-                        "sim_ms=%llu liveness_ticks=%llu\n",
+                        "sim_ms=%llu liveness_ticks=%llu%s\n",
                         static_cast<unsigned long long>(seed), r.members, static_cast<unsigned long long>(r.step),
                         static_cast<unsigned long long>(r.elections), static_cast<unsigned long long>(r.commits),
                         static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.ops_acked),
                         static_cast<unsigned long long>(r.sim_time_us / 1000),
-                        static_cast<unsigned long long>(r.liveness_ticks));
+                        static_cast<unsigned long long>(r.liveness_ticks),
+                        r.beyond_rho ? (" beyond_rho lease_overlaps=" + std::to_string(r.lease_overlaps)).c_str() : "");
         }
         if (!r.ok) {
             ++failed;
@@ -143,10 +165,10 @@ int main(int argc, char** argv) {
             const std::string members =
                 flags.members != 0 ? " --members " + std::to_string(flags.members) : std::string();
             std::printf("reproduce with: make sim SEEDS=1 FROM=%llu   (or raft_sim --seeds 1 --from %llu "
-                        "--steps %llu%s%s --verbose)\n",
+                        "--steps %llu%s%s%s --verbose)\n",
                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
                         static_cast<unsigned long long>(flags.steps), members.c_str(),
-                        flags.fault_free ? " --fault-free" : "");
+                        flags.fault_free ? " --fault-free" : "", flags.beyond_rho ? " --beyond-rho" : "");
         }
         std::fflush(stdout);
     }
@@ -164,16 +186,28 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(sent), static_cast<unsigned long long>(dropped),
                 static_cast<unsigned long long>(acked), static_cast<unsigned long long>(reads), seconds);
     // One line a reader can trust was exercised: the member cores' own counts
-    // (all members, every incarnation), the fenced resource's refusals, faults.
+    // (all members, every incarnation), the fenced resource's refusals, faults,
+    // what the leader checker checked, and the seeds whose clocks ran beyond
+    // rho: how many lease pairs overlapped there, and the stale writes refused.
     std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu keepalives=%llu "
                 "waiter_grants=%llu phantom_releases=%llu stale_writes_refused=%llu leader_changes=%llu "
-                "crashes=%llu partitions=%llu held_intervals=%llu\n",
+                "crashes=%llu partitions=%llu held_intervals=%llu expires_checked=%llu waiter_order_checked=%llu "
+                "fresh_tokens_checked=%llu "
+                "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
                 static_cast<unsigned long long>(expires), static_cast<unsigned long long>(keepalives),
                 static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(phantoms),
                 static_cast<unsigned long long>(stale), static_cast<unsigned long long>(leader_changes),
                 static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(partitions),
-                static_cast<unsigned long long>(held));
+                static_cast<unsigned long long>(held), static_cast<unsigned long long>(expires_checked),
+                static_cast<unsigned long long>(waiters_checked), static_cast<unsigned long long>(tokens_checked),
+                static_cast<unsigned long long>(beyond),
+                static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale));
+    if (flags.require_overlaps && (beyond == 0 || overlaps == 0)) {
+        std::printf("raft_sim: --require-overlaps: %llu seeds ran beyond rho and no lease overlapped: the lease "
+                    "checker caught nothing\n", static_cast<unsigned long long>(beyond));
+        return 1;
+    }
     return failed == 0 ? 0 : 1;
 }

@@ -5,8 +5,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include "history.h"
+#include "leader_checker.h"
 #include "lease_checker.h"
+#include "fenced_resource.h"
 #include "lock_model.h"
+#include "token_checker.h"
 #include "safety_checker.h"
 #include "sim_disk.h"
 #include "sim_failure.h"
@@ -298,6 +301,200 @@ BOOST_AUTO_TEST_CASE(the_latest_keepalive_decides_and_a_release_ends_it_for_good
     d.kept_alive(2, "k", 10, 1000, 210'000);  // another client's: the holder learns nothing
     d.granted(2, "k", 11, 1000, 250'000, 300'000);
     BOOST_TEST(d.intervals() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(beyond_rho_overlaps_are_counted_not_failed) {
+    LeaseChecker c(500'000, false);
+    c.granted(1, "k", 10, 1000, 0, 100);
+    c.granted(2, "k", 11, 1000, 300'000, 400'000);  // inside the first one's interval
+    c.kept_alive(2, "k", 11, 1000, 450'000);        // the same pair again: one overlap
+    c.granted(3, "j", 12, 1000, 0, 100);
+    BOOST_TEST(c.overlaps() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(token_checker)
+
+BOOST_AUTO_TEST_CASE(fresh_tokens_above_every_earlier_one_and_own_regrants_pass) {
+    TokenChecker c;
+    c.granted("k", 10, "w1", true, 0, 100);
+    c.granted("j", 12, "", true, 50, 200);     // sent before 10 was told... and larger anyway
+    c.granted("k", 10, "w1", false, 300, 400);  // w1's idempotent re-grant
+    c.granted("i", 11, "w2", true, 90, 500);   // sent before 10 and 12 were told: may be smaller
+    BOOST_TEST(c.fresh_checked() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_fresh_token_not_above_one_told_before_its_send_is_caught) {
+    TokenChecker c;
+    c.granted("k", 10, "w1", true, 0, 100);
+    BOOST_CHECK_THROW(c.granted("j", 9, "w2", true, 101, 200), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_token_told_for_two_keys_or_two_owners_is_caught) {
+    TokenChecker c;
+    c.granted("k", 10, "w1", true, 0, 100);
+    BOOST_CHECK_THROW(c.granted("j", 10, "w1", false, 150, 200), SimFailure);
+    TokenChecker d;
+    d.granted("k", 10, "w1", true, 0, 100);
+    BOOST_CHECK_THROW(d.granted("k", 10, "w2", false, 150, 200), SimFailure);
+    TokenChecker e;
+    e.granted("k", 10, "", true, 0, 100);  // no owner: nothing is idempotent
+    BOOST_CHECK_THROW(e.granted("k", 10, "", false, 150, 200), SimFailure);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fenced_resource)
+
+BOOST_AUTO_TEST_CASE(stale_writes_are_refused_and_counted) {
+    FencedResource r;
+    r.granted("k", 10);
+    r.granted("k", 12);
+    BOOST_TEST(r.write("k", 12));
+    BOOST_TEST(!r.write("k", 10));  // a paused holder's late write
+    BOOST_TEST(!r.write("k", 12));  // equal: not newer
+    BOOST_TEST(r.accepted() == 1u);
+    BOOST_TEST(r.refused() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_write_with_a_token_never_granted_for_its_key_is_caught) {
+    FencedResource r;
+    r.granted("k", 10);
+    r.granted("j", 11);
+    BOOST_CHECK_THROW(r.write("k", 11), SimFailure);
+    BOOST_CHECK_THROW(r.write("k", 13), SimFailure);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The leader's rules from outside (leader_checker.h): 3 members, rho = 50%,
+// member 1 leads term 2 with its clock at real time. A 100 ms lease then has
+// expire_at 150 ms after its start.
+BOOST_AUTO_TEST_SUITE(leader_checker)
+
+namespace {
+
+using std::chrono::milliseconds;
+
+member::Time at_ms(std::int64_t ms) { return milliseconds(ms); }
+
+raft::Message response_from(raft::NodeId from, raft::Term term) {
+    raft::Message m;
+    m.from = from;
+    m.to = 1;
+    m.term = term;
+    m.body = raft::HeartbeatResponse{1};
+    return m;
+}
+
+// Member 1 leads term 2 and holds key k with token 10 (lease 100 ms from 0 ms).
+LeaderChecker leading_with_a_lease() {
+    LeaderChecker c(3, 500'000);
+    c.set_rate(1, 1.0);
+    lock::LockTable empty;
+    c.leading(1, 2, empty, at_ms(0));
+    c.grant_applied(1, "k", 10, 100, at_ms(0));
+    return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(expire_after_expire_at_with_a_quorum_confirming_after_it_passes) {
+    LeaderChecker c = leading_with_a_lease();
+    c.delivered(1, response_from(2, 2), 150'000);  // sent when the leader's clock reached expire_at
+    c.expire_proposed(1, "k", 10, 151'000, at_ms(151));
+    c.expire_in_ready(1, 2, "k", 10);
+    BOOST_TEST(c.expires_checked() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(expire_before_expire_at_is_caught) {
+    LeaderChecker c = leading_with_a_lease();
+    c.delivered(1, response_from(2, 2), 149'000);
+    BOOST_CHECK_THROW(c.expire_proposed(1, "k", 10, 149'500, at_ms(149)), SimFailure);  // 100 ms lease + 50 ms margin
+}
+
+BOOST_AUTO_TEST_CASE(expire_confirmed_only_by_a_round_before_the_deadline_is_caught) {
+    LeaderChecker c = leading_with_a_lease();
+    c.delivered(1, response_from(2, 2), 140'000);  // before expire_at
+    c.delivered(1, response_from(3, 1), 160'000);  // an older term proves nothing
+    BOOST_CHECK_THROW(c.expire_proposed(1, "k", 10, 161'000, at_ms(161)), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_restart_moves_expire_at_and_the_round_must_follow_it) {
+    LeaderChecker c = leading_with_a_lease();
+    c.kept_alive(1, "k", 10, at_ms(120));          // expire_at now 270 ms
+    c.delivered(1, response_from(2, 2), 200'000);  // after the first expire_at, before the new one
+    BOOST_CHECK_THROW(c.expire_proposed(1, "k", 10, 280'000, at_ms(280)), SimFailure);
+    LeaderChecker d = leading_with_a_lease();
+    d.grant_applied(1, "k", 10, 100, at_ms(120));  // an idempotent re-grant restarts it too
+    d.delivered(1, response_from(3, 2), 200'000);
+    BOOST_CHECK_THROW(d.expire_proposed(1, "k", 10, 280'000, at_ms(280)), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_clock_running_fast_confirms_in_its_own_time) {
+    // Member 1's clock runs at 2x: its expire_at of 150 ms comes at 75 ms real time.
+    LeaderChecker c(3, 500'000);
+    c.set_rate(1, 2.0);
+    lock::LockTable empty;
+    c.leading(1, 2, empty, at_ms(0));
+    c.grant_applied(1, "k", 10, 100, at_ms(0));
+    c.delivered(1, response_from(2, 2), 70'000);
+    BOOST_CHECK_THROW(c.expire_proposed(1, "k", 10, 76'000, at_ms(152)), SimFailure);
+    c.delivered(1, response_from(3, 2), 75'500);
+    c.expire_proposed(1, "k", 10, 76'000, at_ms(152));
+    BOOST_TEST(c.expires_checked() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_after_the_expire_was_proposed_is_caught) {
+    LeaderChecker c = leading_with_a_lease();
+    c.delivered(1, response_from(2, 2), 150'000);
+    c.expire_proposed(1, "k", 10, 151'000, at_ms(151));
+    BOOST_CHECK_THROW(c.kept_alive(1, "k", 10, at_ms(152)), SimFailure);
+    BOOST_CHECK_THROW(c.kept_alive(1, "j", 11, at_ms(152)), SimFailure);  // no lease at all
+}
+
+BOOST_AUTO_TEST_CASE(an_expire_nobody_announced_or_of_an_unleased_lock_is_caught) {
+    LeaderChecker c = leading_with_a_lease();
+    BOOST_CHECK_THROW(c.expire_in_ready(1, 2, "k", 10), SimFailure);
+    c.delivered(1, response_from(2, 2), 500'000);
+    BOOST_CHECK_THROW(c.expire_proposed(1, "k", 9, 501'000, at_ms(501)), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_phantom_ends_the_lease_at_once_but_only_for_a_gone_acquire) {
+    LeaderChecker c = leading_with_a_lease();
+    BOOST_CHECK_THROW(c.phantom_released(1, "k", 10, at_ms(20)), SimFailure);
+    c.acquire_gone(1, "k");
+    c.phantom_released(1, "k", 10, at_ms(20));
+    c.delivered(1, response_from(2, 2), 21'000);
+    c.expire_proposed(1, "k", 10, 22'000, at_ms(22));
+    BOOST_TEST(c.expires_checked() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(waiters_granted_out_of_arrival_order_are_caught) {
+    LeaderChecker c = leading_with_a_lease();
+    c.queued(1, 101, "k");
+    c.queued(1, 102, "k");
+    c.queued(1, 201, "j");
+    c.answered(1, 201, true);  // another key's queue
+    BOOST_CHECK_THROW(c.answered(1, 102, true), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(waiters_in_order_or_after_the_earlier_one_left_pass) {
+    LeaderChecker c = leading_with_a_lease();
+    c.queued(1, 101, "k");
+    c.queued(1, 102, "k");
+    c.queued(1, 103, "k");
+    c.queued(1, 101, "k");       // a head that lost a race keeps its place
+    c.answered(1, 101, true);
+    c.answered(1, 102, false);   // timed out (or its client left)
+    c.answered(1, 103, true);
+    lock::LockTable empty;
+    c.queued(1, 104, "k");
+    c.leading(1, 3, empty, at_ms(500));  // a new term: the old queue is gone
+    c.queued(1, 105, "k");
+    c.answered(1, 105, true);
+    BOOST_TEST(c.waiter_grants_checked() == 3u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

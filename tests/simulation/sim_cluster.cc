@@ -22,8 +22,11 @@ constexpr std::size_t kMaxEvents = 400'000;          // queued events; messages 
 constexpr std::uint64_t kMaxLivenessSteps = 2'000'000;
 constexpr std::uint64_t kLivenessElectionTimeouts = 40;  // liveness bound, in election timeouts
 // rho for members and clients: members' clocks run at 0.77..1.43 x real time
-// (their tick spread, below), within rho = 50%; clients' at real time.
+// (their tick spread, below), within rho = 50%; clients' at real time. Beyond
+// rho, cores and clients assume the default 5% on the same clocks.
 constexpr std::uint64_t kRhoPpm = member::kMaxClockDriftPpmLimit;
+constexpr std::uint64_t kBeyondRhoPpm = member::kDefaultMaxClockDriftPpm;
+constexpr double kBeyondRhoShare = 1.0 / 8;
 
 struct Event {
     enum class Kind : std::uint8_t {
@@ -39,6 +42,7 @@ struct Event {
     ClientRequest request;
     ClientReply reply;
     Workload::Write write;  // kClientWrite
+    std::uint64_t sent_us = 0;  // kDeliver: when the message left
 };
 
 struct Slot {
@@ -71,6 +75,9 @@ private:
     void after_step(std::size_t i);
     void start_liveness();
     bool liveness_done();
+    void start_drain();
+    bool drained() const;
+    std::string held_locks() const;
     void trace(const std::string& line) const;
     void finish_result();
     void add_counters(const member::Counters& c);
@@ -82,6 +89,7 @@ private:
     FaultConfig faults_;
     int n_ = 3;
     SafetyChecker checker_;
+    std::unique_ptr<LeaderChecker> leader_checker_;
     std::unique_ptr<SimNetwork> network_;
     std::unique_ptr<Workload> workload_;
     std::vector<Slot> slots_;
@@ -91,15 +99,24 @@ private:
     std::uint64_t step_ = 0;
     bool fault_phase_ = true;
     std::uint64_t client_timeout_us_ = 0;
+    bool beyond_rho_ = false;
+    std::uint64_t rho_ppm_ = kRhoPpm;
     // Liveness phase.
     std::uint64_t liveness_start_us_ = 0;
     std::uint64_t liveness_deadline_us_ = 0;
     raft::Index marker_index_ = 0;
     raft::Term marker_term_ = 0;
+    // Drain phase: after the liveness goal, until no member holds a lock.
+    bool draining_ = false;
+    std::uint64_t drain_start_us_ = 0;
+    std::uint64_t drain_deadline_us_ = 0;
     RunResult result_;
 };
 
 Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.seed) {
+    // Its own stream: the mode does not shift the seed's other draws.
+    beyond_rho_ = options.beyond_rho || SimRandom(options.seed ^ 0xB3F0D1CEull).chance(kBeyondRhoShare);
+    rho_ppm_ = beyond_rho_ ? kBeyondRhoPpm : kRhoPpm;
     n_ = options.members != 0 ? options.members : (root_.chance(0.6) ? 3 : 5);
     SimRandom fault_settings = root_.fork(1);
     faults_ = draw_fault_config(fault_settings);
@@ -108,7 +125,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     fault_random_ = root_.fork(3);
     network_ = std::make_unique<SimNetwork>(static_cast<std::size_t>(n_), faults_);
     workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), faults_.tick_us_base,
-                                           kRhoPpm, root_.fork(4));
+                                           rho_ppm_, !beyond_rho_, checker_.model(), root_.fork(4));
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
     raft::Config config;
     config.cluster_id = root_.next() | 1;
@@ -120,6 +137,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     config.max_inflight_bytes = faults_.max_inflight_bytes;
     config.max_uncommitted_bytes = faults_.max_uncommitted_bytes;
     for (int i = 1; i <= n_; ++i) config.members.push_back(static_cast<raft::NodeId>(i));
+    leader_checker_ = std::make_unique<LeaderChecker>(static_cast<std::size_t>(n_), rho_ppm_);
     slots_.resize(static_cast<std::size_t>(n_));
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_[i];
@@ -134,9 +152,9 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
         mc.snapshot_every = faults_.compact_every_entries;
         mc.snapshot_keep = faults_.keep_entries;
         mc.token_floor = token_floor;
-        mc.max_clock_drift_ppm = kRhoPpm;
+        mc.max_clock_drift_ppm = rho_ppm_;
         const double rate = static_cast<double>(faults_.tick_us_base) / static_cast<double>(s.tick_us);
-        s.member = std::make_unique<Member>(mc, faults_.hard_state_first, checker_, now_us_, rate);
+        s.member = std::make_unique<Member>(mc, faults_.hard_state_first, checker_, *leader_checker_, now_us_, rate);
     }
     result_.members = n_;
 }
@@ -163,7 +181,7 @@ void Cluster::schedule_fault(Event::Kind kind, double per_s) {
 }
 
 RunResult Cluster::run() {
-    trace("members=" + std::to_string(n_) + " " + faults_.describe());
+    trace("members=" + std::to_string(n_) + (beyond_rho_ ? " clocks beyond rho" : "") + " " + faults_.describe());
     try {
         for (std::size_t i = 0; i < slots_.size(); ++i) restart(i);
         for (int c = 0; c < workload_->clients(); ++c) {
@@ -177,10 +195,14 @@ RunResult Cluster::run() {
         schedule_fault(Event::Kind::kFaultTransfer, faults_.transfer_per_s);
         while (!events_.empty()) {
             if (fault_phase_ && step_ >= options_.steps) start_liveness();
-            if (!fault_phase_ && liveness_done()) break;
-            require(fault_phase_ || now_us_ <= liveness_deadline_us_, "liveness: no commit progress within ",
+            if (!fault_phase_ && !draining_ && liveness_done()) start_drain();
+            if (draining_ && drained()) break;
+            require(fault_phase_ || draining_ || now_us_ <= liveness_deadline_us_, "liveness: no commit progress within ",
                     kLivenessElectionTimeouts, " election timeouts after healing (leader proposal at index ",
                     marker_index_, " term ", marker_term_, ")");
+            require(!draining_ || now_us_ <= drain_deadline_us_, "drain: locks still held ",
+                    (drain_deadline_us_ - drain_start_us_) / 1000, " ms after the liveness goal with no client "
+                    "starting anything (every lease, phantom grants' included, must run out): ", held_locks());
             require(step_ < options_.steps + kMaxLivenessSteps, "liveness phase ran out of steps");
             auto first = events_.begin();
             now_us_ = first->first.first;
@@ -212,6 +234,11 @@ void Cluster::finish_result() {
     result_.stale_writes_refused = workload_->resource().refused();
     result_.partitions = network_->partitions();
     result_.lease_pairs_checked = workload_->leases().pairs_checked();
+    result_.beyond_rho = beyond_rho_;
+    result_.lease_overlaps = workload_->leases().overlaps();
+    result_.expires_checked = leader_checker_->expires_checked();
+    result_.waiter_order_checked = leader_checker_->waiter_grants_checked();
+    result_.fresh_tokens_checked = workload_->tokens().fresh_checked();
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
     result_.sim_time_us = now_us_;
     for (const auto& s : slots_) {
@@ -266,7 +293,7 @@ void Cluster::handle_member_event(Event& e) {
             break;
         case Event::Kind::kDeliver:
             if (!m.up()) return;
-            m.step(e.message, out);
+            m.step(e.message, e.sent_us, out);
             break;
         case Event::Kind::kPersistDone:
             if (!m.up() || e.generation != s.persist_generation || !m.persisting()) return;
@@ -352,6 +379,7 @@ void Cluster::route(const Outbox& out) {
             e.kind = Event::Kind::kDeliver;
             e.member = m.to - 1;
             e.message = m;
+            e.sent_us = now_us_;
             schedule_in(delay, std::move(e));
         }
     }
@@ -566,6 +594,46 @@ bool Cluster::liveness_done() {
         break;
     }
     return false;
+}
+
+// The drain phase: no client starts anything since healing, so every lock
+// must go once the operations in flight end (each gives up within one
+// client timeout) and the leases they left run out, at most
+// the longest lease (the liveness marker's 1000 ms) x (1 + rho) of the
+// slowest clock, plus elections. Phantom grants (a client that gave up) are
+// among them: they must not stay held.
+void Cluster::start_drain() {
+    draining_ = true;
+    drain_start_us_ = now_us_;
+    std::uint64_t slowest_tick_us = 0;
+    for (const auto& s : slots_) slowest_tick_us = std::max(slowest_tick_us, s.tick_us);
+    const double slowest = static_cast<double>(slowest_tick_us) / static_cast<double>(faults_.tick_us_base);
+    const std::uint64_t longest_lease_us = std::max<std::uint64_t>(1000, 60 * faults_.tick_us_base / 1000) * 1000;
+    const double lease_us = static_cast<double>(longest_lease_us) *
+                            (1.0 + static_cast<double>(rho_ppm_) / 1e6) * slowest;
+    drain_deadline_us_ = now_us_ + 2 * client_timeout_us_ + static_cast<std::uint64_t>(lease_us) +
+                         kLivenessElectionTimeouts * 2 * static_cast<std::uint64_t>(faults_.election_ticks) *
+                             slowest_tick_us;
+    trace("drain phase: waiting for every lease to run out");
+}
+
+bool Cluster::drained() const {
+    for (const auto& s : slots_) {
+        if (!s.member->up() || s.member->table().size() != 0) return false;
+    }
+    return true;
+}
+
+std::string Cluster::held_locks() const {
+    std::string out;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        if (!slots_[i].member->up()) continue;
+        for (const lock::Lock& l : slots_[i].member->table().list()) {
+            if (out.size() > 300) return out + " ...";
+            out += "member " + std::to_string(i + 1) + " holds " + l.key + " token " + std::to_string(l.token) + "; ";
+        }
+    }
+    return out;
 }
 
 }  // namespace

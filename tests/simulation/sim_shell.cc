@@ -19,11 +19,13 @@ const std::string* key_of(const lock::Command& cmd) {
 
 }  // namespace
 
-Member::Member(member::Config config, bool hard_state_first, SafetyChecker& checker, const std::uint64_t& clock_us,
-               double clock_rate)
-    : config_(std::move(config)), checker_(checker), clock_us_(clock_us), clock_rate_(clock_rate) {
+Member::Member(member::Config config, bool hard_state_first, SafetyChecker& checker, LeaderChecker& leader_checker,
+               const std::uint64_t& clock_us, double clock_rate)
+    : config_(std::move(config)), checker_(checker), leader_checker_(leader_checker), clock_us_(clock_us),
+      clock_rate_(clock_rate) {
     config_.observer = this;
     disk_.set_hard_state_first(hard_state_first);
+    leader_checker_.set_rate(id(), clock_rate_);
 }
 
 member::Time Member::now() const {
@@ -84,6 +86,7 @@ CrashLoss Member::crash(SimRandom& random) {
     effects_.clear();
     pending_.clear();  // their clients time out
     gone_.clear();
+    leader_checker_.crashed(id());
     return disk_.crash(random);
 }
 
@@ -92,14 +95,16 @@ void Member::tick(Outbox& out) {
     after_input(out);
 }
 
-void Member::step(const raft::Message& m, Outbox& out) {
+void Member::step(const raft::Message& m, std::uint64_t sent_us, Outbox& out) {
+    leader_checker_.delivered(id(), m, sent_us);
     core_->step(m, now());
     after_input(out);
 }
 
 void Member::handle_client(const ClientRequest& request, Outbox& out) {
     const member::RequestId id = next_request_++;
-    pending_[id] = Pending{request.client, request.op_id, request.attempt};
+    const auto* acquire = std::get_if<member::Acquire>(&request.request);
+    pending_[id] = Pending{request.client, request.op_id, request.attempt, acquire ? acquire->key : std::string()};
     core_->request(id, request.request, now());
     after_input(out);
 }
@@ -107,6 +112,8 @@ void Member::handle_client(const ClientRequest& request, Outbox& out) {
 void Member::client_gone(int client, std::uint64_t op_id, Outbox& out) {
     for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.client == client && it->second.op_id == op_id) {
+            if (!it->second.acquire_key.empty()) leader_checker_.acquire_gone(id(), it->second.acquire_key);
+            leader_checker_.answered(id(), it->first, false);
             core_->client_gone(it->first, now());
             gone_.insert(it->first);
             it = pending_.erase(it);
@@ -123,6 +130,7 @@ raft::ProposeResult Member::propose_raw(const lock::Command& cmd) { return core_
 
 void Member::after_input(Outbox& out) {
     carry_out(out);
+    leader_checker_.leading(id(), core_->leader_term(), core_->table(), now());
     check_core();
 }
 
@@ -145,6 +153,7 @@ void Member::carry_out(Outbox& out) {
 // effects_ but its Persist: sends, the save, answers.
 void Member::carry_out_batch(Outbox& out) {
     require(effects_.fatal.empty(), "member ", id(), ": fatal: ", effects_.fatal);
+    tell_leader_checker();
     for (const raft::Message& m : effects_.send) send(m, out);
     if (effects_.save) {
         // Saved at once (temp file, fsync, rename); the server's writer
@@ -160,8 +169,9 @@ void Member::carry_out_batch(Outbox& out) {
         if (it == pending_.end() && gone_.erase(a.id) > 0) {
             // Its client left: as the server, a grant nobody receives is
             // reported unwritten (and released), anything else dropped.
-            if (std::holds_alternative<member::Granted>(a.response)) {
+            if (const auto* g = std::get_if<member::Granted>(&a.response)) {
                 ++stats_.grants_to_gone;
+                leader_checker_.acquire_gone(id(), g->key);
                 core_->response_written(a.id, false, now());
             }
             continue;
@@ -173,6 +183,53 @@ void Member::carry_out_batch(Outbox& out) {
         const bool granted = std::holds_alternative<member::Granted>(a.response);
         out.replies.push_back(ClientReply{p.client, p.op_id, p.attempt, ClientReply::Kind::kAnswer, std::move(a)});
         if (granted) core_->response_written(rid, true, now());  // the simulated network delivers it
+    }
+}
+
+namespace {
+
+std::string_view field(const member::LogLine& line, std::string_view name) {
+    for (std::size_t i = 0; i < line.count; ++i) {
+        if (name == line.fields[i].first) return line.fields[i].second;
+    }
+    return {};
+}
+
+std::uint64_t number(std::string_view text) {
+    std::uint64_t v = 0;
+    for (char c : text) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    return v;
+}
+
+}  // namespace
+
+// In the order the core produced them: its log lines (a leader's grants,
+// Expire proposals, phantom releases), then the ids it queued, then the
+// answers. A KeptAlive and an Expire proposal of one lease never share a
+// batch (one instant) in a correct core, so their relative order is moot.
+void Member::tell_leader_checker() {
+    for (const member::LogLine& line : effects_.logs) {
+        const std::string_view event = line.event;
+        if (event == "grant" && line.level == member::LogLevel::kInfo) {
+            leader_checker_.grant_applied(id(), std::string(field(line, "key")), number(field(line, "token")),
+                                          number(field(line, "lease_ms")), now());
+        } else if (event == "expire_proposed") {
+            leader_checker_.expire_proposed(id(), std::string(field(line, "key")), number(field(line, "token")),
+                                            clock_us_, now());
+        } else if (event == "phantom_release" && field(line, "expiring") == "true") {
+            leader_checker_.phantom_released(id(), std::string(field(line, "key")), number(field(line, "token")),
+                                             now());
+        }
+    }
+    for (const member::RequestId rid : effects_.watch) {
+        auto it = pending_.find(rid);
+        if (it != pending_.end() && !it->second.acquire_key.empty()) leader_checker_.queued(id(), rid, it->second.acquire_key);
+    }
+    for (const member::Answer& a : effects_.respond) {
+        if (pending_.count(a.id) == 0) continue;
+        const auto* g = std::get_if<member::Granted>(&a.response);
+        leader_checker_.answered(id(), a.id, g != nullptr);
+        if (const auto* k = std::get_if<member::KeptAlive>(&a.response)) leader_checker_.kept_alive(id(), k->key, k->token, now());
     }
 }
 
@@ -202,6 +259,14 @@ bool Member::begin_persist(Outbox& out) {
     if (persist == nullptr) {
         after_input(out);
         return false;
+    }
+    for (const raft::Entry& e : persist->entries) {
+        if (core_->leader_term() == 0 || e.type != raft::EntryType::kNormal) continue;
+        auto decoded = lock::decode_command(e.data);
+        const auto* cmd = std::get_if<lock::Command>(&decoded);
+        if (const auto* x = cmd ? std::get_if<lock::Expire>(cmd) : nullptr) {
+            leader_checker_.expire_in_ready(id(), e.term, x->key, x->token);
+        }
     }
     in_flight_ = std::move(persist);
     disk_.write(*in_flight_);

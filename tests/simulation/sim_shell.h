@@ -11,7 +11,9 @@
 //   persisted()
 // No lock rule lives here: this file only moves bytes and time. The
 // checkers hear of every entry applied and snapshot restored through the
-// core's ApplyObserver, and of every message before it leaves.
+// core's ApplyObserver, and of every message before it leaves; the leader
+// checker (leader_checker.h) of what the core proposes, answers, queues and
+// logs, and of every message as it arrives.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include "lock/table.h"
 #include "member/core.h"
 #include "raft/raft.h"
+#include "leader_checker.h"
 #include "safety_checker.h"
 #include "sim_disk.h"
 
@@ -63,8 +66,8 @@ class Member final : public member::ApplyObserver {
 public:
     // `config.raft` names the member and the cluster; `clock_us` is the
     // simulation's clock (the core's time is this member's reading of it).
-    Member(member::Config config, bool hard_state_first, SafetyChecker& checker, const std::uint64_t& clock_us,
-           double clock_rate);
+    Member(member::Config config, bool hard_state_first, SafetyChecker& checker, LeaderChecker& leader_checker,
+           const std::uint64_t& clock_us, double clock_rate);
 
     raft::NodeId id() const { return config_.raft.id; }
     bool up() const { return core_ != nullptr; }
@@ -83,7 +86,8 @@ public:
     CrashLoss crash(SimRandom& random);
 
     void tick(Outbox& out);
-    void step(const raft::Message& m, Outbox& out);
+    // A peer's message, sent at sent_us (the simulation's clock).
+    void step(const raft::Message& m, std::uint64_t sent_us, Outbox& out);
     void handle_client(const ClientRequest& request, Outbox& out);
     // The client of op_id left: its requests here are reported gone.
     void client_gone(int client, std::uint64_t op_id, Outbox& out);
@@ -112,6 +116,7 @@ private:
         int client;
         std::uint64_t op_id;
         int attempt;
+        std::string acquire_key;  // the key an acquire asks for ("" for other requests)
     };
 
     member::Time now() const;
@@ -121,9 +126,11 @@ private:
     void send(const raft::Message& m, Outbox& out);
     void check_restart() const;
     void check_core();
+    void tell_leader_checker();  // the batch's log lines, queued ids and answers
 
     member::Config config_;
     SafetyChecker& checker_;
+    LeaderChecker& leader_checker_;
     const std::uint64_t& clock_us_;
     double clock_rate_;  // this member's clock runs at clock_rate_ x the simulation's
 

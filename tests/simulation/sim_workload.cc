@@ -8,9 +8,10 @@
 
 namespace pgfence::sim {
 
-Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, SimRandom random)
+Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, bool strict_leases,
+                   const LockModel& model, SimRandom random)
     : members_(members), tick_ms_(std::max<std::uint64_t>(1, tick_us / 1000)), random_(random),
-      clients_(static_cast<std::size_t>(clients)), leases_(rho_ppm) {
+      clients_(static_cast<std::size_t>(clients)), model_(model), leases_(rho_ppm, strict_leases) {
     keys_ = static_cast<int>(random_.between(1, 6));
     for (std::size_t i = 0; i < clients_.size(); ++i) {
         // Some clients have no owner name: their re-acquires are rejected, not idempotent.
@@ -160,6 +161,8 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
         if (seen.size() >= kMaxTokensPerKey) seen.erase(seen.begin());
         seen.push_back(g->token);
         c.held[g->key] = g->token;
+        const bool fresh = answer.index <= 1 || model_.token_at(g->key, answer.index - 1) != g->token;
+        tokens_.granted(g->key, g->token, g->owner, fresh, c.op.invoked_us, now_us);
         leases_.granted(c.op.client, g->key, g->token, g->lease_ms, c.sent_us, now_us);
         resource_.granted(g->key, g->token);
         // Within its lease, or (a third of the time) paused past it.

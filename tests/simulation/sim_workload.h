@@ -17,6 +17,8 @@
 #include "history.h"
 #include "fenced_resource.h"
 #include "lease_checker.h"
+#include "lock_model.h"
+#include "token_checker.h"
 #include "sim_shell.h"
 #include "sim_random.h"
 
@@ -25,7 +27,12 @@ namespace pgfence::sim {
 class Workload {
 public:
     // Leases and waits are drawn in heartbeat ticks of `tick_us`.
-    Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, SimRandom random);
+    // rho_ppm: the clients' (and cores') rho; `strict_leases`: the clocks run
+    // within it, so overlapping leases fail the seed (else they are counted).
+    // `model` (the safety checker's, of the committed log) tells a fresh
+    // grant from an idempotent re-grant.
+    Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, bool strict_leases,
+             const LockModel& model, SimRandom random);
 
     int clients() const { return static_cast<int>(clients_.size()); }
 
@@ -66,6 +73,7 @@ public:
     std::uint64_t unknown() const { return unknown_; }
     std::uint64_t unlogged() const { return unlogged_; }
     const LeaseChecker& leases() const { return leases_; }
+    const TokenChecker& tokens() const { return tokens_; }
 
 private:
     static constexpr int kMaxAttempts = 12;
@@ -100,7 +108,9 @@ private:
     std::uint64_t invoked_ = 0;
     std::uint64_t unknown_ = 0;
     std::uint64_t unlogged_ = 0;
+    const LockModel& model_;
     LeaseChecker leases_;
+    TokenChecker tokens_;
     FencedResource resource_;
 };
 

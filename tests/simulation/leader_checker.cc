@@ -1,0 +1,156 @@
+// The leader's lease and waiter rules, checked from outside: see leader_checker.h.
+#include "leader_checker.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim_failure.h"
+
+namespace pgfence::sim {
+
+namespace {
+double ms(member::Time t) { return static_cast<double>(t.count()) / 1e6; }
+}  // namespace
+
+LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), gone_keys_(members) {}
+
+LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
+    require(id >= 1 && id <= views_.size(), "leader checker: no member ", id);
+    return views_[id - 1];
+}
+
+void LeaderChecker::set_rate(raft::NodeId id, double rate) { view(id).rate = rate; }
+
+void LeaderChecker::start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms,
+                          member::Time local) const {
+    const auto margin = std::chrono::milliseconds(lease_ms + member::expiry_margin_ms(lease_ms, rho_ppm_));
+    v.leases[key] = LeaseRecord{token, lease_ms, local + margin, false};
+}
+
+void LeaderChecker::leading(raft::NodeId id, raft::Term term, const lock::LockTable& table, member::Time local) {
+    View& v = view(id);
+    if (v.term == term) return;
+    const double rate = v.rate;
+    v = View{};
+    v.rate = rate;
+    v.term = term;
+    if (term == 0) return;
+    for (const lock::Lock& l : table.list()) start(v, l.key, l.token, l.lease_ms, local);
+}
+
+void LeaderChecker::crashed(raft::NodeId id) {
+    View& v = view(id);
+    gone_keys_[id - 1].clear();
+    const double rate = v.rate;
+    v = View{};
+    v.rate = rate;
+}
+
+void LeaderChecker::delivered(raft::NodeId id, const raft::Message& m, std::uint64_t sent_us) {
+    View& v = view(id);
+    if (v.term == 0 || m.term != v.term) return;
+    if (!std::holds_alternative<raft::AppendResponse>(m.body) && !std::holds_alternative<raft::HeartbeatResponse>(m.body)) {
+        return;
+    }
+    std::uint64_t& latest = v.latest_response_sent_us[m.from];
+    latest = std::max(latest, sent_us);
+}
+
+void LeaderChecker::grant_applied(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t lease_ms,
+                                  member::Time local) {
+    View& v = view(id);
+    if (v.term == 0) return;
+    auto it = v.leases.find(key);
+    if (it != v.leases.end() && it->second.token == token && it->second.expire_proposed) return;  // kept expiring
+    start(v, key, token, lease_ms, local);
+}
+
+void LeaderChecker::expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
+                                    member::Time local) {
+    View& v = view(id);
+    require(v.term != 0, "member ", id, " proposed Expire{", key, ", ", token, "} while not leading");
+    auto it = v.leases.find(key);
+    require(it != v.leases.end() && it->second.token == token, "member ", id, " proposed Expire{", key, ", ", token,
+            "} in term ", v.term, " but leases ", it == v.leases.end() ? "nothing for that key" : "another token");
+    LeaseRecord& l = it->second;
+    require(!l.expire_proposed, "member ", id, " proposed Expire{", key, ", ", token, "} twice in term ", v.term);
+    require(local >= l.expire_at, "member ", id, " proposed Expire{", key, ", ", token, "} at ", ms(local),
+            "ms of its clock, before the lease's expire_at ", ms(l.expire_at), "ms (lease ", l.lease_ms, "ms)");
+    // The real time at which the member's clock reached expire_at.
+    const double expire_at_real_us = ms(l.expire_at) * 1000.0 / v.rate;
+    std::size_t confirmed = 1;  // itself
+    std::string responses;
+    for (const auto& [peer, sent_us] : v.latest_response_sent_us) {
+        if (static_cast<double>(sent_us) + 1.0 >= expire_at_real_us) ++confirmed;
+        responses += " " + std::to_string(peer) + "@" + std::to_string(sent_us) + "us";
+    }
+    const std::size_t quorum = views_.size() / 2 + 1;
+    require(confirmed >= quorum, "member ", id, " proposed Expire{", key, ", ", token, "} at ", real_us,
+            "us with only ", confirmed, " of ", views_.size(), " members confirming term ", v.term,
+            " after its expire_at (", static_cast<std::uint64_t>(expire_at_real_us),
+            "us real time); latest responses:", responses.empty() ? " none" : responses);
+    l.expire_proposed = true;
+    v.announced.insert({key, token});
+    ++expires_checked_;
+}
+
+void LeaderChecker::expire_in_ready(raft::NodeId id, raft::Term term, const std::string& key, lock::Token token) {
+    View& v = view(id);
+    if (v.term != term) return;
+    require(v.announced.count({key, token}) > 0, "member ", id, " handed out Expire{", key, ", ", token,
+            "} of term ", term, " that it never said it proposed");
+}
+
+void LeaderChecker::kept_alive(raft::NodeId id, const std::string& key, lock::Token token, member::Time local) {
+    View& v = view(id);
+    if (v.term == 0) return;
+    auto it = v.leases.find(key);
+    require(it != v.leases.end() && it->second.token == token, "member ", id, " answered KeptAlive{", key, ", ", token,
+            "} in term ", v.term, " for a lock it does not lease");
+    require(!it->second.expire_proposed, "member ", id, " answered KeptAlive{", key, ", ", token,
+            "} after proposing its Expire in term ", v.term);
+    start(v, key, token, it->second.lease_ms, local);
+    ++keepalives_checked_;
+}
+
+void LeaderChecker::acquire_gone(raft::NodeId id, const std::string& key) {
+    view(id);
+    gone_keys_[id - 1].insert(key);
+}
+
+void LeaderChecker::phantom_released(raft::NodeId id, const std::string& key, lock::Token token, member::Time local) {
+    View& v = view(id);
+    if (v.term == 0) return;
+    require(gone_keys_[id - 1].count(key) > 0, "member ", id, " released a phantom grant of ", key, " (token ", token,
+            ") though no acquire of that key was reported gone since it started");
+    auto it = v.leases.find(key);
+    if (it != v.leases.end() && it->second.token == token && !it->second.expire_proposed) {
+        it->second.expire_at = std::min(it->second.expire_at, local);
+    }
+}
+
+void LeaderChecker::queued(raft::NodeId id, std::uint64_t request, const std::string& key) {
+    View& v = view(id);
+    if (v.term == 0) return;
+    if (!v.queued_key.emplace(request, key).second) return;  // queued again (a head that lost a race): same place
+    v.queues[key].push_back(request);
+}
+
+void LeaderChecker::answered(raft::NodeId id, std::uint64_t request, bool granted) {
+    View& v = view(id);
+    auto k = v.queued_key.find(request);
+    if (k == v.queued_key.end()) return;
+    auto& q = v.queues[k->second];
+    auto pos = std::find(q.begin(), q.end(), request);
+    if (granted) {
+        require(pos == q.begin(), "member ", id, " granted waiter ", request, " of ", k->second, " in term ", v.term,
+                " while ", std::distance(q.begin(), pos), " acquires queued before it were still waiting (the first: ",
+                q.empty() ? 0 : q.front(), ")");
+        ++waiter_grants_checked_;
+    }
+    if (pos != q.end()) q.erase(pos);
+    if (q.empty()) v.queues.erase(k->second);
+    v.queued_key.erase(k);
+}
+
+}  // namespace pgfence::sim

@@ -1,0 +1,120 @@
+// The leader's lease and waiter rules (coordinator/member/core.h "rules"),
+// checked from outside the core on what it does: the entries it proposes,
+// the answers it gives, the messages it receives, by the simulation's real
+// clock and each member's own.
+//
+// Per member, while it leads term X (a view opened by leading(), closed by
+// any other term or a crash), the checker keeps its own record of every
+// held lock's lease: (re)started when the member begins to lead (every held
+// lock, at full length), when a Grant applies on it (unless that token's
+// Expire was proposed), when it answers KeptAlive; ended at once by a
+// phantom release. Checked, each a SimFailure:
+//   - Expire{key, token} is proposed only for a lock it leases, once
+//     expire_at (start + lease_ms + expiry_margin_ms, lease.h) has passed on
+//     the member's own clock, and only after a quorum of members (itself
+//     included) confirmed its leadership after that point: a response of
+//     term X from a peer (an append or heartbeat response) sent, in real
+//     time, at or after the moment the member's clock reached expire_at,
+//     and delivered before the proposal;
+//   - KeepAlive is never answered KeptAlive for a lease whose Expire it
+//     proposed (nor for a lock it does not lease);
+//   - a phantom release names a key that a request reported gone (or a
+//     Granted answer that could not be written) had asked for;
+//   - waiters are granted in arrival order: when a queued acquire is
+//     answered Granted, every acquire of the same key queued before it at
+//     the same leader in the same term has been answered or reported gone.
+//
+// Inputs arrive in the order the member's shell sees them: apply events
+// during an input, then the input's effects (answers, log lines, queued
+// ids), then leading() with the term the core leads after the input. All
+// times: `real_us` the simulation's clock, `local` the member's (its rate
+// against real time is fixed per member).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lock/commands.h"
+#include "lock/table.h"
+#include "member/lease.h"
+#include "raft/types.h"
+
+namespace pgfence::sim {
+
+class LeaderChecker {
+public:
+    // `members` members; rho as the cores are configured (it sets expire_at).
+    LeaderChecker(std::size_t members, std::uint64_t rho_ppm);
+
+    // Member `id`'s clock runs at `rate` x real time.
+    void set_rate(raft::NodeId id, double rate);
+
+    // After every input: the term the member's core leads (0: none) and the
+    // locks it holds then. A change of term closes the view; a new nonzero
+    // term opens one with every held lock's lease started now.
+    void leading(raft::NodeId id, raft::Term term, const lock::LockTable& table, member::Time local);
+    void crashed(raft::NodeId id);
+
+    // A peer's message delivered to `id` (before the core steps it), sent at sent_us.
+    void delivered(raft::NodeId id, const raft::Message& m, std::uint64_t sent_us);
+
+    // A Grant that granted `token` applied on `id` while its Raft role was
+    // leader (the core's "grant" line at info level).
+    void grant_applied(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t lease_ms,
+                       member::Time local);
+    // The core said it proposed Expire{key, token} (its log line, at that input).
+    void expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
+                         member::Time local);
+    // An Expire entry of the member's own term in the Ready it handed out:
+    // it must have been announced by expire_proposed().
+    void expire_in_ready(raft::NodeId id, raft::Term term, const std::string& key, lock::Token token);
+    void kept_alive(raft::NodeId id, const std::string& key, lock::Token token, member::Time local);
+    // A request for an acquire of `key` was reported gone, or its Granted
+    // answer unwritten (response_written(false)).
+    void acquire_gone(raft::NodeId id, const std::string& key);
+    // The core said it ended a grant's lease at once (phantom release).
+    void phantom_released(raft::NodeId id, const std::string& key, lock::Token token, member::Time local);
+
+    // Waiters: the core asked to watch request `request` (an acquire of key).
+    void queued(raft::NodeId id, std::uint64_t request, const std::string& key);
+    // Request `request` was answered (granted: Granted) or reported gone.
+    void answered(raft::NodeId id, std::uint64_t request, bool granted);
+
+    std::uint64_t expires_checked() const { return expires_checked_; }
+    std::uint64_t keepalives_checked() const { return keepalives_checked_; }
+    std::uint64_t waiter_grants_checked() const { return waiter_grants_checked_; }
+
+private:
+    struct LeaseRecord {
+        lock::Token token = 0;
+        std::uint64_t lease_ms = 0;
+        member::Time expire_at{};  // on the member's clock
+        bool expire_proposed = false;
+    };
+    struct View {
+        raft::Term term = 0;  // 0: not leading
+        double rate = 1.0;
+        std::map<std::string, LeaseRecord> leases;
+        std::map<raft::NodeId, std::uint64_t> latest_response_sent_us;  // of term `term`, delivered
+        std::set<std::pair<std::string, lock::Token>> announced;       // Expires said proposed
+        std::map<std::string, std::deque<std::uint64_t>> queues;       // waiters, arrival order
+        std::map<std::uint64_t, std::string> queued_key;                // request -> key
+    };
+    View& view(raft::NodeId id);
+    void start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms, member::Time local) const;
+
+    std::uint64_t rho_ppm_;
+    std::vector<View> views_;
+    // Per member, since its last start: keys of acquires reported gone (a
+    // Grant of an earlier term may still apply in a later one).
+    std::vector<std::set<std::string>> gone_keys_;
+    std::uint64_t expires_checked_ = 0;
+    std::uint64_t keepalives_checked_ = 0;
+    std::uint64_t waiter_grants_checked_ = 0;
+};
+
+}  // namespace pgfence::sim
