@@ -36,7 +36,7 @@
 #     reissue: the final power cut also wipes every member's data directory,
 #       as an operator who rebuilds a cluster without --token-floor does:
 #       tokens start again from the bottom. acquired_tokens_grow must fail.
-#     early: every member's clocks run 1.5 x real time while members and
+#     early: every member's clocks run 2 x real time while members and
 #       workers assume rho = 0 (--max-clock-drift-ppm 0): the leader expires
 #       leases early. one_holder_at_a_time_within_rho must fail.
 #     Either way the fences (a) must still hold.
@@ -97,7 +97,7 @@ whole "--keys/SAFETY_KEYS" "$NKEYS"
 ((NKEYS >= 1 && NKEYS <= 16)) || { echo "run.sh: --keys must be 1..16, got $NKEYS" >&2; exit 2; }
 case $BREAK in
   "" | reissue) ;;
-  early) RHO_PPM=0 MEM_DEFAULT_RATE=1.5 MEM_FLAGS="--max-clock-drift-ppm 0" ;;
+  early) RHO_PPM=0 MEM_DEFAULT_RATE=2 MEM_FLAGS="--max-clock-drift-ppm 0" ;;
   unfenced) ;;
   *) echo "run.sh: --break takes 'reissue', 'early' or 'unfenced', got '$BREAK'" >&2; exit 2 ;;
 esac

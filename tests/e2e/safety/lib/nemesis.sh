@@ -543,13 +543,15 @@ nem_pause_worker() {
 
 # nem_forced_stale PATH: the seed scenario, made certain, once per write path.
 # A fence-worker (in namespace wf) acquires safety:k1 and is SIGSTOPped before it
-# writes. A second one, the taker, started with it, runs two cycles on
-# safety:k1: whichever of the two acquires first, the taker is then queued
+# writes. Only then a second one, the taker, starts: it waits for safety:k1
 # behind the stopped holder, so the key changes hands as soon as the
 # coordinator expires the lease (one that expires early, run.sh --break early,
-# hands it over while the stopped holder's lease still runs). Once a newer token is committed on the same fence the stopped
-# worker gets SIGCONT: its write must be refused (exit 3). Appends "PATH TOKEN
-# EXIT" (or "PATH - why it could not run") to $WORK/forced-stale.log.
+# hands it over while the stopped holder's lease still runs; started before the
+# holder, the taker could make it wait in the queue, and a holder counts its
+# lease from its send: the wait would use up the window). Once a newer token
+# is committed on the same fence the stopped worker gets SIGCONT: its write
+# must be refused (exit 3). Appends "PATH TOKEN EXIT" (or "PATH - why it could
+# not run") to $WORK/forced-stale.log.
 nem_forced_stale() {
   local path=$1 attempt pid
   for ((attempt = 1; attempt <= 3; attempt++)); do
@@ -562,9 +564,11 @@ nem_forced_stale() {
       fi
     fi
     kill -TERM "$pid" 2>/dev/null || true
-    # The taker may have finished its two cycles: its pid is signalled only
-    # while it is still that fence-worker (pids are reused).
-    if e2e_pid_runs "$TAKER_PID" "$FENCE_WORKER_BIN"; then kill -TERM "$TAKER_PID" 2>/dev/null || true; fi
+    # A taker may have finished its cycle: its pid is signalled only while it
+    # is still that fence-worker (pids are reused).
+    if [[ -n "$TAKER_PID" ]] && e2e_pid_runs "$TAKER_PID" "$FENCE_WORKER_BIN"; then
+      kill -TERM "$TAKER_PID" 2>/dev/null || true
+    fi
   done
   echo "$path - its worker acquired nothing in 3 attempts" >>"$WORK/forced-stale.log"
 }
@@ -574,10 +578,14 @@ nem_forced_start() {
     --no-lease-check --worker-id "forced-$1" --log "$WORK/wforced-$1-$2.csv" --quiet \
     >"$WORK/wforced-$1-$2.out" 2>&1 &
   FORCED_PID=$!
-  # The taker: two cycles of acquire (waiting up to 10 s), a short write,
-  # release. Its log joins the workers' (w*.csv).
+  TAKER_PID=""
+}
+
+# The taker: one cycle of acquire (waiting up to 10 s), a short write,
+# release. Its log joins the workers' (w*.csv).
+nem_forced_taker() {
   ns_spawn wf env "${WORKER_ENV[@]}" "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 50ms \
-    --iterations 2 --no-lease-check --max-clock-drift-ppm "${RHO_PPM:-50000}" --worker-id "taker-$1" \
+    --iterations 1 --no-lease-check --max-clock-drift-ppm "${RHO_PPM:-50000}" --worker-id "taker-$1" \
     --log "$WORK/wtaker-$1-$2.csv" --quiet >"$WORK/wtaker-$1-$2.out" 2>&1 &
   TAKER_PID=$!
   echo "$FORCED_PID $TAKER_PID" >>"$WORK/forced.pids"
@@ -586,6 +594,7 @@ nem_forced_start() {
 nem_forced_acquired() {
   if grep -q ',acquire,.*,ok,' "$WORK/wforced-$1-$2.csv" 2>/dev/null; then
     kill -STOP "$3" 2>/dev/null || true
+    nem_forced_taker "$1" "$2"
     return 0
   fi
   ! kill -0 "$3" 2>/dev/null
