@@ -48,7 +48,7 @@
 //   save      at most one outstanding: save the snapshot durably (not
 //             concurrently with a persist), then call snapshot_saved().
 //   respond   answers, by request id: at most one per request (none after
-//             client_gone(), none for a grant released as a phantom); once
+//             client_gone(), none for a phantom grant); once
 //             answered, an id may be used again
 //   watch     ids of requests that may wait long (queued acquires): tell
 //             client_gone() when their client leaves

@@ -36,7 +36,7 @@ struct Counters {
     std::uint64_t expires_proposed = 0;  // by this member as leader
     std::uint64_t keepalives = 0;        // answered as leader
     std::uint64_t keepalive_failures = 0;
-    std::uint64_t phantom_releases = 0;  // grants nobody received, released
+    std::uint64_t phantom_releases = 0;  // grants nobody received: lease ended at once, then expired
     std::uint64_t waiter_grants = 0;     // grants proposed for the head of a wait queue
     std::uint64_t waiter_timeouts = 0;
     std::uint64_t proposal_timeouts = 0;

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
                   sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0,
                   keepalives = 0, waiter_grants = 0, leader_changes = 0, held = 0, phantoms = 0, stale = 0,
                   partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
-                  waiters_checked = 0, tokens_checked = 0;
+                  waiters_checked = 0, tokens_checked = 0, client_partitions = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
         phantoms += r.phantom_releases;
         stale += r.stale_writes_refused;
         partitions += r.partitions;
+        client_partitions += r.client_partitions;
         expires_checked += r.expires_checked;
         waiters_checked += r.waiter_order_checked;
         tokens_checked += r.fresh_tokens_checked;
@@ -191,7 +192,8 @@ int main(int argc, char** argv) {
     // rho: how many lease pairs overlapped there, and the stale writes refused.
     std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu keepalives=%llu "
                 "waiter_grants=%llu phantom_releases=%llu stale_writes_refused=%llu leader_changes=%llu "
-                "crashes=%llu partitions=%llu held_intervals=%llu expires_checked=%llu waiter_order_checked=%llu "
+                "crashes=%llu partitions=%llu client_partitions=%llu held_intervals=%llu expires_checked=%llu "
+                "waiter_order_checked=%llu "
                 "fresh_tokens_checked=%llu "
                 "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
@@ -200,7 +202,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(phantoms),
                 static_cast<unsigned long long>(stale), static_cast<unsigned long long>(leader_changes),
                 static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(partitions),
-                static_cast<unsigned long long>(held), static_cast<unsigned long long>(expires_checked),
+                static_cast<unsigned long long>(client_partitions), static_cast<unsigned long long>(held),
+                static_cast<unsigned long long>(expires_checked),
                 static_cast<unsigned long long>(waiters_checked), static_cast<unsigned long long>(tokens_checked),
                 static_cast<unsigned long long>(beyond),
                 static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale));

@@ -233,6 +233,7 @@ void Cluster::finish_result() {
     result_.writes_accepted = workload_->resource().accepted();
     result_.stale_writes_refused = workload_->resource().refused();
     result_.partitions = network_->partitions();
+    result_.client_partitions = network_->client_cuts();
     result_.lease_pairs_checked = workload_->leases().pairs_checked();
     result_.beyond_rho = beyond_rho_;
     result_.lease_overlaps = workload_->leases().overlaps();
@@ -454,7 +455,8 @@ void Cluster::handle_client_event(Event& e) {
     switch (e.kind) {
         case Event::Kind::kClientRequest: {
             Member& m = *slots_[e.member].member;
-            if (!m.up()) return;  // lost; the client times out
+            // Lost (the member is down or cut off from the client): the client times out.
+            if (!m.up() || network_->client_blocked(e.request.client, e.member, now_us_)) return;
             Outbox out;
             m.handle_client(e.request, out);
             after_step(e.member);
@@ -462,6 +464,7 @@ void Cluster::handle_client_event(Event& e) {
             return;
         }
         case Event::Kind::kClientReply: {
+            if (network_->client_blocked(e.reply.client, e.reply.from - 1, now_us_)) return;  // lost on the way
             const Workload::Reaction r = workload_->on_reply(e.reply, now_us_);
             if (r.write) {
                 Event w;
@@ -506,8 +509,9 @@ void Cluster::handle_client_event(Event& e) {
             if (!workload_->on_timeout(e.client, e.op_id)) return;
             // The client gave up and closed its connections: every member
             // still holding one of its requests hears of it (the server
-            // watches a waiting request's socket; a Grant still in flight is
-            // then released when it applies: a phantom release).
+            // watches a waiting request's socket; a Grant still in flight
+            // then has its lease ended when it applies and is expired: a
+            // phantom release).
             for (std::size_t i = 0; i < slots_.size(); ++i) {
                 if (!slots_[i].member->up()) continue;
                 Outbox out;
@@ -533,6 +537,11 @@ void Cluster::handle_fault(Event& e) {
         schedule_fault(e.kind, faults_.crash_per_s);
     } else if (e.kind == Event::Kind::kFaultPartition) {
         trace(network_->start_partition(now_us_, fault_random_));
+        // Half the time a client also loses some members (it retries the others).
+        if (fault_random_.chance(0.5)) {
+            trace(network_->cut_client(static_cast<int>(fault_random_.index(static_cast<std::size_t>(workload_->clients()))),
+                                       now_us_, fault_random_));
+        }
         schedule_fault(e.kind, faults_.partition_per_s);
     } else {
         for (std::size_t i = 0; i < slots_.size(); ++i) {

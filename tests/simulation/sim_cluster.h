@@ -61,12 +61,13 @@ struct RunResult {
     std::uint64_t keepalives = 0;      // answered by a leader
     std::uint64_t waiter_grants = 0;   // Grants proposed for a queue's head
     std::uint64_t leader_changes = 0;
-    std::uint64_t phantom_releases = 0;  // grants whose client had left, released
+    std::uint64_t phantom_releases = 0;  // grants whose client had left: lease ended, then expired
     std::uint64_t held_intervals = 0;   // lease safety (lease_checker.h): clients' held intervals
     std::uint64_t lease_pairs_checked = 0;
     std::uint64_t writes_accepted = 0;       // by the fenced resource (fenced_resource.h)
     std::uint64_t stale_writes_refused = 0;
     std::uint64_t partitions = 0;            // partitions and isolations started
+    std::uint64_t client_partitions = 0;     // clients cut off from some members
     bool beyond_rho = false;                 // the run's clocks ran beyond its rho
     std::uint64_t lease_overlaps = 0;        // pairs of tokens of one key held at once (beyond rho only)
     std::uint64_t expires_checked = 0;       // leader_checker.h: Expire proposals checked

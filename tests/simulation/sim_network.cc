@@ -75,6 +75,39 @@ std::string SimNetwork::start_partition(std::uint64_t now_us, SimRandom& random)
     return out.str();
 }
 
+std::string SimNetwork::cut_client(int client, std::uint64_t now_us, SimRandom& random) {
+    std::erase_if(client_cuts_, [&](const ClientCut& c) { return c.heal_at_us <= now_us; });
+    if (client_cuts_.size() >= kMaxPartitions) return "client cut skipped (limit)";
+    ++client_cuts_started_;
+    ClientCut c;
+    c.client = client;
+    c.members.assign(members_, false);
+    const std::size_t cut = random.between(1, members_ - 1);
+    for (std::size_t n = 0; n < cut;) {
+        const std::size_t i = random.index(members_);
+        if (!c.members[i]) {
+            c.members[i] = true;
+            ++n;
+        }
+    }
+    c.heal_at_us = now_us + 1000 * random.between(1, std::max<std::uint64_t>(1, faults_.partition_ms_max));
+    std::ostringstream out;
+    out << "client " << client << " cut from members";
+    for (std::size_t i = 0; i < members_; ++i) {
+        if (c.members[i]) out << ' ' << i + 1;
+    }
+    out << " until " << c.heal_at_us << "us";
+    client_cuts_.push_back(std::move(c));
+    return out.str();
+}
+
+bool SimNetwork::client_blocked(int client, std::size_t member, std::uint64_t now_us) const {
+    for (const ClientCut& c : client_cuts_) {
+        if (c.client == client && c.heal_at_us > now_us && c.members[member]) return true;
+    }
+    return false;
+}
+
 std::string SimNetwork::isolate(std::size_t i, std::uint64_t now_us, std::uint64_t duration_us) {
     ++partitions_started_;
     std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
@@ -92,6 +125,7 @@ std::string SimNetwork::isolate(std::size_t i, std::uint64_t now_us, std::uint64
 
 void SimNetwork::heal_all() {
     partitions_.clear();
+    client_cuts_.clear();
     faults_.drop_probability = 0;
     faults_.duplicate_probability = 0;
     faults_.long_delay_probability = 0;

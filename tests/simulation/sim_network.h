@@ -2,7 +2,8 @@
 // it is dropped, how long it takes and whether a duplicate follows; long
 // delays reorder messages. Partitions block links: symmetric (the members
 // split into two sides) or one-way (some links block a single direction);
-// each heals at a time drawn when it starts.
+// each heals at a time drawn when it starts. Clients can be cut off from
+// some members too (both ways: requests and replies are lost), healing likewise.
 //
 // Membership of links is by member position 0..n-1 (member id - 1).
 #pragma once
@@ -32,6 +33,12 @@ public:
     // Starts a random partition at now_us; returns a description.
     std::string start_partition(std::uint64_t now_us, SimRandom& random);
 
+    // Cuts `client` off from a random non-empty subset of the members (not
+    // all) until a drawn heal time; returns a description.
+    std::string cut_client(int client, std::uint64_t now_us, SimRandom& random);
+    bool client_blocked(int client, std::size_t member, std::uint64_t now_us) const;
+    std::uint64_t client_cuts() const { return client_cuts_started_; }
+
     // Cuts member `i` off from everyone, both ways, for `duration_us`.
     std::string isolate(std::size_t i, std::uint64_t now_us, std::uint64_t duration_us);
 
@@ -54,6 +61,13 @@ private:
     std::size_t members_;
     FaultConfig faults_;
     std::vector<Partition> partitions_;  // at most kMaxPartitions
+    struct ClientCut {
+        int client = 0;
+        std::vector<bool> members;  // cut from these
+        std::uint64_t heal_at_us = 0;
+    };
+    std::vector<ClientCut> client_cuts_;  // at most kMaxPartitions
+    std::uint64_t client_cuts_started_ = 0;
     std::uint64_t dropped_ = 0;
     std::uint64_t duplicated_ = 0;
 };

@@ -181,7 +181,7 @@ void Member::carry_out_batch(Outbox& out) {
         pending_.erase(it);
         const member::RequestId rid = a.id;
         const bool granted = std::holds_alternative<member::Granted>(a.response);
-        out.replies.push_back(ClientReply{p.client, p.op_id, p.attempt, ClientReply::Kind::kAnswer, std::move(a)});
+        out.replies.push_back(ClientReply{p.client, p.op_id, p.attempt, id(), ClientReply::Kind::kAnswer, std::move(a)});
         if (granted) core_->response_written(rid, true, now());  // the simulated network delivers it
     }
 }

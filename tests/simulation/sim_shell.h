@@ -46,6 +46,7 @@ struct ClientReply {
     int client = 0;
     std::uint64_t op_id = 0;
     int attempt = 0;
+    raft::NodeId from = raft::kNoNode;  // the member that answered
     Kind kind = Kind::kUnknown;
     member::Answer answer;  // kAnswer
 };
