@@ -65,6 +65,12 @@ void LeaderChecker::grant_applied(raft::NodeId id, const std::string& key, lock:
     start(v, key, token, lease_ms, local);
 }
 
+void LeaderChecker::lock_removed(raft::NodeId id, const std::string& key, lock::Token token) {
+    View& v = view(id);
+    auto it = v.leases.find(key);
+    if (it != v.leases.end() && it->second.token == token) v.leases.erase(it);
+}
+
 void LeaderChecker::expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
                                     member::Time local) {
     View& v = view(id);
@@ -121,7 +127,7 @@ void LeaderChecker::acquire_gone(raft::NodeId id, const std::string& key) {
 void LeaderChecker::phantom_released(raft::NodeId id, const std::string& key, lock::Token token, member::Time local) {
     View& v = view(id);
     if (v.term == 0) return;
-    require(gone_keys_[id - 1].count(key) > 0, "member ", id, " released a phantom grant of ", key, " (token ", token,
+    require(gone_keys_[id - 1].count(key) > 0, "member ", id, " ended a phantom grant's lease on ", key, " (token ", token,
             ") though no acquire of that key was reported gone since it started");
     auto it = v.leases.find(key);
     if (it != v.leases.end() && it->second.token == token && !it->second.expire_proposed) {

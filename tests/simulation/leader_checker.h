@@ -24,11 +24,13 @@
 //     answered Granted, every acquire of the same key queued before it at
 //     the same leader in the same term has been answered or reported gone.
 //
-// Inputs arrive in the order the member's shell sees them: apply events
-// during an input, then the input's effects (answers, log lines, queued
-// ids), then leading() with the term the core leads after the input. All
-// times: `real_us` the simulation's clock, `local` the member's (its rate
-// against real time is fixed per member).
+// Inputs arrive after each of the member's inputs, grouped: the core's log
+// lines in order (grants, removals, Expire proposals, phantom releases),
+// then the ids it queued, then its answers, then leading() with the term
+// the core leads after the input (so ids queued in the very input that makes
+// a member leader are not checked: its view opens after them). All times:
+// `real_us` the simulation's clock, `local` the member's (its rate against
+// real time is fixed per member).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +68,8 @@ public:
     // leader (the core's "grant" line at info level).
     void grant_applied(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                        member::Time local);
+    // A Release or Expire that removed the lock applied on the leading member.
+    void lock_removed(raft::NodeId id, const std::string& key, lock::Token token);
     // The core said it proposed Expire{key, token} (its log line, at that input).
     void expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
                          member::Time local);

@@ -8,8 +8,10 @@
 // simulator and checkers included). --beyond-rho runs every seed with its
 // clocks beyond rho (sim_cluster.h; one seed in eight is anyway), where
 // overlapping leases are counted, not failed; --require-overlaps then also
-// fails the run unless some overlapped: the lease checker must catch a core
-// whose rho is below its clocks' real error.
+// fails the run unless some overlapped (the lease checker must catch a core
+// whose rho is below its clocks' real error) and the fenced resource refused
+// stale writes there. --require-counts fails the run
+// when any count of the summary line is zero (the checks were not exercised).
 // Exits 0 when every seed passed, 1 when any failed (each failure prints
 // "SIMULATION FAILED seed=... members=... step=...: what" and how to replay
 // it), 2 on a usage error. A crash of the process itself (an assertion in
@@ -59,6 +61,7 @@ struct Flags {
     bool fault_free = false;
     bool beyond_rho = false;        // every seed's clocks beyond its rho
     bool require_overlaps = false;  // fail unless the seeds beyond rho overlapped some leases
+    bool require_counts = false;    // fail unless every count of the summary line is above zero
 };
 
 bool parse_number(const char* text, std::uint64_t& out) {
@@ -71,11 +74,13 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         std::uint64_t value = 0;
-        if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps") {
-            (arg == "--verbose"      ? flags.verbose
-             : arg == "--fault-free" ? flags.fault_free
-             : arg == "--beyond-rho" ? flags.beyond_rho
-                                     : flags.require_overlaps) = true;
+        if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps" ||
+            arg == "--require-counts") {
+            (arg == "--verbose"            ? flags.verbose
+             : arg == "--fault-free"       ? flags.fault_free
+             : arg == "--beyond-rho"       ? flags.beyond_rho
+             : arg == "--require-overlaps" ? flags.require_overlaps
+                                           : flags.require_counts) = true;
             continue;
         }
         if (i + 1 >= argc || !parse_number(argv[i + 1], value)) {
@@ -101,7 +106,7 @@ int main(int argc, char** argv) {
     Flags flags;
     if (!parse_flags(argc, argv, flags)) {
         std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] "
-                     "[--beyond-rho] [--require-overlaps]\n");
+                     "[--beyond-rho] [--require-overlaps] [--require-counts]\n");
         return 2;
     }
     std::signal(SIGABRT, on_fatal_signal);
@@ -207,9 +212,28 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(waiters_checked), static_cast<unsigned long long>(tokens_checked),
                 static_cast<unsigned long long>(beyond),
                 static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale));
-    if (flags.require_overlaps && (beyond == 0 || overlaps == 0)) {
-        std::printf("raft_sim: --require-overlaps: %llu seeds ran beyond rho and no lease overlapped: the lease "
-                    "checker caught nothing\n", static_cast<unsigned long long>(beyond));
+    if (flags.require_counts) {
+        const std::pair<const char*, std::uint64_t> counts[] = {
+            {"grants", grants}, {"releases", releases}, {"expires", expires}, {"keepalives", keepalives},
+            {"waiter_grants", waiter_grants}, {"phantom_releases", phantoms}, {"stale_writes_refused", stale},
+            {"leader_changes", leader_changes}, {"crashes", crashes}, {"partitions", partitions},
+            {"client_partitions", client_partitions}, {"held_intervals", held},
+            {"expires_checked", expires_checked}, {"waiter_order_checked", waiters_checked},
+            {"fresh_tokens_checked", tokens_checked}, {"beyond_rho_seeds", beyond},
+            {"beyond_rho_stale_writes_refused", beyond_stale}};
+        std::string zero;
+        for (const auto& [name, value] : counts) {
+            if (value == 0) zero += std::string(zero.empty() ? "" : ", ") + name;
+        }
+        if (!zero.empty()) {
+            std::printf("raft_sim: --require-counts: nothing exercised %s in these seeds\n", zero.c_str());
+            return 1;
+        }
+    }
+    if (flags.require_overlaps && (beyond == 0 || overlaps == 0 || beyond_stale == 0)) {
+        std::printf("raft_sim: --require-overlaps: %llu seeds ran beyond rho with %llu leases overlapping and %llu "
+                    "stale writes refused: both must be above zero\n", static_cast<unsigned long long>(beyond),
+                    static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale));
         return 1;
     }
     return failed == 0 ? 0 : 1;

@@ -182,54 +182,69 @@ void Member::carry_out_batch(Outbox& out) {
         const member::RequestId rid = a.id;
         const bool granted = std::holds_alternative<member::Granted>(a.response);
         out.replies.push_back(ClientReply{p.client, p.op_id, p.attempt, id(), ClientReply::Kind::kAnswer, std::move(a)});
-        if (granted) core_->response_written(rid, true, now());  // the simulated network delivers it
+        if (granted) core_->response_written(rid, true, now());  // written (the network may still lose it)
     }
 }
 
 namespace {
 
+// A field of one of the core's log lines: it must be there.
 std::string_view field(const member::LogLine& line, std::string_view name) {
     for (std::size_t i = 0; i < line.count; ++i) {
         if (name == line.fields[i].first) return line.fields[i].second;
     }
+    require(false, "log line ", line.event, " has no field ", name);
     return {};
 }
 
-std::uint64_t number(std::string_view text) {
+std::uint64_t number(const member::LogLine& line, std::string_view name) {
+    const std::string_view text = field(line, name);
     std::uint64_t v = 0;
-    for (char c : text) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    for (char c : text) {
+        require(c >= '0' && c <= '9', "log line ", line.event, ": field ", name, " is not a number: ", text);
+        v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    require(!text.empty(), "log line ", line.event, ": field ", name, " is empty");
     return v;
 }
 
 }  // namespace
 
-// In the order the core produced them: its log lines (a leader's grants,
-// Expire proposals, phantom releases), then the ids it queued, then the
-// answers. A KeptAlive and an Expire proposal of one lease never share a
-// batch (one instant) in a correct core, so their relative order is moot.
+// Grouped by kind: the batch's log lines in their order (a leader's grants,
+// releases and expiries that removed a lock, Expire proposals, phantom
+// releases), then the ids it queued, then the answers. Regrouping is
+// harmless: a batch is one instant, a KeptAlive and an Expire proposal of one
+// lease never share one in a correct core (either order then fails), and a
+// request is queued before it can be answered.
 void Member::tell_leader_checker() {
     for (const member::LogLine& line : effects_.logs) {
         const std::string_view event = line.event;
-        if (event == "grant" && line.level == member::LogLevel::kInfo) {
-            leader_checker_.grant_applied(id(), std::string(field(line, "key")), number(field(line, "token")),
-                                          number(field(line, "lease_ms")), now());
+        if (line.level != member::LogLevel::kInfo) continue;  // a leader's lines are info
+        if (event == "grant") {
+            leader_checker_.grant_applied(id(), std::string(field(line, "key")), number(line, "token"),
+                                          number(line, "lease_ms"), now());
+        } else if ((event == "release" && field(line, "released") == "true") ||
+                   (event == "expire" && field(line, "existed") == "true")) {
+            leader_checker_.lock_removed(id(), std::string(field(line, "key")), number(line, "token"));
         } else if (event == "expire_proposed") {
-            leader_checker_.expire_proposed(id(), std::string(field(line, "key")), number(field(line, "token")),
-                                            clock_us_, now());
+            leader_checker_.expire_proposed(id(), std::string(field(line, "key")), number(line, "token"), clock_us_,
+                                            now());
         } else if (event == "phantom_release" && field(line, "expiring") == "true") {
-            leader_checker_.phantom_released(id(), std::string(field(line, "key")), number(field(line, "token")),
-                                             now());
+            leader_checker_.phantom_released(id(), std::string(field(line, "key")), number(line, "token"), now());
         }
     }
     for (const member::RequestId rid : effects_.watch) {
         auto it = pending_.find(rid);
-        if (it != pending_.end() && !it->second.acquire_key.empty()) leader_checker_.queued(id(), rid, it->second.acquire_key);
+        if (it != pending_.end() && !it->second.acquire_key.empty()) {
+            leader_checker_.queued(id(), rid, it->second.acquire_key);
+        }
     }
     for (const member::Answer& a : effects_.respond) {
-        if (pending_.count(a.id) == 0) continue;
-        const auto* g = std::get_if<member::Granted>(&a.response);
-        leader_checker_.answered(id(), a.id, g != nullptr);
-        if (const auto* k = std::get_if<member::KeptAlive>(&a.response)) leader_checker_.kept_alive(id(), k->key, k->token, now());
+        // A KeptAlive restarted the lease whether or not its client is still there.
+        if (const auto* k = std::get_if<member::KeptAlive>(&a.response)) {
+            leader_checker_.kept_alive(id(), k->key, k->token, now());
+        }
+        if (pending_.count(a.id) > 0) leader_checker_.answered(id(), a.id, std::holds_alternative<member::Granted>(a.response));
     }
 }
 
