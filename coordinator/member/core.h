@@ -292,6 +292,7 @@ private:
     void fail_reads(std::uint64_t ctx, Time now);
     void restart_all_leases(Time now);
     void check_expiries(Time now);
+    void propose_expire(const std::string& key, Lease& l, Time now);
     void acquire(RequestId id, const Acquire& req, bool from_queue, Time now);
     void on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now);
     void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now);

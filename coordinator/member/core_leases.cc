@@ -8,6 +8,21 @@ namespace pgfence::member {
 
 namespace {
 std::string num(std::uint64_t v) { return std::to_string(v); }
+
+// Broken on purpose, for the simulation's checker tests only (ctest
+// sim_catches_*, tests/simulation/CMakeLists.txt builds the core a second
+// time with PGFENCE_MEMBER_MUTANT set): each mutant breaks one rule, which a
+// checker must catch. 0, fence-coordinator's build: no mutant.
+#ifndef PGFENCE_MEMBER_MUTANT
+#define PGFENCE_MEMBER_MUTANT 0
+#endif
+enum class Mutant : int {
+    kNone = 0,
+    kExpireUnconfirmed = 1,  // Expire proposed at expire_at, without a quorum round
+    kKeepAliveExpiring = 2,  // KeepAlive answered for a lease whose Expire was proposed
+    kWaitersLifo = 3,        // a new waiter is queued at the front
+};
+constexpr Mutant kMutant = static_cast<Mutant>(PGFENCE_MEMBER_MUTANT);
 }  // namespace
 
 // ---- leadership confirmation -------------------------------------------------
@@ -66,6 +81,10 @@ void Core::restart_all_leases(Time now) {
 void Core::check_expiries(Time now) {
     for (auto& [key, lease] : leases_) {
         if (lease.phase != LeasePhase::kRunning || now < lease.expire_at) continue;
+        if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
+            propose_expire(key, lease, now);
+            continue;
+        }
         lease.phase = LeasePhase::kConfirming;
         confirm([this, k = key, token = lease.token, asked = now](bool ok, Time at) {
             // Logged before the lookup: losing leadership clears the leases
@@ -80,27 +99,33 @@ void Core::check_expiries(Time now) {
             if (l.phase != LeasePhase::kConfirming) return;
             l.phase = LeasePhase::kRunning;
             if (!ok || asked < l.expire_at) return;  // failed, or restarted after the round was asked for
-            raft::ProposeError err = raft::ProposeError::kNone;
-            if (!propose(lock::Expire{k, token}, at, [](const lock::Result*, Time) {}, &err)) {
-                log(LogLevel::kWarn, "expire_not_proposed", {{"key", k}, {"token", num(token)},
-                                                             {"error", raft::to_string(err)},
-                                                             {"owner", owner_of(k, token)}});
-                return;
-            }
-            l.phase = LeasePhase::kExpiring;
-            ++counters_.expires_proposed;
-            log(LogLevel::kInfo, "expire_proposed",
-                {{"key", k}, {"token", num(token)}, {"lease_ms", num(l.lease_ms)},
-                 {"margin_ms", num(expiry_margin_ms(l.lease_ms, config_.max_clock_drift_ppm))},
-                 {"owner", owner_of(k, token)}});
+            propose_expire(k, l, at);
         });
     }
+}
+
+// Proposes Expire{key, l.token}: the lease is then kExpiring for good.
+void Core::propose_expire(const std::string& key, Lease& l, Time now) {
+    raft::ProposeError err = raft::ProposeError::kNone;
+    if (!propose(lock::Expire{key, l.token}, now, [](const lock::Result*, Time) {}, &err)) {
+        log(LogLevel::kWarn, "expire_not_proposed", {{"key", key}, {"token", num(l.token)},
+                                                     {"error", raft::to_string(err)},
+                                                     {"owner", owner_of(key, l.token)}});
+        return;
+    }
+    l.phase = LeasePhase::kExpiring;
+    ++counters_.expires_proposed;
+    log(LogLevel::kInfo, "expire_proposed",
+        {{"key", key}, {"token", num(l.token)}, {"lease_ms", num(l.lease_ms)},
+         {"margin_ms", num(expiry_margin_ms(l.lease_ms, config_.max_clock_drift_ppm))},
+         {"owner", owner_of(key, l.token)}});
 }
 
 void Core::keepalive(RequestId id, const KeepAlive& req) {
     auto usable = [this](const std::string& key, lock::Token token) {
         auto it = leases_.find(key);
-        return it != leases_.end() && it->second.token == token && !it->second.expiring();
+        const bool expiring = kMutant != Mutant::kKeepAliveExpiring && it != leases_.end() && it->second.expiring();
+        return it != leases_.end() && it->second.token == token && !expiring;
     };
     if (!usable(req.key, req.token)) {
         ++counters_.keepalive_failures;
@@ -288,7 +313,7 @@ void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now
     effects_.watch.push_back(id);
     auto& q = waiters_[req.key];
     Waiter w{id, req, now + std::chrono::milliseconds(req.wait_ms)};
-    if (front) {
+    if (front || kMutant == Mutant::kWaitersLifo) {
         q.push_front(std::move(w));
     } else {
         q.push_back(std::move(w));
