@@ -44,7 +44,8 @@ using Request = std::variant<Acquire, Release, KeepAlive, ListLocks>;
 // ---- answers -------------------------------------------------------------------
 
 // 200 {"key","token","lease_ms","owner"}. The shell reports whether it could
-// write it (Core::response_written): a grant nobody received is released.
+// write it (Core::response_written): a grant nobody received is a phantom
+// (its lease ends at once and it is expired).
 struct Granted {
     std::string key;
     lock::Token token = 0;

@@ -123,7 +123,8 @@ void Core::request(RequestId id, Request req, Time now) {
 void Core::client_gone(RequestId id, Time /*now*/) {
     // A queued waiter is dropped at once (its place goes to the next); an
     // acquire whose Grant is in flight is remembered: when the Grant applies
-    // it is released instead of answered. Any other id is ignored.
+    // it is a phantom (lease ended, expired) instead of answered. Any other
+    // id is ignored.
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
         auto& q = it->second;
         for (auto w = q.begin(); w != q.end(); ++w) {

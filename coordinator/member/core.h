@@ -18,7 +18,8 @@
 //   client_gone(id, now)       a request's client went away (its connection
 //                              closed) before it was answered
 //   response_written(id, ok, now)  a Granted answer was written (ok) or could
-//                              not be (the client is gone: the grant is released)
+//                              not be (the client is gone: a phantom grant,
+//                              its lease ended and expired)
 //   persist_started(now)       the caller began writing the Persist it took
 //                              (a leader then applies and answers its batch
 //                              while the disk works)
@@ -78,8 +79,9 @@
 //     keepalive (confirmed by a quorum round started after it arrived), and
 //     restarts at its full length on a new leader. Expire{key, token} is
 //     proposed once expire_at (lease.h: lease_ms * (1 + rho) after the
-//     start) has passed AND a quorum round started after expire_at confirmed
-//     this member still leads. Once proposed, keepalive fails and a same-owner
+//     start) has passed AND a quorum round asked for after the lease's
+//     current expire_at confirmed this member still leads (a round asked
+//     before a restart proves nothing about the restarted lease). Once proposed, keepalive fails and a same-owner
 //     re-grant of that token is answered Held (or queued, if it may wait).
 //   - Waiters: an acquire with wait_ms > 0 on a held key (or a key with a
 //     queue) joins the key's FIFO queue; when the key is freed the head's

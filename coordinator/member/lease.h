@@ -51,13 +51,16 @@ constexpr std::uint64_t expiry_margin_ms(std::uint64_t lease_ms, std::uint64_t m
 
 // Where a lease stands on its way to Expire:
 //   kRunning    -> kConfirming  (expire_at passed: a leadership round is asked for)
-//   kConfirming -> kRunning     (the round failed, or a keepalive restarted the lease meanwhile)
+//   kConfirming -> kRunning     (the round failed, or was asked for before the lease's current
+//                                expire_at: a keepalive or re-grant restarted it meanwhile)
 //   kConfirming -> kExpiring    (confirmed after expire_at: Expire{key, token} proposed)
 // kExpiring is final: keepalive fails, an idempotent re-grant is refused, and
 // the lease leaves the map when the Expire (or a Release) applies.
 enum class LeasePhase : std::uint8_t { kRunning, kConfirming, kExpiring };
 
-// Invariant: expire_at == deadline + expiry_margin_ms(lease_ms, rho) >= deadline.
+// Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(lease_ms,
+// rho) except after a phantom release, which brings each of them forward to the moment
+// it ended the lease when it was later.
 struct Lease {
     lock::Token token = 0;
     std::uint64_t lease_ms = 0;

@@ -203,7 +203,7 @@ RunResult Cluster::run() {
             require(!draining_ || now_us_ <= drain_deadline_us_, "drain: locks still held ",
                     (drain_deadline_us_ - drain_start_us_) / 1000, " ms after the liveness goal with no client "
                     "starting anything (every lease, phantom grants' included, must run out): ", held_locks());
-            require(step_ < options_.steps + kMaxLivenessSteps, "liveness phase ran out of steps");
+            require(step_ < options_.steps + kMaxLivenessSteps, "the liveness and drain phases ran out of steps");
             auto first = events_.begin();
             now_us_ = first->first.first;
             Event e = std::move(first->second);
@@ -606,11 +606,11 @@ bool Cluster::liveness_done() {
 }
 
 // The drain phase: no client starts anything since healing, so every lock
-// must go once the operations in flight end (each gives up within one
-// client timeout) and the leases they left run out, at most
-// the longest lease (the liveness marker's 1000 ms) x (1 + rho) of the
-// slowest clock, plus elections. Phantom grants (a client that gave up) are
-// among them: they must not stay held.
+// must go once the operations in flight end (each gives up within one client
+// timeout) and the leases they left run out: at most the longest lease (the
+// liveness marker's 1000 ms or 60 ticks) x (1 + rho) of the slowest clock,
+// plus elections. Phantom grants (a client that gave up) are among them:
+// they must not stay held.
 void Cluster::start_drain() {
     draining_ = true;
     drain_start_us_ = now_us_;

@@ -168,7 +168,7 @@ void Member::carry_out_batch(Outbox& out) {
         auto it = pending_.find(a.id);
         if (it == pending_.end() && gone_.erase(a.id) > 0) {
             // Its client left: as the server, a grant nobody receives is
-            // reported unwritten (and released), anything else dropped.
+            // reported unwritten (a phantom: expired), anything else dropped.
             if (const auto* g = std::get_if<member::Granted>(&a.response)) {
                 ++stats_.grants_to_gone;
                 leader_checker_.acquire_gone(id(), g->key);
