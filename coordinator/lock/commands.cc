@@ -1,9 +1,10 @@
 // Command encoding, decoding and log descriptions (format in commands.h).
 #include "lock/commands.h"
 
+#include <optional>
 #include <type_traits>
 
-#include "lock/wire.h"
+#include "codec/bytes.h"
 
 namespace pgfence::lock {
 
@@ -21,56 +22,56 @@ std::uint8_t tag_byte(Tag tag) {
 }
 
 void encode_fields(std::string& out, const Grant& grant) {
-    wire::put_u8(out, tag_byte(Tag::kGrant));
-    wire::put_string(out, grant.key, kMaxKeyBytes, "grant key");
-    wire::put_u64(out, grant.lease_ms);
-    wire::put_string(out, grant.owner, kMaxOwnerBytes, "grant owner");
+    codec::put_u8(out, tag_byte(Tag::kGrant));
+    codec::put_string(out, grant.key, kMaxKeyBytes, "grant key");
+    codec::put_u64(out, grant.lease_ms);
+    codec::put_string(out, grant.owner, kMaxOwnerBytes, "grant owner");
 }
 
 void encode_fields(std::string& out, const Release& release) {
-    wire::put_u8(out, tag_byte(Tag::kRelease));
-    wire::put_string(out, release.key, kMaxKeyBytes, "release key");
-    wire::put_u64(out, release.token);
+    codec::put_u8(out, tag_byte(Tag::kRelease));
+    codec::put_string(out, release.key, kMaxKeyBytes, "release key");
+    codec::put_u64(out, release.token);
 }
 
 void encode_fields(std::string& out, const Expire& expire) {
-    wire::put_u8(out, tag_byte(Tag::kExpire));
-    wire::put_string(out, expire.key, kMaxKeyBytes, "expire key");
-    wire::put_u64(out, expire.token);
+    codec::put_u8(out, tag_byte(Tag::kExpire));
+    codec::put_string(out, expire.key, kMaxKeyBytes, "expire key");
+    codec::put_u64(out, expire.token);
 }
 
 void encode_fields(std::string& out, const SetTokenFloor& set) {
-    wire::put_u8(out, tag_byte(Tag::kSetTokenFloor));
-    wire::put_u64(out, set.floor);
+    codec::put_u8(out, tag_byte(Tag::kSetTokenFloor));
+    codec::put_u64(out, set.floor);
 }
 
-std::optional<Command> decode_grant(wire::Reader& in) {
-    auto key = in.string("grant key", kMaxKeyBytes);
-    auto lease_ms = in.u64("grant lease_ms");
-    auto owner = in.string("grant owner", kMaxOwnerBytes);
-    if (!key || !lease_ms || !owner) return std::nullopt;
-    return Grant{std::move(*key), *lease_ms, std::move(*owner)};
+std::optional<Command> decode_grant(codec::Reader& in) {
+    const std::string_view key = in.string("grant key", kMaxKeyBytes);
+    const std::uint64_t lease_ms = in.u64("grant lease_ms");
+    const std::string_view owner = in.string("grant owner", kMaxOwnerBytes);
+    if (!in.ok()) return std::nullopt;
+    return Grant{std::string(key), lease_ms, std::string(owner)};
 }
 
 template <typename KeyToken>
-std::optional<Command> decode_key_token(wire::Reader& in, std::string_view name) {
-    auto key = in.string(std::string(name) + " key", kMaxKeyBytes);
-    auto token = in.u64(std::string(name) + " token");
-    if (!key || !token) return std::nullopt;
-    return KeyToken{std::move(*key), *token};
+std::optional<Command> decode_key_token(codec::Reader& in, std::string_view name) {
+    const std::string_view key = in.string(std::string(name) + " key", kMaxKeyBytes);
+    const std::uint64_t token = in.u64(std::string(name) + " token");
+    if (!in.ok()) return std::nullopt;
+    return KeyToken{std::string(key), token};
 }
 
-std::optional<Command> decode_floor(wire::Reader& in) {
-    auto floor = in.u64("set_token_floor floor");
-    if (!floor) return std::nullopt;
-    return SetTokenFloor{*floor};
+std::optional<Command> decode_floor(codec::Reader& in) {
+    const std::uint64_t floor = in.u64("set_token_floor floor");
+    if (!in.ok()) return std::nullopt;
+    return SetTokenFloor{floor};
 }
 
-std::optional<Command> decode_body(wire::Reader& in) {
+std::optional<Command> decode_body(codec::Reader& in) {
     const std::size_t tag_offset = in.offset();
-    auto tag = in.u8("tag");
-    if (!tag) return std::nullopt;
-    switch (static_cast<Tag>(*tag)) {
+    const std::uint8_t tag = in.u8("tag");
+    if (!in.ok()) return std::nullopt;
+    switch (static_cast<Tag>(tag)) {
         case Tag::kGrant:
             return decode_grant(in);
         case Tag::kRelease:
@@ -80,7 +81,7 @@ std::optional<Command> decode_body(wire::Reader& in) {
         case Tag::kSetTokenFloor:
             return decode_floor(in);
     }
-    in.fail_at(tag_offset, "unknown command tag " + std::to_string(*tag) + " (known: 1..4)");
+    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..4)");
     return std::nullopt;
 }
 
@@ -110,22 +111,43 @@ std::string quoted(std::string_view text) {
 
 std::string encode(const Command& cmd) {
     std::string out;
-    wire::put_u8(out, kCommandVersion);
+    codec::put_u8(out, kCommandVersion);
     std::visit([&out](const auto& c) { encode_fields(out, c); }, cmd);
     return out;
 }
 
 std::variant<Command, DecodeError> decode_command(std::string_view bytes) {
-    wire::Reader in(bytes, "command");
-    auto version = in.u8("version");
-    if (version && *version != kCommandVersion) {
-        in.fail_at(0, "unknown command version " + std::to_string(*version) +
+    codec::Reader in(bytes, read_error, "command");
+    const std::uint8_t version = in.u8("version");
+    if (in.ok() && version != kCommandVersion) {
+        in.fail_at(0, "unknown command version " + std::to_string(version) +
                           " (known: " + std::to_string(kCommandVersion) + ")");
     }
     std::optional<Command> cmd;
-    if (!in.failed()) cmd = decode_body(in);
-    if (!cmd || !in.expect_end()) return DecodeError{in.error()};
+    if (in.ok()) cmd = decode_body(in);
+    if (!cmd || !in.expect_end("the end")) return DecodeError{in.error()};
     return std::move(*cmd);
+}
+
+std::string read_error(const codec::ReadFailure& failure, std::string_view context) {
+    using Kind = codec::ReadFailure::Kind;
+    std::string problem(failure.field);
+    switch (failure.kind) {
+        case Kind::kShort:
+        case Kind::kShortString:
+            if (failure.length_prefix) problem += " length";
+            problem += " needs " + std::to_string(failure.size) + " bytes but only " +
+                       std::to_string(failure.limit) + " remain";
+            break;
+        case Kind::kTooLong:
+            problem += " length " + std::to_string(failure.size) + " exceeds the limit of " +
+                       std::to_string(failure.limit) + " bytes";
+            break;
+        case Kind::kProblem:
+            break;
+    }
+    return std::string(context) + ": " + problem + " (at byte offset " +
+           std::to_string(failure.offset) + ")";
 }
 
 std::string describe(const Command& cmd) {

@@ -10,6 +10,10 @@
 #include <string_view>
 #include <variant>
 
+namespace pgfence::codec {
+struct ReadFailure;
+}  // namespace pgfence::codec
+
 namespace pgfence::lock {
 
 using Token = std::uint64_t;
@@ -113,6 +117,11 @@ std::string validate(const Command& cmd);
 // limits only; validate() checks the values.
 std::string encode(const Command& cmd);
 std::variant<Command, DecodeError> decode_command(std::string_view bytes);
+
+// How the lock formats word a failed read (a codec::Wording; `context` is
+// "command" or "snapshot"), e.g.
+//   command: grant key length 513 exceeds the limit of 512 bytes (at byte offset 2)
+std::string read_error(const codec::ReadFailure& failure, std::string_view context);
 
 std::string describe(const Command& cmd);  // for logs: "grant key=... lease_ms=... owner=..."
 std::string describe(const Result& result);

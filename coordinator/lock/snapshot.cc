@@ -11,8 +11,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "codec/bytes.h"
 #include "lock/table.h"
-#include "lock/wire.h"
 
 namespace pgfence::lock {
 
@@ -21,62 +21,62 @@ namespace {
 constexpr std::uint8_t kSnapshotVersion = 1;
 // Smallest possible encoded lock: key length + 1 key byte + token + lease_ms + owner length.
 constexpr std::size_t kMinLockBytes =
-    wire::kU32Bytes + kMinKeyBytes + wire::kU64Bytes + wire::kU64Bytes + wire::kU32Bytes;
+    codec::kU32Bytes + kMinKeyBytes + codec::kU64Bytes + codec::kU64Bytes + codec::kU32Bytes;
 
-std::optional<Lock> read_lock(wire::Reader& in) {
-    auto key = in.string("lock key", kMaxKeyBytes);
-    auto token = in.u64("lock token");
-    auto lease_ms = in.u64("lock lease_ms");
-    auto owner = in.string("lock owner", kMaxOwnerBytes);
-    if (!key || !token || !lease_ms || !owner) return std::nullopt;
-    return Lock{std::move(*key), *token, *lease_ms, std::move(*owner)};
+std::optional<Lock> read_lock(codec::Reader& in) {
+    const std::string_view key = in.string("lock key", kMaxKeyBytes);
+    const std::uint64_t token = in.u64("lock token");
+    const std::uint64_t lease_ms = in.u64("lock lease_ms");
+    const std::string_view owner = in.string("lock owner", kMaxOwnerBytes);
+    if (!in.ok()) return std::nullopt;
+    return Lock{std::string(key), token, lease_ms, std::string(owner)};
 }
 
 }  // namespace
 
 std::string LockTable::snapshot() const {
     std::string out;
-    wire::put_u8(out, kSnapshotVersion);
-    wire::put_u64(out, applied_index_);
-    wire::put_u64(out, token_floor_);
-    wire::put_u64(out, last_token_);
+    codec::put_u8(out, kSnapshotVersion);
+    codec::put_u64(out, applied_index_);
+    codec::put_u64(out, token_floor_);
+    codec::put_u64(out, last_token_);
     if (locks_.size() > std::numeric_limits<std::uint32_t>::max()) {
         throw std::length_error("snapshot: " + std::to_string(locks_.size()) +
                                 " locks do not fit the u32 lock count");
     }
-    wire::put_u32(out, static_cast<std::uint32_t>(locks_.size()));
+    codec::put_u32(out, static_cast<std::uint32_t>(locks_.size()));
     for (const auto& [key, lock] : locks_) {
-        wire::put_string(out, key, kMaxKeyBytes, "lock key");
-        wire::put_u64(out, lock.token);
-        wire::put_u64(out, lock.lease_ms);
-        wire::put_string(out, lock.owner, kMaxOwnerBytes, "lock owner");
+        codec::put_string(out, key, kMaxKeyBytes, "lock key");
+        codec::put_u64(out, lock.token);
+        codec::put_u64(out, lock.lease_ms);
+        codec::put_string(out, lock.owner, kMaxOwnerBytes, "lock owner");
     }
     return out;
 }
 
 std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes) {
-    wire::Reader in(bytes, "snapshot");
+    codec::Reader in(bytes, read_error, "snapshot");
     LockTable table;
-    auto version = in.u8("version");
-    if (version && *version != kSnapshotVersion) {
-        in.fail_at(0, "unknown snapshot version " + std::to_string(*version) +
+    const std::uint8_t version = in.u8("version");
+    if (in.ok() && version != kSnapshotVersion) {
+        in.fail_at(0, "unknown snapshot version " + std::to_string(version) +
                           " (known: " + std::to_string(kSnapshotVersion) + ")");
     }
-    auto applied = in.u64("applied_index");
-    auto floor = in.u64("token_floor");
-    auto last = in.u64("last_token");
+    const std::uint64_t applied = in.u64("applied_index");
+    const std::uint64_t floor = in.u64("token_floor");
+    const std::uint64_t last = in.u64("last_token");
     const std::size_t count_offset = in.offset();
-    auto count = in.u32("lock count");
-    if (!count) return DecodeError{in.error()};
-    if (*count > in.remaining() / kMinLockBytes) {
-        in.fail_at(count_offset, "lock count " + std::to_string(*count) + " cannot fit in the " +
+    const std::uint32_t count = in.u32("lock count");
+    if (!in.ok()) return DecodeError{in.error()};
+    if (count > in.remaining() / kMinLockBytes) {
+        in.fail_at(count_offset, "lock count " + std::to_string(count) + " cannot fit in the " +
                                      std::to_string(in.remaining()) + " bytes remaining");
         return DecodeError{in.error()};
     }
-    table.applied_index_ = *applied;
-    table.token_floor_ = *floor;
-    table.last_token_ = *last;
-    for (std::uint32_t i = 0; i < *count; ++i) {
+    table.applied_index_ = applied;
+    table.token_floor_ = floor;
+    table.last_token_ = last;
+    for (std::uint32_t i = 0; i < count; ++i) {
         const std::size_t lock_offset = in.offset();
         auto lock = read_lock(in);
         if (!lock) return DecodeError{in.error()};
@@ -89,7 +89,7 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes) 
         std::string key = lock->key;
         table.locks_.emplace_hint(table.locks_.end(), std::move(key), std::move(*lock));
     }
-    if (!in.expect_end()) return DecodeError{in.error()};
+    if (!in.expect_end("the end")) return DecodeError{in.error()};
     if (auto problem = table.check_invariants(); !problem.empty()) {
         return DecodeError{"snapshot: " + problem};
     }

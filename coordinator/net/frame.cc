@@ -1,17 +1,16 @@
 #include "net/frame.h"
 
-#include "net/bytes.h"
+#include "codec/bytes.h"
 
 namespace pgfence::net {
 
 std::string encode_frame(std::uint64_t cluster_id, FrameKind kind, std::string_view payload) {
     std::string out;
     out.reserve(kLengthPrefixBytes + kFrameHeaderBytes + payload.size());
-    ByteWriter w(out);
-    w.u32(static_cast<std::uint32_t>(kFrameHeaderBytes + payload.size()));
-    w.u8(kFrameVersion);
-    w.u64(cluster_id);
-    w.u8(static_cast<std::uint8_t>(kind));
+    codec::put_u32(out, static_cast<std::uint32_t>(kFrameHeaderBytes + payload.size()));
+    codec::put_u8(out, kFrameVersion);
+    codec::put_u64(out, cluster_id);
+    codec::put_u8(out, static_cast<std::uint8_t>(kind));
     out.append(payload);
     return out;
 }
@@ -21,8 +20,7 @@ std::variant<std::size_t, FrameError> decode_frame_length(std::string_view prefi
         return FrameError{"frame length prefix must be 4 bytes, got " +
                           std::to_string(prefix.size())};
     }
-    ByteReader r(prefix);
-    const std::size_t len = r.u32("frame length");
+    const std::size_t len = codec::peek_u32(prefix, 0);
     if (len < kFrameHeaderBytes) {
         return FrameError{"frame length " + std::to_string(len) + " is below the header size " +
                           std::to_string(kFrameHeaderBytes)};
@@ -38,7 +36,7 @@ std::variant<Frame, FrameError> decode_frame_body(std::string_view body) {
     if (body.size() < kFrameHeaderBytes || body.size() > kMaxFrameBytes) {
         return FrameError{"frame body of " + std::to_string(body.size()) + " bytes is out of bounds"};
     }
-    ByteReader r(body);
+    codec::Reader r(body);  // the header is in bounds: no read below can fail
     const std::uint8_t version = r.u8("frame version");
     if (version != kFrameVersion) {
         return FrameError{"unsupported frame version " + std::to_string(version) + " (expected " +
@@ -54,6 +52,31 @@ std::variant<Frame, FrameError> decode_frame_body(std::string_view body) {
     f.kind = static_cast<FrameKind>(kind);
     f.payload.assign(body.substr(kFrameHeaderBytes));
     return f;
+}
+
+std::string peer_read_error(const codec::ReadFailure& failure, std::string_view /*context*/) {
+    using Kind = codec::ReadFailure::Kind;
+    const std::string field(failure.field);
+    const std::string size = std::to_string(failure.size);
+    const std::string limit = std::to_string(failure.limit);
+    std::size_t offset = failure.offset;
+    std::string problem;
+    switch (failure.kind) {
+        case Kind::kShort:
+            problem = "truncated " + field + " (need " + size + " bytes, have " + limit + ")";
+            break;
+        case Kind::kShortString:
+            problem = "truncated " + field + " (length " + size + ", have " + limit + ")";
+            break;
+        case Kind::kTooLong:
+            problem = field + " length " + size + " exceeds limit " + limit;
+            offset += codec::kU32Bytes;  // this wording gives the offset just past the length
+            break;
+        case Kind::kProblem:
+            problem = field;
+            break;
+    }
+    return problem + " at byte offset " + std::to_string(offset);
 }
 
 }  // namespace pgfence::net

@@ -18,6 +18,10 @@
 #include <string_view>
 #include <variant>
 
+namespace pgfence::codec {
+struct ReadFailure;
+}  // namespace pgfence::codec
+
 namespace pgfence::net {
 
 constexpr std::uint8_t kFrameVersion = 1;
@@ -49,5 +53,10 @@ std::variant<std::size_t, FrameError> decode_frame_length(std::string_view prefi
 
 // Decodes a frame body (everything after the length prefix).
 std::variant<Frame, FrameError> decode_frame_body(std::string_view body);
+
+// How the peer protocol's payload decoders (member info, raft messages) word a
+// failed read (a codec::Wording; `context` is unused), e.g.
+//   truncated term (need 8 bytes, have 3) at byte offset 17
+std::string peer_read_error(const codec::ReadFailure& failure, std::string_view context);
 
 }  // namespace pgfence::net

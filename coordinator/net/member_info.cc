@@ -1,6 +1,7 @@
 #include "net/member_info.h"
 
-#include "net/bytes.h"
+#include "codec/bytes.h"
+#include "net/frame.h"
 
 namespace pgfence::net {
 
@@ -11,27 +12,26 @@ constexpr std::uint8_t kMaxRole = 3;
 
 std::string encode_member_info(const MemberInfo& info) {
     std::string out;
-    ByteWriter w(out);
-    w.u8(kMemberInfoVersion);
-    w.u64(info.id);
-    w.str(info.client_addr.substr(0, kMaxClientAddrBytes));
-    w.u8(info.role);
-    w.u64(info.term);
-    w.u64(info.leader);
-    w.u64(info.commit);
-    w.u64(info.applied);
+    codec::put_u8(out, kMemberInfoVersion);
+    codec::put_u64(out, info.id);
+    codec::put_string(out, std::string_view(info.client_addr).substr(0, kMaxClientAddrBytes));
+    codec::put_u8(out, info.role);
+    codec::put_u64(out, info.term);
+    codec::put_u64(out, info.leader);
+    codec::put_u64(out, info.commit);
+    codec::put_u64(out, info.applied);
     return out;
 }
 
 std::variant<MemberInfo, std::string> decode_member_info(std::string_view bytes) {
-    ByteReader r(bytes);
+    codec::Reader r(bytes, peer_read_error);
     const std::uint8_t version = r.u8("member info version");
     if (r.ok() && version != kMemberInfoVersion) {
         return "unsupported member info version " + std::to_string(version);
     }
     MemberInfo info;
     info.id = r.u64("member id");
-    info.client_addr = r.str("client address", kMaxClientAddrBytes);
+    info.client_addr = r.string("client address", kMaxClientAddrBytes);
     info.role = r.u8("role");
     info.term = r.u64("term");
     info.leader = r.u64("leader");

@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-#include "net/bytes.h"
+#include "codec/bytes.h"
 #include "net/frame.h"
 
 namespace pgfence::net {
@@ -25,60 +25,60 @@ constexpr std::uint8_t tag_of() {
     else return 8;
 }
 
-void put_entry(ByteWriter& w, const Entry& e) {
-    w.u64(e.term);
-    w.u64(e.index);
-    w.u8(static_cast<std::uint8_t>(e.type));
-    w.str(e.data);
+void put_entry(std::string& out, const Entry& e) {
+    codec::put_u64(out, e.term);
+    codec::put_u64(out, e.index);
+    codec::put_u8(out, static_cast<std::uint8_t>(e.type));
+    codec::put_string(out, e.data);
 }
 
-void put_body(ByteWriter& w, const VoteRequest& b) {
-    w.u8(b.pre_vote ? 1 : 0);
-    w.u64(b.last_log_index);
-    w.u64(b.last_log_term);
-    w.u8(b.transfer ? 1 : 0);
+void put_body(std::string& out, const VoteRequest& b) {
+    codec::put_u8(out, b.pre_vote ? 1 : 0);
+    codec::put_u64(out, b.last_log_index);
+    codec::put_u64(out, b.last_log_term);
+    codec::put_u8(out, b.transfer ? 1 : 0);
 }
-void put_body(ByteWriter& w, const VoteResponse& b) {
-    w.u8(b.pre_vote ? 1 : 0);
-    w.u8(b.granted ? 1 : 0);
+void put_body(std::string& out, const VoteResponse& b) {
+    codec::put_u8(out, b.pre_vote ? 1 : 0);
+    codec::put_u8(out, b.granted ? 1 : 0);
 }
-void put_body(ByteWriter& w, const AppendRequest& b) {
-    w.u64(b.prev_log_index);
-    w.u64(b.prev_log_term);
-    w.u64(b.leader_commit);
-    w.u32(static_cast<std::uint32_t>(b.entries.size()));
-    for (const Entry& e : b.entries) put_entry(w, e);
+void put_body(std::string& out, const AppendRequest& b) {
+    codec::put_u64(out, b.prev_log_index);
+    codec::put_u64(out, b.prev_log_term);
+    codec::put_u64(out, b.leader_commit);
+    codec::put_u32(out, static_cast<std::uint32_t>(b.entries.size()));
+    for (const Entry& e : b.entries) put_entry(out, e);
 }
-void put_body(ByteWriter& w, const AppendResponse& b) {
-    w.u8(b.success ? 1 : 0);
-    w.u64(b.match_index);
-    w.u64(b.reject_index);
-    w.u64(b.reject_hint);
-    w.u64(b.hint_term);
+void put_body(std::string& out, const AppendResponse& b) {
+    codec::put_u8(out, b.success ? 1 : 0);
+    codec::put_u64(out, b.match_index);
+    codec::put_u64(out, b.reject_index);
+    codec::put_u64(out, b.reject_hint);
+    codec::put_u64(out, b.hint_term);
 }
-void put_body(ByteWriter& w, const SnapshotRequest& b) {
+void put_body(std::string& out, const SnapshotRequest& b) {
     const Snapshot& s = b.snapshot;
-    w.u64(s.meta.index);
-    w.u64(s.meta.term);
-    w.u32(static_cast<std::uint32_t>(s.meta.members.size()));
-    for (NodeId id : s.meta.members) w.u64(id);
-    w.str(s.data);
+    codec::put_u64(out, s.meta.index);
+    codec::put_u64(out, s.meta.term);
+    codec::put_u32(out, static_cast<std::uint32_t>(s.meta.members.size()));
+    for (NodeId id : s.meta.members) codec::put_u64(out, id);
+    codec::put_string(out, s.data);
 }
-void put_body(ByteWriter& w, const Heartbeat& b) {
-    w.u64(b.commit);
-    w.u64(b.read_round);
+void put_body(std::string& out, const Heartbeat& b) {
+    codec::put_u64(out, b.commit);
+    codec::put_u64(out, b.read_round);
 }
-void put_body(ByteWriter& w, const HeartbeatResponse& b) { w.u64(b.read_round); }
-void put_body(ByteWriter&, const TimeoutNow&) {}
+void put_body(std::string& out, const HeartbeatResponse& b) { codec::put_u64(out, b.read_round); }
+void put_body(std::string&, const TimeoutNow&) {}
 
-bool get_bool(ByteReader& r, const char* what) {
+bool get_bool(codec::Reader& r, const char* what) {
     const std::uint8_t v = r.u8(what);
     if (v > 1) r.fail(std::string(what) + " must be 0 or 1, got " + std::to_string(v));
     return v == 1;
 }
 
 // Reads an entry count and checks that many entries could fit in what is left.
-std::uint32_t get_count(ByteReader& r, const char* what, std::size_t min_item_bytes) {
+std::uint32_t get_count(codec::Reader& r, const char* what, std::size_t min_item_bytes) {
     const std::uint32_t n = r.u32(what);
     if (r.ok() && static_cast<std::uint64_t>(n) * min_item_bytes > r.remaining()) {
         r.fail(std::string(what) + " " + std::to_string(n) + " cannot fit in the " +
@@ -87,7 +87,7 @@ std::uint32_t get_count(ByteReader& r, const char* what, std::size_t min_item_by
     return r.ok() ? n : 0;
 }
 
-Entry get_entry(ByteReader& r) {
+Entry get_entry(codec::Reader& r) {
     Entry e;
     e.term = r.u64("entry term");
     e.index = r.u64("entry index");
@@ -96,11 +96,11 @@ Entry get_entry(ByteReader& r) {
         r.fail("unknown entry type " + std::to_string(type));
     }
     e.type = static_cast<EntryType>(type);
-    e.data = r.str("entry data", kMaxFrameBytes);
+    e.data = r.string("entry data", kMaxFrameBytes);
     return e;
 }
 
-MessageBody get_append(ByteReader& r) {
+MessageBody get_append(codec::Reader& r) {
     AppendRequest b;
     b.prev_log_index = r.u64("prev_log_index");
     b.prev_log_term = r.u64("prev_log_term");
@@ -111,18 +111,18 @@ MessageBody get_append(ByteReader& r) {
     return b;
 }
 
-MessageBody get_snapshot(ByteReader& r) {
+MessageBody get_snapshot(codec::Reader& r) {
     SnapshotRequest b;
     b.snapshot.meta.index = r.u64("snapshot index");
     b.snapshot.meta.term = r.u64("snapshot term");
     const std::uint32_t n = get_count(r, "member count", 8);
     if (n > kMaxMembers) r.fail("member count " + std::to_string(n) + " exceeds " + std::to_string(kMaxMembers));
     for (std::uint32_t i = 0; i < n && r.ok(); ++i) b.snapshot.meta.members.push_back(r.u64("member id"));
-    b.snapshot.data = r.str("snapshot data", kMaxFrameBytes);
+    b.snapshot.data = r.string("snapshot data", kMaxFrameBytes);
     return b;
 }
 
-MessageBody get_body(ByteReader& r, std::uint8_t tag) {
+MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
     switch (tag) {
         case 1: {
             VoteRequest b;
@@ -165,15 +165,14 @@ MessageBody get_body(ByteReader& r, std::uint8_t tag) {
 
 std::string encode_message(const raft::Message& m) {
     std::string out;
-    ByteWriter w(out);
-    w.u8(kRaftCodecVersion);
-    w.u64(m.from);
-    w.u64(m.to);
-    w.u64(m.term);
+    codec::put_u8(out, kRaftCodecVersion);
+    codec::put_u64(out, m.from);
+    codec::put_u64(out, m.to);
+    codec::put_u64(out, m.term);
     std::visit(
-        [&w](const auto& body) {
-            w.u8(tag_of<std::decay_t<decltype(body)>>());
-            put_body(w, body);
+        [&out](const auto& body) {
+            codec::put_u8(out, tag_of<std::decay_t<decltype(body)>>());
+            put_body(out, body);
         },
         m.body);
     return out;
@@ -181,7 +180,7 @@ std::string encode_message(const raft::Message& m) {
 
 std::variant<raft::Message, CodecError> decode_message(std::string_view bytes,
                                                        std::uint64_t cluster_id) {
-    ByteReader r(bytes);
+    codec::Reader r(bytes, peer_read_error);
     const std::uint8_t version = r.u8("codec version");
     if (r.ok() && version != kRaftCodecVersion) {
         return CodecError{"unsupported raft codec version " + std::to_string(version)};
@@ -193,10 +192,7 @@ std::variant<raft::Message, CodecError> decode_message(std::string_view bytes,
     m.term = r.u64("term");
     const std::uint8_t tag = r.u8("message tag");
     if (r.ok()) m.body = get_body(r, tag);
-    if (r.ok() && r.remaining() != 0) {
-        r.fail(std::to_string(r.remaining()) + " trailing bytes after the message");
-    }
-    if (!r.ok()) return CodecError{r.error()};
+    if (!r.expect_end("the message")) return CodecError{r.error()};
     return m;
 }
 

@@ -1,6 +1,6 @@
 #include "storage/meta_files.h"
 
-#include "storage/bytes.h"
+#include "codec/bytes.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
 
@@ -11,13 +11,13 @@ constexpr std::uint64_t kMaxSmallFileBytes = 4096;
 
 std::string begin_file(std::uint32_t magic) {
     std::string out;
-    put_u32(out, magic);
-    put_u8(out, kMetaVersion);
+    codec::put_u32(out, magic);
+    codec::put_u8(out, kMetaVersion);
     return out;
 }
 
 void end_file(std::string& out) {
-    put_u32(out, crc32c(out));
+    codec::put_u32(out, crc32c(out));
 }
 
 [[noreturn]] void corrupt(const std::string& path, std::size_t offset, const std::string& what) {
@@ -31,9 +31,9 @@ std::string_view open_file_body(std::string_view bytes, std::uint32_t magic,
                                 const std::string& path) {
     if (bytes.size() < 9)
         corrupt(path, bytes.size(), "file is only " + std::to_string(bytes.size()) + " bytes");
-    if (peek_u32(bytes, 0) != magic) corrupt(path, 0, "wrong magic number");
+    if (codec::peek_u32(bytes, 0) != magic) corrupt(path, 0, "wrong magic number");
     const std::size_t crc_at = bytes.size() - 4;
-    if (peek_u32(bytes, crc_at) != crc32c(bytes.substr(0, crc_at))) {
+    if (codec::peek_u32(bytes, crc_at) != crc32c(bytes.substr(0, crc_at))) {
         corrupt(path, crc_at, "CRC mismatch");
     }
     if (static_cast<std::uint8_t>(bytes[4]) != kMetaVersion) {
@@ -48,73 +48,73 @@ std::string_view open_file_body(std::string_view bytes, std::uint32_t magic,
 
 std::string encode_identity(const Identity& id) {
     std::string out = begin_file(kIdentityMagic);
-    put_u64(out, id.cluster_id);
-    put_u64(out, id.member_id);
+    codec::put_u64(out, id.cluster_id);
+    codec::put_u64(out, id.member_id);
     end_file(out);
     return out;
 }
 
 std::string encode_hard_state(const raft::HardState& hs) {
     std::string out = begin_file(kHardStateMagic);
-    put_u64(out, hs.term);
-    put_u64(out, hs.vote);
-    put_u64(out, hs.commit);
+    codec::put_u64(out, hs.term);
+    codec::put_u64(out, hs.vote);
+    codec::put_u64(out, hs.commit);
     end_file(out);
     return out;
 }
 
 std::string encode_snapshot(const raft::Snapshot& snap) {
     std::string out = begin_file(kSnapshotMagic);
-    put_u64(out, snap.meta.index);
-    put_u64(out, snap.meta.term);
-    put_u32(out, static_cast<std::uint32_t>(snap.meta.members.size()));
-    for (raft::NodeId m : snap.meta.members) put_u64(out, m);
-    put_u64(out, snap.data.size());
+    codec::put_u64(out, snap.meta.index);
+    codec::put_u64(out, snap.meta.term);
+    codec::put_u32(out, static_cast<std::uint32_t>(snap.meta.members.size()));
+    for (raft::NodeId m : snap.meta.members) codec::put_u64(out, m);
+    codec::put_u64(out, snap.data.size());
     out.append(snap.data);
     end_file(out);
     return out;
 }
 
 Identity decode_identity(std::string_view bytes, const std::string& path) {
-    ByteReader in(open_file_body(bytes, kIdentityMagic, path));
+    codec::Reader in(open_file_body(bytes, kIdentityMagic, path));
     Identity id;
-    if (!in.get_u64(id.cluster_id) || !in.get_u64(id.member_id) || in.remaining() != 0) {
+    id.cluster_id = in.u64();
+    id.member_id = in.u64();
+    if (!in.ok() || in.remaining() != 0) {
         corrupt(path, 5, "wrong body length");
     }
     return id;
 }
 
 raft::HardState decode_hard_state(std::string_view bytes, const std::string& path) {
-    ByteReader in(open_file_body(bytes, kHardStateMagic, path));
+    codec::Reader in(open_file_body(bytes, kHardStateMagic, path));
     raft::HardState hs;
-    if (!in.get_u64(hs.term) || !in.get_u64(hs.vote) || !in.get_u64(hs.commit) ||
-        in.remaining() != 0) {
+    hs.term = in.u64();
+    hs.vote = in.u64();
+    hs.commit = in.u64();
+    if (!in.ok() || in.remaining() != 0) {
         corrupt(path, 5, "wrong body length");
     }
     return hs;
 }
 
 raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path) {
-    ByteReader in(open_file_body(bytes, kSnapshotMagic, path));
+    codec::Reader in(open_file_body(bytes, kSnapshotMagic, path));
     raft::Snapshot snap;
-    std::uint32_t members = 0;
-    if (!in.get_u64(snap.meta.index) || !in.get_u64(snap.meta.term) || !in.get_u32(members)) {
-        corrupt(path, 5 + in.position(), "snapshot header cut short");
-    }
+    snap.meta.index = in.u64();
+    snap.meta.term = in.u64();
+    const std::uint32_t members = in.u32();
+    if (!in.ok()) corrupt(path, 5 + in.offset(), "snapshot header cut short");
     if (members > kMaxSnapshotMembers || members > in.remaining() / 8) {
-        corrupt(path, 5 + in.position(),
+        corrupt(path, 5 + in.offset(),
                 "member count " + std::to_string(members) + " is impossible");
     }
-    for (std::uint32_t i = 0; i < members; ++i) {
-        std::uint64_t m = 0;
-        in.get_u64(m);
-        snap.meta.members.push_back(m);
+    for (std::uint32_t i = 0; i < members; ++i) snap.meta.members.push_back(in.u64());
+    const std::uint64_t size = in.u64();
+    if (!in.ok() || size != in.remaining()) {
+        corrupt(path, 5 + in.offset(), "snapshot data length does not match the file");
     }
-    std::uint64_t size = 0;
-    std::string_view data;
-    if (!in.get_u64(size) || size != in.remaining() || !in.get_bytes(size, data)) {
-        corrupt(path, 5 + in.position(), "snapshot data length does not match the file");
-    }
+    const std::string_view data = in.bytes(size);  // all that remains
     if (snap.meta.index == 0) corrupt(path, 5, "snapshot index 0");
     snap.data = std::string(data);
     return snap;

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <map>
 
-#include "storage/bytes.h"
+#include "codec/bytes.h"
 #include "storage/crc32c.h"
 #include "storage/wal_format.h"
 
@@ -398,7 +398,7 @@ std::vector<raft::Entry> Wal::read(raft::Index lo, raft::Index hi) const {
         if (inserted) fd_it->second = open_file(seg.path, O_RDONLY);
         const std::string rec =
             pread_exact(fd_it->second.get(), it->offset, kRecordHeaderBytes + it->length, seg.path);
-        if (peek_u32(rec, 0) != crc32c(std::string_view(rec).substr(4))) {
+        if (codec::peek_u32(rec, 0) != crc32c(std::string_view(rec).substr(4))) {
             corrupt(seg.path, it->offset, "record CRC mismatch on read (the file changed on disk)");
         }
         EntriesPayload h;

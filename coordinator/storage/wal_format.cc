@@ -1,6 +1,6 @@
 #include "storage/wal_format.h"
 
-#include "storage/bytes.h"
+#include "codec/bytes.h"
 #include "storage/crc32c.h"
 
 namespace pgfence::storage {
@@ -9,12 +9,12 @@ namespace {
 // Appends [crc][length][type][payload]; the CRC covers length, type and payload.
 void seal_record(std::string& out, RecordType type, std::string_view payload) {
     const std::size_t start = out.size();
-    put_u32(out, 0);  // CRC, filled below
-    put_u32(out, static_cast<std::uint32_t>(payload.size()));
-    put_u8(out, static_cast<std::uint8_t>(type));
+    codec::put_u32(out, 0);  // CRC, filled below
+    codec::put_u32(out, static_cast<std::uint32_t>(payload.size()));
+    codec::put_u8(out, static_cast<std::uint8_t>(type));
     out.append(payload);
     std::string_view covered(out.data() + start + 4, out.size() - start - 4);
-    poke_u32(out, start, crc32c(covered));
+    codec::poke_u32(out, start, crc32c(covered));
 }
 
 enum class Probe : std::uint8_t { kValid, kShort, kBad };
@@ -31,7 +31,7 @@ ProbeResult probe_record(std::string_view bytes, std::uint64_t at) {
     if (left < kRecordHeaderBytes) {
         return {Probe::kShort, 0, "record header cut short (" + std::to_string(left) + " bytes)"};
     }
-    const std::uint32_t length = peek_u32(bytes, at + 4);
+    const std::uint32_t length = codec::peek_u32(bytes, at + 4);
     if (length > kMaxRecordPayloadBytes) {
         return {Probe::kBad, length,
                 "record length " + std::to_string(length) + " exceeds the limit of " +
@@ -42,7 +42,7 @@ ProbeResult probe_record(std::string_view bytes, std::uint64_t at) {
             Probe::kShort, length,
             "record of " + std::to_string(length) + " payload bytes runs past the end of the file"};
     }
-    const std::uint32_t stored = peek_u32(bytes, at);
+    const std::uint32_t stored = codec::peek_u32(bytes, at);
     const std::uint32_t actual = crc32c(bytes.substr(at + 4, 5 + length));
     if (stored != actual) return {Probe::kBad, length, "record CRC mismatch"};
     return {Probe::kValid, length, {}};
@@ -58,8 +58,8 @@ bool plausible_record(std::string_view bytes, std::uint64_t p, std::uint32_t len
     if (type == static_cast<std::uint8_t>(RecordType::kReset)) return length == 8;
     if (type != static_cast<std::uint8_t>(RecordType::kEntries)) return false;
     if (length < kEntriesPayloadHeaderBytes + kEntryOverheadBytes) return false;
-    const std::uint64_t first_index = peek_u64(bytes, p + kRecordHeaderBytes);
-    const std::uint32_t count = peek_u32(bytes, p + kRecordHeaderBytes + 8);
+    const std::uint64_t first_index = codec::peek_u64(bytes, p + kRecordHeaderBytes);
+    const std::uint32_t count = codec::peek_u32(bytes, p + kRecordHeaderBytes + 8);
     return first_index >= 1 && first_index <= kMaxEntryIndex && count >= 1 &&
            count <= (length - kEntriesPayloadHeaderBytes) / kEntryOverheadBytes;
 }
@@ -71,14 +71,16 @@ bool plausible_record(std::string_view bytes, std::uint64_t p, std::uint32_t len
 Probe find_later_record(std::string_view bytes, std::uint64_t bad, std::uint64_t starts_end) {
     std::uint64_t budget = kMaxResyncCrcBytes;
     for (std::uint64_t p = bad + 1; p < starts_end && p + kRecordHeaderBytes <= bytes.size(); ++p) {
-        const std::uint32_t length = peek_u32(bytes, p + 4);
+        const std::uint32_t length = codec::peek_u32(bytes, p + 4);
         if (length > kMaxRecordPayloadBytes || bytes.size() - p - kRecordHeaderBytes < length ||
             !plausible_record(bytes, p, length)) {
             continue;
         }
         if (budget < 5u + length) return Probe::kBad;
         budget -= 5u + length;
-        if (peek_u32(bytes, p) == crc32c(bytes.substr(p + 4, 5 + length))) return Probe::kValid;
+        if (codec::peek_u32(bytes, p) == crc32c(bytes.substr(p + 4, 5 + length))) {
+            return Probe::kValid;
+        }
     }
     return Probe::kShort;
 }
@@ -96,8 +98,8 @@ bool decode_header(std::string_view bytes, SegmentDecode& d) {
         d.problem = "segment header cut short (" + std::to_string(bytes.size()) + " bytes)";
         return false;
     }
-    const bool crc_ok = peek_u32(bytes, 13) == crc32c(bytes.substr(0, 13));
-    const bool magic_ok = peek_u32(bytes, 0) == kSegmentMagic;
+    const bool crc_ok = codec::peek_u32(bytes, 13) == crc32c(bytes.substr(0, 13));
+    const bool magic_ok = codec::peek_u32(bytes, 0) == kSegmentMagic;
     if (!crc_ok || !magic_ok) {
         // A header that is the only thing in the file may be a torn creation.
         d.tail = bytes.size() == kSegmentHeaderBytes ? SegmentTail::kTorn : SegmentTail::kCorrupt;
@@ -113,7 +115,7 @@ bool decode_header(std::string_view bytes, SegmentDecode& d) {
         return false;
     }
     d.header_ok = true;
-    d.seq = peek_u64(bytes, 5);
+    d.seq = codec::peek_u64(bytes, 5);
     d.valid_bytes = kSegmentHeaderBytes;
     return true;
 }
@@ -122,10 +124,10 @@ bool decode_header(std::string_view bytes, SegmentDecode& d) {
 
 std::string encode_segment_header(std::uint64_t seq) {
     std::string out;
-    put_u32(out, kSegmentMagic);
-    put_u8(out, kWalVersion);
-    put_u64(out, seq);
-    put_u32(out, crc32c(out));
+    codec::put_u32(out, kSegmentMagic);
+    codec::put_u8(out, kWalVersion);
+    codec::put_u64(out, seq);
+    codec::put_u32(out, crc32c(out));
     return out;
 }
 
@@ -135,12 +137,12 @@ std::size_t entry_encoded_bytes(const raft::Entry& e) {
 
 void encode_entries_record(std::string& out, std::span<const raft::Entry> entries) {
     std::string payload;
-    put_u64(payload, entries.front().index);
-    put_u32(payload, static_cast<std::uint32_t>(entries.size()));
+    codec::put_u64(payload, entries.front().index);
+    codec::put_u32(payload, static_cast<std::uint32_t>(entries.size()));
     for (const raft::Entry& e : entries) {
-        put_u64(payload, e.term);
-        put_u8(payload, static_cast<std::uint8_t>(e.type));
-        put_u32(payload, static_cast<std::uint32_t>(e.data.size()));
+        codec::put_u64(payload, e.term);
+        codec::put_u8(payload, static_cast<std::uint8_t>(e.type));
+        codec::put_u32(payload, static_cast<std::uint32_t>(e.data.size()));
         payload.append(e.data);
     }
     seal_record(out, RecordType::kEntries, payload);
@@ -148,7 +150,7 @@ void encode_entries_record(std::string& out, std::span<const raft::Entry> entrie
 
 void encode_reset_record(std::string& out, raft::Index next_index) {
     std::string payload;
-    put_u64(payload, next_index);
+    codec::put_u64(payload, next_index);
     seal_record(out, RecordType::kReset, payload);
 }
 
@@ -194,10 +196,12 @@ SegmentDecode decode_segment(std::string_view bytes) {
 
 std::string decode_entries_payload(std::string_view payload, EntriesPayload& header, raft::Index lo,
                                    raft::Index hi, std::vector<raft::Entry>* out) {
-    ByteReader in(payload);
-    if (!in.get_u64(header.first_index) || !in.get_u32(header.count)) {
-        return "entries record shorter than its header";
-    }
+    codec::Reader in(payload);
+    const raft::Index first_index = in.u64();
+    const std::uint32_t count = in.u32();
+    if (!in.ok()) return "entries record shorter than its header";
+    header.first_index = first_index;
+    header.count = count;
     if (header.first_index == 0 || header.count == 0 ||
         header.count > in.remaining() / kEntryOverheadBytes ||
         header.first_index > kMaxEntryIndex) {
@@ -205,14 +209,11 @@ std::string decode_entries_payload(std::string_view payload, EntriesPayload& hea
                " and count " + std::to_string(header.count) + " is impossible";
     }
     for (std::uint32_t i = 0; i < header.count; ++i) {
-        std::uint64_t term = 0;
-        std::uint8_t type = 0;
-        std::uint32_t size = 0;
-        std::string_view data;
-        if (!in.get_u64(term) || !in.get_u8(type) || !in.get_u32(size) ||
-            !in.get_bytes(size, data)) {
-            return "entry " + std::to_string(i) + " of the record is cut short";
-        }
+        const std::uint64_t term = in.u64();
+        const std::uint8_t type = in.u8();
+        const std::uint32_t size = in.u32();
+        const std::string_view data = in.bytes(size);
+        if (!in.ok()) return "entry " + std::to_string(i) + " of the record is cut short";
         if (type > static_cast<std::uint8_t>(raft::EntryType::kNoop)) {
             return "entry " + std::to_string(i) + " has unknown type " + std::to_string(type);
         }
@@ -227,10 +228,10 @@ std::string decode_entries_payload(std::string_view payload, EntriesPayload& hea
 }
 
 std::string decode_reset_payload(std::string_view payload, raft::Index& next_index) {
-    ByteReader in(payload);
-    if (!in.get_u64(next_index) || in.remaining() != 0 || next_index == 0) {
-        return "reset record malformed";
-    }
+    codec::Reader in(payload);
+    const raft::Index next = in.u64();
+    if (!in.ok() || in.remaining() != 0 || next == 0) return "reset record malformed";
+    next_index = next;
     return {};
 }
 

@@ -4,7 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "lock/commands.h"
-#include "storage/bytes.h"
+#include "codec/bytes.h"
 #include "storage/crc32c.h"
 #include "storage/wal.h"
 #include "test_dir.h"
@@ -23,11 +23,11 @@ std::string segment_with(const std::vector<std::vector<raft::Entry>>& batches) {
 // A record whose CRC is valid over whatever length/type/payload it claims.
 std::string raw_record(std::uint32_t length, std::uint8_t type, const std::string& payload) {
     std::string body;
-    put_u32(body, length);
-    put_u8(body, type);
+    codec::put_u32(body, length);
+    codec::put_u8(body, type);
     body += payload;
     std::string out;
-    put_u32(out, crc32c(body));
+    codec::put_u32(out, crc32c(body));
     return out + body;
 }
 
@@ -92,8 +92,8 @@ BOOST_AUTO_TEST_CASE(huge_length_followed_by_a_valid_record_is_corruption) {
 
 BOOST_AUTO_TEST_CASE(huge_entry_count_is_rejected_without_allocating) {
     std::string payload;
-    put_u64(payload, 1);
-    put_u32(payload, 0xFFFFFFFFu);
+    codec::put_u64(payload, 1);
+    codec::put_u32(payload, 0xFFFFFFFFu);
     payload += std::string(40, 'x');
     EntriesPayload h;
     std::vector<raft::Entry> out;
@@ -103,11 +103,11 @@ BOOST_AUTO_TEST_CASE(huge_entry_count_is_rejected_without_allocating) {
 
 BOOST_AUTO_TEST_CASE(entry_data_length_past_the_payload_is_rejected) {
     std::string payload;
-    put_u64(payload, 1);
-    put_u32(payload, 1);
-    put_u64(payload, 1);
-    put_u8(payload, 0);
-    put_u32(payload, 0xFFFFFFFFu);
+    codec::put_u64(payload, 1);
+    codec::put_u32(payload, 1);
+    codec::put_u64(payload, 1);
+    codec::put_u8(payload, 0);
+    codec::put_u32(payload, 0xFFFFFFFFu);
     payload += "short";
     EntriesPayload h;
     BOOST_TEST(!decode_entries_payload(payload, h, 0, ~0ull, nullptr).empty());
