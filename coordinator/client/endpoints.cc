@@ -1,7 +1,8 @@
 #include "client/endpoints.h"
 
 #include <algorithm>
-#include <charconv>
+
+#include "net/host_port.h"
 
 namespace pgfence::client {
 
@@ -13,20 +14,17 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* error
         }
         return std::nullopt;
     };
-    const std::size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return fail("missing ':PORT'");
-    const std::string_view host = text.substr(0, colon);
-    const std::string_view port_text = text.substr(colon + 1);
-    if (host.empty()) return fail("empty host");
-    if (host.find_first_of(" /\t,") != std::string_view::npos) return fail("bad character in host");
-    unsigned port = 0;
-    const auto [end, ec] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || end != port_text.data() + port_text.size() || port_text.empty()) {
-        return fail("port is not a number");
+    using net::HostPortError;
+    const net::HostPort parsed = net::parse_host_port(text);
+    if (parsed.error == HostPortError::kNoColon) return fail("missing ':PORT'");
+    if (parsed.error == HostPortError::kEmptyHost) return fail("empty host");
+    // Separators of an endpoint list or a URL are no part of a host.
+    if (parsed.host.find_first_of(" /\t,") != std::string_view::npos) {
+        return fail("bad character in host");
     }
-    if (port == 0 || port > 65535) return fail("port out of range 1-65535");
-    return Endpoint{std::string(host), static_cast<std::uint16_t>(port)};
+    if (parsed.error == HostPortError::kPortNotNumber) return fail("port is not a number");
+    if (parsed.error == HostPortError::kPortOutOfRange) return fail("port out of range 1-65535");
+    return Endpoint{std::string(parsed.host), parsed.port};
 }
 
 EndpointsParse parse_endpoints(std::string_view text) {

@@ -26,7 +26,7 @@ struct EndpointsParse {
     std::string error;  // non-empty on failure; names the bad entry
 };
 
-// Parses one "host:port" (host non-empty, port 1-65535).
+// Parses one "host:port" (net/host_port.h; a host without ' ', '/', '\t' or ',').
 std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* error);
 
 // Parses "host:port,host:port,...": at least one entry, at most kMaxEndpoints,

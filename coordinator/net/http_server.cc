@@ -449,17 +449,4 @@ std::size_t HttpServer::connections() const {
     return impl_->shared->connections;
 }
 
-bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port) {
-    const std::size_t colon = addr.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 >= addr.size()) return false;
-    const std::string digits = addr.substr(colon + 1);
-    if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos)
-        return false;
-    const unsigned long v = std::stoul(digits);
-    if (v == 0 || v > 65535) return false;
-    host = addr.substr(0, colon);
-    port = static_cast<std::uint16_t>(v);
-    return true;
-}
-
 }  // namespace pgfence::net

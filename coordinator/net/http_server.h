@@ -92,7 +92,4 @@ private:
 // itself, never from a request.
 void format_response(std::string& out, unsigned version, const HttpResponse& r, bool keep_alive);
 
-// Splits "host:port"; false when malformed.
-bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port);
-
 }  // namespace pgfence::net

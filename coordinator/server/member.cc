@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "net/host_port.h"
 #include "net/log.h"
 #include "server/member_impl.h"
 
@@ -96,11 +97,9 @@ std::string Member::Impl::start() {
         [this](const net::MemberInfo& info) { on_member_info(info); });
     if (auto err = transport->start(my_info()); !err.empty()) return err;
     net::HttpServerOptions hopts;
-    std::string host;
-    std::uint16_t port = 0;
-    net::split_host_port(options.client_addr, host, port);
-    hopts.host = host;
-    hopts.port = port;
+    const net::HostPort client_addr = net::parse_host_port(options.client_addr);  // validated
+    hopts.host = client_addr.host;
+    hopts.port = client_addr.port;
     http = std::make_unique<net::HttpServer>(
         io, hopts, [this](const net::HttpRequest& req, ExchangePtr ex) { handle_http(req, ex); });
     if (auto err = http->start(); !err.empty()) return err;

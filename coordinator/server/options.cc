@@ -4,6 +4,8 @@
 #include <charconv>
 #include <set>
 
+#include "net/host_port.h"
+
 namespace pgfence::server {
 
 namespace {
@@ -14,13 +16,12 @@ bool parse_u64(const std::string& text, std::uint64_t& out) {
     return ec == std::errc() && p == text.data() + text.size();
 }
 
-bool parse_host_port(const std::string& text, std::string& host, std::uint16_t& port) {
-    const std::size_t colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0) return false;
-    std::uint64_t p = 0;
-    if (!parse_u64(text.substr(colon + 1), p) || p == 0 || p > 65535) return false;
-    host = text.substr(0, colon);
-    port = static_cast<std::uint16_t>(p);
+// Sets p.host and p.port from "HOST:PORT" (net/host_port.h); false when malformed.
+bool parse_address(std::string_view text, PeerSpec& p) {
+    const net::HostPort addr = net::parse_host_port(text);
+    if (!addr.ok()) return false;
+    p.host = addr.host;
+    p.port = addr.port;
     return true;
 }
 
@@ -32,7 +33,7 @@ std::string parse_peers(const std::string& text, std::vector<PeerSpec>& out) {
         const std::size_t eq = item.find('=');
         PeerSpec p;
         if (eq == std::string::npos || !parse_u64(item.substr(0, eq), p.id) || p.id == 0 ||
-            !parse_host_port(item.substr(eq + 1), p.host, p.port)) {
+            !parse_address(item.substr(eq + 1), p)) {
             return "--peers: '" + item + "' is not ID=HOST:PORT with ID >= 1";
         }
         out.push_back(p);
@@ -121,9 +122,7 @@ std::string validate_options(Options& o) {
     }
     if (!self) return "--peers does not contain this member's --id " + std::to_string(o.id);
     if (o.client_addr.empty()) return "--client-addr is required (HOST:PORT for the HTTP API)";
-    std::string host;
-    std::uint16_t port = 0;
-    if (!parse_host_port(o.client_addr, host, port)) return "--client-addr '" + o.client_addr + "' is not HOST:PORT";
+    if (!net::parse_host_port(o.client_addr).ok()) return "--client-addr '" + o.client_addr + "' is not HOST:PORT";
     if (o.data_dir.empty()) return "--data-dir is required";
     if (o.heartbeat_ms * 2 > o.election_ms) {
         return "--election-ms " + std::to_string(o.election_ms) + " must be at least twice --heartbeat-ms " +
