@@ -19,7 +19,7 @@ FAULT_SEED    ?=
 CMAKE_FLAGS ?=
 # The sanitizer build covers the pure and storage layers (where memory bugs
 # would hide) without recompiling the Beast/Asio layers a second time.
-ASAN_MODULES ?= codec;raft;lock;member;storage;net
+ASAN_MODULES ?= codec;raft;lock;member;storage;log;net
 
 .PHONY: all help deps build build-asan install test demo sim faults soak fuzz \
         bench bench-pg bench-coordinator bench-wal clean

@@ -10,8 +10,8 @@
 #include <list>
 #include <optional>
 
+#include "log/log.h"
 #include "net/json_text.h"
-#include "net/log.h"
 
 namespace pgfence::net {
 
@@ -19,6 +19,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
+using log::log_event;
+using log::log_value;
+using log::LogLevel;
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <map>
 #include <mutex>
 
+#include "log/log.h"
 #include "net/frame.h"
-#include "net/log.h"
 #include "net/raft_codec.h"
 
 namespace pgfence::net {
@@ -20,6 +20,9 @@ namespace pgfence::net {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
+using log::log_event;
+using log::log_value;
+using log::LogLevel;
 
 namespace {
 

@@ -1,7 +1,7 @@
 // DurableLog over the storage module's DurableStorage (the WAL on disk).
 #include "server/durable_log.h"
 
-#include "net/log.h"
+#include "log/log.h"
 #include "storage/durable_storage.h"
 
 namespace pgfence::server {
@@ -28,7 +28,7 @@ std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, std::uint64
                                              std::uint64_t member_id) {
     storage::StorageOptions opts;
     opts.on_warning = [dir](const std::string& w) {
-        net::log_event(net::LogLevel::kWarn, "storage_warning", {{"dir", dir}, {"warning", w}});
+        log::log_event(log::LogLevel::kWarn, "storage_warning", {{"dir", dir}, {"warning", w}});
     };
     return std::make_unique<WalLog>(storage::DurableStorage::open(dir, cluster_id, member_id, opts));
 }

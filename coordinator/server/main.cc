@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "net/log.h"
+#include "log/log.h"
 #include "server/member.h"
 #include "server/options.h"
 
@@ -18,33 +18,33 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (err.empty()) err = server::validate_options(opts);
-    net::LogLevel level = net::LogLevel::kInfo;
-    if (err.empty() && !net::parse_log_level(opts.log_level, level)) {
+    log::LogLevel level = log::LogLevel::kInfo;
+    if (err.empty() && !log::parse_log_level(opts.log_level, level)) {
         err = "--log-level '" + opts.log_level + "' is not one of debug, info, warn, error";
     }
     if (!err.empty()) {
         std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
         return 2;
     }
-    net::set_log_level(level);
+    log::set_log_level(level);
     std::unique_ptr<server::DurableLog> log;
     try {
         std::filesystem::create_directories(opts.data_dir);
         log = server::open_durable_log(opts.data_dir, opts.cluster_id, opts.id);
     } catch (const std::exception& e) {
-        net::log_event(net::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
+        log::log_event(log::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
         return 1;
     }
     boost::asio::io_context io;
     server::Member member(io, opts, std::move(log));
     if (err = member.start(); !err.empty()) {
-        net::log_event(net::LogLevel::kError, "start_failed", {{"error", err}});
+        log::log_event(log::LogLevel::kError, "start_failed", {{"error", err}});
         return 1;
     }
     boost::asio::signal_set signals(io, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
-        net::log_event(net::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
+        log::log_event(log::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
         member.shutdown([&io] { io.stop(); });
     });
     try {
@@ -52,11 +52,11 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         // A broken invariant (raft logic_error, lock table) or a failed
         // apply: stop loudly rather than serve from an unknown state.
-        net::log_event(net::LogLevel::kError, "fatal", {{"error", e.what()}});
-        net::log_flush();
+        log::log_event(log::LogLevel::kError, "fatal", {{"error", e.what()}});
+        log::log_flush();
         std::_Exit(70);
     }
-    net::log_event(net::LogLevel::kInfo, "exit", {});
-    net::log_flush();
+    log::log_event(log::LogLevel::kInfo, "exit", {});
+    log::log_flush();
     return 0;
 }

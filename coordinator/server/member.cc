@@ -7,15 +7,15 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "log/log.h"
 #include "net/host_port.h"
-#include "net/log.h"
 #include "server/member_impl.h"
 
 namespace pgfence::server {
 
-using net::log_event;
-using net::log_value;
-using net::LogLevel;
+using log::log_event;
+using log::log_value;
+using log::LogLevel;
 
 namespace {
 
@@ -29,7 +29,7 @@ public:
         if (busy_.exchange(true, std::memory_order_acquire)) {
             log_event(LogLevel::kError, "fatal",
                       {{"error", "a persist or snapshot save began while another was running"}});
-            net::log_flush();
+            log::log_flush();
             std::_Exit(70);
         }
     }
@@ -75,7 +75,7 @@ std::string Member::Impl::start() {
     cfg.snapshot_every = options.snapshot_every;
     cfg.snapshot_keep = options.snapshot_keep;
     cfg.token_floor = options.token_floor;
-    cfg.debug_logs = net::log_enabled(LogLevel::kDebug);
+    cfg.debug_logs = log::log_enabled(LogLevel::kDebug);
     try {
         core = std::make_unique<member::Core>(cfg, log->storage());
     } catch (const std::exception& e) {
@@ -166,7 +166,7 @@ void Member::Impl::drain() {
         execute(effects);
     }
     if (core->wants_pump()) after_event();  // e.g. a waiter's Grant proposed while applying
-    net::log_flush();  // one write for the lines this turn logged
+    log::log_flush();  // one write for the lines this turn logged
 }
 
 // The core's effects, in the order member/core.h gives: the disk work first
@@ -175,14 +175,14 @@ void Member::Impl::drain() {
 void Member::Impl::execute(member::Effects& fx) {
     auto log_lines = [&fx] {
         for (const member::LogLine& line : fx.logs) {
-            std::array<net::LogField, member::LogLine::kMaxFields> fields;
+            std::array<log::LogField, member::LogLine::kMaxFields> fields;
             for (std::size_t i = 0; i < line.count; ++i) fields[i] = {line.fields[i].first, line.fields[i].second};
             log_event(static_cast<LogLevel>(line.level), line.event, fields.data(), line.count);
         }
     };
     if (!fx.fatal.empty()) {
         log_lines();
-        net::log_flush();
+        log::log_flush();
         std::_Exit(70);
     }
     for (const raft::Message& m : fx.send) transport->send(m);

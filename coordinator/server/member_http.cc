@@ -3,7 +3,6 @@
 #include <boost/json.hpp>
 
 #include "net/json_text.h"
-#include "net/log.h"
 #include "server/member_impl.h"
 
 namespace pgfence::server {

@@ -1,7 +1,7 @@
 // /v1/status, /metrics and the MemberInfo this member tells its peers.
 #include <boost/json.hpp>
 
-#include "net/log.h"
+#include "log/log.h"
 #include "server/member_impl.h"
 
 namespace pgfence::server {
@@ -27,7 +27,7 @@ void Member::Impl::on_member_info(const net::MemberInfo& info) {
     bool known = false;
     for (const PeerSpec& p : options.peers) known = known || (p.id == info.id && p.id != options.id);
     if (!known) {
-        net::log_event(net::LogLevel::kWarn, "member_info_unknown", {{"id", net::log_value(info.id)}});
+        log::log_event(log::LogLevel::kWarn, "member_info_unknown", {{"id", log::log_value(info.id)}});
         return;
     }
     infos[info.id] = info;

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "net/log.h"
+#include "log/log.h"
 
 namespace pgfence::server {
 
@@ -48,10 +48,10 @@ void run_storage_work(const std::function<void()>& work) {
     try {
         work();
     } catch (const std::exception& e) {
-        net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
+        log::log_event(log::LogLevel::kError, "storage_write_failed", {{"error", e.what()}});
         std::_Exit(74);
     } catch (...) {
-        net::log_event(net::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
+        log::log_event(log::LogLevel::kError, "storage_write_failed", {{"error", "unknown exception"}});
         std::_Exit(74);
     }
 }

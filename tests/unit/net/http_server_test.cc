@@ -22,7 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include "net/log.h"
 
 namespace pgfence::net {
 namespace {

@@ -6,6 +6,10 @@
 // all the lines of a batch), or once kLogBufferBytes are pending. A warn or
 // error line is written at once, together with everything logged before it.
 // Threading: the buffer is guarded by a mutex (the writer thread logs too).
+//
+// A module of its own under net/ and server/, which both log; not pure (a
+// mutex, the wall clock, stderr), so the pure layers report events instead
+// (member::Effects::logs) and the server writes them here.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +19,7 @@
 #include <string_view>
 #include <utility>
 
-namespace pgfence::net {
+namespace pgfence::log {
 
 enum class LogLevel : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
@@ -37,4 +41,4 @@ constexpr std::size_t kLogBufferBytes = 16u << 10;
 
 inline std::string log_value(std::uint64_t v) { return std::to_string(v); }
 
-}  // namespace pgfence::net
+}  // namespace pgfence::log

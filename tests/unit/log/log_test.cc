@@ -1,6 +1,7 @@
 // log_event's line format: timestamp, level, event, then key=value fields,
 // values quoted and escaped when they must be; debug lines dropped at info.
-#include "net/log.h"
+#define BOOST_TEST_MODULE log_unit_tests
+#include "log/log.h"
 
 #include <unistd.h>
 
@@ -8,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-namespace pgfence::net {
+namespace pgfence::log {
 namespace {
 
 // Runs `fn` with stderr going to a temporary file; returns what was written.
@@ -83,4 +84,4 @@ BOOST_AUTO_TEST_CASE(a_warning_is_written_at_once_with_the_lines_before_it) {
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace
-}  // namespace pgfence::net
+}  // namespace pgfence::log

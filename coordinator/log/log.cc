@@ -1,4 +1,4 @@
-#include "net/log.h"
+#include "log/log.h"
 
 #include <atomic>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <ctime>
 #include <mutex>
 
-namespace pgfence::net {
+namespace pgfence::log {
 
 namespace {
 
@@ -132,4 +132,4 @@ void log_flush() {
     if (!g_pending.empty()) write_pending();
 }
 
-}  // namespace pgfence::net
+}  // namespace pgfence::log
