@@ -17,8 +17,8 @@ SOAK_SEEDS  ?= 5000
 FAULT_SECONDS ?= 120
 FAULT_SEED    ?=
 CMAKE_FLAGS ?=
-# The sanitizer build covers the pure and storage layers (where memory bugs
-# would hide) without recompiling the Beast/Asio layers a second time.
+# The sanitizer build covers every layer up to net/ (the decoders, the cores
+# and storage, where memory bugs would hide); server/ and above are built once.
 ASAN_MODULES ?= codec;raft;lock;member;storage;log;net
 
 .PHONY: all help deps build build-asan install test demo sim faults soak fuzz \
