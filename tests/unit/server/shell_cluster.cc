@@ -9,8 +9,8 @@
 #include <variant>
 
 #include "client/client.h"
+#include "log/log.h"
 #include "net/frame.h"
-#include "net/log.h"
 #include "net/raft_codec.h"
 #include "server/durable_log.h"
 #include "server/member.h"
@@ -388,7 +388,7 @@ Cluster::Cluster(Delays delays) : impl_(std::make_unique<Impl>()) {
     // Errors only: each start and stop logs peer_disconnected warnings (a
     // proxy accepts a member's dial before the member behind it listens, then
     // drops it; the teardown closes every connection).
-    net::set_log_level(net::LogLevel::kError);
+    log::set_log_level(log::LogLevel::kError);
     std::map<raft::NodeId, std::shared_ptr<DiskRecord>> records;
     for (int i = 0; i < kMembers; ++i) {
         impl_->nodes[i].id = static_cast<raft::NodeId>(i + 1);
