@@ -62,10 +62,12 @@ class RecordingLog final : public DurableLog {
                  const std::optional<raft::Snapshot>& snapshot,
                  const std::vector<raft::Entry>& entries) override {
         const WriteTurn turn(*record_);
+        const bool after_save = record_->saved_since_persist.exchange(false);
         if (std::this_thread::get_id() == record_->loop_thread.load()) {
             if (!entries.empty()) record_->inline_persists_with_entries.fetch_add(1);
         } else {
             record_->writer_persists.fetch_add(1);
+            if (after_save && !record_->seen_leading.load()) record_->writes_behind_save.fetch_add(1);
         }
         std::this_thread::sleep_for(delays_.persist);
         inner_.persist(hard_state, snapshot, entries);
@@ -85,6 +87,7 @@ class RecordingLog final : public DurableLog {
         std::this_thread::sleep_for(delays_.save);
         inner_.save_snapshot(snapshot);
         record_->saves.fetch_add(1);
+        record_->saved_since_persist.store(true);
     }
 
   private:
@@ -314,6 +317,7 @@ void ArrivalCheck::on_arrival(const raft::Message& m) {
         std::holds_alternative<raft::Heartbeat>(m.body)) {
         const std::lock_guard<std::mutex> guard(mutex_);
         led_.insert(m.from);  // only a leader sends them
+        if (auto it = records_.find(m.from); it != records_.end()) it->second->seen_leading.store(true);
     }
     if (is_pre_vote(m)) return;
     auto it = records_.find(m.from);
@@ -498,9 +502,12 @@ void Load::run(const std::vector<client::Endpoint>& endpoints, const std::string
     while (!stopping_.load()) {
         auto lease =
             c.acquire(client::AcquireRequest{key, milliseconds(1000), milliseconds(0), ""});
-        if (!lease) continue;
+        if (!lease) {
+            std::this_thread::sleep_for(milliseconds(5));  // no busy loop while the cluster is busy
+            continue;
+        }
         acquires_.fetch_add(1);
-        c.release(key, lease.value().token);
+        if (!c.release(key, lease.value().token)) std::this_thread::sleep_for(milliseconds(5));
     }
 }
 

@@ -47,11 +47,20 @@ struct DiskRecord {
     std::atomic<int> inline_persists_with_entries{0};  // persist() on the loop thread, with entries
     std::atomic<int> writer_persists{0};               // persist() on another thread (the writer)
     std::atomic<int> saves{0};                         // save_snapshot() calls that returned
+    std::atomic<bool> seen_leading{false};             // set by ArrivalCheck: it sent an append or heartbeat
+    std::atomic<bool> saved_since_persist{false};      // a save returned since the last persist() began
+    // Writer-thread persists that followed a save directly, by a member not
+    // seen leading yet: a follower's write queued behind the save.
+    std::atomic<int> writes_behind_save{0};
 
     // Durable state: what the persist() calls that returned wrote (recorded
     // after the write, just before persist() returns).
     mutable std::mutex mutex;
-    raft::Index durable_index = 0;  // highest index an entry or snapshot made durable
+    // Highest index an entry or snapshot made durable. Never lowered (an
+    // overwritten suffix is not tracked): an ack that arrives late, after its
+    // entry was overwritten, must not count as early; an early ack of a
+    // rewritten index goes unnoticed.
+    raft::Index durable_index = 0;
     raft::Term durable_term = 0;    // highest hard-state term written
     std::set<std::pair<raft::Term, raft::NodeId>> durable_votes;  // every (term, vote) written
 };
@@ -113,8 +122,8 @@ class Cluster {
     std::vector<client::Endpoint> endpoints() const;  // the members' HTTP APIs
 
     // Stops the members where they are (their io_contexts stop, as in a
-    // crash), then the proxy: every message a member sent has been checked by
-    // then. Idempotent.
+    // crash), then the proxy (bytes still in its sockets are dropped
+    // unchecked). Idempotent.
     void stop();
     // What the members' loops threw (fence-coordinator would exit 70), after stop().
     std::string loop_errors() const;

@@ -18,21 +18,23 @@
 //          the sender would campaign in): a returned persist wrote term t.
 //      Every message is checked, a leader's messages_now too (they claim
 //      nothing of its disk but their term, written when it stood for
-//      election). Each
-//      persist() sleeps, so a message sent before or during its write
-//      arrives while the write is still running and is caught.
+//      election). Each persist() sleeps, so a message sent before or during
+//      its write most likely arrives while the write is still running, and
+//      is then caught (a message is never flagged wrongly).
 //   2. One log write at a time: no persist() or save_snapshot() of a member
 //      begins while another of the same member is still running, whether
 //      they run on the writer thread or inline on the loop thread.
 //      save_snapshot() sleeps long, so a follower persist that ran inline
 //      beside a queued save would overlap it. The shell guards the same rule
-//      itself (member.cc, DiskTurn: the process exits with 70 on an overlap);
-//      this is the view from the DurableLog.
+//      itself (member.cc, DiskTurn): an overlap ends this test binary with
+//      exit status 70 before the assertion here is reached, and ctest reports
+//      that. The DurableLog's own count asserts the rule should DiskTurn go.
 // The load runs until every path the rules cover was taken, and each test
 // asserts that it was: leader writes (the writer thread of a member that
 // led), follower writes inline on the loop thread, follower writes queued
-// behind a snapshot save (the writer thread of a member that never led: a
-// non-leader writes there only behind a save), and snapshot saves on every
+// behind a snapshot save (a writer-thread persist right after a save, by a
+// member not seen leading yet: a non-leader writes there only behind a
+// save), and snapshot saves on every
 // member (snapshot_every is small). A rule seen broken ends the run early.
 // The members are then stopped where they are (their io_contexts stop, as in
 // a crash); nothing here is about graceful shutdown.
@@ -61,7 +63,7 @@ constexpr auto kRunLimit = std::chrono::seconds(20);  // bound on the load phase
 struct Paths {
     int leader_writes = 0;                // writer-thread persists of members that led
     int follower_inline_writes = 0;       // loop-thread persists carrying entries
-    int follower_writes_behind_save = 0;  // writer-thread persists of members that never led
+    int follower_writes_behind_save = 0;  // writer-thread persists right after a save, by a non-leader
     int min_saves = 0;                    // the fewest snapshot saves of any member
 
     std::string text() const {
@@ -79,9 +81,8 @@ Paths paths_taken(const Cluster& cluster) {
     p.min_saves = std::numeric_limits<int>::max();
     for (int i = 0; i < Cluster::kMembers; ++i) {
         const DiskRecord& r = cluster.record(i);
-        const int writer = r.writer_persists.load();
-        (cluster.check().led(cluster.id(i)) ? p.leader_writes : p.follower_writes_behind_save) +=
-            writer;
+        if (cluster.check().led(cluster.id(i))) p.leader_writes += r.writer_persists.load();
+        p.follower_writes_behind_save += r.writes_behind_save.load();
         p.follower_inline_writes += r.inline_persists_with_entries.load();
         p.min_saves = std::min(p.min_saves, r.saves.load());
     }
