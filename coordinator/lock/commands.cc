@@ -54,9 +54,10 @@ std::optional<Command> decode_grant(codec::Reader& in) {
 }
 
 template <typename KeyToken>
-std::optional<Command> decode_key_token(codec::Reader& in, std::string_view name) {
-    const std::string_view key = in.string(std::string(name) + " key", kMaxKeyBytes);
-    const std::uint64_t token = in.u64(std::string(name) + " token");
+std::optional<Command> decode_key_token(codec::Reader& in, std::string_view key_field,
+                                        std::string_view token_field) {
+    const std::string_view key = in.string(key_field, kMaxKeyBytes);
+    const std::uint64_t token = in.u64(token_field);
     if (!in.ok()) return std::nullopt;
     return KeyToken{std::string(key), token};
 }
@@ -75,9 +76,9 @@ std::optional<Command> decode_body(codec::Reader& in) {
         case Tag::kGrant:
             return decode_grant(in);
         case Tag::kRelease:
-            return decode_key_token<Release>(in, "release");
+            return decode_key_token<Release>(in, "release key", "release token");
         case Tag::kExpire:
-            return decode_key_token<Expire>(in, "expire");
+            return decode_key_token<Expire>(in, "expire key", "expire token");
         case Tag::kSetTokenFloor:
             return decode_floor(in);
     }

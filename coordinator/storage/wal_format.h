@@ -88,7 +88,8 @@ struct EntriesPayload {
     std::uint32_t count = 0;
 };
 
-// Validates a kEntries payload; on success fills `header` and, if `out` is not
+// Validates a kEntries payload; fills `header` once the payload's header is
+// read (so also when a later check fails) and, on success, if `out` is not
 // null, appends the entries with index in [lo, hi) to *out. Returns an empty
 // string on success, else what is wrong.
 std::string decode_entries_payload(std::string_view payload, EntriesPayload& header, raft::Index lo,
