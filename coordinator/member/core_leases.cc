@@ -21,6 +21,7 @@ enum class Mutant : int {
     kExpireUnconfirmed = 1,  // Expire proposed at expire_at, without a quorum round
     kKeepAliveExpiring = 2,  // KeepAlive answered for a lease whose Expire was proposed
     kWaitersLifo = 3,        // a new waiter is queued at the front
+    kPhantomLeaked = 4,      // a phantom grant's lease is dropped: the lock is never expired
 };
 constexpr Mutant kMutant = static_cast<Mutant>(PGFENCE_MEMBER_MUTANT);
 }  // namespace
@@ -185,6 +186,10 @@ void Core::phantom_release(const std::string& key, lock::Token token, bool fresh
     ++counters_.phantom_releases;
     auto it = leases_.find(key);
     const bool held = it != leases_.end() && it->second.token == token;
+    if constexpr (kMutant == Mutant::kPhantomLeaked) {
+        if (held) leases_.erase(it);
+        return;
+    }
     if (held && !it->second.expiring()) {
         // Ends now, or stays ended: a lease that already ran out (its
         // confirmation round may be under way) keeps its earlier expire_at.
