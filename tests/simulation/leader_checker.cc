@@ -12,14 +12,17 @@ namespace {
 double ms(member::Time t) { return static_cast<double>(t.count()) / 1e6; }
 }  // namespace
 
-LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), gone_keys_(members) {}
+LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), rates_(members, 1.0), gone_keys_(members) {}
 
 LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
     require(id >= 1 && id <= views_.size(), "leader checker: no member ", id);
     return views_[id - 1];
 }
 
-void LeaderChecker::set_rate(raft::NodeId id, double rate) { view(id).rate = rate; }
+void LeaderChecker::set_rate(raft::NodeId id, double rate) {
+    view(id);
+    rates_[id - 1] = rate;
+}
 
 void LeaderChecker::start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                           member::Time local) const {
@@ -30,9 +33,7 @@ void LeaderChecker::start(View& v, const std::string& key, lock::Token token, st
 void LeaderChecker::leading(raft::NodeId id, raft::Term term, const lock::LockTable& table, member::Time local) {
     View& v = view(id);
     if (v.term == term) return;
-    const double rate = v.rate;
     v = View{};
-    v.rate = rate;
     v.term = term;
     if (term == 0) return;
     for (const lock::Lock& l : table.list()) start(v, l.key, l.token, l.lease_ms, local);
@@ -41,9 +42,7 @@ void LeaderChecker::leading(raft::NodeId id, raft::Term term, const lock::LockTa
 void LeaderChecker::crashed(raft::NodeId id) {
     View& v = view(id);
     gone_keys_[id - 1].clear();
-    const double rate = v.rate;
     v = View{};
-    v.rate = rate;
 }
 
 void LeaderChecker::delivered(raft::NodeId id, const raft::Message& m, std::uint64_t sent_us) {
@@ -83,7 +82,7 @@ void LeaderChecker::expire_proposed(raft::NodeId id, const std::string& key, loc
     require(local >= l.expire_at, "member ", id, " proposed Expire{", key, ", ", token, "} at ", ms(local),
             "ms of its clock, before the lease's expire_at ", ms(l.expire_at), "ms (lease ", l.lease_ms, "ms)");
     // The real time at which the member's clock reached expire_at.
-    const double expire_at_real_us = ms(l.expire_at) * 1000.0 / v.rate;
+    const double expire_at_real_us = ms(l.expire_at) * 1000.0 / rates_[id - 1];
     std::size_t confirmed = 1;  // itself
     std::string responses;
     for (const auto& [peer, sent_us] : v.latest_response_sent_us) {

@@ -101,7 +101,6 @@ private:
     };
     struct View {
         raft::Term term = 0;  // 0: not leading
-        double rate = 1.0;
         std::map<std::string, LeaseRecord> leases;
         std::map<raft::NodeId, std::uint64_t> latest_response_sent_us;  // of term `term`, delivered
         std::set<std::pair<std::string, lock::Token>> announced;       // Expires said proposed
@@ -113,6 +112,7 @@ private:
 
     std::uint64_t rho_ppm_;
     std::vector<View> views_;
+    std::vector<double> rates_;  // per member: its clock's rate against real time
     // Per member, since its last start: keys of acquires reported gone (a
     // Grant of an earlier term may still apply in a later one).
     std::vector<std::set<std::string>> gone_keys_;
