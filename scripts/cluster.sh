@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Local fence-coordinator cluster on 127.0.0.1 for tests and demos.
 #
-#   scripts/cluster.sh start DIR [N]   start N (default 3) members, data under DIR/<id>/,
+#   scripts/cluster.sh start DIR [N] [--tls]
+#                                      start N (default 3) members, data under DIR/<id>/,
 #                                      pid in DIR/<id>.pid, log in DIR/<id>.log; waits
 #                                      (bounded) for a leader, then prints exactly one line
 #                                      FENCE_ENDPOINTS=127.0.0.1:p1,...
+#                                      --tls: certificates made in DIR/tls/ (scripts/make-certs.sh:
+#                                      CA DIR/tls/ca.pem, client certificate client-admin.pem);
+#                                      the HTTP API serves TLS (client certificates checked
+#                                      against DIR/tls/ca.pem when asked for), the peers speak
+#                                      mutual TLS, and the line is FENCE_ENDPOINTS=https://...
 #   scripts/cluster.sh restart DIR ID  stop member ID (SIGTERM, SIGKILL after a bound), start it again
 #   scripts/cluster.sh stop DIR        stop every member (SIGTERM, then SIGKILL after a bound)
 #
@@ -13,6 +19,9 @@
 # Binary: $FENCE_BIN_DIR/fence-coordinator, else build/coordinator/server/.
 # Extra member flags: FENCE_COORDINATOR_FLAGS (e.g. "--heartbeat-ms 20 --election-ms 150 --min-lease 500").
 # The flags used at start are saved in DIR/cluster.env so restart reuses them.
+# With --auth-file in the flags, FENCE_STATUS_BEARER_FILE names a bearer
+# secret with admin rights for the leader poll (else the TLS client
+# certificate client-admin.pem is presented, for --client-cert-auth).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,9 +49,16 @@ start_member() {  # DIR ID
     # shellcheck disable=SC1091
     source "$dir/cluster.env"
     mkdir -p "$dir/$id"
+    local tls=()
+    if [[ "${TLS:-0}" == 1 ]]; then
+        tls=(--cert-file "$dir/tls/member-$id.pem" --key-file "$dir/tls/member-$id-key.pem"
+             --trusted-ca-file "$dir/tls/ca.pem"
+             --peer-cert-file "$dir/tls/peer-$id.pem" --peer-key-file "$dir/tls/peer-$id-key.pem"
+             --peer-trusted-ca-file "$dir/tls/peer-ca.pem")
+    fi
     # shellcheck disable=SC2086
     "$BIN" --id "$id" --peers "$PEERS" --client-addr "127.0.0.1:$((BASE + 100 + id))" \
-        --data-dir "$dir/$id" $FLAGS >>"$dir/$id.log" 2>&1 &
+        --data-dir "$dir/$id" "${tls[@]}" $FLAGS >>"$dir/$id.log" 2>&1 &
     echo $! >"$dir/$id.pid"
 }
 
@@ -100,16 +116,24 @@ own_port() {  # DIR ID
 
 # Polls /v1/status of every member until one reports role leader (bounded).
 wait_leader() {  # DIR
-    local dir=$1 deadline=$((SECONDS + WAIT_LEADER_SECONDS)) i
+    local dir=$1 deadline=$((SECONDS + WAIT_LEADER_SECONDS)) i scheme=http
     # shellcheck disable=SC1091
     source "$dir/cluster.env"
+    local curl_flags=()
+    if [[ "${TLS:-0}" == 1 ]]; then
+        scheme=https
+        curl_flags+=(--cacert "$dir/tls/ca.pem" --cert "$dir/tls/client-admin.pem" --key "$dir/tls/client-admin-key.pem")
+    fi
+    if [[ -n "${FENCE_STATUS_BEARER_FILE:-}" ]]; then
+        curl_flags+=(-H "Authorization: Bearer $(head -n 1 "$FENCE_STATUS_BEARER_FILE")")
+    fi
     while ((SECONDS < deadline)); do
         # A member that exited (e.g. its port was taken) must not let a stale
         # cluster on the same ports pass for this one.
         members_alive "$dir" || return 1
         for ((i = 1; i <= N; i++)); do
             own_port "$dir" "$i" || continue
-            if curl -s -m 1 "http://127.0.0.1:$((BASE + 100 + i))/v1/status" 2>/dev/null | grep -Eq '^\{"id":[0-9]+,"role":"leader"'; then
+            if curl -s -m 1 "${curl_flags[@]}" "$scheme://127.0.0.1:$((BASE + 100 + i))/v1/status" 2>/dev/null | grep -Eq '^\{"id":[0-9]+,"role":"leader"'; then
                 return 0
             fi
         done
@@ -122,22 +146,30 @@ wait_leader() {  # DIR
 endpoints() {  # DIR
     # shellcheck disable=SC1091
     source "$1/cluster.env"
-    local out="" i
-    for ((i = 1; i <= N; i++)); do out+="${out:+,}127.0.0.1:$((BASE + 100 + i))"; done
+    local out="" i scheme=""
+    [[ "${TLS:-0}" == 1 ]] && scheme=https://
+    for ((i = 1; i <= N; i++)); do out+="${out:+,}${scheme}127.0.0.1:$((BASE + 100 + i))"; done
     echo "$out"
 }
 
 cmd_start() {
-    local dir=${1:?usage: cluster.sh start DIR [N]} n=${2:-3} base=${FENCE_BASE_PORT:-7400} i
+    local tls=0 args=() a
+    for a in "$@"; do
+        if [[ "$a" == --tls ]]; then tls=1; else args+=("$a"); fi
+    done
+    set -- "${args[@]}"
+    local dir=${1:?usage: cluster.sh start DIR [N] [--tls]} n=${2:-3} base=${FENCE_BASE_PORT:-7400} i
     [[ "$n" =~ ^[1-9]$ ]] || die "N must be 1..9, got '$n'"
     local bin
     bin=$(find_bin) || exit 2
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
+    if ((tls)); then "$ROOT/scripts/make-certs.sh" "$dir/tls" "$n" admin || exit 2; fi
     cat >"$dir/cluster.env" <<ENV
 N=$n
 BASE=$base
 BIN=$bin
+TLS=$tls
 PEERS=$(peer_list "$n" "$base")
 FLAGS="${FENCE_COORDINATOR_FLAGS:-}"
 ENV
@@ -166,5 +198,5 @@ case "${1:-}" in
     start) shift; cmd_start "$@" ;;
     restart) shift; cmd_restart "$@" ;;
     stop) shift; cmd_stop "$@" ;;
-    *) echo "usage: cluster.sh start DIR [N] | restart DIR ID | stop DIR" >&2; exit 2 ;;
+    *) echo "usage: cluster.sh start DIR [N] [--tls] | restart DIR ID | stop DIR" >&2; exit 2 ;;
 esac

@@ -76,6 +76,13 @@ struct Parser {
             (flag == "--owner" ? a.owner : a.endpoints) = value;
             return true;
         }
+        for (auto [name, field] : {std::pair{"--cacert", &a.cacert}, std::pair{"--cert", &a.cert},
+                                   std::pair{"--key", &a.key}, std::pair{"--bearer-file", &a.bearer_file}}) {
+            if (flag != name) continue;
+            if (value.empty()) return error(flag + ": needs a file name");
+            *field = value;
+            return true;
+        }
         if (flag == "--timeout") return duration(flag, value, a.timeout);
         if (flag == "--max-clock-drift-ppm") return ppm(flag, value, a.max_clock_drift_ppm);
         if (flag == "--lease") return duration(flag, value, a.lease);
@@ -105,8 +112,9 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 8> kWithValue{
-            "--endpoints", "--owner", "--timeout", "--lease", "--wait", "--grace", "--output", "--max-clock-drift-ppm"};
+        static constexpr std::array<const char*, 12> kWithValue{
+            "--endpoints", "--owner",  "--timeout", "--lease", "--wait", "--grace", "--output", "--max-clock-drift-ppm",
+            "--cacert",    "--cert",   "--key",     "--bearer-file"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)");
@@ -138,7 +146,10 @@ struct Parser {
     }
 
     bool flag_allowed(const CommandSpec& c, const std::string& f) {
-        if (f == "--endpoints" || f == "--timeout" || f == "--max-clock-drift-ppm") return true;
+        if (f == "--endpoints" || f == "--timeout" || f == "--max-clock-drift-ppm" || f == "--cacert" || f == "--cert" ||
+            f == "--key" || f == "--bearer-file") {
+            return true;
+        }
         if (f == "--lease" || f == "--wait" || f == "--owner") return c.lease_flags;
         if (f == "--grace") return c.grace_flag;
         if (f == "--output") return c.output_flag;

@@ -3,7 +3,8 @@
 //   fencectl [GLOBAL...] COMMAND [ARGS...] [FLAGS...] [-- CMD ARGS...]
 //
 // Global flags (anywhere before "--"): --endpoints H:P,..., --timeout DUR,
-// --max-clock-drift-ppm N, -o/--output table|json, -h/--help. Flags take their value as the next
+// --max-clock-drift-ppm N, --cacert F, --cert F, --key F, --bearer-file F,
+// -o/--output table|json, -h/--help. Flags take their value as the next
 // argument or after '=' (--lease=10s). Every error names the bad value.
 #pragma once
 
@@ -25,6 +26,7 @@ struct Args {
     std::string endpoints;  // --endpoints; empty means FENCE_ENDPOINTS or the default
     std::optional<milliseconds> timeout;
     std::optional<std::uint64_t> max_clock_drift_ppm;  // rho for the local deadline (client.h)
+    std::string cacert, cert, key, bearer_file;         // TLS and credentials (else FENCE_*_FILE)
     Output output = Output::kTable;
     bool output_given = false;
     std::vector<std::string> positional;  // KEY, TOKEN...

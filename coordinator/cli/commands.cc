@@ -17,6 +17,10 @@ bool client_options(const Args& args, client::Options& options, std::string& err
         return false;
     }
     options.endpoints = std::move(parsed.endpoints);
+    if (auto why = client::load_credentials(args.cacert, args.cert, args.key, args.bearer_file, options); !why.empty()) {
+        error = why;
+        return false;
+    }
     options.timeout = args.timeout.value_or(kDefaultTimeout);
     options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
     options.max_clock_drift_ppm = args.max_clock_drift_ppm.value_or(client::kDefaultMaxClockDriftPpm);
@@ -39,6 +43,7 @@ int exit_code_of(const client::Error& error, const std::string& command) {
         case client::ErrorKind::kBadRequest: return kExitUsage;
         case client::ErrorKind::kUnavailable: return kExitUnavailable;
         case client::ErrorKind::kProtocol: return kExitOther;
+        case client::ErrorKind::kNotAuthorized: return kExitNotAuthorized;
     }
     return kExitOther;
 }

@@ -10,5 +10,6 @@ constexpr int kExitHeld = 3;         // acquire: lock held by someone else, or -
 constexpr int kExitLostLease = 4;    // keepalive refused; run: lease lost (child terminated)
 constexpr int kExitUnavailable = 5;  // no member answered (connection errors, no leader) in time
 constexpr int kExitNotFound = 6;     // get: no such lock; release: not held with that token
+constexpr int kExitNotAuthorized = 7;  // 401 (no or unknown credentials) or 403 (no permission on the key)
 
 }  // namespace pgfence::cli

@@ -21,6 +21,7 @@ commands:
 
 global flags:
   --endpoints H:P,...   members to talk to (default: $FENCE_ENDPOINTS, else 127.0.0.1:7501-7503);
+                        https://H:P for members that serve TLS;
                         followers redirect to the leader; unreachable members are skipped
   --timeout DUR         give up after this long (default 10s; acquire adds its --wait)
   --max-clock-drift-ppm N
@@ -28,6 +29,14 @@ global flags:
                         coordinator's members, in parts per million (default 50000
                         = 5%; 0..500000). run stops CMD by send + lease x (1 - rho);
                         the coordinator waits lease x (1 + rho) to expire a lease
+  --cacert FILE         CA bundle the members' certificates must chain to, for
+                        https:// endpoints (default: $FENCE_CACERT_FILE, else the
+                        system's); a member must name its host or IP in its certificate
+  --cert FILE, --key FILE
+                        client certificate and key, for members started with
+                        --client-cert-auth (default: $FENCE_CERT_FILE, $FENCE_KEY_FILE)
+  --bearer-file FILE    send the secret on FILE's first line as a bearer token, for
+                        members started with --auth-file (default: $FENCE_BEARER_FILE)
   -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
   -h, --help            help
 
@@ -41,6 +50,7 @@ exit codes:
   4  lease lost (keepalive refused; run: the lease could not be kept and CMD was terminated)
   5  cluster unavailable (no member answered, no leader) within --timeout
   6  not found (get: no such lock; release: not held with that token)
+  7  not authorized (HTTP 401: no or unknown credentials; 403: no permission on that key)
 )";
 
 constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 
 #include "client/transport.h"
 
@@ -18,6 +21,7 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kBadRequest: return "bad_request";
         case ErrorKind::kUnavailable: return "unavailable";
         case ErrorKind::kProtocol: return "protocol";
+        case ErrorKind::kNotAuthorized: return "not_authorized";
     }
     return "unknown";
 }
@@ -32,10 +36,43 @@ EndpointsParse endpoints_from(const std::string& flag) {
     return parse_endpoints(kDefaultEndpoints);
 }
 
+std::string load_credentials(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
+                             const std::string& bearer_file, Options& options) {
+    auto pick = [](const std::string& given, std::string_view env) {
+        if (!given.empty()) return given;
+        const char* v = std::getenv(std::string(env).c_str());
+        return std::string(v ? v : "");
+    };
+    options.ca_file = pick(ca_file, kCaFileEnv);
+    options.cert_file = pick(cert_file, kCertFileEnv);
+    options.key_file = pick(key_file, kKeyFileEnv);
+    if (options.cert_file.empty() != options.key_file.empty()) {
+        return "a client certificate needs its key and a key its certificate (--cert and --key, or " +
+               std::string(kCertFileEnv) + " and " + std::string(kKeyFileEnv) + ")";
+    }
+    const std::string path = pick(bearer_file, kBearerFileEnv);
+    if (path.empty()) return {};
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "cannot open bearer file '" + path + "': " + std::strerror(errno);
+    std::string text(4097, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    if (text.size() > 4096) return "bearer file '" + path + "' is larger than 4 KiB";
+    text = text.substr(0, text.find('\n'));
+    const std::size_t first = text.find_first_not_of(" \t\r");
+    const std::size_t last = text.find_last_not_of(" \t\r");
+    text = first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
+    if (text.empty()) return "bearer file '" + path + "' is empty";
+    options.bearer = std::move(text);
+    return {};
+}
+
 namespace {
 
 constexpr int kStatusOk = 200;
 constexpr int kStatusBadRequest = 400;
+constexpr int kStatusUnauthorized = 401;
+constexpr int kStatusForbidden = 403;
 constexpr int kStatusNotFound = 404;
 constexpr int kStatusConflict = 409;
 
@@ -102,6 +139,9 @@ Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
         case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
         case kStatusNotFound: return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
         case kStatusConflict: return {ErrorKind::kHeld, detail.empty() ? "held" : detail, r.status};
+        case kStatusUnauthorized:
+            return {ErrorKind::kNotAuthorized, "not authenticated: " + detail, r.status};
+        case kStatusForbidden: return {ErrorKind::kNotAuthorized, "not authorized: " + detail, r.status};
         default:
             return {ErrorKind::kProtocol,
                     "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};

@@ -80,6 +80,16 @@ struct Options {
     // coordinator's members) against real time, in parts per million. Copied
     // into every Lease and KeepaliveResult this client returns.
     std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;
+    // For https:// endpoints: the CA bundle the members' certificates must
+    // chain to (empty: the system's), and this client's certificate and key
+    // when the members ask for one (--client-cert-auth). The member's host
+    // name or IP must be in its certificate's SANs.
+    std::string ca_file;
+    std::string cert_file;
+    std::string key_file;
+    // Sent as `Authorization: Bearer ...` on every request when not empty
+    // (a member with --auth-file). Never logged or put in an error message.
+    std::string bearer;
 };
 
 enum class ErrorKind : std::uint8_t {
@@ -89,6 +99,7 @@ enum class ErrorKind : std::uint8_t {
     kBadRequest,   // 400: the server named what was wrong
     kUnavailable,  // no member answered usefully (connection errors, 503 no_leader) by the deadline
     kProtocol,     // an answer we cannot understand (bad JSON, unexpected status, redirect loop)
+    kNotAuthorized,  // 401 (no or unknown credentials) or 403 (no permission on that key); see http_status
 };
 
 const char* to_string(ErrorKind kind);
@@ -194,5 +205,19 @@ private:
 
 // Endpoints from `flag` if non-empty, else FENCE_ENDPOINTS, else kDefaultEndpoints.
 EndpointsParse endpoints_from(const std::string& flag);
+
+// Where TLS files and the bearer secret come from when no flag names them.
+// (FENCE_KEY is the lock key `fencectl run` exports; the key *file* is FENCE_KEY_FILE.)
+constexpr std::string_view kCaFileEnv = "FENCE_CACERT_FILE";
+constexpr std::string_view kCertFileEnv = "FENCE_CERT_FILE";
+constexpr std::string_view kKeyFileEnv = "FENCE_KEY_FILE";
+constexpr std::string_view kBearerFileEnv = "FENCE_BEARER_FILE";
+
+// Fills options' ca_file, cert_file, key_file and bearer from the given paths,
+// each one falling back to its environment variable when empty. The bearer
+// file holds the secret on its first line (surrounding blanks and the line end
+// are dropped; at most 4 KiB). "" or an error naming the file.
+std::string load_credentials(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
+                             const std::string& bearer_file, Options& options);
 
 }  // namespace pgfence::client

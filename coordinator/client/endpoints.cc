@@ -15,7 +15,17 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* error
         return std::nullopt;
     };
     using net::HostPortError;
-    const net::HostPort parsed = net::parse_host_port(text);
+    bool tls = false;
+    std::string_view rest = text;
+    if (rest.starts_with("https://")) {
+        tls = true;
+        rest.remove_prefix(8);
+    } else if (rest.starts_with("http://")) {
+        rest.remove_prefix(7);
+    } else if (rest.find("://") != std::string_view::npos) {
+        return fail("unknown scheme (use http:// or https://)");
+    }
+    const net::HostPort parsed = net::parse_host_port(rest);
     if (parsed.error == HostPortError::kNoColon) return fail("missing ':PORT'");
     if (parsed.error == HostPortError::kEmptyHost) return fail("empty host");
     // Separators of an endpoint list or a URL are no part of a host.
@@ -24,7 +34,7 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* error
     }
     if (parsed.error == HostPortError::kPortNotNumber) return fail("port is not a number");
     if (parsed.error == HostPortError::kPortOutOfRange) return fail("port out of range 1-65535");
-    return Endpoint{std::string(parsed.host), parsed.port};
+    return Endpoint{std::string(parsed.host), parsed.port, tls};
 }
 
 EndpointsParse parse_endpoints(std::string_view text) {
@@ -62,12 +72,10 @@ EndpointsParse parse_endpoints(std::string_view text) {
 }
 
 std::optional<Endpoint> endpoint_of_url(std::string_view url) {
-    constexpr std::string_view kScheme = "http://";
-    if (!url.starts_with(kScheme)) return std::nullopt;
-    url.remove_prefix(kScheme.size());
-    const std::size_t slash = url.find('/');
-    const std::string_view authority = url.substr(0, slash);
-    return parse_endpoint(authority, nullptr);
+    const std::size_t scheme_end = url.starts_with("https://") ? 8 : url.starts_with("http://") ? 7 : 0;
+    if (scheme_end == 0) return std::nullopt;
+    const std::size_t slash = url.find('/', scheme_end);
+    return parse_endpoint(url.substr(0, slash), nullptr);
 }
 
 }  // namespace pgfence::client

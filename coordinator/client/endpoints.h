@@ -1,5 +1,7 @@
 // Coordinator endpoints: "host:port" lists as given to --endpoints or
-// FENCE_ENDPOINTS, and the leader URL a follower puts in a 307 Location.
+// FENCE_ENDPOINTS, and the leader URL a follower puts in a 307 Location. An
+// endpoint written https://host:port is reached over TLS; host:port and
+// http://host:port in plaintext.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,11 @@ constexpr std::size_t kMaxEndpoints = 16;
 struct Endpoint {
     std::string host;
     std::uint16_t port = 0;
+    bool tls = false;  // https://
 
-    std::string to_string() const { return host + ":" + std::to_string(port); }
+    std::string authority() const { return host + ":" + std::to_string(port); }
+    // host:port, or https://host:port for a TLS endpoint.
+    std::string to_string() const { return (tls ? "https://" : "") + authority(); }
     bool operator==(const Endpoint&) const = default;
 };
 
@@ -26,14 +31,16 @@ struct EndpointsParse {
     std::string error;  // non-empty on failure; names the bad entry
 };
 
-// Parses one "host:port" (net/host_port.h; a host without ' ', '/', '\t' or ',').
+// Parses one "host:port", "http://host:port" or "https://host:port"
+// (net/host_port.h; a host without ' ', '/', '\t' or ',').
 std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* error);
 
 // Parses "host:port,host:port,...": at least one entry, at most kMaxEndpoints,
 // no empty entries; duplicates are dropped.
 EndpointsParse parse_endpoints(std::string_view text);
 
-// Endpoint of an absolute "http://host:port/..." URL (a 307 Location header).
+// Endpoint of an absolute "http://host:port/..." or "https://host:port/..."
+// URL (a 307 Location header).
 std::optional<Endpoint> endpoint_of_url(std::string_view url);
 
 // Default when neither --endpoints nor FENCE_ENDPOINTS is given.

@@ -2,15 +2,25 @@
 // parses, and every wait for the socket is a poll() bounded by the call's
 // deadline. Per request that is about three system calls (send, poll, recv),
 // against eight or so for io_context-driven async operations with timers.
+// Over TLS, OpenSSL reads and writes the same non-blocking socket
+// (SSL_read/SSL_write), waiting by poll() whenever it wants to read or write.
 #include "client/http_connection.h"
 
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 
@@ -41,14 +51,83 @@ bool wait_ready(int fd, short events, Clock::time_point deadline, beast::error_c
     }
 }
 
-// A SyncReadStream/SyncWriteStream over a non-blocking socket whose every
-// operation ends by `deadline`.
+// Holds back, for one SSL call on this thread, the SIGPIPE of a write to a
+// connection the member closed: OpenSSL writes with write(2), not with
+// send(MSG_NOSIGNAL) as the plaintext path does, and a library must not kill
+// its process (nor change its signal dispositions, which children inherit).
+// A SIGPIPE already pending before the call is left pending.
+class SigpipeHeld {
+public:
+    SigpipeHeld() {
+        sigemptyset(&pipe_);
+        sigaddset(&pipe_, SIGPIPE);
+        sigset_t pending;
+        sigpending(&pending);
+        was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+        pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    }
+    ~SigpipeHeld() {
+        sigset_t pending;
+        sigpending(&pending);
+        if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+            const timespec now{0, 0};
+            sigtimedwait(&pipe_, nullptr, &now);  // consume the one this call raised
+        }
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    SigpipeHeld(const SigpipeHeld&) = delete;
+    SigpipeHeld& operator=(const SigpipeHeld&) = delete;
+
+private:
+    sigset_t pipe_{};
+    sigset_t old_{};
+    bool was_pending_ = false;
+};
+
+// Waits for what an SSL call that returned `r` wants; false with ec set when
+// it failed for another reason (or the deadline passed).
+bool wait_for_ssl(SSL* ssl, int fd, int r, Clock::time_point deadline, beast::error_code& ec) {
+    const int e = SSL_get_error(ssl, r);
+    if (e == SSL_ERROR_WANT_READ) return wait_ready(fd, POLLIN, deadline, ec);
+    if (e == SSL_ERROR_WANT_WRITE) return wait_ready(fd, POLLOUT, deadline, ec);
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+        ec = asio::error::eof;  // close_notify, or the peer closed the TCP connection
+    } else {
+        ec = beast::error_code(static_cast<int>(ERR_get_error()), asio::error::get_ssl_category());
+    }
+    ERR_clear_error();
+    return false;
+}
+
+// The first non-empty buffer of a sequence (an SSL call takes one).
+template <class Buffer, class Buffers>
+Buffer first_buffer(const Buffers& buffers) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
+        Buffer b(*it);
+        if (b.size() > 0) return b;
+    }
+    return Buffer();
+}
+
+// A SyncReadStream/SyncWriteStream over a non-blocking socket (and, for TLS,
+// the SSL object on it) whose every operation ends by `deadline`.
 class DeadlineStream {
 public:
-    DeadlineStream(tcp::socket& socket, Clock::time_point deadline) : socket_(socket), deadline_(deadline) {}
+    DeadlineStream(tcp::socket& socket, SSL* ssl, Clock::time_point deadline)
+        : socket_(socket), ssl_(ssl), deadline_(deadline) {}
 
     template <class Buffers>
     std::size_t read_some(const Buffers& buffers, beast::error_code& ec) {
+        if (ssl_) {
+            const auto b = first_buffer<asio::mutable_buffer>(buffers);
+            if (b.size() == 0) return 0;
+            for (;;) {  // decrypted bytes may be waiting in OpenSSL: read before polling
+                const SigpipeHeld held;  // a read may write (a key update, an alert)
+                const int n = SSL_read(ssl_, b.data(), static_cast<int>(std::min<std::size_t>(b.size(), 1 << 30)));
+                if (n > 0) return static_cast<std::size_t>(n);
+                if (!wait_for_ssl(ssl_, socket_.native_handle(), n, deadline_, ec)) return 0;
+            }
+        }
         // Poll first: an answer is never there the moment the request went out.
         while (wait_ready(socket_.native_handle(), POLLIN, deadline_, ec)) {
             const std::size_t n = socket_.read_some(buffers, ec);
@@ -59,6 +138,16 @@ public:
 
     template <class Buffers>
     std::size_t write_some(const Buffers& buffers, beast::error_code& ec) {
+        if (ssl_) {
+            const auto b = first_buffer<asio::const_buffer>(buffers);
+            if (b.size() == 0) return 0;
+            for (;;) {  // retried with the same buffer, as SSL_write requires
+                const SigpipeHeld held;
+                const int n = SSL_write(ssl_, b.data(), static_cast<int>(std::min<std::size_t>(b.size(), 1 << 30)));
+                if (n > 0) return static_cast<std::size_t>(n);
+                if (!wait_for_ssl(ssl_, socket_.native_handle(), n, deadline_, ec)) return 0;
+            }
+        }
         for (;;) {
             const std::size_t n = socket_.write_some(buffers, ec);
             if (ec != asio::error::would_block && ec != asio::error::try_again) return n;
@@ -84,14 +173,24 @@ public:
 
 private:
     tcp::socket& socket_;
+    SSL* ssl_;
     Clock::time_point deadline_;
 };
+
+bool is_ip_literal(const std::string& host) {
+    unsigned char buf[16];
+    return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
 
 }  // namespace
 
 class HttpConnection::Impl {
 public:
-    explicit Impl(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+    Impl(Endpoint endpoint, std::shared_ptr<const ConnectionSettings> settings)
+        : endpoint_(std::move(endpoint)), settings_(std::move(settings)) {}
+    ~Impl() { close(); }
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
 
     HttpResult roundtrip(const HttpRequest& request, Clock::time_point deadline) {
         HttpResult result;
@@ -99,7 +198,7 @@ public:
         result.reused = socket_.is_open();
         if (!socket_.is_open() && !connect(result, deadline)) return result;
         const auto req = build(request);
-        DeadlineStream stream(socket_, deadline);
+        DeadlineStream stream(socket_, ssl_, deadline);
         beast::error_code ec;
         result.sent = true;
         result.sent_at = Clock::now();
@@ -109,6 +208,10 @@ public:
     }
 
     void close() {
+        if (ssl_) {
+            SSL_free(ssl_);  // no close_notify: the member sees the TCP close either way
+            ssl_ = nullptr;
+        }
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_both, ignored);
         socket_.close(ignored);
@@ -128,7 +231,14 @@ private:
             return false;
         }
         for (const auto& entry : addresses) {
-            if (connect_one(entry.endpoint(), deadline, ec)) return true;
+            if (connect_one(entry.endpoint(), deadline, ec)) {
+                if (!endpoint_.tls) return true;
+                std::string why;
+                if (handshake(deadline, why)) return true;
+                fail(result, why.empty() ? TransportError::kTimeout : TransportError::kConnect,
+                     "TLS with " + endpoint_.to_string() + ": " + (why.empty() ? "handshake timed out" : why));
+                return false;
+            }
             if (ec == beast::error::timeout) break;
         }
         const auto kind = ec == beast::error::timeout ? TransportError::kTimeout : TransportError::kConnect;
@@ -156,6 +266,48 @@ private:
         return !ec;
     }
 
+    // The TLS handshake on the connected socket; false with `why` ("" for a
+    // timeout). The member must prove the endpoint's name or IP.
+    bool handshake(Clock::time_point deadline, std::string& why) {
+        if (!settings_ || !settings_->tls) {
+            why = settings_ && !settings_->tls_error.empty() ? settings_->tls_error : "no TLS settings";
+            return false;
+        }
+        ssl_ = SSL_new(settings_->tls->native_handle());
+        if (!ssl_ || SSL_set_fd(ssl_, socket_.native_handle()) != 1) {
+            why = "cannot set up TLS";
+            return false;
+        }
+        if (is_ip_literal(endpoint_.host)) {
+            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), endpoint_.host.c_str());
+        } else {
+            // SSL_set_tlsext_host_name, without the macro's C cast.
+            SSL_ctrl(ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                     const_cast<char*>(endpoint_.host.c_str()));
+            SSL_set1_host(ssl_, endpoint_.host.c_str());
+        }
+        beast::error_code ec;
+        for (;;) {
+            int r = 0;
+            {
+                const SigpipeHeld held;
+                r = SSL_connect(ssl_);
+            }
+            if (r == 1) return true;
+            const long verify = SSL_get_verify_result(ssl_);
+            if (!wait_for_ssl(ssl_, socket_.native_handle(), r, deadline, ec)) {
+                if (ec == beast::error::timeout) {
+                    why.clear();
+                } else if (verify != X509_V_OK) {
+                    why = std::string("the member's certificate was refused: ") + X509_verify_cert_error_string(verify);
+                } else {
+                    why = ec.message();
+                }
+                return false;
+            }
+        }
+    }
+
     HttpResult& read(DeadlineStream& stream, HttpResult& result) {
         http::response_parser<http::string_body> parser;
         parser.body_limit(kMaxResponseBodyBytes);
@@ -177,8 +329,9 @@ private:
         req.method_string(request.method);
         req.target(request.target);
         req.version(11);
-        req.set(http::field::host, endpoint_.to_string());
+        req.set(http::field::host, endpoint_.authority());
         req.set(http::field::user_agent, "pgfence-client");
+        if (settings_ && !settings_->authorization.empty()) req.set(http::field::authorization, settings_->authorization);
         req.keep_alive(true);
         if (!request.body.empty()) {
             req.set(http::field::content_type, "application/json");
@@ -205,12 +358,15 @@ private:
     }
 
     Endpoint endpoint_;
+    std::shared_ptr<const ConnectionSettings> settings_;
+    SSL* ssl_ = nullptr;  // set while a TLS connection is open
     asio::io_context ioc_{1};  // only for the resolver and the socket's construction; never run
     tcp::socket socket_{ioc_};
     beast::flat_buffer buffer_;
 };
 
-HttpConnection::HttpConnection(Endpoint endpoint) : impl_(std::make_unique<Impl>(std::move(endpoint))) {}
+HttpConnection::HttpConnection(Endpoint endpoint, std::shared_ptr<const ConnectionSettings> settings)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(settings))) {}
 HttpConnection::~HttpConnection() = default;
 
 HttpResult HttpConnection::roundtrip(const HttpRequest& request, Clock::time_point deadline) {

@@ -1,9 +1,12 @@
 // One synchronous HTTP/1.1 keep-alive connection to one endpoint.
 //
 // Every call takes an absolute deadline (steady clock) covering connect,
-// write and read; past it the socket is closed and the call reports a
-// timeout. Beast and Asio stay in http_connection.cc (pimpl), so this header
-// is cheap to include. Not thread-safe: one connection per thread.
+// the TLS handshake (https:// endpoints), write and read; past it the socket
+// is closed and the call reports a timeout. Over TLS the member's certificate
+// must chain to the settings' CA and name the endpoint's host (DNS name, sent
+// as SNI too) or IP in its SANs; a failed handshake is a kConnect error that
+// says why. Beast, Asio and OpenSSL stay in http_connection.cc (pimpl), so
+// this header is cheap to include. Not thread-safe: one connection per thread.
 #pragma once
 
 #include <chrono>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "client/endpoints.h"
+#include "net/tls.h"
 
 namespace pgfence::client {
 
@@ -49,9 +53,17 @@ struct HttpResult {
     HttpResponse response;     // valid when error == kNone
 };
 
+// What every connection of one client shares.
+struct ConnectionSettings {
+    net::TlsContextPtr tls;      // for https:// endpoints (TlsSide::kClient); null: tls_error says why
+    std::string tls_error;
+    std::string authorization;   // the Authorization header's value ("Bearer ..."), or ""
+};
+
 class HttpConnection {
 public:
-    explicit HttpConnection(Endpoint endpoint);
+    // `settings` may be null for a plaintext endpoint (no TLS, no credentials).
+    explicit HttpConnection(Endpoint endpoint, std::shared_ptr<const ConnectionSettings> settings = nullptr);
     ~HttpConnection();
     HttpConnection(const HttpConnection&) = delete;
     HttpConnection& operator=(const HttpConnection&) = delete;

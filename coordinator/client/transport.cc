@@ -26,8 +26,10 @@ void note_sent(const HttpResult& r, CallResult& out) {
 
 }  // namespace
 
-Transport::Transport(Options options) : options_(std::move(options)) {
+Transport::Transport(Options options)
+    : options_(std::move(options)), settings_(std::make_shared<ConnectionSettings>()) {
     if (options_.endpoints.empty()) throw std::invalid_argument("pgfence client: no endpoints given");
+    if (!options_.bearer.empty()) settings_->authorization = "Bearer " + options_.bearer;
 }
 
 HttpConnection& Transport::connection(const Endpoint& endpoint) {
@@ -35,7 +37,12 @@ HttpConnection& Transport::connection(const Endpoint& endpoint) {
     auto it = connections_.find(name);
     if (it != connections_.end()) return *it->second;
     if (connections_.size() >= kMaxConnections) connections_.clear();  // bound: redirects to many hosts
-    auto [pos, _] = connections_.emplace(name, std::make_unique<HttpConnection>(endpoint));
+    if (endpoint.tls && !settings_->tls && settings_->tls_error.empty()) {
+        // Made once, at the first https:// endpoint; a plaintext client loads no certificates.
+        settings_->tls_error = net::make_tls_context(
+            net::TlsFiles{options_.cert_file, options_.key_file, options_.ca_file}, net::TlsSide::kClient, settings_->tls);
+    }
+    auto [pos, _] = connections_.emplace(name, std::make_unique<HttpConnection>(endpoint, settings_));
     return *pos->second;
 }
 
@@ -60,6 +67,13 @@ bool Transport::probe(HttpConnection& conn, Clock::time_point attempt_deadline, 
     const auto deadline = std::min(attempt_deadline, Clock::now() + probe_timeout_);
     const HttpResult r = conn.roundtrip(HttpRequest{"GET", "/healthz", {}}, deadline);
     if (r.error == TransportError::kNone) return true;
+    // Cut off by the attempt's (or the call's) own deadline rather than the
+    // probe's: an earlier attempt's cause says more.
+    const bool cut_off = r.error == TransportError::kTimeout && deadline == attempt_deadline;
+    if (cut_off && !why.empty()) {
+        conn.close();
+        return false;
+    }
     why = r.error == TransportError::kTimeout
               ? conn.endpoint().to_string() + " accepted no request or did not answer /healthz within " +
                     std::to_string(probe_timeout_.count()) + "ms (stopped or overloaded?)"

@@ -62,6 +62,7 @@ private:
     void note_failure();
 
     Options options_;
+    std::shared_ptr<ConnectionSettings> settings_;  // shared by every connection below
     std::map<std::string, std::unique_ptr<HttpConnection>> connections_;
     std::optional<Endpoint> leader_;  // last member that gave a final answer
     std::size_t next_ = 0;            // round-robin position in options_.endpoints

@@ -3,7 +3,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <openssl/ssl.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -12,12 +15,14 @@
 
 #include "log/log.h"
 #include "net/json_text.h"
+#include "net/tls.h"
 
 namespace pgfence::net {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using log::log_event;
 using log::log_value;
@@ -38,6 +43,9 @@ class Session;
 struct Shared {
     HttpServerOptions options;
     HttpHandler handler;
+    TlsContextPtr tls;      // null: plaintext; set before start(), swapped by set_tls()
+    bool verify_client = false;
+    std::uint64_t tls_handshake_failures = 0;
     std::size_t connections = 0;
     std::list<Session*> sessions;  // every live session, for the deadline sweep
 };
@@ -50,6 +58,12 @@ struct Shared {
 // none; a connection not kept alive has kDrainTimeout after its last response
 // for the client to close. The server's sweep closes connections past their
 // deadline.
+// Under TLS (a context was set when the connection was accepted): the
+// handshake comes first, under read_timeout; then the same steps, with reads
+// and writes through the SSL stream (asynchronous: decrypted bytes can wait
+// inside the stream, so socket readability says nothing) instead of recv and
+// send. The gone-client check polls the TCP socket as in plaintext: a closed
+// connection is closed whatever it carried.
 // Threading: everything runs on the io_context's thread. The handler is only
 // ever entered from an asynchronous completion (never from inside respond(),
 // even for a pipelined request already buffered), so it is never re-entered.
@@ -62,12 +76,17 @@ class Session : public std::enable_shared_from_this<Session> {
           shared_(std::move(shared)) {
         ++shared_->connections;
         registered_ = shared_->sessions.insert(shared_->sessions.end(), this);
+        if (shared_->tls) {
+            tls_context_ = shared_->tls;
+            tls_.emplace(socket_, *tls_context_);
+        }
     }
     ~Session() {
         --shared_->connections;
         shared_->sessions.erase(registered_);
     }
 
+    void start();
     void read_request();
     void respond(HttpResponse response, std::function<void(bool)> written);
     bool client_gone();
@@ -78,6 +97,8 @@ class Session : public std::enable_shared_from_this<Session> {
   private:
     void wait_readable();
     void on_readable(beast::error_code ec);
+    void on_tls_read(beast::error_code ec, std::size_t n);
+    void finish_tls_then_close();
     void parse_buffered(bool eof);
     void dispatch();
     void after_response();
@@ -86,6 +107,9 @@ class Session : public std::enable_shared_from_this<Session> {
     void close();
 
     tcp::socket socket_;
+    TlsContextPtr tls_context_;                          // what tls_ was made with (kept alive)
+    std::optional<ssl::stream<tcp::socket&>> tls_;       // set: this connection speaks TLS
+    std::string client_cn_;                              // a verified client certificate's CN
     beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
     std::string out_;  // the response being sent
@@ -119,6 +143,27 @@ class Exchange final : public HttpExchange {
     std::shared_ptr<Session> session_;
 };
 
+void Session::start() {
+    if (!tls_) {
+        read_request();
+        return;
+    }
+    deadline_ = Clock::now() + shared_->options.read_timeout;
+    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+        if (ec) {
+            ++self->shared_->tls_handshake_failures;
+            log_event(LogLevel::kInfo, "tls_handshake_failed", {{"reason", ec.message()}});
+            self->close();
+            return;
+        }
+        if (self->shared_->verify_client) {
+            X509* cert = SSL_get0_peer_certificate(self->tls_->native_handle());
+            self->client_cn_ = common_name(cert);
+        }
+        self->read_request();
+    });
+}
+
 void Session::read_request() {
     parser_.emplace();
     parser_->body_limit(shared_->options.max_body_bytes);
@@ -138,6 +183,13 @@ void Session::read_request() {
 }
 
 void Session::wait_readable() {
+    if (tls_) {
+        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
+        tls_->async_read_some(space, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+            self->on_tls_read(ec, n);
+        });
+        return;
+    }
     socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
         self->on_readable(ec);
     });
@@ -168,6 +220,16 @@ void Session::on_readable(beast::error_code ec) {
         return;
     }
     parse_buffered(eof);
+}
+
+void Session::on_tls_read(beast::error_code ec, std::size_t n) {
+    buffer_.commit(n);
+    if (!socket_.is_open()) return;  // closed by the sweep or the server stopping
+    if (ec && ec != asio::error::eof && ec != ssl::error::stream_truncated) {
+        close();
+        return;
+    }
+    parse_buffered(static_cast<bool>(ec));
 }
 
 // Feeds what is buffered to the parser: a complete request is dispatched, a
@@ -220,7 +282,7 @@ void Session::dispatch() {
     pending_ = true;
     ++request_seq_;
     HttpRequest out{std::string(req.method_string()), std::string(req.target()),
-                    std::move(req.body())};
+                    std::move(req.body()), std::string(req[http::field::authorization]), client_cn_};
     watching_ = false;
     shared_->handler(out, std::make_shared<Exchange>(shared_from_this()));
 }
@@ -280,6 +342,19 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
         return;
     }
     format_response(out_, version_, r, keep_alive_);
+    if (tls_) {
+        deadline_ = Clock::now() + shared_->options.read_timeout;
+        asio::async_write(*tls_, asio::buffer(out_),
+                          [self = shared_from_this(), written = std::move(written)](beast::error_code ec, std::size_t) {
+                              if (written) written(!ec);
+                              if (ec) {
+                                  self->close();
+                              } else {
+                                  self->after_response();
+                              }
+                          });
+        return;
+    }
     // A response almost always fits the socket's send buffer: send it now,
     // without a round through the reactor; the rest (if any) asynchronously.
     const ssize_t n =
@@ -311,11 +386,21 @@ void Session::after_response() {
         // The client closes its side next; if it does not (a close-watch may
         // still hold this session), the sweep closes ours.
         deadline_ = Clock::now() + kDrainTimeout;
+        if (tls_) {
+            finish_tls_then_close();
+            return;
+        }
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_send, ignored);
         return;
     }
     read_request();
+}
+
+// Sends TLS's close_notify and waits (under the deadline already set) for
+// the client's, then closes.
+void Session::finish_tls_then_close() {
+    tls_->async_shutdown([self = shared_from_this()](beast::error_code) { self->close(); });
 }
 
 // Answers 400 for a request that cannot be read whole, then closes politely.
@@ -327,6 +412,17 @@ void Session::refuse(const std::string& message) {
     format_response(out_, version_, HttpResponse{400, std::move(body), "application/json", {}},
                     false);
     deadline_ = Clock::now() + shared_->options.read_timeout;
+    if (tls_) {
+        asio::async_write(*tls_, asio::buffer(out_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+            if (ec) {
+                self->close();
+                return;
+            }
+            self->deadline_ = Clock::now() + kDrainTimeout;
+            self->finish_tls_then_close();
+        });
+        return;
+    }
     asio::async_write(socket_, asio::buffer(out_),
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
                           if (ec) {
@@ -394,7 +490,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                     socket.close(ignored);
                 } else {
                     socket.set_option(tcp::no_delay(true), ec);
-                    std::make_shared<Session>(std::move(socket), self->shared)->read_request();
+                    std::make_shared<Session>(std::move(socket), self->shared)->start();
                 }
             }
             self->accept();
@@ -450,6 +546,15 @@ void HttpServer::stop() {
 
 std::size_t HttpServer::connections() const {
     return impl_->shared->connections;
+}
+
+void HttpServer::set_tls(TlsContextPtr context, bool verify_client) {
+    impl_->shared->tls = std::move(context);
+    impl_->shared->verify_client = verify_client;
+}
+
+std::uint64_t HttpServer::tls_handshake_failures() const {
+    return impl_->shared->tls_handshake_failures;
 }
 
 }  // namespace pgfence::net

@@ -9,6 +9,14 @@
 // HttpExchange it is given, and can ask whether the client has gone away
 // meanwhile (phantom-lock detection).
 //
+// TLS (set_tls): every accepted connection first completes a TLS handshake
+// (under read_timeout) with the context current at accept; a client that does
+// not (plaintext to a TLS port, a certificate the CA did not sign, ...) is
+// closed and counted. Plaintext connections take the fast path: raw recv(2)
+// when the socket is readable and one send(2) of the response; TLS ones read
+// and write through the SSL stream. Both find a gone client the same way, by
+// poll(POLLRDHUP) on the TCP socket.
+//
 // Threading: everything runs on the io_context's single thread; the handler
 // and HttpExchange methods are called and must be called on it.
 #pragma once
@@ -20,6 +28,8 @@
 #include <memory>
 #include <string>
 
+#include "net/tls.h"
+
 namespace boost::asio {
 class io_context;
 }
@@ -30,6 +40,8 @@ struct HttpRequest {
     std::string method;  // "GET", "POST", ...
     std::string target;  // path and query, as sent
     std::string body;
+    std::string authorization;  // the Authorization header's value ("" when absent)
+    std::string client_cn;      // CN of the client certificate TLS verified ("" when none was asked for or it has none)
 };
 
 struct HttpResponse {
@@ -80,6 +92,13 @@ public:
     std::string start();
     void stop();
     std::size_t connections() const;
+
+    // Serve TLS with `context` (null: plaintext); verify_client: the context
+    // requires client certificates (TlsSide::kServerVerify), whose CN each
+    // request then carries. Before start(), or later to swap in a reloaded
+    // context: connections accepted from then on use it, open ones keep theirs.
+    void set_tls(TlsContextPtr context, bool verify_client);
+    std::uint64_t tls_handshake_failures() const;
 
 private:
     struct Impl;

@@ -2,7 +2,10 @@
 
 #include <sys/socket.h>
 
+#include <openssl/ssl.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <algorithm>
@@ -10,14 +13,17 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "log/log.h"
 #include "net/frame.h"
 #include "net/raft_codec.h"
+#include "net/tls.h"
 
 namespace pgfence::net {
 
 namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using log::log_event;
@@ -35,6 +41,7 @@ struct Counters {
     std::atomic<std::uint64_t> dropped_unconnected{0};
     std::atomic<std::uint64_t> bad_frames{0};
     std::atomic<std::uint64_t> connects{0};
+    std::atomic<std::uint64_t> tls_refused{0};
 };
 
 void count(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
@@ -45,6 +52,10 @@ struct Shared {
     PeerTransport::InfoHandler on_info;
     Counters stats;
     std::string hello;  // encoded MemberInfo frame (event loop only)
+    // TLS (event loop only; null: plaintext): what incoming connections are
+    // accepted with and outgoing ones dialed with, swapped by set_tls().
+    TlsContextPtr tls_accept;
+    TlsContextPtr tls_dial;
     bool stopped = false;  // event loop only
     std::size_t incoming = 0;  // open incoming connections
 };
@@ -61,6 +72,11 @@ struct Shared {
 // protected by writing_ (no direct send meanwhile) and by running on the loop
 // thread, which alone closes or replaces the socket. generation_, inflight_,
 // backoff_ and timer_ are the event loop's only.
+// Under TLS (tls_ set at dial) an SSL stream is not thread-safe, so nothing
+// is sent directly: every frame is queued under the mutex and written by the
+// loop (send() from another thread posts write_some()). After the TCP connect
+// the TLS handshake must succeed and the server's certificate must be bound
+// to the member dialed (member_id_of), or the connection fails and redials.
 class Outgoing : public std::enable_shared_from_this<Outgoing> {
 public:
     Outgoing(asio::io_context& io, PeerAddress peer, std::shared_ptr<Shared> shared)
@@ -75,6 +91,7 @@ public:
 
 private:
     void on_connect(const error_code& ec);
+    void on_secure();
     void enqueue_locked(std::string frame);
     void write_some();
     void write_some_locked();
@@ -86,6 +103,8 @@ private:
     std::shared_ptr<Shared> shared_;
     mutable std::mutex mutex_;
     tcp::socket socket_;
+    std::optional<ssl::stream<tcp::socket&>> tls_;  // set (at dial, under mutex_) on a TLS connection
+    TlsContextPtr tls_context_;                     // what tls_ was made with
     asio::steady_timer timer_;
     std::chrono::milliseconds backoff_;
     bool connected_ = false;
@@ -110,7 +129,10 @@ void Outgoing::dial() {
     }
     std::lock_guard<std::mutex> guard(mutex_);
     const std::uint64_t gen = ++generation_;
+    tls_.reset();
     socket_ = tcp::socket(io_);
+    tls_context_ = shared_->tls_dial;
+    if (tls_context_) tls_.emplace(socket_, *tls_context_);
     socket_.async_connect(tcp::endpoint(addr, peer_.port), [self = shared_from_this(), gen](const error_code& e) {
         if (gen == self->generation_) self->on_connect(e);
     });
@@ -121,10 +143,39 @@ void Outgoing::on_connect(const error_code& ec) {
         fail("connect", ec);
         return;
     }
+    error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
+    if (!tls_) {
+        on_secure();
+        return;
+    }
+    const std::uint64_t gen = generation_;
+    tls_->async_handshake(ssl::stream_base::client, [self = shared_from_this(), gen](const error_code& e) {
+        if (gen != self->generation_) return;
+        if (e) {
+            count(self->shared_->stats.tls_refused);
+            self->fail("tls_handshake", e);
+            return;
+        }
+        const auto id = member_id_of(SSL_get0_peer_certificate(self->tls_->native_handle()));
+        if (id != self->peer_.id) {
+            count(self->shared_->stats.tls_refused);
+            log_event(LogLevel::kWarn, "peer_certificate_refused",
+                      {{"peer", log_value(self->peer_.id)},
+                       {"reason", id ? "certificate is bound to member " + std::to_string(*id)
+                                     : std::string("certificate names no member ID")}});
+            self->fail("tls_identity", asio::error::make_error_code(asio::error::access_denied));
+            return;
+        }
+        self->on_secure();
+    });
+}
+
+// Connected (and, under TLS, the peer proved its ID): the handshake frame
+// first, then whatever is queued.
+void Outgoing::on_secure() {
     {
         std::lock_guard<std::mutex> guard(mutex_);
-        error_code ignored;
-        socket_.set_option(tcp::no_delay(true), ignored);
         connected_ = true;
         front_started_ = false;
         queue_.push_front(shared_->hello);
@@ -145,10 +196,15 @@ bool Outgoing::connected() const {
 // The peer never writes on this connection: any read completion means it closed.
 void Outgoing::watch_eof() {
     const std::uint64_t gen = generation_;
-    socket_.async_read_some(asio::buffer(&eof_byte_, 1), [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
+    auto on_read = [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
         if (gen != self->generation_ || !self->connected()) return;
         self->fail("read", ec ? ec : asio::error::make_error_code(asio::error::eof));
-    });
+    };
+    if (tls_) {
+        tls_->async_read_some(asio::buffer(&eof_byte_, 1), std::move(on_read));
+    } else {
+        socket_.async_read_some(asio::buffer(&eof_byte_, 1), std::move(on_read));
+    }
 }
 
 void Outgoing::send_frame(std::string frame) {
@@ -157,7 +213,7 @@ void Outgoing::send_frame(std::string frame) {
         count(shared_->stats.dropped_unconnected);
         return;
     }
-    if (!writing_ && queue_.empty()) {
+    if (!writing_ && queue_.empty() && !tls_) {
         const ssize_t n = ::send(socket_.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n == static_cast<ssize_t>(frame.size())) {
             count(shared_->stats.frames_sent);
@@ -209,7 +265,7 @@ void Outgoing::write_some_locked() {
     for (const std::string& f : inflight_) buffers.push_back(asio::buffer(f));
     writing_ = true;
     const std::uint64_t gen = generation_;
-    asio::async_write(socket_, buffers, [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
+    auto done = [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
         if (gen != self->generation_) return;
         if (ec) {
             self->fail("write", ec);
@@ -219,7 +275,12 @@ void Outgoing::write_some_locked() {
         self->writing_ = false;
         count(self->shared_->stats.frames_sent, self->inflight_.size());
         self->write_some_locked();
-    });
+    };
+    if (tls_) {
+        asio::async_write(*tls_, buffers, std::move(done));
+    } else {
+        asio::async_write(socket_, buffers, std::move(done));
+    }
 }
 
 void Outgoing::fail(const char* what, const error_code& ec) {
@@ -262,13 +323,22 @@ void Outgoing::close() {
 }
 
 // One incoming connection: read frames, hand them to the server.
+// Under TLS the handshake comes first (under idle_timeout): the dialer must
+// present a certificate signed by the peer CA and bound to a member ID
+// (member_id_of); from then on every frame must come from that ID (its
+// MemberInfo, and every raft message's `from`), or the connection is dropped.
 class Incoming : public std::enable_shared_from_this<Incoming> {
 public:
     Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
         : stream_(std::move(socket)), shared_(std::move(shared)) {
         ++shared_->incoming;
+        if (shared_->tls_accept) {
+            tls_context_ = shared_->tls_accept;
+            tls_.emplace(stream_, *tls_context_);
+        }
     }
     ~Incoming() { --shared_->incoming; }
+    void start();
     void read_more();
 
 private:
@@ -277,6 +347,9 @@ private:
     void drop(const std::string& why);
 
     boost::beast::tcp_stream stream_;
+    TlsContextPtr tls_context_;
+    std::optional<ssl::stream<boost::beast::tcp_stream&>> tls_;
+    std::optional<std::uint64_t> cert_id_;  // the member ID the dialer's certificate proves (TLS)
     std::shared_ptr<Shared> shared_;
     // Bytes received and not yet handled: every complete frame in it is
     // handled after each read, so a burst of frames costs one read. It holds
@@ -291,6 +364,31 @@ private:
 
 constexpr std::size_t kReadChunkBytes = 64u << 10;
 
+void Incoming::start() {
+    if (!tls_) {
+        read_more();
+        return;
+    }
+    stream_.expires_after(shared_->options.idle_timeout);
+    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](const error_code& ec) {
+        if (self->shared_->stopped) return;
+        if (ec) {
+            count(self->shared_->stats.tls_refused);
+            log_event(LogLevel::kWarn, "peer_tls_refused", {{"reason", ec.message()}});
+            error_code ignored;
+            self->stream_.socket().close(ignored);
+            return;
+        }
+        self->cert_id_ = member_id_of(SSL_get0_peer_certificate(self->tls_->native_handle()));
+        if (!self->cert_id_) {
+            count(self->shared_->stats.tls_refused);
+            self->drop("peer certificate names no member ID (CN=ID or SAN URI:pgfence:member:ID)");
+            return;
+        }
+        self->read_more();
+    });
+}
+
 void Incoming::read_more() {
     // Room to read into: one chunk, or the rest of a frame whose length is
     // known, whichever is more. Room grown for a large frame is given back
@@ -301,12 +399,16 @@ void Incoming::read_more() {
         buf_.shrink_to_fit();
     }
     stream_.expires_after(shared_->options.idle_timeout);
-    stream_.async_read_some(buf_.prepare(want),
-                            [self = shared_from_this()](const error_code& ec, std::size_t n) {
-                                if (ec || self->shared_->stopped) return;
-                                self->buf_.commit(n);
-                                if (self->handle_buffered()) self->read_more();
-                            });
+    auto on_read = [self = shared_from_this()](const error_code& ec, std::size_t n) {
+        if (ec || self->shared_->stopped) return;
+        self->buf_.commit(n);
+        if (self->handle_buffered()) self->read_more();
+    };
+    if (tls_) {
+        tls_->async_read_some(buf_.prepare(want), std::move(on_read));
+    } else {
+        stream_.async_read_some(buf_.prepare(want), std::move(on_read));
+    }
 }
 
 // Handles every complete frame in the buffer; false if the connection was dropped.
@@ -349,6 +451,11 @@ bool Incoming::handle(const Frame& f) {
             drop(*err);
             return false;
         }
+        if (cert_id_ && std::get<MemberInfo>(info).id != *cert_id_) {
+            drop("handshake from member " + std::to_string(std::get<MemberInfo>(info).id) +
+                 " over a certificate bound to member " + std::to_string(*cert_id_));
+            return false;
+        }
         peer_id_ = std::get<MemberInfo>(info).id;
         shared_->on_info(std::get<MemberInfo>(info));
         return true;
@@ -359,9 +466,9 @@ bool Incoming::handle(const Frame& f) {
         return false;
     }
     raft::Message& m = std::get<raft::Message>(msg);
-    if (m.to != shared_->options.self_id || (peer_id_ != 0 && m.from != peer_id_)) {
+    if (m.to != shared_->options.self_id || (peer_id_ != 0 && m.from != peer_id_) || (cert_id_ && m.from != *cert_id_)) {
         drop("message from " + std::to_string(m.from) + " to " + std::to_string(m.to) +
-             " on the connection of member " + std::to_string(peer_id_));
+             " on the connection of member " + std::to_string(cert_id_ ? *cert_id_ : peer_id_));
         return false;
     }
     shared_->on_message(std::move(m));
@@ -370,7 +477,8 @@ bool Incoming::handle(const Frame& f) {
 
 void Incoming::drop(const std::string& why) {
     count(shared_->stats.bad_frames);
-    log_event(LogLevel::kWarn, "peer_frame_refused", {{"peer", log_value(peer_id_)}, {"reason", why}});
+    log_event(LogLevel::kWarn, "peer_frame_refused",
+              {{"peer", log_value(cert_id_ ? *cert_id_ : peer_id_)}, {"reason", why}});
     error_code ignored;
     stream_.socket().close(ignored);
 }
@@ -390,7 +498,7 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
                 error_code ignored;
                 socket.close(ignored);
             } else if (!ec) {
-                std::make_shared<Incoming>(std::move(socket), self->shared)->read_more();
+                std::make_shared<Incoming>(std::move(socket), self->shared)->start();
             }
             self->accept();
         });
@@ -478,7 +586,13 @@ TransportStats PeerTransport::stats() const {
     t.dropped_unconnected = get(c.dropped_unconnected);
     t.bad_frames = get(c.bad_frames);
     t.connects = get(c.connects);
+    t.tls_refused = get(c.tls_refused);
     return t;
+}
+
+void PeerTransport::set_tls(TlsContextPtr accept, TlsContextPtr dial) {
+    impl_->shared->tls_accept = std::move(accept);
+    impl_->shared->tls_dial = std::move(dial);
 }
 
 }  // namespace pgfence::net

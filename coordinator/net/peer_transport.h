@@ -20,6 +20,13 @@
 // connections are closed after idle_timeout; at most 4 x peers + 16 incoming
 // connections are open at once (more are closed at accept).
 //
+// TLS (set_tls): always mutual. A dialed peer must present a certificate
+// signed by the peer CA and bound to the ID dialed (tls.h member_id_of); a
+// dialer must present one bound to some member ID, and every frame it sends
+// must come from that ID (its handshake's id, each raft message's `from`):
+// otherwise the connection is closed, logged and counted (tls_refused,
+// bad_frames). So one member's certificate cannot speak for another.
+//
 // Threading: the io_context runs on one thread (the event loop); callbacks run
 // there. send() may also be called from any other thread (the member's writer
 // thread sends a Ready's messages - those that wait for durability - the
@@ -29,7 +36,10 @@
 // the order their send() calls took that mutex. Every other method is for the
 // event loop's thread only. send() from another thread is safe once start()
 // has returned, during and after stop() (afterwards the message is dropped),
-// but not after the destructor has started.
+// but not after the destructor has started. Under TLS an SSL stream is not
+// thread-safe: send() from another thread only queues the frame (under the
+// peer's mutex) and posts its write to the event loop, which alone touches
+// the SSL stream; the one-send() fast path is plaintext's only.
 #pragma once
 
 #include <chrono>
@@ -41,6 +51,7 @@
 #include <vector>
 
 #include "net/member_info.h"
+#include "net/tls.h"
 #include "raft/types.h"
 
 namespace boost::asio {
@@ -76,6 +87,7 @@ struct TransportStats {
     std::uint64_t dropped_unconnected = 0;
     std::uint64_t bad_frames = 0;
     std::uint64_t connects = 0;
+    std::uint64_t tls_refused = 0;  // TLS handshakes failed or certificates not bound to the right member
 };
 
 class PeerTransport {
@@ -98,6 +110,13 @@ public:
     void send(const raft::Message& m);
     // Sends `info` to every connected peer and uses it as the next handshake.
     void broadcast_info(const MemberInfo& info);
+
+    // TLS from now on (null, null: plaintext): `accept` (TlsSide::kServerVerify
+    // with the peer CA) for incoming connections, `dial` (TlsSide::kClient with
+    // this member's certificate) for outgoing ones. Before start(), or later
+    // to swap in reloaded files: new connections use them, open ones keep theirs.
+    // Event loop only.
+    void set_tls(TlsContextPtr accept, TlsContextPtr dial);
 
     bool connected(std::uint64_t peer) const;
     TransportStats stats() const;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 #include "log/log.h"
 #include "server/member.h"
@@ -47,6 +48,16 @@ int main(int argc, char** argv) {
         log::log_event(log::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
         member.shutdown([&io] { io.stop(); });
     });
+    boost::asio::signal_set hangup(io, SIGHUP);
+    std::function<void()> wait_hangup = [&] {
+        hangup.async_wait([&](const boost::system::error_code& ec, int) {
+            if (ec) return;
+            log::log_event(log::LogLevel::kInfo, "signal", {{"signal", std::to_string(SIGHUP)}});
+            member.reload();
+            wait_hangup();
+        });
+    };
+    wait_hangup();
     try {
         io.run();
     } catch (const std::exception& e) {

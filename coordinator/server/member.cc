@@ -55,15 +55,22 @@ std::string Member::start() { return impl_->start(); }
 
 void Member::shutdown(std::function<void()> done) { impl_->shutdown(std::move(done)); }
 
+void Member::reload() { impl_->reload_security(); }
+
 Member::Impl::Impl(boost::asio::io_context& io_ctx, Options o, std::unique_ptr<DurableLog> l)
     : io(io_ctx), options(std::move(o)), log(std::move(l)), loop(io_ctx),
-      writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }) {
+      writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }), security(options) {
     limits.min_lease_ms = options.min_lease_ms;
     limits.max_lease_ms = options.max_lease_ms;
     limits.max_wait_ms = options.max_wait_ms;
 }
 
 std::string Member::Impl::start() {
+    if (auto err = security.load(); !err.empty()) return err;
+    if (security.auth_enabled() && !options.client_tls()) {
+        log_event(LogLevel::kWarn, "auth_without_tls",
+                  {{"reason", "--auth-file without --cert-file: bearer secrets cross the network in plaintext"}});
+    }
     member::Config cfg;
     cfg.raft.id = options.id;
     for (const PeerSpec& p : options.peers) cfg.raft.members.push_back(p.id);
@@ -95,6 +102,7 @@ std::string Member::Impl::start() {
     transport = std::make_unique<net::PeerTransport>(
         io, topts, [this](raft::Message m) { on_peer_message(std::move(m)); },
         [this](const net::MemberInfo& info) { on_member_info(info); });
+    transport->set_tls(security.peer_accept_tls(), security.peer_dial_tls());
     if (auto err = transport->start(my_info()); !err.empty()) return err;
     net::HttpServerOptions hopts;
     const net::HostPort client_addr = net::parse_host_port(options.client_addr);  // validated
@@ -102,12 +110,14 @@ std::string Member::Impl::start() {
     hopts.port = client_addr.port;
     http = std::make_unique<net::HttpServer>(
         io, hopts, [this](const net::HttpRequest& req, ExchangePtr ex) { handle_http(req, ex); });
+    http->set_tls(security.client_tls(), options.client_cert_auth);
     if (auto err = http->start(); !err.empty()) return err;
     loop.every(std::chrono::milliseconds(options.heartbeat_ms), [this] { on_tick(); });
     log_event(LogLevel::kInfo, "member_started",
               {{"id", log_value(options.id)}, {"cluster_id", log_value(options.cluster_id)},
                {"client_addr", options.client_addr}, {"applied", log_value(core->table().applied_index())},
-               {"term", log_value(core->raft().term())}});
+               {"term", log_value(core->raft().term())}, {"client_tls", options.client_tls() ? "on" : "off"},
+               {"peer_tls", options.peer_tls() ? "on" : "off"}, {"auth", security.auth_enabled() ? "on" : "off"}});
     after_event();
     return {};
 }
@@ -263,6 +273,20 @@ std::chrono::nanoseconds Member::Impl::persist_ready(const raft::Ready& rd) {
     const auto start = Clock::now();
     log->persist(rd.hard_state, rd.snapshot, rd.entries);
     return Clock::now() - start;
+}
+
+// New connections use what reloaded; open ones keep the contexts they have.
+void Member::Impl::reload_security() {
+    const std::vector<std::string> failed = security.reload();
+    for (const std::string& why : failed) {
+        ++metrics.security_reloads_failed;
+        log_event(LogLevel::kError, "reload_failed", {{"error", why}, {"kept", "the files loaded before"}});
+    }
+    http->set_tls(security.client_tls(), options.client_cert_auth);
+    transport->set_tls(security.peer_accept_tls(), security.peer_dial_tls());
+    log_event(LogLevel::kInfo, "reloaded",
+              {{"failed", log_value(failed.size())},
+               {"auth_file_digest", security.auth_enabled() ? security.policy()->digest() : std::string()}});
 }
 
 void Member::Impl::shutdown(std::function<void()> done) {

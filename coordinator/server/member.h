@@ -36,6 +36,9 @@ public:
     // Graceful stop: a leader first transfers leadership (bounded wait); then
     // the writer is drained and `done` runs on the loop.
     void shutdown(std::function<void()> done);
+    // SIGHUP: reload certificates, keys and the auth file; new connections
+    // use what loaded, and a file that fails keeps the old one (logged).
+    void reload();
 
     struct Impl;
 

@@ -1,7 +1,11 @@
 // The HTTP API (DESIGN.md "HTTP API of every member"): requests parsed into
 // the core's types, the core's answers written as status codes and JSON.
+// With --auth-file every request but /healthz is authenticated first (401),
+// then authorized by the policy (403) — on every member, before a follower
+// redirects — and only then handed to the core (server/security.h).
 #include <boost/json.hpp>
 
+#include "log/log.h"
 #include "net/json_text.h"
 #include "server/member_impl.h"
 
@@ -46,16 +50,18 @@ void Member::Impl::redirect_or_unavailable(const std::string& target, const Exch
     const raft::NodeId leader = core->raft().leader();
     auto it = infos.find(leader);
     if (leader != raft::kNoNode && leader != options.id && it != infos.end() && !it->second.client_addr.empty()) {
+        // Members of one cluster serve the same scheme: the leader's URL keeps ours.
         ex->respond(net::HttpResponse{307, json::serialize(json::object{{"error", "not_leader"}, {"leader", leader}}),
-                                      "application/json", "http://" + it->second.client_addr + target});
+                                      "application/json",
+                                      (options.client_tls() ? "https://" : "http://") + it->second.client_addr + target});
         return;
     }
     respond_error(ex, 503, "no_leader");
 }
 
-void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target) {
+void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target, Caller reader) {
     const member::RequestId id = next_request++;
-    outstanding.emplace(id, Outstanding{ex, std::move(target)});
+    outstanding.emplace(id, Outstanding{ex, std::move(target), std::move(reader)});
     core->request(id, std::move(request), now());
 }
 
@@ -94,7 +100,10 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
             respond_json(ex, 200, lock_json(locks->locks.front()));
         } else {
             json::array arr;
-            for (const member::LockView& v : locks->locks) arr.push_back(lock_json(v));
+            const Caller& r = o.reader;
+            for (const member::LockView& v : locks->locks) {
+                if (!r.user || r.policy->allowed(*r.user, auth::Permission::kRead, v.lock.key)) arr.push_back(lock_json(v));
+            }
             respond_json(ex, 200, json::object{{"locks", std::move(arr)}});
         }
     } else if (std::holds_alternative<member::NotHeld>(response)) {
@@ -108,6 +117,18 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     }
 }
 
+void Member::Impl::deny(const ExchangePtr& ex, const Caller& caller, const std::string& path, std::string_view key,
+                        std::string message) {
+    const bool unauthenticated = caller.user == nullptr;
+    ++(unauthenticated ? metrics.unauthenticated : metrics.forbidden);
+    log::log_event(log::LogLevel::kInfo, unauthenticated ? "auth_unauthenticated" : "auth_forbidden",
+                   {{"user", unauthenticated ? std::string() : caller.user->name},
+                    {"path", path},
+                    {"key", std::string(key)},
+                    {"reason", message}});
+    respond_error(ex, unauthenticated ? 401 : 403, unauthenticated ? "unauthenticated" : "forbidden", message);
+}
+
 void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& ex) {
     const std::size_t q = req.target.find('?');
     const std::string path = req.target.substr(0, q);
@@ -118,19 +139,46 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
         ++metrics.bad_requests;
         respond_error(ex, 400, "bad_request", message);
     };
+    // Authorization on: the caller, and a check of each permission (which
+    // answers 403 itself when it fails). Off: every check passes.
+    Caller caller;
+    const bool auth = security.auth_enabled() && path != "/healthz";
+    if (auth) {
+        caller = security.authenticate(req);
+        if (!caller.user) {
+            deny(ex, caller, path, {}, caller.why);
+            after_event();
+            return;
+        }
+    }
+    auto permitted = [&](auth::Permission p, std::string_view key) {
+        if (!auth || caller.policy->allowed(*caller.user, p, key)) return true;
+        deny(ex, caller, path, key,
+             "user '" + caller.user->name + "' has no " + auth::permission_name(p) +
+                 (p == auth::Permission::kAdmin ? std::string() : " permission on key '" + std::string(key) + "'"));
+        return false;
+    };
     if (path == "/healthz" && get) {
         ex->respond(net::HttpResponse{200, "ok\n", "text/plain", {}});
+    } else if ((path == "/metrics" || path == "/v1/status") && get && !permitted(auth::Permission::kAdmin, {})) {
+        // answered 403
     } else if (path == "/metrics" && get) {
         ex->respond(net::HttpResponse{200, metrics_text(), "text/plain; version=0.0.4", {}});
     } else if (path == "/v1/status" && get) {
         ex->respond(net::HttpResponse{200, status_json(), "application/json", {}});
     } else if ((path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive") && post) {
-        if (!core->serves_writes()) {
-            redirect_or_unavailable(req.target, ex);  // before parsing: a follower redirects any body
+        // Without authorization a follower redirects before parsing (any body);
+        // with it, the key must be known first to decide.
+        if (!auth && !core->serves_writes()) {
+            redirect_or_unavailable(req.target, ex);
         } else if (path == "/v1/acquire") {
             auto parsed = net::parse_acquire(req.body, limits);
             if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
                 bad_request(bad->message);
+            } else if (!permitted(auth::Permission::kLock, std::get<member::Acquire>(parsed).key)) {
+                // answered 403
+            } else if (!core->serves_writes()) {
+                redirect_or_unavailable(req.target, ex);
             } else {
                 submit(std::move(std::get<member::Acquire>(parsed)), ex, path);
             }
@@ -138,6 +186,10 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
             auto parsed = net::parse_release(req.body);
             if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
                 bad_request(bad->message);
+            } else if (!permitted(auth::Permission::kLock, std::get<member::Release>(parsed).key)) {
+                // answered 403
+            } else if (!core->serves_writes()) {
+                redirect_or_unavailable(req.target, ex);
             } else if (path == "/v1/release") {
                 submit(std::move(std::get<member::Release>(parsed)), ex, path);
             } else {
@@ -146,7 +198,7 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
             }
         }
     } else if (path == "/v1/locks" && get) {
-        if (!core->is_leader()) {
+        if (!auth && !core->is_leader()) {
             redirect_or_unavailable(req.target, ex);
         } else if (auto key = net::query_param(query, "key"); auto* bad = std::get_if<net::BadRequest>(&key)) {
             bad_request(bad->message);
@@ -155,10 +207,17 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
             std::string why = k.found ? net::check_key(k.value) : std::string();
             if (!why.empty()) {
                 bad_request("query parameter 'key' is invalid: " + why);
+            } else if (k.found && !permitted(auth::Permission::kRead, k.value)) {
+                // answered 403
+            } else if (!k.found && auth && !caller.policy->holds_any(*caller.user, auth::Permission::kRead)) {
+                deny(ex, caller, path, {}, "user '" + caller.user->name + "' has no read permission on any key");
+            } else if (!core->is_leader()) {
+                redirect_or_unavailable(req.target, ex);
             } else {
                 member::ListLocks list;
                 if (k.found) list.key = k.value;
-                submit(std::move(list), ex, "/v1/locks" + (query.empty() ? std::string() : "?" + query));
+                submit(std::move(list), ex, "/v1/locks" + (query.empty() ? std::string() : "?" + query),
+                       k.found ? Caller{} : caller);
             }
         }
     } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||

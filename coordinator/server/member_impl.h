@@ -28,6 +28,7 @@
 #include "server/member.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/security.h"
 #include "server/writer.h"
 
 namespace pgfence::server {
@@ -41,6 +42,7 @@ constexpr int kInfoEveryTicks = 5;  // MemberInfo broadcast period
 struct Outstanding {
     ExchangePtr exchange;
     std::string target;  // where a 307 to the leader points
+    Caller reader;       // a list of every lock shows only what this caller may read (auth on)
 };
 
 struct Member::Impl {
@@ -64,7 +66,12 @@ struct Member::Impl {
 
     // ---- member_http.cc ----
     void handle_http(const net::HttpRequest& req, const ExchangePtr& ex);
-    void submit(member::Request request, const ExchangePtr& ex, std::string target);
+    void submit(member::Request request, const ExchangePtr& ex, std::string target, Caller reader = {});
+    // 401 (no user) or 403 (user without the permission), logged and counted.
+    void deny(const ExchangePtr& ex, const Caller& caller, const std::string& path, std::string_view key,
+              std::string message);
+    // SIGHUP: certificates, keys and the auth file loaded again (member.cc).
+    void reload_security();
     void answer(member::RequestId id, member::Response response);
     void redirect_or_unavailable(const std::string& target, const ExchangePtr& ex);
 
@@ -84,6 +91,7 @@ struct Member::Impl {
     std::unique_ptr<net::HttpServer> http;
     Metrics metrics;
     net::RequestLimits limits;
+    Security security;
     member::Effects effects;  // the batch being carried out (kept for its capacity)
 
     bool drain_posted = false;  // a drain() is queued on the loop

@@ -64,6 +64,10 @@ std::string Member::Impl::status_json() const {
             if (ps.id == p.id) m["match_index"] = ps.match;
         }
         if (st.role == raft::Role::kLeader && p.id == options.id) m["match_index"] = st.stable_index;
+        // The URL clients use, with this cluster's scheme (members serve the same one).
+        if (const auto& addr = m["client_addr"].as_string(); !addr.empty()) {
+            m["client_url"] = (options.client_tls() ? "https://" : "http://") + std::string(addr);
+        }
         members.push_back(std::move(m));
     }
     json::object o{{"id", options.id},
@@ -77,6 +81,9 @@ std::string Member::Impl::status_json() const {
                    {"cluster_id", std::to_string(options.cluster_id)},
                    {"token_floor", table.token_floor()},
                    {"locks", table.size()},
+                   {"tls", json::object{{"client", options.client_tls()}, {"peer", options.peer_tls()},
+                                        {"client_cert_auth", options.client_cert_auth}}},
+                   {"auth_file_digest", security.auth_enabled() ? security.policy()->digest() : std::string()},
                    {"members", std::move(members)}};
     return json::serialize(o);
 }
@@ -92,6 +99,8 @@ std::string Member::Impl::metrics_text() const {
     const net::TransportStats ts = transport->stats();
     g.peer_frames_dropped = ts.dropped_queue_full + ts.dropped_unconnected;
     g.http_connections = http->connections();
+    g.client_tls_failures = http->tls_handshake_failures();
+    g.peer_tls_failures = ts.tls_refused;
     return metrics.render(core->counters(), g);
 }
 

@@ -55,6 +55,15 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     metric(out, "pgfence_applied_index", "gauge", "Index of the last entry applied to the lock table.", g.applied_index);
     metric(out, "pgfence_peer_frames_dropped_total", "counter", "Raft messages dropped by the transport (queue full or peer unreachable).", g.peer_frames_dropped);
     metric(out, "pgfence_http_connections", "gauge", "Open HTTP connections.", g.http_connections);
+    out += "# HELP pgfence_auth_denied_total Requests refused by authentication (401) or authorization (403).\n"
+           "# TYPE pgfence_auth_denied_total counter\n";
+    out += "pgfence_auth_denied_total{status=\"401\"} " + std::to_string(unauthenticated) + "\n";
+    out += "pgfence_auth_denied_total{status=\"403\"} " + std::to_string(forbidden) + "\n";
+    out += "# HELP pgfence_tls_handshake_failures_total TLS connections refused, by port.\n"
+           "# TYPE pgfence_tls_handshake_failures_total counter\n";
+    out += "pgfence_tls_handshake_failures_total{port=\"client\"} " + std::to_string(g.client_tls_failures) + "\n";
+    out += "pgfence_tls_handshake_failures_total{port=\"peer\"} " + std::to_string(g.peer_tls_failures) + "\n";
+    metric(out, "pgfence_security_reloads_failed_total", "counter", "SIGHUP reloads of a certificate, key or auth file that failed (the old one stays).", security_reloads_failed);
     histogram(out, fsync, "pgfence_fsync_seconds", "Duration of one write batch (one fdatasync).");
     histogram(out, c.proposal_commit, "pgfence_proposal_commit_seconds", "From propose() to the entry being applied on this leader.");
     return out;

@@ -18,12 +18,17 @@ struct Gauges {  // sampled at render time
     std::uint64_t applied_index = 0;
     std::uint64_t peer_frames_dropped = 0;
     std::uint64_t http_connections = 0;
+    std::uint64_t client_tls_failures = 0;  // TLS handshakes refused on the HTTP API
+    std::uint64_t peer_tls_failures = 0;    // ... and on the peer port (or certificates not bound to the member)
 };
 
 // The shell's own metrics; the core's counters (member/counters.h) are
 // rendered beside them.
 struct Metrics {
     std::uint64_t bad_requests = 0;
+    std::uint64_t unauthenticated = 0;  // answered 401
+    std::uint64_t forbidden = 0;        // answered 403
+    std::uint64_t security_reloads_failed = 0;
     member::Histogram fsync;
 
     std::string render(const member::Counters& c, const Gauges& g) const;

@@ -77,7 +77,20 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         return {};
     }
     if (name == "log-level") { o.log_level = value; return {}; }
+    if (name == "cert-file") { o.cert_file = value; return {}; }
+    if (name == "key-file") { o.key_file = value; return {}; }
+    if (name == "trusted-ca-file") { o.trusted_ca_file = value; return {}; }
+    if (name == "peer-cert-file") { o.peer_cert_file = value; return {}; }
+    if (name == "peer-key-file") { o.peer_key_file = value; return {}; }
+    if (name == "peer-trusted-ca-file") { o.peer_trusted_ca_file = value; return {}; }
+    if (name == "auth-file") { o.auth_file = value; return {}; }
     return "unknown flag --" + name + " (see --help)";
+}
+
+// Flags without a value; the bool each one sets.
+bool* switch_flag(Options& o, const std::string& name) {
+    if (name == "client-cert-auth") return &o.client_cert_auth;
+    return nullptr;
 }
 
 }  // namespace
@@ -101,10 +114,20 @@ std::string parse_options(int argc, char** argv, Options& out) {
         if (eq != std::string::npos) {
             value = name.substr(eq + 1);
             name = name.substr(0, eq);
-        } else if (i + 1 < argc) {
+        }
+        if (bool* on = switch_flag(out, name)) {
+            if (eq == std::string::npos || value == "true") {
+                *on = true;
+            } else if (value == "false") {
+                *on = false;
+            } else {
+                return "flag --" + name + " takes no value (or =true / =false), got '" + value + "'";
+            }
+            continue;
+        }
+        if (eq == std::string::npos) {
+            if (i + 1 >= argc) return "flag --" + name + " needs a value";
             value = argv[++i];
-        } else {
-            return "flag --" + name + " needs a value";
         }
         if (auto err = set_flag(out, name, value); !err.empty()) return err;
     }
@@ -139,6 +162,22 @@ std::string validate_options(Options& o) {
     }
     if (o.max_lease_ms > 24ull * 3600 * 1000) return "--max-lease " + std::to_string(o.max_lease_ms) + " exceeds 24h";
     if (o.snapshot_every < 16) return "--snapshot-every " + std::to_string(o.snapshot_every) + " must be at least 16";
+    if (o.cert_file.empty() != o.key_file.empty()) {
+        return "--cert-file and --key-file go together (TLS on the HTTP API needs both); got only " +
+               std::string(o.cert_file.empty() ? "--key-file" : "--cert-file");
+    }
+    if (!o.client_tls() && (!o.trusted_ca_file.empty() || o.client_cert_auth)) {
+        return std::string(o.client_cert_auth ? "--client-cert-auth" : "--trusted-ca-file") +
+               " needs TLS on the HTTP API: give --cert-file and --key-file too";
+    }
+    if (o.client_cert_auth && o.trusted_ca_file.empty()) {
+        return "--client-cert-auth needs --trusted-ca-file (the CA that client certificates must be signed by)";
+    }
+    const int peer_files = !o.peer_cert_file.empty() + !o.peer_key_file.empty() + !o.peer_trusted_ca_file.empty();
+    if (peer_files != 0 && peer_files != 3) {
+        return "peer TLS is always mutual: give all of --peer-cert-file, --peer-key-file and --peer-trusted-ca-file "
+               "(got " + std::to_string(peer_files) + " of them)";
+    }
     if (o.cluster_id == 0) o.cluster_id = derive_cluster_id(o.peers);
     return {};
 }
@@ -195,6 +234,25 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          the same value.
   --log-level L          debug | info | warn | error (default info); one key=value
                          line per event on stderr
+
+TLS and authorization (docs/security.md; flags named as etcd's):
+  --cert-file F, --key-file F   serve the HTTP API over TLS (1.2 or newer, AEAD
+                         ciphers only) with this certificate chain and key (PEM).
+                         A key file readable by group or others is refused.
+  --trusted-ca-file F    CA bundle that client certificates are checked against
+  --client-cert-auth     (no value) require a client certificate signed by
+                         --trusted-ca-file; with --auth-file its CN names the user
+  --peer-cert-file F, --peer-key-file F, --peer-trusted-ca-file F
+                         TLS between members, always mutual (all three or none).
+                         A member's certificate names its ID: CN=ID (decimal) or
+                         the SAN URI:pgfence:member:ID; frames whose sender is not
+                         that ID are dropped.
+  --auth-file F          users, roles and grants (read:PREFIX, lock:PREFIX,
+                         admin); with it everything not granted is denied (401
+                         without credentials, 403 without permission). Bearer
+                         tokens are stored as SHA-256 hashes.
+  SIGHUP reloads the certificates, keys and the auth file; a file that fails
+  to load keeps the old ones (logged).
   --help                 this text
 
 Signals: SIGTERM/SIGINT — a leader first hands leadership to the most up-to-date

@@ -38,14 +38,30 @@ struct Options {
     // proposes Expire after lease_ms * (1 + rho) (member/lease.h).
     std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;
     std::string log_level = "info";
+    // TLS on the HTTP API (--cert-file, --key-file; clients verified against
+    // --trusted-ca-file when --client-cert-auth) and on the peer port (always
+    // mutual: all three --peer-* files). Empty: plaintext.
+    std::string cert_file;
+    std::string key_file;
+    std::string trusted_ca_file;
+    bool client_cert_auth = false;
+    std::string peer_cert_file;
+    std::string peer_key_file;
+    std::string peer_trusted_ca_file;
+    std::string auth_file;  // users, roles and grants (auth/policy.h); empty: no authorization
     bool help = false;
+
+    bool client_tls() const { return !cert_file.empty(); }
+    bool peer_tls() const { return !peer_cert_file.empty(); }
 
     int election_ticks() const;
     // The largest election timeout the core can pick, in ms (2 x election_ticks ticks).
     std::uint64_t max_election_timeout_ms() const;
 };
 
-// Parses argv; on error returns a message naming the flag and value.
+// Parses argv; on error returns a message naming the flag and value. A flag
+// takes its value as `--name value` or `--name=value`; a flag without a value
+// (--client-cert-auth, --help) is given alone, or as `--name=true|false`.
 std::string parse_options(int argc, char** argv, Options& out);
 // Cross-field checks (peer list contains --id, lease bounds, ...).
 std::string validate_options(Options& opts);

@@ -46,6 +46,11 @@ int run(int argc, char** argv) {
     client::Options copts;
     copts.endpoints = endpoints.endpoints;
     copts.max_clock_drift_ppm = parsed.options->max_clock_drift_ppm;
+    const worker::Options& wo = *parsed.options;
+    if (auto why = client::load_credentials(wo.cacert, wo.cert, wo.key, wo.bearer_file, copts); !why.empty()) {
+        std::fprintf(stderr, "fence-worker: %s\n", why.c_str());
+        return worker::kExitUsage;
+    }
     install_handlers();
     worker::Worker w(*parsed.options, copts);
     return w.run();

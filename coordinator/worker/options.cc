@@ -93,6 +93,9 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
         o.conninfo = v;
     } else if (flag == "--endpoints") {
         o.endpoints = v;
+    } else if (flag == "--cacert" || flag == "--cert" || flag == "--key" || flag == "--bearer-file") {
+        if (v.empty()) return bad(flag, v, "empty path");
+        (flag == "--cacert" ? o.cacert : flag == "--cert" ? o.cert : flag == "--key" ? o.key : o.bearer_file) = v;
     } else if (flag == "--log") {
         if (v.empty()) return bad(flag, v, "empty path");
         o.log_path = v;

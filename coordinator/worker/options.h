@@ -52,6 +52,7 @@ struct Options {
     milliseconds duration{0};       // --duration: stop starting iterations after this (0: none)
     std::string conninfo;           // --conninfo: libpq connection string ("" = PG* env)
     std::string endpoints;          // --endpoints (else FENCE_ENDPOINTS)
+    std::string cacert, cert, key, bearer_file;  // --cacert --cert --key --bearer-file (else FENCE_*_FILE)
     Mode mode = Mode::kGuard;       // --mode
     long iterations = 1;            // --iterations
     std::string worker_id;          // --worker-id (default: fence-worker-<pid>)

@@ -38,7 +38,11 @@ Options:
   --no-lease-check     write even when the keepalive says the lease is gone
                        (tests use it: the database fence must catch such writes)
   --conninfo STR       libpq connection string (default: the PG* environment)
-  --endpoints H:P,...  coordinator members (default: $FENCE_ENDPOINTS, else 127.0.0.1:7001)
+  --endpoints H:P,...  coordinator members (default: $FENCE_ENDPOINTS, else 127.0.0.1:7001);
+                       https://H:P for members that serve TLS
+  --cacert F, --cert F, --key F, --bearer-file F
+                       TLS and credentials, as fencectl's (default: $FENCE_CACERT_FILE,
+                       $FENCE_CERT_FILE, $FENCE_KEY_FILE, $FENCE_BEARER_FILE)
   --worker-id W        name written to the audit table and the log (default fence-worker-PID)
   --log FILE           append one CSV line per event:
                          worker,event,key,token,send_ns,ack_ns,path,outcome,value

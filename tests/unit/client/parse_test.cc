@@ -64,9 +64,29 @@ BOOST_AUTO_TEST_CASE(reads_redirect_locations) {
     const auto e = client::endpoint_of_url("http://127.0.0.1:7002/v1/acquire");
     BOOST_TEST_REQUIRE(e.has_value());
     BOOST_TEST(e->to_string() == "127.0.0.1:7002");
+    BOOST_TEST(!e->tls);
     BOOST_TEST(client::endpoint_of_url("http://127.0.0.1:7002").has_value());
-    BOOST_TEST(!client::endpoint_of_url("https://127.0.0.1:7002/").has_value());
+    const auto tls = client::endpoint_of_url("https://127.0.0.1:7002/v1/locks?key=a");  // a TLS member's 307 keeps https
+    BOOST_TEST_REQUIRE(tls.has_value());
+    BOOST_TEST(tls->tls);
+    BOOST_TEST(tls->to_string() == "https://127.0.0.1:7002");
+    BOOST_TEST(tls->authority() == "127.0.0.1:7002");
+    BOOST_TEST(!client::endpoint_of_url("ftp://127.0.0.1:7002/").has_value());
     BOOST_TEST(!client::endpoint_of_url("/v1/acquire").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(endpoints_name_their_scheme) {
+    const auto p = client::parse_endpoints("https://10.0.0.1:7501,http://10.0.0.2:7502,10.0.0.3:7503");
+    BOOST_TEST(p.error.empty(), p.error);
+    BOOST_TEST_REQUIRE(p.endpoints.size() == 3u);
+    BOOST_TEST(p.endpoints[0].tls);
+    BOOST_TEST(p.endpoints[0].host == "10.0.0.1");
+    BOOST_TEST(!p.endpoints[1].tls);
+    BOOST_TEST(!p.endpoints[2].tls);
+    // The same host:port over TLS and in plaintext are two endpoints.
+    BOOST_TEST(client::parse_endpoints("https://h:1,h:1").endpoints.size() == 2u);
+    BOOST_TEST(client::parse_endpoints("ftp://h:1").error.find("unknown scheme") != std::string::npos);
+    BOOST_TEST(!client::parse_endpoints("https://h:1/v1").error.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -90,4 +90,60 @@ BOOST_AUTO_TEST_CASE(usage_lists_max_clock_drift_ppm) {
     BOOST_TEST(usage().find("--max-clock-drift-ppm N") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_flag_without_a_value_does_not_take_the_next_argument) {
+    Options o;
+    auto args = kBase;
+    args.insert(args.begin(), {"--cert-file", "c.pem", "--key-file", "k.pem", "--client-cert-auth", "--trusted-ca-file", "ca.pem"});
+    BOOST_TEST(parse(args, o) == "");
+    BOOST_TEST(o.client_cert_auth);
+    BOOST_TEST(o.trusted_ca_file == "ca.pem");  // --trusted-ca-file was not swallowed as a value
+    BOOST_TEST(o.id == 2u);
+    Options last;  // the last argument
+    args = kBase;
+    args.insert(args.end(), {"--cert-file", "c.pem", "--key-file", "k.pem", "--trusted-ca-file", "ca.pem", "--client-cert-auth"});
+    BOOST_TEST(parse(args, last) == "");
+    BOOST_TEST(last.client_cert_auth);
+    Options off;
+    args.back() = "--client-cert-auth=false";
+    BOOST_TEST(parse(args, off) == "");
+    BOOST_TEST(!off.client_cert_auth);
+    Options on;
+    args.back() = "--client-cert-auth=true";
+    BOOST_TEST(parse(args, on) == "");
+    BOOST_TEST(on.client_cert_auth);
+    Options bad;
+    args.back() = "--client-cert-auth=yes";
+    BOOST_TEST(parse(args, bad) == "flag --client-cert-auth takes no value (or =true / =false), got 'yes'");
+    Options plain;
+    BOOST_TEST(parse(kBase, plain) == "");
+    BOOST_TEST(!plain.client_cert_auth);
+    BOOST_TEST(!plain.client_tls());
+    BOOST_TEST(!plain.peer_tls());
+}
+
+BOOST_AUTO_TEST_CASE(tls_flags_must_come_in_their_groups) {
+    auto with = [](std::vector<std::string> extra) {
+        Options o;
+        auto args = kBase;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return parse(args, o);
+    };
+    BOOST_TEST(with({"--cert-file", "c.pem"}).find("got only --cert-file") != std::string::npos);
+    BOOST_TEST(with({"--key-file", "k.pem"}).find("got only --key-file") != std::string::npos);
+    BOOST_TEST(with({"--trusted-ca-file", "ca.pem"}).find("--trusted-ca-file needs TLS on the HTTP API") != std::string::npos);
+    BOOST_TEST(with({"--client-cert-auth"}).find("--client-cert-auth needs TLS on the HTTP API") != std::string::npos);
+    BOOST_TEST(with({"--cert-file", "c", "--key-file", "k", "--client-cert-auth"}).find("needs --trusted-ca-file") !=
+               std::string::npos);
+    BOOST_TEST(with({"--peer-cert-file", "p.pem", "--peer-key-file", "pk.pem"}).find("always mutual") != std::string::npos);
+    BOOST_TEST(with({"--peer-cert-file", "p", "--peer-key-file", "k", "--peer-trusted-ca-file", "ca"}) == "");
+    BOOST_TEST(with({"--auth-file", "auth.txt"}) == "");
+}
+
+BOOST_AUTO_TEST_CASE(usage_lists_the_tls_flags) {
+    for (const char* flag : {"--cert-file", "--key-file", "--trusted-ca-file", "--client-cert-auth", "--peer-cert-file",
+                             "--peer-key-file", "--peer-trusted-ca-file", "--auth-file"}) {
+        BOOST_TEST(usage().find(flag) != std::string::npos, flag);
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,144 @@
+#include "net/tls.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <sys/stat.h>
+
+#include <boost/asio/ssl.hpp>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace pgfence::net {
+
+namespace ssl = boost::asio::ssl;
+
+namespace {
+
+constexpr const char* kTls13Suites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+// The oldest queued OpenSSL error, as text (and the queue emptied).
+std::string openssl_error() {
+    const unsigned long e = ERR_get_error();
+    ERR_clear_error();
+    if (e == 0) return "unknown OpenSSL error";
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    return buf;
+}
+
+std::optional<std::uint64_t> parse_id(std::string_view text) {
+    std::uint64_t id = 0;
+    if (text.empty() || text.size() > 20 || text[0] == '0') return std::nullopt;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (ec != std::errc() || p != text.data() + text.size() || id == 0) return std::nullopt;
+    return id;
+}
+
+}  // namespace
+
+std::string check_private_key_mode(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return "cannot read key file '" + path + "': " + std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "key file '" + path + "' is not a regular file";
+    if ((st.st_mode & 077) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return "key file '" + path + "' has mode " + mode +
+               ": a private key must be readable by its owner only (chmod 600)";
+    }
+    return {};
+}
+
+std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr& out) {
+    const bool server = side != TlsSide::kClient;
+    auto ctx = std::make_shared<ssl::context>(server ? ssl::context::tls_server : ssl::context::tls_client);
+    SSL_CTX* raw = ctx->native_handle();
+    ERR_clear_error();
+    SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
+    SSL_CTX_set_options(raw, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_num_tickets(raw, 0);
+    if (SSL_CTX_set_ciphersuites(raw, kTls13Suites) != 1 || SSL_CTX_set_cipher_list(raw, kTls12Ciphers) != 1) {
+        return "cannot pin the TLS cipher suites: " + openssl_error();
+    }
+    SSL_CTX_set_mode(raw, SSL_MODE_RELEASE_BUFFERS);
+    if (!files.cert_file.empty() || !files.key_file.empty()) {
+        if (files.cert_file.empty() || files.key_file.empty()) return "a certificate needs its key, and a key its certificate";
+        if (auto why = check_private_key_mode(files.key_file); !why.empty()) return why;
+        if (SSL_CTX_use_certificate_chain_file(raw, files.cert_file.c_str()) != 1) {
+            return "cannot load certificate '" + files.cert_file + "': " + openssl_error();
+        }
+        if (SSL_CTX_use_PrivateKey_file(raw, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+            return "cannot load key '" + files.key_file + "': " + openssl_error();
+        }
+        if (SSL_CTX_check_private_key(raw) != 1) {
+            return "key '" + files.key_file + "' does not match certificate '" + files.cert_file + "'";
+        }
+    } else if (server) {
+        return "a TLS server needs a certificate and its key";
+    }
+    if (!files.ca_file.empty()) {
+        if (SSL_CTX_load_verify_locations(raw, files.ca_file.c_str(), nullptr) != 1) {
+            return "cannot load CA bundle '" + files.ca_file + "': " + openssl_error();
+        }
+    } else if (side == TlsSide::kServerVerify) {
+        return "verifying client certificates needs a CA bundle";
+    } else if (side == TlsSide::kClient && SSL_CTX_set_default_verify_paths(raw) != 1) {
+        return "cannot load the system's CA certificates: " + openssl_error();
+    }
+    switch (side) {
+        case TlsSide::kServer: SSL_CTX_set_verify(raw, SSL_VERIFY_NONE, nullptr); break;
+        case TlsSide::kServerVerify:
+            SSL_CTX_set_verify(raw, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+            break;
+        case TlsSide::kClient: SSL_CTX_set_verify(raw, SSL_VERIFY_PEER, nullptr); break;
+    }
+    out = std::move(ctx);
+    return {};
+}
+
+std::string common_name(const x509_st* cert) {
+    if (cert == nullptr) return {};
+    const X509_NAME* subject = X509_get_subject_name(cert);
+    const int at = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+    if (at < 0 || X509_NAME_get_index_by_NID(subject, NID_commonName, at) >= 0) return {};
+    const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at));
+    unsigned char* utf8 = nullptr;
+    const int n = ASN1_STRING_to_UTF8(&utf8, data);
+    if (n < 0) return {};
+    std::string out(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(n));
+    OPENSSL_free(utf8);
+    if (out.find('\0') != std::string::npos) return {};  // an embedded NUL would let "a\0b" pass as "a"
+    return out;
+}
+
+std::optional<std::uint64_t> member_id_of(const x509_st* cert) {
+    if (cert == nullptr) return std::nullopt;
+    constexpr std::string_view kUriPrefix = "pgfence:member:";
+    auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+    std::optional<std::uint64_t> from_san;
+    bool san_names_other = false;
+    if (names != nullptr) {
+        for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+            const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
+            if (n->type != GEN_URI) continue;
+            const std::string_view uri(reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.uniformResourceIdentifier)),
+                                       static_cast<std::size_t>(ASN1_STRING_length(n->d.uniformResourceIdentifier)));
+            if (uri.substr(0, kUriPrefix.size()) != kUriPrefix) continue;
+            const auto id = parse_id(uri.substr(kUriPrefix.size()));
+            if (!id || (from_san && *from_san != *id)) san_names_other = true;
+            else from_san = id;
+        }
+        GENERAL_NAMES_free(names);
+    }
+    if (san_names_other) return std::nullopt;  // two member URIs, or a malformed one: bound to none
+    if (from_san) return from_san;
+    return parse_id(common_name(cert));
+}
+
+}  // namespace pgfence::net

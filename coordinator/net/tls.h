@@ -1,0 +1,56 @@
+// TLS contexts for the member's two ports and for clients (Boost.Asio SSL over
+// OpenSSL, kept out of this header), and the identities a certificate proves.
+//
+// Every context: TLS 1.2 or newer; the cipher suites are pinned here, not left
+// to openssl.cnf — TLS 1.3's three AEAD suites, and for TLS 1.2 only ECDHE with
+// AES-GCM or ChaCha20-Poly1305; no compression, no renegotiation, no session
+// tickets (a member's connections are long-lived, and the peer transport never
+// reads its outgoing connections, so a ticket would only sit in a buffer).
+//
+// A context is immutable once made: a reload (SIGHUP) makes a new one from the
+// files and swaps it in; connections keep the one they were accepted or dialed
+// with, so a reload drops no connection, and a reload that fails keeps the old.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace boost::asio::ssl {
+class context;
+}
+struct x509_st;  // OpenSSL's X509
+
+namespace pgfence::net {
+
+using TlsContextPtr = std::shared_ptr<boost::asio::ssl::context>;
+
+struct TlsFiles {
+    std::string cert_file;  // PEM certificate chain, leaf first (empty: none, a client without a certificate)
+    std::string key_file;   // PEM private key of cert_file; refused if readable by group or others
+    std::string ca_file;    // PEM CA bundle the other side's certificate must chain to (empty: the system's, clients only)
+};
+
+enum class TlsSide : std::uint8_t {
+    kServer,         // presents cert_file; asks for no client certificate
+    kServerVerify,   // presents cert_file; requires a client certificate that chains to ca_file
+    kClient,         // verifies the server against ca_file; presents cert_file when given
+};
+
+// Reads the files and builds a context into `out`: "" on success, else why
+// not, naming the file (and `out` is left as it was).
+std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr& out);
+
+// "" when `path` is a regular file that neither group nor others may read or
+// write, else why not (a private key must be the owner's alone).
+std::string check_private_key_mode(const std::string& path);
+
+// The subject CN of a certificate ("" when it has none or more than one).
+std::string common_name(const x509_st* cert);
+// The member ID a peer certificate is bound to: its SAN URI
+// "pgfence:member:ID", else its CN when that is a decimal ID >= 1. nullopt:
+// neither (such a certificate cannot be a member's).
+std::optional<std::uint64_t> member_id_of(const x509_st* cert);
+
+}  // namespace pgfence::net

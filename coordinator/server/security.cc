@@ -1,0 +1,119 @@
+#include "server/security.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace pgfence::server {
+
+namespace {
+
+// The whole file, at most `limit` bytes; "" in `error` or why not.
+std::string read_file(const std::string& path, std::size_t limit, std::string& error) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        error = "cannot open '" + path + "': " + std::strerror(errno);
+        return {};
+    }
+    std::string text;
+    text.resize(limit + 1);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.bad()) {
+        error = "cannot read '" + path + "'";
+        return {};
+    }
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    if (text.size() > limit) {
+        error = "'" + path + "' is larger than " + std::to_string(limit) + " bytes";
+        return {};
+    }
+    error.clear();
+    return text;
+}
+
+}  // namespace
+
+std::string Security::load_client_tls() {
+    if (!options_.client_tls()) return {};
+    net::TlsContextPtr ctx;
+    const net::TlsSide side = options_.client_cert_auth ? net::TlsSide::kServerVerify : net::TlsSide::kServer;
+    auto err = net::make_tls_context({options_.cert_file, options_.key_file, options_.trusted_ca_file}, side, ctx);
+    if (!err.empty()) return "client TLS: " + err;
+    client_tls_ = std::move(ctx);
+    return {};
+}
+
+std::string Security::load_peer_tls() {
+    if (!options_.peer_tls()) return {};
+    const net::TlsFiles files{options_.peer_cert_file, options_.peer_key_file, options_.peer_trusted_ca_file};
+    net::TlsContextPtr accept, dial;
+    auto err = net::make_tls_context(files, net::TlsSide::kServerVerify, accept);
+    if (err.empty()) err = net::make_tls_context(files, net::TlsSide::kClient, dial);
+    if (!err.empty()) return "peer TLS: " + err;
+    peer_accept_ = std::move(accept);
+    peer_dial_ = std::move(dial);
+    return {};
+}
+
+std::string Security::load_policy() {
+    if (options_.auth_file.empty()) return {};
+    std::string err;
+    const std::string text = read_file(options_.auth_file, auth::kMaxFileBytes, err);
+    if (!err.empty()) return "auth file: " + err;
+    auto policy = std::make_shared<auth::Policy>();
+    err = auth::Policy::parse(text, *policy);
+    if (!err.empty()) return "auth file '" + options_.auth_file + "': " + err;
+    policy_ = std::move(policy);
+    return {};
+}
+
+std::string Security::load() {
+    for (auto step : {&Security::load_client_tls, &Security::load_peer_tls, &Security::load_policy}) {
+        if (auto err = (this->*step)(); !err.empty()) return err;
+    }
+    return {};
+}
+
+std::vector<std::string> Security::reload() {
+    std::vector<std::string> failed;
+    for (auto step : {&Security::load_client_tls, &Security::load_peer_tls, &Security::load_policy}) {
+        if (auto err = (this->*step)(); !err.empty()) failed.push_back(std::move(err));
+    }
+    return failed;
+}
+
+Caller Security::authenticate(const net::HttpRequest& req) const {
+    Caller c;
+    c.policy = policy_;
+    if (!policy_) {
+        c.why = "authorization is not enabled";
+        return c;
+    }
+    if (!req.authorization.empty()) {
+        constexpr std::string_view kScheme = "Bearer ";
+        const std::string_view value = req.authorization;
+        if (value.size() <= kScheme.size() || value.substr(0, kScheme.size()) != kScheme) {
+            c.why = "the Authorization header must be 'Bearer SECRET'";
+            return c;
+        }
+        auth::BearerProblem problem = auth::BearerProblem::kNone;
+        c.user = policy_->user_for_bearer(value.substr(kScheme.size()), problem);
+        if (!c.user) {
+            c.why = problem == auth::BearerProblem::kMalformed
+                        ? "the bearer secret is not " + std::to_string(auth::kMinBearerChars) + ".." +
+                              std::to_string(auth::kMaxBearerChars) + " characters of base64/base64url"
+                        : std::string("the bearer secret is not known");
+        }
+        return c;
+    }
+    if (!req.client_cn.empty()) {
+        c.user = policy_->user_named(req.client_cn);
+        if (!c.user) c.why = "no user is named by the client certificate's CN";
+        return c;
+    }
+    c.why = "credentials required: a bearer token (Authorization: Bearer ...) or a client certificate";
+    return c;
+}
+
+}  // namespace pgfence::server

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# --auth-file with bearer tokens over TLS: 401 without (or with unknown)
+# credentials, 403 outside a user's prefixes — on a follower too, before any
+# redirect — with the lock table unchanged; a list shows only readable keys;
+# /healthz stays open; refusals are counted and logged without the secret; a
+# token removed from the file is refused after SIGHUP.
+source "$(dirname "$0")/lib.sh"
+
+secret() { openssl rand -base64 32 | tr '+/' '-_' | tr -d '='; }
+hash_of() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+W1=$(secret) W2=$(secret) OPS=$(secret)
+for u in W1 W2 OPS; do printf '%s\n' "${!u}" >"$DIR/$u.bearer"; done
+write_auth() {  # the file, with w1's token unless "revoked"
+    {
+        echo "role reporter read:report/ lock:report/"
+        echo "role jobs lock:job/ read:job/"
+        echo "role ops admin read:"
+        if [[ ${1:-} == revoked ]]; then echo "user w1 reporter"; else echo "user w1 reporter token:sha256:$(hash_of "$W1")"; fi
+        echo "user w2 jobs token:sha256:$(hash_of "$W2")"
+        echo "user ops ops token:sha256:$(hash_of "$OPS")"
+    } >"$DIR/auth.txt.new"
+    mv "$DIR/auth.txt.new" "$DIR/auth.txt"
+}
+write_auth
+export FENCE_STATUS_BEARER_FILE="$DIR/OPS.bearer"  # cluster.sh's leader poll
+tls_cluster_start 3 "--auth-file $DIR/auth.txt"
+STATUS_AUTH=(-H "Authorization: Bearer $OPS")
+ADMIN_FLAGS=(--bearer-file "$DIR/OPS.bearer")
+as() {  # USER fencectl-args...: fencectl as USER (none: no credentials)
+    local user=$1
+    shift
+    local creds=()
+    [[ $user == none ]] || creds=(--bearer-file "$DIR/$user.bearer")
+    "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 3s --cacert "$TLS_DIR/ca.pem" "${creds[@]}" "$@"
+}
+exit_of() { set +e; "$@" >"$DIR/out" 2>"$DIR/err"; echo $?; set -e; }
+
+leader=$(wait_leader 10) || fail "no leader"
+follower=$(( leader % N + 1 ))
+
+r7=$(as W1 acquire report/7 --lease 5m) || fail "w1 cannot lock report/7"
+j1=$(as W2 acquire job/1 --lease 5m) || fail "w2 cannot lock job/1"
+locks_are "job/1 report/7" || fail "lock table after the grants"
+pass "bearer tokens: w1 locks report/7 (token $r7), w2 locks job/1 (token $j1)"
+
+# ---- 401 ----
+[[ $(exit_of as none acquire report/8 --lease 5s --wait 0ms) == 7 ]] || fail "no credentials: exit $(exit_of as none acquire report/8 --lease 5s --wait 0ms)"
+grep -q "not authenticated: credentials required" "$DIR/err" || fail "401 does not say why: $(cat "$DIR/err")"
+printf 'short\n' >"$DIR/bad.bearer"
+[[ $(exit_of "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --cacert "$TLS_DIR/ca.pem" --bearer-file "$DIR/bad.bearer" list) == 7 ]] ||
+    fail "a malformed bearer secret was not refused"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $(secret)" "$(url "$leader" /v1/locks)") == 401 ]] ||
+    fail "an unknown bearer secret was not answered 401"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Basic dXNlcjpwYXNz" "$(url "$leader" /v1/locks)") == 401 ]] ||
+    fail "a Basic credential was not answered 401"
+[[ $(curl_code "${CURL_TLS[@]}" "$(url "$follower" /healthz)") == 200 ]] || fail "/healthz is not open"
+pass "401 without credentials, with a malformed, unknown or non-bearer one (exit 7); /healthz stays open"
+
+# ---- 403, with nothing changed ----
+[[ $(exit_of as W1 acquire job/2 --lease 5s --wait 0ms) == 7 ]] || fail "w1 locked outside its prefix"
+grep -q "user 'w1' has no lock permission on key 'job/2'" "$DIR/err" || fail "403 does not say why: $(cat "$DIR/err")"
+[[ $(exit_of as W2 release report/7 "$r7") == 7 ]] || fail "w2 released w1's lock with the right token"
+[[ $(exit_of as W2 keepalive report/7 "$r7") == 7 ]] || fail "w2 kept w1's lock alive"
+[[ $(exit_of as W1 get job/1) == 7 ]] || fail "w1 read a job/ lock"
+[[ $(exit_of as W1 status) == 7 ]] || fail "fencectl status as w1: exit $(exit_of as W1 status), want 7"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" "$(url "$leader" /v1/status)") == 403 ]] || fail "w1 got /v1/status"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" "$(url "$leader" /metrics)") == 403 ]] || fail "w1 got /metrics"
+# On a follower the answer is 403, not a redirect.
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" -X POST --data-binary '{"key":"job/3","lease_ms":5000}' \
+    "$(url "$follower" /v1/acquire)") == 403 ]] || fail "a follower redirected a forbidden acquire"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" -X POST --data-binary '{"key":"report/9","lease_ms":5000}' \
+    "$(url "$follower" /v1/acquire)") == 307 ]] || fail "a follower did not redirect a permitted acquire"
+locks_are "job/1 report/7" || fail "refused requests changed the lock table"
+[[ $(as W1 get report/7 -o json) == *"\"token\":$r7"* ]] || fail "w1's lock changed"
+pass "403 outside the prefixes (acquire, release and keepalive with the right token, get, status, metrics), on a follower before its redirect; nothing changed"
+
+# ---- a list shows only what the caller may read ----
+[[ "$(as W2 list -o json)" == *job/1* && "$(as W2 list -o json)" != *report/7* ]] || fail "w2's list: $(as W2 list -o json)"
+[[ "$(as W1 list -o json)" == *report/7* && "$(as W1 list -o json)" != *job/1* ]] || fail "w1's list: $(as W1 list -o json)"
+pass "a list shows only the keys the caller may read"
+
+# ---- counted, logged, never the secret ----
+metric_at_least "$leader" 'pgfence_auth_denied_total{status="401"}' 1 || fail "401s are not counted"
+metric_at_least "$leader" 'pgfence_auth_denied_total{status="403"}' 1 || fail "403s are not counted"
+grep -q "event=auth_forbidden user=w1 path=/v1/acquire key=job/2" "$DIR"/[0-9].log || fail "the 403 is not logged with user, path and key"
+for s in "$W1" "$W2" "$OPS"; do
+    ! grep -qF "$s" "$DIR"/[0-9].log || fail "a bearer secret appears in a member's log"
+done
+pass "refusals are counted in /metrics and logged with user, path and key, never the secret"
+
+# ---- revocation ----
+digest_of() { json_field "$(status_of "$1")" auth_file_digest; }
+old=$(digest_of "$leader")
+write_auth revoked
+new=$(sha256sum "$DIR/auth.txt" | cut -d' ' -f1)
+for i in 1 2 3; do kill -HUP "$(member_pid "$i")"; done
+for i in 1 2 3; do wait_until 5 "member $i loads the new auth file" bash -c "[[ \$(curl -s -m 1 ${CURL_TLS[*]} -H 'Authorization: Bearer $OPS' https://127.0.0.1:$(client_port "$i")/v1/status | grep -o '\"auth_file_digest\":\"[0-9a-f]*\"') == '\"auth_file_digest\":\"$new\"' ]]"; done
+[[ "$old" != "$new" ]] || fail "the digest did not change"
+[[ $(exit_of as W1 keepalive report/7 "$r7") == 7 ]] || fail "a revoked token kept its lock alive"
+grep -q "not authenticated: the bearer secret is not known" "$DIR/err" || fail "revoked: $(cat "$DIR/err")"
+[[ $(exit_of as W1 acquire report/8 --lease 5s --wait 0ms) == 7 ]] || fail "a revoked token acquired"
+[[ $(as W2 get job/1 -o json) == *"\"token\":$j1"* ]] || fail "w2 lost access after w1's revocation"
+pass "a token removed from the file is refused after SIGHUP on every member (digest $old -> $new)"
+
+# A broken file keeps the one loaded before.
+echo "role broken" >>"$DIR/auth.txt"
+kill -HUP "$(member_pid "$leader")"
+wait_until 5 "the leader reports the failed reload" grep -q "event=reload_failed" "$DIR/$leader.log"
+[[ $(digest_of "$leader") == "$new" ]] || fail "a broken auth file replaced the good one"
+[[ $(as W2 get job/1 -o json) == *job/1* ]] || fail "w2 lost access after a failed reload"
+pass "an auth file that does not parse keeps the one loaded before (reload_failed logged)"
