@@ -19,7 +19,7 @@ FAULT_SEED    ?=
 CMAKE_FLAGS ?=
 # The sanitizer build covers every layer up to net/ (the decoders, the cores
 # and storage, where memory bugs would hide); server/ and above are built once.
-ASAN_MODULES ?= codec;raft;lock;member;storage;log;net
+ASAN_MODULES ?= codec;raft;lock;member;auth;storage;log;net
 
 .PHONY: all help deps build build-asan install test demo sim faults soak fuzz \
         bench bench-pg bench-coordinator bench-wal clean

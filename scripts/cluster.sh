@@ -125,7 +125,9 @@ wait_leader() {  # DIR
         curl_flags+=(--cacert "$dir/tls/ca.pem" --cert "$dir/tls/client-admin.pem" --key "$dir/tls/client-admin-key.pem")
     fi
     if [[ -n "${FENCE_STATUS_BEARER_FILE:-}" ]]; then
-        curl_flags+=(-H "Authorization: Bearer $(head -n 1 "$FENCE_STATUS_BEARER_FILE")")
+        # From a file (mode 600), not the command line, where ps would show the secret.
+        (umask 077 && printf 'Authorization: Bearer %s\n' "$(head -n 1 "$FENCE_STATUS_BEARER_FILE")" >"$dir/.status-header")
+        curl_flags+=(-H "@$dir/.status-header")
     fi
     while ((SECONDS < deadline)); do
         # A member that exited (e.g. its port was taken) must not let a stale

@@ -10,8 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+
 #include <algorithm>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -67,12 +73,42 @@ int connect_to(const client::Endpoint& ep, std::string& error) {
     return fd;
 }
 
+// The TLS handshake on connected socket `fd`, blocking (poll) up to
+// kResponseTimeout; the member must prove `ep`'s IP or name. null with `error`.
+SSL* tls_handshake(SSL_CTX* ctx, int fd, const client::Endpoint& ep, std::string& error) {
+    SSL* ssl = SSL_new(ctx);
+    net::attach_socket(ssl, fd);
+    unsigned char ip[16];
+    if (::inet_pton(AF_INET, ep.host.c_str(), ip) == 1 || ::inet_pton(AF_INET6, ep.host.c_str(), ip) == 1) {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ep.host.c_str());
+    } else {
+        SSL_set1_host(ssl, ep.host.c_str());
+    }
+    const auto give_up = Clock::now() + kResponseTimeout;
+    for (;;) {
+        const int r = SSL_connect(ssl);
+        if (r == 1) return ssl;
+        const int e = SSL_get_error(ssl, r);
+        if ((e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) || Clock::now() >= give_up) {
+            const long verify = SSL_get_verify_result(ssl);
+            error = "TLS with " + ep.to_string() + ": " +
+                    (verify != X509_V_OK ? X509_verify_cert_error_string(verify) : "handshake failed");
+            ERR_clear_error();
+            SSL_free(ssl);
+            return nullptr;
+        }
+        pollfd p{fd, static_cast<short>(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+        ::poll(&p, 1, 100);
+    }
+}
+
 enum class Phase { kAcquire, kRelease };
 
 struct Conn {
     std::unique_ptr<Script> script;
     client::Endpoint at;
     int fd = -1;
+    SSL* ssl = nullptr;  // set on an open https:// connection
     Phase phase = Phase::kAcquire;
     Request request;
     std::string out;  // bytes of the current request not yet sent
@@ -93,7 +129,7 @@ struct Conn {
 
 class Loop {
   public:
-    Loop(std::vector<Conn>& conns, Clock::time_point end) : conns_(conns), end_(end) {
+    Loop(std::vector<Conn>& conns, Clock::time_point end, SSL_CTX* tls) : conns_(conns), end_(end), tls_(tls) {
         epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
         if (epfd_ < 0)
             throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
@@ -158,7 +194,7 @@ class Loop {
     void send_request(std::size_t i) {
         Conn& c = conns_[i];
         if (c.fd < 0 && !open_conn(i)) return;
-        c.out = "POST " + c.request.path + " HTTP/1.1\r\nHost: " + c.at.to_string() +
+        c.out = "POST " + c.request.path + " HTTP/1.1\r\nHost: " + c.at.authority() +
                 "\r\nContent-Type: application/json\r\nContent-Length: " +
                 std::to_string(c.request.body.size()) + "\r\n\r\n" + c.request.body;
         c.out_sent = 0;
@@ -176,6 +212,15 @@ class Loop {
             fail(i, error);
             return false;
         }
+        if (c.at.tls) {
+            c.ssl = tls_ ? tls_handshake(tls_, c.fd, c.at, error) : nullptr;
+            if (!c.ssl) {
+                ::close(c.fd);
+                c.fd = -1;
+                fail(i, tls_ ? error : "https:// endpoint " + c.at.to_string() + " without --cacert");
+                return false;
+            }
+        }
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u64 = i;
@@ -187,6 +232,10 @@ class Loop {
 
     void close_conn(Conn& c) {
         if (c.fd < 0) return;
+        if (c.ssl) {
+            SSL_free(c.ssl);
+            c.ssl = nullptr;
+        }
         ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
         ::close(c.fd);
         c.fd = -1;
@@ -205,6 +254,21 @@ class Loop {
     void flush(std::size_t i) {
         Conn& c = conns_[i];
         while (c.out_sent < c.out.size()) {
+            if (c.ssl) {
+                const int n = SSL_write(c.ssl, c.out.data() + c.out_sent, static_cast<int>(c.out.size() - c.out_sent));
+                if (n > 0) {
+                    c.out_sent += static_cast<std::size_t>(n);
+                    continue;
+                }
+                const int e = SSL_get_error(c.ssl, n);
+                if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+                    set_want_write(i, true);
+                    return;
+                }
+                ERR_clear_error();
+                fail(i, "TLS write to " + c.at.to_string() + " failed");
+                return;
+            }
             const ssize_t n =
                 ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
             if (n > 0) {
@@ -226,6 +290,20 @@ class Loop {
         Conn& c = conns_[i];
         char buf[16384];
         for (;;) {
+            if (c.ssl) {  // read until OpenSSL holds nothing more (decrypted bytes wait inside it)
+                const int n = SSL_read(c.ssl, buf, sizeof buf);
+                if (n > 0) {
+                    c.in.append(buf, static_cast<std::size_t>(n));
+                    continue;
+                }
+                const int e = SSL_get_error(c.ssl, n);
+                if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
+                ERR_clear_error();
+                const std::string why = "TLS connection to " + c.at.to_string() + " closed";
+                close_conn(c);
+                if (parse(i) && c.parser) fail(i, why);
+                return;
+            }
             const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
             if (n > 0) {
                 c.in.append(buf, static_cast<std::size_t>(n));
@@ -332,6 +410,7 @@ class Loop {
 
     std::vector<Conn>& conns_;
     Clock::time_point end_;
+    SSL_CTX* tls_;
     int epfd_ = -1;
 };
 
@@ -344,7 +423,7 @@ double percentile(const std::vector<std::uint32_t>& sorted, double p) {
 }  // namespace
 
 LoadResult run_load(const ScriptFactory& factory, int connections,
-                    std::chrono::milliseconds duration) {
+                    std::chrono::milliseconds duration, net::TlsContextPtr tls) {
     std::vector<Conn> conns(static_cast<std::size_t>(connections));
     for (int i = 0; i < connections; ++i) {
         Conn& c = conns[static_cast<std::size_t>(i)];
@@ -355,7 +434,7 @@ LoadResult run_load(const ScriptFactory& factory, int connections,
     const double cpu_before = cpu_seconds();
     const auto start = Clock::now();
     {
-        Loop loop(conns, start + duration);
+        Loop loop(conns, start + duration, tls ? tls->native_handle() : nullptr);
         loop.run();
     }
     LoadResult r;

@@ -15,7 +15,9 @@
 // followed 307 included. A 307 is followed (reconnect to its Location, send
 // the same request again; not an error); any other failure counts one error,
 // the connection pauses kPauseAfterError, reconnects and starts over with an
-// acquire. Connecting blocks the loop (meant for loopback clusters).
+// acquire. Connecting blocks the loop (meant for loopback clusters), and so
+// does the TLS handshake of an https:// endpoint; after it the connection's
+// reads and writes go through OpenSSL on the same non-blocking socket.
 #pragma once
 
 #include <chrono>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "client/endpoints.h"
+#include "net/tls.h"
 
 namespace pgfence::bench {
 
@@ -72,8 +75,9 @@ constexpr auto kPauseAfterError = std::chrono::milliseconds(5);
 constexpr auto kResponseTimeout = std::chrono::seconds(5);
 
 // Scripts are made (factory(0..connections-1)) before the clock starts.
+// `tls` (TlsSide::kClient) is used for https:// endpoints; null: none may be.
 LoadResult run_load(const ScriptFactory& factory, int connections,
-                    std::chrono::milliseconds duration);
+                    std::chrono::milliseconds duration, net::TlsContextPtr tls = nullptr);
 
 std::string format_result(const std::string& target, int connections, const LoadResult& r);
 

@@ -2,9 +2,10 @@
 // pgfence failover time. Prints one key=value line per run (bench/coordinator/run.sh
 // turns them into a table).
 //
-//   bench_coordinator load pgfence|etcd --endpoints H:P,... --connections C --seconds D
+//   bench_coordinator load pgfence|etcd --endpoints H:P,... --connections C --seconds D [--cacert F]
 //   bench_coordinator failover --endpoints H:P,... --kill-pid PID [--timeout-ms N]
 //
+// https://H:P endpoints are reached over TLS, verified against --cacert.
 // failover: one warm acquire+release, then SIGKILL to PID (the leader) and
 // acquire in a loop until one succeeds; prints failover_ms (kill -> success).
 #include <signal.h>
@@ -28,7 +29,7 @@ constexpr int kMaxSeconds = 600;
 
 int usage(const std::string& why) {
     std::cerr << "bench_coordinator: " << why << "\n"
-              << "usage: bench_coordinator load pgfence|etcd --endpoints H:P,... --connections C --seconds D\n"
+              << "usage: bench_coordinator load pgfence|etcd --endpoints H:P,... --connections C --seconds D [--cacert F]\n"
               << "       bench_coordinator failover --endpoints H:P,... --kill-pid PID [--timeout-ms N]\n";
     return 2;
 }
@@ -52,14 +53,21 @@ int number(const std::map<std::string, std::string>& f, const std::string& name,
     return v;
 }
 
-int load(const std::string& target, const std::vector<client::Endpoint>& endpoints, int connections, int seconds) {
+int load(const std::string& target, const std::vector<client::Endpoint>& endpoints, int connections, int seconds,
+         const std::string& cacert) {
+    auto settings = std::make_shared<client::ConnectionSettings>();
+    if (!cacert.empty()) {
+        if (auto err = net::make_tls_context({"", "", cacert}, net::TlsSide::kClient, settings->tls); !err.empty()) {
+            return usage("--cacert: " + err);
+        }
+    }
     const std::string prefix = "bench-" + std::to_string(::getpid());
     bench::ScriptFactory factory = [&](int i) {
         const std::string key = prefix + "-" + std::to_string(i);
-        if (target == "etcd") return bench::make_etcd_script(endpoints, i, key);
+        if (target == "etcd") return bench::make_etcd_script(endpoints, i, key, settings);
         return bench::make_pgfence_script(endpoints, i, key);
     };
-    const bench::LoadResult r = bench::run_load(factory, connections, std::chrono::seconds(seconds));
+    const bench::LoadResult r = bench::run_load(factory, connections, std::chrono::seconds(seconds), settings->tls);
     std::cout << bench::format_result(target, connections, r) << std::endl;
     if (r.errors > 0) std::cerr << "bench_coordinator: " << r.errors << " errors, first: " << r.first_error << '\n';
     return r.cycles > 0 ? 0 : 1;
@@ -114,7 +122,7 @@ int main(int argc, char** argv) {
         if (!eps.error.empty()) return usage(eps.error);
         if (is_load) {
             return load(target, eps.endpoints, number(f, "connections", 1, kMaxConnections, 1),
-                        number(f, "seconds", 1, kMaxSeconds, 10));
+                        number(f, "seconds", 1, kMaxSeconds, 10), f["cacert"]);
         }
         return failover(eps.endpoints, number(f, "kill-pid", 2, 1 << 30, 0), number(f, "timeout-ms", 100, 60'000, 10'000));
     } catch (const std::exception& e) {

@@ -6,18 +6,26 @@
 # leader, etcd's members proxy lock calls to their leader themselves);
 # then pgfence failover time: kill -9 the leader, time until the next acquire
 # succeeds, median of FAILOVER_ROUNDS (the killed member is restarted between rounds).
+# With BENCH_TLS=1 (the default) a second pair runs beside the first, each
+# with TLS on the client and the peer port (the same certificates, made by
+# scripts/make-certs.sh through scripts/cluster.sh --tls; etcd with its own
+# flags: --cert-file, --peer-client-cert-auth, ...), measured in the same
+# rounds; a second table gives the TLS rows and each system's TLS cost.
 #
 #   bash bench/coordinator/run.sh          (make bench-coordinator)
 #
 # Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_ROUNDS (4: the table
 # gives medians over the rounds, each round running every connection count against both), FAILOVER_ROUNDS (5),
 # BUILD_BENCH (build-bench: Release build made here), JOBS (2),
-# BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP), ETCD_BASE_PORT (19300),
+# BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP; the TLS cluster +200), ETCD_BASE_PORT
+# (19300; the TLS cluster +50), BENCH_TLS (1: add the TLS rows; 0: plaintext only),
 # BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR to use existing binaries.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 CONNECTIONS=${BENCH_CONNECTIONS:-1 8 32}
+TLS=${BENCH_TLS:-1}
+[[ "$TLS" == 0 || "$TLS" == 1 ]] || { echo "run.sh: BENCH_TLS must be 0 or 1, got '$TLS'" >&2; exit 2; }
 ROUNDS=${FAILOVER_ROUNDS:-5}
 BENCH_ROUNDS_N=${BENCH_ROUNDS:-4}
 BUILD=${BUILD_BENCH:-$ROOT/build-bench}
@@ -50,6 +58,7 @@ alive() {  # PID: running and not a zombie waiting to be reaped
 
 cleanup() {
     FENCE_STOP_GRACE_SECONDS=5 "$ROOT/scripts/cluster.sh" stop "$WORK/pgfence" >/dev/null 2>&1 || true
+    FENCE_STOP_GRACE_SECONDS=5 "$ROOT/scripts/cluster.sh" stop "$WORK/pgfence-tls" >/dev/null 2>&1 || true
     local pid i
     for pid in "${ETCD_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${ETCD_PIDS[@]}"; do
@@ -61,24 +70,33 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_etcd() {
-    local cluster="" i
-    for i in 1 2 3; do cluster+="${cluster:+,}e$i=http://127.0.0.1:$((ETCD_BASE + 10 + i))"; done
+start_etcd() {  # BASE [TLS-DIR]: sets ETCD_ENDPOINTS (a TLS-DIR from cluster.sh --tls: TLS on both ports)
+    local base=$1 certs=${2:-} scheme=http cluster="" i tag=plain
+    local tls=() curl_tls=()
+    [[ -n "$certs" ]] && { scheme=https; tag=tls; curl_tls=(--cacert "$certs/ca.pem"); }
+    for i in 1 2 3; do cluster+="${cluster:+,}e$i=$scheme://127.0.0.1:$((base + 10 + i))"; done
     for i in 1 2 3; do
-        "$ETCD" --name "e$i" --data-dir "$WORK/etcd/e$i" \
-            --listen-client-urls "http://127.0.0.1:$((ETCD_BASE + i))" \
-            --advertise-client-urls "http://127.0.0.1:$((ETCD_BASE + i))" \
-            --listen-peer-urls "http://127.0.0.1:$((ETCD_BASE + 10 + i))" \
-            --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_BASE + 10 + i))" \
-            --initial-cluster "$cluster" --initial-cluster-state new \
-            --initial-cluster-token pgfence-bench >"$WORK/etcd-e$i.log" 2>&1 &
+        [[ -n "$certs" ]] && tls=(--cert-file "$certs/member-$i.pem" --key-file "$certs/member-$i-key.pem"
+            --peer-cert-file "$certs/peer-$i.pem" --peer-key-file "$certs/peer-$i-key.pem"
+            --peer-trusted-ca-file "$certs/peer-ca.pem" --peer-client-cert-auth)
+        "$ETCD" --name "e$i" --data-dir "$WORK/etcd-$tag/e$i" \
+            --listen-client-urls "$scheme://127.0.0.1:$((base + i))" \
+            --advertise-client-urls "$scheme://127.0.0.1:$((base + i))" \
+            --listen-peer-urls "$scheme://127.0.0.1:$((base + 10 + i))" \
+            --initial-advertise-peer-urls "$scheme://127.0.0.1:$((base + 10 + i))" \
+            --initial-cluster "$cluster" --initial-cluster-state new "${tls[@]}" \
+            --initial-cluster-token "pgfence-bench-$tag" >"$WORK/etcd-$tag-e$i.log" 2>&1 &
         ETCD_PIDS+=($!)
     done
-    ETCD_ENDPOINTS="127.0.0.1:$((ETCD_BASE + 1)),127.0.0.1:$((ETCD_BASE + 2)),127.0.0.1:$((ETCD_BASE + 3))"
+    ETCD_ENDPOINTS=""
+    for i in 1 2 3; do
+        if [[ -n "$certs" ]]; then ETCD_ENDPOINTS+="${ETCD_ENDPOINTS:+,}https://127.0.0.1:$((base + i))"
+        else ETCD_ENDPOINTS+="${ETCD_ENDPOINTS:+,}127.0.0.1:$((base + i))"; fi
+    done
     local deadline=$((SECONDS + 30))
     for i in 1 2 3; do
-        until curl -s -m 1 "http://127.0.0.1:$((ETCD_BASE + i))/health" | grep -q '"health":"true"'; do
-            ((SECONDS < deadline)) || { echo "run.sh: etcd not healthy after 30s; see $WORK/etcd-e$i.log" >&2; exit 1; }
+        until curl -s -m 1 "${curl_tls[@]}" "$scheme://127.0.0.1:$((base + i))/health" | grep -q '"health":"true"'; do
+            ((SECONDS < deadline)) || { echo "run.sh: etcd not healthy after 30s; see $WORK/etcd-$tag-e$i.log" >&2; exit 1; }
             sleep 0.2
         done
     done
@@ -86,11 +104,20 @@ start_etcd() {
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }  # field NAME LINE
 
-mkdir -p "$WORK/etcd"
 line=$(FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" start "$WORK/pgfence" 3)
 PG_ENDPOINTS=${line#FENCE_ENDPOINTS=}
-start_etcd
+start_etcd "$ETCD_BASE"
 echo "pgfence: $PG_ENDPOINTS   etcd $("$ETCD" --version | head -1 | awk '{print $3}'): $ETCD_ENDPOINTS"
+if ((TLS)); then
+    line=$(FENCE_BASE_PORT=$((PG_BASE + 200)) "$ROOT/scripts/cluster.sh" start "$WORK/pgfence-tls" 3 --tls)
+    PG_TLS_ENDPOINTS=${line#FENCE_ENDPOINTS=}
+    CACERT="$WORK/pgfence-tls/tls/ca.pem"
+    plain_etcd=$ETCD_ENDPOINTS
+    start_etcd $((ETCD_BASE + 50)) "$WORK/pgfence-tls/tls"
+    ETCD_TLS_ENDPOINTS=$ETCD_ENDPOINTS
+    ETCD_ENDPOINTS=$plain_etcd
+    echo "TLS on both ports: pgfence $PG_TLS_ENDPOINTS   etcd $ETCD_TLS_ENDPOINTS (CA $CACERT)"
+fi
 echo "each run: ${SECONDS_PER_RUN}s, every connection loops acquire + release on its own key"
 echo
 
@@ -100,21 +127,38 @@ echo
 # over minutes (fsync latency by +-15% on this VM), and single 10 s runs vary
 # by about as much. The table gives per-connection-count medians over the
 # rounds (max us: the largest), the ratio the median of the per-round ratios.
-declare -A runs=()  # "c round" -> "pgfence line|etcd line"
+declare -A runs=()      # "c round" -> "pgfence line|etcd line"
+declare -A tls_runs=()  # the same, with TLS
+load_pair() {  # C ROUND PGFENCE-ENDPOINTS ETCD-ENDPOINTS [--cacert F]: prints "pgfence line|etcd line"
+    local c=$1 round=$2 pge=$3 ete=$4 pg et
+    shift 4
+    # Alternate which goes first, so that neither always runs on the
+    # later (warmer or more worn) disk.
+    if ((round % 2 == 1)); then
+        pg=$("$BENCH_BIN" load pgfence --endpoints "$pge" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
+        et=$("$BENCH_BIN" load etcd --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
+    else
+        et=$("$BENCH_BIN" load etcd --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
+        pg=$("$BENCH_BIN" load pgfence --endpoints "$pge" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
+    fi
+    echo "$pg|$et"
+}
 for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
     for c in $CONNECTIONS; do
-        # Alternate which goes first, so that neither always runs on the
-        # later (warmer or more worn) disk.
-        if ((round % 2 == 1)); then
-            pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
-            et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
-        else
-            et=$("$BENCH_BIN" load etcd --endpoints "$ETCD_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
-            pg=$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections "$c" --seconds "$SECONDS_PER_RUN")
+        # The plaintext and the TLS pair alternate too.
+        if ((TLS && round % 2 == 0)); then
+            tls_runs["$c $round"]=$(load_pair "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
         fi
-        echo "round=$round $pg"
-        echo "round=$round $et"
-        runs["$c $round"]="$pg|$et"
+        runs["$c $round"]=$(load_pair "$c" "$round" "$PG_ENDPOINTS" "$ETCD_ENDPOINTS")
+        if ((TLS && round % 2 == 1)); then
+            tls_runs["$c $round"]=$(load_pair "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
+        fi
+        echo "round=$round ${runs["$c $round"]%%|*}"
+        echo "round=$round ${runs["$c $round"]#*|}"
+        if ((TLS)); then
+            echo "round=$round tls ${tls_runs["$c $round"]%%|*}"
+            echo "round=$round tls ${tls_runs["$c $round"]#*|}"
+        fi
     done
 done
 
@@ -125,10 +169,12 @@ median() {  # of the numbers on stdin; "-" when there are none
 maxof() { sort -g | awk 'END {print (NR == 0) ? "-" : $1}'; }
 sumof() { awk '{s += $1} END {print (NR == 0) ? "-" : s}'; }
 # over_rounds C TARGET FIELD REDUCER: one field of C's runs against TARGET (pg|etcd), reduced
-over_rounds() {
+# The table read by these: runs (plaintext) or tls_runs.
+declare -n RUNS=runs
+over_rounds() {  # C pg|etcd FIELD REDUCER: one field of C's runs, reduced
     local round line
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        line=${runs["$1 $round"]}
+        line=${RUNS["$1 $round"]}
         if [[ $2 == pg ]]; then line=${line%%|*}; else line=${line#*|}; fi
         field "$3" "$line"
     done | "$4"
@@ -136,25 +182,48 @@ over_rounds() {
 ratios() {  # per-round pgfence/etcd cycles_per_s ratios for C
     local round line
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        line=${runs["$1 $round"]}
+        line=${RUNS["$1 $round"]}
         awk -v a="$(field cycles_per_s "${line%%|*}")" -v b="$(field cycles_per_s "${line#*|}")" \
             'BEGIN { if (a != "" && b > 0) printf "%.2f\n", a / b }'
     done
 }
+table() {  # TITLE
+    local c ratio
+    echo
+    echo "$1, medians over $BENCH_ROUNDS_N round(s):"
+    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' conns "pgfence c/s" "p50 us" "p99 us" \
+        "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio "per round"
+    for c in $CONNECTIONS; do
+        ratio=$(ratios "$c" | median | awk '$1 == "-" {print; next} {printf "%.1fx\n", $1}')
+        printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' "$c" \
+            "$(over_rounds "$c" pg cycles_per_s median)" "$(over_rounds "$c" pg p50_us median)" \
+            "$(over_rounds "$c" pg p99_us median)" "$(over_rounds "$c" pg max_us maxof)" "$(over_rounds "$c" pg errors sumof)" \
+            "$(over_rounds "$c" etcd cycles_per_s median)" "$(over_rounds "$c" etcd p50_us median)" \
+            "$(over_rounds "$c" etcd p99_us median)" "$(over_rounds "$c" etcd max_us maxof)" "$(over_rounds "$c" etcd errors sumof)" \
+            "$ratio" "$(ratios "$c" | sed 's/$/x/' | paste -sd' ')"
+    done
+}
+# tls_cost C pg|etcd: per-round TLS/plaintext cycles_per_s of one system, median.
+tls_cost() {
+    local round p t
+    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+        p=${runs["$1 $round"]} t=${tls_runs["$1 $round"]}
+        if [[ $2 == pg ]]; then p=${p%%|*} t=${t%%|*}; else p=${p#*|} t=${t#*|}; fi
+        awk -v a="$(field cycles_per_s "$t")" -v b="$(field cycles_per_s "$p")" \
+            'BEGIN { if (a != "" && b > 0) printf "%.3f\n", a / b }'
+    done | median
+}
 
-echo
-echo "medians over $BENCH_ROUNDS_N round(s):"
-printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' conns "pgfence c/s" "p50 us" "p99 us" \
-    "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio "per round"
-for c in $CONNECTIONS; do
-    ratio=$(ratios "$c" | median | awk '$1 == "-" {print; next} {printf "%.1fx\n", $1}')
-    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' "$c" \
-        "$(over_rounds "$c" pg cycles_per_s median)" "$(over_rounds "$c" pg p50_us median)" \
-        "$(over_rounds "$c" pg p99_us median)" "$(over_rounds "$c" pg max_us maxof)" "$(over_rounds "$c" pg errors sumof)" \
-        "$(over_rounds "$c" etcd cycles_per_s median)" "$(over_rounds "$c" etcd p50_us median)" \
-        "$(over_rounds "$c" etcd p99_us median)" "$(over_rounds "$c" etcd max_us maxof)" "$(over_rounds "$c" etcd errors sumof)" \
-        "$ratio" "$(ratios "$c" | sed 's/$/x/' | paste -sd' ')"
-done
+table "plaintext"
+if ((TLS)); then
+    declare -n RUNS=tls_runs
+    table "TLS on the client and the peer port (both systems)"
+    echo
+    echo "cost of TLS (TLS cycles/s / plaintext cycles/s, median of per-round ratios):"
+    for c in $CONNECTIONS; do
+        printf '%5s conns: pgfence %s   etcd %s\n' "$c" "$(tls_cost "$c" pg)" "$(tls_cost "$c" etcd)"
+    done
+fi
 
 # ---- failover ----
 leader_id() { "$FENCECTL_BIN" --endpoints "$PG_ENDPOINTS" --timeout 2s status 2>/dev/null | awk '$2 == "leader" {print $1; exit}'; }

@@ -81,10 +81,10 @@ class PgfenceScript final : public Script {
 class EtcdScript final : public Script {
   public:
     EtcdScript(const std::vector<client::Endpoint>& endpoints, int connection,
-               const std::string& key)
+               const std::string& key, std::shared_ptr<const client::ConnectionSettings> settings)
         : endpoints_(endpoints, connection), name_(base64(key)) {
         const client::Endpoint at = endpoints_.next();
-        client::HttpConnection conn(at);
+        client::HttpConnection conn(at, std::move(settings));
         const auto r = conn.roundtrip(
             {"POST", "/v3/lease/grant", json::serialize(json::object{{"TTL", kEtcdTtlS}})},
             client::Clock::now() + kSetupTimeout);
@@ -164,8 +164,9 @@ std::unique_ptr<Script> make_pgfence_script(const std::vector<client::Endpoint>&
 }
 
 std::unique_ptr<Script> make_etcd_script(const std::vector<client::Endpoint>& endpoints,
-                                         int connection, const std::string& key) {
-    return std::make_unique<EtcdScript>(endpoints, connection, key);
+                                         int connection, const std::string& key,
+                                         std::shared_ptr<const client::ConnectionSettings> settings) {
+    return std::make_unique<EtcdScript>(endpoints, connection, key, std::move(settings));
 }
 
 }  // namespace pgfence::bench

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client/endpoints.h"
+#include "client/http_connection.h"
 #include "load.h"
 
 namespace pgfence::bench {
@@ -20,8 +21,10 @@ std::unique_ptr<Script> make_pgfence_script(const std::vector<client::Endpoint>&
                                             int connection, const std::string& key);
 
 // Throws std::runtime_error if the lease grant fails (setup, before timing).
+// `settings` carry the TLS context for https:// endpoints.
 std::unique_ptr<Script> make_etcd_script(const std::vector<client::Endpoint>& endpoints,
-                                         int connection, const std::string& key);
+                                         int connection, const std::string& key,
+                                         std::shared_ptr<const client::ConnectionSettings> settings);
 
 std::string base64(const std::string& in);
 

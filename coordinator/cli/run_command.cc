@@ -92,8 +92,10 @@ std::string hold(client::Client& c, const Args& args, std::uint64_t token, Lease
             continue;
         }
         const auto kind = k.error().kind;
+        // A refusal is final: not held any more, or no longer authorized (a
+        // revoked token), so the child is stopped now, not at the deadline.
         if (kind == client::ErrorKind::kNotHeld || kind == client::ErrorKind::kHeld ||
-            kind == client::ErrorKind::kBadRequest) {
+            kind == client::ErrorKind::kBadRequest || kind == client::ErrorKind::kNotAuthorized) {
             return "keepalive refused: " + k.error().message;
         }
         err << "fencectl run: warning: keepalive failed (" << k.error().message << "); lease deadline in "

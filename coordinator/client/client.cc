@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "client/transport.h"
+#include "net/tls.h"
 
 namespace pgfence::client {
 namespace json = boost::json;
@@ -49,6 +50,16 @@ std::string load_credentials(const std::string& ca_file, const std::string& cert
     if (options.cert_file.empty() != options.key_file.empty()) {
         return "a client certificate needs its key and a key its certificate (--cert and --key, or " +
                std::string(kCertFileEnv) + " and " + std::string(kKeyFileEnv) + ")";
+    }
+    if (!options.ca_file.empty() || !options.cert_file.empty()) {
+        // Loaded now so that a wrong path or a key readable by others is a
+        // usage error naming the file, not an unreachable cluster later.
+        net::TlsContextPtr probe;
+        if (auto err = net::make_tls_context({options.cert_file, options.key_file, options.ca_file},
+                                             net::TlsSide::kClient, probe);
+            !err.empty()) {
+            return "TLS: " + err;
+        }
     }
     const std::string path = pick(bearer_file, kBearerFileEnv);
     if (path.empty()) return {};

@@ -216,7 +216,8 @@ constexpr std::string_view kBearerFileEnv = "FENCE_BEARER_FILE";
 // Fills options' ca_file, cert_file, key_file and bearer from the given paths,
 // each one falling back to its environment variable when empty. The bearer
 // file holds the secret on its first line (surrounding blanks and the line end
-// are dropped; at most 4 KiB). "" or an error naming the file.
+// are dropped; at most 4 KiB). The TLS files are loaded once here, so a bad
+// one is reported now. "" or an error naming the file.
 std::string load_credentials(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
                              const std::string& bearer_file, Options& options);
 

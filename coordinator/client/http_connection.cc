@@ -11,8 +11,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
@@ -50,39 +48,6 @@ bool wait_ready(int fd, short events, Clock::time_point deadline, beast::error_c
         }
     }
 }
-
-// Holds back, for one SSL call on this thread, the SIGPIPE of a write to a
-// connection the member closed: OpenSSL writes with write(2), not with
-// send(MSG_NOSIGNAL) as the plaintext path does, and a library must not kill
-// its process (nor change its signal dispositions, which children inherit).
-// A SIGPIPE already pending before the call is left pending.
-class SigpipeHeld {
-public:
-    SigpipeHeld() {
-        sigemptyset(&pipe_);
-        sigaddset(&pipe_, SIGPIPE);
-        sigset_t pending;
-        sigpending(&pending);
-        was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-        pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-    }
-    ~SigpipeHeld() {
-        sigset_t pending;
-        sigpending(&pending);
-        if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-            const timespec now{0, 0};
-            sigtimedwait(&pipe_, nullptr, &now);  // consume the one this call raised
-        }
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-    SigpipeHeld(const SigpipeHeld&) = delete;
-    SigpipeHeld& operator=(const SigpipeHeld&) = delete;
-
-private:
-    sigset_t pipe_{};
-    sigset_t old_{};
-    bool was_pending_ = false;
-};
 
 // Waits for what an SSL call that returned `r` wants; false with ec set when
 // it failed for another reason (or the deadline passed).
@@ -122,7 +87,6 @@ public:
             const auto b = first_buffer<asio::mutable_buffer>(buffers);
             if (b.size() == 0) return 0;
             for (;;) {  // decrypted bytes may be waiting in OpenSSL: read before polling
-                const SigpipeHeld held;  // a read may write (a key update, an alert)
                 const int n = SSL_read(ssl_, b.data(), static_cast<int>(std::min<std::size_t>(b.size(), 1 << 30)));
                 if (n > 0) return static_cast<std::size_t>(n);
                 if (!wait_for_ssl(ssl_, socket_.native_handle(), n, deadline_, ec)) return 0;
@@ -142,7 +106,6 @@ public:
             const auto b = first_buffer<asio::const_buffer>(buffers);
             if (b.size() == 0) return 0;
             for (;;) {  // retried with the same buffer, as SSL_write requires
-                const SigpipeHeld held;
                 const int n = SSL_write(ssl_, b.data(), static_cast<int>(std::min<std::size_t>(b.size(), 1 << 30)));
                 if (n > 0) return static_cast<std::size_t>(n);
                 if (!wait_for_ssl(ssl_, socket_.native_handle(), n, deadline_, ec)) return 0;
@@ -274,25 +237,31 @@ private:
             return false;
         }
         ssl_ = SSL_new(settings_->tls->native_handle());
-        if (!ssl_ || SSL_set_fd(ssl_, socket_.native_handle()) != 1) {
-            why = "cannot set up TLS";
+        if (!ssl_) {
+            why = "cannot set up TLS: " + net::openssl_error();
             return false;
         }
-        if (is_ip_literal(endpoint_.host)) {
-            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), endpoint_.host.c_str());
+        net::attach_socket(ssl_, socket_.native_handle());  // sends with MSG_NOSIGNAL, as the plaintext path
+        // The member must name the host in its SANs (never only in its subject CN).
+        std::string host = endpoint_.host;
+        if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        SSL_set_hostflags(ssl_, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+        bool checked = false;
+        if (is_ip_literal(host)) {
+            checked = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str()) == 1;
         } else {
             // SSL_set_tlsext_host_name, without the macro's C cast.
-            SSL_ctrl(ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                     const_cast<char*>(endpoint_.host.c_str()));
-            SSL_set1_host(ssl_, endpoint_.host.c_str());
+            checked = SSL_ctrl(ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                               const_cast<char*>(host.c_str())) == 1 &&
+                      SSL_set1_host(ssl_, host.c_str()) == 1;
+        }
+        if (!checked) {
+            why = "cannot check the member's certificate for '" + host + "'";
+            return false;
         }
         beast::error_code ec;
         for (;;) {
-            int r = 0;
-            {
-                const SigpipeHeld held;
-                r = SSL_connect(ssl_);
-            }
+            const int r = SSL_connect(ssl_);
             if (r == 1) return true;
             const long verify = SSL_get_verify_result(ssl_);
             if (!wait_for_ssl(ssl_, socket_.native_handle(), r, deadline, ec)) {

@@ -30,6 +30,8 @@ Transport::Transport(Options options)
     : options_(std::move(options)), settings_(std::make_shared<ConnectionSettings>()) {
     if (options_.endpoints.empty()) throw std::invalid_argument("pgfence client: no endpoints given");
     if (!options_.bearer.empty()) settings_->authorization = "Bearer " + options_.bearer;
+    anonymous_ = settings_;  // the same TLS context; no credential (set apart below when there is one)
+    if (!options_.bearer.empty()) anonymous_ = std::make_shared<ConnectionSettings>();
 }
 
 HttpConnection& Transport::connection(const Endpoint& endpoint) {
@@ -41,8 +43,16 @@ HttpConnection& Transport::connection(const Endpoint& endpoint) {
         // Made once, at the first https:// endpoint; a plaintext client loads no certificates.
         settings_->tls_error = net::make_tls_context(
             net::TlsFiles{options_.cert_file, options_.key_file, options_.ca_file}, net::TlsSide::kClient, settings_->tls);
+        if (anonymous_ != settings_) {
+            anonymous_->tls = settings_->tls;
+            anonymous_->tls_error = settings_->tls_error;
+        }
     }
-    auto [pos, _] = connections_.emplace(name, std::make_unique<HttpConnection>(endpoint, settings_));
+    // The bearer secret goes to the endpoints given and to TLS ones (a
+    // plaintext redirect target elsewhere gets no credential).
+    const bool given = std::find(options_.endpoints.begin(), options_.endpoints.end(), endpoint) != options_.endpoints.end();
+    auto [pos, _] = connections_.emplace(
+        name, std::make_unique<HttpConnection>(endpoint, given || endpoint.tls ? settings_ : anonymous_));
     return *pos->second;
 }
 
@@ -62,15 +72,14 @@ void Transport::note_failure() {
 // A new connection must answer GET /healthz quickly before it gets the real
 // request (any HTTP answer will do): a stopped member is left after
 // probe_timeout_ rather than attempt_timeout, and never holds a request.
-bool Transport::probe(HttpConnection& conn, Clock::time_point attempt_deadline, std::string& why) {
+bool Transport::probe(HttpConnection& conn, Clock::time_point attempt_deadline, std::string& why, bool have_cause) {
     if (!probing_ || conn.is_open()) return true;
     const auto deadline = std::min(attempt_deadline, Clock::now() + probe_timeout_);
     const HttpResult r = conn.roundtrip(HttpRequest{"GET", "/healthz", {}}, deadline);
     if (r.error == TransportError::kNone) return true;
-    // Cut off by the attempt's (or the call's) own deadline rather than the
-    // probe's: an earlier attempt's cause says more.
-    const bool cut_off = r.error == TransportError::kTimeout && deadline == attempt_deadline;
-    if (cut_off && !why.empty()) {
+    // Cut off by the attempt's own deadline (the call's time ran out), not
+    // by the probe's: an earlier attempt's cause says more.
+    if (r.error == TransportError::kTimeout && deadline == attempt_deadline && have_cause) {
         conn.close();
         return false;
     }
@@ -91,7 +100,7 @@ Transport::Step Transport::attempt(const Endpoint& first, const Call& call, Call
         const auto attempt_deadline = std::min(call.deadline, Clock::now() + a.timeout);
         HttpConnection& conn = connection(target);
         const bool fresh = !conn.is_open();
-        if (!probe(conn, attempt_deadline, why)) {
+        if (!probe(conn, attempt_deadline, why, out.attempts > 0)) {
             ++out.attempts;  // keeps max_attempts a bound on the loop
             return Step::kNextEndpoint;
         }
@@ -114,6 +123,11 @@ Transport::Step Transport::attempt(const Endpoint& first, const Call& call, Call
             const auto next = endpoint_of_url(r.response.location);
             if (!next) {
                 why = target.to_string() + " redirected to an unusable Location '" + r.response.location + "'";
+                return Step::kNextEndpoint;
+            }
+            if (target.tls && !next->tls) {
+                why = target.to_string() + " redirected from https to plaintext '" + r.response.location +
+                      "' (refused: credentials and answers would cross the network in the clear)";
                 return Step::kNextEndpoint;
             }
             if (hop >= options_.max_redirects) {

@@ -57,12 +57,14 @@ private:
     enum class Step : std::uint8_t { kAnswered, kNextEndpoint };
     Step attempt(const Endpoint& first, const Call& call, CallResult& out, std::string& why);
     HttpConnection& connection(const Endpoint& endpoint);
-    bool probe(HttpConnection& conn, Clock::time_point attempt_deadline, std::string& why);
+    // have_cause: `why` already holds an earlier attempt's cause.
+    bool probe(HttpConnection& conn, Clock::time_point attempt_deadline, std::string& why, bool have_cause);
     Endpoint pick_endpoint();
     void note_failure();
 
     Options options_;
-    std::shared_ptr<ConnectionSettings> settings_;  // shared by every connection below
+    std::shared_ptr<ConnectionSettings> settings_;   // shared by the connections that carry the bearer
+    std::shared_ptr<ConnectionSettings> anonymous_;  // the same without it (== settings_ when there is none)
     std::map<std::string, std::unique_ptr<HttpConnection>> connections_;
     std::optional<Endpoint> leader_;  // last member that gave a final answer
     std::size_t next_ = 0;            // round-robin position in options_.endpoints

@@ -5,8 +5,10 @@
 
 #include <openssl/ssl.h>
 
+#include <openssl/err.h>
+
 #include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -22,7 +24,6 @@ namespace pgfence::net {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
-namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using log::log_event;
 using log::log_value;
@@ -59,11 +60,12 @@ struct Shared {
 // for the client to close. The server's sweep closes connections past their
 // deadline.
 // Under TLS (a context was set when the connection was accepted): the
-// handshake comes first, under read_timeout; then the same steps, with reads
-// and writes through the SSL stream (asynchronous: decrypted bytes can wait
-// inside the stream, so socket readability says nothing) instead of recv and
-// send. The gone-client check polls the TCP socket as in plaintext: a closed
-// connection is closed whatever it carried.
+// handshake comes first, under read_timeout; then the same steps, with
+// OpenSSL reading and writing the same non-blocking socket: SSL_read when it
+// is readable (or while OpenSSL still holds decrypted bytes), SSL_write of
+// the whole response at once, and a wait for readiness whenever OpenSSL
+// wants one. The gone-client check polls the TCP socket as in plaintext: a
+// closed connection is closed whatever it carried.
 // Threading: everything runs on the io_context's thread. The handler is only
 // ever entered from an asynchronous completion (never from inside respond(),
 // even for a pipelined request already buffered), so it is never re-entered.
@@ -78,10 +80,15 @@ class Session : public std::enable_shared_from_this<Session> {
         registered_ = shared_->sessions.insert(shared_->sessions.end(), this);
         if (shared_->tls) {
             tls_context_ = shared_->tls;
-            tls_.emplace(socket_, *tls_context_);
+            verify_client_ = shared_->verify_client;  // with the context it belongs to
+            ssl_ = SSL_new(tls_context_->native_handle());
+            beast::error_code ignored;
+            socket_.native_non_blocking(true, ignored);
+            if (ssl_) attach_socket(ssl_, socket_.native_handle());
         }
     }
     ~Session() {
+        if (ssl_) SSL_free(ssl_);
         --shared_->connections;
         shared_->sessions.erase(registered_);
     }
@@ -97,8 +104,11 @@ class Session : public std::enable_shared_from_this<Session> {
   private:
     void wait_readable();
     void on_readable(beast::error_code ec);
-    void on_tls_read(beast::error_code ec, std::size_t n);
-    void finish_tls_then_close();
+    void tls_handshake();
+    bool tls_read(bool& eof);
+    void tls_write(std::function<void(bool)> done);
+    void tls_wait(int ssl_error, std::function<void()> then);
+    void send_close_notify();
     void parse_buffered(bool eof);
     void dispatch();
     void after_response();
@@ -107,9 +117,10 @@ class Session : public std::enable_shared_from_this<Session> {
     void close();
 
     tcp::socket socket_;
-    TlsContextPtr tls_context_;                          // what tls_ was made with (kept alive)
-    std::optional<ssl::stream<tcp::socket&>> tls_;       // set: this connection speaks TLS
-    std::string client_cn_;                              // a verified client certificate's CN
+    TlsContextPtr tls_context_;  // what ssl_ was made with (kept alive)
+    SSL* ssl_ = nullptr;         // set: this connection speaks TLS (owned)
+    bool verify_client_ = false;  // tls_context_ requires client certificates
+    std::string client_cn_;      // a verified client certificate's CN
     beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
     std::string out_;  // the response being sent
@@ -144,24 +155,91 @@ class Exchange final : public HttpExchange {
 };
 
 void Session::start() {
-    if (!tls_) {
+    if (!tls_context_) {
         read_request();
         return;
     }
     deadline_ = Clock::now() + shared_->options.read_timeout;
-    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
-        if (ec) {
-            ++self->shared_->tls_handshake_failures;
-            log_event(LogLevel::kInfo, "tls_handshake_failed", {{"reason", ec.message()}});
+    tls_handshake();
+}
+
+// Waits until the socket is ready for what SSL_get_error said (read or
+// write), then runs `then`; a closed socket closes the session.
+void Session::tls_wait(int ssl_error, std::function<void()> then) {
+    const auto what = ssl_error == SSL_ERROR_WANT_WRITE ? tcp::socket::wait_write : tcp::socket::wait_read;
+    socket_.async_wait(what, [self = shared_from_this(), then = std::move(then)](beast::error_code ec) {
+        if (ec || !self->socket_.is_open()) {
             self->close();
             return;
         }
-        if (self->shared_->verify_client) {
-            X509* cert = SSL_get0_peer_certificate(self->tls_->native_handle());
-            self->client_cn_ = common_name(cert);
-        }
-        self->read_request();
+        then();
     });
+}
+
+void Session::tls_handshake() {
+    ERR_clear_error();
+    const int r = ssl_ ? SSL_accept(ssl_) : -1;
+    if (r == 1) {
+        if (verify_client_) client_cn_ = common_name(SSL_get0_peer_certificate(ssl_));
+        read_request();
+        return;
+    }
+    const int e = ssl_ ? SSL_get_error(ssl_, r) : SSL_ERROR_SSL;
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        tls_wait(e, [self = shared_from_this()] { self->tls_handshake(); });
+        return;
+    }
+    ++shared_->tls_handshake_failures;
+    log_event(LogLevel::kInfo, "tls_handshake_failed", {{"reason", openssl_error()}});
+    close();
+}
+
+// SSL_read until OpenSSL wants more from the socket; false when the session
+// was closed (an error), `eof` when the client closed its side.
+bool Session::tls_read(bool& eof) {
+    while (buffer_.size() < buffer_.max_size()) {
+        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
+        ERR_clear_error();
+        const int n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
+        if (n > 0) {
+            buffer_.commit(static_cast<std::size_t>(n));
+            continue;  // one record per call: read on until OpenSSL wants the socket
+        }
+        const int e = SSL_get_error(ssl_, n);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;
+        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+            eof = true;  // close_notify, or the TCP connection closed without one
+            return true;
+        }
+        close();
+        return false;
+    }
+    return true;
+}
+
+// SSL_write of all of out_ (retried with the same bytes, as OpenSSL requires,
+// whenever the socket is ready again); done(ok) once it is written or failed.
+void Session::tls_write(std::function<void(bool)> done) {
+    ERR_clear_error();
+    const int n = SSL_write(ssl_, out_.data(), static_cast<int>(out_.size()));
+    if (n > 0) {  // without partial writes, n > 0 means all of it
+        done(true);
+        return;
+    }
+    const int e = SSL_get_error(ssl_, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        deadline_ = Clock::now() + shared_->options.read_timeout;
+        tls_wait(e, [self = shared_from_this(), done = std::move(done)]() mutable { self->tls_write(std::move(done)); });
+        return;
+    }
+    done(false);
+}
+
+// TLS's close_notify, sent at once without waiting for the client's (the
+// sweep closes a connection the client does not close).
+void Session::send_close_notify() {
+    ERR_clear_error();
+    if (SSL_shutdown(ssl_) < 0) ERR_clear_error();
 }
 
 void Session::read_request() {
@@ -183,10 +261,9 @@ void Session::read_request() {
 }
 
 void Session::wait_readable() {
-    if (tls_) {
-        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
-        tls_->async_read_some(space, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-            self->on_tls_read(ec, n);
+    if (ssl_ && SSL_has_pending(ssl_) == 1) {  // decrypted or buffered bytes the socket no longer shows
+        asio::post(socket_.get_executor(), [self = shared_from_this()] {
+            if (self->socket_.is_open()) self->on_readable({});
         });
         return;
     }
@@ -201,6 +278,10 @@ void Session::on_readable(beast::error_code ec) {
         return;
     }
     bool eof = false;
+    if (ssl_) {
+        if (tls_read(eof)) parse_buffered(eof);
+        return;
+    }
     while (buffer_.size() < buffer_.max_size()) {
         const auto space =
             buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
@@ -220,16 +301,6 @@ void Session::on_readable(beast::error_code ec) {
         return;
     }
     parse_buffered(eof);
-}
-
-void Session::on_tls_read(beast::error_code ec, std::size_t n) {
-    buffer_.commit(n);
-    if (!socket_.is_open()) return;  // closed by the sweep or the server stopping
-    if (ec && ec != asio::error::eof && ec != ssl::error::stream_truncated) {
-        close();
-        return;
-    }
-    parse_buffered(static_cast<bool>(ec));
 }
 
 // Feeds what is buffered to the parser: a complete request is dispatched, a
@@ -342,17 +413,15 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
         return;
     }
     format_response(out_, version_, r, keep_alive_);
-    if (tls_) {
-        deadline_ = Clock::now() + shared_->options.read_timeout;
-        asio::async_write(*tls_, asio::buffer(out_),
-                          [self = shared_from_this(), written = std::move(written)](beast::error_code ec, std::size_t) {
-                              if (written) written(!ec);
-                              if (ec) {
-                                  self->close();
-                              } else {
-                                  self->after_response();
-                              }
-                          });
+    if (ssl_) {
+        tls_write([self = shared_from_this(), written = std::move(written)](bool ok) {
+            if (written) written(ok);
+            if (ok) {
+                self->after_response();
+            } else {
+                self->close();
+            }
+        });
         return;
     }
     // A response almost always fits the socket's send buffer: send it now,
@@ -386,10 +455,7 @@ void Session::after_response() {
         // The client closes its side next; if it does not (a close-watch may
         // still hold this session), the sweep closes ours.
         deadline_ = Clock::now() + kDrainTimeout;
-        if (tls_) {
-            finish_tls_then_close();
-            return;
-        }
+        if (ssl_) send_close_notify();
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_send, ignored);
         return;
@@ -397,11 +463,7 @@ void Session::after_response() {
     read_request();
 }
 
-// Sends TLS's close_notify and waits (under the deadline already set) for
-// the client's, then closes.
-void Session::finish_tls_then_close() {
-    tls_->async_shutdown([self = shared_from_this()](beast::error_code) { self->close(); });
-}
+
 
 // Answers 400 for a request that cannot be read whole, then closes politely.
 void Session::refuse(const std::string& message) {
@@ -412,14 +474,17 @@ void Session::refuse(const std::string& message) {
     format_response(out_, version_, HttpResponse{400, std::move(body), "application/json", {}},
                     false);
     deadline_ = Clock::now() + shared_->options.read_timeout;
-    if (tls_) {
-        asio::async_write(*tls_, asio::buffer(out_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
-            if (ec) {
+    if (ssl_) {
+        tls_write([self = shared_from_this()](bool ok) {
+            if (!ok) {
                 self->close();
                 return;
             }
+            self->send_close_notify();
+            beast::error_code ignored;
+            self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
             self->deadline_ = Clock::now() + kDrainTimeout;
-            self->finish_tls_then_close();
+            self->drain_and_close();
         });
         return;
     }
@@ -463,6 +528,7 @@ void format_response(std::string& out, unsigned version, const HttpResponse& r, 
         .append("\r\nServer: fence-coordinator\r\nContent-Type: ");
     out.append(r.content_type).append("\r\n");
     if (!r.location.empty()) out.append("Location: ").append(r.location).append("\r\n");
+    if (r.status == 401) out.append("WWW-Authenticate: Bearer realm=\"pgfence\"\r\n");
     if (version == 10 && keep_alive) out.append("Connection: keep-alive\r\n");
     if (version != 10 && !keep_alive) out.append("Connection: close\r\n");
     out.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n\r\n");

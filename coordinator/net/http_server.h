@@ -106,9 +106,11 @@ private:
 };
 
 // The bytes of `r` as an HTTP/1.x response (replacing `out`): status line,
-// Server, Content-Type, Location when set, Connection when it differs from the
-// version's default, Content-Length, body. Header values come from the member
-// itself, never from a request.
+// Server, Content-Type, Location when set, for a 401 the challenge
+// `WWW-Authenticate: Bearer realm="pgfence"` (RFC 6750; the only scheme
+// served), Connection when it differs from the version's default,
+// Content-Length, body. Header values come from the member itself, never
+// from a request.
 void format_response(std::string& out, unsigned version, const HttpResponse& r, bool keep_alive);
 
 }  // namespace pgfence::net

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <boost/asio.hpp>
@@ -31,6 +32,9 @@ using log::log_value;
 using log::LogLevel;
 
 namespace {
+
+// A TLS handshake on the peer port (either side) must finish within this.
+constexpr std::chrono::seconds kTlsHandshakeTimeout{5};
 
 // Counters written by the event loop and, for outgoing frames, by any thread
 // that calls send(); read by stats().
@@ -72,16 +76,30 @@ struct Shared {
 // protected by writing_ (no direct send meanwhile) and by running on the loop
 // thread, which alone closes or replaces the socket. generation_, inflight_,
 // backoff_ and timer_ are the event loop's only.
-// Under TLS (tls_ set at dial) an SSL stream is not thread-safe, so nothing
-// is sent directly: every frame is queued under the mutex and written by the
-// loop (send() from another thread posts write_some()). After the TCP connect
-// the TLS handshake must succeed and the server's certificate must be bound
-// to the member dialed (member_id_of), or the connection fails and redials.
+// Under TLS (ssl_, made after the TCP connect) OpenSSL writes the same
+// non-blocking socket (tls.h attach_socket). An SSL object is not
+// thread-safe, and here it needs no more: after the handshake every SSL call
+// on it (SSL_write, from send_frame on any thread or write_some on the loop)
+// is made under mutex_, so the direct send from the writer thread stays.
+// tls_unit_ holds bytes an SSL_write took but could not finish
+// (SSL_ERROR_WANT_WRITE): OpenSSL needs the same bytes again, so they go
+// first and are never dropped; frames are batched into one SSL_write (one
+// TLS record up to 16 KiB each) of up to max_frames_per_write frames. The
+// handshake runs on the loop before connected_ is set (no other thread calls
+// SSL then), and the server's certificate must be bound to the member dialed
+// (member_id_of), or the connection fails and redials. Nothing is ever read
+// on an outgoing connection (the server sends no tickets), so readability
+// means the peer closed or sent an alert.
 class Outgoing : public std::enable_shared_from_this<Outgoing> {
 public:
     Outgoing(asio::io_context& io, PeerAddress peer, std::shared_ptr<Shared> shared)
         : io_(io), peer_(std::move(peer)), shared_(std::move(shared)), socket_(io), timer_(io),
           backoff_(shared_->options.backoff_min) {}
+    ~Outgoing() {
+        if (ssl_) SSL_free(ssl_);
+    }
+    Outgoing(const Outgoing&) = delete;
+    Outgoing& operator=(const Outgoing&) = delete;
 
     void dial();
     // Any thread.
@@ -91,7 +109,9 @@ public:
 
 private:
     void on_connect(const error_code& ec);
+    void tls_handshake(std::uint64_t gen);
     void on_secure();
+    void write_tls_locked();
     void enqueue_locked(std::string frame);
     void write_some();
     void write_some_locked();
@@ -103,8 +123,10 @@ private:
     std::shared_ptr<Shared> shared_;
     mutable std::mutex mutex_;
     tcp::socket socket_;
-    std::optional<ssl::stream<tcp::socket&>> tls_;  // set (at dial, under mutex_) on a TLS connection
-    TlsContextPtr tls_context_;                     // what tls_ was made with
+    TlsContextPtr tls_context_;  // TLS for this connection (taken at dial; null: plaintext)
+    SSL* ssl_ = nullptr;         // set after the TCP connect of a TLS connection (owned)
+    std::string tls_unit_;       // bytes an SSL_write must be retried with (see above)
+    std::size_t tls_unit_frames_ = 0;
     asio::steady_timer timer_;
     std::chrono::milliseconds backoff_;
     bool connected_ = false;
@@ -129,10 +151,11 @@ void Outgoing::dial() {
     }
     std::lock_guard<std::mutex> guard(mutex_);
     const std::uint64_t gen = ++generation_;
-    tls_.reset();
+    if (ssl_) SSL_free(ssl_);
+    ssl_ = nullptr;
+    tls_unit_.clear();
     socket_ = tcp::socket(io_);
     tls_context_ = shared_->tls_dial;
-    if (tls_context_) tls_.emplace(socket_, *tls_context_);
     socket_.async_connect(tcp::endpoint(addr, peer_.port), [self = shared_from_this(), gen](const error_code& e) {
         if (gen == self->generation_) self->on_connect(e);
     });
@@ -145,30 +168,63 @@ void Outgoing::on_connect(const error_code& ec) {
     }
     error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
-    if (!tls_) {
+    if (!tls_context_) {
         on_secure();
         return;
     }
+    {
+        std::lock_guard<std::mutex> guard(mutex_);
+        ssl_ = SSL_new(tls_context_->native_handle());
+        if (ssl_) {
+            socket_.native_non_blocking(true, ignored);
+            attach_socket(ssl_, socket_.native_handle());
+        }
+    }
+    // A peer that takes the connection but never completes TLS is left, and redialed.
     const std::uint64_t gen = generation_;
-    tls_->async_handshake(ssl::stream_base::client, [self = shared_from_this(), gen](const error_code& e) {
-        if (gen != self->generation_) return;
-        if (e) {
-            count(self->shared_->stats.tls_refused);
-            self->fail("tls_handshake", e);
-            return;
-        }
-        const auto id = member_id_of(SSL_get0_peer_certificate(self->tls_->native_handle()));
-        if (id != self->peer_.id) {
-            count(self->shared_->stats.tls_refused);
-            log_event(LogLevel::kWarn, "peer_certificate_refused",
-                      {{"peer", log_value(self->peer_.id)},
-                       {"reason", id ? "certificate is bound to member " + std::to_string(*id)
-                                     : std::string("certificate names no member ID")}});
-            self->fail("tls_identity", asio::error::make_error_code(asio::error::access_denied));
-            return;
-        }
-        self->on_secure();
+    timer_.expires_after(kTlsHandshakeTimeout);
+    timer_.async_wait([self = shared_from_this(), gen](const error_code& e) {
+        if (e || gen != self->generation_ || self->connected()) return;
+        count(self->shared_->stats.tls_refused);
+        self->fail("tls_handshake", asio::error::make_error_code(asio::error::timed_out));
     });
+    tls_handshake(gen);
+}
+
+void Outgoing::tls_handshake(std::uint64_t gen) {
+    ERR_clear_error();
+    const int r = ssl_ ? SSL_connect(ssl_) : -1;
+    const int e = ssl_ ? SSL_get_error(ssl_, r) : SSL_ERROR_SSL;
+    if (r != 1 && (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)) {
+        socket_.async_wait(e == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+                           [self = shared_from_this(), gen](const error_code& ec) {
+                               if (gen != self->generation_) return;
+                               if (ec) {
+                                   self->fail("tls_handshake", ec);
+                               } else {
+                                   self->tls_handshake(gen);
+                               }
+                           });
+        return;
+    }
+    if (r != 1) {
+        count(shared_->stats.tls_refused);
+        const std::string why = openssl_error();
+        log_event(LogLevel::kWarn, "peer_tls_refused", {{"peer", log_value(peer_.id)}, {"reason", why}});
+        fail("tls_handshake", asio::error::make_error_code(asio::error::access_denied));
+        return;
+    }
+    const auto id = member_id_of(SSL_get0_peer_certificate(ssl_));
+    if (id != peer_.id) {
+        count(shared_->stats.tls_refused);
+        log_event(LogLevel::kWarn, "peer_certificate_refused",
+                  {{"peer", log_value(peer_.id)},
+                   {"reason", id ? "certificate is bound to member " + std::to_string(*id)
+                                 : std::string("certificate names no member ID")}});
+        fail("tls_identity", asio::error::make_error_code(asio::error::access_denied));
+        return;
+    }
+    on_secure();
 }
 
 // Connected (and, under TLS, the peer proved its ID): the handshake frame
@@ -196,12 +252,12 @@ bool Outgoing::connected() const {
 // The peer never writes on this connection: any read completion means it closed.
 void Outgoing::watch_eof() {
     const std::uint64_t gen = generation_;
-    auto on_read = [self = shared_from_this(), gen](const error_code& ec, std::size_t) {
+    auto on_read = [self = shared_from_this(), gen](const error_code& ec, std::size_t = 0) {
         if (gen != self->generation_ || !self->connected()) return;
         self->fail("read", ec ? ec : asio::error::make_error_code(asio::error::eof));
     };
-    if (tls_) {
-        tls_->async_read_some(asio::buffer(&eof_byte_, 1), std::move(on_read));
+    if (ssl_) {
+        socket_.async_wait(tcp::socket::wait_read, std::move(on_read));  // an alert or the close
     } else {
         socket_.async_read_some(asio::buffer(&eof_byte_, 1), std::move(on_read));
     }
@@ -213,7 +269,18 @@ void Outgoing::send_frame(std::string frame) {
         count(shared_->stats.dropped_unconnected);
         return;
     }
-    if (!writing_ && queue_.empty() && !tls_) {
+    if (ssl_) {
+        const bool start = !writing_ && queue_.empty() && tls_unit_.empty();
+        if (start) {  // idle: this thread writes it now
+            tls_unit_ = std::move(frame);
+            tls_unit_frames_ = 1;
+            write_tls_locked();
+        } else {
+            enqueue_locked(std::move(frame));
+        }
+        return;
+    }
+    if (!writing_ && queue_.empty()) {
         const ssize_t n = ::send(socket_.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n == static_cast<ssize_t>(frame.size())) {
             count(shared_->stats.frames_sent);
@@ -253,6 +320,10 @@ void Outgoing::write_some() {
 }
 
 void Outgoing::write_some_locked() {
+    if (ssl_) {
+        write_tls_locked();
+        return;
+    }
     if (writing_ || !connected_ || queue_.empty()) return;
     inflight_.clear();
     std::vector<asio::const_buffer> buffers;
@@ -276,10 +347,57 @@ void Outgoing::write_some_locked() {
         count(self->shared_->stats.frames_sent, self->inflight_.size());
         self->write_some_locked();
     };
-    if (tls_) {
-        asio::async_write(*tls_, buffers, std::move(done));
-    } else {
-        asio::async_write(socket_, buffers, std::move(done));
+    asio::async_write(socket_, buffers, std::move(done));
+}
+
+// Writes tls_unit_ and then the queue, batched, until done or OpenSSL waits
+// for the socket (then the loop waits and comes back). Any thread, mutex_ held.
+void Outgoing::write_tls_locked() {
+    if (writing_ || !connected_) return;
+    for (;;) {
+        if (tls_unit_.empty()) {
+            if (queue_.empty()) return;
+            tls_unit_frames_ = 0;
+            while (!queue_.empty() && tls_unit_frames_ < shared_->options.max_frames_per_write) {
+                queued_bytes_ -= queue_.front().size();
+                tls_unit_ += queue_.front();
+                queue_.pop_front();
+                ++tls_unit_frames_;
+            }
+        }
+        ERR_clear_error();
+        const int n = SSL_write(ssl_, tls_unit_.data(), static_cast<int>(tls_unit_.size()));
+        if (n > 0) {  // without partial writes, all of it
+            count(shared_->stats.frames_sent, tls_unit_frames_);
+            tls_unit_.clear();
+            continue;
+        }
+        const int e = SSL_get_error(ssl_, n);
+        writing_ = true;  // until the wait below comes back: no other write starts
+        const std::uint64_t gen = generation_;
+        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+            // The socket is the loop's to wait on: post the wait there (this may be the writer thread).
+            asio::post(io_, [self = shared_from_this(), gen, e] {
+                if (gen != self->generation_) return;
+                self->socket_.async_wait(e == SSL_ERROR_WANT_WRITE ? tcp::socket::wait_write : tcp::socket::wait_read,
+                                         [self, gen](const error_code& ec) {
+                                             if (gen != self->generation_) return;
+                                             if (ec) {
+                                                 self->fail("write", ec);
+                                                 return;
+                                             }
+                                             std::lock_guard<std::mutex> guard(self->mutex_);
+                                             self->writing_ = false;
+                                             self->write_tls_locked();
+                                         });
+            });
+        } else {
+            ERR_clear_error();
+            asio::post(io_, [self = shared_from_this(), gen] {
+                if (gen == self->generation_) self->fail("write", asio::error::make_error_code(asio::error::broken_pipe));
+            });
+        }
+        return;
     }
 }
 
@@ -295,6 +413,7 @@ void Outgoing::fail(const char* what, const error_code& ec) {
         count(shared_->stats.dropped_unconnected, queue_.size());
         queue_.clear();
         queued_bytes_ = 0;
+        tls_unit_.clear();
         error_code ignored;
         socket_.close(ignored);
     }
@@ -369,7 +488,7 @@ void Incoming::start() {
         read_more();
         return;
     }
-    stream_.expires_after(shared_->options.idle_timeout);
+    stream_.expires_after(kTlsHandshakeTimeout);  // short: a connection not yet authenticated holds a slot
     tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](const error_code& ec) {
         if (self->shared_->stopped) return;
         if (ec) {

@@ -3,11 +3,13 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <boost/asio/ssl.hpp>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 
 namespace pgfence::net {
@@ -21,16 +23,6 @@ constexpr const char* kTls12Ciphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-// The oldest queued OpenSSL error, as text (and the queue emptied).
-std::string openssl_error() {
-    const unsigned long e = ERR_get_error();
-    ERR_clear_error();
-    if (e == 0) return "unknown OpenSSL error";
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    return buf;
-}
-
 std::optional<std::uint64_t> parse_id(std::string_view text) {
     std::uint64_t id = 0;
     if (text.empty() || text.size() > 20 || text[0] == '0') return std::nullopt;
@@ -39,7 +31,68 @@ std::optional<std::uint64_t> parse_id(std::string_view text) {
     return id;
 }
 
+// A BIO over a socket: what OpenSSL's socket BIO does, but sending with
+// MSG_NOSIGNAL. The fd travels in the BIO's data pointer.
+int socket_fd(BIO* b) { return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))); }
+
+int socket_write(BIO* b, const char* data, int len) {
+    BIO_clear_retry_flags(b);
+    const ssize_t n = ::send(socket_fd(b), data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(b);
+    return static_cast<int>(n);
+}
+
+int socket_read(BIO* b, char* out, int len) {
+    BIO_clear_retry_flags(b);
+    const ssize_t n = ::recv(socket_fd(b), out, static_cast<std::size_t>(len), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+    return static_cast<int>(n);
+}
+
+long socket_ctrl(BIO* b, int cmd, long, void* ptr) {
+    switch (cmd) {
+        case BIO_CTRL_FLUSH: return 1;  // nothing is buffered here
+        case BIO_C_GET_FD:
+            if (ptr != nullptr) *static_cast<int*>(ptr) = socket_fd(b);
+            return socket_fd(b);
+        default: return 0;
+    }
+}
+
+int socket_create(BIO* b) {
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+BIO_METHOD* socket_method() {
+    static BIO_METHOD* const method = [] {
+        BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "pgfence socket");
+        BIO_meth_set_write(m, socket_write);
+        BIO_meth_set_read(m, socket_read);
+        BIO_meth_set_ctrl(m, socket_ctrl);
+        BIO_meth_set_create(m, socket_create);
+        return m;
+    }();
+    return method;
+}
+
 }  // namespace
+
+void attach_socket(SSL* ssl, int fd) {
+    BIO* b = BIO_new(socket_method());
+    BIO_set_data(b, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
+    SSL_set_bio(ssl, b, b);
+}
+
+std::string openssl_error() {
+    const unsigned long e = ERR_get_error();
+    ERR_clear_error();
+    if (e == 0) return "unknown OpenSSL error";
+    if (const char* reason = ERR_reason_error_string(e)) return reason;
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    return buf;
+}
 
 std::string check_private_key_mode(const std::string& path) {
     struct stat st {};

@@ -21,6 +21,7 @@ namespace boost::asio::ssl {
 class context;
 }
 struct x509_st;  // OpenSSL's X509
+struct ssl_st;   // OpenSSL's SSL
 
 namespace pgfence::net {
 
@@ -45,6 +46,16 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
 // "" when `path` is a regular file that neither group nor others may read or
 // write, else why not (a private key must be the owner's alone).
 std::string check_private_key_mode(const std::string& path);
+
+// Makes `ssl` read and write the connected socket `fd` itself (recv, and
+// send with MSG_NOSIGNAL: a write to a closed connection is an error, never a
+// SIGPIPE). `fd` stays the caller's to close; a non-blocking fd makes SSL
+// calls return SSL_ERROR_WANT_READ / WANT_WRITE instead of waiting.
+void attach_socket(ssl_st* ssl, int fd);
+
+// The oldest error OpenSSL queued on this thread, as text (the queue is
+// emptied); "unknown OpenSSL error" when there is none.
+std::string openssl_error();
 
 // The subject CN of a certificate ("" when it has none or more than one).
 std::string common_name(const x509_st* cert);

@@ -38,16 +38,8 @@ int main(int argc, char** argv) {
     }
     boost::asio::io_context io;
     server::Member member(io, opts, std::move(log));
-    if (err = member.start(); !err.empty()) {
-        log::log_event(log::LogLevel::kError, "start_failed", {{"error", err}});
-        return 1;
-    }
-    boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
-        if (ec) return;
-        log::log_event(log::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
-        member.shutdown([&io] { io.stop(); });
-    });
+    // Armed before start(): a SIGHUP while the member replays its log must not
+    // end it. It is handled in io.run(), after start() has made the servers.
     boost::asio::signal_set hangup(io, SIGHUP);
     std::function<void()> wait_hangup = [&] {
         hangup.async_wait([&](const boost::system::error_code& ec, int) {
@@ -58,6 +50,16 @@ int main(int argc, char** argv) {
         });
     };
     wait_hangup();
+    if (err = member.start(); !err.empty()) {
+        log::log_event(log::LogLevel::kError, "start_failed", {{"error", err}});
+        return 1;
+    }
+    boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        log::log_event(log::LogLevel::kInfo, "signal", {{"signal", std::to_string(sig)}});
+        member.shutdown([&io] { io.stop(); });
+    });
     try {
         io.run();
     } catch (const std::exception& e) {

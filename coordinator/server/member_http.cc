@@ -59,7 +59,8 @@ void Member::Impl::redirect_or_unavailable(const std::string& target, const Exch
     respond_error(ex, 503, "no_leader");
 }
 
-void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target, Caller reader) {
+void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target,
+                          std::optional<Caller> reader) {
     const member::RequestId id = next_request++;
     outstanding.emplace(id, Outstanding{ex, std::move(target), std::move(reader)});
     core->request(id, std::move(request), now());
@@ -100,9 +101,12 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
             respond_json(ex, 200, lock_json(locks->locks.front()));
         } else {
             json::array arr;
-            const Caller& r = o.reader;
+            const std::optional<Caller>& r = o.reader;
             for (const member::LockView& v : locks->locks) {
-                if (!r.user || r.policy->allowed(*r.user, auth::Permission::kRead, v.lock.key)) arr.push_back(lock_json(v));
+                // A filtered list always has its user (authenticated before submit).
+                if (!r || (r->user && r->policy->allowed(*r->user, auth::Permission::kRead, v.lock.key))) {
+                    arr.push_back(lock_json(v));
+                }
             }
             respond_json(ex, 200, json::object{{"locks", std::move(arr)}});
         }
@@ -216,8 +220,9 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
             } else {
                 member::ListLocks list;
                 if (k.found) list.key = k.value;
-                submit(std::move(list), ex, "/v1/locks" + (query.empty() ? std::string() : "?" + query),
-                       k.found ? Caller{} : caller);
+                std::optional<Caller> reader;
+                if (auth && !k.found) reader = caller;
+                submit(std::move(list), ex, "/v1/locks" + (query.empty() ? std::string() : "?" + query), std::move(reader));
             }
         }
     } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -42,7 +43,8 @@ constexpr int kInfoEveryTicks = 5;  // MemberInfo broadcast period
 struct Outstanding {
     ExchangePtr exchange;
     std::string target;  // where a 307 to the leader points
-    Caller reader;       // a list of every lock shows only what this caller may read (auth on)
+    // A list of every lock, with authorization on: only what this caller may read.
+    std::optional<Caller> reader;
 };
 
 struct Member::Impl {
@@ -66,7 +68,8 @@ struct Member::Impl {
 
     // ---- member_http.cc ----
     void handle_http(const net::HttpRequest& req, const ExchangePtr& ex);
-    void submit(member::Request request, const ExchangePtr& ex, std::string target, Caller reader = {});
+    void submit(member::Request request, const ExchangePtr& ex, std::string target,
+                std::optional<Caller> reader = std::nullopt);
     // 401 (no user) or 403 (user without the permission), logged and counted.
     void deny(const ExchangePtr& ex, const Caller& caller, const std::string& path, std::string_view key,
               std::string message);

@@ -178,6 +178,11 @@ std::string validate_options(Options& o) {
         return "peer TLS is always mutual: give all of --peer-cert-file, --peer-key-file and --peer-trusted-ca-file "
                "(got " + std::to_string(peer_files) + " of them)";
     }
+    if ((o.client_tls() || !o.auth_file.empty()) && !o.peer_tls()) {
+        return std::string(o.client_tls() ? "--cert-file" : "--auth-file") +
+               " needs peer TLS too (--peer-cert-file, --peer-key-file, --peer-trusted-ca-file): whoever can "
+               "reach a plaintext peer port can speak for the leader and redirect clients anywhere";
+    }
     if (o.cluster_id == 0) o.cluster_id = derive_cluster_id(o.peers);
     return {};
 }
@@ -251,6 +256,8 @@ TLS and authorization (docs/security.md; flags named as etcd's):
                          admin); with it everything not granted is denied (401
                          without credentials, 403 without permission). Bearer
                          tokens are stored as SHA-256 hashes.
+  --cert-file and --auth-file need the --peer-* flags too: security on the
+  client port is worth nothing while anyone may speak on the peer port.
   SIGHUP reloads the certificates, keys and the auth file; a file that fails
   to load keeps the old ones (logged).
   --help                 this text

@@ -1,5 +1,6 @@
 #include "server/security.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -91,14 +92,19 @@ Caller Security::authenticate(const net::HttpRequest& req) const {
         return c;
     }
     if (!req.authorization.empty()) {
-        constexpr std::string_view kScheme = "Bearer ";
-        const std::string_view value = req.authorization;
-        if (value.size() <= kScheme.size() || value.substr(0, kScheme.size()) != kScheme) {
+        // RFC 7235: the scheme is case-insensitive; blanks separate it from the secret.
+        std::string_view value = req.authorization;
+        const std::size_t space = value.find_first_of(" \t");
+        std::string scheme(value.substr(0, space));
+        for (char& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (scheme != "bearer" || space == std::string_view::npos) {
             c.why = "the Authorization header must be 'Bearer SECRET'";
             return c;
         }
+        value.remove_prefix(space);
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
         auth::BearerProblem problem = auth::BearerProblem::kNone;
-        c.user = policy_->user_for_bearer(value.substr(kScheme.size()), problem);
+        c.user = policy_->user_for_bearer(value, problem);
         if (!c.user) {
             c.why = problem == auth::BearerProblem::kMalformed
                         ? "the bearer secret is not " + std::to_string(auth::kMinBearerChars) + ".." +

@@ -36,6 +36,7 @@ enum ExitCode : int {
     kExitUnavailable = 5,  // no coordinator member answered usefully
     kExitDatabase = 6,     // PostgreSQL failed for another reason (connection, schema, timeout)
     kExitLeaseLost = 7,    // the keepalive found the lease gone before the write; nothing written
+    kExitNotAuthorized = 8,  // the coordinator refused the credentials (401) or the key (403)
 };
 
 // Bounds on what the command line may ask for.

@@ -77,6 +77,7 @@ Exit codes:
   5  no coordinator member answered (cluster unavailable)
   6  PostgreSQL error other than a stale token (connection, schema, timeout)
   7  the lease was lost before the write; nothing was written
+  8  not authorized: the coordinator refused the credentials (401) or the key (403)
 )";
 }
 

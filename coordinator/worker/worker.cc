@@ -34,6 +34,8 @@ int exit_code_of(client::ErrorKind kind) {
             return kExitHeld;
         case client::ErrorKind::kUnavailable:
             return kExitUnavailable;
+        case client::ErrorKind::kNotAuthorized:
+            return kExitNotAuthorized;
         default:
             return kExitInternal;
     }

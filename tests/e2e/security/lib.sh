@@ -3,8 +3,16 @@
 # certificates that `scripts/cluster.sh start DIR N --tls` makes in DIR/tls.
 # shellcheck source=../coordinator/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../coordinator/lib.sh"
+# A command that fails outside a check says where (set -e would end the test silently).
+trap 'rc=$?; [[ $- == *e* ]] && echo "FAIL: line $LINENO: $BASH_COMMAND exited $rc" >&2' ERR
 FENCECTL=${FENCECTL_BIN:?set FENCECTL_BIN}
 MAKE_CERTS="$E2E_ROOT/scripts/make-certs.sh"
+# at_offset OFFSET CMD...: runs CMD with the clock moved by OFFSET (libfaketime,
+# e.g. -3d), to make expired and not-yet-valid certificates. The preload, not
+# the faketime wrapper: the wrapper's named semaphore races between tests.
+FAKETIME_LIB=${FAKETIME_LIB:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
+[[ -f "$FAKETIME_LIB" ]] || { echo "FAIL: libfaketime not at $FAKETIME_LIB (apt-get install faketime)" >&2; exit 1; }
+at_offset() { local offset=$1; shift; LD_PRELOAD=$FAKETIME_LIB FAKETIME=$offset "$@"; }
 TLS_DIR="$DIR/tls"
 # What curl presents: the cluster's CA, and client-admin's certificate (for
 # --client-cert-auth); STATUS_AUTH adds a bearer header when the test sets it.
@@ -29,7 +37,7 @@ curl_code() { curl -s -o /dev/null -m 3 -w '%{http_code}' "$@" 2>/dev/null || tr
 # metric MEMBER 'NAME{labels}' -> its value (admin's view), "" when missing.
 metric() {
     curl -s -m 2 "${CURL_TLS[@]}" "${STATUS_AUTH[@]}" "$(url "$1" /metrics)" 2>/dev/null |
-        awk -v m="$2" '$1 == m {print $2; exit}'
+        awk -v m="$2" '$1 == m && !found {print $2; found = 1}'  # reads to the end: curl must not see a closed pipe
 }
 
 metric_at_least() {  # MEMBER 'NAME{labels}' MIN

@@ -10,9 +10,11 @@ tls_cluster_start 3
 CA=(--cacert "$TLS_DIR/ca.pem")
 leader=$(wait_leader 10) || fail "no leader"
 
-# A holder whose lease (3s) must be kept alive across the reload, and a stream
-# of new clients (each fencectl makes new connections).
-"$FENCECTL" --endpoints "$FENCE_ENDPOINTS" "${CA[@]}" run reload/held --lease 3s -- sleep 8 >"$DIR/run.out" 2>&1 &
+# A holder whose lease (3s) must be kept alive across the reloads (its child
+# runs until told to stop), and a stream of new clients (each fencectl makes
+# new connections).
+"$FENCECTL" --endpoints "$FENCE_ENDPOINTS" "${CA[@]}" run reload/held --lease 3s -- \
+    bash -c "while [ ! -e '$DIR/stop' ]; do sleep 0.1; done" >"$DIR/run.out" 2>&1 &
 run_pid=$!
 (
     for i in $(seq 1 60); do
@@ -56,10 +58,14 @@ serves "$(client_port 1)" "$good" || fail "member 1 stopped serving its certific
 metric_at_least 1 pgfence_security_reloads_failed_total 2 || fail "failed reloads are not counted"
 pass "a malformed certificate and a key readable by others are refused on reload; the old ones stay"
 
-# The clients ran through it all.
+# The clients ran through it all: the holder still holds (its keepalives
+# crossed every reload), and no new client failed.
+kill -0 "$run_pid" 2>/dev/null || fail "the holder ended during the reloads: $(cat "$DIR/run.out")"
+"$FENCECTL" --endpoints "$FENCE_ENDPOINTS" "${CA[@]}" get reload/held >/dev/null || fail "reload/held is not held after the reloads"
+touch "$DIR/stop"
+wait "$run_pid" || fail "the holder lost its lease across the reload: $(cat "$DIR/run.out")"
 wait "$loop_pid" || true
 [[ ! -s "$DIR/loop.out" ]] || fail "clients failed during the reload: $(head -5 "$DIR/loop.out")"
-wait "$run_pid" || fail "the holder lost its lease across the reload: $(cat "$DIR/run.out")"
 pass "60 new clients and a held lock's keepalives ran through the reloads without an error"
 
 # New peer connections with the new certificates: a restarted member catches up.

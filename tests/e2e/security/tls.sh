@@ -21,7 +21,11 @@ fctl() { "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 3s "$@"; }
 # ---- end to end ----
 leader=$(wait_leader 10) || fail "no leader"
 follower=$(( leader % N + 1 ))
-# Only a follower's endpoint: its 307 must keep https.
+# A follower's 307 keeps https (asked right after finding the leader; a
+# leader change in between would answer 200 or another 307, both https).
+loc=$(curl -s -o /dev/null -m 3 -w '%{http_code} %{redirect_url}' "${CURL_TLS[@]}" "$(url "$follower" /v1/locks)")
+[[ "$loc" =~ ^(307\ https://127\.0\.0\.1:[0-9]+/v1/locks|200\ )$ ]] || fail "a follower's redirect: '$loc'"
+# Only a follower's endpoint: fencectl follows its 307.
 tok=$("$FENCECTL" --endpoints "https://127.0.0.1:$(client_port "$follower")" "${CA[@]}" "${ADMIN[@]}" acquire tls/a --lease 5m) ||
     fail "acquire through a follower over TLS"
 [[ "$tok" =~ ^[0-9]+$ ]] || fail "acquire printed '$tok'"
@@ -49,15 +53,18 @@ pass "a certificate's CN names the user: reader reads, its acquire is 403 (exit 
 grants_before=$(metric "$leader" pgfence_grants_total)
 client_failures() { metric "$1" 'pgfence_tls_handshake_failures_total{port="client"}'; }
 serves() { [[ "$(served_serial "$1")" == "$2" ]]; }  # PORT SERIAL
-refused() {  # WHAT EXPECTED-MESSAGE FENCECTL-ARGS...
+refused() {  # WHAT EXPECTED-MESSAGE FENCECTL-ARGS...: an acquire and a release of tls/a, both refused
     local what=$1 want=$2 rc
     shift 2
-    set +e
-    "$FENCECTL" --endpoints "https://127.0.0.1:$(client_port "$leader")" --timeout 1s "$@" get tls/refused >/dev/null 2>"$DIR/err"
-    rc=$?
-    set -e
-    [[ $rc == 5 ]] || fail "$what: fencectl exit $rc, want 5 (unavailable): $(cat "$DIR/err")"
-    [[ -z "$want" ]] || grep -q "$want" "$DIR/err" || fail "$what: error does not say '$want': $(cat "$DIR/err")"
+    for cmd in "acquire tls/refused --lease 5s --wait 0ms" "release tls/a $tok"; do
+        set +e
+        # shellcheck disable=SC2086
+        "$FENCECTL" --endpoints "https://127.0.0.1:$(client_port "$leader")" --timeout 1s "$@" $cmd >/dev/null 2>"$DIR/err"
+        rc=$?
+        set -e
+        [[ $rc == 5 ]] || fail "$what ($cmd): fencectl exit $rc, want 5 (unavailable): $(cat "$DIR/err")"
+        [[ -z "$want" ]] || grep -q "$want" "$DIR/err" || fail "$what: error does not say '$want': $(cat "$DIR/err")"
+    done
 }
 
 # ---- the client refuses the server ----
@@ -69,9 +76,9 @@ refused "no CA given (the system's do not know ours)" "certificate was refused" 
 f0=$(client_failures "$leader")
 refused "no client certificate" "" "${CA[@]}"
 refused "a client certificate from another CA" "" "${CA[@]}" --cert "$DIR/other/client-admin.pem" --key "$DIR/other/client-admin-key.pem"
-faketime -f '-3d' "$MAKE_CERTS" leaf "$TLS_DIR" client-expired ca "/CN=admin" "" 1
+at_offset -3d "$MAKE_CERTS" leaf "$TLS_DIR" client-expired ca "/CN=admin" "" 1
 refused "an expired client certificate" "" "${CA[@]}" --cert "$TLS_DIR/client-expired.pem" --key "$TLS_DIR/client-expired-key.pem"
-faketime -f '+3d' "$MAKE_CERTS" leaf "$TLS_DIR" client-future ca "/CN=admin" "" 5
+at_offset +3d "$MAKE_CERTS" leaf "$TLS_DIR" client-future ca "/CN=admin" "" 5
 refused "a not-yet-valid client certificate" "" "${CA[@]}" --cert "$TLS_DIR/client-future.pem" --key "$TLS_DIR/client-future-key.pem"
 [[ "$(curl_code "http://127.0.0.1:$(client_port "$leader")/v1/status")" == 000 ]] || fail "plaintext HTTP got an HTTP answer"
 wait_until 5 "the leader counts the refused handshakes" \
@@ -87,10 +94,10 @@ served_by() {  # swaps member LEADER's HTTP certificate for NAME's and reloads i
 }
 cp "$TLS_DIR/member-$leader.pem" "$TLS_DIR/good.pem"
 cp "$TLS_DIR/member-$leader-key.pem" "$TLS_DIR/good-key.pem"
-faketime -f '-3d' "$MAKE_CERTS" leaf "$TLS_DIR" srv-expired ca "/CN=member" "IP:127.0.0.1" 1
+at_offset -3d "$MAKE_CERTS" leaf "$TLS_DIR" srv-expired ca "/CN=member" "IP:127.0.0.1" 1
 served_by srv-expired
 refused "an expired member certificate" "certificate has expired" "${CA[@]}" "${ADMIN[@]}"
-faketime -f '+3d' "$MAKE_CERTS" leaf "$TLS_DIR" srv-future ca "/CN=member" "IP:127.0.0.1" 5
+at_offset +3d "$MAKE_CERTS" leaf "$TLS_DIR" srv-future ca "/CN=member" "IP:127.0.0.1" 5
 served_by srv-future
 refused "a not-yet-valid member certificate" "certificate is not yet valid" "${CA[@]}" "${ADMIN[@]}"
 "$MAKE_CERTS" leaf "$TLS_DIR" srv-other ca "/CN=member" "IP:127.0.0.2,DNS:other.example"

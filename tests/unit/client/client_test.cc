@@ -176,6 +176,31 @@ BOOST_AUTO_TEST_CASE(follows_redirect_and_remembers_the_leader) {
     BOOST_TEST(leader.requests().size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(the_bearer_goes_only_to_the_endpoints_given) {
+    // A plaintext redirect to a host not in the list gets the request, not the credential.
+    FakeServer elsewhere([](const FakeRequest&) { return granted(5); });
+    FakeServer given([&](const FakeRequest& q) { return redirect_to(elsewhere.url(q.target)); });
+    auto o = options_for({given.endpoint()});
+    o.bearer = "c2VjcmV0LW9mLXRoZS13b3JrZXI";
+    client::Client c(o);
+    BOOST_TEST_REQUIRE(c.acquire({"k", 5s, 0ms, ""}).ok());
+    BOOST_TEST(given.requests().at(0).authorization == "Bearer c2VjcmV0LW9mLXRoZS13b3JrZXI");
+    BOOST_TEST(elsewhere.requests().at(0).authorization == "");
+}
+
+BOOST_AUTO_TEST_CASE(an_answer_refused_by_authorization_is_final) {
+    FakeServer s([](const FakeRequest&) {
+        return reply(403, R"({"error":"forbidden","message":"user 'w' has no lock permission on key 'k'"})");
+    });
+    client::Client c(options_for({s.endpoint()}));
+    auto r = c.acquire({"k", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(!r.ok());
+    BOOST_TEST(static_cast<int>(r.error().kind) == static_cast<int>(client::ErrorKind::kNotAuthorized));
+    BOOST_TEST(r.error().http_status == 403);
+    BOOST_TEST(r.error().message.find("has no lock permission on key 'k'") != std::string::npos, r.error().message);
+    BOOST_TEST(s.requests().size() == 1u);  // not retried
+}
+
 BOOST_AUTO_TEST_CASE(redirect_loop_is_bounded) {
     std::string other_url;
     FakeServer a([&](const FakeRequest&) { return redirect_to(other_url); });

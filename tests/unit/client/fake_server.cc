@@ -80,7 +80,7 @@ private:
                 continue;
             }
             FakeRequest seen{std::string(req.method_string()), std::string(req.target()), req.body(),
-                             Clock::now(), connection};
+                             Clock::now(), connection, std::string(req[boost::beast::http::field::authorization])};
             {
                 std::lock_guard lock(mutex_);
                 requests_.push_back(seen);

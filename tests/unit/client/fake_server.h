@@ -24,6 +24,7 @@ struct FakeRequest {
     std::string method, target, body;
     Clock::time_point arrived;  // when the full request had been read
     int connection = 0;         // 1-based number of the connection it came on
+    std::string authorization;  // the Authorization header ("" when absent)
 };
 
 struct FakeReply {

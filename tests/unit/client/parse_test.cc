@@ -2,6 +2,13 @@
 #define BOOST_TEST_MODULE client_parse
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -217,6 +224,56 @@ BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {
     BOOST_TEST(code(ErrorKind::kBadRequest, "acquire") == cli::kExitUsage);
     BOOST_TEST(code(ErrorKind::kUnavailable, "list") == cli::kExitUnavailable);
     BOOST_TEST(code(ErrorKind::kProtocol, "list") == cli::kExitOther);
+    BOOST_TEST(code(ErrorKind::kNotAuthorized, "acquire") == cli::kExitNotAuthorized);
+    BOOST_TEST(code(ErrorKind::kNotAuthorized, "keepalive") == 7);
+}
+
+BOOST_AUTO_TEST_CASE(tls_and_bearer_flags_reach_the_client_options) {
+    const std::string dir = "/tmp/pgfence-parse-test-" + std::to_string(::getpid());
+    ::mkdir(dir.c_str(), 0700);
+    const std::string bearer = dir + "/bearer";
+    {
+        std::ofstream(bearer) << "  c2VjcmV0LW9mLXRoZS13b3JrZXI \nsecond line ignored\n";
+    }
+    client::Options options;
+    std::string error;
+    BOOST_TEST_REQUIRE(cli::client_options(parse({"--bearer-file", bearer, "list"}).args, options, error), error);
+    BOOST_TEST(options.bearer == "c2VjcmV0LW9mLXRoZS13b3JrZXI");  // first line, blanks dropped
+    // The flags take a file; an empty one is a usage error naming the flag.
+    for (const char* flag : {"--cacert", "--cert", "--key", "--bearer-file"}) {
+        BOOST_TEST(parse({std::string(flag) + "=", "list"}).error == std::string(flag) + ": needs a file name");
+        BOOST_TEST(parse({flag}).error.find("needs a value") != std::string::npos);
+    }
+    // Missing files, a certificate without its key, an empty bearer file: refused now, naming the file.
+    client::Options o2;
+    BOOST_TEST(!cli::client_options(parse({"--cacert", dir + "/none.pem", "list"}).args, o2, error));
+    BOOST_TEST(error.find(dir + "/none.pem") != std::string::npos, error);
+    BOOST_TEST(!cli::client_options(parse({"--cert", dir + "/c.pem", "list"}).args, o2, error));
+    BOOST_TEST(error.find("needs its key") != std::string::npos, error);
+    BOOST_TEST(!cli::client_options(parse({"--bearer-file", dir + "/nothing", "list"}).args, o2, error));
+    BOOST_TEST(error.find("cannot open bearer file '" + dir + "/nothing'") != std::string::npos, error);
+    { std::ofstream(dir + "/empty") << "\n"; }
+    BOOST_TEST(!cli::client_options(parse({"--bearer-file", dir + "/empty", "list"}).args, o2, error));
+    BOOST_TEST(error.find("is empty") != std::string::npos, error);
+    { std::ofstream(dir + "/big") << std::string(5000, 'a'); }
+    BOOST_TEST(!cli::client_options(parse({"--bearer-file", dir + "/big", "list"}).args, o2, error));
+    BOOST_TEST(error.find("larger than 4 KiB") != std::string::npos, error);
+    // The environment gives the files when no flag does; the flag wins.
+    ::setenv("FENCE_BEARER_FILE", bearer.c_str(), 1);
+    client::Options from_env;
+    BOOST_TEST_REQUIRE(cli::client_options(parse({"list"}).args, from_env, error), error);
+    BOOST_TEST(from_env.bearer == "c2VjcmV0LW9mLXRoZS13b3JrZXI");
+    ::setenv("FENCE_BEARER_FILE", (dir + "/nothing").c_str(), 1);
+    client::Options flag_wins;
+    BOOST_TEST(cli::client_options(parse({"--bearer-file", bearer, "list"}).args, flag_wins, error), error);
+    ::unsetenv("FENCE_BEARER_FILE");
+    // FENCE_KEY is the lock key `run` exports, not a key file.
+    ::setenv("FENCE_KEY", "jobs/1", 1);
+    client::Options key_env;
+    BOOST_TEST(cli::client_options(parse({"list"}).args, key_env, error), error);
+    BOOST_TEST(key_env.key_file.empty());
+    ::unsetenv("FENCE_KEY");
+    std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

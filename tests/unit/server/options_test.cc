@@ -13,6 +13,8 @@ std::string parse(std::vector<std::string> args, Options& o) {
     std::string err = parse_options(static_cast<int>(argv.size()), argv.data(), o);
     return err.empty() ? validate_options(o) : err;
 }
+const std::vector<std::string> kPeerTls = {"--peer-cert-file", "p.pem", "--peer-key-file", "pk.pem",
+                                           "--peer-trusted-ca-file", "pca.pem"};
 const std::vector<std::string> kBase = {"--id", "2", "--peers", "1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403",
                                         "--client-addr", "127.0.0.1:7502", "--data-dir", "/tmp/d"};
 }  // namespace
@@ -94,12 +96,14 @@ BOOST_AUTO_TEST_CASE(a_flag_without_a_value_does_not_take_the_next_argument) {
     Options o;
     auto args = kBase;
     args.insert(args.begin(), {"--cert-file", "c.pem", "--key-file", "k.pem", "--client-cert-auth", "--trusted-ca-file", "ca.pem"});
+    args.insert(args.end(), kPeerTls.begin(), kPeerTls.end());
     BOOST_TEST(parse(args, o) == "");
     BOOST_TEST(o.client_cert_auth);
     BOOST_TEST(o.trusted_ca_file == "ca.pem");  // --trusted-ca-file was not swallowed as a value
     BOOST_TEST(o.id == 2u);
     Options last;  // the last argument
     args = kBase;
+    args.insert(args.end(), kPeerTls.begin(), kPeerTls.end());
     args.insert(args.end(), {"--cert-file", "c.pem", "--key-file", "k.pem", "--trusted-ca-file", "ca.pem", "--client-cert-auth"});
     BOOST_TEST(parse(args, last) == "");
     BOOST_TEST(last.client_cert_auth);
@@ -136,7 +140,10 @@ BOOST_AUTO_TEST_CASE(tls_flags_must_come_in_their_groups) {
                std::string::npos);
     BOOST_TEST(with({"--peer-cert-file", "p.pem", "--peer-key-file", "pk.pem"}).find("always mutual") != std::string::npos);
     BOOST_TEST(with({"--peer-cert-file", "p", "--peer-key-file", "k", "--peer-trusted-ca-file", "ca"}) == "");
-    BOOST_TEST(with({"--auth-file", "auth.txt"}) == "");
+    // Client TLS or authorization with a plaintext peer port is refused.
+    BOOST_TEST(with({"--cert-file", "c", "--key-file", "k"}).find("--cert-file needs peer TLS too") != std::string::npos);
+    BOOST_TEST(with({"--auth-file", "auth.txt"}).find("--auth-file needs peer TLS too") != std::string::npos);
+    BOOST_TEST(with({"--auth-file", "a", "--peer-cert-file", "p", "--peer-key-file", "k", "--peer-trusted-ca-file", "ca"}) == "");
 }
 
 BOOST_AUTO_TEST_CASE(usage_lists_the_tls_flags) {
