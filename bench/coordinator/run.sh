@@ -211,7 +211,8 @@ tls_cost() {
         if [[ $2 == pg ]]; then p=${p%%|*} t=${t%%|*}; else p=${p#*|} t=${t#*|}; fi
         awk -v a="$(field cycles_per_s "$t")" -v b="$(field cycles_per_s "$p")" \
             'BEGIN { if (a != "" && b > 0) printf "%.3f\n", a / b }'
-    done | median
+    done | sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.3f\n", a[(NR + 1) / 2];
+                                            else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
 }
 
 table "plaintext"

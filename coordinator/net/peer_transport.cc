@@ -6,7 +6,7 @@
 #include <openssl/ssl.h>
 
 #include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <algorithm>
@@ -24,7 +24,6 @@
 namespace pgfence::net {
 
 namespace asio = boost::asio;
-namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using log::log_event;
@@ -442,32 +441,49 @@ void Outgoing::close() {
 }
 
 // One incoming connection: read frames, hand them to the server.
-// Under TLS the handshake comes first (under idle_timeout): the dialer must
-// present a certificate signed by the peer CA and bound to a member ID
-// (member_id_of); from then on every frame must come from that ID (its
-// MemberInfo, and every raft message's `from`), or the connection is dropped.
+// Under TLS (OpenSSL on the socket, tls.h attach_socket; only the loop calls
+// SSL on it) the handshake comes first, within kTlsHandshakeTimeout: the
+// dialer must present a certificate signed by the peer CA and bound to a
+// member ID (member_id_of); from then on every frame must come from that ID
+// (its MemberInfo, and every raft message's `from`), or the connection is
+// dropped.
 class Incoming : public std::enable_shared_from_this<Incoming> {
 public:
     Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
-        : stream_(std::move(socket)), shared_(std::move(shared)) {
+        : stream_(std::move(socket)), timer_(stream_.get_executor()), shared_(std::move(shared)) {
         ++shared_->incoming;
         if (shared_->tls_accept) {
             tls_context_ = shared_->tls_accept;
-            tls_.emplace(stream_, *tls_context_);
+            ssl_ = SSL_new(tls_context_->native_handle());
+            if (ssl_) {
+                error_code ignored;
+                stream_.socket().native_non_blocking(true, ignored);
+                attach_socket(ssl_, stream_.socket().native_handle());
+            }
         }
     }
-    ~Incoming() { --shared_->incoming; }
+    ~Incoming() {
+        if (ssl_) SSL_free(ssl_);
+        --shared_->incoming;
+    }
+    Incoming(const Incoming&) = delete;
+    Incoming& operator=(const Incoming&) = delete;
     void start();
     void read_more();
 
 private:
+    void tls_accept();
+    void tls_read();
+    void close_after(std::chrono::milliseconds limit);
+
     bool handle_buffered();
     bool handle(const Frame& f);
     void drop(const std::string& why);
 
-    boost::beast::tcp_stream stream_;
+    boost::beast::tcp_stream stream_;  // plaintext reads time out through it; TLS ones through timer_
+    asio::steady_timer timer_;
     TlsContextPtr tls_context_;
-    std::optional<ssl::stream<boost::beast::tcp_stream&>> tls_;
+    SSL* ssl_ = nullptr;  // set on a TLS connection (owned); read by SSL_read on the loop
     std::optional<std::uint64_t> cert_id_;  // the member ID the dialer's certificate proves (TLS)
     std::shared_ptr<Shared> shared_;
     // Bytes received and not yet handled: every complete frame in it is
@@ -484,28 +500,88 @@ private:
 constexpr std::size_t kReadChunkBytes = 64u << 10;
 
 void Incoming::start() {
-    if (!tls_) {
+    if (!ssl_) {
+        if (tls_context_) {  // SSL_new failed
+            error_code ignored;
+            stream_.socket().close(ignored);
+            return;
+        }
         read_more();
         return;
     }
-    stream_.expires_after(kTlsHandshakeTimeout);  // short: a connection not yet authenticated holds a slot
-    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](const error_code& ec) {
-        if (self->shared_->stopped) return;
-        if (ec) {
-            count(self->shared_->stats.tls_refused);
-            log_event(LogLevel::kWarn, "peer_tls_refused", {{"reason", ec.message()}});
+    close_after(kTlsHandshakeTimeout);  // short: a connection not yet authenticated holds a slot
+    tls_accept();
+}
+
+// Closes the connection unless it is read from (or handshaken) within `limit`.
+void Incoming::close_after(std::chrono::milliseconds limit) {
+    timer_.expires_after(limit);
+    timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+        if (ec) return;
+        if (auto self = weak.lock()) {
             error_code ignored;
             self->stream_.socket().close(ignored);
-            return;
         }
-        self->cert_id_ = member_id_of(SSL_get0_peer_certificate(self->tls_->native_handle()));
-        if (!self->cert_id_) {
-            count(self->shared_->stats.tls_refused);
-            self->drop("peer certificate names no member ID (CN=ID or SAN URI:pgfence:member:ID)");
-            return;
-        }
-        self->read_more();
     });
+}
+
+void Incoming::tls_accept() {
+    ERR_clear_error();
+    const int r = SSL_accept(ssl_);
+    if (r != 1) {
+        const int e = SSL_get_error(ssl_, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            stream_.socket().async_wait(e == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+                                        [self = shared_from_this()](const error_code& ec) {
+                                            if (ec || self->shared_->stopped) return;
+                                            self->tls_accept();
+                                        });
+            return;
+        }
+        count(shared_->stats.tls_refused);
+        log_event(LogLevel::kWarn, "peer_tls_refused", {{"reason", openssl_error()}});
+        error_code ignored;
+        stream_.socket().close(ignored);
+        return;
+    }
+    cert_id_ = member_id_of(SSL_get0_peer_certificate(ssl_));
+    if (!cert_id_) {
+        count(shared_->stats.tls_refused);
+        drop("peer certificate names no member ID (CN=ID or SAN URI:pgfence:member:ID)");
+        return;
+    }
+    read_more();
+}
+
+// SSL_read until OpenSSL wants the socket (handling every whole frame as it
+// comes), then waits for it.
+void Incoming::tls_read() {
+    for (;;) {
+        if (shared_->stopped) return;
+        const std::size_t want =
+            std::max(kReadChunkBytes, next_frame_bytes_ - std::min(buf_.size(), next_frame_bytes_));
+        const auto space = buf_.prepare(want);
+        ERR_clear_error();
+        const int n = SSL_read(ssl_, space.data(), static_cast<int>(std::min<std::size_t>(space.size(), 1u << 30)));
+        if (n > 0) {
+            buf_.commit(static_cast<std::size_t>(n));
+            if (!handle_buffered()) return;
+            continue;
+        }
+        const int e = SSL_get_error(ssl_, n);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            stream_.socket().async_wait(e == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+                                        [self = shared_from_this()](const error_code& ec) {
+                                            if (ec || self->shared_->stopped) return;
+                                            self->read_more();
+                                        });
+            return;
+        }
+        ERR_clear_error();  // closed (close_notify or EOF) or broken: the dialer redials
+        error_code ignored;
+        stream_.socket().close(ignored);
+        return;
+    }
 }
 
 void Incoming::read_more() {
@@ -517,17 +593,17 @@ void Incoming::read_more() {
     if (buf_.capacity() > 4 * kReadChunkBytes && buf_.size() + want <= 2 * kReadChunkBytes) {
         buf_.shrink_to_fit();
     }
+    if (ssl_) {
+        close_after(shared_->options.idle_timeout);
+        tls_read();
+        return;
+    }
     stream_.expires_after(shared_->options.idle_timeout);
-    auto on_read = [self = shared_from_this()](const error_code& ec, std::size_t n) {
+    stream_.async_read_some(buf_.prepare(want), [self = shared_from_this()](const error_code& ec, std::size_t n) {
         if (ec || self->shared_->stopped) return;
         self->buf_.commit(n);
         if (self->handle_buffered()) self->read_more();
-    };
-    if (tls_) {
-        tls_->async_read_some(buf_.prepare(want), std::move(on_read));
-    } else {
-        stream_.async_read_some(buf_.prepare(want), std::move(on_read));
-    }
+    });
 }
 
 // Handles every complete frame in the buffer; false if the connection was dropped.

@@ -119,7 +119,10 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
     if (SSL_CTX_set_ciphersuites(raw, kTls13Suites) != 1 || SSL_CTX_set_cipher_list(raw, kTls12Ciphers) != 1) {
         return "cannot pin the TLS cipher suites: " + openssl_error();
     }
-    SSL_CTX_set_mode(raw, SSL_MODE_RELEASE_BUFFERS);
+    // Read ahead: one recv takes whatever is there (else every record costs
+    // two: its header, then its body). Callers check SSL_has_pending before
+    // waiting for the socket, as the bytes may then sit inside OpenSSL.
+    SSL_CTX_set_read_ahead(raw, 1);
     if (!files.cert_file.empty() || !files.key_file.empty()) {
         if (files.cert_file.empty() || files.key_file.empty()) return "a certificate needs its key, and a key its certificate";
         if (auto why = check_private_key_mode(files.key_file); !why.empty()) return why;

@@ -3,8 +3,9 @@
 //
 // Every context: TLS 1.2 or newer; the cipher suites are pinned here, not left
 // to openssl.cnf — TLS 1.3's three AEAD suites, and for TLS 1.2 only ECDHE with
-// AES-GCM or ChaCha20-Poly1305; no compression, no renegotiation, no session
-// tickets (a member's connections are long-lived, and the peer transport never
+// AES-GCM or ChaCha20-Poly1305; read-ahead on (bytes can wait inside OpenSSL:
+// check SSL_has_pending before waiting for the socket); no compression, no
+// renegotiation, no session tickets (a member's connections are long-lived, and the peer transport never
 // reads its outgoing connections, so a ticket would only sit in a buffer).
 //
 // A context is immutable once made: a reload (SIGHUP) makes a new one from the
