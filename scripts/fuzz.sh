@@ -6,7 +6,7 @@
 #
 # Environment: CXX_FUZZ (default clang++-14), FUZZ_BUILD_DIR (default
 # <repo>/build-fuzz), FUZZ_MODULES (PGFENCE_MODULES for the build, default
-# "lock;storage"), FUZZ_JOBS (default 2).
+# "lock;storage;auth"), FUZZ_JOBS (default 2).
 # Corpora persist in build-fuzz/corpus/<target>; tests/fuzz/corpus/<target>,
 # if present, is used as extra read-only seeds. Crashes land in
 # build-fuzz/artifacts/<target>/; replay one with: <target binary> <file>.
@@ -27,7 +27,7 @@ seconds=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 cxx=${CXX_FUZZ:-clang++-14}
-modules=${FUZZ_MODULES:-lock;storage}
+modules=${FUZZ_MODULES:-lock;storage;auth}
 jobs=${FUZZ_JOBS:-2}
 
 command -v "$cxx" >/dev/null || { echo "fuzz.sh: compiler '$cxx' not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }
