@@ -474,6 +474,7 @@ public:
 private:
     void tls_accept();
     void tls_read();
+    void wait_then(int ssl_error, void (Incoming::*then)());
     void close_after(std::chrono::milliseconds limit);
 
     bool handle_buffered();
@@ -525,17 +526,23 @@ void Incoming::close_after(std::chrono::milliseconds limit) {
     });
 }
 
+// Waits until the socket is ready for what SSL_get_error asked (read or
+// write), then calls `then`; a closed socket or a stopped transport ends here.
+void Incoming::wait_then(int ssl_error, void (Incoming::*then)()) {
+    stream_.socket().async_wait(ssl_error == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+                                [self = shared_from_this(), then](const error_code& ec) {
+                                    if (ec || self->shared_->stopped) return;
+                                    ((*self).*then)();
+                                });
+}
+
 void Incoming::tls_accept() {
     ERR_clear_error();
     const int r = SSL_accept(ssl_);
     if (r != 1) {
         const int e = SSL_get_error(ssl_, r);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            stream_.socket().async_wait(e == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
-                                        [self = shared_from_this()](const error_code& ec) {
-                                            if (ec || self->shared_->stopped) return;
-                                            self->tls_accept();
-                                        });
+            wait_then(e, &Incoming::tls_accept);
             return;
         }
         count(shared_->stats.tls_refused);
@@ -570,11 +577,7 @@ void Incoming::tls_read() {
         }
         const int e = SSL_get_error(ssl_, n);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            stream_.socket().async_wait(e == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
-                                        [self = shared_from_this()](const error_code& ec) {
-                                            if (ec || self->shared_->stopped) return;
-                                            self->read_more();
-                                        });
+            wait_then(e, &Incoming::read_more);
             return;
         }
         ERR_clear_error();  // closed (close_notify or EOF) or broken: the dialer redials
