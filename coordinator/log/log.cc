@@ -127,6 +127,37 @@ void log_event(LogLevel level, std::string_view event, const LogField* fields, s
     if (level >= LogLevel::kWarn || g_pending.size() >= kLogBufferBytes) write_pending();
 }
 
+void Limiter::log(LogLevel level, std::string_view event, std::initializer_list<LogField> fields) {
+    if (!log_enabled(level)) return;
+    log_at(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+               .count(),
+           level, event, fields);
+}
+
+void Limiter::log_at(std::int64_t now_ns, LogLevel level, std::string_view event,
+                     std::initializer_list<LogField> fields) {
+    if (!log_enabled(level)) return;
+    if (window_start_ns_ < 0 || now_ns - window_start_ns_ >= 1'000'000'000) {
+        window_start_ns_ = now_ns;
+        in_window_ = 0;
+    }
+    if (in_window_ >= per_second_) {
+        ++dropped_;
+        return;
+    }
+    ++in_window_;
+    constexpr std::size_t kMaxFields = 15;
+    LogField all[kMaxFields + 1];
+    std::size_t n = 0;
+    for (const LogField& f : fields) {
+        if (n < kMaxFields) all[n++] = f;
+    }
+    const std::string dropped = std::to_string(dropped_);
+    if (dropped_ != 0) all[n++] = {"suppressed_before", dropped};
+    dropped_ = 0;
+    log_event(level, event, all, n);
+}
+
 void log_flush() {
     std::lock_guard<std::mutex> guard(g_mutex);
     if (!g_pending.empty()) write_pending();

@@ -34,6 +34,25 @@ using LogField = std::pair<std::string_view, std::string_view>;
 void log_event(LogLevel level, std::string_view event, std::initializer_list<LogField> fields);
 void log_event(LogLevel level, std::string_view event, const LogField* fields, std::size_t count);
 
+// A limit on lines whoever can reach a port can cause (refused handshakes,
+// denied requests): at most `per_second` lines in each one-second window; the
+// rest are dropped and counted, and the next line let through carries
+// `suppressed_before=N`. Not synchronised: one limiter per thread.
+class Limiter {
+public:
+    explicit Limiter(int per_second) : per_second_(per_second) {}
+    // Logs the line unless this window's lines are used up (at most 15 fields).
+    void log(LogLevel level, std::string_view event, std::initializer_list<LogField> fields);
+    // The same at a given steady-clock time (ns), which must not go back.
+    void log_at(std::int64_t now_ns, LogLevel level, std::string_view event, std::initializer_list<LogField> fields);
+
+private:
+    int per_second_;
+    std::int64_t window_start_ns_ = -1;  // steady clock; -1: no line yet
+    int in_window_ = 0;
+    std::uint64_t dropped_ = 0;
+};
+
 // Writes out the buffered lines (cheap when there are none).
 void log_flush();
 

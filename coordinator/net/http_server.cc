@@ -47,6 +47,7 @@ struct Shared {
     TlsContextPtr tls;      // null: plaintext; set before start(), swapped by set_tls()
     bool verify_client = false;
     std::uint64_t tls_handshake_failures = 0;
+    log::Limiter refused_log{20};  // the lines of refused handshakes and requests: anyone can cause them
     std::size_t connections = 0;
     std::list<Session*> sessions;  // every live session, for the deadline sweep
 };
@@ -190,7 +191,8 @@ void Session::tls_handshake() {
         return;
     }
     ++shared_->tls_handshake_failures;
-    log_event(LogLevel::kInfo, "tls_handshake_failed", {{"reason", openssl_error()}});
+    shared_->refused_log.log(LogLevel::kInfo, "tls_handshake_failed",
+                             {{"remote", remote_address(socket_.native_handle())}, {"reason", openssl_error()}});
     close();
 }
 
@@ -467,7 +469,8 @@ void Session::after_response() {
 
 // Answers 400 for a request that cannot be read whole, then closes politely.
 void Session::refuse(const std::string& message) {
-    log_event(LogLevel::kInfo, "http_refused", {{"reason", message}});
+    shared_->refused_log.log(LogLevel::kInfo, "http_refused",
+                             {{"remote", remote_address(socket_.native_handle())}, {"reason", message}});
     std::string body = "{\"error\":\"bad_request\",\"message\":";
     append_json_string(body, message);
     body.push_back('}');

@@ -61,6 +61,7 @@ struct Shared {
     TlsContextPtr tls_dial;
     bool stopped = false;  // event loop only
     std::size_t incoming = 0;  // open incoming connections
+    log::Limiter refused_log{20};  // incoming connections refused (event loop only): anyone can cause them
 };
 
 // One outgoing connection: dial, handshake, write frames, redial.
@@ -546,7 +547,8 @@ void Incoming::tls_accept() {
             return;
         }
         count(shared_->stats.tls_refused);
-        log_event(LogLevel::kWarn, "peer_tls_refused", {{"reason", openssl_error()}});
+        shared_->refused_log.log(LogLevel::kWarn, "peer_tls_refused",
+                                 {{"remote", remote_address(stream_.socket().native_handle())}, {"reason", openssl_error()}});
         error_code ignored;
         stream_.socket().close(ignored);
         return;
@@ -675,8 +677,10 @@ bool Incoming::handle(const Frame& f) {
 
 void Incoming::drop(const std::string& why) {
     count(shared_->stats.bad_frames);
-    log_event(LogLevel::kWarn, "peer_frame_refused",
-              {{"peer", log_value(cert_id_ ? *cert_id_ : peer_id_)}, {"reason", why}});
+    shared_->refused_log.log(LogLevel::kWarn, "peer_frame_refused",
+                             {{"peer", log_value(cert_id_ ? *cert_id_ : peer_id_)},
+                              {"remote", remote_address(stream_.socket().native_handle())},
+                              {"reason", why}});
     error_code ignored;
     stream_.socket().close(ignored);
 }

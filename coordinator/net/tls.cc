@@ -1,10 +1,16 @@
 #include "net/tls.h"
 
+#include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/asio/ssl.hpp>
 #include <cerrno>
@@ -84,6 +90,26 @@ void attach_socket(SSL* ssl, int fd) {
     SSL_set_bio(ssl, b, b);
 }
 
+std::string remote_address(int fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return {};
+    char host[INET6_ADDRSTRLEN] = {};
+    char out[INET6_ADDRSTRLEN + 16];
+    if (addr.ss_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+        if (::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host) == nullptr) return {};
+        std::snprintf(out, sizeof out, "%s:%u", host, static_cast<unsigned>(ntohs(in->sin_port)));
+    } else if (addr.ss_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+        if (::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host) == nullptr) return {};
+        std::snprintf(out, sizeof out, "[%s]:%u", host, static_cast<unsigned>(ntohs(in6->sin6_port)));
+    } else {
+        return {};
+    }
+    return out;
+}
+
 std::string openssl_error() {
     const unsigned long e = ERR_get_error();
     ERR_clear_error();
@@ -94,18 +120,66 @@ std::string openssl_error() {
     return buf;
 }
 
-std::string check_private_key_mode(const std::string& path) {
+std::string read_private_key(const std::string& path, std::string& pem) {
+    constexpr std::size_t kMaxKeyFile = std::size_t{1} << 20;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return "cannot read key file '" + path + "': " + std::strerror(errno);
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return "cannot read key file '" + path + "': " + std::strerror(errno);
-    if (!S_ISREG(st.st_mode)) return "key file '" + path + "' is not a regular file";
-    if ((st.st_mode & 077) != 0) {
+    std::string why;
+    if (::fstat(fd, &st) != 0) {
+        why = "cannot read key file '" + path + "': " + std::strerror(errno);
+    } else if (!S_ISREG(st.st_mode)) {
+        why = "key file '" + path + "' is not a regular file";
+    } else if ((st.st_mode & 077) != 0) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        return "key file '" + path + "' has mode " + mode +
-               ": a private key must be readable by its owner only (chmod 600)";
+        why = "key file '" + path + "' has mode " + mode + ": a private key must be readable by its owner only (chmod 600)";
+    } else if (static_cast<std::uint64_t>(st.st_size) > kMaxKeyFile) {
+        why = "key file '" + path + "' is larger than 1 MiB";
     }
+    std::string text;
+    if (why.empty()) text.reserve(static_cast<std::size_t>(st.st_size));  // no reallocation leaves a copy behind
+    while (why.empty()) {
+        char buf[4096];
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) why = "cannot read key file '" + path + "': " + std::strerror(errno);
+        if (n <= 0) break;
+        text.append(buf, static_cast<std::size_t>(n));
+        if (text.size() > kMaxKeyFile) why = "key file '" + path + "' is larger than 1 MiB";
+        OPENSSL_cleanse(buf, sizeof buf);
+    }
+    ::close(fd);
+    if (!why.empty()) {
+        OPENSSL_cleanse(text.data(), text.size());
+        return why;
+    }
+    pem = std::move(text);
     return {};
 }
+
+namespace {
+
+// A private key's text, wiped when it goes.
+struct KeyText {
+    std::string pem;
+    KeyText() = default;
+    KeyText(const KeyText&) = delete;
+    KeyText& operator=(const KeyText&) = delete;
+    ~KeyText() { OPENSSL_cleanse(pem.data(), pem.size()); }
+};
+
+// Loads a PEM private key held in memory into `ctx`.
+bool use_private_key(SSL_CTX* ctx, const std::string& pem) {
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    EVP_PKEY* key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
+    const bool ok = key != nullptr && SSL_CTX_use_PrivateKey(ctx, key) == 1;
+    EVP_PKEY_free(key);
+    BIO_free(bio);
+    return ok;
+}
+
+}  // namespace
 
 std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr& out) {
     const bool server = side != TlsSide::kClient;
@@ -125,11 +199,12 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
     SSL_CTX_set_read_ahead(raw, 1);
     if (!files.cert_file.empty() || !files.key_file.empty()) {
         if (files.cert_file.empty() || files.key_file.empty()) return "a certificate needs its key, and a key its certificate";
-        if (auto why = check_private_key_mode(files.key_file); !why.empty()) return why;
+        KeyText key;
+        if (auto why = read_private_key(files.key_file, key.pem); !why.empty()) return why;
         if (SSL_CTX_use_certificate_chain_file(raw, files.cert_file.c_str()) != 1) {
             return "cannot load certificate '" + files.cert_file + "': " + openssl_error();
         }
-        if (SSL_CTX_use_PrivateKey_file(raw, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+        if (!use_private_key(raw, key.pem)) {
             return "cannot load key '" + files.key_file + "': " + openssl_error();
         }
         if (SSL_CTX_check_private_key(raw) != 1) {

@@ -44,15 +44,21 @@ enum class TlsSide : std::uint8_t {
 // not, naming the file (and `out` is left as it was).
 std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr& out);
 
-// "" when `path` is a regular file that neither group nor others may read or
-// write, else why not (a private key must be the owner's alone).
-std::string check_private_key_mode(const std::string& path);
+// Reads a private key file into `pem`: "" when `path` is a regular file of at
+// most 1 MiB that neither group nor others may read or write, else why not,
+// naming the file (a private key must be the owner's alone). The mode is that
+// of the file opened and read, so the file checked is the file loaded.
+std::string read_private_key(const std::string& path, std::string& pem);
 
 // Makes `ssl` read and write the connected socket `fd` itself (recv, and
 // send with MSG_NOSIGNAL: a write to a closed connection is an error, never a
 // SIGPIPE). `fd` stays the caller's to close; a non-blocking fd makes SSL
 // calls return SSL_ERROR_WANT_READ / WANT_WRITE instead of waiting.
 void attach_socket(ssl_st* ssl, int fd);
+
+// The other end of the connected socket `fd` as "IP:PORT" ("[IPv6]:PORT"),
+// for the line that logs a refused connection; "" when it is not known.
+std::string remote_address(int fd);
 
 // The oldest error OpenSSL queued on this thread, as text (the queue is
 // emptied); "unknown OpenSSL error" when there is none.

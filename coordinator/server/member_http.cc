@@ -125,106 +125,57 @@ void Member::Impl::deny(const ExchangePtr& ex, const Caller& caller, const std::
                         std::string message) {
     const bool unauthenticated = caller.user == nullptr;
     ++(unauthenticated ? metrics.unauthenticated : metrics.forbidden);
-    log::log_event(log::LogLevel::kInfo, unauthenticated ? "auth_unauthenticated" : "auth_forbidden",
-                   {{"user", unauthenticated ? std::string() : caller.user->name},
+    // At most kDenialLogsPerSecond lines a second (the counters see every one).
+    denial_log.log(log::LogLevel::kInfo, unauthenticated ? "auth_unauthenticated" : "auth_forbidden",
+                   {{"user", unauthenticated ? std::string_view() : std::string_view(caller.user->name)},
                     {"path", path},
-                    {"key", std::string(key)},
+                    {"key", key},
                     {"reason", message}});
     respond_error(ex, unauthenticated ? 401 : 403, unauthenticated ? "unauthenticated" : "forbidden", message);
 }
 
+bool Member::Impl::permitted(const Access& access, auth::Permission p, std::string_view key, const ExchangePtr& ex) {
+    if (!access.on || access.caller.policy->allowed(*access.caller.user, p, key)) return true;
+    deny(ex, access.caller, access.path, key,
+         "user '" + access.caller.user->name + "' has no " + auth::permission_name(p) +
+             (p == auth::Permission::kAdmin ? std::string() : " permission on key '" + std::string(key) + "'"));
+    return false;
+}
+
+void Member::Impl::bad_request(const ExchangePtr& ex, const std::string& message) {
+    ++metrics.bad_requests;
+    respond_error(ex, 400, "bad_request", message);
+}
+
 void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& ex) {
     const std::size_t q = req.target.find('?');
-    const std::string path = req.target.substr(0, q);
-    const std::string query = q == std::string::npos ? std::string() : req.target.substr(q + 1);
+    Access access;
+    access.path = req.target.substr(0, q);
+    const std::string& path = access.path;
     const bool get = req.method == "GET";
     const bool post = req.method == "POST";
-    auto bad_request = [this, &ex](const std::string& message) {
-        ++metrics.bad_requests;
-        respond_error(ex, 400, "bad_request", message);
-    };
-    // Authorization on: the caller, and a check of each permission (which
-    // answers 403 itself when it fails). Off: every check passes.
-    Caller caller;
-    const bool auth = security.auth_enabled() && path != "/healthz";
-    if (auth) {
-        caller = security.authenticate(req);
-        if (!caller.user) {
-            deny(ex, caller, path, {}, caller.why);
+    // With authorization on, every request but /healthz has a user first.
+    access.on = security.auth_enabled() && path != "/healthz";
+    if (access.on) {
+        access.caller = security.authenticate(req);
+        if (!access.caller.user) {
+            deny(ex, access.caller, path, {}, access.caller.why);
             after_event();
             return;
         }
     }
-    auto permitted = [&](auth::Permission p, std::string_view key) {
-        if (!auth || caller.policy->allowed(*caller.user, p, key)) return true;
-        deny(ex, caller, path, key,
-             "user '" + caller.user->name + "' has no " + auth::permission_name(p) +
-                 (p == auth::Permission::kAdmin ? std::string() : " permission on key '" + std::string(key) + "'"));
-        return false;
-    };
     if (path == "/healthz" && get) {
         ex->respond(net::HttpResponse{200, "ok\n", "text/plain", {}});
-    } else if ((path == "/metrics" || path == "/v1/status") && get && !permitted(auth::Permission::kAdmin, {})) {
+    } else if ((path == "/metrics" || path == "/v1/status") && get && !permitted(access, auth::Permission::kAdmin, {}, ex)) {
         // answered 403
     } else if (path == "/metrics" && get) {
         ex->respond(net::HttpResponse{200, metrics_text(), "text/plain; version=0.0.4", {}});
     } else if (path == "/v1/status" && get) {
         ex->respond(net::HttpResponse{200, status_json(), "application/json", {}});
     } else if ((path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive") && post) {
-        // Without authorization a follower redirects before parsing (any body);
-        // with it, the key must be known first to decide.
-        if (!auth && !core->serves_writes()) {
-            redirect_or_unavailable(req.target, ex);
-        } else if (path == "/v1/acquire") {
-            auto parsed = net::parse_acquire(req.body, limits);
-            if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-                bad_request(bad->message);
-            } else if (!permitted(auth::Permission::kLock, std::get<member::Acquire>(parsed).key)) {
-                // answered 403
-            } else if (!core->serves_writes()) {
-                redirect_or_unavailable(req.target, ex);
-            } else {
-                submit(std::move(std::get<member::Acquire>(parsed)), ex, path);
-            }
-        } else {
-            auto parsed = net::parse_release(req.body);
-            if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-                bad_request(bad->message);
-            } else if (!permitted(auth::Permission::kLock, std::get<member::Release>(parsed).key)) {
-                // answered 403
-            } else if (!core->serves_writes()) {
-                redirect_or_unavailable(req.target, ex);
-            } else if (path == "/v1/release") {
-                submit(std::move(std::get<member::Release>(parsed)), ex, path);
-            } else {
-                auto& r = std::get<member::Release>(parsed);
-                submit(member::KeepAlive{std::move(r.key), r.token}, ex, path);
-            }
-        }
+        handle_write(req, access, ex);
     } else if (path == "/v1/locks" && get) {
-        if (!auth && !core->is_leader()) {
-            redirect_or_unavailable(req.target, ex);
-        } else if (auto key = net::query_param(query, "key"); auto* bad = std::get_if<net::BadRequest>(&key)) {
-            bad_request(bad->message);
-        } else {
-            const net::QueryParam& k = std::get<net::QueryParam>(key);
-            std::string why = k.found ? net::check_key(k.value) : std::string();
-            if (!why.empty()) {
-                bad_request("query parameter 'key' is invalid: " + why);
-            } else if (k.found && !permitted(auth::Permission::kRead, k.value)) {
-                // answered 403
-            } else if (!k.found && auth && !caller.policy->holds_any(*caller.user, auth::Permission::kRead)) {
-                deny(ex, caller, path, {}, "user '" + caller.user->name + "' has no read permission on any key");
-            } else if (!core->is_leader()) {
-                redirect_or_unavailable(req.target, ex);
-            } else {
-                member::ListLocks list;
-                if (k.found) list.key = k.value;
-                std::optional<Caller> reader;
-                if (auth && !k.found) reader = caller;
-                submit(std::move(list), ex, "/v1/locks" + (query.empty() ? std::string() : "?" + query), std::move(reader));
-            }
-        }
+        handle_list(req, q == std::string::npos ? std::string() : req.target.substr(q + 1), access, ex);
     } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||
                path == "/v1/status" || path == "/metrics" || path == "/healthz") {
         respond_error(ex, 405, "method_not_allowed", req.method + " is not allowed on " + path);
@@ -232,6 +183,73 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
         respond_error(ex, 404, "not_found", "no such endpoint: " + path);
     }
     after_event();
+}
+
+void Member::Impl::handle_write(const net::HttpRequest& req, const Access& access, const ExchangePtr& ex) {
+    // Without authorization a follower redirects before parsing (any body);
+    // with it, the key must be known first to decide.
+    if (!access.on && !core->serves_writes()) {
+        redirect_or_unavailable(req.target, ex);
+        return;
+    }
+    const std::string& path = access.path;
+    if (path == "/v1/acquire") {
+        auto parsed = net::parse_acquire(req.body, limits);
+        if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
+            bad_request(ex, bad->message);
+        } else if (!permitted(access, auth::Permission::kLock, std::get<member::Acquire>(parsed).key, ex)) {
+            // answered 403
+        } else if (!core->serves_writes()) {
+            redirect_or_unavailable(req.target, ex);
+        } else {
+            submit(std::move(std::get<member::Acquire>(parsed)), ex, path);
+        }
+        return;
+    }
+    auto parsed = net::parse_release(req.body);
+    if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
+        bad_request(ex, bad->message);
+    } else if (!permitted(access, auth::Permission::kLock, std::get<member::Release>(parsed).key, ex)) {
+        // answered 403
+    } else if (!core->serves_writes()) {
+        redirect_or_unavailable(req.target, ex);
+    } else if (path == "/v1/release") {
+        submit(std::move(std::get<member::Release>(parsed)), ex, path);
+    } else {
+        auto& r = std::get<member::Release>(parsed);
+        submit(member::KeepAlive{std::move(r.key), r.token}, ex, path);
+    }
+}
+
+void Member::Impl::handle_list(const net::HttpRequest& req, const std::string& query, const Access& access,
+                               const ExchangePtr& ex) {
+    if (!access.on && !core->is_leader()) {
+        redirect_or_unavailable(req.target, ex);
+        return;
+    }
+    auto key = net::query_param(query, "key");
+    if (auto* bad = std::get_if<net::BadRequest>(&key)) {
+        bad_request(ex, bad->message);
+        return;
+    }
+    const net::QueryParam& k = std::get<net::QueryParam>(key);
+    const std::string why = k.found ? net::check_key(k.value) : std::string();
+    if (!why.empty()) {
+        bad_request(ex, "query parameter 'key' is invalid: " + why);
+    } else if (k.found && !permitted(access, auth::Permission::kRead, k.value, ex)) {
+        // answered 403
+    } else if (!k.found && access.on && !access.caller.policy->holds_any(*access.caller.user, auth::Permission::kRead)) {
+        deny(ex, access.caller, access.path, {},
+             "user '" + access.caller.user->name + "' has no read permission on any key");
+    } else if (!core->is_leader()) {
+        redirect_or_unavailable(req.target, ex);
+    } else {
+        member::ListLocks list;
+        if (k.found) list.key = k.value;
+        std::optional<Caller> reader;
+        if (access.on && !k.found) reader = access.caller;
+        submit(std::move(list), ex, req.target, std::move(reader));
+    }
 }
 
 }  // namespace pgfence::server

@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "log/log.h"
 #include "member/core.h"
 #include "net/api_request.h"
 #include "net/http_server.h"
@@ -47,6 +48,16 @@ struct Outstanding {
     std::optional<Caller> reader;
 };
 
+// One HTTP request's authorization (member_http.cc).
+struct Access {
+    std::string path;  // the target without its query: what a denial logs
+    bool on = false;   // authorization applies (--auth-file, and not /healthz)
+    Caller caller;     // when on: the authenticated caller
+};
+
+// Denial log lines per second at most (member_http.cc; the metrics count all).
+constexpr int kDenialLogsPerSecond = 20;
+
 struct Member::Impl {
     Impl(boost::asio::io_context& io, Options o, std::unique_ptr<DurableLog> l);
     ~Impl();
@@ -68,6 +79,11 @@ struct Member::Impl {
 
     // ---- member_http.cc ----
     void handle_http(const net::HttpRequest& req, const ExchangePtr& ex);
+    void handle_write(const net::HttpRequest& req, const Access& access, const ExchangePtr& ex);  // acquire, release, keepalive
+    void handle_list(const net::HttpRequest& req, const std::string& query, const Access& access, const ExchangePtr& ex);
+    // True when authorization is off or grants `p` on `key`; else answers 403.
+    bool permitted(const Access& access, auth::Permission p, std::string_view key, const ExchangePtr& ex);
+    void bad_request(const ExchangePtr& ex, const std::string& message);  // 400, counted
     void submit(member::Request request, const ExchangePtr& ex, std::string target,
                 std::optional<Caller> reader = std::nullopt);
     // 401 (no user) or 403 (user without the permission), logged and counted.
@@ -110,6 +126,7 @@ struct Member::Impl {
     std::uint64_t ticks = 0;
 
     std::map<raft::NodeId, net::MemberInfo> infos;  // last MemberInfo per peer
+    log::Limiter denial_log{kDenialLogsPerSecond};  // deny()'s lines
     bool shutting_down = false;
 };
 

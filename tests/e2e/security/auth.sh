@@ -96,6 +96,28 @@ for s in "$W1" "$W2" "$OPS"; do
 done
 pass "refusals are counted in /metrics and logged with user, path and key, never the secret"
 
+# A flood of denials is counted in full and logged at most 20 lines a second;
+# the next line logged says how many were left out.
+flood_member=$follower
+denied_401() { metric "$flood_member" 'pgfence_auth_denied_total{status="401"}'; }
+log_lines() { grep -c "event=auth_unauthenticated" "$DIR/$flood_member.log" || true; }
+n_before=$(denied_401) lines_before=$(log_lines)
+flood=()
+for _ in $(seq 200); do flood+=("$(url "$flood_member" /v1/status)"); done
+t0=$(date +%s%N)
+curl -s -m 20 "${CURL_TLS[@]}" "${flood[@]}" >/dev/null || fail "the flood of 200 requests did not complete"
+elapsed_s=$(( ($(date +%s%N) - t0) / 1000000000 ))
+n_after=$(denied_401) lines_after=$(log_lines)
+(( n_after - n_before == 200 )) || fail "200 denials counted as $(( n_after - n_before ))"
+(( lines_after - lines_before <= 20 * (elapsed_s + 2) )) ||
+    fail "$(( lines_after - lines_before )) denial lines logged in ${elapsed_s}s"
+one_more_denial() {
+    curl_code "${CURL_TLS[@]}" "$(url "$flood_member" /v1/status)" >/dev/null
+    grep -q "event=auth_unauthenticated .*suppressed_before=[1-9]" "$DIR/$flood_member.log"
+}
+wait_until 5 "a later denial line says how many were left out" one_more_denial
+pass "a flood of 200 denials: all counted, $(( lines_after - lines_before )) logged in ${elapsed_s}s, the rest reported as suppressed_before"
+
 # ---- revocation ----
 digest_of() { json_field "$(status_of "$1")" auth_file_digest; }
 old=$(digest_of "$leader")

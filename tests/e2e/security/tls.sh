@@ -83,6 +83,7 @@ refused "a not-yet-valid client certificate" "" "${CA[@]}" --cert "$TLS_DIR/clie
 [[ "$(curl_code "http://127.0.0.1:$(client_port "$leader")/v1/status")" == 000 ]] || fail "plaintext HTTP got an HTTP answer"
 wait_until 5 "the leader counts the refused handshakes" \
     metric_at_least "$leader" 'pgfence_tls_handshake_failures_total{port="client"}' $((f0 + 5))
+grep -q "event=tls_handshake_failed remote=127.0.0.1:[0-9]" "$DIR/$leader.log" || fail "a refused handshake is not logged with the client's address"
 pass "the member refuses: no client certificate, another CA's, an expired one, a not-yet-valid one, plaintext"
 
 # ---- the server's own certificate: expired, not yet valid, naming another host ----
@@ -127,7 +128,7 @@ printf 'PGFENCE plaintext frame\n' >&3 || true
 exec 3>&-
 wait_until 5 "the peer port counts both refusals" \
     metric_at_least "$leader" 'pgfence_tls_handshake_failures_total{port="peer"}' $((p0 + 2))
-grep -q "peer_tls_refused" "$DIR/$leader.log" || fail "the refused peer handshake is not logged"
+grep -q "event=peer_tls_refused remote=127.0.0.1:[0-9]" "$DIR/$leader.log" || fail "the refused peer handshake is not logged with its address"
 pass "the peer port refuses a client certificate and plaintext"
 
 # Member 3 restarted with member 2's peer certificate cannot speak for member 2, nor as itself.

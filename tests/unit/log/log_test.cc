@@ -70,6 +70,27 @@ BOOST_AUTO_TEST_CASE(lines_carry_time_level_event_and_fields_quoted_when_needed)
                out);
 }
 
+BOOST_AUTO_TEST_CASE(a_limiter_lets_n_lines_a_second_through_and_reports_the_rest) {
+    set_log_level(LogLevel::kInfo);
+    constexpr std::int64_t kSecond = 1'000'000'000;
+    const std::string out = capture_stderr([] {
+        Limiter limiter(3);
+        for (int i = 0; i < 10; ++i) limiter.log_at(5 * kSecond + i, LogLevel::kInfo, "refused", {{"n", log_value(i)}});
+        limiter.log_at(6 * kSecond - 1, LogLevel::kInfo, "refused", {{"n", "late"}});  // the same window
+        limiter.log_at(6 * kSecond + 9, LogLevel::kInfo, "refused", {{"n", "next"}});   // a new one
+        limiter.log_at(6 * kSecond + 10, LogLevel::kInfo, "refused", {{"n", "after"}});
+        limiter.log_at(6 * kSecond + 11, LogLevel::kDebug, "hidden", {});  // below the level: not counted
+        log_flush();
+    });
+    BOOST_TEST(out.find(" n=0\n") != std::string::npos, out);
+    BOOST_TEST(out.find(" n=2\n") != std::string::npos, out);
+    BOOST_TEST(out.find(" n=3") == std::string::npos, out);
+    BOOST_TEST(out.find("n=late") == std::string::npos, out);
+    BOOST_TEST(out.find("n=next suppressed_before=8\n") != std::string::npos, out);
+    BOOST_TEST(out.find(" n=after\n") != std::string::npos, out);
+    BOOST_TEST(out.find("hidden") == std::string::npos, out);
+}
+
 BOOST_AUTO_TEST_CASE(a_warning_is_written_at_once_with_the_lines_before_it) {
     set_log_level(LogLevel::kInfo);
     const std::string out = capture_stderr([] {  // no log_flush(): the warning writes

@@ -90,14 +90,21 @@ BOOST_AUTO_TEST_CASE(a_private_key_must_be_the_owners_alone) {
     const std::string path = "/tmp/pgfence-tls-test-" + std::to_string(::getpid()) + ".pem";
     std::ofstream(path) << "not really a key\n";
     ::chmod(path.c_str(), 0600);
-    BOOST_TEST(check_private_key_mode(path) == "");
+    std::string pem;
+    BOOST_TEST(read_private_key(path, pem) == "");
+    BOOST_TEST(pem == "not really a key\n");
     ::chmod(path.c_str(), 0640);
-    BOOST_TEST(check_private_key_mode(path).find("has mode 0640") != std::string::npos);
+    std::string refused = "unchanged";
+    BOOST_TEST(read_private_key(path, refused).find("has mode 0640") != std::string::npos);
+    BOOST_TEST(refused == "unchanged");
     ::chmod(path.c_str(), 0604);
-    BOOST_TEST(check_private_key_mode(path).find("chmod 600") != std::string::npos);
+    BOOST_TEST(read_private_key(path, pem).find("chmod 600") != std::string::npos);
+    ::chmod(path.c_str(), 0600);
+    std::ofstream(path) << std::string((1u << 20) + 1, 'k');
+    BOOST_TEST(read_private_key(path, pem).find("larger than 1 MiB") != std::string::npos);
     std::remove(path.c_str());
-    BOOST_TEST(check_private_key_mode(path).find("cannot read key file '" + path + "'") != std::string::npos);
-    BOOST_TEST(check_private_key_mode("/tmp").find("is not a regular file") != std::string::npos);
+    BOOST_TEST(read_private_key(path, pem).find("cannot read key file '" + path + "'") != std::string::npos);
+    BOOST_TEST(read_private_key("/tmp", pem).find("is not a regular file") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(contexts_refuse_missing_files_naming_them) {
