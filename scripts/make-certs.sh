@@ -15,10 +15,14 @@
 #   client-NAME.pem client-NAME-key.pem   a client certificate with CN=NAME,
 #                                  for each CLIENT given (default: admin)
 # Certificates are valid for 30 days from now. Existing files are replaced.
+# Extended key usage: serverAuth for the HTTP API certificates, clientAuth
+# for client certificates (so neither can stand in for the other), both for
+# peer certificates (a member both dials and accepts).
 #
 # One more certificate, for tests: scripts/make-certs.sh leaf DIR NAME CA SUBJECT SAN [DAYS]
 # signs DIR/NAME.pem (key DIR/NAME-key.pem) with DIR/CA.pem, subject SUBJECT
-# (e.g. /CN=2), subjectAltName SAN (e.g. "IP:127.0.0.1" or "" for none).
+# (e.g. /CN=2), subjectAltName SAN (e.g. "IP:127.0.0.1" or "" for none),
+# extended key usage $LEAF_EKU (default serverAuth,clientAuth).
 # FAKETIME-style offsets come from the environment (run it under faketime to
 # make an expired or a not-yet-valid certificate).
 set -euo pipefail
@@ -40,7 +44,7 @@ leaf() {  # DIR NAME CA SUBJECT SAN [DAYS]
     {
         echo "basicConstraints=critical,CA:FALSE"
         echo "keyUsage=critical,digitalSignature"
-        echo "extendedKeyUsage=serverAuth,clientAuth"
+        echo "extendedKeyUsage=${LEAF_EKU:-serverAuth,clientAuth}"
         [[ -n "$san" ]] && echo "subjectAltName=$san"
     } >"$ext"
     openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -sha256 \
@@ -70,10 +74,10 @@ mkdir -p "$dir"
 new_ca "$dir" ca "/CN=pgfence client CA"
 new_ca "$dir" peer-ca "/CN=pgfence peer CA"
 for ((i = 1; i <= n; i++)); do
-    leaf "$dir" "member-$i" ca "/CN=member-$i" "IP:127.0.0.1,DNS:localhost"
+    LEAF_EKU=serverAuth leaf "$dir" "member-$i" ca "/CN=member-$i" "IP:127.0.0.1,DNS:localhost"
     leaf "$dir" "peer-$i" peer-ca "/CN=$i" "URI:pgfence:member:$i,IP:127.0.0.1"
 done
 for c in "${clients[@]}"; do
     [[ "$c" =~ ^[A-Za-z0-9._@:-]{1,64}$ ]] || die "client name '$c' must be 1-64 of A-Z a-z 0-9 . _ @ : -"
-    leaf "$dir" "client-$c" ca "/CN=$c" ""
+    LEAF_EKU=clientAuth leaf "$dir" "client-$c" ca "/CN=$c" ""
 done

@@ -63,12 +63,8 @@ std::string load_credentials(const std::string& ca_file, const std::string& cert
     }
     const std::string path = pick(bearer_file, kBearerFileEnv);
     if (path.empty()) return {};
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return "cannot open bearer file '" + path + "': " + std::strerror(errno);
-    std::string text(4097, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    if (text.size() > 4096) return "bearer file '" + path + "' is larger than 4 KiB";
+    std::string text;
+    if (auto why = net::read_small_file(path, "bearer file", 4096, text); !why.empty()) return why;
     text = text.substr(0, text.find('\n'));
     const std::size_t first = text.find_first_not_of(" \t\r");
     const std::size_t last = text.find_last_not_of(" \t\r");

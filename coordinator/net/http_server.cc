@@ -108,7 +108,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void tls_handshake();
     bool tls_read(bool& eof);
     void tls_write(std::function<void(bool)> done);
-    void tls_wait(int ssl_error, std::function<void()> then);
+    void tls_wait(int ssl_error, std::function<void(bool ready)> then);
     void send_close_notify();
     void parse_buffered(bool eof);
     void dispatch();
@@ -121,6 +121,7 @@ class Session : public std::enable_shared_from_this<Session> {
     TlsContextPtr tls_context_;  // what ssl_ was made with (kept alive)
     SSL* ssl_ = nullptr;         // set: this connection speaks TLS (owned)
     bool verify_client_ = false;  // tls_context_ requires client certificates
+    bool read_wants_write_ = false;  // the last SSL_read waits for the socket to be writable
     std::string client_cn_;      // a verified client certificate's CN
     beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
@@ -165,15 +166,15 @@ void Session::start() {
 }
 
 // Waits until the socket is ready for what SSL_get_error said (read or
-// write), then runs `then`; a closed socket closes the session.
-void Session::tls_wait(int ssl_error, std::function<void()> then) {
+// write), then runs then(true); a closed socket (the client's reset, or the
+// sweep) closes the session and runs then(false), so a response being
+// written is reported unwritten.
+void Session::tls_wait(int ssl_error, std::function<void(bool ready)> then) {
     const auto what = ssl_error == SSL_ERROR_WANT_WRITE ? tcp::socket::wait_write : tcp::socket::wait_read;
     socket_.async_wait(what, [self = shared_from_this(), then = std::move(then)](beast::error_code ec) {
-        if (ec || !self->socket_.is_open()) {
-            self->close();
-            return;
-        }
-        then();
+        const bool ready = !ec && self->socket_.is_open();
+        if (!ready) self->close();
+        then(ready);
     });
 }
 
@@ -187,7 +188,9 @@ void Session::tls_handshake() {
     }
     const int e = ssl_ ? SSL_get_error(ssl_, r) : SSL_ERROR_SSL;
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        tls_wait(e, [self = shared_from_this()] { self->tls_handshake(); });
+        tls_wait(e, [self = shared_from_this()](bool ready) {
+            if (ready) self->tls_handshake();
+        });
         return;
     }
     ++shared_->tls_handshake_failures;
@@ -208,6 +211,7 @@ bool Session::tls_read(bool& eof) {
             continue;  // one record per call: read on until OpenSSL wants the socket
         }
         const int e = SSL_get_error(ssl_, n);
+        read_wants_write_ = e == SSL_ERROR_WANT_WRITE;  // e.g. answering a key update into a full send buffer
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;
         if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
             eof = true;  // close_notify, or the TCP connection closed without one
@@ -231,7 +235,13 @@ void Session::tls_write(std::function<void(bool)> done) {
     const int e = SSL_get_error(ssl_, n);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         deadline_ = Clock::now() + shared_->options.read_timeout;
-        tls_wait(e, [self = shared_from_this(), done = std::move(done)]() mutable { self->tls_write(std::move(done)); });
+        tls_wait(e, [self = shared_from_this(), done = std::move(done)](bool ready) mutable {
+            if (ready) {
+                self->tls_write(std::move(done));
+            } else {
+                done(false);
+            }
+        });
         return;
     }
     done(false);
@@ -269,9 +279,8 @@ void Session::wait_readable() {
         });
         return;
     }
-    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-        self->on_readable(ec);
-    });
+    const auto what = read_wants_write_ ? tcp::socket::wait_write : tcp::socket::wait_read;
+    socket_.async_wait(what, [self = shared_from_this()](beast::error_code ec) { self->on_readable(ec); });
 }
 
 void Session::on_readable(beast::error_code ec) {
@@ -464,8 +473,6 @@ void Session::after_response() {
     }
     read_request();
 }
-
-
 
 // Answers 400 for a request that cannot be read whole, then closes politely.
 void Session::refuse(const std::string& message) {

@@ -565,8 +565,17 @@ void Incoming::tls_accept() {
 // SSL_read until OpenSSL wants the socket (handling every whole frame as it
 // comes), then waits for it.
 void Incoming::tls_read() {
-    for (;;) {
+    // A peer that keeps sending must not hold the loop: after this many
+    // records the rest is read on a later turn.
+    constexpr int kReadsPerTurn = 16;
+    for (int reads = 0;; ++reads) {
         if (shared_->stopped) return;
+        if (reads == kReadsPerTurn) {
+            asio::post(stream_.get_executor(), [self = shared_from_this()] {
+                if (self->stream_.socket().is_open()) self->tls_read();
+            });
+            return;
+        }
         const std::size_t want =
             std::max(kReadChunkBytes, next_frame_bytes_ - std::min(buf_.size(), next_frame_bytes_));
         const auto space = buf_.prepare(want);

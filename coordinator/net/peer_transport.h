@@ -36,10 +36,12 @@
 // the order their send() calls took that mutex. Every other method is for the
 // event loop's thread only. send() from another thread is safe once start()
 // has returned, during and after stop() (afterwards the message is dropped),
-// but not after the destructor has started. Under TLS an SSL stream is not
-// thread-safe: send() from another thread only queues the frame (under the
-// peer's mutex) and posts its write to the event loop, which alone touches
-// the SSL stream; the one-send() fast path is plaintext's only.
+// but not after the destructor has started. Under TLS the fast path stays:
+// OpenSSL writes the socket itself (no Asio SSL stream), and an SSL object,
+// not thread-safe, is only ever called under that peer's mutex after the
+// handshake, so send() from the writer thread calls SSL_write at once as it
+// calls send(2) in plaintext. Incoming connections are read on the event
+// loop alone (SSL_read when the socket is readable).
 #pragma once
 
 #include <chrono>

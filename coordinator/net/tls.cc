@@ -120,22 +120,26 @@ std::string openssl_error() {
     return buf;
 }
 
-std::string read_private_key(const std::string& path, std::string& pem) {
-    constexpr std::size_t kMaxKeyFile = std::size_t{1} << 20;
+namespace {
+
+// read_small_file, and with `private_key` the mode rule of read_private_key.
+std::string read_checked(const std::string& path, const char* what, std::size_t max_bytes, bool private_key,
+                         std::string& out) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) return "cannot read key file '" + path + "': " + std::strerror(errno);
+    if (fd < 0) return std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno);
     struct stat st {};
     std::string why;
     if (::fstat(fd, &st) != 0) {
-        why = "cannot read key file '" + path + "': " + std::strerror(errno);
+        why = std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno);
     } else if (!S_ISREG(st.st_mode)) {
-        why = "key file '" + path + "' is not a regular file";
-    } else if ((st.st_mode & 077) != 0) {
+        why = std::string(what) + " '" + path + "' is not a regular file";
+    } else if (private_key && (st.st_mode & 077) != 0) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        why = "key file '" + path + "' has mode " + mode + ": a private key must be readable by its owner only (chmod 600)";
-    } else if (static_cast<std::uint64_t>(st.st_size) > kMaxKeyFile) {
-        why = "key file '" + path + "' is larger than 1 MiB";
+        why = std::string(what) + " '" + path + "' has mode " + mode +
+              ": a private key must be readable by its owner only (chmod 600)";
+    } else if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+        why = std::string(what) + " '" + path + "' is larger than " + std::to_string(max_bytes) + " bytes";
     }
     std::string text;
     if (why.empty()) text.reserve(static_cast<std::size_t>(st.st_size));  // no reallocation leaves a copy behind
@@ -143,10 +147,12 @@ std::string read_private_key(const std::string& path, std::string& pem) {
         char buf[4096];
         const ssize_t n = ::read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) why = "cannot read key file '" + path + "': " + std::strerror(errno);
+        if (n < 0) why = std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno);
         if (n <= 0) break;
         text.append(buf, static_cast<std::size_t>(n));
-        if (text.size() > kMaxKeyFile) why = "key file '" + path + "' is larger than 1 MiB";
+        if (text.size() > max_bytes) {
+            why = std::string(what) + " '" + path + "' is larger than " + std::to_string(max_bytes) + " bytes";
+        }
         OPENSSL_cleanse(buf, sizeof buf);
     }
     ::close(fd);
@@ -154,8 +160,20 @@ std::string read_private_key(const std::string& path, std::string& pem) {
         OPENSSL_cleanse(text.data(), text.size());
         return why;
     }
-    pem = std::move(text);
+    out = std::move(text);
     return {};
+}
+
+constexpr std::size_t kMaxPemFileBytes = std::size_t{1} << 20;
+
+}  // namespace
+
+std::string read_small_file(const std::string& path, const char* what, std::size_t max_bytes, std::string& out) {
+    return read_checked(path, what, max_bytes, false, out);
+}
+
+std::string read_private_key(const std::string& path, std::string& pem) {
+    return read_checked(path, "key file", kMaxPemFileBytes, true, pem);
 }
 
 namespace {
@@ -169,14 +187,66 @@ struct KeyText {
     ~KeyText() { OPENSSL_cleanse(pem.data(), pem.size()); }
 };
 
+// No passphrase is ever asked for: OpenSSL's default would prompt on the
+// terminal, on the event loop. An encrypted key fails to load instead.
+int no_passphrase(char*, int, int, void*) { return -1; }
+
 // Loads a PEM private key held in memory into `ctx`.
 bool use_private_key(SSL_CTX* ctx, const std::string& pem) {
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-    EVP_PKEY* key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
+    EVP_PKEY* key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, no_passphrase, nullptr) : nullptr;
     const bool ok = key != nullptr && SSL_CTX_use_PrivateKey(ctx, key) == 1;
     EVP_PKEY_free(key);
     BIO_free(bio);
     return ok;
+}
+
+// Loads a PEM certificate chain held in memory (leaf first) into `ctx`.
+bool use_certificate_chain(SSL_CTX* ctx, const std::string& pem) {
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    if (bio == nullptr) return false;
+    X509* leaf = PEM_read_bio_X509_AUX(bio, nullptr, no_passphrase, nullptr);
+    bool ok = leaf != nullptr && SSL_CTX_use_certificate(ctx, leaf) == 1 && SSL_CTX_clear_chain_certs(ctx) == 1;
+    X509_free(leaf);
+    while (ok) {
+        X509* ca = PEM_read_bio_X509(bio, nullptr, no_passphrase, nullptr);
+        if (ca == nullptr) {
+            // The end of the file is the one expected failure.
+            const unsigned long e = ERR_peek_last_error();
+            if (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE) ERR_clear_error();
+            else ok = false;
+            break;
+        }
+        if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {  // takes `ca` on success
+            X509_free(ca);
+            ok = false;
+        }
+    }
+    BIO_free(bio);
+    return ok;
+}
+
+// Adds every certificate of a PEM bundle held in memory to `ctx`'s trust
+// store; false if it holds none or one does not parse.
+bool use_ca_bundle(SSL_CTX* ctx, const std::string& pem) {
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    if (bio == nullptr) return false;
+    STACK_OF(X509_INFO)* infos = PEM_X509_INFO_read_bio(bio, nullptr, no_passphrase, nullptr);
+    BIO_free(bio);
+    if (infos == nullptr) return false;
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+    int added = 0;
+    bool ok = true;
+    for (int i = 0; i < sk_X509_INFO_num(infos) && ok; ++i) {
+        const X509_INFO* info = sk_X509_INFO_value(infos, i);
+        if (info->x509 != nullptr) {
+            ok = X509_STORE_add_cert(store, info->x509) == 1;
+            ++added;
+        }
+        if (ok && info->crl != nullptr) ok = X509_STORE_add_crl(store, info->crl) == 1;
+    }
+    sk_X509_INFO_pop_free(infos, X509_INFO_free);
+    return ok && added > 0;
 }
 
 }  // namespace
@@ -190,6 +260,10 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
     SSL_CTX_set_options(raw, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_num_tickets(raw, 0);
+    // No TLS 1.2 session-ID resumption either: connections are long-lived,
+    // and a server that verifies clients refuses a resumption attempt when no
+    // session ID context is set.
+    SSL_CTX_set_session_cache_mode(raw, SSL_SESS_CACHE_OFF);
     if (SSL_CTX_set_ciphersuites(raw, kTls13Suites) != 1 || SSL_CTX_set_cipher_list(raw, kTls12Ciphers) != 1) {
         return "cannot pin the TLS cipher suites: " + openssl_error();
     }
@@ -201,10 +275,19 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
         if (files.cert_file.empty() || files.key_file.empty()) return "a certificate needs its key, and a key its certificate";
         KeyText key;
         if (auto why = read_private_key(files.key_file, key.pem); !why.empty()) return why;
-        if (SSL_CTX_use_certificate_chain_file(raw, files.cert_file.c_str()) != 1) {
+        std::string chain;
+        if (auto why = read_small_file(files.cert_file, "certificate file", kMaxPemFileBytes, chain); !why.empty()) {
+            return why;
+        }
+        if (!use_certificate_chain(raw, chain)) {
             return "cannot load certificate '" + files.cert_file + "': " + openssl_error();
         }
         if (!use_private_key(raw, key.pem)) {
+            if (key.pem.find("ENCRYPTED") != std::string::npos) {
+                ERR_clear_error();
+                return "cannot load key '" + files.key_file + "': it is encrypted, and keys with a passphrase are "
+                       "not supported (openssl pkey -in KEY -out KEY.plain, then chmod 600)";
+            }
             return "cannot load key '" + files.key_file + "': " + openssl_error();
         }
         if (SSL_CTX_check_private_key(raw) != 1) {
@@ -214,7 +297,11 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
         return "a TLS server needs a certificate and its key";
     }
     if (!files.ca_file.empty()) {
-        if (SSL_CTX_load_verify_locations(raw, files.ca_file.c_str(), nullptr) != 1) {
+        std::string bundle;
+        if (auto why = read_small_file(files.ca_file, "CA bundle", kMaxPemFileBytes, bundle); !why.empty()) {
+            return why;
+        }
+        if (!use_ca_bundle(raw, bundle)) {
             return "cannot load CA bundle '" + files.ca_file + "': " + openssl_error();
         }
     } else if (side == TlsSide::kServerVerify) {

@@ -44,10 +44,18 @@ enum class TlsSide : std::uint8_t {
 // not, naming the file (and `out` is left as it was).
 std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr& out);
 
-// Reads a private key file into `pem`: "" when `path` is a regular file of at
-// most 1 MiB that neither group nor others may read or write, else why not,
-// naming the file (a private key must be the owner's alone). The mode is that
-// of the file opened and read, so the file checked is the file loaded.
+// Reads a whole file of security material (a certificate, a CA bundle, the
+// auth file, a bearer secret) into `out`: "" when `path` is a regular file of
+// at most `max_bytes`, else why not, naming the file as `what` (`out` is then
+// unchanged). It is opened without blocking and its type checked on the open
+// file, so a FIFO or a device never stalls the caller (a SIGHUP reload runs
+// on the event loop).
+std::string read_small_file(const std::string& path, const char* what, std::size_t max_bytes, std::string& out);
+
+// read_small_file for a private key (at most 1 MiB), which must also be
+// readable by its owner only: a mode that lets group or others read or write
+// it is refused. The mode is that of the file opened and read, so the file
+// checked is the file loaded.
 std::string read_private_key(const std::string& path, std::string& pem);
 
 // Makes `ssl` read and write the connected socket `fd` itself (recv, and

@@ -8,33 +8,6 @@
 
 namespace pgfence::server {
 
-namespace {
-
-// The whole file, at most `limit` bytes; "" in `error` or why not.
-std::string read_file(const std::string& path, std::size_t limit, std::string& error) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        error = "cannot open '" + path + "': " + std::strerror(errno);
-        return {};
-    }
-    std::string text;
-    text.resize(limit + 1);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (in.bad()) {
-        error = "cannot read '" + path + "'";
-        return {};
-    }
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    if (text.size() > limit) {
-        error = "'" + path + "' is larger than " + std::to_string(limit) + " bytes";
-        return {};
-    }
-    error.clear();
-    return text;
-}
-
-}  // namespace
-
 std::string Security::load_client_tls() {
     if (!options_.client_tls()) return {};
     net::TlsContextPtr ctx;
@@ -59,9 +32,9 @@ std::string Security::load_peer_tls() {
 
 std::string Security::load_policy() {
     if (options_.auth_file.empty()) return {};
-    std::string err;
-    const std::string text = read_file(options_.auth_file, auth::kMaxFileBytes, err);
-    if (!err.empty()) return "auth file: " + err;
+    std::string text;
+    std::string err = net::read_small_file(options_.auth_file, "auth file", auth::kMaxFileBytes, text);
+    if (!err.empty()) return err;
     auto policy = std::make_shared<auth::Policy>();
     err = auth::Policy::parse(text, *policy);
     if (!err.empty()) return "auth file '" + options_.auth_file + "': " + err;

@@ -80,11 +80,13 @@ at_offset -3d "$MAKE_CERTS" leaf "$TLS_DIR" client-expired ca "/CN=admin" "" 1
 refused "an expired client certificate" "" "${CA[@]}" --cert "$TLS_DIR/client-expired.pem" --key "$TLS_DIR/client-expired-key.pem"
 at_offset +3d "$MAKE_CERTS" leaf "$TLS_DIR" client-future ca "/CN=admin" "" 5
 refused "a not-yet-valid client certificate" "" "${CA[@]}" --cert "$TLS_DIR/client-future.pem" --key "$TLS_DIR/client-future-key.pem"
+# Signed by the client CA, but made for serving (extended key usage serverAuth only).
+refused "a member's HTTP certificate as a client certificate" "" "${CA[@]}" --cert "$TLS_DIR/member-1.pem" --key "$TLS_DIR/member-1-key.pem"
 [[ "$(curl_code "http://127.0.0.1:$(client_port "$leader")/v1/status")" == 000 ]] || fail "plaintext HTTP got an HTTP answer"
 wait_until 5 "the leader counts the refused handshakes" \
-    metric_at_least "$leader" 'pgfence_tls_handshake_failures_total{port="client"}' $((f0 + 5))
+    metric_at_least "$leader" 'pgfence_tls_handshake_failures_total{port="client"}' $((f0 + 7))
 grep -q "event=tls_handshake_failed remote=127.0.0.1:[0-9]" "$DIR/$leader.log" || fail "a refused handshake is not logged with the client's address"
-pass "the member refuses: no client certificate, another CA's, an expired one, a not-yet-valid one, plaintext"
+pass "the member refuses: no client certificate, another CA's, an expired one, a not-yet-valid one, a server certificate, plaintext"
 
 # ---- the server's own certificate: expired, not yet valid, naming another host ----
 served_by() {  # swaps member LEADER's HTTP certificate for NAME's and reloads it

@@ -251,13 +251,13 @@ BOOST_AUTO_TEST_CASE(tls_and_bearer_flags_reach_the_client_options) {
     BOOST_TEST(!cli::client_options(parse({"--cert", dir + "/c.pem", "list"}).args, o2, error));
     BOOST_TEST(error.find("needs its key") != std::string::npos, error);
     BOOST_TEST(!cli::client_options(parse({"--bearer-file", dir + "/nothing", "list"}).args, o2, error));
-    BOOST_TEST(error.find("cannot open bearer file '" + dir + "/nothing'") != std::string::npos, error);
+    BOOST_TEST(error.find("cannot read bearer file '" + dir + "/nothing'") != std::string::npos, error);
     { std::ofstream(dir + "/empty") << "\n"; }
     BOOST_TEST(!cli::client_options(parse({"--bearer-file", dir + "/empty", "list"}).args, o2, error));
     BOOST_TEST(error.find("is empty") != std::string::npos, error);
     { std::ofstream(dir + "/big") << std::string(5000, 'a'); }
     BOOST_TEST(!cli::client_options(parse({"--bearer-file", dir + "/big", "list"}).args, o2, error));
-    BOOST_TEST(error.find("larger than 4 KiB") != std::string::npos, error);
+    BOOST_TEST(error.find("larger than 4096 bytes") != std::string::npos, error);
     // The environment gives the files when no flag does; the flag wins.
     ::setenv("FENCE_BEARER_FILE", bearer.c_str(), 1);
     client::Options from_env;

@@ -8,11 +8,13 @@
 // in the middle of a request) past read_timeout is closed.
 #include "net/http_server.h"
 
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/test/unit_test.hpp>
@@ -21,6 +23,9 @@
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "net/tls.h"
+#include "test_certs.h"
 
 
 namespace pgfence::net {
@@ -329,6 +334,37 @@ BOOST_AUTO_TEST_CASE(a_client_that_stops_reading_a_response_is_cut_off_and_the_w
         std::lock_guard<std::mutex> g(server.seen->mutex);
         return server.seen->big_written.has_value();
     });
+    BOOST_REQUIRE(done);
+    std::lock_guard<std::mutex> g(server.seen->mutex);
+    BOOST_TEST(*server.seen->big_written == false);
+}
+
+// The same under TLS: SSL_write waits for the socket, the sweep closes it,
+// and the response is reported unwritten (so a grant is released at once).
+BOOST_AUTO_TEST_CASE(a_tls_client_that_stops_reading_a_response_is_cut_off_and_the_write_fails) {
+    testing::Certs certs("http-tls");
+    const TlsFiles files = certs.member("member", "127.0.0.1");
+    TlsContextPtr server_ctx, client_ctx;
+    BOOST_TEST_REQUIRE(make_tls_context(files, TlsSide::kServer, server_ctx) == "");
+    BOOST_TEST_REQUIRE(make_tls_context({"", "", files.ca_file}, TlsSide::kClient, client_ctx) == "");
+    HttpServerOptions o = Server::options();
+    o.read_timeout = std::chrono::milliseconds(300);
+    Server server(o);
+    server.on_loop([&] {
+        server.server.set_tls(server_ctx, false);
+        return true;
+    });
+    Client c(4096);
+    SSL* ssl = SSL_new(client_ctx->native_handle());
+    attach_socket(ssl, c.socket.native_handle());  // the socket is blocking: so is the handshake
+    BOOST_TEST_REQUIRE(SSL_connect(ssl) == 1);
+    const std::string request = "POST /bigw HTTP/1.1\r\nContent-Length: 0\r\n\r\n";  // 8 MiB answer, never read
+    BOOST_TEST_REQUIRE(SSL_write(ssl, request.data(), static_cast<int>(request.size())) > 0);
+    const bool done = server.eventually([&] {
+        std::lock_guard<std::mutex> g(server.seen->mutex);
+        return server.seen->big_written.has_value();
+    });
+    SSL_free(ssl);
     BOOST_REQUIRE(done);
     std::lock_guard<std::mutex> g(server.seen->mutex);
     BOOST_TEST(*server.seen->big_written == false);

@@ -2,11 +2,14 @@
 // here with OpenSSL's API), the private-key mode check, and the context's
 // refusals naming their file.
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -25,7 +28,7 @@ using Cert = std::unique_ptr<X509, CertDeleter>;
 // A self-signed certificate with these subject CNs (each added as its own
 // entry, in order) and these SAN URIs.
 Cert make_cert(const std::vector<std::string>& cns, const std::vector<std::string>& uris,
-               const std::vector<std::string>& ips = {}) {
+               const std::vector<std::string>& ips = {}, EVP_PKEY** key_out = nullptr) {
     EVP_PKEY* key = EVP_EC_gen("P-256");
     BOOST_TEST_REQUIRE(key != nullptr);
     Cert cert(X509_new());
@@ -50,7 +53,11 @@ Cert make_cert(const std::vector<std::string>& cns, const std::vector<std::strin
         X509_EXTENSION_free(ext);
     }
     X509_sign(cert.get(), key, EVP_sha256());
-    EVP_PKEY_free(key);
+    if (key_out != nullptr) {
+        *key_out = key;
+    } else {
+        EVP_PKEY_free(key);
+    }
     return cert;
 }
 
@@ -101,7 +108,7 @@ BOOST_AUTO_TEST_CASE(a_private_key_must_be_the_owners_alone) {
     BOOST_TEST(read_private_key(path, pem).find("chmod 600") != std::string::npos);
     ::chmod(path.c_str(), 0600);
     std::ofstream(path) << std::string((1u << 20) + 1, 'k');
-    BOOST_TEST(read_private_key(path, pem).find("larger than 1 MiB") != std::string::npos);
+    BOOST_TEST(read_private_key(path, pem).find("larger than 1048576 bytes") != std::string::npos);
     std::remove(path.c_str());
     BOOST_TEST(read_private_key(path, pem).find("cannot read key file '" + path + "'") != std::string::npos);
     BOOST_TEST(read_private_key("/tmp", pem).find("is not a regular file") != std::string::npos);
@@ -119,6 +126,57 @@ BOOST_AUTO_TEST_CASE(contexts_refuse_missing_files_naming_them) {
     // A client without files uses the system's CAs.
     BOOST_TEST(make_tls_context({"", "", ""}, TlsSide::kClient, ctx) == "");
     BOOST_TEST(ctx != nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(contexts_load_what_they_read_once_and_refuse_fifos_and_passphrases) {
+    const std::string dir = "/tmp/pgfence-tls-ctx-" + std::to_string(::getpid());
+    ::mkdir(dir.c_str(), 0700);
+    EVP_PKEY* key = nullptr;
+    Cert cert = make_cert({"member"}, {}, {"127.0.0.1"}, &key);
+    BOOST_TEST_REQUIRE(key != nullptr);
+    auto write_pem = [&](const std::string& path, bool with_key, const char* passphrase) {
+        FILE* f = std::fopen(path.c_str(), "w");
+        BOOST_TEST_REQUIRE(f != nullptr);
+        if (with_key) {
+            const EVP_CIPHER* cipher = passphrase != nullptr ? EVP_aes_128_cbc() : nullptr;
+            PEM_write_PrivateKey(f, key, cipher, reinterpret_cast<const unsigned char*>(passphrase),
+                                 passphrase != nullptr ? static_cast<int>(std::strlen(passphrase)) : 0, nullptr, nullptr);
+        } else {
+            PEM_write_X509(f, cert.get());
+        }
+        std::fclose(f);
+        ::chmod(path.c_str(), 0600);
+    };
+    write_pem(dir + "/cert.pem", false, nullptr);
+    write_pem(dir + "/key.pem", true, nullptr);
+    write_pem(dir + "/locked-key.pem", true, "secret");
+    TlsContextPtr ctx;
+    BOOST_TEST(make_tls_context({dir + "/cert.pem", dir + "/key.pem", ""}, TlsSide::kServer, ctx) == "");
+    BOOST_TEST(static_cast<bool>(ctx));
+    TlsContextPtr client;
+    BOOST_TEST(make_tls_context({"", "", dir + "/cert.pem"}, TlsSide::kClient, client) == "");
+    // A key with a passphrase is refused at once, never prompting.
+    TlsContextPtr locked;
+    const std::string why = make_tls_context({dir + "/cert.pem", dir + "/locked-key.pem", ""}, TlsSide::kServer, locked);
+    BOOST_TEST(why.find("encrypted") != std::string::npos, why);
+    BOOST_TEST(!locked);
+    // A FIFO is refused without blocking (it has no writer: opening it for
+    // reading blocks unless non-blocking).
+    BOOST_TEST_REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
+    BOOST_TEST(make_tls_context({dir + "/fifo", dir + "/key.pem", ""}, TlsSide::kServer, locked).find(
+                   "certificate file '" + dir + "/fifo' is not a regular file") != std::string::npos);
+    BOOST_TEST(make_tls_context({"", "", dir + "/fifo"}, TlsSide::kClient, locked).find("is not a regular file") !=
+               std::string::npos);
+    std::string out = "unchanged";
+    BOOST_TEST(read_small_file(dir + "/fifo", "auth file", 100, out).find("auth file") != std::string::npos);
+    BOOST_TEST(out == "unchanged");
+    // A CA bundle with no certificate in it is refused.
+    std::ofstream(dir + "/empty-ca.pem") << "no certificates here\n";
+    BOOST_TEST(make_tls_context({"", "", dir + "/empty-ca.pem"}, TlsSide::kClient, locked).find("cannot load CA bundle") !=
+               std::string::npos);
+    EVP_PKEY_free(key);
+    for (const char* f : {"/cert.pem", "/key.pem", "/locked-key.pem", "/fifo", "/empty-ca.pem"}) std::remove((dir + f).c_str());
+    ::rmdir(dir.c_str());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

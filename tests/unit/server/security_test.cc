@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(a_missing_auth_file_stops_the_start_naming_it) {
     Options o;
     o.auth_file = "/nonexistent/pgfence.auth";
     Security s(o);
-    BOOST_TEST(s.load().find("cannot open '/nonexistent/pgfence.auth'") != std::string::npos);
+    BOOST_TEST(s.load().find("cannot read auth file '/nonexistent/pgfence.auth'") != std::string::npos);
     BOOST_TEST(!s.auth_enabled());
 }
 
