@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
             for (Node& n : nodes) {
                 const Status st = n.raft->status();
                 if (st.applied > st.snapshot_index + 100000) {
-                    n.storage.compact(Snapshot{SnapshotMeta{st.applied, st.term, {1, 2, 3}}, ""});
+                    n.storage.compact(Snapshot{SnapshotMeta{st.applied, st.term, n.raft->configuration_at(st.applied)}, ""});
                     n.raft->compact(st.applied, "", 1000);
                 }
             }

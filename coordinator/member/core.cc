@@ -456,7 +456,7 @@ void Core::maybe_snapshot() {
     auto snap = std::make_shared<raft::Snapshot>();
     snap->meta.index = applied;
     snap->meta.term = applied_term_;
-    snap->meta.members = config_.raft.members;
+    snap->meta.config = raft_->configuration_at(applied);
     snap->data = table_.snapshot();
     saving_ = true;
     effects_.save = std::move(snap);

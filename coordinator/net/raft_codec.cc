@@ -19,7 +19,7 @@ constexpr std::uint8_t tag_of() {
     else if constexpr (std::is_same_v<T, VoteResponse>) return 2;
     else if constexpr (std::is_same_v<T, AppendRequest>) return 3;
     else if constexpr (std::is_same_v<T, AppendResponse>) return 4;
-    else if constexpr (std::is_same_v<T, SnapshotRequest>) return 5;
+    else if constexpr (std::is_same_v<T, SnapshotRequest>) return 9;  // or 5: see tag_of_body
     else if constexpr (std::is_same_v<T, Heartbeat>) return 6;
     else if constexpr (std::is_same_v<T, HeartbeatResponse>) return 7;
     else return 8;
@@ -56,12 +56,24 @@ void put_body(std::string& out, const AppendResponse& b) {
     codec::put_u64(out, b.reject_hint);
     codec::put_u64(out, b.hint_term);
 }
+template <class T>
+std::uint8_t tag_of_body(const T&) {
+    return tag_of<T>();
+}
+// A voters-only configuration goes as tag 5, which the release before
+// learners reads too.
+std::uint8_t tag_of_body(const SnapshotRequest& b) { return b.snapshot.meta.config.voters_only() ? 5 : 9; }
+
 void put_body(std::string& out, const SnapshotRequest& b) {
     const Snapshot& s = b.snapshot;
     codec::put_u64(out, s.meta.index);
     codec::put_u64(out, s.meta.term);
-    codec::put_u32(out, static_cast<std::uint32_t>(s.meta.members.size()));
-    for (NodeId id : s.meta.members) codec::put_u64(out, id);
+    if (s.meta.config.voters_only()) {
+        codec::put_u32(out, static_cast<std::uint32_t>(s.meta.config.members.size()));
+        for (const ConfigMember& m : s.meta.config.members) codec::put_u64(out, m.id);
+    } else {
+        codec::put_string(out, encode_configuration(s.meta.config));
+    }
     codec::put_string(out, s.data);
 }
 void put_body(std::string& out, const Heartbeat& b) {
@@ -92,11 +104,14 @@ Entry get_entry(codec::Reader& r) {
     e.term = r.u64("entry term");
     e.index = r.u64("entry index");
     const std::uint8_t type = r.u8("entry type");
-    if (type > static_cast<std::uint8_t>(EntryType::kNoop)) {
+    if (type > static_cast<std::uint8_t>(EntryType::kConfig)) {
         r.fail("unknown entry type " + std::to_string(type));
     }
     e.type = static_cast<EntryType>(type);
     e.data = r.string("entry data", kMaxFrameBytes);
+    if (r.ok() && e.type == EntryType::kConfig) {
+        if (std::string why = check_config_entry(e.data); !why.empty()) r.fail("configuration entry: " + why);
+    }
     return e;
 }
 
@@ -111,13 +126,25 @@ MessageBody get_append(codec::Reader& r) {
     return b;
 }
 
-MessageBody get_snapshot(codec::Reader& r) {
+// Tag 9, or with `voters_only` tag 5 (a member list without learners).
+MessageBody get_snapshot(codec::Reader& r, bool voters_only) {
     SnapshotRequest b;
     b.snapshot.meta.index = r.u64("snapshot index");
     b.snapshot.meta.term = r.u64("snapshot term");
-    const std::uint32_t n = get_count(r, "member count", 8);
-    if (n > kMaxMembers) r.fail("member count " + std::to_string(n) + " exceeds " + std::to_string(kMaxMembers));
-    for (std::uint32_t i = 0; i < n && r.ok(); ++i) b.snapshot.meta.members.push_back(r.u64("member id"));
+    if (voters_only) {
+        const std::uint32_t n = get_count(r, "member count", 8);
+        if (n > kMaxMembers) r.fail("member count " + std::to_string(n) + " exceeds " + std::to_string(kMaxMembers));
+        std::vector<NodeId> ids;
+        for (std::uint32_t i = 0; i < n && r.ok(); ++i) ids.push_back(r.u64("member id"));
+        b.snapshot.meta.config = Configuration::of_voters(ids);
+    } else {
+        const std::string_view config = r.string("snapshot configuration", kMaxFrameBytes);
+        if (r.ok()) {
+            if (std::string why = decode_configuration(config, b.snapshot.meta.config); !why.empty()) {
+                r.fail("snapshot configuration: " + why);
+            }
+        }
+    }
     b.snapshot.data = r.string("snapshot data", kMaxFrameBytes);
     return b;
 }
@@ -148,7 +175,7 @@ MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
             b.hint_term = r.u64("hint_term");
             return b;
         }
-        case 5: return get_snapshot(r);
+        case 5: return get_snapshot(r, true);
         case 6: {
             Heartbeat b;
             b.commit = r.u64("heartbeat commit");
@@ -157,6 +184,7 @@ MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
         }
         case 7: return HeartbeatResponse{r.u64("read_round")};
         case 8: return TimeoutNow{};
+        case 9: return get_snapshot(r, false);
         default: r.fail("unknown message tag " + std::to_string(tag)); return TimeoutNow{};
     }
 }
@@ -171,7 +199,7 @@ std::string encode_message(const raft::Message& m) {
     codec::put_u64(out, m.term);
     std::visit(
         [&out](const auto& body) {
-            codec::put_u8(out, tag_of<std::decay_t<decltype(body)>>());
+            codec::put_u8(out, tag_of_body(body));
             put_body(out, body);
         },
         m.body);

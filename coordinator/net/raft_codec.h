@@ -8,12 +8,17 @@
 //   tag 3 AppendRequest    [u64 prev_log_index][u64 prev_log_term][u64 leader_commit]
 //                          [u32 count] count x Entry
 //   tag 4 AppendResponse   [u8 success][u64 match][u64 reject_index][u64 reject_hint][u64 hint_term]
-//   tag 5 SnapshotRequest  Snapshot
+//   tag 5 SnapshotRequest  Snapshot1 (a configuration of voters without contexts,
+//                          which the release before learners reads too)
+//   tag 9 SnapshotRequest  Snapshot (any other configuration)
 //   tag 6 Heartbeat        [u64 commit][u64 read_round]
 //   tag 7 HeartbeatResponse[u64 read_round]
 //   tag 8 TimeoutNow       (empty)
-//   Entry    = [u64 term][u64 index][u8 type][u32 len][data]
-//   Snapshot = [u64 index][u64 term][u32 n] n x u64 member [u32 len][data]
+//   Entry    = [u64 term][u64 index][u8 type 0..2][u32 len][data]
+//   Snapshot = [u64 index][u64 term][u32 len][configuration][u32 len][data]
+//              (configuration: raft::encode_configuration)
+//   Snapshot1 = [u64 index][u64 term][u32 n] n x u64 member [u32 len][data]
+//              (n voters, no learners, no contexts)
 // Booleans must be 0 or 1; no trailing bytes. Every count and length is checked
 // against the bytes actually present before anything is allocated, so hostile
 // input yields a CodecError, never a crash or a huge allocation.

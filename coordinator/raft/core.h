@@ -7,6 +7,7 @@
 //   snapshot.cc    compaction and InstallSnapshot (§5.1-5.4)
 //   read_index.cc  heartbeats and ReadIndex (§6.4)
 //   transfer.cc    leadership transfer (§3.10)
+//   membership.cc  configurations and their changes (chapter 4)
 //   invariants.cc  check_invariants()
 #pragma once
 
@@ -52,8 +53,17 @@ struct PendingRead {
     std::uint64_t round = 0;  // heartbeat round that must reach a quorum
 };
 
+// A configuration in force from `index` on (the index of its entry; of the
+// snapshot that carried it; 0 for Config::members).
+struct ConfigAt {
+    Index index = 0;
+    Configuration config;
+};
+
 struct Leader {
-    std::map<NodeId, Progress> progress;  // every member except us
+    // Every member of the configuration in force except us, and removed
+    // members still being told of their removal (Progress::removed_at).
+    std::map<NodeId, Progress> progress;
     int heartbeat_elapsed_ticks = 0;
     NodeId transfer_target = kNoNode;  // §3.10
     int transfer_elapsed_ticks = 0;
@@ -83,6 +93,10 @@ struct Raft::Impl {
     NodeId vote = kNoNode;
     Index commit = 0;
     RoleState role = Follower{};
+    // The configuration in force at the snapshot point (or from
+    // Config::members), then one per configuration entry after it, by
+    // index; the last is in force (raft.h "Membership changes"). Never empty.
+    std::vector<ConfigAt> configs;
     Snapshot snapshot;                        // latest snapshot we hold (for InstallSnapshot)
     std::optional<Snapshot> unsent_snapshot;  // received from the leader, not yet in a Ready
     Index applied = 0;        // advance()d; invariant applied <= handed_commit <= commit
@@ -113,8 +127,12 @@ struct Raft::Impl {
     bool is_leader() const { return leader_state() != nullptr; }
     NodeId known_leader() const;
     Role role_kind() const;
-    std::size_t quorum() const { return cfg.members.size() / 2 + 1; }
-    bool is_member(NodeId id) const;
+    const Configuration& config() const { return configs.back().config; }
+    std::size_t quorum() const { return voter_count() / 2 + 1; }
+    std::size_t voter_count() const;
+    bool is_voter(NodeId id) const { return config().is_voter(id); }
+    // The leader's Progress of `id`; null for a member it does not replicate to.
+    Progress* progress_of(NodeId id);
     void send(NodeId to, MessageBody body, Term msg_term);
     void send(NodeId to, MessageBody body) { send(to, std::move(body), term); }
     // A leader got a leader-only message of its own term: two leaders in one
@@ -175,6 +193,22 @@ struct Raft::Impl {
     bool transfer_leadership(NodeId target);
     void maybe_send_timeout_now(Leader& l, NodeId to);
     void abort_transfer(Leader& l);
+
+    // membership.cc
+    void restore_configs();  // from the snapshot (or Config::members) and the log
+    void rebuild_configs_from(Index from);  // after the log changed at `from` and beyond
+    void reset_configs(Index index, const Configuration& config);  // a snapshot replaced the log
+    void compact_configs(Index index);
+    const Configuration& config_at(Index index) const;
+    void sync_progress(Leader& l);  // the leader's Progress map follows the configuration
+    ProposeResult propose_config(const ConfigChange& change);
+    void tick_membership(Leader& l);
+    void on_ack(Progress& pr, NodeId from);  // a learner's catch-up rounds
+    bool caught_up(const Progress& pr) const;
+    // Before a heartbeat broadcast: starts a new heartbeat round when a
+    // removed member can now be told its removal committed.
+    void heartbeat_round_for_leaving(Leader& l);
+    bool told_of_removal(const Progress& pr, std::uint64_t acked_round) const;
 
     // invariants.cc
     std::string check_invariants() const;

@@ -37,6 +37,10 @@ void Raft::Impl::tick() {
 void Raft::Impl::tick_election() {
     ++election_elapsed_ticks;
     if (election_elapsed_ticks >= randomized_timeout_ticks) {
+        if (!is_voter(cfg.id)) {  // learners, removed and joining members never campaign
+            reset_election_timer();
+            return;
+        }
         campaign(cfg.pre_vote ? CampaignKind::kPreVote : CampaignKind::kVote);
     }
 }
@@ -47,6 +51,7 @@ void Raft::Impl::tick_leader(Leader& l) {
     if (l.transfer_target != kNoNode && ++l.transfer_elapsed_ticks >= cfg.election_ticks) {
         abort_transfer(l);  // §3.10: give up after an election timeout
     }
+    tick_membership(l);
     for (auto& [id, pr] : l.progress) {
         // An InstallSnapshot may be lost: retry through probe after a timeout.
         if (pr.state == ReplicationState::kSnapshot &&
@@ -57,11 +62,11 @@ void Raft::Impl::tick_leader(Leader& l) {
     if (election_elapsed_ticks >= cfg.election_ticks) {
         election_elapsed_ticks = 0;
         if (cfg.check_quorum) {
-            // §6.2 CheckQuorum: step down unless a majority (us included)
-            // answered during the last election timeout.
-            std::size_t active = 1;
+            // §6.2 CheckQuorum: step down unless a majority of the voters
+            // (us included) answered during the last election timeout.
+            std::size_t active = is_voter(cfg.id) ? 1 : 0;
             for (auto& [id, pr] : l.progress) {
-                if (pr.recently_active) ++active;
+                if (pr.recently_active && is_voter(id)) ++active;
                 pr.recently_active = false;
             }
             if (active < quorum()) {
@@ -111,14 +116,18 @@ void Raft::Impl::become_candidate(bool transfer) {
 }
 
 void Raft::Impl::become_leader() {
-    Leader l;
-    for (NodeId id : cfg.members) {
-        if (id == cfg.id) continue;
+    role = Leader{};
+    Leader& l = std::get<Leader>(role);
+    sync_progress(l);  // next = last log index + 1 for each (Figure 2)
+    // Members removed by a configuration entry not known committed are told
+    // too, once it commits (as if this leader had removed them).
+    for (const ConfigMember& m : config_at(commit).members) {
+        if (m.id == cfg.id || config().contains(m.id)) continue;
         Progress pr;
-        pr.next = log.last_index() + 1;  // Figure 2: last log index + 1
-        l.progress.emplace(id, pr);
+        pr.next = log.last_index() + 1;
+        pr.removed_at = configs.back().index;
+        l.progress.emplace(m.id, pr);
     }
-    role = std::move(l);
     election_elapsed_ticks = 0;
     // §6.4 / §3.6.2: commit an entry of our own term at once; it also commits
     // every earlier entry and lets ReadIndex start.
@@ -127,10 +136,15 @@ void Raft::Impl::become_leader() {
 }
 
 namespace {
-std::pair<std::size_t, std::size_t> tally(const Votes& votes) {
-    std::size_t granted = 0;
-    for (const auto& [id, g] : votes) granted += g ? 1 : 0;
-    return {granted, votes.size() - granted};
+// Granted and rejected votes of the voters of `config` (a vote from a member
+// the configuration in force no longer counts is not counted).
+std::pair<std::size_t, std::size_t> tally(const Votes& votes, const Configuration& config) {
+    std::size_t granted = 0, rejected = 0;
+    for (const auto& [id, g] : votes) {
+        if (!config.is_voter(id)) continue;
+        (g ? granted : rejected) += 1;
+    }
+    return {granted, rejected};
 }
 }  // namespace
 
@@ -151,8 +165,8 @@ void Raft::Impl::campaign(CampaignKind kind) {
         return;
     }
     const VoteRequest req{pre, log.last_index(), log.last_term(), kind == CampaignKind::kTransfer};
-    for (NodeId id : cfg.members) {
-        if (id != cfg.id) send(id, req, campaign_term);
+    for (const ConfigMember& m : config().members) {
+        if (m.voter && m.id != cfg.id) send(m.id, req, campaign_term);
     }
 }
 
@@ -178,7 +192,7 @@ void Raft::Impl::handle_vote_response(const Message& m, const VoteResponse& resp
     if (auto* c = std::get_if<Candidate>(&role); c != nullptr && !resp.pre_vote) votes = &c->votes;
     if (votes == nullptr) return;  // late answer to an earlier campaign
     votes->emplace(m.from, resp.granted);
-    const auto [granted, rejected] = tally(*votes);
+    const auto [granted, rejected] = tally(*votes, config());
     if (granted >= quorum()) {
         if (resp.pre_vote) {
             campaign(CampaignKind::kVote);  // §9.6: only now raise the term

@@ -14,6 +14,14 @@ std::string num(std::uint64_t v) {
 
 std::string Raft::Impl::check_invariants() const {
     if (std::string s = log.check(); !s.empty()) return s;
+    if (configs.empty()) return "no configuration";
+    for (std::size_t i = 1; i < configs.size(); ++i) {
+        if (configs[i].index <= configs[i - 1].index) return "configuration indexes not increasing";
+        if (configs[i].index < log.first_index() || configs[i].index > log.last_index() ||
+            log.at(configs[i].index).type != EntryType::kConfig) {
+            return "configuration at " + num(configs[i].index) + " is not a configuration entry of the log";
+        }
+    }
     // §5.1: a snapshot covers only committed, applied state.
     if (commit < log.base_index()) {
         return "commit " + num(commit) + " < log base " + num(log.base_index());
@@ -52,7 +60,23 @@ std::string Raft::Impl::check_invariants() const {
     // entry of its term (the no-op, §6.4).
     if (vote != cfg.id) return "leader's vote is " + num(vote) + ", not itself";
     if (log.last_term() != term) return "leader has no entry of its term " + num(term);
-    if (l->progress.size() + 1 != cfg.members.size()) return "leader progress size mismatch";
+    for (const ConfigMember& m : config().members) {
+        if (m.id != cfg.id && l->progress.count(m.id) == 0) return "leader has no progress for member " + num(m.id);
+    }
+    for (const auto& [id, pr] : l->progress) {
+        if (config().contains(id) == (pr.removed_at != 0)) {
+            return "peer " + num(id) + (pr.removed_at != 0 ? " is a member but marked removed" : " is no member but not marked removed");
+        }
+    }
+    if (!is_voter(cfg.id)) return "leader " + num(cfg.id) + " is not a voter of its configuration";
+    // One change at a time: of this leader's own term, at most one
+    // configuration entry is uncommitted (an earlier term's may be too, as
+    // the commit index restored at start lags).
+    std::size_t uncommitted_configs = 0;
+    for (const ConfigAt& c : configs) {
+        uncommitted_configs += c.index > commit && c.index >= log.first_index() && log.at(c.index).term == term ? 1 : 0;
+    }
+    if (uncommitted_configs > 1) return num(uncommitted_configs) + " configuration entries of this term uncommitted";
     const std::size_t byte_bound =
         cfg.max_inflight_bytes + std::max(cfg.max_append_bytes, cfg.max_entry_bytes);
     for (const auto& [id, pr] : l->progress) {

@@ -57,6 +57,17 @@ struct Progress {
     std::uint64_t acked_read_round = 0;  // ReadIndex (§6.4): highest heartbeat round acked
     Index sent_commit = 0;               // commit index last sent in an AppendRequest
     Inflights inflights;
+    // Learners (raft.h "Membership changes"): the catch-up round under way
+    // ends once match >= round_end; it has lasted round_ticks ticks.
+    Index round_end = 0;
+    int round_ticks = 0;
+    bool last_round_fast = false;  // the last finished round took < an election timeout
+    // A removed member being told of its removal: the index of the entry
+    // that removed it (0: a member); ticks since that entry committed; the
+    // heartbeat round that carried a commit index covering it (0: not sent).
+    Index removed_at = 0;
+    int leaving_ticks = 0;
+    std::uint64_t final_round = 0;
 
     void become_probe();
     void become_replicate();

@@ -25,7 +25,7 @@ void validate(const Config& c) {
         throw std::invalid_argument("raft::Config: " + what);
     };
     if (c.id == kNoNode) bad("id must not be 0");
-    if (std::find(c.members.begin(), c.members.end(), c.id) == c.members.end()) {
+    if (!c.members.empty() && std::find(c.members.begin(), c.members.end(), c.id) == c.members.end()) {
         bad("id " + std::to_string(c.id) + " is not in members");
     }
     std::vector<NodeId> sorted = c.members;
@@ -55,6 +55,7 @@ Raft::Impl::Impl(const Config& config, const Storage& storage)
       rng(config.random_seed ^ (config.id * 0x9E3779B97F4A7C15ull)) {
     log.restore(storage);
     snapshot = storage.snapshot();
+    restore_configs();
     const HardState hs = storage.hard_state();
     term = hs.term;
     vote = hs.vote;
@@ -93,10 +94,6 @@ Role Raft::Impl::role_kind() const {
     }
 }
 
-bool Raft::Impl::is_member(NodeId id) const {
-    return std::find(cfg.members.begin(), cfg.members.end(), id) != cfg.members.end();
-}
-
 void Raft::Impl::send(NodeId to, MessageBody body, Term msg_term) {
     Message m{cfg.cluster_id, cfg.id, to, msg_term, std::move(body)};
     // §10.2.1: the leader's replication traffic does not wait for its own
@@ -115,9 +112,12 @@ void Raft::Impl::fail_two_leaders(const Message& m, const char* what) const {
 }
 
 void Raft::Impl::step(const Message& m) {
-    if (m.cluster_id != cfg.cluster_id || m.to != cfg.id || m.from == cfg.id ||
-        !is_member(m.from)) {
-        ++dropped;  // another cluster, misrouted, or a stranger: never mix clusters
+    // Any member of the cluster is heard, in our configuration or not (§4.1:
+    // a member behind on the log does not know a newer leader or candidate
+    // yet). Votes from non-voters are not counted, and the leader ignores
+    // answers from members it does not replicate to.
+    if (m.cluster_id != cfg.cluster_id || m.to != cfg.id || m.from == cfg.id || m.from == kNoNode) {
+        ++dropped;  // another cluster, or misrouted: never mix clusters
         return;
     }
     if (!step_term(m)) return;
@@ -179,7 +179,7 @@ void Raft::Impl::step_current(const Message& m) {
                    [&](const TimeoutNow&) {
                        // §3.10: only this term's leader sends TimeoutNow; a
                        // follower campaigns at once, skipping PreVote.
-                       if (std::holds_alternative<Follower>(role))
+                       if (std::holds_alternative<Follower>(role) && is_voter(cfg.id))
                            campaign(CampaignKind::kTransfer);
                    },
                },
@@ -268,10 +268,12 @@ Status Raft::Impl::status() const {
     s.last_index = log.last_index();
     s.snapshot_index = snapshot.meta.index;
     s.stable_index = log.stable();
+    s.config_index = configs.back().index;
     if (const Leader* l = leader_state()) {
         s.transfer_target = l->transfer_target;
         for (const auto& [id, pr] : l->progress) {
-            s.peers.push_back(PeerStatus{id, pr.match, pr.next, pr.recently_active, pr.state,
+            s.peers.push_back(PeerStatus{id, is_voter(id), !is_voter(id) && pr.removed_at == 0 && caught_up(pr),
+                                         pr.removed_at != 0, pr.match, pr.next, pr.recently_active, pr.state,
                                          pr.inflights.count(), pr.inflights.bytes()});
         }
     }
@@ -294,6 +296,18 @@ void Raft::step(const Message& m) {
 }
 ProposeResult Raft::propose(std::string command) {
     return impl_->propose(std::move(command));
+}
+ProposeResult Raft::propose_config(const ConfigChange& change) {
+    return impl_->propose_config(change);
+}
+const Configuration& Raft::configuration() const {
+    return impl_->config();
+}
+Index Raft::configuration_index() const {
+    return impl_->configs.back().index;
+}
+Configuration Raft::configuration_at(Index index) const {
+    return impl_->config_at(index);
 }
 bool Raft::read_index(std::uint64_t context) {
     return impl_->read_index(context);

@@ -1,7 +1,7 @@
 // The Raft consensus core: a deterministic state machine driven by its caller.
 //
-// Inputs:  tick(), step(Message), propose(bytes), read_index(context),
-//          transfer_leadership(id), compact(...).
+// Inputs:  tick(), step(Message), propose(bytes), propose_config(change),
+//          read_index(context), transfer_leadership(id), compact(...).
 // Output:  ready() -> Ready: what to persist, send and apply, in that order;
 //          then advance(ready) once the caller has done it.
 //
@@ -27,9 +27,60 @@
 
 namespace pgfence::raft {
 
+// ---- Membership changes (thesis chapter 4) ----------------------------------
+// One server at a time (§4.1), not joint consensus (§4.3): every change adds
+// or removes a single voter, so any majority of the old configuration and any
+// majority of the new one overlap, and no entry needs two majorities. A
+// member being added joins as a learner (§4.2.1: it catches up through the
+// log or InstallSnapshot without counting in any quorum) and is promoted to
+// voter by a second change once it is caught up: the leader replicates to it
+// in rounds (a round ends when it holds the leader's last index as of the
+// round's start); it is caught up while its last finished round and the one
+// under way each took less than an election timeout.
+// Rules:
+//   - A configuration is in force on a member once its entry is in that
+//     member's log, committed or not (§4.1), and the one before it is back in
+//     force if the entry is truncated. The configurations in force at the
+//     snapshot point and after it are rebuilt from storage at start.
+//   - The leader proposes a change only when no configuration entry of its
+//     log is uncommitted and it has committed an entry of its own term (the
+//     fix to single-server changes Ongaro gave on raft-dev in 2015: without
+//     it, two changes made by leaders of different terms can each reach a
+//     quorum that the other does not overlap).
+//   - Only voters campaign, vote counts and quorums (commit, ReadIndex,
+//     CheckQuorum) count voters of the configuration in force; learners
+//     never start elections.
+//   - The leader does not remove itself (kRemoveLeader): the caller first
+//     hands leadership over (transfer_leadership), then the new leader
+//     removes it (the alternative of §4.2.2, a leader managing a cluster it
+//     is not part of, is not needed then).
+//   - A removed member is no longer sent to, except until it has learnt that
+//     the change that removed it is committed (its removal then applies on it,
+//     and the application stops it), at most 2 election timeouts after the
+//     commit (and never by InstallSnapshot). Members hear every member of
+//     the cluster, in their configuration or not (§4.1: one behind on the log
+//     must follow a leader it does not know yet). A removed member that never
+//     learnt of its removal cannot disrupt the cluster (§4.2.3): PreVote fails
+//     against the majority whose logs hold its removal, and CheckQuorum's
+//     leader stickiness ignores its vote requests while a leader is heard.
+enum class ConfigChangeType : std::uint8_t { kAddLearner, kPromote, kRemove };
+
+struct ConfigChange {
+    ConfigChangeType type = ConfigChangeType::kAddLearner;
+    NodeId id = kNoNode;
+    std::string context;  // kAddLearner: the new member's ConfigMember::context
+};
+
+const char* to_string(ConfigChangeType type);
+
 struct Config {
     NodeId id = kNoNode;
-    std::vector<NodeId> members;  // all voting members, including `id`
+    // The configuration while the storage holds none (no configuration entry
+    // and no snapshot): a new cluster's voters, including `id`. Empty for a
+    // member joining a running cluster: until the leader's snapshot or
+    // entries tell it its configuration, it takes messages from any sender of
+    // its cluster and never campaigns.
+    std::vector<NodeId> members;
     std::uint64_t cluster_id = 0;  // messages with another cluster_id are dropped
 
     int heartbeat_ticks = 1;   // leader sends heartbeats every this many ticks
@@ -113,6 +164,15 @@ enum class ProposeError : std::uint8_t {
     kTransferring,  // leadership transfer in progress
     kTooLarge,      // command larger than max_entry_bytes
     kBacklog,       // max_uncommitted_bytes reached
+    // propose_config() only:
+    kConfigPending,  // a configuration entry is not committed yet: retry after it
+    kNotReady,       // no entry of this leader's term is committed yet: retry soon
+    kUnknownMember,  // promote or remove of an id not in the configuration
+    kAlreadyMember,  // add of an id already in it
+    kNotLearner,     // promote of a voter
+    kNotCaughtUp,    // promote of a learner that is not caught up (see above)
+    kRemoveLeader,   // remove of the leader itself: transfer leadership first
+    kInvalid,        // id 0, a context over kMaxMemberContextBytes, or kMaxConfigMembers reached
 };
 
 const char* to_string(ProposeError err);
@@ -133,6 +193,9 @@ const char* to_string(ReplicationState state);
 
 struct PeerStatus {
     NodeId id = kNoNode;
+    bool voter = true;
+    bool caught_up = false;  // learners: promotable now (see "Membership changes")
+    bool leaving = false;    // removed, told until it learns its removal committed
     Index match = 0;
     Index next = 0;
     bool recently_active = false;
@@ -153,6 +216,7 @@ struct Status {
     Index snapshot_index = 0;
     Index stable_index = 0;         // last log index known durable (advance()d)
     NodeId transfer_target = kNoNode;  // leader only: leadership transfer in progress
+    Index config_index = 0;            // the entry of the configuration in force (0: from Config::members)
     std::vector<PeerStatus> peers;  // filled on the leader only
 };
 
@@ -180,7 +244,9 @@ public:
     void tick();
 
     // A message from the network. Messages for another cluster or member are
-    // dropped (and counted in dropped_messages()). A broken safety property
+    // dropped (and counted in dropped_messages()); a member of the cluster
+    // outside our configuration is heard (it may be a newer leader), but its
+    // votes count only if it is a voter of the configuration in force. A broken safety property
     // the core can see itself throws std::logic_error: an AppendRequest,
     // SnapshotRequest or Heartbeat reaching a leader in its own term (two
     // leaders), or a leader's entries overwriting a committed entry.
@@ -188,6 +254,20 @@ public:
 
     // Appends a command to the leader's log.
     ProposeResult propose(std::string command);
+
+    // Appends a configuration entry that makes `change` (see "Membership
+    // changes" above for the rules and errors). It is in force at once;
+    // like any entry it may still be lost to a new leader, which the caller
+    // learns as it learns of a lost proposal (another term at that index).
+    ProposeResult propose_config(const ConfigChange& change);
+
+    // The configuration in force (the last one appended, or from storage, or
+    // Config::members), and the index of its entry (0 when it has none).
+    const Configuration& configuration() const;
+    Index configuration_index() const;
+    // The configuration in force at `index` (for a snapshot taken there; at
+    // most the last index, at least the snapshot index).
+    Configuration configuration_at(Index index) const;
 
     // Asks the leader to confirm it is still leader (thesis §6.4). Returns
     // false at once if this member is not the leader, a leadership transfer is

@@ -48,6 +48,7 @@ void Raft::Impl::start_read_round(Leader& l) {
 }
 
 void Raft::Impl::bcast_heartbeat(Leader& l) {
+    heartbeat_round_for_leaving(l);
     for (auto& [id, pr] : l.progress) {
         // The commit index is capped at what the follower is known to hold:
         // its log beyond match may still be an unverified stale suffix.
@@ -66,9 +67,16 @@ void Raft::Impl::handle_heartbeat(const Message& m, const Heartbeat& hb) {
 void Raft::Impl::handle_heartbeat_response(const Message& m, const HeartbeatResponse& resp) {
     Leader* l = leader_state();
     if (l == nullptr) return;
-    Progress& pr = l->progress.at(m.from);
+    Progress* found = progress_of(m.from);
+    if (found == nullptr) return;  // not replicated to (removed and forgotten, or a stranger)
+    Progress& pr = *found;
     pr.recently_active = true;  // §6.2
     pr.acked_read_round = std::max(pr.acked_read_round, resp.read_round);
+    if (told_of_removal(pr, resp.read_round)) {
+        l->progress.erase(m.from);  // it knows: nothing more to tell it
+        return;
+    }
+    on_ack(pr, m.from);
     if (pr.state == ReplicationState::kProbe) pr.probe_sent = false;  // retry a lost probe
     if (pr.state == ReplicationState::kReplicate &&
         pr.inflights.full(cfg.max_inflight_appends, cfg.max_inflight_bytes)) {
@@ -86,8 +94,8 @@ void Raft::Impl::handle_heartbeat_response(const Message& m, const HeartbeatResp
 void Raft::Impl::release_reads(Leader& l) {
     while (!l.reads_inflight.empty()) {
         const PendingRead& r = l.reads_inflight.front();
-        std::size_t acks = 1;
-        for (const auto& [id, pr] : l.progress) acks += pr.acked_read_round >= r.round ? 1 : 0;
+        std::size_t acks = is_voter(cfg.id) ? 1 : 0;  // voters only
+        for (const auto& [id, pr] : l.progress) acks += is_voter(id) && pr.acked_read_round >= r.round ? 1 : 0;
         if (acks < quorum()) break;
         reads_out.push_back(ReadState{r.context, r.index});
         l.reads_inflight.pop_front();

@@ -41,6 +41,7 @@ bool Raft::Impl::maybe_send_append(NodeId to, Progress& pr, bool send_if_empty) 
     const Index prev = pr.next - 1;
     const std::optional<Term> prev_term = log.term(prev);
     if (!prev_term) {
+        if (pr.removed_at != 0) return false;  // a removed member behind our snapshot: tick_membership forgets it
         send_snapshot(to, pr);  // §5.4.2: the follower is behind our snapshot
         return true;
     }
@@ -64,7 +65,7 @@ bool Raft::Impl::wants_flush(const Leader& l) const {
     for (const auto& [id, pr] : l.progress) {
         if (pr.paused(cfg.max_inflight_appends, cfg.max_inflight_bytes)) continue;
         if (pr.next <= log.last_index() || pr.sent_commit < commit) return true;
-        if (!log.term(pr.next - 1)) return true;  // needs a snapshot
+        if (!log.term(pr.next - 1) && pr.removed_at == 0) return true;  // needs a snapshot
     }
     return false;
 }
@@ -106,6 +107,7 @@ void Raft::Impl::handle_append(const Message& m, const AppendRequest& req) {
         return;
     }
     log.append_from_leader(req.entries, commit);  // rules 3-4
+    if (!req.entries.empty()) rebuild_configs_from(req.prev_log_index + 1);  // §4.1: in force once appended
     const Index last_new = req.prev_log_index + req.entries.size();
     // Rule 5: commit = min(leader_commit, index of last new entry) — not our
     // last index, which may hold an unverified stale suffix.
@@ -119,7 +121,9 @@ void Raft::Impl::handle_append(const Message& m, const AppendRequest& req) {
 void Raft::Impl::handle_append_response(const Message& m, const AppendResponse& resp) {
     Leader* l = leader_state();
     if (l == nullptr) return;
-    Progress& pr = l->progress.at(m.from);
+    Progress* found = progress_of(m.from);
+    if (found == nullptr) return;  // not replicated to (removed and forgotten, or a stranger)
+    Progress& pr = *found;
     pr.recently_active = true;  // §6.2
     if (!resp.success) {
         Index probe_to = resp.reject_hint;
@@ -150,6 +154,7 @@ void Raft::Impl::handle_append_response(const Message& m, const AppendResponse& 
             pr.inflights.free_to(pr.match);
             break;
     }
+    on_ack(pr, m.from);
     maybe_commit();
     if (l->transfer_target == m.from) maybe_send_timeout_now(*l, m.from);
 }
@@ -160,10 +165,13 @@ void Raft::Impl::handle_append_response(const Message& m, const AppendResponse& 
 bool Raft::Impl::maybe_commit() {
     const Leader* l = leader_state();
     if (l == nullptr) return false;
-    std::vector<Index> matches;
+    std::vector<Index> matches;  // of the voters
     matches.reserve(l->progress.size() + 1);
-    matches.push_back(log.stable());
-    for (const auto& [id, pr] : l->progress) matches.push_back(pr.match);
+    if (is_voter(cfg.id)) matches.push_back(log.stable());
+    for (const auto& [id, pr] : l->progress) {
+        if (is_voter(id)) matches.push_back(pr.match);
+    }
+    if (matches.size() < quorum()) return false;
     std::sort(matches.begin(), matches.end(), std::greater<>());
     const Index n = matches[quorum() - 1];
     if (n <= commit || log.term(n) != term) return false;

@@ -22,7 +22,8 @@ void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
                                " unknown (log starts after " + std::to_string(log.base_index()) +
                                ")");
     }
-    snapshot = Snapshot{SnapshotMeta{index, *t, cfg.members}, std::move(data)};
+    snapshot = Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)};
+    compact_configs(index);
     // Keep a tail of entries so slightly lagging followers get entries, not
     // the whole snapshot (etcd's compaction margin).
     const Index drop_to = index > keep_entries ? index - keep_entries : 0;
@@ -55,6 +56,7 @@ void Raft::Impl::handle_snapshot(const Message& m, const SnapshotRequest& req) {
         // Rule 7: discard the whole log and install the snapshot. The caller
         // persists it and restores the state machine from Ready::snapshot.
         log.restore_snapshot(meta.index, meta.term);
+        reset_configs(meta.index, meta.config);
         snapshot = req.snapshot;
         unsent_snapshot = req.snapshot;
         commit = meta.index;

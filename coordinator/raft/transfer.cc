@@ -11,7 +11,7 @@ namespace pgfence::raft {
 
 bool Raft::Impl::transfer_leadership(NodeId target) {
     Leader* l = leader_state();
-    if (l == nullptr || target == cfg.id || !is_member(target)) return false;
+    if (l == nullptr || target == cfg.id || !is_voter(target)) return false;
     if (l->transfer_target == target) return true;  // already under way
     l->transfer_target = target;
     l->transfer_elapsed_ticks = 0;

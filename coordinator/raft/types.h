@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -20,6 +21,7 @@ constexpr NodeId kNoNode = 0;
 enum class EntryType : std::uint8_t {
     kNormal = 0,  // application command in `data`
     kNoop = 1,    // a new leader's first entry of its term (thesis §6.4); empty data
+    kConfig = 2,  // a whole new configuration, encode_configuration() in `data` (thesis §4.1)
 };
 
 struct Entry {
@@ -42,12 +44,67 @@ struct HardState {
     bool operator==(const HardState&) const = default;
 };
 
+// ---- Configurations (thesis chapter 4) ---------------------------------------
+
+// One member of a configuration. A voter counts in elections and in every
+// quorum; a learner (a member being added) only receives the log.
+struct ConfigMember {
+    NodeId id = kNoNode;
+    bool voter = false;
+    // Opaque to Raft: what the application keeps about the member (its
+    // addresses), at most kMaxMemberContextBytes.
+    std::string context;
+
+    bool operator==(const ConfigMember&) const = default;
+};
+
+constexpr std::size_t kMaxConfigMembers = 15;
+constexpr std::size_t kMaxMemberContextBytes = 1024;
+
+// The members of the cluster, sorted by id, ids unique and non-zero, at most
+// kMaxConfigMembers. Empty: not known (a member joining a running cluster
+// before the leader has told it).
+struct Configuration {
+    std::vector<ConfigMember> members;
+
+    const ConfigMember* find(NodeId id) const;
+    bool contains(NodeId id) const { return find(id) != nullptr; }
+    bool is_voter(NodeId id) const;
+    std::vector<NodeId> voters() const;
+    // A configuration of voters without contexts (a cluster's first, from its
+    // flags; and what snapshots written before learners existed held).
+    static Configuration of_voters(const std::vector<NodeId>& ids);
+    // Every member a voter and no contexts: what the formats written before
+    // learners existed can hold (written so while true, so that a cluster
+    // that never changes its members stays readable by the release before).
+    bool voters_only() const;
+    // "" when well formed (sorted, unique, non-zero ids, within the limits,
+    // at least one voter), else what is wrong.
+    std::string check() const;
+
+    bool operator==(const Configuration&) const = default;
+};
+
+// The bytes of a kConfig entry: u8 version (1), u32 count, then per member
+// u64 id, u8 voter (0 or 1), u32-length context.
+std::string encode_configuration(const Configuration& config);
+// The data of a kConfig entry: "" when it decodes to a configuration with
+// at least one voter, else why not (decoders of the log and of messages
+// refuse such an entry as corrupt or hostile).
+std::string check_config_entry(std::string_view data);
+
+// "" and `out` set, or why the bytes are not a well-formed configuration
+// (no members at all decodes: a configuration not known, in a joining
+// member's snapshot).
+std::string decode_configuration(std::string_view bytes, Configuration& out);
+
 // Identifies the state a snapshot captures: everything up to and including
-// (index, term), for the member set `members`.
+// (index, term), and the configuration in force at that index (the last
+// one appended at or before it; it is committed, as the index is).
 struct SnapshotMeta {
     Index index = 0;
     Term term = 0;
-    std::vector<NodeId> members;
+    Configuration config;
 
     bool operator==(const SnapshotMeta&) const = default;
 };

@@ -1,5 +1,7 @@
 #include "storage/meta_files.h"
 
+#include <vector>
+
 #include "codec/bytes.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
@@ -9,10 +11,10 @@ namespace {
 
 constexpr std::uint64_t kMaxSmallFileBytes = 4096;
 
-std::string begin_file(std::uint32_t magic) {
+std::string begin_file(std::uint32_t magic, std::uint8_t version = kMetaVersion) {
     std::string out;
     codec::put_u32(out, magic);
-    codec::put_u8(out, kMetaVersion);
+    codec::put_u8(out, version);
     return out;
 }
 
@@ -26,9 +28,10 @@ void end_file(std::string& out) {
                        "foreign file: restore the data directory from another member.");
 }
 
-// Checks magic, version and trailing CRC; returns the body between them.
-std::string_view open_file_body(std::string_view bytes, std::uint32_t magic,
-                                const std::string& path) {
+// Checks magic, version (from 1 to `newest`) and trailing CRC; returns the
+// body between them, and the version in `version`.
+std::string_view open_file_body(std::string_view bytes, std::uint32_t magic, const std::string& path,
+                                std::uint8_t newest, std::uint8_t& version) {
     if (bytes.size() < 9)
         corrupt(path, bytes.size(), "file is only " + std::to_string(bytes.size()) + " bytes");
     if (codec::peek_u32(bytes, 0) != magic) corrupt(path, 0, "wrong magic number");
@@ -36,12 +39,16 @@ std::string_view open_file_body(std::string_view bytes, std::uint32_t magic,
     if (codec::peek_u32(bytes, crc_at) != crc32c(bytes.substr(0, crc_at))) {
         corrupt(path, crc_at, "CRC mismatch");
     }
-    if (static_cast<std::uint8_t>(bytes[4]) != kMetaVersion) {
-        corrupt(
-            path, 4,
-            "unsupported format version " + std::to_string(static_cast<unsigned char>(bytes[4])));
+    version = static_cast<std::uint8_t>(bytes[4]);
+    if (version < 1 || version > newest) {
+        corrupt(path, 4, "unsupported format version " + std::to_string(version));
     }
     return bytes.substr(5, crc_at - 5);
+}
+
+std::string_view open_file_body(std::string_view bytes, std::uint32_t magic, const std::string& path) {
+    std::uint8_t version = 0;
+    return open_file_body(bytes, magic, path, kMetaVersion, version);
 }
 
 }  // namespace
@@ -64,11 +71,17 @@ std::string encode_hard_state(const raft::HardState& hs) {
 }
 
 std::string encode_snapshot(const raft::Snapshot& snap) {
-    std::string out = begin_file(kSnapshotMagic);
+    // Voters without contexts: version 1, which the release before learners reads too.
+    const bool v1 = snap.meta.config.voters_only();
+    std::string out = begin_file(kSnapshotMagic, v1 ? 1 : kSnapshotVersion);
     codec::put_u64(out, snap.meta.index);
     codec::put_u64(out, snap.meta.term);
-    codec::put_u32(out, static_cast<std::uint32_t>(snap.meta.members.size()));
-    for (raft::NodeId m : snap.meta.members) codec::put_u64(out, m);
+    if (v1) {
+        codec::put_u32(out, static_cast<std::uint32_t>(snap.meta.config.members.size()));
+        for (const raft::ConfigMember& m : snap.meta.config.members) codec::put_u64(out, m.id);
+    } else {
+        codec::put_string(out, raft::encode_configuration(snap.meta.config));
+    }
     codec::put_u64(out, snap.data.size());
     out.append(snap.data);
     end_file(out);
@@ -99,17 +112,28 @@ raft::HardState decode_hard_state(std::string_view bytes, const std::string& pat
 }
 
 raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path) {
-    codec::Reader in(open_file_body(bytes, kSnapshotMagic, path));
+    std::uint8_t version = 0;
+    codec::Reader in(open_file_body(bytes, kSnapshotMagic, path, kSnapshotVersion, version));
     raft::Snapshot snap;
     snap.meta.index = in.u64();
     snap.meta.term = in.u64();
-    const std::uint32_t members = in.u32();
-    if (!in.ok()) corrupt(path, 5 + in.offset(), "snapshot header cut short");
-    if (members > kMaxSnapshotMembers || members > in.remaining() / 8) {
-        corrupt(path, 5 + in.offset(),
-                "member count " + std::to_string(members) + " is impossible");
+    if (version == 1) {  // voters only
+        const std::uint32_t members = in.u32();
+        if (!in.ok()) corrupt(path, 5 + in.offset(), "snapshot header cut short");
+        if (members > kMaxSnapshotMembers || members > in.remaining() / 8) {
+            corrupt(path, 5 + in.offset(), "member count " + std::to_string(members) + " is impossible");
+        }
+        std::vector<raft::NodeId> ids;
+        for (std::uint32_t i = 0; i < members; ++i) ids.push_back(in.u64());
+        snap.meta.config = raft::Configuration::of_voters(ids);
+    } else {
+        const std::size_t at = in.offset();
+        const std::string_view config = in.string("configuration", kMaxSmallFileBytes * 16);
+        if (!in.ok()) corrupt(path, 5 + at, "snapshot configuration cut short");
+        if (std::string why = raft::decode_configuration(config, snap.meta.config); !why.empty()) {
+            corrupt(path, 5 + at, "snapshot configuration: " + why);
+        }
     }
-    for (std::uint32_t i = 0; i < members; ++i) snap.meta.members.push_back(in.u64());
     const std::uint64_t size = in.u64();
     if (!in.ok() || size != in.remaining()) {
         corrupt(path, 5 + in.offset(), "snapshot data length does not match the file");

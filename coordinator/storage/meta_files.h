@@ -12,7 +12,8 @@
 
 namespace pgfence::storage {
 
-inline constexpr std::uint8_t kMetaVersion = 1;
+inline constexpr std::uint8_t kMetaVersion = 1;          // identity and hard state
+inline constexpr std::uint8_t kSnapshotVersion = 2;      // learners or contexts; else version 1 (wal.h)
 inline constexpr std::uint32_t kIdentityMagic = 0x44494650;   // "PFID"
 inline constexpr std::uint32_t kHardStateMagic = 0x53484650;  // "PFHS"
 inline constexpr std::uint32_t kSnapshotMagic = 0x4E534650;   // "PFSN"

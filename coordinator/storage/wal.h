@@ -11,11 +11,16 @@
 //
 // identity, hardstate and snapshot are replaced atomically: written to
 // <name>.tmp, fdatasynced, renamed over <name>, directory fsynced. Each is
-//   [u32 magic][u8 version=1][body][u32 CRC32C of everything before it]
-//   identity  magic "PFID"  body: u64 cluster_id, u64 member_id
-//   hardstate magic "PFHS"  body: u64 term, u64 vote, u64 commit
-//   snapshot  magic "PFSN"  body: u64 index, u64 term, u32 n, n x u64 member,
-//                                 u64 data_length, data  (max: Options)
+//   [u32 magic][u8 version][body][u32 CRC32C of everything before it]
+//   identity  magic "PFID"  version 1  body: u64 cluster_id, u64 member_id
+//   hardstate magic "PFHS"  version 1  body: u64 term, u64 vote, u64 commit
+//   snapshot  magic "PFSN"  version 2 (when the configuration has learners or
+//                           contexts, else version 1)  body: u64 index, u64 term,
+//                           u32 config_length, configuration (raft::encode_configuration:
+//                           voters, learners and their contexts, in force at index),
+//                           u64 data_length, data  (max: Options)
+//             version 1: u64 index, u64 term, u32 n, n x u64 member
+//                           (n voters, no learners), u64 data_length, data
 // All integers are little-endian. A bad metadata file is corruption (it is
 // never torn: the rename is atomic).
 //
@@ -30,7 +35,9 @@
 //   1 entries  payload: u64 first_index, u32 count,
 //              count x (u64 term, u8 entry type, u32 data_length, data)
 //              1 <= first_index <= 2^62 (kMaxEntryIndex), count >= 1,
-//              entry type 0 normal / 1 no-op, no trailing bytes.
+//              entry type 0 normal / 1 no-op / 2 configuration (data:
+//              raft::encode_configuration, the whole member list in force
+//              from that index on), no trailing bytes.
 //              Meaning: discard every stored entry with index >= first_index,
 //              then append these. This is how a conflicting suffix is truncated:
 //              by appending, so nothing durable is ever overwritten in place.

@@ -214,8 +214,13 @@ std::string decode_entries_payload(std::string_view payload, EntriesPayload& hea
         const std::uint32_t size = in.u32();
         const std::string_view data = in.bytes(size);
         if (!in.ok()) return "entry " + std::to_string(i) + " of the record is cut short";
-        if (type > static_cast<std::uint8_t>(raft::EntryType::kNoop)) {
+        if (type > static_cast<std::uint8_t>(raft::EntryType::kConfig)) {
             return "entry " + std::to_string(i) + " has unknown type " + std::to_string(type);
+        }
+        if (type == static_cast<std::uint8_t>(raft::EntryType::kConfig)) {
+            if (std::string why = raft::check_config_entry(data); !why.empty()) {
+                return "entry " + std::to_string(i) + " is a malformed configuration: " + why;
+            }
         }
         const raft::Index index = header.first_index + i;
         if (out != nullptr && index >= lo && index < hi) {

@@ -11,8 +11,13 @@ namespace {
 
 std::vector<Message> sample_messages() {
     auto msg = [](MessageBody b) { return Message{77, 1, 2, 5, std::move(b)}; };
-    AppendRequest app{10, 4, {Entry{4, 11, EntryType::kNormal, "grant"}, Entry{5, 12, EntryType::kNoop, ""}}, 9};
-    SnapshotRequest snap{Snapshot{SnapshotMeta{100, 4, {1, 2, 3}}, std::string("table\0bytes", 11)}};
+    Configuration with_learner;
+    with_learner.members = {{1, true, "10.0.0.1:7001 10.0.0.1:7101"}, {2, true, ""}, {5, false, "learner"}};
+    AppendRequest app{10, 4,
+                      {Entry{4, 11, EntryType::kNormal, "grant"}, Entry{5, 12, EntryType::kNoop, ""},
+                       Entry{5, 13, EntryType::kConfig, encode_configuration(with_learner)}},
+                      9};
+    SnapshotRequest snap{Snapshot{SnapshotMeta{100, 4, with_learner}, std::string("table\0bytes", 11)}};
     return {msg(VoteRequest{true, 7, 3, true}),
             msg(VoteResponse{false, true}),
             msg(app),
@@ -55,6 +60,41 @@ BOOST_AUTO_TEST_CASE(trailing_bytes_unknown_tag_and_version_are_refused) {
     BOOST_TEST(std::get<net::CodecError>(net::decode_message(bytes, 1)).message.find("unknown message tag") != std::string::npos);
     bytes[0] = 2;
     BOOST_TEST(std::get<net::CodecError>(net::decode_message(bytes, 1)).message.find("version") != std::string::npos);
+}
+
+// Tag 5, what a member sent before learners existed: voters only.
+BOOST_AUTO_TEST_CASE(a_snapshot_of_voters_only_still_decodes) {
+    std::string bytes;
+    bytes.push_back(1);  // version
+    for (std::uint64_t v : {1ull, 2ull, 5ull}) bytes.append(reinterpret_cast<const char*>(&v), 8);  // from to term
+    bytes.push_back(5);  // tag
+    for (std::uint64_t v : {100ull, 4ull}) bytes.append(reinterpret_cast<const char*>(&v), 8);  // index term
+    const std::uint32_t n = 3, len = 2;
+    bytes.append(reinterpret_cast<const char*>(&n), 4);
+    for (std::uint64_t v : {1ull, 2ull, 3ull}) bytes.append(reinterpret_cast<const char*>(&v), 8);
+    bytes.append(reinterpret_cast<const char*>(&len), 4);
+    bytes.append("st");
+    auto decoded = net::decode_message(bytes, 77);
+    BOOST_REQUIRE(std::holds_alternative<Message>(decoded));
+    const auto& snap = std::get<SnapshotRequest>(std::get<Message>(decoded).body).snapshot;
+    BOOST_TEST((snap.meta.config == Configuration::of_voters({1, 2, 3})));
+    BOOST_TEST(snap.data == "st");
+}
+
+BOOST_AUTO_TEST_CASE(a_configuration_entry_that_does_not_decode_is_refused) {
+    for (const std::string& bad : {std::string("garbage"), encode_configuration(Configuration{})}) {
+        Message m{1, 1, 2, 1, AppendRequest{0, 0, {Entry{1, 1, EntryType::kConfig, bad}}, 0}};
+        auto decoded = net::decode_message(net::encode_message(m), 1);
+        BOOST_REQUIRE(std::holds_alternative<net::CodecError>(decoded));
+        BOOST_TEST(std::get<net::CodecError>(decoded).message.find("configuration entry") != std::string::npos);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_voters_only_snapshot_is_sent_as_tag_5) {
+    Message m{77, 1, 2, 5, SnapshotRequest{Snapshot{SnapshotMeta{9, 2, Configuration::of_voters({1, 2, 3})}, "s"}}};
+    const std::string bytes = net::encode_message(m);
+    BOOST_TEST(static_cast<int>(bytes[25]) == 5);
+    BOOST_TEST((std::get<Message>(net::decode_message(bytes, 77)) == m));
 }
 
 BOOST_AUTO_TEST_CASE(huge_entry_count_is_refused_before_allocating) {

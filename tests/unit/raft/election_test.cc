@@ -290,7 +290,7 @@ BOOST_AUTO_TEST_CASE(same_term_leader_messages_to_a_leader_mean_two_leaders) {
     BOOST_CHECK_THROW(c.raft(1).step(msg(2, 1, t, AppendRequest{})), std::logic_error);
     BOOST_CHECK_THROW(c.raft(1).step(msg(2, 1, t, Heartbeat{})), std::logic_error);
     BOOST_CHECK_THROW(
-        c.raft(1).step(msg(2, 1, t, SnapshotRequest{Snapshot{SnapshotMeta{1, t, ids(3)}, ""}})),
+        c.raft(1).step(msg(2, 1, t, SnapshotRequest{Snapshot{SnapshotMeta{1, t, Configuration::of_voters(ids(3))}, ""}})),
         std::logic_error);
 }
 
@@ -314,8 +314,8 @@ BOOST_AUTO_TEST_CASE(cluster_id_mismatch_dropped) {
     BOOST_TEST(r.dropped_messages() == 1u);
     BOOST_TEST(r.term() == 0u);  // not even the term was looked at
     BOOST_TEST(!r.has_ready());
-    Message stranger = msg(42, 1, 9, VoteRequest{false, 0, 0, false});  // not a member
-    r.step(stranger);
+    Message from_nobody = msg(kNoNode, 1, 9, VoteRequest{false, 0, 0, false});  // no sender
+    r.step(from_nobody);
     Message misrouted = msg(2, 3, 9, VoteRequest{false, 0, 0, false});  // for someone else
     r.step(misrouted);
     BOOST_TEST(r.dropped_messages() == 3u);

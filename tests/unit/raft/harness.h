@@ -34,7 +34,7 @@ inline std::ostream& operator<<(std::ostream& os, ReplicationState s) {
     return os << to_string(s);
 }
 inline std::ostream& operator<<(std::ostream& os, EntryType t) {
-    return os << (t == EntryType::kNoop ? "noop" : "normal");
+    return os << (t == EntryType::kNoop ? "noop" : t == EntryType::kConfig ? "config" : "normal");
 }
 }  // namespace pgfence::raft
 
@@ -92,6 +92,15 @@ public:
             m.raft = std::make_unique<Raft>(m.cfg, m.storage);
             m.applied_index = m.storage.snapshot().meta.index;
         }
+    }
+
+    // A member joining the running cluster: it knows no configuration yet
+    // (Config::members empty) and waits to be told by the leader.
+    void join(NodeId id) {
+        Member& m = members_[id];
+        m.cfg = make_config(id, {}, members_.begin()->second.cfg.random_seed);
+        m.raft = std::make_unique<Raft>(m.cfg, m.storage);
+        check();
     }
 
     Member& member(NodeId id) { return members_.at(id); }

@@ -66,7 +66,7 @@ void compact_applied(Cluster& c, NodeId who, SplitMix64& rng) {
         return;
     }
     const Term t = disk.entries(st.applied, st.applied + 1)[0].term;
-    disk.compact(Snapshot{SnapshotMeta{st.applied, t, disk.snapshot().meta.members}, "s"});
+    disk.compact(Snapshot{SnapshotMeta{st.applied, t, c.raft(who).configuration_at(st.applied)}, "s"});
     c.raft(who).compact(st.applied, "s", static_cast<Index>(rng.in_range(0, 5)));
 }
 

@@ -19,7 +19,7 @@ Cluster lagging_cluster(int n, Index keep) {
     c.deliver_all();
     c.tick_all(1);
     const Index applied = c.raft(1).status().applied;
-    c.member(1).storage.compact(Snapshot{SnapshotMeta{applied, c.raft(1).term(), ids(3)},
+    c.member(1).storage.compact(Snapshot{SnapshotMeta{applied, c.raft(1).term(), Configuration::of_voters(ids(3))},
                                          "state@" + std::to_string(applied)});
     c.raft(1).compact(applied, "state@" + std::to_string(applied), keep);
     return c;
@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(snapshot_matching_our_log_keeps_following_entries) {
     s.append(entries_with_terms(1, {1, 1, 1, 1}));
     s.set_hard_state(HardState{1, kNoNode, 0});
     Raft r(make_config(1, ids(3)), s);
-    r.step(msg(2, 1, 1, SnapshotRequest{Snapshot{SnapshotMeta{2, 1, ids(3)}, "st"}}));
+    r.step(msg(2, 1, 1, SnapshotRequest{Snapshot{SnapshotMeta{2, 1, Configuration::of_voters(ids(3))}, "st"}}));
     const Ready rd = drain(r, s);
     BOOST_TEST(!rd.snapshot.has_value());
     BOOST_TEST(r.status().last_index == 4u);
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(snapshot_conflicting_with_our_log_replaces_it) {
     s.append(entries_with_terms(1, {1, 1, 1, 1}));
     s.set_hard_state(HardState{2, kNoNode, 1});
     Raft r(make_config(1, ids(3)), s);
-    r.step(msg(2, 1, 2, SnapshotRequest{Snapshot{SnapshotMeta{3, 2, ids(3)}, "st"}}));
+    r.step(msg(2, 1, 2, SnapshotRequest{Snapshot{SnapshotMeta{3, 2, Configuration::of_voters(ids(3))}, "st"}}));
     const Ready rd = drain(r, s);
     BOOST_REQUIRE(rd.snapshot.has_value());
     BOOST_TEST(rd.committed.empty());  // the snapshot replaces applying entries 2..3
@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(stale_snapshot_is_acked_with_commit) {
     s.append(entries_with_terms(1, {1, 1, 1, 1}));
     s.set_hard_state(HardState{1, kNoNode, 4});
     Raft r(make_config(1, ids(3)), s);
-    r.step(msg(2, 1, 1, SnapshotRequest{Snapshot{SnapshotMeta{2, 1, ids(3)}, "st"}}));
+    r.step(msg(2, 1, 1, SnapshotRequest{Snapshot{SnapshotMeta{2, 1, Configuration::of_voters(ids(3))}, "st"}}));
     const Ready rd = drain(r, s);
     BOOST_TEST(!rd.snapshot.has_value());
     const auto resp = bodies_of<AppendResponse>(rd.messages);

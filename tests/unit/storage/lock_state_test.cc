@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_CASE(snapshot_compaction_and_reopen_rebuild_the_same_lock_table)
             live.apply(i, cmd);
             if (i == kSnapshotAt) {
                 raft::Snapshot snap;
-                snap.meta = {i, 1, {kMember}};
+                snap.meta = {i, 1, raft::Configuration::of_voters({kMember})};
                 snap.data = live.snapshot();
                 s->save_snapshot(snap);
             }

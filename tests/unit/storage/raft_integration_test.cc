@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(compaction_then_restart_rebuilds_from_the_snapshot) {
         }
         snap_index = r.status().commit - 2;
         raft::Snapshot snap;
-        snap.meta = {snap_index, s->entries(snap_index, snap_index + 1).at(0).term, {kMember}};
+        snap.meta = {snap_index, s->entries(snap_index, snap_index + 1).at(0).term, raft::Configuration::of_voters({kMember})};
         snap.data = "state";
         s->save_snapshot(snap);
         r.compact(snap_index, "state", 0);

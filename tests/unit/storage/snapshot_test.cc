@@ -2,6 +2,8 @@
 // interrupted snapshot writes.
 #include <boost/test/unit_test.hpp>
 
+#include "codec/bytes.h"
+#include "storage/crc32c.h"
 #include "storage/meta_files.h"
 #include "storage/wal.h"
 #include "test_dir.h"
@@ -13,7 +15,7 @@ using namespace test;
 
 raft::Snapshot make_snapshot(raft::Index index, raft::Term term, std::string data) {
     raft::Snapshot snap;
-    snap.meta = {index, term, {1, 2, 3}};
+    snap.meta = {index, term, raft::Configuration::of_voters({1, 2, 3})};
     snap.data = std::move(data);
     return snap;
 }
@@ -60,6 +62,35 @@ BOOST_AUTO_TEST_CASE(snapshot_compaction_and_reopen_keep_entries_hard_state_and_
     BOOST_TEST((all_entries(*s) == std::vector<raft::Entry>(all.begin() + 100, all.end())));
     s->persist(nullptr, nullptr, make_entries(121, 1, 1));
     BOOST_TEST(s->last_index() == 121u);
+}
+
+BOOST_AUTO_TEST_CASE(snapshot_files_keep_learners_and_contexts_and_version_1_files_read_as_voters) {
+    raft::Snapshot snap = make_snapshot(7, 2, "table");
+    snap.meta.config.members = {{1, true, "a"}, {2, true, "b"}, {4, false, "learner's addresses"}};
+    BOOST_TEST((decode_snapshot(encode_snapshot(snap), "snapshot") == snap));
+    // Version 1, as written before learners: index, term, the voters, data.
+    std::string v1;
+    codec::put_u32(v1, kSnapshotMagic);
+    codec::put_u8(v1, 1);
+    codec::put_u64(v1, 7);
+    codec::put_u64(v1, 2);
+    codec::put_u32(v1, 3);
+    for (std::uint64_t id : {1, 2, 3}) codec::put_u64(v1, id);
+    codec::put_u64(v1, 5);
+    v1.append("table");
+    codec::put_u32(v1, crc32c(v1));
+    BOOST_TEST((decode_snapshot(v1, "snapshot") == make_snapshot(7, 2, "table")));
+    // A version from the future is refused, naming it.
+    std::string v3 = encode_snapshot(snap);
+    v3[4] = 3;
+    v3.resize(v3.size() - 4);
+    codec::put_u32(v3, crc32c(v3));
+    try {
+        decode_snapshot(v3, "dir/snapshot");
+        BOOST_FAIL("version 3 was accepted");
+    } catch (const StorageError& e) {
+        BOOST_TEST(std::string(e.what()).find("unsupported format version 3") != std::string::npos, e.what());
+    }
 }
 
 BOOST_AUTO_TEST_CASE(compacting_everything_then_reopening_starts_after_the_snapshot) {
