@@ -39,7 +39,28 @@ struct ListLocks {
     std::optional<std::string> key;
 };
 
-using Request = std::variant<Acquire, Release, KeepAlive, ListLocks>;
+// ---- membership (raft.h "Membership changes"), admin only ----------------------
+
+// POST /v1/members/add {"id","peer_addr","client_addr"}: a new member, as a learner.
+struct AddMember {
+    std::uint64_t id = 0;
+    std::string peer_addr;
+    std::string client_addr;
+};
+// POST /v1/members/promote {"id"}: a caught-up learner becomes a voter.
+struct PromoteMember {
+    std::uint64_t id = 0;
+};
+// POST /v1/members/remove {"id"}: any member, the leader too (it hands its
+// leadership over first, and the new leader removes it).
+struct RemoveMember {
+    std::uint64_t id = 0;
+};
+// GET /v1/members.
+struct ListMembers {};
+
+using Request = std::variant<Acquire, Release, KeepAlive, ListLocks, AddMember, PromoteMember, RemoveMember,
+                             ListMembers>;
 
 // ---- answers -------------------------------------------------------------------
 
@@ -70,6 +91,33 @@ struct Locks {  // 200: one lock (the request named a key) or {"locks":[...]}
     std::vector<LockView> locks;
 };
 
+// One member as the leader sees it. Addresses are empty for a member of the
+// first configuration (its addresses are the --peers the members were given).
+struct MemberView {
+    std::uint64_t id = 0;
+    bool voter = false;
+    std::string peer_addr;
+    std::string client_addr;
+    bool caught_up = false;  // a learner that may be promoted now
+    std::uint64_t match = 0;  // the last log index known replicated to it (the leader's own: its last index)
+};
+// 200 {"config_index", "members":[...]}: the configuration in force, after
+// the change asked for was applied (a change's answer) or now (a list).
+struct Members {
+    std::uint64_t config_index = 0;
+    std::vector<MemberView> members;
+};
+// 404 {"error":"unknown_member"}: promote or remove of an id not in the configuration.
+struct UnknownMember {
+    std::uint64_t id = 0;
+};
+// 409 {"error":"member_change_refused","message"}: an add of a member, a
+// promote of a voter or of a learner not caught up, or a change while
+// another is not committed (retry).
+struct ChangeRefused {
+    std::string message;
+};
+
 struct NotHeld {};  // 404 {"error":"not_held"}
 
 struct Held {  // 409 {"error":"held","message":...}
@@ -84,6 +132,7 @@ struct Unavailable {
     std::uint64_t leader = 0;
 };
 
-using Response = std::variant<Granted, Released, KeptAlive, Locks, NotHeld, Held, TooLarge, Unavailable>;
+using Response = std::variant<Granted, Released, KeptAlive, Locks, NotHeld, Held, TooLarge, Unavailable, Members,
+                              UnknownMember, ChangeRefused>;
 
 }  // namespace pgfence::member

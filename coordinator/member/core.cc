@@ -40,6 +40,8 @@ void Effects::clear() {
     watch.clear();
     logs.clear();
     fatal.clear();
+    configuration.reset();
+    removed = false;
 }
 
 Effects Core::take_effects() {
@@ -107,6 +109,14 @@ void Core::request(RequestId id, Request req, Time now) {
         }
         return;
     }
+    if (std::holds_alternative<ListMembers>(req)) {
+        if (!is_leader()) {
+            unavailable(id);
+        } else {
+            respond(id, members_view());
+        }
+        return;
+    }
     if (!serves_writes()) {
         unavailable(id);
         return;
@@ -115,8 +125,10 @@ void Core::request(RequestId id, Request req, Time now) {
         acquire(id, *a, false, now);
     } else if (auto* r = std::get_if<Release>(&req)) {
         release(id, *r, now);
+    } else if (auto* k = std::get_if<KeepAlive>(&req)) {
+        keepalive(id, *k);
     } else {
-        keepalive(id, std::get<KeepAlive>(req));
+        change_members(id, req, now);
     }
 }
 
@@ -155,17 +167,9 @@ void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now
     shutting_down_ = true;
     log(LogLevel::kInfo, "shutdown_requested", {{"role", raft::to_string(raft_->role())}});
     if (!is_leader()) return;
-    raft::NodeId best = raft::kNoNode;
-    raft::Index best_match = 0;
-    for (const raft::PeerStatus& p : raft_->status().peers) {
-        const bool up = std::find(reachable.begin(), reachable.end(), p.id) != reachable.end();
-        if (p.id != config_.raft.id && p.match >= best_match && up) {
-            best = p.id;
-            best_match = p.match;
-        }
-    }
+    const raft::NodeId best = handover_target(&reachable);
     if (best != raft::kNoNode && raft_->transfer_leadership(best)) {
-        log(LogLevel::kInfo, "leadership_transfer", {{"target", num(best)}, {"match", num(best_match)}});
+        log(LogLevel::kInfo, "leadership_transfer", {{"target", num(best)}, {"reason", "shutdown"}});
     }
 }
 
@@ -176,6 +180,7 @@ void Core::pump(Time now) {
     if (failed_) return;
     flush_confirms(now);
     observe_role(now);
+    note_configuration();
     if (ready_ != nullptr) {
         // Commits learnt meanwhile follow the outstanding Ready's own
         // committed entries, never precede them.
@@ -303,6 +308,7 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
         if (const lock::Lock* l = table_.find(g->key)) held_before = l->token;
     }
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
+    if (e.type == raft::EntryType::kConfig) on_config_applied(e);
     if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
     if (cmd) on_applied(e.index, *cmd, result, owner, now);
     auto it = proposals_.find(e.index);

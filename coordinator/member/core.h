@@ -56,6 +56,8 @@
 //   logs      lines to log, in order
 //   fatal     non-empty: the member cannot go on (a snapshot that does not
 //             restore); the caller stops without acknowledging anything more
+//   configuration  the configuration in force changed: the peers to reach
+//   removed   this member's removal applied: the caller stops it
 // Effects accumulate across inputs until take_effects(); responses may be
 // produced by any input, a Persist only by pump(). The shell carries out the
 // sends, the save and the Persist before it writes the answers, so a leader's
@@ -100,7 +102,14 @@
 //   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
 //     when the table's floor is lower.
 //   - Snapshots: once Config::snapshot_every entries applied since the last
-//     one, and no save is outstanding, a SaveSnapshot of the applied table.
+//     one, and no save is outstanding, a SaveSnapshot of the applied table
+//     with the configuration in force at its index.
+//   - Membership (core_members.cc, admin requests): add (a learner, its
+//     addresses in the configuration), promote, remove are the Raft core's
+//     changes, answered with the configuration once applied; a leader asked
+//     to remove itself hands leadership to the most caught-up voter and
+//     answers Unavailable{that voter}, whose retry there removes it. A
+//     member whose removal applies is told to stop (Effects::removed).
 //
 // Threading: not thread-safe; one thread owns a Core.
 #pragma once
@@ -186,9 +195,17 @@ struct Effects {
     std::vector<RequestId> watch;
     std::vector<LogLine> logs;
     std::string fatal;
+    // The configuration in force changed (or is reported for the first
+    // time): the members the peer transport must reach now, with their
+    // addresses (member/addresses.h) where the configuration has them.
+    // Empty: a joining member that knows none yet (nothing to change).
+    std::optional<raft::Configuration> configuration;
+    // This member's removal was applied: the caller stops it (gracefully:
+    // nothing more needs it).
+    bool removed = false;
     bool empty() const {
         return send.empty() && !persist && !save && respond.empty() && watch.empty() && logs.empty() &&
-               fatal.empty();
+               fatal.empty() && !configuration && !removed;
     }
     void clear();  // empties it, keeping the vectors' capacity
 };
@@ -310,6 +327,15 @@ private:
                          Time now);
     void list_locks(RequestId id, const ListLocks& req);
 
+    // core_members.cc
+    void change_members(RequestId id, const Request& req, Time now);
+    Members members_view() const;
+    // A voter to hand leadership to: the most caught-up one (among
+    // `reachable` when given); kNoNode when there is none.
+    raft::NodeId handover_target(const std::vector<raft::NodeId>* reachable) const;
+    void note_configuration();                 // Effects::configuration when it changed
+    void on_config_applied(const raft::Entry& e);  // this member's removal
+
     Config config_;
     std::unique_ptr<raft::Raft> raft_;
     lock::LockTable table_;
@@ -337,6 +363,8 @@ private:
     std::uint64_t ticks_ = 0;
     bool shutting_down_ = false;
     bool failed_ = false;  // `fatal` was set: pump() does nothing more
+    bool removed_ = false;  // this member's removal applied (Effects::removed told once)
+    std::optional<raft::Index> reported_config_index_;  // the configuration last put in Effects
 
     std::map<raft::Index, Proposal> proposals_;
     // Leader only, one per held lock, restarted by a new leader. Invariant:

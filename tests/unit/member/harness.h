@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -24,6 +25,8 @@ struct Node {
     std::vector<std::pair<RequestId, Response>> answers;
     std::vector<LogLine> logs;
     std::set<RequestId> watched;
+    std::optional<raft::Configuration> configuration;  // the last Effects::configuration
+    bool removed = false;                              // Effects::removed came
     bool up = true;
 };
 
@@ -47,6 +50,21 @@ public:
             configs_.push_back(c);
             nodes_[static_cast<std::size_t>(i)].core = std::make_unique<Core>(c, nodes_[static_cast<std::size_t>(i)].storage);
         }
+    }
+
+    // A member joining the running cluster: the next id, knowing no
+    // configuration (raft.members empty) until the leader tells it.
+    raft::NodeId join() {
+        const raft::NodeId id = static_cast<raft::NodeId>(nodes_.size() + 1);
+        Config c = configs_.front();
+        c.raft.id = id;
+        c.raft.members.clear();
+        c.raft.random_seed = 1000 + id * 7919;
+        ids_.push_back(id);
+        configs_.push_back(c);
+        nodes_.emplace_back();
+        nodes_.back().core = std::make_unique<Core>(c, nodes_.back().storage);
+        return id;
     }
 
     Node& node(raft::NodeId id) { return nodes_[id - 1]; }
@@ -161,6 +179,8 @@ private:
             if (granted && auto_written) n.core->response_written(a.id, true, now_);
         }
         for (RequestId id : fx.watch) n.watched.insert(id);
+        if (fx.configuration) n.configuration = std::move(fx.configuration);
+        if (fx.removed) n.removed = true;
         if (fx.save) {
             n.storage.compact(*fx.save);
             n.core->snapshot_saved(*fx.save, now_);

@@ -1,0 +1,134 @@
+// Membership requests (add, promote, remove, list) and what a configuration
+// change means for this member: the peer transport's new member list, and its
+// own removal. The rules of a change are the Raft core's (raft.h
+// "Membership changes"); this file maps requests onto them and their refusals
+// onto answers.
+#include <algorithm>
+
+#include "member/addresses.h"
+#include "member/core.h"
+
+namespace pgfence::member {
+
+namespace {
+
+std::string num(std::uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+raft::NodeId Core::handover_target(const std::vector<raft::NodeId>* reachable) const {
+    raft::NodeId best = raft::kNoNode;
+    raft::Index best_match = 0;
+    for (const raft::PeerStatus& p : raft_->status().peers) {
+        if (!p.voter || p.leaving || p.id == config_.raft.id) continue;
+        if (reachable != nullptr && std::find(reachable->begin(), reachable->end(), p.id) == reachable->end()) continue;
+        if (best == raft::kNoNode || p.match > best_match) {
+            best = p.id;
+            best_match = p.match;
+        }
+    }
+    return best;
+}
+
+void Core::change_members(RequestId id, const Request& req, Time now) {
+    raft::ConfigChange change;
+    if (const auto* a = std::get_if<AddMember>(&req)) {
+        change = {raft::ConfigChangeType::kAddLearner, a->id, encode_addresses({a->peer_addr, a->client_addr})};
+    } else if (const auto* p = std::get_if<PromoteMember>(&req)) {
+        change = {raft::ConfigChangeType::kPromote, p->id, {}};
+    } else {
+        change = {raft::ConfigChangeType::kRemove, std::get<RemoveMember>(req).id, {}};
+    }
+    if (change.type == raft::ConfigChangeType::kRemove && change.id == config_.raft.id) {
+        // The leader does not remove itself: it hands over, and the client's
+        // retry reaches the new leader, which removes it.
+        const raft::NodeId target = handover_target(nullptr);
+        if (target != raft::kNoNode && raft_->transfer_leadership(target)) {
+            log(LogLevel::kInfo, "leadership_transfer", {{"target", num(target)}, {"reason", "removing the leader"}});
+        }
+        respond(id, Unavailable{target});
+        return;
+    }
+    if (proposals_.size() >= config_.max_proposals) {
+        unavailable(id);
+        return;
+    }
+    const raft::ProposeResult r = raft_->propose_config(change);
+    switch (r.error) {
+        case raft::ProposeError::kNone:
+            log(LogLevel::kInfo, "member_change_proposed",
+                {{"change", raft::to_string(change.type)}, {"id", num(change.id)}, {"index", num(r.index)}});
+            proposals_[r.index] = Proposal{id, r.term, now, [this, id](const lock::Result* result, Time) {
+                                               if (result == nullptr) {
+                                                   unavailable(id);
+                                               } else {
+                                                   respond(id, members_view());
+                                               }
+                                           }};
+            note_configuration();  // in force at once (raft.h)
+            return;
+        case raft::ProposeError::kUnknownMember:
+            respond(id, UnknownMember{change.id});
+            return;
+        case raft::ProposeError::kConfigPending:
+        case raft::ProposeError::kNotReady:
+        case raft::ProposeError::kAlreadyMember:
+        case raft::ProposeError::kNotLearner:
+        case raft::ProposeError::kNotCaughtUp:
+        case raft::ProposeError::kInvalid:
+        case raft::ProposeError::kRemoveLeader:
+            respond(id, ChangeRefused{std::string(raft::to_string(change.type)) + " of member " + num(change.id) +
+                                      " refused: " + raft::to_string(r.error)});
+            return;
+        case raft::ProposeError::kNotLeader:
+        case raft::ProposeError::kTransferring:
+        case raft::ProposeError::kTooLarge:
+        case raft::ProposeError::kBacklog:
+            unavailable(id);
+            return;
+    }
+}
+
+Members Core::members_view() const {
+    Members out;
+    out.config_index = raft_->configuration_index();
+    const raft::Status st = raft_->status();
+    for (const raft::ConfigMember& m : raft_->configuration().members) {
+        MemberView v;
+        v.id = m.id;
+        v.voter = m.voter;
+        MemberAddresses addresses;
+        if (decode_addresses(m.context, addresses).empty()) {
+            v.peer_addr = std::move(addresses.peer_addr);
+            v.client_addr = std::move(addresses.client_addr);
+        }
+        if (m.id == config_.raft.id) {
+            v.match = st.last_index;
+        }
+        for (const raft::PeerStatus& p : st.peers) {
+            if (p.id != m.id) continue;
+            v.match = p.match;
+            v.caught_up = p.caught_up;
+        }
+        out.members.push_back(std::move(v));
+    }
+    return out;
+}
+
+void Core::note_configuration() {
+    const raft::Index index = raft_->configuration_index();
+    if (reported_config_index_ && *reported_config_index_ == index) return;
+    reported_config_index_ = index;
+    effects_.configuration = raft_->configuration();
+}
+
+void Core::on_config_applied(const raft::Entry& e) {
+    raft::Configuration applied;
+    if (!raft::decode_configuration(e.data, applied).empty() || applied.members.empty()) return;  // checked on arrival
+    if (applied.contains(config_.raft.id) || removed_) return;
+    removed_ = true;
+    effects_.removed = true;
+    log(LogLevel::kWarn, "removed_from_cluster", {{"index", num(e.index)}});
+}
+
+}  // namespace pgfence::member
