@@ -11,13 +11,6 @@ using namespace pgfence::member::test;
 
 namespace {
 
-template <class T>
-const T& as(const std::optional<Response>& r) {
-    BOOST_REQUIRE_MESSAGE(r.has_value(), "no answer");
-    BOOST_REQUIRE_MESSAGE(std::holds_alternative<T>(*r), "answer of another kind (index " << r->index() << ")");
-    return std::get<T>(*r);
-}
-
 Acquire acq(std::string key, std::uint64_t lease_ms, std::string owner = "", std::uint64_t wait_ms = 0) {
     return Acquire{std::move(key), lease_ms, wait_ms, std::move(owner)};
 }

@@ -4,6 +4,7 @@
 // (sends, save, the Persist then its messages, persisted()).
 #pragma once
 
+#include <boost/test/unit_test.hpp>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -207,5 +208,13 @@ private:
     Time now_{std::chrono::seconds(1000)};
     RequestId next_id_ = 1;
 };
+
+// The answer `r` as a T (the test fails if there is none, or another kind).
+template <class T>
+const T& as(const std::optional<Response>& r) {
+    BOOST_REQUIRE_MESSAGE(r.has_value(), "no answer");
+    BOOST_REQUIRE_MESSAGE(std::holds_alternative<T>(*r), "answer of another kind (index " << r->index() << ")");
+    return std::get<T>(*r);
+}
 
 }  // namespace pgfence::member::test

@@ -13,13 +13,6 @@ using namespace pgfence::member::test;
 
 namespace {
 
-template <class T>
-const T& as(const std::optional<Response>& r) {
-    BOOST_REQUIRE_MESSAGE(r.has_value(), "no answer");
-    BOOST_REQUIRE_MESSAGE(std::holds_alternative<T>(*r), "answer of another kind (index " << r->index() << ")");
-    return std::get<T>(*r);
-}
-
 const MemberView* find(const Members& m, std::uint64_t id) {
     for (const MemberView& v : m.members) {
         if (v.id == id) return &v;
