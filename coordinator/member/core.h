@@ -108,8 +108,9 @@
 //     addresses in the configuration), promote, remove are the Raft core's
 //     changes, answered with the configuration once applied; a leader asked
 //     to remove itself hands leadership to the most caught-up voter and
-//     answers Unavailable{that voter}, whose retry there removes it. A
-//     member whose removal applies is told to stop (Effects::removed).
+//     answers Unavailable{that voter}, whose retry there removes it (with no
+//     other voter, the removal is refused). A member whose removal applies
+//     is told to stop (Effects::removed).
 //
 // Threading: not thread-safe; one thread owns a Core.
 #pragma once
@@ -200,8 +201,9 @@ struct Effects {
     // addresses (member/addresses.h) where the configuration has them.
     // Empty: a joining member that knows none yet (nothing to change).
     std::optional<raft::Configuration> configuration;
-    // This member's removal was applied: the caller stops it (gracefully:
-    // nothing more needs it).
+    // An applied configuration entry dropped this member from one that had
+    // it: the caller stops it (gracefully: nothing more needs it). Once per
+    // removal.
     bool removed = false;
     bool empty() const {
         return send.empty() && !persist && !save && respond.empty() && watch.empty() && logs.empty() &&
@@ -364,7 +366,7 @@ private:
     bool shutting_down_ = false;
     bool failed_ = false;  // `fatal` was set: pump() does nothing more
     bool removed_ = false;  // this member's removal applied (Effects::removed told once)
-    std::optional<raft::Index> reported_config_index_;  // the configuration last put in Effects
+    std::optional<raft::Configuration> reported_config_;  // the configuration last put in Effects
 
     std::map<raft::Index, Proposal> proposals_;
     // Leader only, one per held lock, restarted by a new leader. Invariant:

@@ -43,9 +43,16 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
         // The leader does not remove itself: it hands over, and the client's
         // retry reaches the new leader, which removes it.
         const raft::NodeId target = handover_target(nullptr);
-        if (target != raft::kNoNode && raft_->transfer_leadership(target)) {
-            log(LogLevel::kInfo, "leadership_transfer", {{"target", num(target)}, {"reason", "removing the leader"}});
+        if (target == raft::kNoNode) {
+            respond(id, ChangeRefused{"remove of member " + num(change.id) +
+                                      " refused: it leads, and no other voter can take over"});
+            return;
         }
+        if (!raft_->transfer_leadership(target)) {
+            respond(id, Unavailable{raft_->leader()});
+            return;
+        }
+        log(LogLevel::kInfo, "leadership_transfer", {{"target", num(target)}, {"reason", "removing the leader"}});
         respond(id, Unavailable{target});
         return;
     }
@@ -116,16 +123,21 @@ Members Core::members_view() const {
 }
 
 void Core::note_configuration() {
-    const raft::Index index = raft_->configuration_index();
-    if (reported_config_index_ && *reported_config_index_ == index) return;
-    reported_config_index_ = index;
-    effects_.configuration = raft_->configuration();
+    // The configuration itself is compared, not its index: a truncated entry
+    // may be replaced by another configuration at the same index.
+    if (reported_config_ && *reported_config_ == raft_->configuration()) return;
+    reported_config_ = raft_->configuration();
+    effects_.configuration = *reported_config_;
 }
 
 void Core::on_config_applied(const raft::Entry& e) {
-    raft::Configuration applied;
-    if (!raft::decode_configuration(e.data, applied).empty() || applied.members.empty()) return;  // checked on arrival
-    if (applied.contains(config_.raft.id) || removed_) return;
+    // Removed: this entry drops us from a configuration that had us. (A
+    // member added later applies earlier entries that never named it.)
+    const raft::NodeId self = config_.raft.id;
+    const bool was_member = raft_->configuration_at(e.index - 1).contains(self);
+    const bool is_member = raft_->configuration_at(e.index).contains(self);
+    if (is_member) removed_ = false;  // (added again under the same id)
+    if (!was_member || is_member || removed_) return;
     removed_ = true;
     effects_.removed = true;
     log(LogLevel::kWarn, "removed_from_cluster", {{"index", num(e.index)}});

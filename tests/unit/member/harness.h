@@ -27,7 +27,7 @@ struct Node {
     std::vector<LogLine> logs;
     std::set<RequestId> watched;
     std::optional<raft::Configuration> configuration;  // the last Effects::configuration
-    bool removed = false;                              // Effects::removed came
+    int removed = 0;                                   // how many Effects::removed came
     bool up = true;
 };
 
@@ -181,7 +181,7 @@ private:
         }
         for (RequestId id : fx.watch) n.watched.insert(id);
         if (fx.configuration) n.configuration = std::move(fx.configuration);
-        if (fx.removed) n.removed = true;
+        if (fx.removed) ++n.removed;
         if (fx.save) {
             n.storage.compact(*fx.save);
             n.core->snapshot_saved(*fx.save, now_);
