@@ -13,7 +13,10 @@
 //   - an entries payload that decodes re-encodes to exactly its record (the
 //     encoding is canonical), and partial reads agree with the full read;
 //   - metadata decoders either succeed and re-encode to the input, or throw
-//     StorageError (never anything else).
+//     StorageError (never anything else); a snapshot re-encodes to a file
+//     that decodes to the same snapshot (its encoding is not canonical: a
+//     version 1 file may list voters in any order, and a version 2 file of
+//     voters only is written back as version 1).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -81,6 +84,14 @@ void check_meta(std::string_view bytes, Decode decode, Encode encode) {
     }
 }
 
+void check_snapshot(std::string_view bytes) {
+    try {
+        const raft::Snapshot snap = decode_snapshot(bytes, "fuzz");
+        require(decode_snapshot(encode_snapshot(snap), "fuzz") == snap);
+    } catch (const StorageError&) {
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -99,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         default:
             check_meta(rest, decode_identity, encode_identity);
             check_meta(rest, decode_hard_state, encode_hard_state);
-            check_meta(rest, decode_snapshot, encode_snapshot);
+            check_snapshot(rest);
             break;
     }
     return 0;
