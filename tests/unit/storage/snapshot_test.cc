@@ -80,6 +80,22 @@ BOOST_AUTO_TEST_CASE(snapshot_files_keep_learners_and_contexts_and_version_1_fil
     v1.append("table");
     codec::put_u32(v1, crc32c(v1));
     BOOST_TEST((decode_snapshot(v1, "snapshot") == make_snapshot(7, 2, "table")));
+    // A cluster whose members never changed writes version 1, which the
+    // release before learners reads; with learners or addresses, version 2.
+    BOOST_TEST(static_cast<int>(encode_snapshot(make_snapshot(7, 2, "table"))[4]) == 1);
+    BOOST_TEST(static_cast<int>(encode_snapshot(snap)[4]) == 2);
+    // Version 1 as the release before wrote it from --peers: voters in any order.
+    std::string unsorted;
+    codec::put_u32(unsorted, kSnapshotMagic);
+    codec::put_u8(unsorted, 1);
+    codec::put_u64(unsorted, 7);
+    codec::put_u64(unsorted, 2);
+    codec::put_u32(unsorted, 3);
+    for (std::uint64_t id : {3, 1, 2}) codec::put_u64(unsorted, id);
+    codec::put_u64(unsorted, 5);
+    unsorted.append("table");
+    codec::put_u32(unsorted, crc32c(unsorted));
+    BOOST_TEST((decode_snapshot(unsorted, "snapshot").meta.config == raft::Configuration::of_voters({1, 2, 3})));
     // A version from the future is refused, naming it.
     std::string v3 = encode_snapshot(snap);
     v3[4] = 3;
