@@ -10,18 +10,14 @@
 
 namespace pgfence::member {
 
-namespace {
-
-std::string num(std::uint64_t v) { return std::to_string(v); }
-
-}  // namespace
-
 raft::NodeId Core::handover_target(const std::vector<raft::NodeId>* reachable) const {
     raft::NodeId best = raft::kNoNode;
     raft::Index best_match = 0;
     for (const raft::PeerStatus& p : raft_->status().peers) {
         if (!p.voter || p.leaving || p.id == config_.raft.id) continue;
-        if (reachable != nullptr && std::find(reachable->begin(), reachable->end(), p.id) == reachable->end()) continue;
+        if (reachable != nullptr &&
+            std::find(reachable->begin(), reachable->end(), p.id) == reachable->end())
+            continue;
         if (best == raft::kNoNode || p.match > best_match) {
             best = p.id;
             best_match = p.match;
@@ -33,7 +29,8 @@ raft::NodeId Core::handover_target(const std::vector<raft::NodeId>* reachable) c
 void Core::change_members(RequestId id, const Request& req, Time now) {
     raft::ConfigChange change;
     if (const auto* a = std::get_if<AddMember>(&req)) {
-        change = {raft::ConfigChangeType::kAddLearner, a->id, encode_addresses({a->peer_addr, a->client_addr})};
+        change = {raft::ConfigChangeType::kAddLearner, a->id,
+                  encode_addresses({a->peer_addr, a->client_addr})};
     } else if (const auto* p = std::get_if<PromoteMember>(&req)) {
         change = {raft::ConfigChangeType::kPromote, p->id, {}};
     } else {
@@ -44,7 +41,7 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
         // retry reaches the new leader, which removes it.
         const raft::NodeId target = handover_target(nullptr);
         if (target == raft::kNoNode) {
-            respond(id, ChangeRefused{"remove of member " + num(change.id) +
+            respond(id, ChangeRefused{"remove of member " + std::to_string(change.id) +
                                       " refused: it leads, and no other voter can take over"});
             return;
         }
@@ -52,7 +49,8 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
             respond(id, Unavailable{raft_->leader()});
             return;
         }
-        log(LogLevel::kInfo, "leadership_transfer", {{"target", num(target)}, {"reason", "removing the leader"}});
+        log(LogLevel::kInfo, "leadership_transfer",
+            {{"target", std::to_string(target)}, {"reason", "removing the leader"}});
         respond(id, Unavailable{target});
         return;
     }
@@ -64,14 +62,17 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
     switch (r.error) {
         case raft::ProposeError::kNone:
             log(LogLevel::kInfo, "member_change_proposed",
-                {{"change", raft::to_string(change.type)}, {"id", num(change.id)}, {"index", num(r.index)}});
-            proposals_[r.index] = Proposal{id, r.term, now, [this, id](const lock::Result* result, Time) {
-                                               if (result == nullptr) {
-                                                   unavailable(id);
-                                               } else {
-                                                   respond(id, members_view());
-                                               }
-                                           }};
+                {{"change", raft::to_string(change.type)},
+                 {"id", std::to_string(change.id)},
+                 {"index", std::to_string(r.index)}});
+            proposals_[r.index] =
+                Proposal{id, r.term, now, [this, id](const lock::Result* result, Time) {
+                             if (result == nullptr) {
+                                 unavailable(id);
+                             } else {
+                                 respond(id, members_view());
+                             }
+                         }};
             note_configuration();  // in force at once (raft.h)
             return;
         case raft::ProposeError::kUnknownMember:
@@ -84,7 +85,8 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
         case raft::ProposeError::kNotCaughtUp:
         case raft::ProposeError::kInvalid:
         case raft::ProposeError::kRemoveLeader:
-            respond(id, ChangeRefused{std::string(raft::to_string(change.type)) + " of member " + num(change.id) +
+            respond(id, ChangeRefused{std::string(raft::to_string(change.type)) + " of member " +
+                                      std::to_string(change.id) +
                                       " refused: " + raft::to_string(r.error)});
             return;
         case raft::ProposeError::kNotLeader:
@@ -140,7 +142,7 @@ void Core::on_config_applied(const raft::Entry& e) {
     if (!was_member || is_member || removed_) return;
     removed_ = true;
     effects_.removed = true;
-    log(LogLevel::kWarn, "removed_from_cluster", {{"index", num(e.index)}});
+    log(LogLevel::kWarn, "removed_from_cluster", {{"index", std::to_string(e.index)}});
 }
 
 }  // namespace pgfence::member

@@ -1,6 +1,7 @@
 // Snapshots: saving and compaction, installing one from the leader, and
 // interrupted snapshot writes.
 #include <boost/test/unit_test.hpp>
+#include <initializer_list>
 
 #include "codec/bytes.h"
 #include "storage/crc32c.h"
@@ -39,6 +40,22 @@ std::vector<raft::Entry> fill(DurableStorage& s) {
     return all;
 }
 
+// A version 1 snapshot file, as written before learners: index 7, term 2,
+// these voters in this order, data "table".
+std::string version_1_file(std::initializer_list<std::uint64_t> voters) {
+    std::string out;
+    codec::put_u32(out, kSnapshotMagic);
+    codec::put_u8(out, 1);
+    codec::put_u64(out, 7);
+    codec::put_u64(out, 2);
+    codec::put_u32(out, static_cast<std::uint32_t>(voters.size()));
+    for (std::uint64_t id : voters) codec::put_u64(out, id);
+    codec::put_u64(out, 5);
+    out.append("table");
+    codec::put_u32(out, crc32c(out));
+    return out;
+}
+
 BOOST_AUTO_TEST_SUITE(snapshots)
 
 BOOST_AUTO_TEST_CASE(snapshot_compaction_and_reopen_keep_entries_hard_state_and_data) {
@@ -69,33 +86,14 @@ BOOST_AUTO_TEST_CASE(snapshot_files_keep_learners_and_contexts_and_version_1_fil
     snap.meta.config.members = {{1, true, "a"}, {2, true, "b"}, {4, false, "learner's addresses"}};
     BOOST_TEST((decode_snapshot(encode_snapshot(snap), "snapshot") == snap));
     // Version 1, as written before learners: index, term, the voters, data.
-    std::string v1;
-    codec::put_u32(v1, kSnapshotMagic);
-    codec::put_u8(v1, 1);
-    codec::put_u64(v1, 7);
-    codec::put_u64(v1, 2);
-    codec::put_u32(v1, 3);
-    for (std::uint64_t id : {1, 2, 3}) codec::put_u64(v1, id);
-    codec::put_u64(v1, 5);
-    v1.append("table");
-    codec::put_u32(v1, crc32c(v1));
-    BOOST_TEST((decode_snapshot(v1, "snapshot") == make_snapshot(7, 2, "table")));
+    BOOST_TEST((decode_snapshot(version_1_file({1, 2, 3}), "snapshot") == make_snapshot(7, 2, "table")));
     // A cluster whose members never changed writes version 1, which the
     // release before learners reads; with learners or addresses, version 2.
     BOOST_TEST(static_cast<int>(encode_snapshot(make_snapshot(7, 2, "table"))[4]) == 1);
     BOOST_TEST(static_cast<int>(encode_snapshot(snap)[4]) == 2);
     // Version 1 as the release before wrote it from --peers: voters in any order.
-    std::string unsorted;
-    codec::put_u32(unsorted, kSnapshotMagic);
-    codec::put_u8(unsorted, 1);
-    codec::put_u64(unsorted, 7);
-    codec::put_u64(unsorted, 2);
-    codec::put_u32(unsorted, 3);
-    for (std::uint64_t id : {3, 1, 2}) codec::put_u64(unsorted, id);
-    codec::put_u64(unsorted, 5);
-    unsorted.append("table");
-    codec::put_u32(unsorted, crc32c(unsorted));
-    BOOST_TEST((decode_snapshot(unsorted, "snapshot").meta.config == raft::Configuration::of_voters({1, 2, 3})));
+    BOOST_TEST((decode_snapshot(version_1_file({3, 1, 2}), "snapshot").meta.config ==
+                raft::Configuration::of_voters({1, 2, 3})));
     // A version from the future is refused, naming it.
     std::string v3 = encode_snapshot(snap);
     v3[4] = 3;
