@@ -11,6 +11,11 @@
 #                                      the HTTP API serves TLS (client certificates checked
 #                                      against DIR/tls/ca.pem when asked for), the peers speak
 #                                      mutual TLS, and the line is FENCE_ENDPOINTS=https://...
+#   scripts/cluster.sh join DIR ID     start member ID (1..9), already added to the cluster
+#                                      (fencectl member add ID --peer-addr 127.0.0.1:BASE+ID
+#                                      --client-addr 127.0.0.1:BASE+100+ID), with --join
+#                                      (the endpoints of DIR's members); restart reuses it.
+#                                      Not with --tls (certificates are made for 1..N only).
 #   scripts/cluster.sh restart DIR ID  stop member ID (SIGTERM, SIGKILL after a bound), start it again
 #   scripts/cluster.sh stop DIR        stop every member (SIGTERM, then SIGKILL after a bound)
 #
@@ -56,8 +61,12 @@ start_member() {  # DIR ID
              --peer-cert-file "$dir/tls/peer-$id.pem" --peer-key-file "$dir/tls/peer-$id-key.pem"
              --peer-trusted-ca-file "$dir/tls/peer-ca.pem")
     fi
+    # A member that joined keeps joining (its data directory says who it is;
+    # --join only matters until it has its configuration).
+    local boot=(--peers "$PEERS")
+    if [[ -f "$dir/$id.join" ]]; then boot=(--join "$(cat "$dir/$id.join")"); fi
     # shellcheck disable=SC2086
-    "$BIN" --id "$id" --peers "$PEERS" --client-addr "127.0.0.1:$((BASE + 100 + id))" \
+    "$BIN" --id "$id" "${boot[@]}" --client-addr "127.0.0.1:$((BASE + 100 + id))" \
         --data-dir "$dir/$id" "${tls[@]}" $FLAGS >>"$dir/$id.log" 2>&1 &
     echo $! >"$dir/$id.pid"
 }
@@ -180,6 +189,24 @@ ENV
     echo "FENCE_ENDPOINTS=$(endpoints "$dir")"
 }
 
+cmd_join() {
+    local dir=${1:?usage: cluster.sh join DIR ID} id=${2:?usage: cluster.sh join DIR ID}
+    [[ -f "$dir/cluster.env" ]] || die "$dir/cluster.env missing: was the cluster started with 'start $dir'?"
+    [[ "$id" =~ ^[1-9]$ ]] || die "ID must be 1..9, got '$id'"
+    # shellcheck disable=SC1091
+    source "$dir/cluster.env"
+    [[ "${TLS:-0}" == 1 ]] && die "join is not supported with --tls (no certificate for member $id)"
+    [[ -f "$dir/$id.pid" ]] && alive "$(cat "$dir/$id.pid")" && die "member $id is running already"
+    local out="" i
+    for ((i = 1; i <= 9; i++)); do
+        [[ $i == "$id" ]] && continue
+        if [[ -f "$dir/$i.pid" ]]; then out+="${out:+,}127.0.0.1:$((BASE + 100 + i))"; fi
+    done
+    [[ -n "$out" ]] || die "no member of $dir is running to join"
+    echo "$out" >"$dir/$id.join"
+    start_member "$dir" "$id"
+}
+
 cmd_restart() {
     local dir=${1:?usage: cluster.sh restart DIR ID} id=${2:?usage: cluster.sh restart DIR ID}
     [[ -f "$dir/cluster.env" ]] || die "$dir/cluster.env missing: was the cluster started with 'start $dir'?"
@@ -198,7 +225,8 @@ cmd_stop() {
 
 case "${1:-}" in
     start) shift; cmd_start "$@" ;;
+    join) shift; cmd_join "$@" ;;
     restart) shift; cmd_restart "$@" ;;
     stop) shift; cmd_stop "$@" ;;
-    *) echo "usage: cluster.sh start DIR [N] [--tls] | restart DIR ID | stop DIR" >&2; exit 2 ;;
+    *) echo "usage: cluster.sh start DIR [N] [--tls] | join DIR ID | restart DIR ID | stop DIR" >&2; exit 2 ;;
 esac

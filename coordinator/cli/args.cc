@@ -22,7 +22,10 @@ struct CommandSpec {
     bool child;        // needs "-- CMD ARGS..."
 };
 
-constexpr std::array<CommandSpec, 7> kCommands{{
+// member: positional counts are checked per subcommand (validate_member).
+constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
+
+constexpr std::array<CommandSpec, 8> kCommands{{
     {"acquire", 1, "KEY", true, false, true, false},
     {"release", 2, "KEY TOKEN", false, false, false, false},
     {"keepalive", 2, "KEY TOKEN", false, false, true, false},
@@ -30,6 +33,7 @@ constexpr std::array<CommandSpec, 7> kCommands{{
     {"get", 1, "KEY", false, false, true, false},
     {"list", 0, "", false, false, true, false},
     {"status", 0, "", false, false, true, false},
+    {"member", kVariable, "list | add ID | promote ID | remove ID", false, false, true, false},
 }};
 
 const CommandSpec* find_command(const std::string& name) {
@@ -72,8 +76,10 @@ struct Parser {
     bool apply(const std::string& flag, const std::string& value) {
         Args& a = out.args;
         given.push_back(flag);
-        if (flag == "--endpoints" || flag == "--owner") {
-            (flag == "--owner" ? a.owner : a.endpoints) = value;
+        for (auto [name, field] : {std::pair{"--endpoints", &a.endpoints}, std::pair{"--owner", &a.owner},
+                                   std::pair{"--peer-addr", &a.peer_addr}, std::pair{"--client-addr", &a.client_addr}}) {
+            if (flag != name) continue;
+            *field = value;
             return true;
         }
         for (auto [name, field] : {std::pair{"--cacert", &a.cacert}, std::pair{"--cert", &a.cert},
@@ -112,9 +118,10 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 12> kWithValue{
-            "--endpoints", "--owner",  "--timeout", "--lease", "--wait", "--grace", "--output", "--max-clock-drift-ppm",
-            "--cacert",    "--cert",   "--key",     "--bearer-file"};
+        static constexpr std::array<const char*, 14> kWithValue{
+            "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
+            "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
+            "--bearer-file", "--peer-addr", "--client-addr"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)");
@@ -153,7 +160,35 @@ struct Parser {
         if (f == "--lease" || f == "--wait" || f == "--owner") return c.lease_flags;
         if (f == "--grace") return c.grace_flag;
         if (f == "--output") return c.output_flag;
+        if (f == "--peer-addr" || f == "--client-addr") return out.args.subcommand == "add";
         return false;
+    }
+
+    // fencectl member list | add ID --peer-addr H:P --client-addr H:P | promote ID | remove ID
+    bool validate_member() {
+        Args& a = out.args;
+        const std::string sub = a.positional.empty() ? std::string() : a.positional.front();
+        if (sub != "list" && sub != "add" && sub != "promote" && sub != "remove") {
+            return error(sub.empty() ? "member: expected list, add, promote or remove (see fencectl help member)"
+                                     : "member: unknown subcommand '" + sub + "' (expected list, add, promote or remove)");
+        }
+        const std::size_t want = sub == "list" ? 1 : 2;
+        if (a.positional.size() != want) {
+            return error("member " + sub + ": expected " + (want == 1 ? std::string("no arguments") : "ID") + ", got " +
+                         std::to_string(a.positional.size() - 1) + " argument(s)");
+        }
+        if (want == 2) {
+            const std::string& text = a.positional[1];
+            const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), a.member_id);
+            if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || a.member_id == 0) {
+                return error("member " + sub + ": invalid member ID '" + text + "' (expected an integer >= 1)");
+            }
+        }
+        if (sub == "add" && (a.peer_addr.empty() || a.client_addr.empty())) {
+            return error("member add: needs --peer-addr HOST:PORT and --client-addr HOST:PORT (the new member's "
+                         "addresses, as the others will reach it)");
+        }
+        return true;
     }
 
     bool validate() {
@@ -167,10 +202,13 @@ struct Parser {
         const CommandSpec* c = find_command(a.command);
         if (!c) return error("unknown command '" + a.command + "' (see fencectl --help)");
         if (a.help) return true;
+        if (c->positional == kVariable && !a.positional.empty()) a.subcommand = a.positional.front();
         for (const std::string& f : given) {
             if (!flag_allowed(*c, f)) return error("flag " + f + " is not valid for '" + a.command + "'");
         }
-        if (a.positional.size() != c->positional) {
+        if (c->positional == kVariable) {
+            if (!validate_member()) return false;
+        } else if (a.positional.size() != c->positional) {
             std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +
                          " argument(s)");

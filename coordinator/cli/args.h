@@ -34,6 +34,10 @@ struct Args {
     std::string owner;
     std::vector<std::string> child;  // run: CMD ARGS... after "--"
     std::uint64_t token = 0;         // release/keepalive: parsed TOKEN
+    // member: the subcommand (list, add, promote, remove), its ID, and add's addresses
+    std::string subcommand;
+    std::uint64_t member_id = 0;
+    std::string peer_addr, client_addr;
 };
 
 struct ArgsParse {

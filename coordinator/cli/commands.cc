@@ -44,6 +44,8 @@ int exit_code_of(const client::Error& error, const std::string& command) {
         case client::ErrorKind::kUnavailable: return kExitUnavailable;
         case client::ErrorKind::kProtocol: return kExitOther;
         case client::ErrorKind::kNotAuthorized: return kExitNotAuthorized;
+        case client::ErrorKind::kUnknownMember: return kExitUnknownMember;
+        case client::ErrorKind::kRefused: return kExitRefused;
     }
     return kExitOther;
 }
@@ -145,7 +147,9 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
         const auto& s = r.value();
         for (const auto& e : s.member_endpoints) todo.push_back(e);
         members.push_back(member_json(s));
-        rows.push_back({s.id, s.role, std::to_string(s.term), s.leader.empty() || s.leader == "0" ? "-" : s.leader,
+        // A follower that does not vote is a learner (it catches up before promotion).
+        const std::string role = s.voter == false && s.role == "follower" ? "learner" : s.role;
+        rows.push_back({s.id, role, std::to_string(s.term), s.leader.empty() || s.leader == "0" ? "-" : s.leader,
                         std::to_string(s.commit_index), std::to_string(s.applied_index), name});
     }
     if (args.output == Output::kJson) {
@@ -154,6 +158,37 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
         print_table(out, {"ID", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "ENDPOINT"}, rows);
     }
     return any ? kExitOk : fail(last, args, err);
+}
+
+int member(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    const std::string& sub = args.subcommand;
+    client::Result<client::MemberList> r = sub == "list"      ? c.members()
+                                           : sub == "add"     ? c.add_member(args.member_id, args.peer_addr, args.client_addr)
+                                           : sub == "promote" ? c.promote_member(args.member_id)
+                                                              : c.remove_member(args.member_id);
+    if (!r) {
+        err << "fencectl member " << sub << ": ";
+        if (r.error().kind == client::ErrorKind::kUnknownMember) {
+            err << "no member " << args.member_id << " in the configuration\n";
+        } else {
+            err << r.error().message << '\n';
+        }
+        return exit_code_of(r.error(), "member");
+    }
+    const client::MemberList& m = r.value();
+    if (args.output == Output::kJson) {
+        out << m.json << '\n';
+        return kExitOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const client::MemberEntry& e : m.members) {
+        const std::string role = e.voter ? "voter" : e.caught_up ? "learner (caught up)" : "learner";
+        rows.push_back({std::to_string(e.id), role + (e.id == m.leader ? ", leader" : ""),
+                        e.peer_addr.empty() ? "-" : e.peer_addr, e.client_addr.empty() ? "-" : e.client_addr,
+                        std::to_string(e.match_index)});
+    }
+    print_table(out, {"ID", "MEMBER", "PEER", "CLIENT", "MATCH"}, rows);
+    return kExitOk;
 }
 
 }  // namespace
@@ -166,6 +201,7 @@ int run_simple_command(const Args& args, client::Client& client, std::ostream& o
     if (cmd == "get") return get(args, client, out, err);
     if (cmd == "list") return list(args, client, out, err);
     if (cmd == "status") return status(args, client, out, err);
+    if (cmd == "member") return member(args, client, out, err);
     err << "fencectl: unknown command '" << cmd << "'\n";
     return kExitUsage;
 }

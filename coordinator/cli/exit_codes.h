@@ -11,5 +11,7 @@ constexpr int kExitLostLease = 4;    // keepalive refused; run: lease lost (chil
 constexpr int kExitUnavailable = 5;  // no member answered (connection errors, no leader) in time
 constexpr int kExitNotFound = 6;     // get: no such lock; release: not held with that token
 constexpr int kExitNotAuthorized = 7;  // 401 (no or unknown credentials) or 403 (no permission on the key)
+constexpr int kExitUnknownMember = 8;  // member promote/remove: no member of that ID in the configuration
+constexpr int kExitRefused = 9;        // member add/promote/remove refused now (the message says why)
 
 }  // namespace pgfence::cli

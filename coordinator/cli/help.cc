@@ -16,7 +16,9 @@ commands:
                            hold the lock while CMD runs (see fencectl run --help)
   get KEY [-o json]        show one lock
   list [-o json]           show all locks
-  status [-o json]         show every member: id, role, term, leader, commit, applied
+  status [-o json]         show every member: id, role (learners too), term, leader, commit, applied
+  member list | add ID --peer-addr H:P --client-addr H:P | promote ID | remove ID
+                           change the cluster's members (see fencectl help member)
   help [COMMAND]           this text, or one command's
 
 global flags:
@@ -51,6 +53,9 @@ exit codes:
   5  cluster unavailable (no member answered, no leader) within --timeout
   6  not found (get: no such lock; release: not held with that token)
   7  not authorized (HTTP 401: no or unknown credentials; 403: no permission on that key)
+  8  member: no member of that ID in the configuration
+  9  member: the change is refused now (another one is in progress, the learner has
+     not caught up, it is already a member...; the message says which)
 )";
 
 constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
@@ -128,6 +133,35 @@ that does not answer is shown as unreachable. With -o json, prints
 exit: 0 if at least one member answered, 5 if none did
 )";
 
+constexpr const char* kMember = R"help(usage: fencectl member list [-o json]
+       fencectl member add ID --peer-addr HOST:PORT --client-addr HOST:PORT [-o json]
+       fencectl member promote ID [-o json]
+       fencectl member remove ID [-o json]
+
+Changes the cluster's members, one change at a time (the leader decides; with
+--auth-file on the members, the user needs the admin permission). Each prints
+the configuration once the change applied: one row per member with its role
+(voter, or learner: replicated to but never counted in a quorum), its peer and
+client addresses and the last log index the leader knows it has.
+
+  list      the configuration in force
+  add       a new member ID, as a learner; then start it with
+            fence-coordinator --id ID --join ENDPOINTS --data-dir DIR (and
+            --client-addr, which must match). --peer-addr is where the others
+            dial it, --client-addr where clients are redirected to it.
+  promote   make a learner a voter, once it has caught up (list shows
+            "learner (caught up)": it replicated a round within an election timeout)
+  remove    remove a member; a removed member stops itself. Removing the leader
+            hands leadership to another voter first.
+
+Grow a 3-member cluster to 5 with add + start + promote, twice; replace a
+failed member with remove, then add a new ID (docs/operations.md has the
+runbooks).
+
+exit: 0 done, 8 no member of that ID, 9 refused now (the message says why),
+5 cluster unavailable, 7 not authorized, 2 bad arguments
+)help";
+
 }  // namespace
 
 std::string help_text(const std::string& command) {
@@ -139,6 +173,7 @@ std::string help_text(const std::string& command) {
     if (command == "get") return kGet;
     if (command == "list") return kList;
     if (command == "status") return kStatus;
+    if (command == "member") return kMember;
     return "";
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,8 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kUnavailable: return "unavailable";
         case ErrorKind::kProtocol: return "protocol";
         case ErrorKind::kNotAuthorized: return "not_authorized";
+        case ErrorKind::kUnknownMember: return "unknown_member";
+        case ErrorKind::kRefused: return "refused";
     }
     return "unknown";
 }
@@ -144,8 +147,12 @@ Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
     if (detail.empty()) detail = code.empty() ? r.body.substr(0, 200) : code;
     switch (r.status) {
         case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
-        case kStatusNotFound: return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
-        case kStatusConflict: return {ErrorKind::kHeld, detail.empty() ? "held" : detail, r.status};
+        case kStatusNotFound:
+            if (code == "unknown_member") return {ErrorKind::kUnknownMember, detail, r.status};
+            return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
+        case kStatusConflict:
+            if (code == "member_change_refused") return {ErrorKind::kRefused, detail, r.status};
+            return {ErrorKind::kHeld, detail.empty() ? "held" : detail, r.status};
         case kStatusUnauthorized:
             return {ErrorKind::kNotAuthorized, "not authenticated: " + detail, r.status};
         case kStatusForbidden: return {ErrorKind::kNotAuthorized, "not authorized: " + detail, r.status};
@@ -195,9 +202,43 @@ Result<MemberStatus> member_status_of(const std::string& body, const Endpoint& a
     get_u64(p.object, "term", s.term);
     get_u64(p.object, "commit_index", s.commit_index);
     get_u64(p.object, "applied_index", s.applied_index);
+    if (const json::value* v = p.object.if_contains("voter"); v && v->is_bool()) s.voter = v->get_bool();
     s.member_endpoints = member_endpoints_of(p.object.if_contains("members"));
     s.json = body;
     return s;
+}
+
+Result<MemberList> member_list_of(const std::string& body) {
+    Parsed p = parse_object(body);
+    if (!p.error.empty()) return protocol_error(p.error);
+    MemberList out;
+    const std::string cluster = get_string(p.object, "cluster_id");
+    if (!cluster.empty()) {
+        const auto [end, ec] = std::from_chars(cluster.data(), cluster.data() + cluster.size(), out.cluster_id);
+        if (ec != std::errc() || end != cluster.data() + cluster.size()) {
+            return protocol_error("members answer with a bad 'cluster_id': " + cluster);
+        }
+    }
+    get_u64(p.object, "config_index", out.config_index);
+    get_u64(p.object, "leader", out.leader);
+    const json::value* members = p.object.if_contains("members");
+    if (!members || !members->is_array()) return protocol_error("members answer without a 'members' array");
+    for (const json::value& v : members->get_array()) {
+        if (!v.is_object()) return protocol_error("'members' holds a non-object");
+        const json::object& o = v.get_object();
+        MemberEntry e;
+        if (!get_u64(o, "id", e.id) || e.id == 0) return protocol_error("member without a numeric 'id'");
+        const json::value* voter = o.if_contains("voter");
+        e.voter = voter && voter->is_bool() && voter->get_bool();
+        const json::value* caught = o.if_contains("caught_up");
+        e.caught_up = caught && caught->is_bool() && caught->get_bool();
+        e.peer_addr = get_string(o, "peer_addr");
+        e.client_addr = get_string(o, "client_addr");
+        get_u64(o, "match_index", e.match_index);
+        out.members.push_back(std::move(e));
+    }
+    out.json = body;
+    return out;
 }
 
 }  // namespace
@@ -333,6 +374,20 @@ public:
         return last;
     }
 
+    Result<MemberList> members_call(CallResult r) {
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kUnknownMember);
+        return member_list_of(r.response.body);
+    }
+
+    Result<MemberList> members() { return members_call(get("/v1/members")); }
+    Result<MemberList> join_info(std::uint64_t id) {
+        return members_call(get("/v1/members/join?id=" + std::to_string(id)));
+    }
+    Result<MemberList> change(const std::string& path, const json::object& body) {
+        return members_call(post(path, body));
+    }
+
     const Options& options() const { return transport_.options(); }
 
 private:
@@ -354,6 +409,13 @@ Result<LockInfo> Client::get(const std::string& key) { return impl_->get_lock(ke
 Result<std::vector<LockInfo>> Client::list() { return impl_->list(); }
 Result<MemberStatus> Client::status() { return impl_->status(); }
 Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }
+Result<MemberList> Client::members() { return impl_->members(); }
+Result<MemberList> Client::add_member(std::uint64_t id, const std::string& peer_addr, const std::string& client_addr) {
+    return impl_->change("/v1/members/add", {{"id", id}, {"peer_addr", peer_addr}, {"client_addr", client_addr}});
+}
+Result<MemberList> Client::promote_member(std::uint64_t id) { return impl_->change("/v1/members/promote", {{"id", id}}); }
+Result<MemberList> Client::remove_member(std::uint64_t id) { return impl_->change("/v1/members/remove", {{"id", id}}); }
+Result<MemberList> Client::join_info(std::uint64_t id) { return impl_->join_info(id); }
 const Options& Client::options() const { return impl_->options(); }
 
 }  // namespace pgfence::client

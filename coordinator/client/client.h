@@ -100,6 +100,8 @@ enum class ErrorKind : std::uint8_t {
     kUnavailable,  // no member answered usefully (connection errors, 503 no_leader) by the deadline
     kProtocol,     // an answer we cannot understand (bad JSON, unexpected status, redirect loop)
     kNotAuthorized,  // 401 (no or unknown credentials) or 403 (no permission on that key); see http_status
+    kUnknownMember,  // 404 unknown_member: no member of that ID in the configuration
+    kRefused,        // 409 member_change_refused: the membership change is not allowed now (message says why)
 };
 
 const char* to_string(ErrorKind kind);
@@ -171,11 +173,29 @@ struct MemberStatus {
     std::string endpoint;  // where it was asked
     std::string id, role, leader;
     std::uint64_t term = 0, commit_index = 0, applied_index = 0;
+    std::optional<bool> voter;  // false: a learner (absent when the member does not say)
     std::vector<Endpoint> member_endpoints;  // client addresses the member listed, if any
     std::string json;  // the raw answer, for -o json
 };
 
 struct Released {};
+
+// One member of the configuration in force, as GET /v1/members lists it.
+struct MemberEntry {
+    std::uint64_t id = 0;
+    bool voter = false;        // false: a learner (replicated to, never counted)
+    std::string peer_addr;     // HOST:PORT ("" when not known)
+    std::string client_addr;   // HOST:PORT ("" when not known)
+    bool caught_up = false;    // a learner that may be promoted now
+    std::uint64_t match_index = 0;
+};
+struct MemberList {
+    std::uint64_t cluster_id = 0;
+    std::uint64_t config_index = 0;  // the entry of the configuration (0: the first one)
+    std::uint64_t leader = 0;
+    std::vector<MemberEntry> members;
+    std::string json;  // the raw answer, for -o json
+};
 
 class Client {
 public:
@@ -195,6 +215,16 @@ public:
     Result<MemberStatus> status();
     // Status of one given member, without redirects or retries elsewhere.
     Result<MemberStatus> status_of(const Endpoint& endpoint);
+
+    // Membership (admin; the leader answers): the configuration in force, and
+    // changes answered with the configuration once the change applied.
+    Result<MemberList> members();
+    Result<MemberList> add_member(std::uint64_t id, const std::string& peer_addr, const std::string& client_addr);
+    Result<MemberList> promote_member(std::uint64_t id);
+    Result<MemberList> remove_member(std::uint64_t id);
+    // What member `id`, added and about to start with --join, asks (no
+    // credentials needed): kUnknownMember when it was not added.
+    Result<MemberList> join_info(std::uint64_t id);
 
     const Options& options() const;
 

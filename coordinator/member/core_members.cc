@@ -79,7 +79,6 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
             respond(id, UnknownMember{change.id});
             return;
         case raft::ProposeError::kConfigPending:
-        case raft::ProposeError::kNotReady:
         case raft::ProposeError::kAlreadyMember:
         case raft::ProposeError::kNotLearner:
         case raft::ProposeError::kNotCaughtUp:
@@ -89,6 +88,7 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
                                       std::to_string(change.id) +
                                       " refused: " + raft::to_string(r.error)});
             return;
+        case raft::ProposeError::kNotReady:  // a new leader, about to commit its first entry: a retry succeeds
         case raft::ProposeError::kNotLeader:
         case raft::ProposeError::kTransferring:
         case raft::ProposeError::kTooLarge:

@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 
 #include "lock/commands.h"
+#include "member/addresses.h"
+#include "net/host_port.h"
 
 namespace pgfence::net {
 
@@ -112,6 +114,50 @@ std::variant<ReleaseRequest, BadRequest> parse_release(std::string_view body) {
     req.token = std::get<std::uint64_t>(token);
     if (req.token == 0) return BadRequest{"field 'token' must be a positive integer, got 0"};
     return req;
+}
+
+namespace {
+
+std::variant<std::uint64_t, BadRequest> member_id_of(const json::object& o) {
+    auto id = get_uint(o, "id", true, 0);
+    if (auto* bad = std::get_if<BadRequest>(&id)) return *bad;
+    if (std::get<std::uint64_t>(id) == 0) return BadRequest{"field 'id' must be a member ID >= 1, got 0"};
+    return id;
+}
+
+// "" or why the field's value is not a HOST:PORT a member can be reached at.
+std::string address_problem(const char* name, const std::string& value) {
+    if (value.size() > member::kMaxAddressBytes) {
+        return std::string("field '") + name + "' is " + std::to_string(value.size()) + " bytes, must be at most " +
+               std::to_string(member::kMaxAddressBytes);
+    }
+    if (!parse_host_port(value).ok()) return std::string("field '") + name + "' is '" + value + "', not HOST:PORT";
+    return {};
+}
+
+}  // namespace
+
+std::variant<member::AddMember, BadRequest> parse_add_member(std::string_view body) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    member::AddMember req;
+    auto id = member_id_of(o);
+    if (auto* bad = std::get_if<BadRequest>(&id)) return *bad;
+    req.id = std::get<std::uint64_t>(id);
+    for (auto [name, field] : {std::pair{"peer_addr", &req.peer_addr}, std::pair{"client_addr", &req.client_addr}}) {
+        auto v = get_string(o, name, true);
+        if (auto* bad = std::get_if<BadRequest>(&v)) return *bad;
+        *field = std::get<std::string>(v);
+        if (auto why = address_problem(name, *field); !why.empty()) return BadRequest{why};
+    }
+    return req;
+}
+
+std::variant<std::uint64_t, BadRequest> parse_member_id(std::string_view body) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    return member_id_of(std::get<json::object>(obj));
 }
 
 namespace {

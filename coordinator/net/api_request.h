@@ -33,6 +33,12 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
                                                        const RequestLimits& limits);
 std::variant<ReleaseRequest, BadRequest> parse_release(std::string_view body);
 
+// POST /v1/members/add {"id","peer_addr","client_addr"}: id >= 1, both
+// addresses HOST:PORT (net/host_port.h) of at most member::kMaxAddressBytes.
+std::variant<member::AddMember, BadRequest> parse_add_member(std::string_view body);
+// POST /v1/members/promote and /v1/members/remove {"id"}: id >= 1.
+std::variant<std::uint64_t, BadRequest> parse_member_id(std::string_view body);
+
 // The value of `name` in a query string ("key=a%2Fb&x=1"), percent-decoded;
 // empty optional-like result: {found, value}. Bad %-escapes → BadRequest.
 struct QueryParam {

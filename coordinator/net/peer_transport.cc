@@ -139,10 +139,11 @@ private:
     std::vector<std::string> inflight_;  // being written by async_write (loop)
     char eof_byte_ = 0;
     std::uint64_t generation_ = 0;  // event loop only: bumps on each (re)connect; stale callbacks ignore themselves
+    bool closed_ = false;  // event loop only: close() was called (no redial)
 };
 
 void Outgoing::dial() {
-    if (shared_->stopped) return;
+    if (shared_->stopped || closed_) return;
     error_code ec;
     const auto addr = asio::ip::make_address(peer_.host, ec);
     if (ec) {
@@ -424,7 +425,7 @@ void Outgoing::fail(const char* what, const error_code& ec) {
         log_event(LogLevel::kDebug, "peer_connect_failed",
                   {{"peer", log_value(peer_.id)}, {"error", ec.message()}});
     }
-    if (shared_->stopped) return;
+    if (shared_->stopped || closed_) return;
     timer_.expires_after(backoff_);
     backoff_ = std::min(backoff_ * 2, shared_->options.backoff_max);
     timer_.async_wait([self = shared_from_this()](const error_code& e) {
@@ -433,6 +434,7 @@ void Outgoing::fail(const char* what, const error_code& ec) {
 }
 
 void Outgoing::close() {
+    closed_ = true;
     std::lock_guard<std::mutex> guard(mutex_);
     ++generation_;
     connected_ = false;
@@ -703,7 +705,7 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
         acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
             if (ec == asio::error::operation_aborted || self->shared->stopped) return;
             // Peers reconnect after failures, so allow a few per peer, but bound it.
-            const std::size_t cap = 4 * self->shared->options.peers.size() + 16;
+            const std::size_t cap = 4 * self->peer_count() + 16;
             if (!ec && self->shared->incoming >= cap) {
                 log_event(LogLevel::kWarn, "peer_connection_refused", {{"reason", "incoming cap reached"}, {"cap", log_value(cap)}});
                 error_code ignored;
@@ -715,10 +717,31 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
         });
     }
 
+    std::size_t peer_count() const {
+        std::lock_guard<std::mutex> guard(peers_mutex);
+        return peers.size();
+    }
+    std::shared_ptr<Outgoing> find(std::uint64_t id) const {
+        std::lock_guard<std::mutex> guard(peers_mutex);
+        auto it = peers.find(id);
+        return it == peers.end() ? nullptr : it->second;
+    }
+    // A copy, to call into the connections without holding peers_mutex.
+    std::vector<std::shared_ptr<Outgoing>> all() const {
+        std::lock_guard<std::mutex> guard(peers_mutex);
+        std::vector<std::shared_ptr<Outgoing>> out;
+        for (const auto& [id, o] : peers) out.push_back(o);
+        return out;
+    }
+
     asio::io_context& io;
     tcp::acceptor acceptor;
     std::shared_ptr<Shared> shared;
+    // Changed on the event loop only (start, set_peers), read by send() on
+    // any thread: guarded by peers_mutex.
+    mutable std::mutex peers_mutex;
     std::map<std::uint64_t, std::shared_ptr<Outgoing>> peers;
+    std::map<std::uint64_t, PeerAddress> addresses;  // of `peers` (event loop only)
 };
 
 PeerTransport::PeerTransport(asio::io_context& io, TransportOptions options, MessageHandler on_message,
@@ -748,12 +771,40 @@ std::string PeerTransport::start(const MemberInfo& hello) {
                std::to_string(s.options.listen_port) + ": " + ec.message();
     }
     impl_->accept();
-    for (const PeerAddress& p : s.options.peers) {
-        auto out = std::make_shared<Outgoing>(impl_->io, p, impl_->shared);
-        impl_->peers.emplace(p.id, out);
-        out->dial();
-    }
+    set_peers(s.options.peers);
     return {};
+}
+
+void PeerTransport::set_peers(const std::vector<PeerAddress>& peers) {
+    Impl& impl = *impl_;
+    std::vector<std::shared_ptr<Outgoing>> closed;
+    std::vector<std::shared_ptr<Outgoing>> dialed;
+    {
+        std::lock_guard<std::mutex> guard(impl.peers_mutex);
+        std::map<std::uint64_t, PeerAddress> wanted;
+        for (const PeerAddress& p : peers) wanted.emplace(p.id, p);
+        for (auto it = impl.peers.begin(); it != impl.peers.end();) {
+            auto w = wanted.find(it->first);
+            const PeerAddress& had = impl.addresses[it->first];
+            if (w != wanted.end() && w->second.host == had.host && w->second.port == had.port) {
+                ++it;
+                continue;
+            }
+            closed.push_back(it->second);
+            impl.addresses.erase(it->first);
+            it = impl.peers.erase(it);
+        }
+        for (const auto& [id, p] : wanted) {
+            if (impl.peers.count(id) != 0) continue;
+            auto out = std::make_shared<Outgoing>(impl.io, p, impl.shared);
+            impl.peers.emplace(id, out);
+            impl.addresses.emplace(id, p);
+            dialed.push_back(out);
+        }
+    }
+    for (const auto& out : closed) out->close();
+    if (impl.shared->stopped) return;
+    for (const auto& out : dialed) out->dial();
 }
 
 void PeerTransport::stop() {
@@ -761,30 +812,29 @@ void PeerTransport::stop() {
     impl_->shared->stopped = true;
     error_code ignored;
     impl_->acceptor.close(ignored);
-    for (auto& [id, out] : impl_->peers) out->close();
+    for (const auto& out : impl_->all()) out->close();
 }
 
 void PeerTransport::send(const raft::Message& m) {
-    // peers is filled by start() and never changed after: safe to read here.
-    auto it = impl_->peers.find(m.to);
-    if (it == impl_->peers.end()) {
+    const std::shared_ptr<Outgoing> out = impl_->find(m.to);
+    if (!out) {
         count(impl_->shared->stats.dropped_unconnected);
         return;
     }
-    it->second->send_frame(encode_frame(impl_->shared->options.cluster_id, FrameKind::kRaft, encode_message(m)));
+    out->send_frame(encode_frame(impl_->shared->options.cluster_id, FrameKind::kRaft, encode_message(m)));
 }
 
 void PeerTransport::broadcast_info(const MemberInfo& info) {
     Shared& s = *impl_->shared;
     s.hello = encode_frame(s.options.cluster_id, FrameKind::kMemberInfo, encode_member_info(info));
-    for (auto& [id, out] : impl_->peers) {
+    for (const auto& out : impl_->all()) {
         if (out->connected()) out->send_frame(s.hello);
     }
 }
 
 bool PeerTransport::connected(std::uint64_t peer) const {
-    auto it = impl_->peers.find(peer);
-    return it != impl_->peers.end() && it->second->connected();
+    const std::shared_ptr<Outgoing> out = impl_->find(peer);
+    return out && out->connected();
 }
 
 TransportStats PeerTransport::stats() const {

@@ -6,6 +6,8 @@
 // outgoing connection is this member's MemberInfo (the handshake: id and HTTP
 // client address); later MemberInfo frames refresh what /v1/status shows.
 //
+// The members dialed are those of start()'s options, then of each
+// set_peers() (the configuration in force changed).
 // Outgoing: reconnect with exponential backoff (backoff_min doubling to
 // backoff_max, reset after a successful connect). A frame for a connected
 // peer whose connection is idle (nothing queued, no write in progress) is
@@ -18,7 +20,8 @@
 // Incoming: frames of another cluster, another version, over kMaxFrameBytes or
 // that fail to decode close the connection (logged, counted); idle incoming
 // connections are closed after idle_timeout; at most 4 x peers + 16 incoming
-// connections are open at once (more are closed at accept).
+// connections are open at once (peers: those dialed now; more are closed at
+// accept).
 //
 // TLS (set_tls): always mutual. A dialed peer must present a certificate
 // signed by the peer CA and bound to the ID dialed (tls.h member_id_of); a
@@ -73,7 +76,7 @@ struct TransportOptions {
     std::uint64_t cluster_id = 0;
     std::string listen_host = "127.0.0.1";
     std::uint16_t listen_port = 0;
-    std::vector<PeerAddress> peers;  // everyone but self
+    std::vector<PeerAddress> peers;  // everyone but self, at start (set_peers changes it)
     std::size_t max_queue_frames = 4096;
     std::size_t max_queue_bytes = 64u << 20;
     std::size_t max_frames_per_write = 64;
@@ -112,6 +115,14 @@ public:
     void send(const raft::Message& m);
     // Sends `info` to every connected peer and uses it as the next handshake.
     void broadcast_info(const MemberInfo& info);
+
+    // The members to dial from now on (everyone but self; ids unique): a
+    // member not listed before is dialed, one no longer listed has its
+    // connection closed and its queued frames dropped, one whose address
+    // changed is redialed there. Incoming connections are not affected (a
+    // member that is not dialed may still be heard). Event loop only; send()
+    // from other threads meanwhile reaches the old or the new list.
+    void set_peers(const std::vector<PeerAddress>& peers);
 
     // TLS from now on (null, null: plaintext): `accept` (TlsSide::kServerVerify
     // with the peer CA) for incoming connections, `dial` (TlsSide::kClient with

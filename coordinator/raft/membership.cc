@@ -44,7 +44,11 @@ void Raft::Impl::restore_configs() {
     if (!snapshot.empty() && !snapshot.meta.config.members.empty()) {
         configs.push_back(ConfigAt{snapshot.meta.index, snapshot.meta.config});
     } else {
-        configs.push_back(ConfigAt{0, Configuration::of_voters(cfg.members)});
+        Configuration first = Configuration::of_voters(cfg.members);
+        for (ConfigMember& m : first.members) {
+            if (auto it = cfg.contexts.find(m.id); it != cfg.contexts.end()) m.context = it->second;
+        }
+        configs.push_back(ConfigAt{0, std::move(first)});
     }
     rebuild_configs_from(log.first_index());
 }

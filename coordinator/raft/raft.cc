@@ -33,6 +33,12 @@ void validate(const Config& c) {
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
         bad("members has duplicates");
     if (std::find(sorted.begin(), sorted.end(), kNoNode) != sorted.end()) bad("member id 0");
+    for (const auto& [id, context] : c.contexts) {
+        if (!std::binary_search(sorted.begin(), sorted.end(), id)) {
+            bad("contexts names member " + std::to_string(id) + ", not in members");
+        }
+        if (context.size() > kMaxMemberContextBytes) bad("context of member " + std::to_string(id) + " too long");
+    }
     if (c.heartbeat_ticks < 1) bad("heartbeat_ticks " + std::to_string(c.heartbeat_ticks) + " < 1");
     if (c.election_ticks <= c.heartbeat_ticks) {
         bad("election_ticks " + std::to_string(c.election_ticks) + " must exceed heartbeat_ticks " +

@@ -81,6 +81,10 @@ struct Config {
     // entries tell it its configuration, it takes messages from any sender of
     // its cluster and never campaigns.
     std::vector<NodeId> members;
+    // The ConfigMember::context of those first members, by id (a member
+    // without one has none). Every member of a new cluster must be given the
+    // same: it is the configuration at index 0, never sent.
+    std::map<NodeId, std::string> contexts;
     std::uint64_t cluster_id = 0;  // messages with another cluster_id are dropped
 
     int heartbeat_ticks = 1;   // leader sends heartbeats every this many ticks

@@ -24,13 +24,12 @@ private:
 
 }  // namespace
 
-std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, std::uint64_t cluster_id,
-                                             std::uint64_t member_id) {
+std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, const storage::Identity& identity) {
     storage::StorageOptions opts;
     opts.on_warning = [dir](const std::string& w) {
         log::log_event(log::LogLevel::kWarn, "storage_warning", {{"dir", dir}, {"warning", w}});
     };
-    return std::make_unique<WalLog>(storage::DurableStorage::open(dir, cluster_id, member_id, opts));
+    return std::make_unique<WalLog>(storage::DurableStorage::open(dir, identity, opts));
 }
 
 }  // namespace pgfence::server

@@ -16,6 +16,7 @@
 
 #include "raft/storage.h"
 #include "raft/types.h"
+#include "storage/meta_files.h"
 
 namespace pgfence::server {
 
@@ -50,8 +51,8 @@ private:
 };
 
 // Opens the data directory with the storage module (refuses a directory of
-// another cluster or member). Throws with a message naming the problem.
-std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, std::uint64_t cluster_id,
-                                             std::uint64_t member_id);
+// another cluster or member; creates an empty one with `identity`). Throws
+// with a message naming the problem.
+std::unique_ptr<DurableLog> open_durable_log(const std::string& dir, const storage::Identity& identity);
 
 }  // namespace pgfence::server

@@ -43,8 +43,8 @@ private:
 
 }  // namespace
 
-Member::Member(boost::asio::io_context& io, Options options, std::unique_ptr<DurableLog> log)
-    : impl_(std::make_unique<Impl>(io, std::move(options), std::move(log))) {}
+Member::Member(boost::asio::io_context& io, Options options, StartPlan plan, std::unique_ptr<DurableLog> log)
+    : impl_(std::make_unique<Impl>(io, std::move(options), std::move(plan), std::move(log))) {}
 
 Member::~Member() = default;
 
@@ -57,8 +57,8 @@ void Member::shutdown(std::function<void()> done) { impl_->shutdown(std::move(do
 
 void Member::reload() { impl_->reload_security(); }
 
-Member::Impl::Impl(boost::asio::io_context& io_ctx, Options o, std::unique_ptr<DurableLog> l)
-    : io(io_ctx), options(std::move(o)), log(std::move(l)), loop(io_ctx),
+Member::Impl::Impl(boost::asio::io_context& io_ctx, Options o, StartPlan p, std::unique_ptr<DurableLog> l)
+    : io(io_ctx), options(std::move(o)), plan(std::move(p)), log(std::move(l)), loop(io_ctx),
       writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }), security(options) {
     limits.min_lease_ms = options.min_lease_ms;
     limits.max_lease_ms = options.max_lease_ms;
@@ -73,7 +73,12 @@ std::string Member::Impl::start() {
     }
     member::Config cfg;
     cfg.raft.id = options.id;
-    for (const PeerSpec& p : options.peers) cfg.raft.members.push_back(p.id);
+    if (plan.identity.first_config) {  // always (bootstrap.h); empty: joined a running cluster
+        for (const raft::ConfigMember& m : plan.identity.first_config->members) {
+            cfg.raft.members.push_back(m.id);
+            if (!m.context.empty()) cfg.raft.contexts[m.id] = m.context;
+        }
+    }
     cfg.raft.cluster_id = options.cluster_id;
     cfg.raft.heartbeat_ticks = 1;
     cfg.raft.election_ticks = options.election_ticks();
@@ -88,17 +93,22 @@ std::string Member::Impl::start() {
     } catch (const std::exception& e) {
         return "cannot start the member core on " + options.data_dir + ": " + e.what();
     }
+    book = plan.addresses;
+    apply_configuration(core->raft().configuration());
+    const net::HostPort listen = net::parse_host_port(book[options.id].peer_addr);
+    if (!listen.ok()) {
+        return "member " + std::to_string(options.id) + "'s peer address is not known: " +
+               (config.members.empty() ? "it joined a cluster but has not received its configuration yet; start it "
+                                         "with --join ENDPOINTS of the running cluster"
+                                       : "the configuration in force does not name it (was it removed?), and "
+                                         "--peers does not either");
+    }
     net::TransportOptions topts;
     topts.self_id = options.id;
     topts.cluster_id = options.cluster_id;
-    for (const PeerSpec& p : options.peers) {
-        if (p.id == options.id) {
-            topts.listen_host = p.host;
-            topts.listen_port = p.port;
-        } else {
-            topts.peers.push_back(net::PeerAddress{p.id, p.host, p.port});
-        }
-    }
+    topts.listen_host = std::string(listen.host);
+    topts.listen_port = listen.port;
+    topts.peers = peers_to_dial(true);
     transport = std::make_unique<net::PeerTransport>(
         io, topts, [this](raft::Message m) { on_peer_message(std::move(m)); },
         [this](const net::MemberInfo& info) { on_member_info(info); });
@@ -126,7 +136,12 @@ void Member::Impl::on_tick() {
     ++ticks;
     report_gone();
     core->tick(now());
-    if (ticks % kInfoEveryTicks == 0) transport->broadcast_info(my_info());
+    if (ticks % kInfoEveryTicks == 0) {
+        transport->broadcast_info(my_info());
+        // Leadership and removed members' leaving change whom to dial
+        // without a new configuration.
+        transport->set_peers(peers_to_dial());
+    }
     after_event();
 }
 
@@ -195,6 +210,7 @@ void Member::Impl::execute(member::Effects& fx) {
         log::log_flush();
         std::_Exit(70);
     }
+    if (fx.configuration) apply_configuration(*fx.configuration);
     for (const raft::Message& m : fx.send) transport->send(m);
     if (fx.save) run_save(fx.save);
     if (fx.persist) run_persist(fx.persist);
@@ -206,6 +222,11 @@ void Member::Impl::execute(member::Effects& fx) {
         watched.insert(id);
     }
     log_lines();
+    if (fx.removed) {
+        // Nothing more needs this member: it stops as on SIGTERM (the core
+        // logged removed_from_cluster).
+        loop.post([this] { shutdown([this] { io.stop(); }); });
+    }
 }
 
 // The Persist: hard state, snapshot and entries with one fdatasync, then the
@@ -293,8 +314,8 @@ void Member::Impl::shutdown(std::function<void()> done) {
     if (shutting_down) return;
     shutting_down = true;
     std::vector<raft::NodeId> reachable;
-    for (const PeerSpec& p : options.peers) {
-        if (p.id != options.id && transport->connected(p.id)) reachable.push_back(p.id);
+    for (const raft::ConfigMember& m : config.members) {
+        if (m.id != options.id && transport->connected(m.id)) reachable.push_back(m.id);
     }
     core->begin_shutdown(reachable, now());
     drain();  // logs shutdown_requested and sends the transfer before a follower stops

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "server/bootstrap.h"
 #include "server/durable_log.h"
 #include "server/options.h"
 
@@ -26,7 +27,9 @@ namespace pgfence::server {
 
 class Member {
 public:
-    Member(boost::asio::io_context& io, Options options, std::unique_ptr<DurableLog> log);
+    // `plan`: what bootstrap.h decided (the first configuration, the known
+    // addresses); options.cluster_id and options.client_addr are final.
+    Member(boost::asio::io_context& io, Options options, StartPlan plan, std::unique_ptr<DurableLog> log);
     ~Member();
     Member(const Member&) = delete;
     Member& operator=(const Member&) = delete;

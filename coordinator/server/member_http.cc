@@ -4,6 +4,9 @@
 // then authorized by the policy (403) — on every member, before a follower
 // redirects — and only then handed to the core (server/security.h).
 #include <boost/json.hpp>
+#include <charconv>
+
+#include "member/addresses.h"
 
 #include "log/log.h"
 #include "net/json_text.h"
@@ -46,17 +49,39 @@ std::string grant_body(const member::Granted& g) {
 
 }  // namespace
 
-void Member::Impl::redirect_or_unavailable(const std::string& target, const ExchangePtr& ex) {
-    const raft::NodeId leader = core->raft().leader();
-    auto it = infos.find(leader);
-    if (leader != raft::kNoNode && leader != options.id && it != infos.end() && !it->second.client_addr.empty()) {
+void Member::Impl::redirect_or_unavailable(const std::string& target, const ExchangePtr& ex, raft::NodeId hint) {
+    raft::NodeId leader = core->raft().leader();
+    if (leader == raft::kNoNode || leader == options.id) leader = hint;
+    const std::string addr = leader == raft::kNoNode || leader == options.id ? std::string() : client_addr_of(leader);
+    if (!addr.empty()) {
         // Members of one cluster serve the same scheme: the leader's URL keeps ours.
         ex->respond(net::HttpResponse{307, json::serialize(json::object{{"error", "not_leader"}, {"leader", leader}}),
                                       "application/json",
-                                      (options.client_tls() ? "https://" : "http://") + it->second.client_addr + target});
+                                      (options.client_tls() ? "https://" : "http://") + addr + target});
         return;
     }
     respond_error(ex, 503, "no_leader");
+}
+
+// The members' JSON, with the addresses this member knows where the
+// configuration has none (members of a first configuration from --peers).
+std::string Member::Impl::members_json(const member::Members& m) const {
+    json::array list;
+    for (const member::MemberView& v : m.members) {
+        auto known = book.find(v.id);
+        const std::string peer = !v.peer_addr.empty() ? v.peer_addr
+                                 : known != book.end() ? known->second.peer_addr
+                                                       : std::string();
+        const std::string client = !v.client_addr.empty() ? v.client_addr : client_addr_of(v.id);
+        json::object o{{"id", v.id},         {"voter", v.voter}, {"peer_addr", peer},
+                       {"client_addr", client}, {"match_index", v.match}};
+        if (!v.voter) o["caught_up"] = v.caught_up;
+        list.push_back(std::move(o));
+    }
+    return json::serialize(json::object{{"cluster_id", std::to_string(options.cluster_id)},
+                                        {"config_index", m.config_index},
+                                        {"leader", core->raft().leader()},
+                                        {"members", std::move(list)}});
 }
 
 void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target,
@@ -116,8 +141,14 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
         respond_error(ex, 409, "held", h->message);
     } else if (std::holds_alternative<member::TooLarge>(response)) {
         respond_error(ex, 400, "bad_request", "request too large for one log entry");
+    } else if (auto* m = std::get_if<member::Members>(&response)) {
+        ex->respond(net::HttpResponse{200, members_json(*m), "application/json", {}});
+    } else if (auto* u = std::get_if<member::UnknownMember>(&response)) {
+        respond_error(ex, 404, "unknown_member", "member " + std::to_string(u->id) + " is not in the configuration");
+    } else if (auto* c = std::get_if<member::ChangeRefused>(&response)) {
+        respond_error(ex, 409, "member_change_refused", c->message);
     } else {
-        redirect_or_unavailable(o.target, ex);
+        redirect_or_unavailable(o.target, ex, std::get<member::Unavailable>(response).leader);
     }
 }
 
@@ -154,8 +185,9 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
     const std::string& path = access.path;
     const bool get = req.method == "GET";
     const bool post = req.method == "POST";
-    // With authorization on, every request but /healthz has a user first.
-    access.on = security.auth_enabled() && path != "/healthz";
+    // With authorization on, every request but /healthz and a joining
+    // member's question has a user first.
+    access.on = security.auth_enabled() && path != "/healthz" && path != "/v1/members/join";
     if (access.on) {
         access.caller = security.authenticate(req);
         if (!access.caller.user) {
@@ -176,8 +208,15 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
         handle_write(req, access, ex);
     } else if (path == "/v1/locks" && get) {
         handle_list(req, q == std::string::npos ? std::string() : req.target.substr(q + 1), access, ex);
+    } else if (path == "/v1/members/join" && get) {
+        answer_join(q == std::string::npos ? std::string() : req.target.substr(q + 1), ex);
+    } else if (((path == "/v1/members" && get) || ((path == "/v1/members/add" || path == "/v1/members/promote" ||
+                                                     path == "/v1/members/remove") && post))) {
+        if (permitted(access, auth::Permission::kAdmin, {}, ex)) handle_members(req, path, access, ex);
     } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||
-               path == "/v1/status" || path == "/metrics" || path == "/healthz") {
+               path == "/v1/status" || path == "/metrics" || path == "/healthz" || path == "/v1/members" ||
+               path == "/v1/members/add" || path == "/v1/members/promote" || path == "/v1/members/remove" ||
+               path == "/v1/members/join") {
         respond_error(ex, 405, "method_not_allowed", req.method + " is not allowed on " + path);
     } else {
         respond_error(ex, 404, "not_found", "no such endpoint: " + path);
@@ -250,6 +289,83 @@ void Member::Impl::handle_list(const net::HttpRequest& req, const std::string& q
         if (access.on && !k.found) reader = access.caller;
         submit(std::move(list), ex, req.target, std::move(reader));
     }
+}
+
+}  // namespace pgfence::server
+
+namespace pgfence::server {
+
+// Membership (admin): followers redirect to the leader, which decides.
+void Member::Impl::handle_members(const net::HttpRequest& req, const std::string& path, const Access&,
+                                  const ExchangePtr& ex) {
+    if (!core->is_leader()) {
+        redirect_or_unavailable(req.target, ex);
+        return;
+    }
+    if (path == "/v1/members") {
+        submit(member::ListMembers{}, ex, path);
+        return;
+    }
+    if (path == "/v1/members/add") {
+        auto parsed = net::parse_add_member(req.body);
+        if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
+            bad_request(ex, bad->message);
+        } else {
+            submit(std::move(std::get<member::AddMember>(parsed)), ex, path);
+        }
+        return;
+    }
+    auto id = net::parse_member_id(req.body);
+    if (auto* bad = std::get_if<net::BadRequest>(&id)) {
+        bad_request(ex, bad->message);
+    } else if (path == "/v1/members/promote") {
+        submit(member::PromoteMember{std::get<std::uint64_t>(id)}, ex, path);
+    } else {
+        submit(member::RemoveMember{std::get<std::uint64_t>(id)}, ex, path);
+    }
+}
+
+// GET /v1/members/join?id=N: what member N, added to the configuration and
+// starting with --join, needs before it can start — the cluster ID and every
+// member's addresses, none of them a secret (docs/security.md) — so it is
+// asked without credentials. The leader answers, from the configuration in
+// force (a follower may not have applied the add yet).
+void Member::Impl::answer_join(const std::string& query, const ExchangePtr& ex) {
+    auto id = net::query_param(query, "id");
+    if (auto* bad = std::get_if<net::BadRequest>(&id)) {
+        bad_request(ex, bad->message);
+        return;
+    }
+    const net::QueryParam& p = std::get<net::QueryParam>(id);
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), n);
+    if (!p.found || ec != std::errc() || end != p.value.data() + p.value.size() || n == 0) {
+        bad_request(ex, "query parameter 'id' must be a member ID >= 1");
+        return;
+    }
+    if (!core->is_leader()) {
+        redirect_or_unavailable("/v1/members/join?" + query, ex);
+        return;
+    }
+    const raft::Configuration& c = core->raft().configuration();
+    if (!c.contains(n)) {
+        respond_error(ex, 404, "unknown_member", "member " + std::to_string(n) + " is not in the configuration");
+        return;
+    }
+    member::Members view;
+    view.config_index = core->raft().configuration_index();
+    for (const raft::ConfigMember& m : c.members) {
+        member::MemberView v;
+        v.id = m.id;
+        v.voter = m.voter;
+        member::MemberAddresses a;
+        if (member::decode_addresses(m.context, a).empty()) {
+            v.peer_addr = a.peer_addr;
+            v.client_addr = a.client_addr;
+        }
+        view.members.push_back(std::move(v));
+    }
+    ex->respond(net::HttpResponse{200, members_json(view), "application/json", {}});
 }
 
 }  // namespace pgfence::server

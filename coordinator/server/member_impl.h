@@ -59,7 +59,7 @@ struct Access {
 constexpr int kDenialLogsPerSecond = 20;
 
 struct Member::Impl {
-    Impl(boost::asio::io_context& io, Options o, std::unique_ptr<DurableLog> l);
+    Impl(boost::asio::io_context& io, Options o, StartPlan p, std::unique_ptr<DurableLog> l);
     ~Impl();
 
     // ---- member.cc: inputs and effects ----
@@ -73,6 +73,12 @@ struct Member::Impl {
     void run_persist(const std::shared_ptr<const raft::Ready>& rd);
     void run_save(const std::shared_ptr<const raft::Snapshot>& snap);
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
+    // The configuration in force changed: its members' addresses are
+    // learnt, and the transport dials its members (member_status.cc).
+    void apply_configuration(const raft::Configuration& config);
+    // `warn`: log the members whose peer address is not known.
+    std::vector<net::PeerAddress> peers_to_dial(bool warn = false) const;
+    std::string client_addr_of(raft::NodeId id) const;  // "" when not known
     void shutdown(std::function<void()> done);
     void shutdown_step(Clock::time_point give_up, std::function<void()> done);
     static member::Time now() { return Clock::now().time_since_epoch(); }
@@ -92,7 +98,14 @@ struct Member::Impl {
     // SIGHUP: certificates, keys and the auth file loaded again (member.cc).
     void reload_security();
     void answer(member::RequestId id, member::Response response);
-    void redirect_or_unavailable(const std::string& target, const ExchangePtr& ex);
+    // `hint`: a member the core named as (about to be) leader, used when
+    // this member knows no other leader.
+    void redirect_or_unavailable(const std::string& target, const ExchangePtr& ex,
+                                 raft::NodeId hint = raft::kNoNode);
+    void handle_members(const net::HttpRequest& req, const std::string& path, const Access& access,
+                        const ExchangePtr& ex);
+    void answer_join(const std::string& query, const ExchangePtr& ex);
+    std::string members_json(const member::Members& m) const;  // GET /v1/members' body
 
     // ---- member_status.cc ----
     std::string status_json() const;
@@ -102,6 +115,7 @@ struct Member::Impl {
 
     boost::asio::io_context& io;
     Options options;
+    StartPlan plan;
     std::unique_ptr<DurableLog> log;
     Loop loop;
     Writer writer;
@@ -126,6 +140,11 @@ struct Member::Impl {
     std::uint64_t ticks = 0;
 
     std::map<raft::NodeId, net::MemberInfo> infos;  // last MemberInfo per peer
+    // Every member's addresses as known: the plan's (--peers, the join
+    // answer), then what configurations' contexts say (they win).
+    std::map<raft::NodeId, Addresses> book;
+    raft::Configuration config;  // in force, as the core last reported it (empty: joining)
+    bool configured = false;     // apply_configuration() ran
     log::Limiter denial_log{kDenialLogsPerSecond};  // deny()'s lines
     bool shutting_down = false;
 };

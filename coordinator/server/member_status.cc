@@ -2,6 +2,8 @@
 #include <boost/json.hpp>
 
 #include "log/log.h"
+#include "member/addresses.h"
+#include "net/host_port.h"
 #include "server/member_impl.h"
 
 namespace pgfence::server {
@@ -23,25 +25,95 @@ net::MemberInfo Member::Impl::my_info() const {
     return info;
 }
 
+void Member::Impl::apply_configuration(const raft::Configuration& c) {
+    if (configured && c == config) return;  // start() applied it already
+    configured = true;
+    for (const raft::ConfigMember& m : c.members) {
+        member::MemberAddresses a;
+        if (m.context.empty() || !member::decode_addresses(m.context, a).empty()) continue;
+        Addresses& known = book[m.id];
+        if (!a.peer_addr.empty()) known.peer_addr = a.peer_addr;
+        if (!a.client_addr.empty()) known.client_addr = a.client_addr;
+    }
+    config = c;
+    std::string voters, learners;
+    for (const raft::ConfigMember& m : c.members) {
+        std::string& list = m.voter ? voters : learners;
+        list += (list.empty() ? "" : ",") + std::to_string(m.id);
+    }
+    log::log_event(log::LogLevel::kInfo, "configuration",
+                   {{"index", log::log_value(core ? core->raft().configuration_index() : 0)},
+                    {"voters", voters},
+                    {"learners", learners}});
+    if (transport) transport->set_peers(peers_to_dial(true));
+}
+
+// The configuration's members but this one (while joining: every member the
+// join answer named), at their peer addresses.
+std::vector<net::PeerAddress> Member::Impl::peers_to_dial(bool warn) const {
+    std::vector<net::PeerAddress> out;
+    auto add = [&](raft::NodeId id) {
+        if (id == options.id) return;
+        auto it = book.find(id);
+        const std::string text = it == book.end() ? std::string() : it->second.peer_addr;
+        const net::HostPort addr = net::parse_host_port(text);  // views `text`
+        if (!addr.ok()) {
+            if (!warn) return;
+            log::log_event(log::LogLevel::kWarn, "peer_address_unknown",
+                           {{"peer", log::log_value(id)},
+                            {"reason", "its configuration entry has none: give it in --peers"}});
+            return;
+        }
+        out.push_back(net::PeerAddress{id, std::string(addr.host), addr.port});
+    };
+    if (config.members.empty()) {
+        for (const auto& [id, a] : book) add(id);
+    } else {
+        for (const raft::ConfigMember& m : config.members) add(m.id);
+    }
+    // A leader still tells a removed member of its removal (raft.h).
+    if (core && core->is_leader()) {
+        for (const raft::PeerStatus& p : core->raft().status().peers) {
+            if (p.leaving && !config.contains(p.id)) add(p.id);
+        }
+    }
+    return out;
+}
+
+std::string Member::Impl::client_addr_of(raft::NodeId id) const {
+    if (id == options.id) return options.client_addr;
+    if (auto it = infos.find(id); it != infos.end() && !it->second.client_addr.empty()) return it->second.client_addr;
+    if (auto it = book.find(id); it != book.end()) return it->second.client_addr;
+    return {};
+}
+
 void Member::Impl::on_member_info(const net::MemberInfo& info) {
-    bool known = false;
-    for (const PeerSpec& p : options.peers) known = known || (p.id == info.id && p.id != options.id);
-    if (!known) {
+    if (info.id == options.id || (!config.contains(info.id) && book.count(info.id) == 0)) {
         log::log_event(log::LogLevel::kWarn, "member_info_unknown", {{"id", log::log_value(info.id)}});
         return;
     }
     infos[info.id] = info;
 }
 
-// Members as seen by this member: itself exactly; peers as they last reported
+// Members as seen by this member: the configuration in force (while joining:
+// the members it knows of); itself exactly; peers as they last reported
 // (MemberInfo), plus match index when this member is the leader.
 std::string Member::Impl::status_json() const {
     const raft::Status st = core->raft().status();
     const lock::LockTable& table = core->table();
+    std::vector<std::pair<raft::NodeId, bool>> listed;  // id, voter
+    if (config.members.empty()) {
+        for (const auto& [id, a] : book) listed.emplace_back(id, false);
+    } else {
+        for (const raft::ConfigMember& m : config.members) listed.emplace_back(m.id, m.voter);
+    }
     json::array members;
-    for (const PeerSpec& p : options.peers) {
-        json::object m{{"id", p.id}, {"peer_addr", p.host + ":" + std::to_string(p.port)}};
-        if (p.id == options.id) {
+    for (const auto& [id, voter] : listed) {
+        auto known = book.find(id);
+        json::object m{{"id", id},
+                       {"voter", voter},
+                       {"peer_addr", known == book.end() ? std::string() : known->second.peer_addr}};
+        if (id == options.id) {
             m["client_addr"] = options.client_addr;
             m["role"] = raft::to_string(st.role);
             m["term"] = st.term;
@@ -50,20 +122,22 @@ std::string Member::Impl::status_json() const {
             m["applied_index"] = table.applied_index();
             m["reachable"] = true;
         } else {
-            auto it = infos.find(p.id);
+            auto it = infos.find(id);
             const bool seen = it != infos.end();
-            m["client_addr"] = seen ? it->second.client_addr : "";
+            m["client_addr"] = client_addr_of(id);
             m["role"] = seen ? raft::to_string(static_cast<raft::Role>(it->second.role)) : "unknown";
             m["term"] = seen ? it->second.term : 0;
             m["leader"] = seen ? it->second.leader : 0;
             m["commit_index"] = seen ? it->second.commit : 0;
             m["applied_index"] = seen ? it->second.applied : 0;
-            m["reachable"] = transport->connected(p.id);
+            m["reachable"] = transport->connected(id);
         }
         for (const raft::PeerStatus& ps : st.peers) {
-            if (ps.id == p.id) m["match_index"] = ps.match;
+            if (ps.id != id) continue;
+            m["match_index"] = ps.match;
+            if (!ps.voter) m["caught_up"] = ps.caught_up;
         }
-        if (st.role == raft::Role::kLeader && p.id == options.id) m["match_index"] = st.stable_index;
+        if (st.role == raft::Role::kLeader && id == options.id) m["match_index"] = st.stable_index;
         // The URL clients use, with this cluster's scheme (members serve the same one).
         if (const auto& addr = m["client_addr"].as_string(); !addr.empty()) {
             m["client_url"] = (options.client_tls() ? "https://" : "http://") + std::string(addr);
@@ -72,12 +146,14 @@ std::string Member::Impl::status_json() const {
     }
     json::object o{{"id", options.id},
                    {"role", raft::to_string(st.role)},
+                   {"voter", config.is_voter(options.id)},
                    {"term", st.term},
                    {"leader", st.leader},
                    {"commit_index", st.commit},
                    {"applied_index", table.applied_index()},
                    {"last_index", st.last_index},
                    {"snapshot_index", st.snapshot_index},
+                   {"config_index", st.config_index},
                    {"cluster_id", std::to_string(options.cluster_id)},
                    {"token_floor", table.token_floor()},
                    {"locks", table.size()},

@@ -57,6 +57,16 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     };
     if (name == "id") return number(o.id);
     if (name == "peers") return parse_peers(value, o.peers);
+    if (name == "initial-cluster-token") {
+        if (value.empty() || value.size() > 256) return "--" + name + ": must be 1..256 bytes";
+        o.initial_cluster_token = value;
+        return {};
+    }
+    if (name == "join") {
+        if (value.empty()) return "--join needs client endpoints of the running cluster (HOST:PORT or URLs, comma-separated)";
+        o.join = value;
+        return {};
+    }
     if (name == "client-addr") { o.client_addr = value; return {}; }
     if (name == "data-dir") { o.data_dir = value; return {}; }
     if (name == "heartbeat-ms") return small(o.heartbeat_ms);
@@ -135,17 +145,22 @@ std::string parse_options(int argc, char** argv, Options& out) {
 }
 
 std::string validate_options(Options& o) {
-    if (o.id == 0) return "--id is required (a member ID >= 1 that appears in --peers)";
-    if (o.peers.empty()) return "--peers is required (ID=HOST:PORT for every member, this one included)";
+    if (o.id == 0) return "--id is required (this member's ID >= 1)";
+    if (!o.peers.empty() && !o.join.empty()) {
+        return "--peers and --join exclude each other: --peers bootstraps a new cluster, --join adds this member "
+               "to a running one";
+    }
     std::set<std::uint64_t> ids;
     bool self = false;
     for (const PeerSpec& p : o.peers) {
         if (!ids.insert(p.id).second) return "--peers names member " + std::to_string(p.id) + " twice";
         if (p.id == o.id) self = true;
     }
-    if (!self) return "--peers does not contain this member's --id " + std::to_string(o.id);
-    if (o.client_addr.empty()) return "--client-addr is required (HOST:PORT for the HTTP API)";
-    if (!net::parse_host_port(o.client_addr).ok()) return "--client-addr '" + o.client_addr + "' is not HOST:PORT";
+    if (!o.peers.empty() && !self) return "--peers does not contain this member's --id " + std::to_string(o.id);
+    if (o.client_addr.empty() && o.join.empty()) return "--client-addr is required (HOST:PORT for the HTTP API)";
+    if (!o.client_addr.empty() && !net::parse_host_port(o.client_addr).ok()) {
+        return "--client-addr '" + o.client_addr + "' is not HOST:PORT";
+    }
     if (o.data_dir.empty()) return "--data-dir is required";
     if (o.heartbeat_ms * 2 > o.election_ms) {
         return "--election-ms " + std::to_string(o.election_ms) + " must be at least twice --heartbeat-ms " +
@@ -183,15 +198,15 @@ std::string validate_options(Options& o) {
                " needs peer TLS too (--peer-cert-file, --peer-key-file, --peer-trusted-ca-file): whoever can "
                "reach a plaintext peer port can speak for the leader and redirect clients anywhere";
     }
-    if (o.cluster_id == 0) o.cluster_id = derive_cluster_id(o.peers);
     return {};
 }
 
-std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers) {
+std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers, const std::string& token) {
     std::vector<PeerSpec> sorted = peers;
     std::sort(sorted.begin(), sorted.end(), [](const PeerSpec& a, const PeerSpec& b) { return a.id < b.id; });
     std::string text;
     for (const PeerSpec& p : sorted) text += std::to_string(p.id) + "=" + p.host + ":" + std::to_string(p.port) + ",";
+    if (!token.empty()) text += "token=" + token;
     std::uint64_t h = 1469598103934665603ull;
     for (unsigned char c : text) {
         h ^= c;
@@ -204,15 +219,30 @@ std::string usage() {
     return R"(fence-coordinator: one member of a pgfence Raft cluster (HTTP lock API + fencing tokens)
 
 Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT --data-dir DIR [flags]
+       fence-coordinator --id N --join ENDPOINTS --data-dir DIR [flags]   (a member added at runtime)
 
-  --id N                 this member's ID (>= 1); must appear in --peers
-  --peers LIST           every member's peer (Raft) address, this one included:
-                         1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403
-                         This member listens for peers on its own entry.
-  --client-addr H:P      where this member serves the HTTP API. Members learn each
-                         other's client address from the transport handshake (the
-                         first frame on every peer connection carries it), so a
-                         follower can answer 307 with the leader's URL; no extra flag.
+  --id N                 this member's ID (>= 1)
+  --peers LIST           bootstrap a new cluster: every member's peer (Raft) address,
+                         this one included: 1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403
+                         This member listens for peers on its own entry. The list is
+                         recorded in the data directory as the first configuration:
+                         later starts read it from there (and the members from the
+                         log), so --peers may be left out or stay as it was; it still
+                         gives the addresses of members that a data directory from an
+                         earlier release does not record.
+  --join ENDPOINTS       start a member added with `fencectl member add` (client
+                         endpoints of the running cluster, HOST:PORT or URLs): it
+                         asks them for the cluster ID and the addresses it was added
+                         with, and refuses to start if it was not added. Instead of
+                         --peers; restarts may keep it.
+  --initial-cluster-token T
+                         bootstrap only: mixed into the derived cluster ID, so two
+                         clusters started with the same --peers differ (as etcd's)
+  --client-addr H:P      where this member serves the HTTP API (with --join: may be
+                         left out, and must otherwise match, the address it was
+                         added with). Members learn each other's client address
+                         from the configuration and the transport handshake, so a
+                         follower can answer 307 with the leader's URL.
   --data-dir DIR         write-ahead log, hard state and snapshots
   --heartbeat-ms N       tick = heartbeat period (default 50)
   --election-ms N        base election timeout; the core picks a random timeout in
@@ -224,9 +254,9 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --max-wait N           largest wait_ms (default 300000)
   --token-floor N        bootstrap only: tokens start above N (the leader proposes
                          SetTokenFloor{N}; the floor never decreases)
-  --cluster-id N         cluster ID checked on every peer frame; default: derived
-                         (FNV-1a 64) from the sorted --peers list, so members started
-                         with the same --peers agree and other clusters differ
+  --cluster-id N         bootstrap only: the cluster ID checked on every peer frame;
+                         default: derived (FNV-1a 64) from the sorted --peers list and
+                         --initial-cluster-token. Afterwards read from the data directory.
   --snapshot-every N     snapshot the lock table every N applied entries (default 10000)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
@@ -264,7 +294,8 @@ TLS and authorization (docs/security.md; flags named as etcd's):
 
 Signals: SIGTERM/SIGINT — a leader first hands leadership to the most up-to-date
 follower (bounded wait), then the member exits. Restarting with the same flags and
---data-dir catches up from the log or a snapshot.
+--data-dir catches up from the log or a snapshot. A member removed from the
+cluster (fencectl member remove) stops itself.
 )";
 }
 

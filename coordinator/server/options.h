@@ -21,8 +21,15 @@ using member::kMaxClockDriftPpmLimit;    // the largest --max-clock-drift-ppm
 
 struct Options {
     std::uint64_t id = 0;
-    std::vector<PeerSpec> peers;  // every member, including this one
-    std::string client_addr;      // host:port of this member's HTTP API
+    // Bootstrap of a new cluster: every member, including this one. Later:
+    // the peer addresses of members whose configuration entry has none (a
+    // cluster bootstrapped by a release that did not record them).
+    std::vector<PeerSpec> peers;
+    std::string initial_cluster_token;  // bootstrap only: mixed into the derived cluster ID
+    // A member added to a running cluster: client endpoints (URLs or
+    // HOST:PORT, comma-separated) to ask for its identity and addresses.
+    std::string join;
+    std::string client_addr;      // host:port of this member's HTTP API (with --join: may be left to the cluster)
     std::string data_dir;
     int heartbeat_ms = 50;
     int election_ms = 300;
@@ -30,7 +37,7 @@ struct Options {
     std::uint64_t max_lease_ms = 300000;
     std::uint64_t max_wait_ms = 300000;
     std::uint64_t token_floor = 0;
-    std::uint64_t cluster_id = 0;  // 0: derived from the peer list
+    std::uint64_t cluster_id = 0;  // bootstrap only; 0: derived from the peer list and the token
     std::uint64_t snapshot_every = 10000;
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
     // rho: the largest clock-rate error of any member or client against real
@@ -67,8 +74,10 @@ std::string parse_options(int argc, char** argv, Options& out);
 std::string validate_options(Options& opts);
 std::string usage();
 
-// FNV-1a 64 over the sorted "id=host:port" list: every member given the same
-// --peers derives the same cluster ID; a different list gives another.
-std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers);
+// FNV-1a 64 over the sorted "id=host:port" list, then the token when there
+// is one: every member given the same --peers and --initial-cluster-token
+// derives the same cluster ID; a different list or token gives another.
+// Without a token it is the ID an earlier release derived from that list.
+std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers, const std::string& token = {});
 
 }  // namespace pgfence::server

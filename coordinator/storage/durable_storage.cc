@@ -43,11 +43,9 @@ void DurableStorage::warn(std::string message) {
     warnings_.push_back(std::move(message));
 }
 
-std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir,
-                                                     std::uint64_t cluster_id,
-                                                     raft::NodeId member_id,
+std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir, const Identity& identity,
                                                      const StorageOptions& options) {
-    if (cluster_id == 0 || member_id == raft::kNoNode) {
+    if (identity.cluster_id == 0 || identity.member_id == raft::kNoNode) {
         throw StorageError("opening " + dir + ": cluster ID and member ID must be non-zero");
     }
     const bool existed = path_exists(dir);
@@ -55,7 +53,7 @@ std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir,
     if (!existed) sync_dir(parent_of(dir));
     std::unique_ptr<DurableStorage> s(new DurableStorage(dir, options));
     s->lock_directory();
-    s->check_identity(cluster_id, member_id);
+    s->check_identity(identity);
     s->durable_hard_state_ = load_hard_state(dir).value_or(raft::HardState{});
     s->snapshot_ = load_snapshot(dir, options.max_snapshot_bytes).value_or(raft::Snapshot{});
     WalOptions wal_options{options.segment_bytes, options.preallocate,
@@ -81,7 +79,7 @@ void DurableStorage::lock_directory() {
 // Creates the identity of a new member, or checks that an existing directory
 // belongs to this cluster and member; only then removes stale temp files (a
 // foreign directory is refused untouched).
-void DurableStorage::check_identity(std::uint64_t cluster_id, raft::NodeId member_id) {
+void DurableStorage::check_identity(const Identity& identity) {
     std::vector<std::string> temps;
     std::vector<std::string> others;
     for (const std::string& name : list_dir(dir_)) {
@@ -93,7 +91,7 @@ void DurableStorage::check_identity(std::uint64_t cluster_id, raft::NodeId membe
             others.push_back(name);
         }
     }
-    check_or_create_identity(cluster_id, member_id, others);
+    check_or_create_identity(identity, others);
     for (const std::string& name : temps) {
         warn(join_path(dir_, name) +
              ": removing a temporary file left by an interrupted write; "
@@ -103,8 +101,7 @@ void DurableStorage::check_identity(std::uint64_t cluster_id, raft::NodeId membe
     if (!temps.empty()) sync_dir(dir_);
 }
 
-void DurableStorage::check_or_create_identity(std::uint64_t cluster_id, raft::NodeId member_id,
-                                              const std::vector<std::string>& others) {
+void DurableStorage::check_or_create_identity(const Identity& identity, const std::vector<std::string>& others) {
     const std::optional<Identity> id = load_identity(dir_);
     if (!id) {
         if (!others.empty()) {
@@ -112,18 +109,34 @@ void DurableStorage::check_or_create_identity(std::uint64_t cluster_id, raft::No
                                " but no identity file: it was not created by pgfence or its "
                                "identity was lost; refusing to use it (restore it or start empty)");
         }
-        write_file_atomically(dir_, kIdentityFile, encode_identity({cluster_id, member_id}));
+        write_file_atomically(dir_, kIdentityFile, encode_identity(identity));
         meta_syncs_ += 2;
+        identity_ = identity;
         return;
     }
-    if (id->cluster_id != cluster_id || id->member_id != member_id) {
+    if (id->cluster_id != identity.cluster_id || id->member_id != identity.member_id) {
         throw StorageError("data directory " + dir_ + " belongs to cluster " +
                            std::to_string(id->cluster_id) + " member " +
                            std::to_string(id->member_id) + ", not cluster " +
-                           std::to_string(cluster_id) + " member " + std::to_string(member_id) +
+                           std::to_string(identity.cluster_id) + " member " +
+                           std::to_string(identity.member_id) +
                            "; refusing to start (wrong data directory "
                            "or wrong --cluster-id/--id?)");
     }
+    identity_ = *id;
+    if (!identity.first_config) return;
+    if (id->first_config) {
+        if (*id->first_config != *identity.first_config) {
+            throw StorageError("data directory " + dir_ +
+                               " records another first configuration than the one given; refusing to start");
+        }
+        return;
+    }
+    // A version 1 file: the first configuration is recorded from now on.
+    write_file_atomically(dir_, kIdentityFile, encode_identity(identity));
+    meta_syncs_ += 2;
+    identity_ = identity;
+    warn(join_path(dir_, kIdentityFile) + ": recorded the first configuration (format version 2)");
 }
 
 // At open: makes the recovered log consistent with the snapshot, repeating

@@ -46,6 +46,7 @@
 #include "raft/storage.h"
 #include "raft/types.h"
 #include "storage/file_util.h"
+#include "storage/meta_files.h"
 #include "storage/wal.h"
 
 namespace pgfence::storage {
@@ -63,10 +64,21 @@ class DurableStorage final : public raft::Storage {
   public:
     // Opens the data directory `dir` (creating it, one level, if missing).
     // An empty directory becomes a new member with this identity; a directory
-    // of another cluster or member is refused. Throws StorageError.
+    // of another cluster or member is refused. An identity with a
+    // first_config is checked against the directory's (refused if it
+    // differs), and recorded in a version 1 file that has none (the file is
+    // rewritten as version 2). Throws StorageError.
+    static std::unique_ptr<DurableStorage> open(const std::string& dir, const Identity& identity,
+                                                const StorageOptions& options = {});
+    // The same with an identity of cluster and member only.
     static std::unique_ptr<DurableStorage> open(const std::string& dir, std::uint64_t cluster_id,
                                                 raft::NodeId member_id,
-                                                const StorageOptions& options = {});
+                                                const StorageOptions& options = {}) {
+        return open(dir, Identity{cluster_id, member_id, std::nullopt}, options);
+    }
+
+    // The directory's identity as it is on disk now.
+    const Identity& identity() const { return identity_; }
 
     raft::HardState hard_state() const override { return hard_state_; }
     raft::Snapshot snapshot() const override { return snapshot_; }
@@ -92,9 +104,8 @@ class DurableStorage final : public raft::Storage {
     DurableStorage(std::string dir, const StorageOptions& options);
     void warn(std::string message);
     void lock_directory();
-    void check_identity(std::uint64_t cluster_id, raft::NodeId member_id);
-    void check_or_create_identity(std::uint64_t cluster_id, raft::NodeId member_id,
-                                  const std::vector<std::string>& others);
+    void check_identity(const Identity& identity);
+    void check_or_create_identity(const Identity& identity, const std::vector<std::string>& others);
     void reconcile_log_with_snapshot();
     void place_log_after_snapshot(bool at_open);
     void require_usable() const;
@@ -105,6 +116,7 @@ class DurableStorage final : public raft::Storage {
 
     std::string dir_;
     StorageOptions options_;
+    Identity identity_;
     Fd lock_fd_;
     std::unique_ptr<Wal> wal_;
     raft::HardState hard_state_;          // latest given (commit may be ahead of disk)

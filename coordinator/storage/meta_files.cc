@@ -10,6 +10,8 @@ namespace pgfence::storage {
 namespace {
 
 constexpr std::uint64_t kMaxSmallFileBytes = 4096;
+// 15 members with 1 KiB contexts each fit (raft/types.h limits).
+constexpr std::uint64_t kMaxIdentityBytes = 64 * 1024;
 
 std::string begin_file(std::uint32_t magic, std::uint8_t version = kMetaVersion) {
     std::string out;
@@ -54,9 +56,10 @@ std::string_view open_file_body(std::string_view bytes, std::uint32_t magic, con
 }  // namespace
 
 std::string encode_identity(const Identity& id) {
-    std::string out = begin_file(kIdentityMagic);
+    std::string out = begin_file(kIdentityMagic, id.first_config ? kIdentityVersion : 1);
     codec::put_u64(out, id.cluster_id);
     codec::put_u64(out, id.member_id);
+    if (id.first_config) codec::put_string(out, raft::encode_configuration(*id.first_config));
     end_file(out);
     return out;
 }
@@ -89,13 +92,24 @@ std::string encode_snapshot(const raft::Snapshot& snap) {
 }
 
 Identity decode_identity(std::string_view bytes, const std::string& path) {
-    codec::Reader in(open_file_body(bytes, kIdentityMagic, path));
+    std::uint8_t version = 0;
+    codec::Reader in(open_file_body(bytes, kIdentityMagic, path, kIdentityVersion, version));
     Identity id;
     id.cluster_id = in.u64();
     id.member_id = in.u64();
+    if (version >= 2) {
+        const std::size_t at = in.offset();
+        const std::string_view config = in.string("configuration", kMaxIdentityBytes);
+        if (!in.ok()) corrupt(path, 5 + at, "first configuration cut short");
+        id.first_config.emplace();
+        if (std::string why = raft::decode_configuration(config, *id.first_config); !why.empty()) {
+            corrupt(path, 5 + at, "first configuration: " + why);
+        }
+    }
     if (!in.ok() || in.remaining() != 0) {
         corrupt(path, 5, "wrong body length");
     }
+    if (id.cluster_id == 0 || id.member_id == 0) corrupt(path, 5, "cluster or member ID 0");
     return id;
 }
 
@@ -147,7 +161,7 @@ raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path) 
 std::optional<Identity> load_identity(const std::string& dir) {
     const std::string path = join_path(dir, kIdentityFile);
     if (!path_exists(path)) return std::nullopt;
-    return decode_identity(read_whole_file(path, kMaxSmallFileBytes), path);
+    return decode_identity(read_whole_file(path, kMaxIdentityBytes), path);
 }
 
 std::optional<raft::HardState> load_hard_state(const std::string& dir) {

@@ -12,7 +12,8 @@
 
 namespace pgfence::storage {
 
-inline constexpr std::uint8_t kMetaVersion = 1;          // identity and hard state
+inline constexpr std::uint8_t kMetaVersion = 1;          // hard state
+inline constexpr std::uint8_t kIdentityVersion = 2;      // with the first configuration; else version 1 (wal.h)
 inline constexpr std::uint8_t kSnapshotVersion = 2;      // learners or contexts; else version 1 (wal.h)
 inline constexpr std::uint32_t kIdentityMagic = 0x44494650;   // "PFID"
 inline constexpr std::uint32_t kHardStateMagic = 0x53484650;  // "PFHS"
@@ -23,9 +24,16 @@ inline constexpr const char* kIdentityFile = "identity";
 inline constexpr const char* kHardStateFile = "hardstate";
 inline constexpr const char* kSnapshotFile = "snapshot";
 
+// Who a data directory belongs to, fixed when the member is created.
+// first_config: the cluster's configuration at index 0 (the one no log entry
+// holds: a new cluster's members, from its flags), recorded so that it is
+// never derived from flags again; with no members for a member that joined a
+// running cluster (its configurations all come from the log). Absent in a
+// version 1 file (written before it was recorded: the flags still give it).
 struct Identity {
     std::uint64_t cluster_id = 0;
     std::uint64_t member_id = 0;
+    std::optional<raft::Configuration> first_config;
     bool operator==(const Identity&) const = default;
 };
 

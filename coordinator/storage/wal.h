@@ -3,7 +3,9 @@
 //
 // ==== Data directory ==========================================================
 //   LOCK                      flock()ed while a process has the directory open
-//   identity                  cluster ID and member ID, written once at creation
+//   identity                  cluster ID, member ID and the first configuration,
+//                             written at creation (version 1 files: rewritten once
+//                             as version 2 when the first configuration is known)
 //   hardstate                 term, vote, commit (absent until the first vote/term)
 //   snapshot                  latest snapshot (absent until the first one)
 //   wal-<seq:016x>.seg        log segments, seq = 1, 2, 3 ... with no gaps
@@ -12,7 +14,10 @@
 // identity, hardstate and snapshot are replaced atomically: written to
 // <name>.tmp, fdatasynced, renamed over <name>, directory fsynced. Each is
 //   [u32 magic][u8 version][body][u32 CRC32C of everything before it]
-//   identity  magic "PFID"  version 1  body: u64 cluster_id, u64 member_id
+//   identity  magic "PFID"  version 2  body: u64 cluster_id, u64 member_id,
+//                           u32 config_length, configuration (raft::encode_configuration:
+//                           the configuration at index 0; no members: joined a cluster)
+//             version 1: u64 cluster_id, u64 member_id
 //   hardstate magic "PFHS"  version 1  body: u64 term, u64 vote, u64 commit
 //   snapshot  magic "PFSN"  version 2 (when the configuration has learners or
 //                           contexts, else version 1)  body: u64 index, u64 term,

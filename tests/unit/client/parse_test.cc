@@ -226,6 +226,30 @@ BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {
     BOOST_TEST(code(ErrorKind::kProtocol, "list") == cli::kExitOther);
     BOOST_TEST(code(ErrorKind::kNotAuthorized, "acquire") == cli::kExitNotAuthorized);
     BOOST_TEST(code(ErrorKind::kNotAuthorized, "keepalive") == 7);
+    BOOST_TEST(code(ErrorKind::kUnknownMember, "member") == cli::kExitUnknownMember);
+    BOOST_TEST(code(ErrorKind::kRefused, "member") == cli::kExitRefused);
+}
+
+BOOST_AUTO_TEST_CASE(member_subcommands_parse_and_name_what_is_wrong) {
+    const cli::ArgsParse add =
+        parse({"member", "add", "4", "--peer-addr", "10.0.0.4:7400", "--client-addr=10.0.0.4:7500", "-o", "json"});
+    BOOST_TEST_REQUIRE(add.error == "");
+    BOOST_TEST(add.args.subcommand == "add");
+    BOOST_TEST(add.args.member_id == 4u);
+    BOOST_TEST(add.args.peer_addr == "10.0.0.4:7400");
+    BOOST_TEST(add.args.client_addr == "10.0.0.4:7500");
+    BOOST_TEST(parse({"member", "list"}).error == "");
+    BOOST_TEST(parse({"member", "remove", "2"}).args.member_id == 2u);
+    auto error_of = [](std::vector<std::string> words) { return parse(std::move(words)).error; };
+    BOOST_TEST(error_of({"member"}).find("expected list, add, promote or remove") != std::string::npos);
+    BOOST_TEST(error_of({"member", "grow"}).find("unknown subcommand 'grow'") != std::string::npos);
+    BOOST_TEST(error_of({"member", "promote"}).find("expected ID") != std::string::npos);
+    BOOST_TEST(error_of({"member", "remove", "x"}).find("invalid member ID 'x'") != std::string::npos);
+    BOOST_TEST(error_of({"member", "remove", "0"}).find("invalid member ID '0'") != std::string::npos);
+    BOOST_TEST(error_of({"member", "add", "4"}).find("needs --peer-addr") != std::string::npos);
+    BOOST_TEST(error_of({"member", "list", "--peer-addr", "h:1"}).find("not valid for 'member'") != std::string::npos);
+    BOOST_TEST(error_of({"acquire", "k", "--peer-addr", "h:1"}).find("not valid for 'acquire'") != std::string::npos);
+    BOOST_TEST(parse({"help", "member"}).args.help);
 }
 
 BOOST_AUTO_TEST_CASE(tls_and_bearer_flags_reach_the_client_options) {

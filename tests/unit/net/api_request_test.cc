@@ -72,4 +72,27 @@ BOOST_AUTO_TEST_CASE(query_param_decodes_percent_escapes) {
     BOOST_TEST(std::holds_alternative<BadRequest>(query_param("key=%zz", "key")));
 }
 
+BOOST_AUTO_TEST_CASE(member_requests_name_a_bad_id_or_address) {
+    auto add = parse_add_member(R"({"id":4,"peer_addr":"10.0.0.4:7400","client_addr":"db4.example:7500"})");
+    BOOST_REQUIRE(std::holds_alternative<pgfence::member::AddMember>(add));
+    BOOST_TEST(std::get<pgfence::member::AddMember>(add).id == 4u);
+    BOOST_TEST(std::get<pgfence::member::AddMember>(add).client_addr == "db4.example:7500");
+    auto add_error = [](const std::string& body) {
+        auto r = parse_add_member(body);
+        return std::holds_alternative<BadRequest>(r) ? std::get<BadRequest>(r).message : "";
+    };
+    BOOST_TEST(add_error(R"({"id":0,"peer_addr":"h:1","client_addr":"h:2"})").find("'id' must be a member ID") !=
+               std::string::npos);
+    BOOST_TEST(add_error(R"({"id":4,"client_addr":"h:2"})").find("'peer_addr' is required") != std::string::npos);
+    BOOST_TEST(add_error(R"({"id":4,"peer_addr":"nohost","client_addr":"h:2"})").find("'nohost', not HOST:PORT") !=
+               std::string::npos);
+    BOOST_TEST(add_error(R"({"id":4,"peer_addr":"h:1","client_addr":")" + std::string(300, 'a') + R"(:1"})")
+                   .find("must be at most 261") != std::string::npos);
+    auto id = parse_member_id(R"({"id":3})");
+    BOOST_REQUIRE(std::holds_alternative<std::uint64_t>(id));
+    BOOST_TEST(std::get<std::uint64_t>(id) == 3u);
+    BOOST_TEST(std::holds_alternative<BadRequest>(parse_member_id(R"({"id":-1})")));
+    BOOST_TEST(std::holds_alternative<BadRequest>(parse_member_id(R"({})")));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

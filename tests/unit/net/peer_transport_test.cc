@@ -6,7 +6,7 @@
 // frame whole and in each sender's order; a full queue drops the oldest
 // frames but never one already partly on the wire (a frame larger than the
 // socket buffers is sent in part at once, the rest by the loop); send()
-// after stop() drops.
+// after stop() drops. set_peers() changes whom it dials at runtime.
 #include "net/peer_transport.h"
 
 #include <sys/socket.h>
@@ -291,6 +291,59 @@ BOOST_AUTO_TEST_CASE(incoming_frames_in_one_read_split_and_large_arrive_whole_an
     peer.read_some(asio::buffer(&byte, 1), ec);
     BOOST_TEST((ec == asio::error::eof || ec == asio::error::connection_reset));
     t.stop();
+}
+
+// set_peers: a member added at runtime is dialed and reached; one removed has
+// its connection closed and is no longer sent to; one whose address changed
+// is redialed at the new one.
+BOOST_AUTO_TEST_CASE(set_peers_dials_added_members_and_drops_removed_ones) {
+    asio::io_context io;
+    auto receiver = [&io](std::uint64_t id, std::uint16_t port, std::vector<raft::Index>& got) {
+        TransportOptions o;
+        o.self_id = id;
+        o.cluster_id = kCluster;
+        o.listen_port = port;
+        return std::make_unique<PeerTransport>(
+            io, o,
+            [&got](raft::Message m) { got.push_back(std::get<raft::AppendRequest>(m.body).entries.at(0).index); },
+            [](const MemberInfo&) {});
+    };
+    std::vector<raft::Index> at_2, at_2_moved, ignored;
+    auto two = receiver(2, kPort + 30, at_2);
+    BOOST_REQUIRE(two->start(MemberInfo{2, "127.0.0.1:1", 0, 0, 0, 0, 0}).empty());
+    TransportOptions o;
+    o.self_id = 1;
+    o.cluster_id = kCluster;
+    o.listen_port = kPort + 31;
+    PeerTransport one(io, o, [&ignored](raft::Message) {}, [](const MemberInfo&) {});
+    BOOST_REQUIRE(one.start(MemberInfo{1, "127.0.0.1:2", 0, 0, 0, 0, 0}).empty());
+    one.send(append_to_2(1, 10));  // nobody to reach yet
+    BOOST_TEST(one.stats().dropped_unconnected == 1u);
+
+    one.set_peers({PeerAddress{2, "127.0.0.1", static_cast<std::uint16_t>(kPort + 30)}});
+    BOOST_REQUIRE(run_until(io, [&] { return one.connected(2); }));
+    one.send(append_to_2(2, 10));
+    BOOST_REQUIRE(run_until(io, [&] { return at_2.size() == 1; }));
+    BOOST_TEST(at_2.front() == 2u);
+
+    one.set_peers({});
+    BOOST_TEST(!one.connected(2));
+    one.send(append_to_2(3, 10));
+    BOOST_TEST(one.stats().dropped_unconnected == 2u);
+
+    // Member 2 moves to another port: dialed there, not at the old one.
+    two->stop();
+    auto moved = receiver(2, kPort + 32, at_2_moved);
+    BOOST_REQUIRE(moved->start(MemberInfo{2, "127.0.0.1:1", 0, 0, 0, 0, 0}).empty());
+    one.set_peers({PeerAddress{2, "127.0.0.1", static_cast<std::uint16_t>(kPort + 30)}});
+    one.set_peers({PeerAddress{2, "127.0.0.1", static_cast<std::uint16_t>(kPort + 32)}});
+    BOOST_REQUIRE(run_until(io, [&] { return one.connected(2); }));
+    one.send(append_to_2(4, 10));
+    BOOST_REQUIRE(run_until(io, [&] { return at_2_moved.size() == 1; }));
+    BOOST_TEST(at_2_moved.front() == 4u);
+    BOOST_TEST(at_2.size() == 1u);
+    one.stop();
+    moved->stop();
 }
 
 }  // namespace

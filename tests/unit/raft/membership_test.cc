@@ -374,4 +374,23 @@ BOOST_AUTO_TEST_CASE(configurations_encode_and_decode_and_refuse_malformed_bytes
     BOOST_TEST(decode_configuration(encode_configuration(learners_only), back) == "no voter");
 }
 
+BOOST_AUTO_TEST_CASE(the_first_configuration_carries_the_contexts_it_is_given) {
+    MemoryStorage storage;
+    Config cfg = make_config(1, {1, 2, 3});
+    cfg.contexts = {{1, "one"}, {3, "three"}};
+    Raft r(cfg, storage);
+    const Configuration& c = r.configuration();
+    BOOST_TEST(r.configuration_index() == 0u);
+    BOOST_TEST(c.find(1)->context == "one");
+    BOOST_TEST(c.find(2)->context.empty());
+    BOOST_TEST(c.find(3)->context == "three");
+    BOOST_TEST(!c.voters_only());  // what snapshots of it will be written as: version 2
+    Config stray = make_config(1, {1, 2, 3});
+    stray.contexts = {{4, "not a member"}};
+    BOOST_CHECK_THROW(Raft(stray, storage), std::invalid_argument);
+    Config long_context = make_config(1, {1, 2, 3});
+    long_context.contexts = {{2, std::string(kMaxMemberContextBytes + 1, 'x')}};
+    BOOST_CHECK_THROW(Raft(long_context, storage), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

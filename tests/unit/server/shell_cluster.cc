@@ -425,11 +425,16 @@ void Cluster::Impl::start(Delays delays) {
                 PeerSpec{nodes[j].id, "127.0.0.1", i == j ? peer_ports[j] : proxied[j]});
         }
         Options o = member_options(n.id, std::move(peers), n.http);
-        if (auto err = validate_options(o); !err.empty()) {
+        StartPlan plan;
+        if (auto err = validate_options(o); !err.empty() || !(err = plan_start(o, std::nullopt, std::nullopt, plan)).empty()) {
             start_error = err;
             return;
         }
-        n.member = std::make_unique<Member>(n.io, std::move(o),
+        // Each member dials the others through the proxy: their addresses
+        // differ from member to member, so they stay out of the shared first
+        // configuration (as in a cluster bootstrapped without them).
+        plan.identity.first_config = raft::Configuration::of_voters(plan.identity.first_config->voters());
+        n.member = std::make_unique<Member>(n.io, std::move(o), std::move(plan),
                                             std::make_unique<RecordingLog>(n.record, delays));
         if (auto err = start_member(n); !err.empty()) {
             start_error = "member " + std::to_string(n.id) + ": " + err;

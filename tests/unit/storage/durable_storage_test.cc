@@ -1,6 +1,9 @@
 // DurableStorage: identity, hard state, group commit, suffix truncation, limits.
 #include <boost/test/unit_test.hpp>
 
+#include "codec/bytes.h"
+#include "storage/crc32c.h"
+#include "storage/durable_storage.h"
 #include "storage/meta_files.h"
 #include "storage/wal.h"
 #include "storage/wal_format.h"
@@ -26,7 +29,7 @@ BOOST_AUTO_TEST_CASE(missing_directory_becomes_a_new_member) {
     BOOST_TEST(s->snapshot().empty());
     BOOST_TEST(s->entries(1, 1).empty());
     BOOST_TEST(s->warnings().empty());
-    BOOST_TEST((load_identity(dir.path()) == Identity{kCluster, kMember}));
+    BOOST_TEST((load_identity(dir.path()) == Identity{kCluster, kMember, std::nullopt}));
 }
 
 BOOST_AUTO_TEST_CASE(empty_existing_directory_becomes_a_new_member) {
@@ -48,6 +51,64 @@ BOOST_AUTO_TEST_CASE(another_cluster_or_member_is_refused) {
     }
     BOOST_CHECK_THROW(DurableStorage::open(dir.path(), kCluster, kMember + 1), StorageError);
     BOOST_TEST(open_storage(dir.path())->last_index() == 2u);  // untouched
+}
+
+raft::Configuration three_voters_with_addresses() {
+    raft::Configuration c = raft::Configuration::of_voters({1, 2, 3});
+    for (raft::ConfigMember& m : c.members) m.context = "peer-of-" + std::to_string(m.id);
+    return c;
+}
+
+BOOST_AUTO_TEST_CASE(identity_records_the_first_configuration) {
+    TempDir dir;
+    const Identity id{kCluster, kMember, three_voters_with_addresses()};
+    DurableStorage::open(dir.path(), id);
+    BOOST_TEST((load_identity(dir.path()) == id));
+    // Read back by an open that names only cluster and member.
+    BOOST_TEST((open_storage(dir.path())->identity() == id));
+    // A joined member's first configuration has no members.
+    TempDir joined;
+    DurableStorage::open(joined.path(), Identity{kCluster, kMember, raft::Configuration{}});
+    const std::optional<Identity> back = load_identity(joined.path());
+    BOOST_TEST((back && back->first_config && back->first_config->members.empty()));
+}
+
+BOOST_AUTO_TEST_CASE(version_1_identity_is_upgraded_once_and_a_different_first_configuration_refused) {
+    TempDir dir;
+    open_storage(dir.path())->persist(nullptr, nullptr, make_entries(1, 2, 1));  // version 1: no configuration
+    BOOST_TEST(static_cast<int>(read_whole_file(dir.file("identity"), 4096)[4]) == 1);
+    const Identity id{kCluster, kMember, raft::Configuration::of_voters({1, 2, 3})};
+    auto s = DurableStorage::open(dir.path(), id);
+    BOOST_TEST((s->identity() == id));
+    BOOST_TEST(s->last_index() == 2u);  // the log is kept
+    BOOST_TEST(s->warnings().size() == 1u);
+    s.reset();
+    BOOST_TEST(static_cast<int>(read_whole_file(dir.file("identity"), 4096)[4]) == 2);
+    try {
+        DurableStorage::open(dir.path(), Identity{kCluster, kMember, three_voters_with_addresses()});
+        BOOST_TEST(false, "opened with another first configuration");
+    } catch (const StorageError& e) {
+        BOOST_TEST(message_has(e, "another first configuration"));
+    }
+    BOOST_TEST((load_identity(dir.path()) == id));  // untouched
+}
+
+BOOST_AUTO_TEST_CASE(identity_with_a_bad_first_configuration_is_refused) {
+    TempDir dir;
+    make_dir(dir.path());
+    // A well-formed file (its CRC matches) whose configuration does not decode:
+    // its version byte (after magic, version, two ids and the length) is 7.
+    std::string bytes = encode_identity(Identity{kCluster, kMember, three_voters_with_addresses()});
+    bytes[5 + 16 + 4] = 7;
+    bytes.resize(bytes.size() - 4);
+    codec::put_u32(bytes, crc32c(bytes));
+    write_file_atomically(dir.path(), "identity", bytes);
+    try {
+        load_identity(dir.path());
+        BOOST_TEST(false, "loaded a bad first configuration");
+    } catch (const StorageError& e) {
+        BOOST_TEST(message_has(e, "first configuration"));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(directory_with_log_but_no_identity_is_refused) {
