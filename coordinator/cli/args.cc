@@ -25,7 +25,7 @@ struct CommandSpec {
 // member: positional counts are checked per subcommand (validate_member).
 constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 
-constexpr std::array<CommandSpec, 8> kCommands{{
+constexpr std::array<CommandSpec, 9> kCommands{{
     {"acquire", 1, "KEY", true, false, true, false},
     {"release", 2, "KEY TOKEN", false, false, false, false},
     {"keepalive", 2, "KEY TOKEN", false, false, true, false},
@@ -34,6 +34,7 @@ constexpr std::array<CommandSpec, 8> kCommands{{
     {"list", 0, "", false, false, true, false},
     {"status", 0, "", false, false, true, false},
     {"member", kVariable, "list | add ID | promote ID | remove ID", false, false, true, false},
+    {"snapshot", kVariable, "save FILE | status FILE", false, false, true, false},
 }};
 
 const CommandSpec* find_command(const std::string& name) {
@@ -164,6 +165,21 @@ struct Parser {
         return false;
     }
 
+    // fencectl snapshot save FILE | status FILE
+    bool validate_snapshot() {
+        Args& a = out.args;
+        const std::string sub = a.positional.empty() ? std::string() : a.positional.front();
+        if (sub != "save" && sub != "status") {
+            return error(sub.empty() ? "snapshot: expected save FILE or status FILE (see fencectl help snapshot)"
+                                     : "snapshot: unknown subcommand '" + sub + "' (expected save or status)");
+        }
+        if (a.positional.size() != 2 || a.positional[1].empty()) {
+            return error("snapshot " + sub + ": expected FILE, got " + std::to_string(a.positional.size() - 1) +
+                         " argument(s)");
+        }
+        return true;
+    }
+
     // fencectl member list | add ID --peer-addr H:P --client-addr H:P | promote ID | remove ID
     bool validate_member() {
         Args& a = out.args;
@@ -207,7 +223,7 @@ struct Parser {
             if (!flag_allowed(*c, f)) return error("flag " + f + " is not valid for '" + a.command + "'");
         }
         if (c->positional == kVariable) {
-            if (!validate_member()) return false;
+            if (!(a.command == "member" ? validate_member() : validate_snapshot())) return false;
         } else if (a.positional.size() != c->positional) {
             std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +

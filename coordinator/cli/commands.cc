@@ -6,6 +6,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/output.h"
+#include "cli/snapshot_command.h"
 
 namespace pgfence::cli {
 namespace json = boost::json;
@@ -202,6 +203,7 @@ int run_simple_command(const Args& args, client::Client& client, std::ostream& o
     if (cmd == "list") return list(args, client, out, err);
     if (cmd == "status") return status(args, client, out, err);
     if (cmd == "member") return member(args, client, out, err);
+    if (cmd == "snapshot") return run_snapshot_command(args, client, out, err);
     err << "fencectl: unknown command '" << cmd << "'\n";
     return kExitUsage;
 }

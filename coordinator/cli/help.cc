@@ -19,6 +19,8 @@ commands:
   status [-o json]         show every member: id, role (learners too), term, leader, commit, applied
   member list | add ID --peer-addr H:P --client-addr H:P | promote ID | remove ID
                            change the cluster's members (see fencectl help member)
+  snapshot save FILE | status FILE
+                           back up the lock table and token sequence (see fencectl help snapshot)
   help [COMMAND]           this text, or one command's
 
 global flags:
@@ -162,6 +164,30 @@ exit: 0 done, 8 no member of that ID, 9 refused now (the message says why),
 5 cluster unavailable, 7 not authorized, 2 bad arguments
 )help";
 
+constexpr const char* kSnapshot = R"help(usage: fencectl snapshot save FILE [--timeout 2m] [-o json]
+       fencectl snapshot status FILE [-o json]
+
+Backups of the cluster's lock table and token sequence (admin only with
+--auth-file on the members).
+
+  save     asks the leader for a backup — its applied state once a quorum
+           confirmed it still leads, so every grant answered before the
+           request is in it — checks its CRC and contents, and writes FILE
+           atomically (FILE.tmp, fsync, rename). Prints what status prints.
+           --timeout bounds the transfer (default 2m).
+  status   checks FILE and prints what is in it: the cluster it came from,
+           when it was taken, its log index and term, the locks held, the
+           last token granted, the token floor and the members.
+
+Restore with fence-coordinator --restore FILE (docs/operations.md, "Backup and
+restore"): the new cluster's tokens start above the backup's last token plus
+--restore-token-headroom, because grants made after the backup was taken are
+already stored in databases.
+
+exit: 0 done, 1 the file or the answer is not a good backup (or cannot be
+written), 5 cluster unavailable, 7 not authorized, 2 bad arguments
+)help";
+
 }  // namespace
 
 std::string help_text(const std::string& command) {
@@ -174,6 +200,7 @@ std::string help_text(const std::string& command) {
     if (command == "list") return kList;
     if (command == "status") return kStatus;
     if (command == "member") return kMember;
+    if (command == "snapshot") return kSnapshot;
     return "";
 }
 

@@ -85,6 +85,8 @@ constexpr int kStatusUnauthorized = 401;
 constexpr int kStatusForbidden = 403;
 constexpr int kStatusNotFound = 404;
 constexpr int kStatusConflict = 409;
+// A backup of the largest snapshot a member writes (256 MiB) and its header.
+constexpr std::size_t kMaxBackupResponseBytes = (256u << 20) + 4096;
 
 // Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
 std::string url_encode(const std::string& value) {
@@ -380,6 +382,20 @@ public:
         return member_list_of(r.response.body);
     }
 
+    Result<std::string> snapshot(milliseconds timeout) {
+        Call call;
+        call.make = [&] {
+            HttpRequest req{"GET", "/v1/snapshot", {}};
+            req.max_response_bytes = kMaxBackupResponseBytes;
+            return Attempt{std::move(req), timeout};
+        };
+        call.deadline = Clock::now() + timeout;
+        CallResult r = transport_.perform(call);
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        return std::move(r.response.body);
+    }
+
     Result<MemberList> members() { return members_call(get("/v1/members")); }
     Result<MemberList> join_info(std::uint64_t id) {
         return members_call(get("/v1/members/join?id=" + std::to_string(id)));
@@ -409,6 +425,7 @@ Result<LockInfo> Client::get(const std::string& key) { return impl_->get_lock(ke
 Result<std::vector<LockInfo>> Client::list() { return impl_->list(); }
 Result<MemberStatus> Client::status() { return impl_->status(); }
 Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }
+Result<std::string> Client::snapshot(milliseconds timeout) { return impl_->snapshot(timeout); }
 Result<MemberList> Client::members() { return impl_->members(); }
 Result<MemberList> Client::add_member(std::uint64_t id, const std::string& peer_addr, const std::string& client_addr) {
     return impl_->change("/v1/members/add", {{"id", id}, {"peer_addr", peer_addr}, {"client_addr", client_addr}});

@@ -222,6 +222,10 @@ public:
     Result<MemberList> add_member(std::uint64_t id, const std::string& peer_addr, const std::string& client_addr);
     Result<MemberList> promote_member(std::uint64_t id);
     Result<MemberList> remove_member(std::uint64_t id);
+    // A backup from the leader (GET /v1/snapshot, admin): the backup file's
+    // bytes as the leader answered them (storage/backup.h decodes and checks
+    // them). `timeout` bounds the whole call (a large table takes a while).
+    Result<std::string> snapshot(milliseconds timeout);
     // What member `id`, added and about to start with --join, asks (no
     // credentials needed): kUnknownMember when it was not added.
     Result<MemberList> join_info(std::uint64_t id);

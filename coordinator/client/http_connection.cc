@@ -167,7 +167,7 @@ public:
         result.sent_at = Clock::now();
         http::write(stream, req, ec);
         if (ec) return fail(result, classify(ec), "write to " + endpoint_.to_string() + ": " + ec.message());
-        return read(stream, result);
+        return read(stream, request.max_response_bytes, result);
     }
 
     void close() {
@@ -277,9 +277,9 @@ private:
         }
     }
 
-    HttpResult& read(DeadlineStream& stream, HttpResult& result) {
+    HttpResult& read(DeadlineStream& stream, std::size_t max_body, HttpResult& result) {
         http::response_parser<http::string_body> parser;
-        parser.body_limit(kMaxResponseBodyBytes);
+        parser.body_limit(max_body);
         beast::error_code ec;
         http::read(stream, buffer_, parser, ec);
         if (ec) return fail(result, classify(ec), "read from " + endpoint_.to_string() + ": " + ec.message());

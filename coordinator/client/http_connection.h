@@ -21,13 +21,15 @@ namespace pgfence::client {
 
 using Clock = std::chrono::steady_clock;
 
-// Bound on a response body we are willing to read (GET /v1/locks can be large).
+// Bound on a response body we are willing to read (GET /v1/locks can be
+// large); a request may ask for a larger one (GET /v1/snapshot).
 constexpr std::size_t kMaxResponseBodyBytes = 64u << 20;
 
 struct HttpRequest {
     std::string method;  // "GET" or "POST"
     std::string target;  // path and query, e.g. "/v1/locks?key=a"
     std::string body;    // JSON, sent with Content-Type application/json when non-empty
+    std::size_t max_response_bytes = kMaxResponseBodyBytes;
 };
 
 struct HttpResponse {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -13,6 +14,7 @@
 
 #include "lock/commands.h"
 #include "lock/table.h"
+#include "raft/types.h"
 
 namespace pgfence::member {
 
@@ -59,8 +61,13 @@ struct RemoveMember {
 // GET /v1/members.
 struct ListMembers {};
 
+// GET /v1/snapshot (admin): a backup of the applied lock table and token
+// sequence, taken by a leader whose leadership a quorum round confirmed after
+// the request arrived.
+struct TakeBackup {};
+
 using Request = std::variant<Acquire, Release, KeepAlive, ListLocks, AddMember, PromoteMember, RemoveMember,
-                             ListMembers>;
+                             ListMembers, TakeBackup>;
 
 // ---- answers -------------------------------------------------------------------
 
@@ -118,6 +125,13 @@ struct ChangeRefused {
     std::string message;
 };
 
+// 200: the backup (the shell writes it as a backup file, storage/backup.h):
+// the applied table at snapshot.meta.index, with the configuration in force
+// there.
+struct Backup {
+    std::shared_ptr<const raft::Snapshot> snapshot;
+};
+
 struct NotHeld {};  // 404 {"error":"not_held"}
 
 struct Held {  // 409 {"error":"held","message":...}
@@ -133,6 +147,6 @@ struct Unavailable {
 };
 
 using Response = std::variant<Granted, Released, KeptAlive, Locks, NotHeld, Held, TooLarge, Unavailable, Members,
-                              UnknownMember, ChangeRefused>;
+                              UnknownMember, ChangeRefused, Backup>;
 
 }  // namespace pgfence::member

@@ -117,6 +117,14 @@ void Core::request(RequestId id, Request req, Time now) {
         }
         return;
     }
+    if (std::holds_alternative<TakeBackup>(req)) {
+        if (!is_leader()) {
+            unavailable(id);
+        } else {
+            take_backup(id);
+        }
+        return;
+    }
     if (!serves_writes()) {
         unavailable(id);
         return;
@@ -456,16 +464,37 @@ void Core::sweep_proposals(Time now) {
     }
 }
 
+std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
+    auto snap = std::make_shared<raft::Snapshot>();
+    snap->meta.index = table_.applied_index();
+    snap->meta.term = applied_term_;
+    snap->meta.config = raft_->configuration_at(snap->meta.index);
+    snap->data = table_.snapshot();
+    return snap;
+}
+
 void Core::maybe_snapshot() {
     const raft::Index applied = table_.applied_index();
     if (saving_ || applied < last_snapshot_index_ + config_.snapshot_every) return;
-    auto snap = std::make_shared<raft::Snapshot>();
-    snap->meta.index = applied;
-    snap->meta.term = applied_term_;
-    snap->meta.config = raft_->configuration_at(applied);
-    snap->data = table_.snapshot();
     saving_ = true;
-    effects_.save = std::move(snap);
+    effects_.save = applied_snapshot();
+}
+
+void Core::take_backup(RequestId id) {
+    // After the confirming round: every entry committed before the request
+    // arrived is applied by then (ReadIndex), so the backup holds every
+    // grant a client was answered before it asked.
+    confirm([this, id](bool ok, Time) {
+        if (!ok) {
+            unavailable(id);
+            return;
+        }
+        deciding_id_ = id;
+        deciding_index_ = table_.applied_index();
+        respond(id, Backup{applied_snapshot()});
+        deciding_id_ = 0;
+        deciding_index_ = 0;
+    });
 }
 
 const Lease* Core::lease(std::string_view key) const {

@@ -103,7 +103,9 @@
 //     when the table's floor is lower.
 //   - Snapshots: once Config::snapshot_every entries applied since the last
 //     one, and no save is outstanding, a SaveSnapshot of the applied table
-//     with the configuration in force at its index.
+//     with the configuration in force at its index. A backup (TakeBackup) is
+//     the same snapshot of the applied table, answered once a quorum round
+//     asked for after the request confirmed this member leads (as a list).
 //   - Membership (core_members.cc, admin requests): add (a learner, its
 //     addresses in the configuration), promote, remove are the Raft core's
 //     changes, answered with the configuration once applied; a leader asked
@@ -297,6 +299,8 @@ private:
     void become_leader(Time now);
     void lose_leadership(Time now);
     void maybe_snapshot();
+    std::shared_ptr<raft::Snapshot> applied_snapshot() const;  // the applied table, with its configuration
+    void take_backup(RequestId id);
     bool propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
                  raft::ProposeError* error, RequestId for_id = 0);
     void sweep_proposals(Time now);

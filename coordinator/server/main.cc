@@ -11,6 +11,9 @@
 #include "server/bootstrap.h"
 #include "server/member.h"
 #include "server/options.h"
+#include "storage/backup.h"
+#include "storage/durable_storage.h"
+#include "storage/file_util.h"
 #include "storage/meta_files.h"
 
 using namespace pgfence;
@@ -46,6 +49,47 @@ std::string ask_to_join(const server::Options& opts, std::chrono::milliseconds t
         if (answer.cluster_id == 0) return "the answer carries no cluster ID";
     }
     out = std::move(answer);
+    return {};
+}
+
+std::string aside_of(const std::string& dir) {
+    std::string d = dir;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    return d + ".before-force-new-cluster";
+}
+
+// --restore FILE: the backup, checked.
+std::string read_backup(const std::string& file, std::optional<server::RestoreSource>& out) {
+    storage::Backup backup;
+    try {
+        if (auto why = storage::decode_backup(storage::read_whole_file(file, storage::kMaxBackupBytes), backup);
+            !why.empty()) {
+            return why;
+        }
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    out = server::RestoreSource{backup.cluster_id, std::move(backup.snapshot)};
+    return {};
+}
+
+// --force-new-cluster: this member's state, every entry of its log applied.
+std::string take_own_state(const server::Options& opts, const std::optional<storage::Identity>& stored,
+                           std::optional<server::RestoreSource>& out) {
+    if (!stored) return opts.data_dir + " holds no member (no identity file)";
+    if (std::filesystem::exists(aside_of(opts.data_dir))) {
+        return aside_of(opts.data_dir) + " exists: this directory was forced into a new cluster before; start "
+               "without --force-new-cluster (or move that directory away first)";
+    }
+    try {
+        auto old = storage::DurableStorage::open(opts.data_dir, *stored);
+        raft::Snapshot state;
+        const raft::Configuration first = stored->first_config.value_or(raft::Configuration{});
+        if (auto why = server::replay_log(*old, first, state); !why.empty()) return opts.data_dir + ": " + why;
+        out = server::RestoreSource{stored->cluster_id, std::move(state)};
+    } catch (const std::exception& e) {
+        return e.what();
+    }
     return {};
 }
 
@@ -87,10 +131,33 @@ int main(int argc, char** argv) {
             log::log_event(log::LogLevel::kWarn, "join_unanswered", {{"error", err}, {"using", "the log"}});
         }
     }
+    std::optional<server::RestoreSource> restore;
+    if (!opts.restore_file.empty() && !stored) {
+        if (err = read_backup(opts.restore_file, restore); !err.empty()) {
+            std::fprintf(stderr, "fence-coordinator: --restore %s: %s\n", opts.restore_file.c_str(), err.c_str());
+            return 1;
+        }
+    }
+    if (opts.force_new_cluster) {
+        if (err = take_own_state(opts, stored, restore); !err.empty()) {
+            std::fprintf(stderr, "fence-coordinator: --force-new-cluster: %s\n", err.c_str());
+            return 1;
+        }
+    }
     server::StartPlan plan;
-    if (err = server::plan_start(opts, stored, join, plan); !err.empty()) {
+    if (err = server::plan_start(opts, stored, join, plan, restore); !err.empty()) {
         std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
         return 2;
+    }
+    if (opts.force_new_cluster) {
+        // The old directory stays, moved aside, until the operator deletes it.
+        std::error_code ec;
+        std::filesystem::rename(opts.data_dir, aside_of(opts.data_dir), ec);
+        if (ec) {
+            std::fprintf(stderr, "fence-coordinator: --force-new-cluster: cannot move %s to %s: %s\n",
+                         opts.data_dir.c_str(), aside_of(opts.data_dir).c_str(), ec.message().c_str());
+            return 1;
+        }
     }
     for (const std::string& note : plan.notes) log::log_event(log::LogLevel::kWarn, "flag_not_used", {{"note", note}});
     opts.cluster_id = plan.identity.cluster_id;
@@ -99,6 +166,21 @@ int main(int argc, char** argv) {
     try {
         std::filesystem::create_directories(opts.data_dir);
         log = server::open_durable_log(opts.data_dir, plan.identity);
+        if (plan.first_snapshot) {
+            // A restored cluster: its state, with the token floor raised, is
+            // the snapshot every one of its members starts from.
+            const raft::Snapshot& first = *plan.first_snapshot;
+            if (log->storage().last_index() != 0 || !log->storage().snapshot().empty()) {
+                throw std::runtime_error("the data directory already holds a log: restore into an empty one");
+            }
+            log->persist(raft::HardState{plan.first_term, raft::kNoNode, first.meta.index}, first, {});
+            log::log_event(log::LogLevel::kWarn, opts.force_new_cluster ? "forced_new_cluster" : "restored",
+                           {{"from_cluster", log::log_value(restore->cluster_id)},
+                            {"from_index", log::log_value(restore->state.meta.index)},
+                            {"cluster_id", log::log_value(plan.identity.cluster_id)},
+                            {"token_headroom", log::log_value(opts.restore_token_headroom)},
+                            {"old_dir", opts.force_new_cluster ? aside_of(opts.data_dir) : std::string()}});
+        }
     } catch (const std::exception& e) {
         log::log_event(log::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
         return 1;

@@ -5,8 +5,10 @@
 // redirects — and only then handed to the core (server/security.h).
 #include <boost/json.hpp>
 #include <charconv>
+#include <chrono>
 
 #include "member/addresses.h"
+#include "storage/backup.h"
 
 #include "log/log.h"
 #include "net/json_text.h"
@@ -145,6 +147,14 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
         ex->respond(net::HttpResponse{200, members_json(*m), "application/json", {}});
     } else if (auto* u = std::get_if<member::UnknownMember>(&response)) {
         respond_error(ex, 404, "unknown_member", "member " + std::to_string(u->id) + " is not in the configuration");
+    } else if (auto* b = std::get_if<member::Backup>(&response)) {
+        const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch());
+        ex->respond(net::HttpResponse{
+            200,
+            storage::encode_backup({options.cluster_id, static_cast<std::uint64_t>(unix_ms.count()), *b->snapshot}),
+            "application/octet-stream",
+            {}});
     } else if (auto* c = std::get_if<member::ChangeRefused>(&response)) {
         respond_error(ex, 409, "member_change_refused", c->message);
     } else {
@@ -208,6 +218,14 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
         handle_write(req, access, ex);
     } else if (path == "/v1/locks" && get) {
         handle_list(req, q == std::string::npos ? std::string() : req.target.substr(q + 1), access, ex);
+    } else if (path == "/v1/snapshot" && get) {
+        if (!permitted(access, auth::Permission::kAdmin, {}, ex)) {
+            // answered 403
+        } else if (!core->is_leader()) {
+            redirect_or_unavailable(req.target, ex);
+        } else {
+            submit(member::TakeBackup{}, ex, path);
+        }
     } else if (path == "/v1/members/join" && get) {
         answer_join(q == std::string::npos ? std::string() : req.target.substr(q + 1), ex);
     } else if (((path == "/v1/members" && get) || ((path == "/v1/members/add" || path == "/v1/members/promote" ||
@@ -216,7 +234,7 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
     } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||
                path == "/v1/status" || path == "/metrics" || path == "/healthz" || path == "/v1/members" ||
                path == "/v1/members/add" || path == "/v1/members/promote" || path == "/v1/members/remove" ||
-               path == "/v1/members/join") {
+               path == "/v1/members/join" || path == "/v1/snapshot") {
         respond_error(ex, 405, "method_not_allowed", req.method + " is not allowed on " + path);
     } else {
         respond_error(ex, 404, "not_found", "no such endpoint: " + path);

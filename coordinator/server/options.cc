@@ -4,6 +4,7 @@
 #include <charconv>
 #include <set>
 
+#include "lock/commands.h"
 #include "net/host_port.h"
 
 namespace pgfence::server {
@@ -68,6 +69,18 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         return {};
     }
     if (name == "client-addr") { o.client_addr = value; return {}; }
+    if (name == "restore") {
+        if (value.empty()) return "--restore needs a backup file (fencectl snapshot save FILE)";
+        o.restore_file = value;
+        return {};
+    }
+    if (name == "restore-token-headroom") {
+        if (!parse_u64(value, n) || n == 0 || n > lock::kMaxToken / 2) {
+            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxToken / 2);
+        }
+        o.restore_token_headroom = n;
+        return {};
+    }
     if (name == "data-dir") { o.data_dir = value; return {}; }
     if (name == "heartbeat-ms") return small(o.heartbeat_ms);
     if (name == "election-ms") return small(o.election_ms);
@@ -100,6 +113,7 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
 // Flags without a value; the bool each one sets.
 bool* switch_flag(Options& o, const std::string& name) {
     if (name == "client-cert-auth") return &o.client_cert_auth;
+    if (name == "force-new-cluster") return &o.force_new_cluster;
     return nullptr;
 }
 
@@ -150,6 +164,14 @@ std::string validate_options(Options& o) {
         return "--peers and --join exclude each other: --peers bootstraps a new cluster, --join adds this member "
                "to a running one";
     }
+    if (!o.restore_file.empty() && (o.force_new_cluster || !o.join.empty())) {
+        return std::string("--restore bootstraps a new cluster from a backup: not with ") +
+               (o.force_new_cluster ? "--force-new-cluster" : "--join");
+    }
+    if (!o.restore_file.empty() && o.peers.empty()) {
+        return "--restore needs --peers: the members of the new cluster (every one restores the same file)";
+    }
+    if (o.force_new_cluster && !o.join.empty()) return "--force-new-cluster and --join exclude each other";
     std::set<std::uint64_t> ids;
     bool self = false;
     for (const PeerSpec& p : o.peers) {
@@ -252,6 +274,22 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          start-up fails otherwise
   --max-lease N          largest lease_ms (default 300000)
   --max-wait N           largest wait_ms (default 300000)
+  --restore FILE         bootstrap a new cluster from a backup (fencectl snapshot save):
+                         every member of the new cluster is started with the same FILE
+                         and --peers, on an empty --data-dir. The new cluster has a new
+                         ID (old members are refused) and its tokens start above the
+                         backup's last token + --restore-token-headroom. Ignored (logged)
+                         once the data directory exists.
+  --force-new-cluster    (no value) after the loss of quorum: this member's data
+                         directory (moved aside to DIR.before-force-new-cluster) becomes
+                         a new one-member cluster with every entry of its log applied, a
+                         new ID, and tokens above its last token + the headroom. Add
+                         members to it with fencectl member add and --join.
+  --restore-token-headroom N
+                         tokens skipped above the last token of a --restore or
+                         --force-new-cluster (default 1000000000000): grants made after
+                         the backup are stored in databases already; the headroom must
+                         exceed the log entries written since (docs/operations.md)
   --token-floor N        bootstrap only: tokens start above N (the leader proposes
                          SetTokenFloor{N}; the floor never decreases)
   --cluster-id N         bootstrap only: the cluster ID checked on every peer frame;

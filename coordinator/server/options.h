@@ -19,6 +19,11 @@ struct PeerSpec {
 using member::kDefaultMaxClockDriftPpm;  // rho = 5% (member/lease.h)
 using member::kMaxClockDriftPpmLimit;    // the largest --max-clock-drift-ppm
 
+// Tokens a restored cluster skips past the backup's last token: more than
+// the log entries a busy cluster writes in months (20,000 cycles/s is about
+// 5 x 10^9 entries a day), and 10^-7 of the token space.
+constexpr std::uint64_t kDefaultRestoreTokenHeadroom = 1'000'000'000'000ull;
+
 struct Options {
     std::uint64_t id = 0;
     // Bootstrap of a new cluster: every member, including this one. Later:
@@ -30,6 +35,14 @@ struct Options {
     // HOST:PORT, comma-separated) to ask for its identity and addresses.
     std::string join;
     std::string client_addr;      // host:port of this member's HTTP API (with --join: may be left to the cluster)
+    // Bootstrap of a new cluster from a backup file (storage/backup.h), or
+    // (force_new_cluster) of a one-member cluster from this member's own data
+    // directory after the loss of quorum. Either way the new cluster has a
+    // new ID and its tokens start above the state's last token plus
+    // restore_token_headroom.
+    std::string restore_file;
+    bool force_new_cluster = false;
+    std::uint64_t restore_token_headroom = kDefaultRestoreTokenHeadroom;
     std::string data_dir;
     int heartbeat_ms = 50;
     int election_ms = 300;

@@ -4,7 +4,8 @@
 //   0: a whole segment file, as is;
 //   1: records after a valid segment header (reaches the record loop at once);
 //   2: a kEntries record payload;
-//   3: a metadata file (identity, hard state, snapshot decoders).
+//   3: a metadata file (identity, hard state, snapshot decoders) and a
+//      backup file (storage/backup.h).
 // Properties (a violation calls __builtin_trap(), reported as a crash):
 //   - decode_segment never reads outside its input: records lie inside it, in
 //     order and back to back; valid_bytes ends the last one; a bad tail is
@@ -16,13 +17,16 @@
 //     StorageError (never anything else); a snapshot re-encodes to a file
 //     that decodes to the same snapshot (its encoding is not canonical: a
 //     version 1 file may list voters in any order, and a version 2 file of
-//     voters only is written back as version 1).
+//     voters only is written back as version 1); a backup either decodes,
+//     and then re-encodes to a file that decodes to the same backup, or is
+//     refused with a reason (never a throw).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "storage/backup.h"
 #include "storage/file_util.h"
 #include "storage/meta_files.h"
 #include "storage/wal_format.h"
@@ -92,6 +96,13 @@ void check_snapshot(std::string_view bytes) {
     }
 }
 
+void check_backup(std::string_view bytes) {
+    Backup b;
+    if (!decode_backup(bytes, b).empty()) return;
+    Backup again;
+    require(decode_backup(encode_backup(b), again).empty() && again == b);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -111,6 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             check_meta(rest, decode_identity, encode_identity);
             check_meta(rest, decode_hard_state, encode_hard_state);
             check_snapshot(rest);
+            check_backup(rest);
             break;
     }
     return 0;

@@ -263,4 +263,27 @@ BOOST_AUTO_TEST_CASE(client_gone_is_kept_only_for_a_grant_in_flight) {
     BOOST_TEST(h.core(l).counters().phantom_releases == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_backup_holds_every_grant_answered_and_needs_a_confirmed_leader) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const lock::Token t = as<Granted>(h.answer(l, h.send(l, acq("k", 60000)))).token;
+    const Backup b = as<Backup>(h.answer(l, h.send(l, TakeBackup{})));
+    BOOST_REQUIRE(b.snapshot != nullptr);
+    BOOST_TEST(b.snapshot->meta.index == h.core(l).table().applied_index());
+    BOOST_TEST((b.snapshot->meta.config.voters() == std::vector<raft::NodeId>{1, 2, 3}));
+    auto table = lock::LockTable::restore(b.snapshot->data);
+    BOOST_REQUIRE(std::holds_alternative<lock::LockTable>(table));
+    BOOST_TEST(std::get<lock::LockTable>(table).find("k")->token == t);
+    BOOST_TEST(std::get<lock::LockTable>(table).last_token() == t);
+    // A follower sends the caller to the leader; a cut-off leader cannot confirm it leads.
+    const raft::NodeId f = l == 1 ? 2 : 1;
+    BOOST_TEST(as<Unavailable>(h.answer(f, h.send(f, TakeBackup{}))).leader == l);
+    h.isolate(l);
+    const RequestId cut_off = h.send(l, TakeBackup{});
+    h.advance(milliseconds(1500));
+    const std::optional<Response> late = h.answer(l, cut_off);
+    BOOST_TEST((!late || std::holds_alternative<Unavailable>(*late)));
+    h.heal();
+}
+
 BOOST_AUTO_TEST_SUITE_END()

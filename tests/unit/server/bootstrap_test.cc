@@ -2,7 +2,10 @@
 // restart from the identity file, a version 1 identity, a joining member.
 #include <boost/test/unit_test.hpp>
 
+#include "lock/commands.h"
+#include "lock/table.h"
 #include "member/addresses.h"
+#include "raft/storage.h"
 #include "server/bootstrap.h"
 
 using namespace pgfence;
@@ -128,6 +131,105 @@ BOOST_AUTO_TEST_CASE(a_new_member_needs_peers_or_join) {
     o.peers.clear();
     StartPlan p;
     BOOST_TEST(has(plan_start(o, std::nullopt, std::nullopt, p), "--peers (to bootstrap a new cluster) or --join"));
+}
+
+// A backup's state: the table at index 10 holding "k" with token 9, floor 0.
+RestoreSource backup_source() {
+    lock::LockTable t;
+    for (std::uint64_t i = 1; i <= 8; ++i) t.apply_noop(i);
+    t.apply(9, lock::Grant{"k", 60000, "w"});
+    t.apply_noop(10);
+    RestoreSource s;
+    s.cluster_id = 555;
+    s.state.meta.index = 10;
+    s.state.meta.term = 4;
+    s.state.meta.config = raft::Configuration::of_voters({1, 2, 3});
+    s.state.data = t.snapshot();
+    return s;
+}
+
+BOOST_AUTO_TEST_CASE(a_restored_cluster_has_a_new_id_and_tokens_above_the_headroom) {
+    Options a = three(1), b = three(2);
+    a.restore_file = b.restore_file = "/backups/x.bak";
+    a.restore_token_headroom = b.restore_token_headroom = 1000;
+    StartPlan pa, pb;
+    BOOST_TEST(plan_start(a, std::nullopt, std::nullopt, pa, backup_source()) == "");
+    BOOST_TEST(plan_start(b, std::nullopt, std::nullopt, pb, backup_source()) == "");
+    // Every member restoring the same file agrees on the new cluster, which is
+    // neither the old one nor the one --peers alone would give.
+    BOOST_TEST(pa.identity.cluster_id == pb.identity.cluster_id);
+    BOOST_TEST(pa.identity.cluster_id != 555u);
+    BOOST_TEST(pa.identity.cluster_id != derive_cluster_id(a.peers));
+    BOOST_REQUIRE(pa.first_snapshot.has_value());
+    BOOST_TEST((*pa.first_snapshot == *pb.first_snapshot));
+    BOOST_TEST(pa.first_snapshot->meta.index == 11u);
+    BOOST_TEST(pa.first_term == 4u);
+    BOOST_TEST((pa.first_snapshot->meta.config == *pa.identity.first_config));
+    auto t = lock::LockTable::restore(pa.first_snapshot->data);
+    BOOST_REQUIRE(std::holds_alternative<lock::LockTable>(t));
+    lock::LockTable& table = std::get<lock::LockTable>(t);
+    BOOST_TEST(table.find("k")->token == 9u);  // the locks held are kept
+    // The next grant (index 12 at the earliest) is above index 10 + floor 0 + 1000.
+    const lock::Result next = table.apply(12, lock::Grant{"n", 1000, ""});
+    BOOST_TEST(std::get<lock::Granted>(next).token > 10u + 1000u);
+    // A restart of a restored member: --restore is a bootstrap flag, not used again.
+    StartPlan again;
+    BOOST_TEST(plan_start(a, pa.identity, std::nullopt, again) == "");
+    BOOST_TEST(!again.first_snapshot.has_value());
+    BOOST_TEST(has(again.notes.front(), "--restore"));
+}
+
+BOOST_AUTO_TEST_CASE(a_restore_whose_tokens_would_pass_the_largest_is_refused) {
+    Options o = three(1);
+    o.restore_file = "/backups/x.bak";
+    o.restore_token_headroom = lock::kMaxToken - 5;
+    StartPlan p;
+    BOOST_TEST(has(plan_start(o, std::nullopt, std::nullopt, p, backup_source()), "would pass the largest token"));
+}
+
+BOOST_AUTO_TEST_CASE(force_new_cluster_makes_this_member_alone_a_new_cluster) {
+    Options o = three(2);
+    o.peers.clear();
+    o.force_new_cluster = true;
+    const storage::Identity stored{555, 2, first_configuration(three(2).peers)};
+    RestoreSource own = backup_source();
+    own.state.meta.config = *stored.first_config;  // its peer address comes from the configuration it had
+    StartPlan p;
+    BOOST_TEST(plan_start(o, stored, std::nullopt, p, own) == "");
+    BOOST_TEST(p.identity.cluster_id != 555u);
+    BOOST_TEST((p.identity.first_config->voters() == std::vector<raft::NodeId>{2}));
+    BOOST_TEST(p.addresses[2].peer_addr == "127.0.0.1:7402");
+    BOOST_REQUIRE(p.first_snapshot.has_value());
+    BOOST_TEST(p.first_snapshot->meta.index == 11u);
+    // Without a known peer address it asks for --peers.
+    own.state.meta.config = raft::Configuration::of_voters({1, 2, 3});
+    BOOST_TEST(has(plan_start(o, stored, std::nullopt, p, own), "give this member's peer address"));
+}
+
+BOOST_AUTO_TEST_CASE(replay_log_applies_every_entry_committed_or_not) {
+    raft::MemoryStorage s;
+    std::vector<raft::Entry> entries;
+    entries.push_back({1, 1, raft::EntryType::kNoop, {}});
+    entries.push_back({1, 2, raft::EntryType::kNormal, lock::encode(lock::Command{lock::Grant{"a", 5000, ""}})});
+    entries.push_back({2, 3, raft::EntryType::kNormal, lock::encode(lock::Command{lock::Grant{"b", 5000, ""}})});
+    s.append(entries);
+    s.set_hard_state(raft::HardState{2, 1, 1});  // only index 1 known committed
+    raft::Configuration grown = raft::Configuration::of_voters({1, 2, 3});
+    grown.members.push_back(raft::ConfigMember{4, false, "ctx"});
+    entries.clear();
+    entries.push_back({2, 4, raft::EntryType::kConfig, raft::encode_configuration(grown)});
+    s.append(entries);
+    raft::Snapshot out;
+    BOOST_TEST(replay_log(s, raft::Configuration::of_voters({1, 2, 3}), out) == "");
+    BOOST_TEST(out.meta.index == 4u);
+    BOOST_TEST(out.meta.term == 2u);
+    BOOST_TEST((out.meta.config == grown));  // the last configuration in the log
+    auto t = lock::LockTable::restore(out.data);
+    BOOST_REQUIRE(std::holds_alternative<lock::LockTable>(t));
+    BOOST_TEST(std::get<lock::LockTable>(t).find("a")->token == 2u);
+    BOOST_TEST(std::get<lock::LockTable>(t).find("b")->token == 3u);
+    raft::MemoryStorage empty;
+    BOOST_TEST(has(replay_log(empty, {}, out), "holds no state"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
