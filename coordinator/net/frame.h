@@ -27,7 +27,7 @@ namespace pgfence::net {
 constexpr std::uint8_t kFrameVersion = 1;
 constexpr std::size_t kLengthPrefixBytes = 4;
 constexpr std::size_t kFrameHeaderBytes = 1 + 8 + 1;         // version, cluster_id, kind
-constexpr std::size_t kMaxFrameBytes = 64u << 20;            // a whole snapshot fits
+constexpr std::size_t kMaxFrameBytes = 64u << 20;            // snapshots larger than a chunk go in chunks
 
 enum class FrameKind : std::uint8_t {
     kMemberInfo = 1,  // payload: MemberInfo (member_info.h); first frame on a connection

@@ -22,6 +22,7 @@ constexpr std::uint8_t tag_of() {
     else if constexpr (std::is_same_v<T, SnapshotRequest>) return 9;  // or 5: see tag_of_body
     else if constexpr (std::is_same_v<T, Heartbeat>) return 6;
     else if constexpr (std::is_same_v<T, HeartbeatResponse>) return 7;
+    else if constexpr (std::is_same_v<T, SnapshotAck>) return 11;
     else return 8;
 }
 
@@ -60,15 +61,25 @@ template <class T>
 std::uint8_t tag_of_body(const T&) {
     return tag_of<T>();
 }
-// A voters-only configuration goes as tag 5, which the release before
-// learners reads too.
-std::uint8_t tag_of_body(const SnapshotRequest& b) { return b.snapshot.meta.config.voters_only() ? 5 : 9; }
+bool whole(const SnapshotRequest& b) { return b.offset == 0 && b.done; }
+
+// A whole snapshot of a voters-only configuration goes as tag 5, which the
+// release before learners reads too; any other whole one as tag 9; a chunk
+// of a larger one as tag 10.
+std::uint8_t tag_of_body(const SnapshotRequest& b) {
+    if (!whole(b)) return 10;
+    return b.snapshot.meta.config.voters_only() ? 5 : 9;
+}
 
 void put_body(std::string& out, const SnapshotRequest& b) {
     const Snapshot& s = b.snapshot;
+    if (!whole(b)) {
+        codec::put_u64(out, b.offset);
+        codec::put_u8(out, b.done ? 1 : 0);
+    }
     codec::put_u64(out, s.meta.index);
     codec::put_u64(out, s.meta.term);
-    if (s.meta.config.voters_only()) {
+    if (whole(b) && s.meta.config.voters_only()) {
         codec::put_u32(out, static_cast<std::uint32_t>(s.meta.config.members.size()));
         for (const ConfigMember& m : s.meta.config.members) codec::put_u64(out, m.id);
     } else {
@@ -82,6 +93,11 @@ void put_body(std::string& out, const Heartbeat& b) {
 }
 void put_body(std::string& out, const HeartbeatResponse& b) { codec::put_u64(out, b.read_round); }
 void put_body(std::string&, const TimeoutNow&) {}
+void put_body(std::string& out, const SnapshotAck& b) {
+    codec::put_u64(out, b.index);
+    codec::put_u64(out, b.received);
+    codec::put_u8(out, b.rejected ? 1 : 0);
+}
 
 bool get_bool(codec::Reader& r, const char* what) {
     const std::uint8_t v = r.u8(what);
@@ -126,9 +142,15 @@ MessageBody get_append(codec::Reader& r) {
     return b;
 }
 
-// Tag 9, or with `voters_only` tag 5 (a member list without learners).
-MessageBody get_snapshot(codec::Reader& r, bool voters_only) {
+// Tag 9, or with `voters_only` tag 5 (a member list without learners), or
+// with `chunk` tag 10 (offset and done first, then as tag 9).
+MessageBody get_snapshot(codec::Reader& r, bool voters_only, bool chunk = false) {
     SnapshotRequest b;
+    if (chunk) {
+        b.offset = r.u64("snapshot chunk offset");
+        b.done = get_bool(r, "snapshot chunk done");
+        if (r.ok() && b.offset == 0 && b.done) r.fail("a snapshot chunk that is the whole snapshot is sent as tag 5 or 9");
+    }
     b.snapshot.meta.index = r.u64("snapshot index");
     b.snapshot.meta.term = r.u64("snapshot term");
     if (voters_only) {
@@ -185,6 +207,14 @@ MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
         case 7: return HeartbeatResponse{r.u64("read_round")};
         case 8: return TimeoutNow{};
         case 9: return get_snapshot(r, false);
+        case 10: return get_snapshot(r, false, true);
+        case 11: {
+            SnapshotAck b;
+            b.index = r.u64("snapshot ack index");
+            b.received = r.u64("snapshot ack received");
+            b.rejected = get_bool(r, "snapshot ack rejected");
+            return b;
+        }
         default: r.fail("unknown message tag " + std::to_string(tag)); return TimeoutNow{};
     }
 }

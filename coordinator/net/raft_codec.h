@@ -8,9 +8,12 @@
 //   tag 3 AppendRequest    [u64 prev_log_index][u64 prev_log_term][u64 leader_commit]
 //                          [u32 count] count x Entry
 //   tag 4 AppendResponse   [u8 success][u64 match][u64 reject_index][u64 reject_hint][u64 hint_term]
-//   tag 5 SnapshotRequest  Snapshot1 (a configuration of voters without contexts,
-//                          which the release before learners reads too)
+//   tag 5 SnapshotRequest  Snapshot1, whole (a configuration of voters without
+//                          contexts, which the release before learners reads too)
 //   tag 9 SnapshotRequest  Snapshot (any other configuration)
+//   tag 10 SnapshotRequest [u64 offset][u8 done] Snapshot: one chunk of a larger
+//                          snapshot (its data bytes from offset; done on the last)
+//   tag 11 SnapshotAck     [u64 index][u64 received][u8 rejected]
 //   tag 6 Heartbeat        [u64 commit][u64 read_round]
 //   tag 7 HeartbeatResponse[u64 read_round]
 //   tag 8 TimeoutNow       (empty)

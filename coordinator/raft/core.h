@@ -99,6 +99,14 @@ struct Raft::Impl {
     std::vector<ConfigAt> configs;
     Snapshot snapshot;                        // latest snapshot we hold (for InstallSnapshot)
     std::optional<Snapshot> unsent_snapshot;  // received from the leader, not yet in a Ready
+    // A snapshot arriving in chunks: what came so far, from which leader and
+    // term, and the offset a rejection was last sent for (none: kNotRejected).
+    static constexpr std::uint64_t kNotRejected = ~std::uint64_t{0};
+    Snapshot receiving;
+    NodeId receiving_from = kNoNode;
+    Term receiving_term = 0;
+    std::uint64_t rejected_at = kNotRejected;
+    Index refused_snapshot = 0;  // a snapshot larger than max_snapshot_bytes: its chunks are dropped
     Index applied = 0;        // advance()d; invariant applied <= handed_commit <= commit
     Index handed_commit = 0;  // last committed index handed out (entries or snapshot)
     HardState handed_hs;      // last hard state handed out in a Ready (or loaded)
@@ -179,6 +187,9 @@ struct Raft::Impl {
     void compact(Index index, std::string data, Index keep_entries);
     void send_snapshot(NodeId to, Progress& pr);
     void handle_snapshot(const Message& m, const SnapshotRequest& req);
+    void install_snapshot(const Message& m, Snapshot snap);  // a whole one (rules 6 and 7)
+    void handle_snapshot_ack(const Message& m, const SnapshotAck& ack);
+    void send_snapshot_chunks(NodeId to, Progress& pr);
 
     // read_index.cc
     bool read_index(std::uint64_t context);

@@ -54,6 +54,8 @@ void Progress::become_snapshot(Index snapshot_index) {
     state = ReplicationState::kSnapshot;
     pending_snapshot = snapshot_index;
     snapshot_elapsed_ticks = 0;
+    snapshot_sent = 0;
+    snapshot_acked = 0;
     probe_sent = false;
     inflights.reset();
 }
@@ -108,6 +110,10 @@ bool Progress::paused(std::size_t max_count, std::size_t max_bytes) const {
 std::string Progress::check(std::size_t max_count, std::size_t max_bytes) const {
     if (match >= next) {
         return "progress: match " + std::to_string(match) + " >= next " + std::to_string(next);
+    }
+    if (snapshot_acked > snapshot_sent) {
+        return "progress: snapshot bytes acked " + std::to_string(snapshot_acked) + " > sent " +
+               std::to_string(snapshot_sent);
     }
     if (state != ReplicationState::kReplicate && inflights.count() != 0) {
         return "progress: inflights outside replicate state";

@@ -10,9 +10,11 @@
 //               out; at most max_inflight_appends requests / max_inflight_bytes
 //               entry bytes are un-acked at once.
 //   snapshot  - the entries the follower needs were compacted: an
-//               InstallSnapshot is in flight; nothing else is sent until it is
-//               acked or times out (then back to probe).
-// Invariants: match < next; inflights only non-empty in replicate state;
+//               InstallSnapshot is in flight, in chunks (at most
+//               max_inflight_bytes of data un-acked); nothing else is sent
+//               until it is acked or an election timeout passes without an
+//               ack (then back to probe).
+// Invariants: match < next; snapshot_acked <= snapshot_sent; inflights only non-empty in replicate state;
 // inflight counts and bytes within the configured bounds.
 #pragma once
 
@@ -52,7 +54,9 @@ struct Progress {
     ReplicationState state = ReplicationState::kProbe;
     bool probe_sent = false;             // probe: an AppendRequest awaits its answer
     Index pending_snapshot = 0;          // snapshot: index of the snapshot sent
-    int snapshot_elapsed_ticks = 0;      // snapshot: ticks since it was sent
+    int snapshot_elapsed_ticks = 0;      // snapshot: ticks since it was sent, or last acked
+    std::uint64_t snapshot_sent = 0;     // snapshot: data bytes sent in chunks
+    std::uint64_t snapshot_acked = 0;    // snapshot: data bytes the follower said it holds
     bool recently_active = false;        // CheckQuorum (§6.2): heard from in this election period
     std::uint64_t acked_read_round = 0;  // ReadIndex (§6.4): highest heartbeat round acked
     Index sent_commit = 0;               // commit index last sent in an AppendRequest

@@ -180,6 +180,7 @@ void Raft::Impl::step_current(const Message& m) {
                    [&](const AppendRequest& b) { handle_append(m, b); },
                    [&](const AppendResponse& b) { handle_append_response(m, b); },
                    [&](const SnapshotRequest& b) { handle_snapshot(m, b); },
+                   [&](const SnapshotAck& b) { handle_snapshot_ack(m, b); },
                    [&](const Heartbeat& b) { handle_heartbeat(m, b); },
                    [&](const HeartbeatResponse& b) { handle_heartbeat_response(m, b); },
                    [&](const TimeoutNow&) {

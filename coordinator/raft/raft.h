@@ -101,6 +101,10 @@ struct Config {
     std::size_t max_append_bytes = 1u << 20;          // entry bytes in one AppendRequest
     std::size_t max_entry_bytes = 64u << 10;          // largest command propose() accepts
     std::size_t max_uncommitted_bytes = 64u << 20;    // propose() refuses past this backlog
+    // InstallSnapshot in chunks (thesis §5.4.2): the data bytes in one
+    // SnapshotRequest; at most max_inflight_bytes of them un-acked at once.
+    std::size_t max_snapshot_chunk_bytes = 1u << 20;
+    std::size_t max_snapshot_bytes = 256u << 20;      // a follower refuses to assemble a larger one
 };
 
 // What the caller must do, in this order (each field says where it belongs):
@@ -189,8 +193,8 @@ struct ProposeResult {
 
 // Per-follower replication mode (etcd's Progress states, thesis §10.2.2):
 // probe sends one AppendRequest at a time until the follower's match is found,
-// replicate pipelines up to the in-flight limits, snapshot waits for an
-// InstallSnapshot to be acknowledged.
+// replicate pipelines up to the in-flight limits, snapshot sends an
+// InstallSnapshot in chunks and waits for the last to be acknowledged.
 enum class ReplicationState : std::uint8_t { kProbe, kReplicate, kSnapshot };
 
 const char* to_string(ReplicationState state);

@@ -1,9 +1,12 @@
-// Snapshots, log compaction and InstallSnapshot (thesis §5.1-§5.4).
+// Snapshots, log compaction and InstallSnapshot (thesis §5.1-§5.4), sent in
+// chunks (§5.4.2): a follower assembles them in order, from one leader and
+// term, and installs the whole once the last arrives.
 //
 // Invariants: snapshot.meta.index <= applied <= commit (we only snapshot
 // applied state, §5.1); log.base_index() <= snapshot.meta.index once the log
 // was compacted; a snapshot received from the leader covers only committed
 // entries, so installing it never loses a committed entry.
+#include <algorithm>
 #include <stdexcept>
 
 #include "raft/core.h"
@@ -36,13 +39,92 @@ void Raft::Impl::send_snapshot(NodeId to, Progress& pr) {
                                std::to_string(pr.next) + " but no snapshot covers it");
     }
     pr.become_snapshot(snapshot.meta.index);
-    send(to, SnapshotRequest{snapshot});
+    send_snapshot_chunks(to, pr);
+}
+
+// Chunks from pr.snapshot_sent on, while at most max_inflight_bytes of data
+// are un-acked (thesis §5.4.2; pipelined like appends, §10.2.2).
+void Raft::Impl::send_snapshot_chunks(NodeId to, Progress& pr) {
+    const std::uint64_t size = snapshot.data.size();
+    const std::uint64_t chunk = std::max<std::size_t>(cfg.max_snapshot_chunk_bytes, 1);
+    if (size <= chunk) {
+        if (pr.snapshot_sent == 0) send(to, SnapshotRequest{snapshot, 0, true});
+        pr.snapshot_sent = size;
+        return;
+    }
+    while (pr.snapshot_sent < size && pr.snapshot_sent - pr.snapshot_acked < cfg.max_inflight_bytes) {
+        const std::uint64_t n = std::min(chunk, size - pr.snapshot_sent);
+        send(to, SnapshotRequest{Snapshot{snapshot.meta, snapshot.data.substr(pr.snapshot_sent, n)},
+                                 pr.snapshot_sent, pr.snapshot_sent + n == size});
+        pr.snapshot_sent += n;
+    }
+}
+
+void Raft::Impl::handle_snapshot_ack(const Message& m, const SnapshotAck& ack) {
+    if (leader_state() == nullptr) return;
+    Progress* found = progress_of(m.from);
+    if (found == nullptr) return;
+    Progress& pr = *found;
+    pr.recently_active = true;  // §6.2
+    if (pr.state != ReplicationState::kSnapshot || ack.index != pr.pending_snapshot) return;  // stale
+    if (snapshot.meta.index != pr.pending_snapshot) {
+        send_snapshot(m.from, pr);  // compacted again meanwhile: send the newer one
+        return;
+    }
+    pr.snapshot_elapsed_ticks = 0;  // it is making progress
+    if (ack.rejected || ack.received < pr.snapshot_acked || ack.received > pr.snapshot_sent) {
+        // Go on from what it holds: a chunk was lost, or it holds more (or
+        // less) of this snapshot than this transfer sent.
+        pr.snapshot_sent = std::min<std::uint64_t>(ack.received, snapshot.data.size());
+        pr.snapshot_acked = pr.snapshot_sent;
+    } else {
+        pr.snapshot_acked = ack.received;
+    }
+    send_snapshot_chunks(m.from, pr);
 }
 
 void Raft::Impl::handle_snapshot(const Message& m, const SnapshotRequest& req) {
     if (is_leader()) fail_two_leaders(m, "SnapshotRequest");
     heard_from_leader(m.from);
     const SnapshotMeta& meta = req.snapshot.meta;
+    if ((req.offset == 0 && req.done) || meta.index <= commit) {
+        receiving = Snapshot{};
+        install_snapshot(m, req.snapshot);  // whole, or one we are past already
+        return;
+    }
+    if (meta.index == refused_snapshot) return;  // unanswered: the leader retries after a timeout
+    const bool same = receiving.meta == meta && receiving_from == m.from && receiving_term == m.term;
+    if (req.offset == 0 || !same) {
+        receiving = Snapshot{meta, {}};
+        receiving_from = m.from;
+        receiving_term = m.term;
+        rejected_at = kNotRejected;
+    }
+    const std::uint64_t have = receiving.data.size();
+    if (req.offset != have) {
+        // Not the chunk that comes next: say where to go on from, once.
+        if (rejected_at != have) send(m.from, SnapshotAck{meta.index, have, true});
+        rejected_at = have;
+        return;
+    }
+    rejected_at = kNotRejected;
+    if (have + req.snapshot.data.size() > cfg.max_snapshot_bytes) {
+        receiving = Snapshot{};  // larger than this member accepts: it stays behind
+        refused_snapshot = meta.index;
+        return;
+    }
+    receiving.data += req.snapshot.data;
+    if (!req.done) {
+        send(m.from, SnapshotAck{meta.index, receiving.data.size(), false});
+        return;
+    }
+    Snapshot whole = std::move(receiving);
+    receiving = Snapshot{};
+    install_snapshot(m, std::move(whole));
+}
+
+void Raft::Impl::install_snapshot(const Message& m, Snapshot snap) {
+    const SnapshotMeta& meta = snap.meta;
     AppendResponse resp;
     resp.success = true;
     if (meta.index <= commit) {
@@ -57,11 +139,11 @@ void Raft::Impl::handle_snapshot(const Message& m, const SnapshotRequest& req) {
         // persists it and restores the state machine from Ready::snapshot.
         log.restore_snapshot(meta.index, meta.term);
         reset_configs(meta.index, meta.config);
-        snapshot = req.snapshot;
-        unsent_snapshot = req.snapshot;
         commit = meta.index;
         handed_commit = meta.index;  // the snapshot replaces applying entries up to it
         resp.match_index = meta.index;
+        snapshot = snap;
+        unsent_snapshot = std::move(snap);
     }
     send(m.from, resp);  // in Ready::messages: after the snapshot is durable
 }

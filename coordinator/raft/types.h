@@ -161,10 +161,27 @@ struct AppendResponse {
     bool operator==(const AppendResponse&) const = default;
 };
 
-// InstallSnapshot (thesis §5.4.2), sent whole (the lock table is small).
+// InstallSnapshot (thesis §5.4.2, Figure 5.3), in chunks: every chunk has
+// the whole `snapshot.meta`; `snapshot.data` holds the data's bytes from
+// `offset` on; `done` marks the last. A snapshot whose data fits one chunk
+// goes whole (offset 0, done).
 struct SnapshotRequest {
     Snapshot snapshot;
+    std::uint64_t offset = 0;
+    bool done = true;
     bool operator==(const SnapshotRequest&) const = default;
+};
+
+// A follower's answer to a chunk that was not the last: it holds the first
+// `received` bytes of the snapshot at `index`. `rejected`: the chunk did not
+// start at `received` (one before it was lost, or the follower holds none of
+// this transfer): send again from `received` (told once per offset). The
+// last chunk is answered with an AppendResponse once the snapshot is durable.
+struct SnapshotAck {
+    Index index = 0;
+    std::uint64_t received = 0;
+    bool rejected = false;
+    bool operator==(const SnapshotAck&) const = default;
 };
 
 // Heartbeat: keeps followers' election timers quiet, carries the commit index
@@ -186,7 +203,7 @@ struct TimeoutNow {
 };
 
 using MessageBody = std::variant<VoteRequest, VoteResponse, AppendRequest, AppendResponse,
-                                 SnapshotRequest, Heartbeat, HeartbeatResponse, TimeoutNow>;
+                                 SnapshotRequest, Heartbeat, HeartbeatResponse, TimeoutNow, SnapshotAck>;
 
 struct Message {
     std::uint64_t cluster_id = 0;

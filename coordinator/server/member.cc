@@ -82,6 +82,7 @@ std::string Member::Impl::start() {
     cfg.raft.cluster_id = options.cluster_id;
     cfg.raft.heartbeat_ticks = 1;
     cfg.raft.election_ticks = options.election_ticks();
+    cfg.raft.max_snapshot_chunk_bytes = options.snapshot_chunk_bytes;
     cfg.raft.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^ (options.id << 32);
     cfg.max_clock_drift_ppm = options.max_clock_drift_ppm;
     cfg.snapshot_every = options.snapshot_every;

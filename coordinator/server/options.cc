@@ -91,6 +91,13 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "cluster-id") return number(o.cluster_id);
     if (name == "snapshot-every") return number(o.snapshot_every);
     if (name == "snapshot-keep") return number(o.snapshot_keep);
+    if (name == "snapshot-chunk-bytes") {
+        if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
+            return "--" + name + ": '" + value + "' must be 1024..16777216";
+        }
+        o.snapshot_chunk_bytes = n;
+        return {};
+    }
     if (name == "max-clock-drift-ppm") {
         if (!parse_u64(value, n) || n > kMaxClockDriftPpmLimit) {
             return "--" + name + ": '" + value + "' must be 0.." + std::to_string(kMaxClockDriftPpmLimit) +
@@ -298,6 +305,10 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --snapshot-every N     snapshot the lock table every N applied entries (default 10000)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
+  --snapshot-chunk-bytes N
+                         a snapshot larger than this goes to a lagging follower in
+                         chunks of N bytes, at most 8 MiB of them un-acked (default
+                         1048576; 1024..16777216)
   --max-clock-drift-ppm N  rho: the largest clock-rate error of any member or
                          client against real time, in parts per million (default
                          50000 = 5%; 0..500000). The leader proposes Expire only

@@ -18,12 +18,18 @@ std::vector<Message> sample_messages() {
                        Entry{5, 13, EntryType::kConfig, encode_configuration(with_learner)}},
                       9};
     SnapshotRequest snap{Snapshot{SnapshotMeta{100, 4, with_learner}, std::string("table\0bytes", 11)}};
+    SnapshotRequest middle{Snapshot{SnapshotMeta{100, 4, with_learner}, "chunk"}, 1 << 20, false};
+    SnapshotRequest last{Snapshot{SnapshotMeta{100, 4, Configuration::of_voters({1, 2, 3})}, "end"}, 2 << 20, true};
     return {msg(VoteRequest{true, 7, 3, true}),
             msg(VoteResponse{false, true}),
             msg(app),
             msg(AppendRequest{}),
             msg(AppendResponse{false, 3, 10, 8, 2}),
             msg(snap),
+            msg(middle),
+            msg(last),
+            msg(SnapshotAck{100, 1 << 20, false}),
+            msg(SnapshotAck{100, 7, true}),
             msg(Heartbeat{42, 9}),
             msg(HeartbeatResponse{9}),
             msg(TimeoutNow{})};
@@ -95,6 +101,15 @@ BOOST_AUTO_TEST_CASE(a_voters_only_snapshot_is_sent_as_tag_5) {
     const std::string bytes = net::encode_message(m);
     BOOST_TEST(static_cast<int>(bytes[25]) == 5);
     BOOST_TEST((std::get<Message>(net::decode_message(bytes, 77)) == m));
+}
+
+BOOST_AUTO_TEST_CASE(chunks_go_as_tag_10_and_a_whole_snapshot_never_does) {
+    Message chunk{77, 1, 2, 5, SnapshotRequest{Snapshot{SnapshotMeta{9, 2, Configuration::of_voters({1})}, "c"}, 0, false}};
+    std::string bytes = net::encode_message(chunk);
+    BOOST_TEST(static_cast<int>(bytes[25]) == 10);
+    // A tag 10 whose offset is 0 and done is set would be a whole snapshot: refused.
+    bytes[26 + 8] = 1;
+    BOOST_TEST(std::holds_alternative<net::CodecError>(net::decode_message(bytes, 77)));
 }
 
 BOOST_AUTO_TEST_CASE(huge_entry_count_is_refused_before_allocating) {
