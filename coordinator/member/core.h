@@ -337,7 +337,8 @@ private:
     void change_members(RequestId id, const Request& req, Time now);
     Members members_view() const;
     // A voter to hand leadership to: the most caught-up one (among
-    // `reachable` when given); kNoNode when there is none.
+    // `reachable` when given, else of those heard from in this election
+    // period first); kNoNode when there is none.
     raft::NodeId handover_target(const std::vector<raft::NodeId>* reachable) const;
     void note_configuration();                 // Effects::configuration when it changed
     void on_config_applied(const raft::Entry& e);  // this member's removal

@@ -11,16 +11,21 @@
 namespace pgfence::member {
 
 raft::NodeId Core::handover_target(const std::vector<raft::NodeId>* reachable) const {
+    // The most caught-up voter, one heard from in this election period first
+    // (without `reachable`, that is what says it is alive).
     raft::NodeId best = raft::kNoNode;
     raft::Index best_match = 0;
+    bool best_active = false;
     for (const raft::PeerStatus& p : raft_->status().peers) {
         if (!p.voter || p.leaving || p.id == config_.raft.id) continue;
         if (reachable != nullptr &&
             std::find(reachable->begin(), reachable->end(), p.id) == reachable->end())
             continue;
-        if (best == raft::kNoNode || p.match > best_match) {
+        const bool active = reachable != nullptr || p.recently_active;
+        if (best == raft::kNoNode || (active && !best_active) || (active == best_active && p.match > best_match)) {
             best = p.id;
             best_match = p.match;
+            best_active = active;
         }
     }
     return best;

@@ -105,6 +105,24 @@ BOOST_AUTO_TEST_CASE(removing_the_leader_hands_over_first_then_the_new_leader_re
     BOOST_TEST(h.node(old).removed == 1);
 }
 
+// Of voters as caught up as each other, the leader hands over to one it has
+// heard from lately, not to one cut off.
+BOOST_AUTO_TEST_CASE(removing_the_leader_hands_over_to_a_voter_heard_from_lately) {
+    Harness h(3);
+    const raft::NodeId old = h.elect();
+    std::vector<raft::NodeId> followers;
+    for (raft::NodeId id : {1, 2, 3}) {
+        if (id != old) followers.push_back(id);
+    }
+    h.advance(Harness::kTick * 2);  // both followers have everything
+    h.cut(old, followers.front());
+    h.advance(Harness::kTick * 30);  // more than an election period without hearing from it
+    BOOST_REQUIRE_EQUAL(h.leader(), old);
+    const raft::NodeId target = as<Unavailable>(h.answer(old, h.send(old, RemoveMember{old}))).leader;
+    BOOST_TEST(target == followers.back());
+    h.heal();
+}
+
 // Members added later apply the configuration entries from before their own
 // add, which never named them: that is no removal.
 BOOST_AUTO_TEST_CASE(a_member_added_later_is_not_told_it_was_removed) {
