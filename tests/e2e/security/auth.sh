@@ -78,9 +78,20 @@ redirected() {  # a follower (found just now) answers w1's permitted read with 3
     [[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" "$(url "$f" "/v1/locks?key=report/7")") == 307 ]]
 }
 wait_until 5 "a follower redirects a permitted request" redirected
+# Membership and backups are admin's: w1 may neither list, change nor back up.
+[[ $(exit_of as W1 member list) == 7 ]] || fail "w1 listed the members"
+[[ $(exit_of as W1 member remove "$follower") == 7 ]] || fail "w1 removed a member"
+[[ $(exit_of as W1 snapshot save "$DIR/w1.bak") == 7 ]] || fail "w1 took a backup"
+[[ ! -e "$DIR/w1.bak" ]] || fail "a refused backup wrote a file"
+[[ $(as OPS member list | grep -c ' voter') == 3 ]] || fail "ops cannot list the members"
+as OPS snapshot save "$DIR/ops.bak" >/dev/null || fail "ops cannot take a backup"
+# A joining member asks without credentials, and learns only whether it was added.
+[[ $(curl_code "${CURL_TLS[@]}" -L "$(url "$follower" "/v1/members/join?id=9")") == 404 ]] ||
+    fail "/v1/members/join is not open, or answered for a member not added"
+
 locks_are "job/1 report/7" || fail "refused requests changed the lock table"
 [[ $(as W1 get report/7 -o json) == *"\"token\":$r7"* ]] || fail "w1's lock changed"
-pass "403 outside the prefixes (acquire, release and keepalive with the right token, get, status, metrics), on a follower before its redirect; nothing changed"
+pass "403 outside the prefixes (acquire, release and keepalive with the right token, get, status, metrics, members, snapshot), on a follower before its redirect; nothing changed"
 
 # ---- a list shows only what the caller may read ----
 [[ "$(as W2 list -o json)" == *job/1* && "$(as W2 list -o json)" != *report/7* ]] || fail "w2's list: $(as W2 list -o json)"
