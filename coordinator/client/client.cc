@@ -378,7 +378,9 @@ public:
 
     Result<MemberList> members_call(CallResult r) {
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kUnknownMember);
+        // 404 unknown_member is mapped by error_of; any other 404 (an older
+        // release without these endpoints) is not an answer about a member.
+        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kProtocol);
         return member_list_of(r.response.body);
     }
 

@@ -97,7 +97,10 @@ void Core::tick(Time now) {
     }
 }
 
-void Core::step(const raft::Message& message, Time /*now*/) { raft_->step(message); }
+void Core::step(const raft::Message& message, Time /*now*/) {
+    raft_->step(message);
+    if (std::holds_alternative<raft::Removed>(message.body)) note_told_removed();
+}
 
 void Core::request(RequestId id, Request req, Time now) {
     observe_role(now);

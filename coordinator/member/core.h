@@ -111,8 +111,9 @@
 //     changes, answered with the configuration once applied; a leader asked
 //     to remove itself hands leadership to the most caught-up voter and
 //     answers Unavailable{that voter}, whose retry there removes it (with no
-//     other voter, the removal is refused). A member whose removal applies
-//     is told to stop (Effects::removed).
+//     other voter, the removal is refused). A member whose removal applies,
+//     or whose campaign a leader answers with raft::Removed (it was removed
+//     while it could not hear of it), is told to stop (Effects::removed).
 //
 // Threading: not thread-safe; one thread owns a Core.
 #pragma once
@@ -336,12 +337,13 @@ private:
     // core_members.cc
     void change_members(RequestId id, const Request& req, Time now);
     Members members_view() const;
-    // A voter to hand leadership to: the most caught-up one (among
-    // `reachable` when given, else of those heard from in this election
-    // period first); kNoNode when there is none.
+    // A voter to hand leadership to: among `reachable` when given (else
+    // those heard from in this election period first), the most caught-up;
+    // kNoNode when there is none.
     raft::NodeId handover_target(const std::vector<raft::NodeId>* reachable) const;
     void note_configuration();                 // Effects::configuration when it changed
     void on_config_applied(const raft::Entry& e);  // this member's removal
+    void note_told_removed();                  // a leader said this member was removed
 
     Config config_;
     std::unique_ptr<raft::Raft> raft_;

@@ -11,8 +11,8 @@
 namespace pgfence::member {
 
 raft::NodeId Core::handover_target(const std::vector<raft::NodeId>* reachable) const {
-    // The most caught-up voter, one heard from in this election period first
-    // (without `reachable`, that is what says it is alive).
+    // Voters heard from in this election period first (without `reachable`,
+    // that is what says one is alive), and among them the most caught-up.
     raft::NodeId best = raft::kNoNode;
     raft::Index best_match = 0;
     bool best_active = false;
@@ -89,6 +89,7 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
         case raft::ProposeError::kNotCaughtUp:
         case raft::ProposeError::kInvalid:
         case raft::ProposeError::kRemoveLeader:
+        case raft::ProposeError::kNoQuorumLeft:
             respond(id, ChangeRefused{std::string(raft::to_string(change.type)) + " of member " +
                                       std::to_string(change.id) +
                                       " refused: " + raft::to_string(r.error)});
@@ -135,6 +136,13 @@ void Core::note_configuration() {
     if (reported_config_ && *reported_config_ == raft_->configuration()) return;
     reported_config_ = raft_->configuration();
     effects_.configuration = *reported_config_;
+}
+
+void Core::note_told_removed() {
+    if (removed_ || !raft_->told_removed()) return;
+    removed_ = true;
+    effects_.removed = true;
+    log(LogLevel::kWarn, "removed_from_cluster", {{"index", "0"}, {"told_by", "the leader"}});
 }
 
 void Core::on_config_applied(const raft::Entry& e) {

@@ -23,6 +23,7 @@ constexpr std::uint8_t tag_of() {
     else if constexpr (std::is_same_v<T, Heartbeat>) return 6;
     else if constexpr (std::is_same_v<T, HeartbeatResponse>) return 7;
     else if constexpr (std::is_same_v<T, SnapshotAck>) return 11;
+    else if constexpr (std::is_same_v<T, Removed>) return 12;
     else return 8;
 }
 
@@ -93,6 +94,7 @@ void put_body(std::string& out, const Heartbeat& b) {
 }
 void put_body(std::string& out, const HeartbeatResponse& b) { codec::put_u64(out, b.read_round); }
 void put_body(std::string&, const TimeoutNow&) {}
+void put_body(std::string&, const Removed&) {}
 void put_body(std::string& out, const SnapshotAck& b) {
     codec::put_u64(out, b.index);
     codec::put_u64(out, b.received);
@@ -208,6 +210,7 @@ MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
         case 8: return TimeoutNow{};
         case 9: return get_snapshot(r, false);
         case 10: return get_snapshot(r, false, true);
+        case 12: return Removed{};
         case 11: {
             SnapshotAck b;
             b.index = r.u64("snapshot ack index");

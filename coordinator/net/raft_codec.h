@@ -14,6 +14,7 @@
 //   tag 10 SnapshotRequest [u64 offset][u8 done] Snapshot: one chunk of a larger
 //                          snapshot (its data bytes from offset; done on the last)
 //   tag 11 SnapshotAck     [u64 index][u64 received][u8 rejected]
+//   tag 12 Removed         (empty)
 //   tag 6 Heartbeat        [u64 commit][u64 read_round]
 //   tag 7 HeartbeatResponse[u64 read_round]
 //   tag 8 TimeoutNow       (empty)

@@ -122,6 +122,7 @@ struct Raft::Impl {
     int randomized_timeout_ticks = 0;
     std::uint64_t read_round = 0;  // ReadIndex heartbeat rounds; never reset
     std::uint64_t dropped = 0;     // messages dropped by the cluster/member check
+    bool told_removed = false;     // a leader answered our vote request with Removed
     bool ready_outstanding = false;
     bool outstanding_snapshot = false;  // the outstanding Ready carries a snapshot
     std::vector<Message> msgs_now;
@@ -186,6 +187,7 @@ struct Raft::Impl {
     // snapshot.cc
     void compact(Index index, std::string data, Index keep_entries);
     void send_snapshot(NodeId to, Progress& pr);
+    bool live_quorum(const Leader& l, const Configuration& next) const;
     void handle_snapshot(const Message& m, const SnapshotRequest& req);
     void install_snapshot(const Message& m, Snapshot snap);  // a whole one (rules 6 and 7)
     void handle_snapshot_ack(const Message& m, const SnapshotAck& ack);

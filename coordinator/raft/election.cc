@@ -67,6 +67,7 @@ void Raft::Impl::tick_leader(Leader& l) {
             std::size_t active = is_voter(cfg.id) ? 1 : 0;
             for (auto& [id, pr] : l.progress) {
                 if (pr.recently_active && is_voter(id)) ++active;
+                pr.active_last_period = pr.recently_active;
                 pr.recently_active = false;
             }
             if (active < quorum()) {
@@ -86,6 +87,7 @@ void Raft::Impl::become_follower(Term new_term, NodeId leader) {
     if (new_term != term) {
         term = new_term;
         vote = kNoNode;  // Figure 2: a new term starts with no vote
+        receiving = Snapshot{};  // a transfer from an older term's leader never completes
     }
     role = Follower{leader};
     reset_election_timer();
@@ -103,7 +105,9 @@ void Raft::Impl::heard_from_leader(NodeId leader) {
 }
 
 void Raft::Impl::become_pre_candidate() {
-    // §9.6: term and vote unchanged; we stop following whoever we followed.
+    // §9.6: term and vote unchanged; we stop following whoever we followed
+    // (and what it was sending us is dropped).
+    receiving = Snapshot{};
     role = PreCandidate{Votes{{cfg.id, true}}};
     reset_election_timer();
 }

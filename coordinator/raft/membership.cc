@@ -109,6 +109,26 @@ void Raft::Impl::sync_progress(Leader& l) {
     if (l.transfer_target != kNoNode && !is_voter(l.transfer_target)) abort_transfer(l);
 }
 
+// Whether the voters of `next` heard from lately (this election period or
+// the one before; the leader itself) are a quorum of them: a removal that
+// leaves fewer would wedge the cluster until a member down comes back
+// (etcd's strict reconfiguration check).
+bool Raft::Impl::live_quorum(const Leader& l, const Configuration& next) const {
+    std::size_t voters = 0;
+    std::size_t live = 0;
+    for (const ConfigMember& m : next.members) {
+        if (!m.voter) continue;
+        ++voters;
+        if (m.id == cfg.id) {
+            ++live;
+        } else if (auto it = l.progress.find(m.id);
+                   it != l.progress.end() && (it->second.recently_active || it->second.active_last_period)) {
+            ++live;
+        }
+    }
+    return live >= voters / 2 + 1;
+}
+
 ProposeResult Raft::Impl::propose_config(const ConfigChange& change) {
     Leader* l = leader_state();
     if (l == nullptr) return {ProposeError::kNotLeader, 0, 0};
@@ -138,6 +158,7 @@ ProposeResult Raft::Impl::propose_config(const ConfigChange& change) {
             if (!present) return {ProposeError::kUnknownMember, 0, 0};
             if (change.id == cfg.id) return {ProposeError::kRemoveLeader, 0, 0};
             next.members.erase(it);
+            if (!live_quorum(*l, next)) return {ProposeError::kNoQuorumLeft, 0, 0};
             break;
     }
     std::string data = encode_configuration(next);

@@ -58,6 +58,7 @@ struct Progress {
     std::uint64_t snapshot_sent = 0;     // snapshot: data bytes sent in chunks
     std::uint64_t snapshot_acked = 0;    // snapshot: data bytes the follower said it holds
     bool recently_active = false;        // CheckQuorum (§6.2): heard from in this election period
+    bool active_last_period = false;     // ... and in the one before (a removal's quorum check)
     std::uint64_t acked_read_round = 0;  // ReadIndex (§6.4): highest heartbeat round acked
     Index sent_commit = 0;               // commit index last sent in an AppendRequest
     Inflights inflights;

@@ -51,7 +51,7 @@ void validate(const Config& c) {
 bool sent_by_leader_without_waiting(const MessageBody& body) {
     return std::holds_alternative<AppendRequest>(body) || std::holds_alternative<Heartbeat>(body) ||
            std::holds_alternative<SnapshotRequest>(body) ||
-           std::holds_alternative<TimeoutNow>(body);
+           std::holds_alternative<TimeoutNow>(body) || std::holds_alternative<Removed>(body);
 }
 
 }  // namespace
@@ -126,6 +126,12 @@ void Raft::Impl::step(const Message& m) {
         ++dropped;  // another cluster, or misrouted: never mix clusters
         return;
     }
+    if (is_leader() && std::holds_alternative<VoteRequest>(m.body) && !config().contains(m.from) &&
+        !config_at(commit).contains(m.from)) {
+        // A removed member campaigning: it never learnt of its removal.
+        send(m.from, Removed{});
+        return;
+    }
     if (!step_term(m)) return;
     step_current(m);
 }
@@ -181,6 +187,9 @@ void Raft::Impl::step_current(const Message& m) {
                    [&](const AppendResponse& b) { handle_append_response(m, b); },
                    [&](const SnapshotRequest& b) { handle_snapshot(m, b); },
                    [&](const SnapshotAck& b) { handle_snapshot_ack(m, b); },
+                   // Only a leader sends it, in its term (not older than ours:
+                   // step_term dropped those).
+                   [&](const Removed&) { told_removed = told_removed || !is_leader(); },
                    [&](const Heartbeat& b) { handle_heartbeat(m, b); },
                    [&](const HeartbeatResponse& b) { handle_heartbeat_response(m, b); },
                    [&](const TimeoutNow&) {
@@ -313,6 +322,7 @@ const Configuration& Raft::configuration() const {
 Index Raft::configuration_index() const {
     return impl_->configs.back().index;
 }
+bool Raft::told_removed() const { return impl_->told_removed; }
 Configuration Raft::configuration_at(Index index) const {
     return impl_->config_at(index);
 }

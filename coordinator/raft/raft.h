@@ -54,6 +54,12 @@ namespace pgfence::raft {
 //     hands leadership over (transfer_leadership), then the new leader
 //     removes it (the alternative of §4.2.2, a leader managing a cluster it
 //     is not part of, is not needed then).
+//   - A removal that would leave fewer voters heard from in the last two
+//     election periods than the new configuration's quorum is refused
+//     (kNoQuorumLeft): it would wedge the cluster until a member that is
+//     down came back.
+//   - A removed member that never learnt its removal (it was down) and
+//     campaigns is answered Removed by the leader (told_removed()).
 //   - A removed member is no longer sent to, except until it has learnt that
 //     the change that removed it is committed (its removal then applies on it,
 //     and the application stops it), at most 2 election timeouts after the
@@ -180,6 +186,7 @@ enum class ProposeError : std::uint8_t {
     kNotLearner,     // promote of a voter
     kNotCaughtUp,    // promote of a learner that is not caught up (see above)
     kRemoveLeader,   // remove of the leader itself: transfer leadership first
+    kNoQuorumLeft,   // remove that leaves fewer voters heard from lately than the new quorum
     kInvalid,        // id 0, a context over kMaxMemberContextBytes, or kMaxConfigMembers reached
 };
 
@@ -273,6 +280,9 @@ public:
     // Config::members), and the index of its entry (0 when it has none).
     const Configuration& configuration() const;
     Index configuration_index() const;
+    // A leader told this member it was removed (types.h Removed): the caller
+    // stops it. It stays true.
+    bool told_removed() const;
     // The configuration in force at `index` (for a snapshot taken there; at
     // most the last index, at least the snapshot index).
     Configuration configuration_at(Index index) const;

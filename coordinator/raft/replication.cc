@@ -87,6 +87,7 @@ void Raft::Impl::flush_appends(Leader& l) {
 void Raft::Impl::handle_append(const Message& m, const AppendRequest& req) {
     if (is_leader()) fail_two_leaders(m, "AppendRequest");
     heard_from_leader(m.from);  // candidates of this term give way (Figure 2)
+    receiving = Snapshot{};     // the leader replicates by log again: a transfer it began is over
     AppendResponse resp;
     if (req.prev_log_index < commit) {
         // Everything up to commit is already known to match: say so (etcd).

@@ -94,6 +94,12 @@ void Raft::Impl::handle_snapshot(const Message& m, const SnapshotRequest& req) {
     }
     if (meta.index == refused_snapshot) return;  // unanswered: the leader retries after a timeout
     const bool same = receiving.meta == meta && receiving_from == m.from && receiving_term == m.term;
+    if (same && req.offset < receiving.data.size()) {
+        // A duplicate, or the start of a transfer the leader began again:
+        // nothing new, but a restart learns where to go on from.
+        if (req.offset == 0) send(m.from, SnapshotAck{meta.index, receiving.data.size(), true});
+        return;
+    }
     if (req.offset == 0 || !same) {
         receiving = Snapshot{meta, {}};
         receiving_from = m.from;
@@ -102,7 +108,7 @@ void Raft::Impl::handle_snapshot(const Message& m, const SnapshotRequest& req) {
     }
     const std::uint64_t have = receiving.data.size();
     if (req.offset != have) {
-        // Not the chunk that comes next: say where to go on from, once.
+        // A gap (a chunk before this one was lost): say where to go on from, once.
         if (rejected_at != have) send(m.from, SnapshotAck{meta.index, have, true});
         rejected_at = have;
         return;

@@ -46,6 +46,8 @@ const char* to_string(ProposeError err) {
             return "not a learner";
         case ProposeError::kNotCaughtUp:
             return "the learner has not caught up with the leader's log";
+        case ProposeError::kNoQuorumLeft:
+            return "the voters left would not have a quorum of members heard from in the last two election periods";
         case ProposeError::kRemoveLeader:
             return "the leader cannot remove itself: transfer leadership first";
         case ProposeError::kInvalid:

@@ -202,8 +202,15 @@ struct TimeoutNow {
     bool operator==(const TimeoutNow&) const = default;
 };
 
+// The leader's answer to a (pre-)vote request from a member that neither
+// the configuration in force nor the committed one names: it was removed
+// (while it was down, say, so it never applied its removal) and is to stop.
+struct Removed {
+    bool operator==(const Removed&) const = default;
+};
+
 using MessageBody = std::variant<VoteRequest, VoteResponse, AppendRequest, AppendResponse,
-                                 SnapshotRequest, Heartbeat, HeartbeatResponse, TimeoutNow, SnapshotAck>;
+                                 SnapshotRequest, Heartbeat, HeartbeatResponse, TimeoutNow, SnapshotAck, Removed>;
 
 struct Message {
     std::uint64_t cluster_id = 0;

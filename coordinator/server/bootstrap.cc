@@ -18,8 +18,9 @@ std::string text_of(const PeerSpec& p) { return p.host + ":" + std::to_string(p.
 std::uint64_t new_cluster_id(const Options& o, const char* how, std::uint64_t from, raft::Index index) {
     std::vector<PeerSpec> peers = o.peers;
     if (peers.empty()) peers.push_back(PeerSpec{o.id, "", 0});
-    const std::string token =
-        o.initial_cluster_token + "/" + how + ":" + std::to_string(from) + "@" + std::to_string(index);
+    // The member's own ID too: two survivors forced alike are two clusters.
+    const std::string token = o.initial_cluster_token + "/" + how + ":" + std::to_string(from) + "@" +
+                              std::to_string(index) + (o.force_new_cluster ? "/member " + std::to_string(o.id) : "");
     std::uint64_t id = o.cluster_id != 0 ? o.cluster_id : derive_cluster_id(peers, token);
     if (id == from) id = derive_cluster_id(peers, token + "/again");
     return id;
@@ -181,6 +182,10 @@ std::string plan_start(const Options& o, const std::optional<storage::Identity>&
         } else if (const std::string flags = unused_flags(o); !flags.empty()) {
             out.notes.push_back(flags + " not used: the cluster's identity is read from " + o.data_dir +
                                 " (bootstrap flags count only when it is created)");
+        }
+        if (!o.join.empty() && join && !join->listed) {
+            return "member " + std::to_string(o.id) + " is no longer in the configuration of the cluster at " + o.join +
+                   ": it was removed; delete --data-dir " + o.data_dir + " (or add it again and start it on an empty one)";
         }
         if (!o.join.empty() && join) {
             if (join->cluster_id != stored->cluster_id) {

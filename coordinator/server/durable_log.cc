@@ -17,6 +17,7 @@ public:
         storage_->persist(hard_state ? &*hard_state : nullptr, snapshot ? &*snapshot : nullptr, entries);
     }
     void save_snapshot(const raft::Snapshot& snapshot) override { storage_->save_snapshot(snapshot); }
+    void persist_commit(const raft::HardState& hard_state) override { storage_->persist_commit(hard_state); }
 
 private:
     std::unique_ptr<storage::DurableStorage> storage_;

@@ -33,6 +33,9 @@ public:
                          const std::vector<raft::Entry>& entries) = 0;
     // The application's own snapshot at an applied index; durable on return.
     virtual void save_snapshot(const raft::Snapshot& snapshot) = 0;
+    // The hard state with its commit index, durable on return, so the next
+    // start knows that commit (storage/durable_storage.h persist_commit).
+    virtual void persist_commit(const raft::HardState& hard_state) = 0;
 };
 
 class MemoryLog final : public DurableLog {
@@ -45,6 +48,7 @@ public:
         if (hard_state) storage_.set_hard_state(*hard_state);
     }
     void save_snapshot(const raft::Snapshot& snapshot) override { storage_.compact(snapshot); }
+    void persist_commit(const raft::HardState& hard_state) override { storage_.set_hard_state(hard_state); }
 
 private:
     raft::MemoryStorage storage_;

@@ -95,7 +95,21 @@ std::string Member::Impl::start() {
         return "cannot start the member core on " + options.data_dir + ": " + e.what();
     }
     book = plan.addresses;
-    apply_configuration(core->raft().configuration());
+    const raft::Configuration& in_force = core->raft().configuration();
+    // (A member that joined may hold entries from before its add, whose
+    // configurations never named it: only one of a first configuration that
+    // names it is known to have been removed.)
+    const bool first_named = plan.identity.first_config && plan.identity.first_config->contains(options.id);
+    if (first_named && !in_force.members.empty() && !in_force.contains(options.id) &&
+        core->raft().configuration_index() <= core->raft().status().commit &&
+        core->raft().configuration_index() != 0) {
+        // Its removal is committed: nothing of the cluster needs it any more.
+        return "member " + std::to_string(options.id) + " was removed from the cluster (the configuration at index " +
+               std::to_string(core->raft().configuration_index()) +
+               " does not name it): delete its data directory, or add it again (fencectl member add) and start it "
+               "on an empty one with --join";
+    }
+    apply_configuration(in_force);
     const net::HostPort listen = net::parse_host_port(book[options.id].peer_addr);
     if (!listen.ok()) {
         return "member " + std::to_string(options.id) + "'s peer address is not known: " +
@@ -138,6 +152,7 @@ void Member::Impl::on_tick() {
     report_gone();
     core->tick(now());
     if (ticks % kInfoEveryTicks == 0) {
+        std::erase_if(telling_removed, [this](const auto& t) { return t.second <= ticks; });
         transport->broadcast_info(my_info());
         // Leadership and removed members' leaving change whom to dial
         // without a new configuration.
@@ -212,7 +227,15 @@ void Member::Impl::execute(member::Effects& fx) {
         std::_Exit(70);
     }
     if (fx.configuration) apply_configuration(*fx.configuration);
-    for (const raft::Message& m : fx.send) transport->send(m);
+    for (const raft::Message& m : fx.send) {
+        if (std::holds_alternative<raft::Removed>(m.body) && telling_removed.count(m.to) == 0) {
+            // Not dialed any more: dialed again for a while (this answer is
+            // dropped; the next campaign's is delivered).
+            telling_removed[m.to] = ticks + 20 * static_cast<std::uint64_t>(options.election_ticks());
+            transport->set_peers(peers_to_dial());
+        }
+        transport->send(m);
+    }
     if (fx.save) run_save(fx.save);
     if (fx.persist) run_persist(fx.persist);
     for (member::Answer& a : fx.respond) answer(a.id, std::move(a.response));
@@ -226,6 +249,7 @@ void Member::Impl::execute(member::Effects& fx) {
     if (fx.removed) {
         // Nothing more needs this member: it stops as on SIGTERM (the core
         // logged removed_from_cluster).
+        removed = true;
         loop.post([this] { shutdown([this] { io.stop(); }); });
     }
 }
@@ -335,6 +359,17 @@ void Member::Impl::shutdown_step(Clock::time_point give_up, std::function<void()
     http->stop();
     transport->stop();
     writer.stop();
+    if (removed) {
+        // The commit that covers its removal is written, so that a restart
+        // sees the removal committed and refuses to start (start()).
+        const raft::Status st = core->raft().status();
+        try {
+            const DiskTurn turn(disk_busy);
+            log->persist_commit(raft::HardState{st.term, st.vote, st.commit});
+        } catch (const std::exception& e) {
+            log_event(LogLevel::kWarn, "removal_not_recorded", {{"error", e.what()}});
+        }
+    }
     done();
 }
 

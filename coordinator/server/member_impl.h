@@ -145,8 +145,12 @@ struct Member::Impl {
     std::map<raft::NodeId, Addresses> book;
     raft::Configuration config;  // in force, as the core last reported it (empty: joining)
     bool configured = false;     // apply_configuration() ran
+    // Removed members a leader is answering with raft::Removed: dialed (from
+    // `book`) until the tick given, so that the answer reaches them.
+    std::map<raft::NodeId, std::uint64_t> telling_removed;
     log::Limiter denial_log{kDenialLogsPerSecond};  // deny()'s lines
     bool shutting_down = false;
+    bool removed = false;  // this member's removal applied: it stops for good
 };
 
 }  // namespace pgfence::server

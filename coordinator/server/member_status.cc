@@ -71,10 +71,14 @@ std::vector<net::PeerAddress> Member::Impl::peers_to_dial(bool warn) const {
     } else {
         for (const raft::ConfigMember& m : config.members) add(m.id);
     }
-    // A leader still tells a removed member of its removal (raft.h).
+    // A leader still tells a removed member of its removal (raft.h), or
+    // answers its campaign with raft::Removed.
     if (core && core->is_leader()) {
         for (const raft::PeerStatus& p : core->raft().status().peers) {
             if (p.leaving && !config.contains(p.id)) add(p.id);
+        }
+        for (const auto& [id, until] : telling_removed) {
+            if (!config.contains(id)) add(id);
         }
     }
     return out;

@@ -307,7 +307,8 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          follower catches up by log, not snapshot (default 1000)
   --snapshot-chunk-bytes N
                          a snapshot larger than this goes to a lagging follower in
-                         chunks of N bytes, at most 8 MiB of them un-acked (default
+                         chunks of N bytes, at most 8 MiB (and at least one chunk)
+                         un-acked (default
                          1048576; 1024..16777216)
   --max-clock-drift-ppm N  rho: the largest clock-rate error of any member or
                          client against real time, in parts per million (default

@@ -207,6 +207,17 @@ void DurableStorage::check_hard_state(const raft::HardState& hs) const {
     }
 }
 
+void DurableStorage::persist_commit(const raft::HardState& hs) {
+    require_usable();
+    check_hard_state(hs);
+    if (hs.commit > wal_->last_index() && hs.commit > snapshot_.meta.index) {
+        throw StorageError("commit " + std::to_string(hs.commit) + " is beyond the log's last index " +
+                           std::to_string(wal_->last_index()) + " (caller bug)");
+    }
+    write_hard_state(hs);
+    hard_state_ = hs;
+}
+
 void DurableStorage::write_hard_state(const raft::HardState& hs) {
     write_file_atomically(dir_, kHardStateFile, encode_hard_state(hs));
     meta_syncs_ += 2;

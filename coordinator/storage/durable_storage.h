@@ -91,6 +91,12 @@ class DurableStorage final : public raft::Storage {
     void persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
                  const std::vector<raft::Entry>& entries);
 
+    // Writes the hard state with its commit index even when term and vote
+    // are unchanged (persist() leaves commit alone then: it is recovered),
+    // for a commit that must be known at the next open (a member's own
+    // removal). commit <= last_index(). Durable on return.
+    void persist_commit(const raft::HardState& hard_state);
+
     // The application took a snapshot (index <= last_index()): writes it
     // atomically, then drops the log entries it covers (whole segments).
     void save_snapshot(const raft::Snapshot& snapshot);

@@ -245,6 +245,47 @@ BOOST_AUTO_TEST_CASE(a_removed_member_that_never_answers_is_forgotten_after_two_
     for (const PeerStatus& p : c.raft(1).status().peers) BOOST_TEST(p.id != 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_removal_that_leaves_no_live_quorum_is_refused) {
+    Cluster c = three_with_leader();
+    c.isolate(3);
+    c.tick_all(25);  // more than two election periods without hearing from 3
+    BOOST_REQUIRE(c.raft(1).role() == Role::kLeader);
+    // Removing 2 would leave {1, 3}, whose quorum needs the dead 3.
+    BOOST_TEST(c.raft(1).propose_config(remove(2)).error == ProposeError::kNoQuorumLeft);
+    // Removing the dead member itself leaves {1, 2}: both alive.
+    BOOST_TEST(c.raft(1).propose_config(remove(3)).error == ProposeError::kNone);
+}
+
+BOOST_AUTO_TEST_CASE(a_removed_member_that_missed_its_removal_is_told_when_it_campaigns) {
+    Cluster c = three_with_leader();
+    c.isolate(3);
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose_config(remove(3)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(21);  // the leader forgets it
+    BOOST_TEST(c.raft(3).configuration().contains(3));  // it never heard
+    BOOST_TEST(!c.raft(3).told_removed());
+    c.heal();
+    // It campaigns; the leader answers Removed, a follower does not.
+    const Term term = c.raft(1).term();
+    c.raft(2).step(msg(3, 2, term + 1, VoteRequest{true, 100, term, false}));
+    c.raft(1).step(msg(3, 1, term + 1, VoteRequest{true, 100, term, false}));
+    c.process_all();
+    std::size_t removed = 0;
+    for (const Message& m : c.take([](const Message& m) { return std::holds_alternative<Removed>(m.body); })) {
+        BOOST_TEST(m.from == 1u);
+        BOOST_TEST(m.to == 3u);
+        c.raft(3).step(m);
+        ++removed;
+    }
+    BOOST_TEST(removed == 1u);
+    BOOST_TEST(c.raft(3).told_removed());
+    // Nobody's term moved, and a member (2) that campaigns is never told.
+    BOOST_TEST(c.raft(1).term() == term);
+    c.raft(1).step(msg(2, 1, term + 1, VoteRequest{true, 100, term, false}));
+    c.process_all();
+    BOOST_TEST(c.take([](const Message& m) { return std::holds_alternative<Removed>(m.body); }).empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_configuration_is_in_force_once_appended_and_undone_with_its_entry) {
     Cluster c = three_with_leader();
     c.isolate(1);

@@ -89,6 +89,7 @@ class RecordingLog final : public DurableLog {
         record_->saves.fetch_add(1);
         record_->saved_since_persist.store(true);
     }
+    void persist_commit(const raft::HardState& hard_state) override { inner_.persist_commit(hard_state); }
 
   private:
     std::shared_ptr<DiskRecord> record_;
@@ -105,7 +106,8 @@ bool is_pre_vote(const raft::Message& m) {
 std::string describe(const raft::Message& m) {
     static constexpr std::array<const char*, std::variant_size_v<raft::MessageBody>> kNames = {
         "VoteRequest",     "VoteResponse", "AppendRequest",     "AppendResponse",
-        "SnapshotRequest", "Heartbeat",    "HeartbeatResponse", "TimeoutNow"};
+        "SnapshotRequest", "Heartbeat",    "HeartbeatResponse", "TimeoutNow",
+        "SnapshotAck",     "Removed"};
     return std::string(kNames[m.body.index()]) + " from " + std::to_string(m.from) + " to " +
            std::to_string(m.to);
 }

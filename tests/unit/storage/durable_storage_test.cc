@@ -111,6 +111,26 @@ BOOST_AUTO_TEST_CASE(identity_with_a_bad_first_configuration_is_refused) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(persist_commit_writes_a_commit_that_persist_leaves_alone) {
+    TempDir dir;
+    {
+        auto s = open_storage(dir.path());
+        const raft::HardState hs{2, 1, 0};
+        s->persist(&hs, nullptr, make_entries(1, 5, 2));
+        const raft::HardState only_commit{2, 1, 4};
+        s->persist(&only_commit, nullptr, {});  // term and vote unchanged: not written
+    }
+    BOOST_TEST(load_hard_state(dir.path())->commit == 0u);
+    {
+        auto s = open_storage(dir.path());
+        s->persist_commit(raft::HardState{2, 1, 4});
+        BOOST_CHECK_THROW(s->persist_commit(raft::HardState{2, 1, 9}), StorageError);  // past the log
+        BOOST_CHECK_THROW(s->persist_commit(raft::HardState{1, 1, 4}), StorageError);  // an older term
+    }
+    BOOST_TEST(load_hard_state(dir.path())->commit == 4u);
+    BOOST_TEST(open_storage(dir.path())->hard_state().commit == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(directory_with_log_but_no_identity_is_refused) {
     TempDir dir;
     open_storage(dir.path());
