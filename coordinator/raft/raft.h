@@ -130,7 +130,9 @@ struct Ready {
     // Leader's AppendRequests/Heartbeats/SnapshotRequests/TimeoutNow: these do not depend
     // on this batch being durable, so they may be sent while it is written
     // (thesis §10.2.1). The leader counts its own log in the quorum only after
-    // advance() says it is durable.
+    // advance() says it is durable. Only once the leader's term is durable (an
+    // earlier Ready carried it): a Ready whose hard state brings the term (a
+    // single voter elects itself within one tick) has them in `messages`.
     std::vector<Message> messages_now;
 
     // Everything else (votes, append acks, campaign requests): send only after
