@@ -398,6 +398,39 @@ BOOST_AUTO_TEST_CASE(a_single_voters_first_appends_of_a_new_term_wait_for_the_te
     }
 }
 
+// A configuration entry leaves the leader only once it is durable there.
+// Sent in parallel with the leader's own write (as other entries are), a
+// crash before that write completes leaves the entry only on members it
+// makes non-voters: here 1 removes 2 from {1, 2}, 2 and the learner 3 get
+// the removal, 1 loses it. 1 is back in {1, 2} and needs 2's vote, which 2,
+// whose log is longer, refuses; 2 never campaigns, its own log saying it was
+// removed: no leader ever again.
+BOOST_AUTO_TEST_CASE(a_configuration_entry_is_sent_only_once_durable_on_the_leader) {
+    Cluster c(2);
+    c.join(3);
+    BOOST_REQUIRE(c.elect(1));
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose_config(add(3)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(2);
+    c.member(1).persist = false;  // its write of the removal will never complete
+    const ProposeResult r = c.raft(1).propose_config(remove(2));
+    BOOST_REQUIRE_EQUAL(r.error, ProposeError::kNone);
+    c.deliver_all();  // what may go out before the write does
+    BOOST_TEST(c.raft(2).configuration().contains(2), "the removal reached 2 before it was durable on 1");
+    c.restart(1);  // the crash: the removal was never written
+    for (int i = 0; i < 100 && c.leader() == kNoNode; ++i) c.tick_all(1);
+    const NodeId l = c.leader();
+    BOOST_REQUIRE(l != kNoNode);
+    // And the cluster goes on: the new leader can shrink it to itself.
+    c.tick_all(2);
+    const NodeId other = l == 1 ? 2 : 1;
+    BOOST_REQUIRE_EQUAL(c.raft(l).propose_config(remove(other)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(3);
+    BOOST_TEST(c.raft(l).role() == Role::kLeader);
+    BOOST_TEST((voters(c.raft(l).configuration()) == std::vector<NodeId>{l}));
+}
+
 BOOST_AUTO_TEST_CASE(configurations_encode_and_decode_and_refuse_malformed_bytes) {
     Configuration cfg;
     cfg.members = {{1, true, "a:1"}, {3, false, ""}, {7, true, std::string(kMaxMemberContextBytes, 'c')}};
