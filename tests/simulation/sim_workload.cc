@@ -191,10 +191,15 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
         c.held.erase(std::get<member::Release>(c.request).key);
     } else if (std::holds_alternative<member::NotHeld>(answer.response) &&
                !std::holds_alternative<member::ListLocks>(c.request)) {
-        const std::string& key = std::holds_alternative<member::Release>(c.request)
-                                     ? std::get<member::Release>(c.request).key
-                                     : std::get<member::KeepAlive>(c.request).key;
-        c.held.erase(key);
+        const bool release = std::holds_alternative<member::Release>(c.request);
+        const std::string& key =
+            release ? std::get<member::Release>(c.request).key : std::get<member::KeepAlive>(c.request).key;
+        const lock::Token token =
+            release ? std::get<member::Release>(c.request).token : std::get<member::KeepAlive>(c.request).token;
+        // Not held with that token: the client lost the token it asked
+        // about; one it holds under another token it still holds (its
+        // re-acquire of the key must still shorten that lease, below).
+        if (auto it = c.held.find(key); it != c.held.end() && it->second == token) c.held.erase(it);
     }
     const bool held_but_granted = std::holds_alternative<member::Held>(answer.response) &&
                                   std::holds_alternative<lock::Granted>(answer.result);
