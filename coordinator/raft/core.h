@@ -179,6 +179,7 @@ struct Raft::Impl {
     void handle_append(const Message& m, const AppendRequest& req);
     void handle_append_response(const Message& m, const AppendResponse& resp);
     bool maybe_send_append(NodeId to, Progress& pr, bool send_if_empty);
+    Index sendable_last() const;  // the last index appends may carry now
     void flush_appends(Leader& l);
     bool wants_flush(const Leader& l) const;
     bool maybe_commit();

@@ -217,6 +217,14 @@ Ready Raft::Impl::ready() {
     if (Leader* l = leader_state()) flush_appends(*l);
     Ready rd;
     const HardState hs{term, vote, durable_commit};  // see core.h: never ahead of the durable log
+    // A leader's message may go out before this Ready is durable only if its
+    // term is: handed out in an earlier Ready, advance()d before this one was
+    // taken. A single voter elects itself within one tick, so its new term
+    // comes in the same Ready as its first appends (to learners, to removed
+    // members being told): those wait for the write, else a crash before it
+    // lets the member lead that term again with other entries under the same
+    // index and term (Log Matching, Figure 3).
+    const Term durable_term = handed_hs.term;
     if (hs != handed_hs) rd.hard_state = handed_hs = hs;
     if (unsent_snapshot) {
         rd.snapshot = std::move(unsent_snapshot);
@@ -225,6 +233,11 @@ Ready Raft::Impl::ready() {
     rd.entries = log.take_unstable();
     rd.messages_now.swap(msgs_now);
     rd.messages.swap(msgs);
+    if (hs.term != durable_term) {
+        std::vector<Message> now;
+        for (Message& m : rd.messages_now) (m.term > durable_term ? rd.messages : now).push_back(std::move(m));
+        rd.messages_now.swap(now);
+    }
     rd.committed = hand_committed();
     rd.reads.swap(reads_out);
     rd.dropped_reads.swap(dropped_reads_out);

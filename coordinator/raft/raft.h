@@ -42,6 +42,11 @@ namespace pgfence::raft {
 //     member's log, committed or not (§4.1), and the one before it is back in
 //     force if the entry is truncated. The configurations in force at the
 //     snapshot point and after it are rebuilt from storage at start.
+//   - The leader sends a configuration entry (and what follows it) only
+//     once it is durable in its own log, not in parallel with its write as
+//     other entries: a crash before that write could otherwise leave the
+//     entry only on members it makes non-voters, which then neither campaign
+//     nor vote for the leader whose log lacks it (removing 2 from {1, 2}).
 //   - The leader proposes a change only when no configuration entry of its
 //     log is uncommitted and it has committed an entry of its own term (the
 //     fix to single-server changes Ongaro gave on raft-dev in 2015: without
@@ -144,7 +149,9 @@ struct Ready {
     // Leader's AppendRequests/Heartbeats/SnapshotRequests/TimeoutNow: these do not depend
     // on this batch being durable, so they may be sent while it is written
     // (thesis §10.2.1). The leader counts its own log in the quorum only after
-    // advance() says it is durable.
+    // advance() says it is durable. Only once the leader's term is durable (an
+    // earlier Ready carried it): a Ready whose hard state brings the term (a
+    // single voter elects itself within one tick) has them in `messages`.
     std::vector<Message> messages_now;
 
     // Everything else (votes, append acks, campaign requests): send only after

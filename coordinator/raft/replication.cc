@@ -3,7 +3,8 @@
 // Thesis §3.5 (log replication, Figure 2 AppendEntries), §3.6.2 / paper
 // Figure 8 (commit only by counting current-term entries), §5.3's fast
 // back-off, §10.2.1 (leader writes its log in parallel with replication and
-// counts itself only once durable) and §10.2.2 (pipelined, batched appends).
+// counts itself only once durable; a configuration entry alone waits for that
+// write, sendable_last) and §10.2.2 (pipelined, batched appends).
 //
 // Invariants:
 //   Log Matching (Figure 3): an append is accepted only if the entry before it
@@ -34,6 +35,18 @@ ProposeResult Raft::Impl::propose(std::string command) {
     return {ProposeError::kNone, index, term};
 }
 
+// The last index the leader sends: its last, except that a configuration
+// entry leaves only once durable here (with what follows it). Sent in
+// parallel with our own write, a crash before the write completes could leave
+// it only on members it makes non-voters (removing 2 from {1, 2}: 2 holds the
+// removal, 1 lost it and needs 2's vote, which 2, its log being longer,
+// refuses, while 2 never campaigns: no leader ever again). Only one
+// configuration entry is ever uncommitted, the last (membership.cc).
+Index Raft::Impl::sendable_last() const {
+    const Index pending = configs.back().index;
+    return pending > log.stable() ? pending - 1 : log.last_index();
+}
+
 // Sends one AppendRequest (or an InstallSnapshot if the entries it needs were
 // compacted). Returns false if nothing was sent.
 bool Raft::Impl::maybe_send_append(NodeId to, Progress& pr, bool send_if_empty) {
@@ -46,8 +59,8 @@ bool Raft::Impl::maybe_send_append(NodeId to, Progress& pr, bool send_if_empty) 
         return true;
     }
     AppendRequest req{prev, *prev_term, {}, commit};
-    if (pr.next <= log.last_index()) {
-        req.entries = log.slice(pr.next, log.last_index() + 1, cfg.max_append_bytes);
+    if (const Index sendable = sendable_last(); pr.next <= sendable) {
+        req.entries = log.slice(pr.next, sendable + 1, cfg.max_append_bytes);
     }
     if (req.entries.empty() && !send_if_empty) return false;
     std::size_t bytes = 0;
@@ -64,7 +77,7 @@ bool Raft::Impl::wants_flush(const Leader& l) const {
     if (!l.reads_unsent.empty()) return true;
     for (const auto& [id, pr] : l.progress) {
         if (pr.paused(cfg.max_inflight_appends, cfg.max_inflight_bytes)) continue;
-        if (pr.next <= log.last_index() || pr.sent_commit < commit) return true;
+        if (pr.next <= sendable_last() || pr.sent_commit < commit) return true;
         if (!log.term(pr.next - 1) && pr.removed_at == 0) return true;  // needs a snapshot
     }
     return false;

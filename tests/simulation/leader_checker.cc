@@ -15,7 +15,12 @@ double ms(member::Time t) { return static_cast<double>(t.count()) / 1e6; }
 LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), rates_(members, 1.0), gone_keys_(members) {}
 
 LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
-    require(id >= 1 && id <= views_.size(), "leader checker: no member ", id);
+    require(id >= 1, "leader checker: no member ", id);
+    if (id > views_.size()) {  // a member that joined
+        views_.resize(id);
+        rates_.resize(id, 1.0);
+        gone_keys_.resize(id);
+    }
     return views_[id - 1];
 }
 
@@ -30,13 +35,31 @@ void LeaderChecker::start(View& v, const std::string& key, lock::Token token, st
     v.leases[key] = LeaseRecord{token, lease_ms, local + margin, false};
 }
 
-void LeaderChecker::leading(raft::NodeId id, raft::Term term, const lock::LockTable& table, member::Time local) {
+void LeaderChecker::leading(raft::NodeId id, raft::Term term, const raft::Configuration& config,
+                            raft::Index config_index, const lock::LockTable& table, member::Time local) {
     View& v = view(id);
-    if (v.term == term) return;
+    if (v.term == term) {
+        // A leader's log only grows: a new configuration has a new index.
+        if (term != 0 && v.configs.back().index != config_index) note_configuration(v, config, config_index, local);
+        return;
+    }
     v = View{};
     v.term = term;
     if (term == 0) return;
     for (const lock::Lock& l : table.list()) start(v, l.key, l.token, l.lease_ms, local);
+    note_configuration(v, config, config_index, local);
+}
+
+// Keeps the configurations that may still decide an Expire: one that ended
+// before every lease's expire_at (and before now) can no longer.
+void LeaderChecker::note_configuration(View& v, const raft::Configuration& config, raft::Index index,
+                                       member::Time local) const {
+    v.configs.push_back(InForce{index, local, config});
+    member::Time oldest = local;
+    for (const auto& [key, l] : v.leases) oldest = std::min(oldest, l.expire_at);
+    std::size_t drop = 0;
+    while (drop + 1 < v.configs.size() && v.configs[drop + 1].from <= oldest) ++drop;
+    v.configs.erase(v.configs.begin(), v.configs.begin() + static_cast<std::ptrdiff_t>(drop));
 }
 
 void LeaderChecker::crashed(raft::NodeId id) {
@@ -83,17 +106,31 @@ void LeaderChecker::expire_proposed(raft::NodeId id, const std::string& key, loc
             "ms of its clock, before the lease's expire_at ", ms(l.expire_at), "ms (lease ", l.lease_ms, "ms)");
     // The real time at which the member's clock reached expire_at.
     const double expire_at_real_us = ms(l.expire_at) * 1000.0 / rates_[id - 1];
-    std::size_t confirmed = 1;  // itself
     std::string responses;
     for (const auto& [peer, sent_us] : v.latest_response_sent_us) {
-        if (static_cast<double>(sent_us) + 1.0 >= expire_at_real_us) ++confirmed;
         responses += " " + std::to_string(peer) + "@" + std::to_string(sent_us) + "us";
     }
-    const std::size_t quorum = views_.size() / 2 + 1;
-    require(confirmed >= quorum, "member ", id, " proposed Expire{", key, ", ", token, "} at ", real_us,
-            "us with only ", confirmed, " of ", views_.size(), " members confirming term ", v.term,
-            " after its expire_at (", static_cast<std::uint64_t>(expire_at_real_us),
-            "us real time); latest responses:", responses.empty() ? " none" : responses);
+    // Any configuration in force since expire_at: a majority of its voters.
+    bool confirmed = false;
+    std::size_t best = 0, best_of = 0;
+    for (std::size_t k = 0; k < v.configs.size() && !confirmed; ++k) {
+        if (k + 1 < v.configs.size() && v.configs[k + 1].from <= l.expire_at) continue;  // ended before it
+        const raft::Configuration& c = v.configs[k].config;
+        std::size_t count = c.is_voter(id) ? 1 : 0;  // itself
+        for (const auto& [peer, sent_us] : v.latest_response_sent_us) {
+            if (c.is_voter(peer) && static_cast<double>(sent_us) + 1.0 >= expire_at_real_us) ++count;
+        }
+        const std::size_t voters = c.voters().size();
+        confirmed = count >= voters / 2 + 1;
+        if (best_of == 0 || count * best_of > best * voters) {
+            best = count;
+            best_of = voters;
+        }
+    }
+    require(confirmed, "member ", id, " proposed Expire{", key, ", ", token, "} at ", real_us, "us with only ", best,
+            " of ", best_of, " members confirming term ", v.term, " after its expire_at (",
+            static_cast<std::uint64_t>(expire_at_real_us), "us real time); latest responses:",
+            responses.empty() ? " none" : responses);
     l.expire_proposed = true;
     v.announced.insert({key, token});
     ++expires_checked_;

@@ -11,11 +11,15 @@
 // phantom release. Checked, each a SimFailure:
 //   - Expire{key, token} is proposed only for a lock it leases, once
 //     expire_at (start + lease_ms + expiry_margin_ms, lease.h) has passed on
-//     the member's own clock, and only after a quorum of members (itself
-//     included) confirmed its leadership after that point: a response of
-//     term X from a peer (an append or heartbeat response) sent, in real
-//     time, at or after the moment the member's clock reached expire_at,
-//     and delivered before the proposal;
+//     the member's own clock, and only after a quorum confirmed its
+//     leadership after that point: a majority of the voters of a
+//     configuration in force on it at some time since expire_at (itself
+//     included) each sent a response of term X (an append or heartbeat
+//     response) at or after the real time at which the member's clock
+//     reached expire_at, delivered before the proposal. (A change appended
+//     between the quorum round and the proposal may change the voters: any
+//     configuration in force meanwhile will do. A learner's or removed
+//     member's response counts in none.)
 //   - KeepAlive is never answered KeptAlive for a lease whose Expire it
 //     proposed (nor for a lock it does not lease);
 //   - a phantom release names a key that a request reported gone (or a
@@ -49,16 +53,19 @@ namespace pgfence::sim {
 
 class LeaderChecker {
 public:
-    // `members` members; rho as the cores are configured (it sets expire_at).
+    // `members` members at first (ids 1..members; more join with set_rate());
+    // rho as the cores are configured (it sets expire_at).
     LeaderChecker(std::size_t members, std::uint64_t rho_ppm);
 
     // Member `id`'s clock runs at `rate` x real time.
     void set_rate(raft::NodeId id, double rate);
 
-    // After every input: the term the member's core leads (0: none) and the
-    // locks it holds then. A change of term closes the view; a new nonzero
-    // term opens one with every held lock's lease started now.
-    void leading(raft::NodeId id, raft::Term term, const lock::LockTable& table, member::Time local);
+    // After every input: the term the member's core leads (0: none), its
+    // configuration in force (and that configuration's entry index), and
+    // the locks it holds then. A change of term closes the view; a new
+    // nonzero term opens one with every held lock's lease started now.
+    void leading(raft::NodeId id, raft::Term term, const raft::Configuration& config, raft::Index config_index,
+                 const lock::LockTable& table, member::Time local);
     void crashed(raft::NodeId id);
 
     // A peer's message delivered to `id` (before the core steps it), sent at sent_us.
@@ -99,8 +106,14 @@ private:
         member::Time expire_at{};  // on the member's clock
         bool expire_proposed = false;
     };
+    struct InForce {  // a configuration of the leader's, in force from `from` (its clock) on
+        raft::Index index = 0;
+        member::Time from{};
+        raft::Configuration config;
+    };
     struct View {
         raft::Term term = 0;  // 0: not leading
+        std::vector<InForce> configs;  // in the order they came in force; the last is in force now
         std::map<std::string, LeaseRecord> leases;
         std::map<raft::NodeId, std::uint64_t> latest_response_sent_us;  // of term `term`, delivered
         std::set<std::pair<std::string, lock::Token>> announced;       // Expires said proposed
@@ -108,6 +121,7 @@ private:
         std::map<std::uint64_t, std::string> queued_key;                // request -> key
     };
     View& view(raft::NodeId id);
+    void note_configuration(View& v, const raft::Configuration& config, raft::Index index, member::Time local) const;
     void start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms, member::Time local) const;
 
     std::uint64_t rho_ppm_;

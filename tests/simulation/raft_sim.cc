@@ -1,7 +1,7 @@
 // raft_sim: runs whole-cluster simulations for seeds S..S+N-1.
 //
 //   raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] [--beyond-rho]
-//            [--require-overlaps]
+//            [--membership] [--require-overlaps] [--require-counts]
 //
 // --fault-free turns every fault off (throughput runs: the summary's commits
 // over its wall-clock seconds is the core's committed entries per second,
@@ -10,7 +10,9 @@
 // overlapping leases are counted, not failed; --require-overlaps then also
 // fails the run unless some overlapped (the lease checker must catch a core
 // whose rho is below its clocks' real error) and the fenced resource refused
-// stale writes there. --require-counts fails the run
+// stale writes there. --membership changes every seed's membership (three
+// seeds in eight do anyway, the --fault-free ones excepted: members join as
+// learners, are promoted, removed). --require-counts fails the run
 // when any count of the summary line is zero (the checks were not exercised).
 // Exits 0 when every seed passed, 1 when any failed (each failure prints
 // "SIMULATION FAILED seed=... members=... step=...: what" and how to replay
@@ -60,6 +62,7 @@ struct Flags {
     bool verbose = false;
     bool fault_free = false;
     bool beyond_rho = false;        // every seed's clocks beyond its rho
+    bool membership = false;        // every seed changes its membership
     bool require_overlaps = false;  // fail unless the seeds beyond rho overlapped some leases
     bool require_counts = false;    // fail unless every count of the summary line is above zero
 };
@@ -75,11 +78,12 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
         const std::string arg = argv[i];
         std::uint64_t value = 0;
         if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps" ||
-            arg == "--require-counts") {
+            arg == "--require-counts" || arg == "--membership") {
             (arg == "--verbose"            ? flags.verbose
              : arg == "--fault-free"       ? flags.fault_free
              : arg == "--beyond-rho"       ? flags.beyond_rho
              : arg == "--require-overlaps" ? flags.require_overlaps
+             : arg == "--membership"       ? flags.membership
                                            : flags.require_counts) = true;
             continue;
         }
@@ -106,7 +110,7 @@ int main(int argc, char** argv) {
     Flags flags;
     if (!parse_flags(argc, argv, flags)) {
         std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] "
-                     "[--beyond-rho] [--require-overlaps] [--require-counts]\n");
+                     "[--beyond-rho] [--membership] [--require-overlaps] [--require-counts]\n");
         return 2;
     }
     std::signal(SIGABRT, on_fatal_signal);
@@ -116,13 +120,15 @@ int main(int argc, char** argv) {
                   sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0,
                   keepalives = 0, waiter_grants = 0, leader_changes = 0, held = 0, phantoms = 0, stale = 0,
                   partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
-                  waiters_checked = 0, tokens_checked = 0, client_partitions = 0;
+                  waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
+                  promotions = 0, removals = 0, leader_removals = 0, config_changes = 0, removed_stopped = 0,
+                  elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
         const pgfence::sim::RunResult r =
             pgfence::sim::run_simulation({seed, flags.steps, flags.members, flags.verbose, flags.fault_free,
-                                          flags.beyond_rho});
+                                          flags.beyond_rho, flags.membership});
         g_running = 0;
         steps += r.step;
         elections += r.elections;
@@ -148,6 +154,16 @@ int main(int argc, char** argv) {
         expires_checked += r.expires_checked;
         waiters_checked += r.waiter_order_checked;
         tokens_checked += r.fresh_tokens_checked;
+        membership_seeds += r.membership ? 1 : 0;
+        added += r.members_added;
+        promotions += r.promotions;
+        removals += r.removals;
+        leader_removals += r.leader_removals;
+        config_changes += r.config_changes;
+        removed_stopped += r.removed_stopped;
+        elections_checked += r.elections_checked;
+        commit_quorums += r.commit_quorums_checked;
+        one_voter_seeds += r.voters_min == 1 ? 1 : 0;
         if (r.beyond_rho) {
             ++beyond;
             overlaps += r.lease_overlaps;
@@ -155,13 +171,18 @@ int main(int argc, char** argv) {
         }
         if (flags.verbose || !r.ok) {
             std::printf("seed=%llu members=%d steps=%llu elections=%llu commits=%llu crashes=%llu acked=%llu "
-                        "sim_ms=%llu liveness_ticks=%llu%s\n",
+                        "sim_ms=%llu liveness_ticks=%llu%s%s\n",
                         static_cast<unsigned long long>(seed), r.members, static_cast<unsigned long long>(r.step),
                         static_cast<unsigned long long>(r.elections), static_cast<unsigned long long>(r.commits),
                         static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.ops_acked),
                         static_cast<unsigned long long>(r.sim_time_us / 1000),
                         static_cast<unsigned long long>(r.liveness_ticks),
-                        r.beyond_rho ? (" beyond_rho lease_overlaps=" + std::to_string(r.lease_overlaps)).c_str() : "");
+                        r.beyond_rho ? (" beyond_rho lease_overlaps=" + std::to_string(r.lease_overlaps)).c_str() : "",
+                        r.membership ? (" membership config_changes=" + std::to_string(r.config_changes) +
+                                        " voters=" + std::to_string(r.voters_min) + ".." +
+                                        std::to_string(r.voters_max))
+                                           .c_str()
+                                     : "");
         }
         if (!r.ok) {
             ++failed;
@@ -171,10 +192,11 @@ int main(int argc, char** argv) {
             const std::string members =
                 flags.members != 0 ? " --members " + std::to_string(flags.members) : std::string();
             std::printf("reproduce with: make sim SEEDS=1 FROM=%llu   (or raft_sim --seeds 1 --from %llu "
-                        "--steps %llu%s%s%s --verbose)\n",
+                        "--steps %llu%s%s%s%s --verbose)\n",
                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
                         static_cast<unsigned long long>(flags.steps), members.c_str(),
-                        flags.fault_free ? " --fault-free" : "", flags.beyond_rho ? " --beyond-rho" : "");
+                        flags.fault_free ? " --fault-free" : "", flags.beyond_rho ? " --beyond-rho" : "",
+                        flags.membership ? " --membership" : "");
         }
         std::fflush(stdout);
     }
@@ -200,7 +222,10 @@ int main(int argc, char** argv) {
                 "crashes=%llu partitions=%llu client_partitions=%llu held_intervals=%llu expires_checked=%llu "
                 "waiter_order_checked=%llu "
                 "fresh_tokens_checked=%llu "
-                "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu\n",
+                "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu "
+                "membership_seeds=%llu members_added=%llu promotions=%llu removals=%llu leader_removals=%llu "
+                "config_changes=%llu removed_stopped=%llu one_voter_seeds=%llu elections_checked=%llu "
+                "commit_quorums_checked=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
                 static_cast<unsigned long long>(expires), static_cast<unsigned long long>(keepalives),
@@ -211,7 +236,12 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(expires_checked),
                 static_cast<unsigned long long>(waiters_checked), static_cast<unsigned long long>(tokens_checked),
                 static_cast<unsigned long long>(beyond),
-                static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale));
+                static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale),
+                static_cast<unsigned long long>(membership_seeds), static_cast<unsigned long long>(added),
+                static_cast<unsigned long long>(promotions), static_cast<unsigned long long>(removals),
+                static_cast<unsigned long long>(leader_removals), static_cast<unsigned long long>(config_changes),
+                static_cast<unsigned long long>(removed_stopped), static_cast<unsigned long long>(one_voter_seeds),
+                static_cast<unsigned long long>(elections_checked), static_cast<unsigned long long>(commit_quorums));
     if (flags.require_counts) {
         const std::pair<const char*, std::uint64_t> counts[] = {
             {"grants", grants}, {"releases", releases}, {"expires", expires}, {"keepalives", keepalives},
@@ -220,7 +250,11 @@ int main(int argc, char** argv) {
             {"client_partitions", client_partitions}, {"held_intervals", held},
             {"expires_checked", expires_checked}, {"waiter_order_checked", waiters_checked},
             {"fresh_tokens_checked", tokens_checked}, {"beyond_rho_seeds", beyond},
-            {"beyond_rho_stale_writes_refused", beyond_stale}};
+            {"beyond_rho_stale_writes_refused", beyond_stale}, {"membership_seeds", membership_seeds},
+            {"members_added", added}, {"promotions", promotions}, {"removals", removals},
+            {"leader_removals", leader_removals}, {"config_changes", config_changes},
+            {"removed_stopped", removed_stopped}, {"elections_checked", elections_checked},
+            {"commit_quorums_checked", commit_quorums}};
         std::string zero;
         for (const auto& [name, value] : counts) {
             if (value == 0) zero += std::string(zero.empty() ? "" : ", ") + name;

@@ -4,11 +4,14 @@
 #define BOOST_TEST_MODULE sim_checker_tests
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "history.h"
 #include "leader_checker.h"
 #include "lease_checker.h"
 #include "fenced_resource.h"
 #include "lock_model.h"
+#include "quorum_checker.h"
 #include "token_checker.h"
 #include "safety_checker.h"
 #include "sim_disk.h"
@@ -379,6 +382,8 @@ using std::chrono::milliseconds;
 
 member::Time at_ms(std::int64_t ms) { return milliseconds(ms); }
 
+const raft::Configuration kThree = raft::Configuration::of_voters({1, 2, 3});
+
 raft::Message response_from(raft::NodeId from, raft::Term term) {
     raft::Message m;
     m.from = from;
@@ -393,7 +398,7 @@ LeaderChecker leading_with_a_lease() {
     LeaderChecker c(3, 500'000);
     c.set_rate(1, 1.0);
     lock::LockTable empty;
-    c.leading(1, 2, empty, at_ms(0));
+    c.leading(1, 2, kThree, 0, empty, at_ms(0));
     c.grant_applied(1, "k", 10, 100, at_ms(0));
     return c;
 }
@@ -437,7 +442,7 @@ BOOST_AUTO_TEST_CASE(a_clock_running_fast_confirms_in_its_own_time) {
     LeaderChecker c(3, 500'000);
     c.set_rate(1, 2.0);
     lock::LockTable empty;
-    c.leading(1, 2, empty, at_ms(0));
+    c.leading(1, 2, kThree, 0, empty, at_ms(0));
     c.grant_applied(1, "k", 10, 100, at_ms(0));
     c.delivered(1, response_from(2, 2), 70'000);
     BOOST_CHECK_THROW(c.expire_proposed(1, "k", 10, 76'000, at_ms(152)), SimFailure);
@@ -471,6 +476,45 @@ BOOST_AUTO_TEST_CASE(a_phantom_ends_the_lease_at_once_but_only_for_a_gone_acquir
     BOOST_TEST(c.expires_checked() == 1u);
 }
 
+// Membership: only voters of a configuration in force since expire_at confirm.
+BOOST_AUTO_TEST_CASE(a_learners_response_confirms_no_expire) {
+    raft::Configuration with_learner = kThree;
+    with_learner.members.push_back(raft::ConfigMember{4, false, ""});
+    LeaderChecker c(4, 500'000);
+    c.set_rate(1, 1.0);
+    lock::LockTable empty;
+    c.leading(1, 2, with_learner, 7, empty, at_ms(0));
+    c.grant_applied(1, "k", 10, 100, at_ms(0));
+    c.delivered(1, response_from(4, 2), 150'000);  // the learner: it counts in no quorum
+    BOOST_CHECK_THROW(c.expire_proposed(1, "k", 10, 151'000, at_ms(151)), SimFailure);
+    c.delivered(1, response_from(3, 2), 150'500);  // a voter
+    c.expire_proposed(1, "k", 10, 152'000, at_ms(152));
+    BOOST_TEST(c.expires_checked() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_configuration_in_force_since_expire_at_may_confirm_but_not_one_that_ended_before) {
+    lock::LockTable empty;
+    raft::Configuration five = raft::Configuration::of_voters({1, 2, 3, 4, 5});
+    // Three voters at expire_at (150 ms); 4 and 5 promoted one by one after
+    // it: the round the three confirmed still counts.
+    LeaderChecker c(5, 500'000);
+    c.set_rate(1, 1.0);
+    c.leading(1, 2, kThree, 7, empty, at_ms(0));
+    c.grant_applied(1, "k", 10, 100, at_ms(0));
+    c.delivered(1, response_from(2, 2), 150'000);
+    c.leading(1, 2, raft::Configuration::of_voters({1, 2, 3, 4}), 9, empty, at_ms(155));
+    c.leading(1, 2, five, 11, empty, at_ms(158));
+    c.expire_proposed(1, "k", 10, 160'000, at_ms(160));
+    // Five voters from before expire_at on: two confirmations are not a majority of them.
+    LeaderChecker d(5, 500'000);
+    d.set_rate(1, 1.0);
+    d.leading(1, 2, kThree, 7, empty, at_ms(0));
+    d.grant_applied(1, "k", 10, 100, at_ms(0));
+    d.leading(1, 2, five, 11, empty, at_ms(100));
+    d.delivered(1, response_from(2, 2), 150'000);
+    BOOST_CHECK_THROW(d.expire_proposed(1, "k", 10, 160'000, at_ms(160)), SimFailure);
+}
+
 BOOST_AUTO_TEST_CASE(waiters_granted_out_of_arrival_order_are_caught) {
     LeaderChecker c = leading_with_a_lease();
     c.queued(1, 101, "k");
@@ -491,10 +535,167 @@ BOOST_AUTO_TEST_CASE(waiters_in_order_or_after_the_earlier_one_left_pass) {
     c.answered(1, 103, true);
     lock::LockTable empty;
     c.queued(1, 104, "k");
-    c.leading(1, 3, empty, at_ms(500));  // a new term: the old queue is gone
+    c.leading(1, 3, kThree, 0, empty, at_ms(500));  // a new term: the old queue is gone
     c.queued(1, 105, "k");
     c.answered(1, 105, true);
     BOOST_TEST(c.waiter_grants_checked() == 3u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Quorums across membership changes (quorum_checker.h).
+BOOST_AUTO_TEST_SUITE(quorum_checker)
+
+namespace {
+
+raft::Configuration voters_and_learners(const std::vector<raft::NodeId>& voters,
+                                        const std::vector<raft::NodeId>& learners) {
+    raft::Configuration c = raft::Configuration::of_voters(voters);
+    for (raft::NodeId id : learners) c.members.push_back(raft::ConfigMember{id, false, ""});
+    std::sort(c.members.begin(), c.members.end(),
+              [](const raft::ConfigMember& a, const raft::ConfigMember& b) { return a.id < b.id; });
+    return c;
+}
+
+raft::Message vote(raft::NodeId from, raft::NodeId to, raft::Term term, bool granted = true, bool pre_vote = false) {
+    return raft::Message{7, from, to, term, raft::VoteResponse{pre_vote, granted}};
+}
+
+raft::Entry config_entry(raft::Index index, raft::Term term, const raft::Configuration& c) {
+    return raft::Entry{term, index, raft::EntryType::kConfig, raft::encode_configuration(c)};
+}
+
+// A durable image holding entries 1..last of term `term`.
+SimStorage image_up_to(raft::Index last, raft::Term term) {
+    SimStorage s;
+    for (raft::Index i = 1; i <= last; ++i) s.append(raft::Entry{term, i, raft::EntryType::kNoop, ""});
+    return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_leader_elected_by_a_majority_of_its_voters_passes) {
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    c.delivered(vote(2, 1, 5));
+    c.delivered(vote(3, 1, 5, true, true));  // a pre-vote is not a vote
+    c.elected(1, 5, voters_and_learners({1, 2, 3}, {4}));
+    BOOST_TEST(c.elections_checked() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_learners_or_strangers_vote_elects_nobody) {
+    const raft::Configuration config = voters_and_learners({1, 2, 3}, {4});
+    QuorumChecker c(config);
+    c.delivered(vote(4, 1, 5));  // the learner's
+    c.delivered(vote(9, 1, 5));  // a member outside the configuration
+    c.delivered(vote(2, 1, 4));  // another term's
+    c.delivered(vote(3, 1, 5, false));  // refused
+    BOOST_CHECK_THROW(c.elected(1, 5, config), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_removed_members_vote_elects_nobody) {
+    // 3 was removed: the two voters left must both vote.
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    c.delivered(vote(3, 1, 6));
+    BOOST_CHECK_THROW(c.elected(1, 6, raft::Configuration::of_voters({1, 2})), SimFailure);
+    c.delivered(vote(2, 1, 6));
+    c.elected(1, 6, raft::Configuration::of_voters({1, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(a_learner_that_leads_is_caught) {
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    c.delivered(vote(1, 4, 5));
+    c.delivered(vote(2, 4, 5));
+    BOOST_CHECK_THROW(c.elected(4, 5, voters_and_learners({1, 2, 3}, {4})), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(a_commit_durable_on_a_majority_of_voters_passes_and_a_snapshot_counts) {
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    const SimStorage one = image_up_to(10, 3);
+    SimStorage two;  // compacted past index 10
+    two.install_snapshot(raft::Snapshot{raft::SnapshotMeta{12, 3, raft::Configuration::of_voters({1, 2, 3})}, ""});
+    const SimStorage three = image_up_to(9, 3);
+    c.attach(1, one);
+    c.attach(2, two);
+    c.attach(3, three);
+    c.committed(1, 3, 10, raft::Configuration::of_voters({1, 2, 3}));
+    BOOST_TEST(c.commits_checked() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_commit_counting_a_learner_or_a_removed_member_is_caught) {
+    const SimStorage holds = image_up_to(10, 3);
+    const SimStorage behind = image_up_to(9, 3);
+    const SimStorage other_term = image_up_to(10, 2);
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    c.attach(1, holds);
+    c.attach(2, behind);
+    c.attach(3, other_term);  // index 10, but of term 2
+    c.attach(4, holds);       // the learner holds it
+    c.attach(5, holds);       // so does a removed member
+    BOOST_CHECK_THROW(c.committed(1, 3, 10, voters_and_learners({1, 2, 3}, {4})), SimFailure);
+    BOOST_CHECK_THROW(c.committed(1, 3, 10, raft::Configuration::of_voters({1, 2, 3})), SimFailure);
+    c.attach(2, holds);
+    c.committed(1, 3, 10, voters_and_learners({1, 2, 3}, {4}));
+}
+
+BOOST_AUTO_TEST_CASE(committed_configurations_change_one_member_at_a_time) {
+    const raft::Configuration first = raft::Configuration::of_voters({1, 2, 3});
+    QuorumChecker c(first);
+    c.config_applied(config_entry(4, 1, voters_and_learners({1, 2, 3}, {4})));
+    c.config_applied(config_entry(4, 1, voters_and_learners({1, 2, 3}, {4})));  // applied again elsewhere
+    c.config_applied(config_entry(6, 1, raft::Configuration::of_voters({1, 2, 3, 4})));
+    c.config_applied(config_entry(8, 2, raft::Configuration::of_voters({1, 2, 4})));
+    BOOST_TEST(c.config_changes_committed() == 3u);
+    BOOST_TEST(c.voters_max() == 4u);
+    BOOST_TEST(c.voters_min() == 3u);
+    // Two at once: one removed and one added.
+    BOOST_CHECK_THROW(c.config_applied(config_entry(9, 2, voters_and_learners({1, 2}, {5}))), SimFailure);
+    QuorumChecker d(first);
+    BOOST_CHECK_THROW(d.config_applied(config_entry(4, 1, raft::Configuration::of_voters({1, 2, 3, 4}))),
+                      SimFailure);  // added as a voter
+    QuorumChecker e(first);
+    BOOST_CHECK_THROW(e.config_applied(config_entry(4, 1, raft::Configuration::of_voters({1, 2, 3}))),
+                      SimFailure);  // no change at all
+}
+
+BOOST_AUTO_TEST_CASE(a_leader_writing_a_change_while_the_one_before_is_uncommitted_is_caught) {
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    const SimStorage holds = image_up_to(8, 2);
+    c.attach(1, holds);
+    c.attach(2, holds);
+    c.config_written(1, 2, 4, 0);  // the first change: the one in force is the first configuration
+    c.committed(1, 2, 4, raft::Configuration::of_voters({1, 2, 3}));
+    c.config_written(1, 2, 6, 4);  // 4 is committed: the next change may go
+    BOOST_CHECK_THROW(c.config_written(1, 2, 8, 6), SimFailure);  // 6 is not: two changes pending
+}
+
+BOOST_AUTO_TEST_CASE(a_member_whose_removal_committed_never_leads_a_later_term) {
+    QuorumChecker c(raft::Configuration::of_voters({1, 2, 3}));
+    c.config_applied(config_entry(5, 4, raft::Configuration::of_voters({1, 2})));  // 3 removed in term 4
+    const raft::Configuration old = raft::Configuration::of_voters({1, 2, 3});
+    c.delivered(vote(2, 3, 3));
+    c.elected(3, 3, old);  // an old term's election completing late: harmless
+    c.delivered(vote(2, 3, 5));
+    BOOST_CHECK_THROW(c.elected(3, 5, old), SimFailure);
+}
+
+BOOST_AUTO_TEST_CASE(the_configuration_a_core_says_is_in_force_is_its_logs) {
+    const raft::Configuration first = raft::Configuration::of_voters({1, 2, 3});
+    const raft::Configuration added = voters_and_learners({1, 2, 3}, {4});
+    QuorumChecker c(first);
+    SimStorage log = image_up_to(3, 1);
+    BOOST_TEST((log_configuration(log, 3, first) == first));
+    BOOST_TEST((log_configuration(log, 3, raft::Configuration{}).members.empty()));  // a joiner's
+    log.append(config_entry(4, 1, added));
+    log.append(raft::Entry{1, 5, raft::EntryType::kNoop, ""});
+    BOOST_TEST((log_configuration(log, 5, first) == added));
+    BOOST_TEST((log_configuration(log, 3, first) == first));
+    c.check_core_configuration(1, added, log, 5, first);
+    BOOST_CHECK_THROW(c.check_core_configuration(1, first, log, 5, first), SimFailure);  // its entry ignored
+    // From a snapshot once the entry is compacted away.
+    SimStorage snap;
+    snap.install_snapshot(raft::Snapshot{raft::SnapshotMeta{6, 1, added}, ""});
+    BOOST_TEST((log_configuration(snap, 6, first) == added));
+    BOOST_CHECK_THROW(c.check_core_configuration(2, first, snap, 6, first), SimFailure);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,12 +3,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "history.h"
+#include "quorum_checker.h"
 #include "safety_checker.h"
+#include "sim_admin.h"
 #include "sim_failure.h"
 #include "sim_shell.h"
 #include "sim_network.h"
@@ -27,11 +30,12 @@ constexpr std::uint64_t kLivenessElectionTimeouts = 40;  // liveness bound, in e
 constexpr std::uint64_t kRhoPpm = member::kMaxClockDriftPpmLimit;
 constexpr std::uint64_t kBeyondRhoPpm = member::kDefaultMaxClockDriftPpm;
 constexpr double kBeyondRhoShare = 1.0 / 8;
+constexpr double kMembershipShare = 3.0 / 8;  // seeds whose membership changes
 
 struct Event {
     enum class Kind : std::uint8_t {
         kTick, kDeliver, kPersistDone, kPersistAdvance, kCrash, kRestart, kClientRequest, kClientReply, kClientWake,
-        kClientTimeout, kClientWrite, kFaultCrash, kFaultPartition, kFaultTransfer,
+        kClientTimeout, kClientWrite, kFaultCrash, kFaultPartition, kFaultTransfer, kAdminWake,
     };
     Kind kind = Kind::kTick;
     std::size_t member = 0;
@@ -45,6 +49,8 @@ struct Event {
     std::uint64_t sent_us = 0;  // kDeliver: when the message left
 };
 
+// One member's place. Slots are only added (a member that joins), never
+// dropped: a removed member's stays, stopped.
 struct Slot {
     std::unique_ptr<Member> member;
     SimRandom random{0};
@@ -66,7 +72,14 @@ private:
     void handle(Event& e);
     void handle_member_event(Event& e);
     void handle_client_event(Event& e);
+    void handle_admin_reply(const ClientReply& reply);
+    void handle_admin_wake();
     void handle_fault(Event& e);
+    void transfer_leadership();
+    void add_slot(const member::Config& config, SimRandom random);
+    void start_joiner(raft::NodeId id);
+    void stop(std::size_t i);
+    void tell_gone(int client, std::uint64_t op_id);  // a client gave up: every member holding its request hears
     void pump(std::size_t i, Outbox& out);
     void route(const Outbox& out);
     void crash(std::size_t i, const char* why);
@@ -78,6 +91,8 @@ private:
     void start_drain();
     bool drained() const;
     std::string held_locks() const;
+    // The configuration of the up member that leads the highest term (null: none leads).
+    const raft::Configuration* leader_configuration() const;
     void trace(const std::string& line) const;
     void finish_result();
     void add_counters(const member::Counters& c);
@@ -90,9 +105,22 @@ private:
     int n_ = 3;
     SafetyChecker checker_;
     std::unique_ptr<LeaderChecker> leader_checker_;
+    std::unique_ptr<QuorumChecker> quorum_checker_;
     std::unique_ptr<SimNetwork> network_;
     std::unique_ptr<Workload> workload_;
-    std::vector<Slot> slots_;
+    std::deque<Slot> slots_;  // a deque: references to a slot stay valid as members join
+    member::Config member_config_;  // every member's, but for its id (and a joiner's empty member list)
+    // Membership changes (membership seeds only): the operator, its own
+    // random stream (the other streams draw as in a seed without it), and
+    // how often it asks for something.
+    bool membership_ = false;
+    std::unique_ptr<Admin> admin_;
+    SimRandom admin_random_{0};
+    double admin_per_s_ = 0;
+    // How long the admin waits for an answer: a client's timeout, or (an
+    // impatient operator, some seeds) 1..3 election timeouts, after which it
+    // lists and goes on while its change may still be pending.
+    std::uint64_t admin_timeout_us_ = 0;
     std::map<std::pair<std::uint64_t, std::uint64_t>, Event> events_;  // (time, seq) -> event
     std::uint64_t now_us_ = 0;
     std::uint64_t seq_ = 0;
@@ -110,6 +138,7 @@ private:
     bool draining_ = false;
     std::uint64_t drain_start_us_ = 0;
     std::uint64_t drain_deadline_us_ = 0;
+    raft::Configuration final_config_;  // the leader's configuration when the liveness goal was met
     RunResult result_;
 };
 
@@ -123,10 +152,21 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     if (options.fault_free) make_fault_free(faults_);
     net_random_ = root_.fork(2);
     fault_random_ = root_.fork(3);
-    network_ = std::make_unique<SimNetwork>(static_cast<std::size_t>(n_), faults_);
+    // Its own stream, like the clock mode: a seed without membership changes
+    // draws everything else as it would without this code.
+    SimRandom membership_random(options.seed ^ 0x6D656D62ull);
+    membership_ = options.membership || (!options.fault_free && membership_random.chance(kMembershipShare));
+    admin_random_ = membership_random.fork(1);
+    admin_per_s_ = 0.5 * static_cast<double>(1u << admin_random_.between(0, 3));  // 0.5 .. 4 requests a second
+    network_ = std::make_unique<SimNetwork>(static_cast<std::size_t>(n_),
+                                            static_cast<std::size_t>(n_ + Admin::kMaxJoiners), faults_);
     workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), faults_.tick_us_base,
                                            rho_ppm_, !beyond_rho_, checker_.model(), root_.fork(4));
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
+    admin_timeout_us_ = admin_random_.chance(0.4) ? admin_random_.between(1, 3) *
+                                                        static_cast<std::uint64_t>(faults_.election_ticks) *
+                                                        faults_.tick_us_base
+                                                  : client_timeout_us_;
     raft::Config config;
     config.cluster_id = root_.next() | 1;
     const lock::Token token_floor = root_.chance(0.3) ? root_.between(1, 5'000) : 0;
@@ -138,25 +178,47 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     config.max_uncommitted_bytes = faults_.max_uncommitted_bytes;
     for (int i = 1; i <= n_; ++i) config.members.push_back(static_cast<raft::NodeId>(i));
     leader_checker_ = std::make_unique<LeaderChecker>(static_cast<std::size_t>(n_), rho_ppm_);
-    slots_.resize(static_cast<std::size_t>(n_));
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-        Slot& s = slots_[i];
-        config.id = i + 1;
-        s.random = root_.fork(100 + i);
-        const double spread = 0.7 + 0.6 * s.random.unit();  // per-member tick period, +-30%
-        s.tick_us = static_cast<std::uint64_t>(static_cast<double>(faults_.tick_us_base) * spread);
-        // The member ticks every tick_us_base of its own clock, which so runs
-        // at tick_us_base / tick_us of the simulation's.
-        member::Config mc;
-        mc.raft = config;
-        mc.snapshot_every = faults_.compact_every_entries;
-        mc.snapshot_keep = faults_.keep_entries;
-        mc.token_floor = token_floor;
-        mc.max_clock_drift_ppm = rho_ppm_;
-        const double rate = static_cast<double>(faults_.tick_us_base) / static_cast<double>(s.tick_us);
-        s.member = std::make_unique<Member>(mc, faults_.hard_state_first, checker_, *leader_checker_, now_us_, rate);
+    quorum_checker_ = std::make_unique<QuorumChecker>(raft::Configuration::of_voters(config.members));
+    if (membership_) admin_ = std::make_unique<Admin>(n_, admin_random_.fork(2));
+    member_config_.raft = config;
+    member_config_.snapshot_every = faults_.compact_every_entries;
+    member_config_.snapshot_keep = faults_.keep_entries;
+    member_config_.token_floor = token_floor;
+    member_config_.max_clock_drift_ppm = rho_ppm_;
+    for (int i = 0; i < n_; ++i) {
+        member::Config mc = member_config_;
+        mc.raft.id = static_cast<raft::NodeId>(i + 1);
+        add_slot(mc, root_.fork(100 + static_cast<std::uint64_t>(i)));
     }
     result_.members = n_;
+    result_.membership = membership_;
+}
+
+// A member's place: its tick period (+-30% of the base) and clock, its core's config.
+void Cluster::add_slot(const member::Config& config, SimRandom random) {
+    Slot& s = slots_.emplace_back();
+    s.random = random;
+    const double spread = 0.7 + 0.6 * s.random.unit();  // per-member tick period, +-30%
+    s.tick_us = static_cast<std::uint64_t>(static_cast<double>(faults_.tick_us_base) * spread);
+    // The member ticks every tick_us_base of its own clock, which so runs
+    // at tick_us_base / tick_us of the simulation's.
+    const double rate = static_cast<double>(faults_.tick_us_base) / static_cast<double>(s.tick_us);
+    s.member = std::make_unique<Member>(config, faults_.hard_state_first, checker_, *leader_checker_,
+                                        *quorum_checker_, now_us_, rate);
+}
+
+// A new member, started with an empty member list (it joins: it waits for
+// the leader to tell it its configuration, and never campaigns until then).
+void Cluster::start_joiner(raft::NodeId id) {
+    require(id == slots_.size() + 1, "the admin asked for member ", id, " to join, the next id is ", slots_.size() + 1);
+    member::Config mc = member_config_;
+    mc.raft.id = id;
+    mc.raft.members.clear();
+    add_slot(mc, admin_random_.fork(100 + id));
+    network_->set_members(slots_.size());
+    workload_->set_members(slots_.size());
+    trace("member " + std::to_string(id) + " joins (an empty member list)");
+    restart(slots_.size() - 1);
 }
 
 void Cluster::trace(const std::string& line) const {
@@ -193,6 +255,10 @@ RunResult Cluster::run() {
         schedule_fault(Event::Kind::kFaultCrash, faults_.crash_per_s);
         schedule_fault(Event::Kind::kFaultPartition, faults_.partition_per_s);
         schedule_fault(Event::Kind::kFaultTransfer, faults_.transfer_per_s);
+        if (membership_) {
+            trace("membership changes: the admin asks about " + std::to_string(admin_per_s_) + " times a second");
+            handle_admin_wake();  // schedules the first request
+        }
         while (!events_.empty()) {
             if (fault_phase_ && step_ >= options_.steps) start_liveness();
             if (!fault_phase_ && !draining_ && liveness_done()) start_drain();
@@ -246,6 +312,18 @@ void Cluster::finish_result() {
         result_.snapshots_installed += s.member->stats().snapshots_restored;
         if (s.member->up()) add_counters(s.member->core().counters());
     }
+    if (admin_ != nullptr) {
+        const AdminCounts& a = admin_->counts();
+        result_.members_added = a.adds;
+        result_.promotions = a.promotions;
+        result_.removals = a.removals;
+        result_.leader_removals = a.leader_removals;
+    }
+    result_.config_changes = quorum_checker_->config_changes_committed();
+    result_.elections_checked = quorum_checker_->elections_checked();
+    result_.commit_quorums_checked = quorum_checker_->commits_checked();
+    result_.voters_min = static_cast<int>(quorum_checker_->voters_min());
+    result_.voters_max = static_cast<int>(quorum_checker_->voters_max());
 }
 
 void Cluster::add_counters(const member::Counters& c) {
@@ -275,6 +353,7 @@ void Cluster::handle(Event& e) {
         case Event::Kind::kFaultCrash:
         case Event::Kind::kFaultPartition:
         case Event::Kind::kFaultTransfer: handle_fault(e); return;
+        case Event::Kind::kAdminWake: handle_admin_wake(); return;
     }
 }
 
@@ -367,13 +446,16 @@ void Cluster::pump(std::size_t i, Outbox& out) {
         s.member->persist_durable(out);
     }
     route(out);
+    // As the server on Effects::removed: the member stops for good (its
+    // last messages and answers went out).
+    if (s.member->up() && s.member->removed()) stop(i);
 }
 
 void Cluster::route(const Outbox& out) {
+    const auto started = static_cast<raft::NodeId>(slots_.size());
     for (const auto& m : out.messages) {
-        require(m.from >= 1 && m.from <= static_cast<raft::NodeId>(n_) && m.to >= 1 &&
-                    m.to <= static_cast<raft::NodeId>(n_),
-                "message from member ", m.from, " to member ", m.to, " outside the cluster 1..", n_);
+        require(m.from >= 1 && m.from <= started && m.to >= 1 && m.to <= started, "message from member ", m.from,
+                " to member ", m.to, " outside the members started, 1..", started);
         ++result_.messages_sent;
         for (const std::uint64_t delay : network_->fate(m.from - 1, m.to - 1, now_us_, net_random_)) {
             Event e;
@@ -389,7 +471,8 @@ void Cluster::route(const Outbox& out) {
         e.kind = Event::Kind::kClientReply;
         e.client = r.client;
         e.reply = r;
-        schedule_in(network_->client_delay_us(net_random_), std::move(e));
+        SimRandom& random = r.client == Admin::kClient ? admin_random_ : net_random_;
+        schedule_in(network_->client_delay_us(random), std::move(e));
     }
 }
 
@@ -437,6 +520,20 @@ void Cluster::crash(std::size_t i, const char* why) {
     schedule_in(downtime_us, e);
 }
 
+// Told it was removed (Effects::removed): the member stops for good, as
+// fence-coordinator exits; nothing restarts it (its events are void).
+void Cluster::stop(std::size_t i) {
+    Slot& s = slots_[i];
+    ++s.incarnation;
+    ++s.persist_generation;
+    add_counters(s.member->core().counters());
+    s.member->stop();
+    workload_->member_stopped(i);
+    s.last_role = raft::Role::kFollower;
+    ++result_.removed_stopped;
+    trace("member " + std::to_string(i + 1) + " was removed: it stops");
+}
+
 void Cluster::restart(std::size_t i) {
     Slot& s = slots_[i];
     s.member->start(s.random.next());
@@ -457,6 +554,9 @@ void Cluster::handle_client_event(Event& e) {
             Member& m = *slots_[e.member].member;
             // Lost (the member is down or cut off from the client): the client times out.
             if (!m.up() || network_->client_blocked(e.request.client, e.member, now_us_)) return;
+            // The admin stops when everything heals: the liveness phase
+            // promises a configuration that changes no more.
+            if (e.request.client == Admin::kClient && !fault_phase_) return;
             Outbox out;
             m.handle_client(e.request, out);
             after_step(e.member);
@@ -464,6 +564,10 @@ void Cluster::handle_client_event(Event& e) {
             return;
         }
         case Event::Kind::kClientReply: {
+            if (e.reply.client == Admin::kClient) {
+                handle_admin_reply(e.reply);
+                return;
+            }
             if (network_->client_blocked(e.reply.client, e.reply.from - 1, now_us_)) return;  // lost on the way
             const Workload::Reaction r = workload_->on_reply(e.reply, now_us_);
             if (r.write) {
@@ -506,19 +610,12 @@ void Cluster::handle_client_event(Event& e) {
             workload_->write(e.write);
             return;
         case Event::Kind::kClientTimeout: {
-            if (!workload_->on_timeout(e.client, e.op_id)) return;
-            // The client gave up and closed its connections: every member
-            // still holding one of its requests hears of it (the server
-            // watches a waiting request's socket; a Grant still in flight
-            // then has its lease ended when it applies and is expired: a
-            // phantom release).
-            for (std::size_t i = 0; i < slots_.size(); ++i) {
-                if (!slots_[i].member->up()) continue;
-                Outbox out;
-                slots_[i].member->client_gone(e.client, e.op_id, out);
-                after_step(i);
-                pump(i, out);
+            if (e.client == Admin::kClient) {
+                if (admin_->on_timeout(e.op_id)) tell_gone(e.client, e.op_id);
+                return;
             }
+            if (!workload_->on_timeout(e.client, e.op_id)) return;
+            tell_gone(e.client, e.op_id);
             Event next;
             next.kind = Event::Kind::kClientWake;
             next.client = e.client;
@@ -527,6 +624,58 @@ void Cluster::handle_client_event(Event& e) {
         }
         default: return;
     }
+}
+
+// The client gave up and closed its connections: every member still holding
+// one of its requests hears of it (the server watches a waiting request's
+// socket; a Grant still in flight then has its lease ended when it applies
+// and is expired: a phantom release).
+void Cluster::tell_gone(int client, std::uint64_t op_id) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        if (!slots_[i].member->up()) continue;
+        Outbox out;
+        slots_[i].member->client_gone(client, op_id, out);
+        after_step(i);
+        pump(i, out);
+    }
+}
+
+// The admin's next request, at times drawn at its rate (if it is not still
+// waiting on the last one); an add first starts the member that joins.
+void Cluster::handle_admin_wake() {
+    if (!fault_phase_) return;
+    if (admin_->idle()) {
+        const Admin::Start start = admin_->begin(slots_.size());
+        if (start.join != raft::kNoNode) start_joiner(start.join);
+        trace("admin asks member " + std::to_string(start.send.member + 1) + ": " +
+              describe(start.send.request.request));
+        Event request;
+        request.kind = Event::Kind::kClientRequest;
+        request.member = start.send.member;
+        request.request = start.send.request;
+        schedule_in(network_->client_delay_us(admin_random_), std::move(request));
+        Event timeout;
+        timeout.kind = Event::Kind::kClientTimeout;
+        timeout.client = Admin::kClient;
+        timeout.op_id = start.send.request.op_id;
+        schedule_in(admin_timeout_us_, std::move(timeout));
+    }
+    Event wake;
+    wake.kind = Event::Kind::kAdminWake;
+    const double wait_s = -std::log(1.0 - admin_random_.unit()) / admin_per_s_;
+    schedule_in(static_cast<std::uint64_t>(wait_s * 1e6) + 1, std::move(wake));
+}
+
+void Cluster::handle_admin_reply(const ClientReply& reply) {
+    const Admin::Reaction r = admin_->on_reply(reply, slots_.size());
+    if (r.next != Admin::Next::kResend || !fault_phase_) return;
+    trace("admin asks member " + std::to_string(r.send.member + 1) + " again: " + describe(r.send.request.request));
+    Event next;
+    next.kind = Event::Kind::kClientRequest;
+    next.member = r.send.member;
+    next.request = r.send.request;
+    schedule_in(network_->client_delay_us(admin_random_) + admin_random_.between(0, faults_.tick_us_base),
+                std::move(next));
 }
 
 void Cluster::handle_fault(Event& e) {
@@ -544,17 +693,30 @@ void Cluster::handle_fault(Event& e) {
         }
         schedule_fault(e.kind, faults_.partition_per_s);
     } else {
-        for (std::size_t i = 0; i < slots_.size(); ++i) {
-            Member& m = *slots_[i].member;
-            if (!m.up() || m.raft().role() != raft::Role::kLeader) continue;
-            const raft::NodeId target = 1 + (i + 1 + fault_random_.index(slots_.size() - 1)) % slots_.size();
-            trace("member " + std::to_string(i + 1) + " transfers leadership to " + std::to_string(target) +
-                  (m.transfer(target) ? "" : " (refused)"));
-            Outbox out;
-            pump(i, out);
-            break;
-        }
+        transfer_leadership();
         schedule_fault(e.kind, faults_.transfer_per_s);
+    }
+}
+
+// The first up leader hands its leadership to another voter of its
+// configuration (drawn in the order of the ids after its own).
+void Cluster::transfer_leadership() {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        Member& m = *slots_[i].member;
+        if (!m.up() || m.raft().role() != raft::Role::kLeader) continue;
+        std::vector<raft::NodeId> voters;
+        const raft::Configuration& config = m.raft().configuration();
+        for (std::size_t k = 1; k < slots_.size(); ++k) {
+            const auto id = static_cast<raft::NodeId>(1 + (i + k) % slots_.size());
+            if (config.is_voter(id)) voters.push_back(id);
+        }
+        if (voters.empty()) return;
+        const raft::NodeId target = voters[fault_random_.index(voters.size())];
+        trace("member " + std::to_string(i + 1) + " transfers leadership to " + std::to_string(target) +
+              (m.transfer(target) ? "" : " (refused)"));
+        Outbox out;
+        pump(i, out);
+        return;
     }
 }
 
@@ -562,7 +724,7 @@ void Cluster::start_liveness() {
     fault_phase_ = false;
     network_->heal_all();
     for (std::size_t i = 0; i < slots_.size(); ++i) {
-        if (!slots_[i].member->up()) restart(i);
+        if (!slots_[i].member->up() && !slots_[i].member->stopped()) restart(i);
     }
     std::uint64_t slowest_tick_us = 0;
     for (const auto& s : slots_) slowest_tick_us = std::max(slowest_tick_us, s.tick_us);
@@ -573,16 +735,25 @@ void Cluster::start_liveness() {
 }
 
 // The liveness phase's goal: a proposal by a current leader, committed and
-// applied on every member. Proposes it (again) whenever it is missing.
+// applied on every member of the leader's configuration (a member removed
+// that never learnt it runs on outside it). Proposes it (again) whenever it
+// is missing.
 bool Cluster::liveness_done() {
     const auto& committed = checker_.committed();
     if (marker_index_ != 0 && committed.size() >= marker_index_) {
         if (committed[marker_index_ - 1].term == marker_term_) {
+            const raft::Configuration* config = leader_configuration();
+            if (config == nullptr) return false;
             bool everywhere = true;
-            for (const auto& s : slots_) {
-                everywhere = everywhere && s.member->up() && s.member->table().applied_index() >= marker_index_;
+            for (const raft::ConfigMember& cm : config->members) {
+                require(cm.id >= 1 && cm.id <= slots_.size() && !slots_[cm.id - 1].member->stopped(), "member ",
+                        cm.id, " is in the leader's configuration ", describe(*config), " but ",
+                        cm.id > slots_.size() ? "was never started" : "stopped, told it was removed");
+                const Member& m = *slots_[cm.id - 1].member;
+                everywhere = everywhere && m.up() && m.table().applied_index() >= marker_index_;
             }
             if (everywhere) {
+                final_config_ = *config;
                 result_.liveness_ticks = (now_us_ - liveness_start_us_) / slots_[0].tick_us;
                 return true;
             }
@@ -626,16 +797,19 @@ void Cluster::start_drain() {
     trace("drain phase: waiting for every lease to run out");
 }
 
+// Every member of the configuration the liveness phase ended with.
 bool Cluster::drained() const {
-    for (const auto& s : slots_) {
-        if (!s.member->up() || s.member->table().size() != 0) return false;
+    for (const raft::ConfigMember& cm : final_config_.members) {
+        const Member& m = *slots_[cm.id - 1].member;
+        if (!m.up() || m.table().size() != 0) return false;
     }
     return true;
 }
 
 std::string Cluster::held_locks() const {
     std::string out;
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
+    for (const raft::ConfigMember& cm : final_config_.members) {
+        const std::size_t i = cm.id - 1;
         if (!slots_[i].member->up()) continue;
         for (const lock::Lock& l : slots_[i].member->table().list()) {
             if (out.size() > 300) return out + " ...";
@@ -643,6 +817,16 @@ std::string Cluster::held_locks() const {
         }
     }
     return out;
+}
+
+const raft::Configuration* Cluster::leader_configuration() const {
+    const Member* best = nullptr;
+    for (const auto& s : slots_) {
+        const Member& m = *s.member;
+        if (!m.up() || m.raft().role() != raft::Role::kLeader) continue;
+        if (best == nullptr || m.raft().term() > best->raft().term()) best = &m;
+    }
+    return best != nullptr ? &best->raft().configuration() : nullptr;
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// A whole simulated cluster in one process: 3 or 5 members (each the member
-// core fence-coordinator runs, sim_shell.h), a network, a simulated disk per
-// member, clients, faults; one 64-bit seed decides all of it, so a run
-// replays exactly.
+// A whole simulated cluster in one process: 3 or 5 members at first (each
+// the member core fence-coordinator runs, sim_shell.h), a network, a
+// simulated disk per member, clients, faults, and in some seeds an operator
+// that changes the membership (sim_admin.h: members join as learners, are
+// promoted, followers and leaders are removed); one 64-bit seed decides all
+// of it, so a run replays exactly.
 //
 // Discrete events on a global logical clock (microseconds): every member
 // ticks at its own drifting period; messages, client requests and replies
@@ -12,9 +14,11 @@
 //
 // Phases: a fault phase of `steps` steps, then a liveness phase that heals
 // everything (no drops, no partitions, every member up) and requires a leader
-// and a new proposal committed and applied on all members within a bounded
-// number of ticks; then a drain phase in which, with no client starting
-// anything, every lock must be expired on every member within a bound.
+// and a new proposal committed and applied on all members (of the leader's
+// configuration) within a bounded number of ticks; then a drain phase in
+// which, with no client starting anything, every lock must be expired on
+// every one of them within a bound. A member told it was removed stops for
+// good; one that never learns it (its leader stopped telling it) runs on.
 // Finally the clients' history is checked for linearizability against the
 // committed log.
 #pragma once
@@ -34,6 +38,8 @@ struct RunOptions {
     // members' clocks run at 0.77..1.43 x real time. Also drawn for one seed in
     // eight. Lease overlaps are then counted, not failed; every other check holds.
     bool beyond_rho = false;
+    // Membership changes in every seed (also drawn for three seeds in eight).
+    bool membership = false;
 };
 
 struct RunResult {
@@ -73,6 +79,18 @@ struct RunResult {
     std::uint64_t expires_checked = 0;       // leader_checker.h: Expire proposals checked
     std::uint64_t waiter_order_checked = 0;  // waiter grants checked for arrival order
     std::uint64_t fresh_tokens_checked = 0;  // token_checker.h: fresh grants checked against earlier tokens
+    // Membership (sim_admin.h, quorum_checker.h).
+    bool membership = false;                  // the run changed its membership
+    std::uint64_t members_added = 0;          // adds answered with the new learner listed
+    std::uint64_t promotions = 0;
+    std::uint64_t removals = 0;               // removes answered with the member gone
+    std::uint64_t leader_removals = 0;        // of those, of a leader that handed over first
+    std::uint64_t config_changes = 0;         // configuration entries committed
+    std::uint64_t removed_stopped = 0;        // members told of their removal, stopped
+    std::uint64_t elections_checked = 0;      // leaderships whose votes were checked
+    std::uint64_t commit_quorums_checked = 0; // leaders' commit index moves checked against their voters
+    int voters_min = 0;                       // fewest and most voters of a committed configuration
+    int voters_max = 0;
 };
 
 RunResult run_simulation(const RunOptions& options);

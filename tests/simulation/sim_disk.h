@@ -34,6 +34,7 @@ class SimStorage final : public raft::Storage {
 public:
     raft::HardState hard_state() const override { return hard_state_; }
     raft::Snapshot snapshot() const override { return snapshot_; }
+    const raft::SnapshotMeta& snapshot_meta() const { return snapshot_.meta; }  // without copying the data
     raft::Index first_index() const override { return snapshot_.meta.index + 1; }
     raft::Index last_index() const override { return snapshot_.meta.index + log_.size(); }
     std::vector<raft::Entry> entries(raft::Index lo, raft::Index hi) const override;

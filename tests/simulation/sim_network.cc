@@ -4,9 +4,20 @@
 #include <algorithm>
 #include <sstream>
 
+#include "sim_failure.h"
+
 namespace pgfence::sim {
 
-SimNetwork::SimNetwork(std::size_t members, const FaultConfig& faults) : members_(members), faults_(faults) {}
+SimNetwork::SimNetwork(std::size_t members, std::size_t capacity, const FaultConfig& faults)
+    : members_(members), capacity_(capacity), faults_(faults) {
+    require(members >= 1 && members <= capacity, "network of ", members, " members with room for ", capacity);
+}
+
+void SimNetwork::set_members(std::size_t members) {
+    require(members >= members_ && members <= capacity_, "network: ", members, " members (had ", members_,
+            ", room for ", capacity_, ")");
+    members_ = members;
+}
 
 bool SimNetwork::blocked(std::size_t from, std::size_t to, std::uint64_t now_us) const {
     for (const auto& p : partitions_) {
@@ -41,7 +52,7 @@ std::string SimNetwork::start_partition(std::uint64_t now_us, SimRandom& random)
     std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
     if (partitions_.size() >= kMaxPartitions) return "partition skipped (limit)";
     Partition p;
-    p.blocks.assign(members_, std::vector<bool>(members_, false));
+    p.blocks.assign(capacity_, std::vector<bool>(capacity_, false));
     p.heal_at_us = now_us + 1000 * random.between(1, faults_.partition_ms_max);
     std::ostringstream out;
     if (random.chance(faults_.one_way_share)) {
@@ -81,7 +92,7 @@ std::string SimNetwork::cut_client(int client, std::uint64_t now_us, SimRandom& 
     ++client_cuts_started_;
     ClientCut c;
     c.client = client;
-    c.members.assign(members_, false);
+    c.members.assign(capacity_, false);
     const std::size_t cut = random.between(1, members_ - 1);
     for (std::size_t n = 0; n < cut;) {
         const std::size_t i = random.index(members_);
@@ -113,8 +124,8 @@ std::string SimNetwork::isolate(std::size_t i, std::uint64_t now_us, std::uint64
     std::erase_if(partitions_, [&](const Partition& p) { return p.heal_at_us <= now_us; });
     if (partitions_.size() >= kMaxPartitions) return "isolation skipped (limit)";
     Partition p;
-    p.blocks.assign(members_, std::vector<bool>(members_, false));
-    for (std::size_t j = 0; j < members_; ++j) {
+    p.blocks.assign(capacity_, std::vector<bool>(capacity_, false));
+    for (std::size_t j = 0; j < capacity_; ++j) {
         p.blocks[i][j] = j != i;
         p.blocks[j][i] = j != i;
     }

@@ -5,7 +5,9 @@
 // each heals at a time drawn when it starts. Clients can be cut off from
 // some members too (both ways: requests and replies are lost), healing likewise.
 //
-// Membership of links is by member position 0..n-1 (member id - 1).
+// Links are by member position 0..capacity-1 (member id - 1). Partitions and
+// client cuts are drawn among the members started so far (set_members());
+// an isolation cuts a member off from every position.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,10 @@ namespace pgfence::sim {
 
 class SimNetwork {
 public:
-    SimNetwork(std::size_t members, const FaultConfig& faults);
+    // `members` started at first, room for `capacity` (members that join later).
+    SimNetwork(std::size_t members, std::size_t capacity, const FaultConfig& faults);
+    // Members started so far (positions 0..members-1), at most the capacity.
+    void set_members(std::size_t members);
 
     // Delivery delays for one message from -> to: empty when dropped, two
     // entries when duplicated. Blocked links drop everything.
@@ -59,6 +64,7 @@ private:
     static constexpr std::size_t kMaxPartitions = 4;
 
     std::size_t members_;
+    std::size_t capacity_;
     FaultConfig faults_;
     std::vector<Partition> partitions_;  // at most kMaxPartitions
     struct ClientCut {

@@ -20,12 +20,14 @@ const std::string* key_of(const lock::Command& cmd) {
 }  // namespace
 
 Member::Member(member::Config config, bool hard_state_first, SafetyChecker& checker, LeaderChecker& leader_checker,
-               const std::uint64_t& clock_us, double clock_rate)
-    : config_(std::move(config)), checker_(checker), leader_checker_(leader_checker), clock_us_(clock_us),
-      clock_rate_(clock_rate) {
+               QuorumChecker& quorum_checker, const std::uint64_t& clock_us, double clock_rate)
+    : config_(std::move(config)), checker_(checker), leader_checker_(leader_checker),
+      quorum_checker_(quorum_checker), first_config_(raft::Configuration::of_voters(config_.raft.members)),
+      clock_us_(clock_us), clock_rate_(clock_rate) {
     config_.observer = this;
     disk_.set_hard_state_first(hard_state_first);
     leader_checker_.set_rate(id(), clock_rate_);
+    quorum_checker_.attach(id(), disk_.durable());
 }
 
 member::Time Member::now() const {
@@ -34,6 +36,7 @@ member::Time Member::now() const {
 
 void Member::start(std::uint64_t random_seed) {
     require(!up(), "member ", id(), " started twice");
+    require(!stopped_, "member ", id(), " started after it stopped for good");
     check_restart();
     member::Config config = config_;
     config.raft.random_seed = random_seed;
@@ -51,6 +54,8 @@ void Member::start(std::uint64_t random_seed) {
             " and a last entry of term ", log_term, " (expected term ", want_term, " vote ", want_vote, ")");
     require(status.last_index == disk_.durable().last_index(), "member ", id(), " restarted with last index ",
             status.last_index, " but its disk holds ", disk_.durable().last_index());
+    led_term_ = 0;
+    configuration_check_due_ = true;  // rebuilt from storage: the log's configuration
     check_core();
 }
 
@@ -76,18 +81,31 @@ void Member::check_restart() const {
     }
 }
 
-CrashLoss Member::crash(SimRandom& random) {
-    require(up(), "member ", id(), " crashed twice");
+// The process ends: its core, the Ready being persisted, pending answers
+// are gone (their clients time out); the disk is the caller's to settle.
+void Member::end_process() {
     core_.reset();
     in_flight_.reset();
     inline_ = false;
     durable_ = false;
     saving_snapshot_ = false;
     effects_.clear();
-    pending_.clear();  // their clients time out
+    pending_.clear();
     gone_.clear();
     leader_checker_.crashed(id());
+}
+
+CrashLoss Member::crash(SimRandom& random) {
+    require(up(), "member ", id(), " crashed twice");
+    end_process();
     return disk_.crash(random);
+}
+
+void Member::stop() {
+    require(up() && removed_, "member ", id(), " stopped while ", up() ? "not removed" : "down");
+    end_process();
+    disk_.sync();  // the writer thread finishes the write it has
+    stopped_ = true;
 }
 
 void Member::tick(Outbox& out) {
@@ -97,6 +115,7 @@ void Member::tick(Outbox& out) {
 
 void Member::step(const raft::Message& m, std::uint64_t sent_us, Outbox& out) {
     leader_checker_.delivered(id(), m, sent_us);
+    quorum_checker_.delivered(m);
     core_->step(m, now());
     after_input(out);
 }
@@ -130,7 +149,8 @@ raft::ProposeResult Member::propose_raw(const lock::Command& cmd) { return core_
 
 void Member::after_input(Outbox& out) {
     carry_out(out);
-    leader_checker_.leading(id(), core_->leader_term(), core_->table(), now());
+    leader_checker_.leading(id(), core_->leader_term(), core_->raft().configuration(),
+                            core_->raft().configuration_index(), core_->table(), now());
     check_core();
 }
 
@@ -138,6 +158,32 @@ void Member::check_core() {
     checker_.observe_role(id(), core_->raft().role(), core_->raft().term());
     const std::string broken = core_->check_invariants();
     require(broken.empty(), "member ", id(), " check_invariants(): ", broken);
+    check_quorums();
+}
+
+// The quorum checker's inputs that need the core's status: a leadership as
+// it begins (its votes), each move of a leader's commit index, and the
+// configuration in force once the whole log is durable.
+void Member::check_quorums() {
+    const raft::Raft& r = core_->raft();
+    const bool leading = r.role() == raft::Role::kLeader;
+    if (!leading && !configuration_check_due_) return;
+    const raft::Status st = r.status();
+    if (leading && st.term != led_term_) {
+        quorum_checker_.elected(id(), st.term, r.configuration());
+        led_term_ = st.term;
+        led_commit_ = st.commit;
+    } else if (leading && st.commit > led_commit_) {
+        quorum_checker_.committed(id(), st.term, st.commit, r.configuration());
+        led_commit_ = st.commit;
+    }
+    // Durable: no Persist outstanding (a snapshot being installed counts as
+    // stable in the core before it is written) and every entry advanced.
+    if (configuration_check_due_ && in_flight_ == nullptr && st.stable_index == st.last_index) {
+        quorum_checker_.check_core_configuration(id(), r.configuration(), disk_.durable(), st.last_index,
+                                                 first_config_);
+        configuration_check_due_ = false;
+    }
 }
 
 // Everything but the start of a Persist, which only begin_persist() takes.
@@ -154,6 +200,17 @@ void Member::carry_out(Outbox& out) {
 void Member::carry_out_batch(Outbox& out) {
     require(effects_.fatal.empty(), "member ", id(), ": fatal: ", effects_.fatal);
     tell_leader_checker();
+    if (effects_.removed) removed_ = true;
+    if (effects_.configuration) configuration_check_due_ = true;
+    bool handover = false;  // this batch began a handover because the leader was asked to remove itself
+    for (const member::LogLine& line : effects_.logs) {
+        if (std::string_view(line.event) != "leadership_transfer") continue;
+        for (std::size_t f = 0; f < line.count; ++f) {
+            handover = handover || (std::string_view(line.fields[f].first) == "reason" &&
+                                    line.fields[f].second == "removing the leader");
+        }
+    }
+    stats_.handovers += handover ? 1 : 0;
     for (const raft::Message& m : effects_.send) send(m, out);
     if (effects_.save) {
         // Saved at once (temp file, fsync, rename); the server's writer
@@ -181,7 +238,9 @@ void Member::carry_out_batch(Outbox& out) {
         pending_.erase(it);
         const member::RequestId rid = a.id;
         const bool granted = std::holds_alternative<member::Granted>(a.response);
-        out.replies.push_back(ClientReply{p.client, p.op_id, p.attempt, id(), ClientReply::Kind::kAnswer, std::move(a)});
+        const bool handed_over = handover && std::holds_alternative<member::Unavailable>(a.response);
+        out.replies.push_back(
+            ClientReply{p.client, p.op_id, p.attempt, id(), ClientReply::Kind::kAnswer, std::move(a), handed_over});
         if (granted) core_->response_written(rid, true, now());  // written (the network may still lose it)
     }
 }
@@ -285,6 +344,17 @@ bool Member::begin_persist(Outbox& out) {
     }
     in_flight_ = std::move(persist);
     disk_.write(*in_flight_);
+    if (in_flight_->snapshot) configuration_check_due_ = true;
+    for (const raft::Entry& e : in_flight_->entries) {
+        if (e.type == raft::EntryType::kConfig && core_->leader_term() == e.term) {
+            quorum_checker_.config_written(id(), e.term, e.index, previous_config_entry(e.index));
+        }
+        // A configuration entry written, or one overwritten (a suffix of the
+        // log replaced from an index at or below the last one's): the
+        // configuration in force may have changed.
+        if (e.type == raft::EntryType::kConfig || e.index <= last_config_written_) configuration_check_due_ = true;
+        if (e.type == raft::EntryType::kConfig) last_config_written_ = e.index;
+    }
     checker_.observe_written(id(), in_flight_->entries, disk_.volatile_image());
     // The server: a follower (or candidate) writes inline on its loop, unless
     // a snapshot save is queued on the writer thread; a leader hands the write
@@ -294,6 +364,17 @@ bool Member::begin_persist(Outbox& out) {
     core_->persist_started(now());
     after_input(out);
     return true;
+}
+
+// The index of the configuration entry before `index` in this member's log
+// (0: none there; the snapshot's or the first configuration is in force).
+raft::Index Member::previous_config_entry(raft::Index index) const {
+    const SimStorage& log = disk_.volatile_image();
+    for (raft::Index i = index - 1; i >= log.first_index() && i > 0; --i) {
+        const raft::Entry* e = log.entry_at(i);
+        if (e != nullptr && e->type == raft::EntryType::kConfig) return i;
+    }
+    return 0;
 }
 
 void Member::persist_durable(Outbox& out) {
@@ -334,6 +415,7 @@ void Member::after_apply(const raft::Entry& entry, const lock::Result& result, c
     require(table_broken.empty(), "member ", id(), " lock table check_invariants() after index ", entry.index, ": ",
             table_broken);
     checker_.after_apply(id(), entry, result, prior_, prior_last_token_, table);
+    if (entry.type == raft::EntryType::kConfig) quorum_checker_.config_applied(entry);
 }
 
 void Member::restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) {

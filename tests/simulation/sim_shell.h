@@ -13,7 +13,12 @@
 // checkers hear of every entry applied and snapshot restored through the
 // core's ApplyObserver, and of every message before it leaves; the leader
 // checker (leader_checker.h) of what the core proposes, answers, queues and
-// logs, and of every message as it arrives.
+// logs, and of every message as it arrives; the quorum checker
+// (quorum_checker.h) of the votes it receives, each leadership it begins,
+// each commit index it reaches as leader, every configuration entry it
+// applies, and of the configuration it says is in force once its whole log
+// is durable. Effects::removed stops it for good, as the server does
+// (removed() then says so; the cluster calls stop()).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,7 @@
 #include "member/core.h"
 #include "raft/raft.h"
 #include "leader_checker.h"
+#include "quorum_checker.h"
 #include "safety_checker.h"
 #include "sim_disk.h"
 
@@ -49,6 +55,9 @@ struct ClientReply {
     raft::NodeId from = raft::kNoNode;  // the member that answered
     Kind kind = Kind::kUnknown;
     member::Answer answer;  // kAnswer
+    // An Unavailable from a leader asked to remove itself, which began
+    // handing its leadership over (its core logged the transfer with it).
+    bool handover = false;
 };
 
 struct Outbox {
@@ -61,6 +70,7 @@ struct MemberStats {
     std::uint64_t snapshots_restored = 0;
     std::uint64_t compactions = 0;
     std::uint64_t grants_to_gone = 0;  // Granted answers for a client that had left
+    std::uint64_t handovers = 0;       // leaderships handed over because the leader was asked to remove itself
 };
 
 class Member final : public member::ApplyObserver {
@@ -68,10 +78,13 @@ public:
     // `config.raft` names the member and the cluster; `clock_us` is the
     // simulation's clock (the core's time is this member's reading of it).
     Member(member::Config config, bool hard_state_first, SafetyChecker& checker, LeaderChecker& leader_checker,
-           const std::uint64_t& clock_us, double clock_rate);
+           QuorumChecker& quorum_checker, const std::uint64_t& clock_us, double clock_rate);
 
     raft::NodeId id() const { return config_.raft.id; }
     bool up() const { return core_ != nullptr; }
+    // Its core told it its removal applied (Effects::removed): stop it.
+    bool removed() const { return removed_; }
+    bool stopped() const { return stopped_; }
     const raft::Raft& raft() const { return core_->raft(); }
     const member::Core& core() const { return *core_; }
     const lock::LockTable& table() const { return core_->table(); }
@@ -85,6 +98,9 @@ public:
     // Power loss: the core, the Ready being persisted, pending answers are
     // gone; the disk keeps what crash() keeps.
     CrashLoss crash(SimRandom& random);
+    // After removed(): the member stops for good, gracefully (its pending
+    // write completes); it is never started again.
+    void stop();
 
     void tick(Outbox& out);
     // A peer's message, sent at sent_us (the simulation's clock).
@@ -121,17 +137,22 @@ private:
     };
 
     member::Time now() const;
+    void end_process();  // crash() and stop(): everything but the disk is gone
     void carry_out(Outbox& out);  // the core's effects, except a Persist's start (begin_persist)
     void carry_out_batch(Outbox& out);
     void after_input(Outbox& out);
     void send(const raft::Message& m, Outbox& out);
     void check_restart() const;
     void check_core();
+    void check_quorums();  // the leader's election and commits, the configuration in force
+    raft::Index previous_config_entry(raft::Index index) const;
     void tell_leader_checker();  // the batch's log lines, queued ids and answers
 
     member::Config config_;
     SafetyChecker& checker_;
     LeaderChecker& leader_checker_;
+    QuorumChecker& quorum_checker_;
+    raft::Configuration first_config_;  // Config::members as voters (empty: it joined)
     const std::uint64_t& clock_us_;
     double clock_rate_;  // this member's clock runs at clock_rate_ x the simulation's
 
@@ -154,6 +175,16 @@ private:
     // Durable-ack records (issue 4): the last append ack and granted vote sent.
     std::optional<std::pair<raft::Index, raft::Term>> acked_entry_;
     std::optional<std::pair<raft::Term, raft::NodeId>> acked_vote_;
+
+    // Quorum checks: the term this incarnation was last seen leading, and
+    // its commit index then; a configuration check waiting for the whole
+    // log to be durable.
+    raft::Term led_term_ = 0;
+    raft::Index led_commit_ = 0;
+    bool configuration_check_due_ = false;
+    raft::Index last_config_written_ = 0;  // the highest index of a configuration entry it wrote
+    bool removed_ = false;
+    bool stopped_ = false;
 
     MemberStats stats_;
 };

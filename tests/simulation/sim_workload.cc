@@ -10,7 +10,7 @@ namespace pgfence::sim {
 
 Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, std::uint64_t rho_ppm, bool strict_leases,
                    const LockModel& model, SimRandom random)
-    : members_(members), tick_ms_(std::max<std::uint64_t>(1, tick_us / 1000)), random_(random),
+    : members_(members), stopped_(members, false), tick_ms_(std::max<std::uint64_t>(1, tick_us / 1000)), random_(random),
       clients_(static_cast<std::size_t>(clients)), model_(model), leases_(rho_ppm, strict_leases) {
     keys_ = static_cast<int>(random_.between(1, 6));
     for (std::size_t i = 0; i < clients_.size(); ++i) {
@@ -18,6 +18,21 @@ Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, std:
         clients_[i].owner = random_.chance(0.3) ? "" : "worker-" + std::to_string(i);
         clients_[i].leader_guess = random_.index(members_);
     }
+}
+
+std::size_t Workload::guess() {
+    if (!any_stopped_) return random_.index(members_);
+    std::vector<std::size_t> live;
+    for (std::size_t i = 0; i < members_; ++i) {
+        if (!stopped_[i]) live.push_back(i);
+    }
+    return live.empty() ? random_.index(members_) : live[random_.index(live.size())];
+}
+
+void Workload::member_stopped(std::size_t position) {
+    require(position < members_, "workload: member ", position + 1, " stopped, but only ", members_, " started");
+    stopped_[position] = true;
+    any_stopped_ = true;
 }
 
 std::string Workload::random_key() { return "report:" + std::to_string(random_.between(0, keys_ - 1)); }
@@ -73,6 +88,7 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
     c.op.id = next_op_id_++;
     c.op.client = client;
     c.op.invoked_us = now_us;
+    if (stopped_[c.leader_guess]) c.leader_guess = guess();  // a removed member answers nobody
     if (random_.chance(0.15)) {
         c.op.kind = ClientOp::Kind::kRead;
         c.op.read_key = random_key();
@@ -118,7 +134,7 @@ Workload::Reaction Workload::on_reply(const ClientReply& reply, std::uint64_t no
         on_timeout(reply.client, reply.op_id);
         return Reaction{Next::kDone, {}, std::nullopt};
     }
-    c.leader_guess = hint != raft::kNoNode ? static_cast<std::size_t>(hint - 1) : random_.index(members_);
+    c.leader_guess = hint != raft::kNoNode ? static_cast<std::size_t>(hint - 1) : guess();
     return Reaction{Next::kResend, resend(c, c.leader_guess, now_us), std::nullopt};
 }
 
@@ -175,10 +191,15 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
         c.held.erase(std::get<member::Release>(c.request).key);
     } else if (std::holds_alternative<member::NotHeld>(answer.response) &&
                !std::holds_alternative<member::ListLocks>(c.request)) {
-        const std::string& key = std::holds_alternative<member::Release>(c.request)
-                                     ? std::get<member::Release>(c.request).key
-                                     : std::get<member::KeepAlive>(c.request).key;
-        c.held.erase(key);
+        const bool release = std::holds_alternative<member::Release>(c.request);
+        const std::string& key =
+            release ? std::get<member::Release>(c.request).key : std::get<member::KeepAlive>(c.request).key;
+        const lock::Token token =
+            release ? std::get<member::Release>(c.request).token : std::get<member::KeepAlive>(c.request).token;
+        // Not held with that token: the client lost the token it asked
+        // about; one it holds under another token it still holds (its
+        // re-acquire of the key must still shorten that lease, below).
+        if (auto it = c.held.find(key); it != c.held.end() && it->second == token) c.held.erase(it);
     }
     const bool held_but_granted = std::holds_alternative<member::Held>(answer.response) &&
                                   std::holds_alternative<lock::Granted>(answer.result);

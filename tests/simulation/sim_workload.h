@@ -35,6 +35,14 @@ public:
              const LockModel& model, SimRandom random);
 
     int clients() const { return static_cast<int>(clients_.size()); }
+    // Members started so far (ids 1..members): whom a client may guess leads.
+    void set_members(std::size_t members) {
+        members_ = members;
+        stopped_.resize(members, false);
+    }
+    // The member at `position` stopped for good (removed): clients guess
+    // among the others when they start their next operation.
+    void member_stopped(std::size_t position);
 
     struct Send {
         std::size_t member = 0;  // position of the member to send to
@@ -96,8 +104,11 @@ private:
     lock::Token stale_or_known_token(const std::string& key);
     std::optional<Write> record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us);
     Send resend(Client& c, std::size_t member, std::uint64_t now_us);
+    std::size_t guess();  // a random member, one not stopped
 
     std::size_t members_;
+    std::vector<bool> stopped_;  // by position
+    bool any_stopped_ = false;
     std::uint64_t tick_ms_;
     SimRandom random_;
     std::vector<Client> clients_;

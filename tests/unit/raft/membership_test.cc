@@ -392,6 +392,86 @@ BOOST_AUTO_TEST_CASE(a_learners_answers_keep_no_leader_in_office_and_confirm_no_
     BOOST_TEST(c.member(1).dropped_reads == (std::vector<std::uint64_t>{7}));
 }
 
+// A single voter elects itself within one tick, so its new term and its first
+// appends (to a learner, or to a removed member being told) come in one Ready.
+// Those appends carry the new term: they wait for it to be durable, like any
+// message but a leader's of a term already written. Sent with the write, a
+// crash before it completes lets the member lead that same term again with
+// other entries, and the learner, holding the first ones under the same index
+// and term, applies an entry the leader never had (Log Matching broken).
+BOOST_AUTO_TEST_CASE(a_single_voters_first_appends_of_a_new_term_wait_for_the_term_to_be_durable) {
+    Cluster c(1);
+    c.join(2);
+    BOOST_REQUIRE(c.elect(1));
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose_config(add(2)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(2);
+    c.restart(1);  // a follower again, in the term its disk holds
+    c.deliver_all();
+    const Term durable = c.raft(1).term();
+    auto lead_again = [&c]() {
+        for (int i = 0; i < 2 * c.member(1).cfg.election_ticks + 1 && c.raft(1).role() != Role::kLeader; ++i) {
+            c.tick(1);
+        }
+        BOOST_REQUIRE(c.raft(1).role() == Role::kLeader);
+    };
+    c.member(1).persist = false;  // the write of the new term will never complete
+    lead_again();
+    BOOST_REQUIRE_EQUAL(c.raft(1).term(), durable + 1);
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose("lost").error, ProposeError::kNone);
+    c.deliver_all();  // the Ready is taken; only what may go out before its write does
+    c.restart(1);     // the crash: the term and "lost" were never written
+    c.drop_all();
+    lead_again();
+    BOOST_REQUIRE_EQUAL(c.raft(1).term(), durable + 1);  // the same term again: nothing of the first got out
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose("kept").error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(3);
+    const std::vector<Entry>& leader = c.member(1).applied;
+    const std::vector<Entry>& learner = c.member(2).applied;
+    BOOST_REQUIRE(!learner.empty());
+    BOOST_TEST(datas(learner).back() == "kept");
+    for (const Entry& e : learner) {
+        BOOST_REQUIRE(e.index >= 1 && e.index <= leader.size());
+        BOOST_TEST((e == leader[e.index - 1]), "the learner applied index " << e.index << " term " << e.term
+                                                   << " \"" << e.data << "\", the leader has \""
+                                                   << leader[e.index - 1].data << "\"");
+    }
+}
+
+// A configuration entry leaves the leader only once it is durable there.
+// Sent in parallel with the leader's own write (as other entries are), a
+// crash before that write completes leaves the entry only on members it
+// makes non-voters: here 1 removes 2 from {1, 2}, 2 and the learner 3 get
+// the removal, 1 loses it. 1 is back in {1, 2} and needs 2's vote, which 2,
+// whose log is longer, refuses; 2 never campaigns, its own log saying it was
+// removed: no leader ever again.
+BOOST_AUTO_TEST_CASE(a_configuration_entry_is_sent_only_once_durable_on_the_leader) {
+    Cluster c(2);
+    c.join(3);
+    BOOST_REQUIRE(c.elect(1));
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose_config(add(3)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(2);
+    c.member(1).persist = false;  // its write of the removal will never complete
+    const ProposeResult r = c.raft(1).propose_config(remove(2));
+    BOOST_REQUIRE_EQUAL(r.error, ProposeError::kNone);
+    c.deliver_all();  // what may go out before the write does
+    BOOST_TEST(c.raft(2).configuration().contains(2), "the removal reached 2 before it was durable on 1");
+    c.restart(1);  // the crash: the removal was never written
+    for (int i = 0; i < 100 && c.leader() == kNoNode; ++i) c.tick_all(1);
+    const NodeId l = c.leader();
+    BOOST_REQUIRE(l != kNoNode);
+    // And the cluster goes on: the new leader can shrink it to itself.
+    c.tick_all(2);
+    const NodeId other = l == 1 ? 2 : 1;
+    BOOST_REQUIRE_EQUAL(c.raft(l).propose_config(remove(other)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(3);
+    BOOST_TEST(c.raft(l).role() == Role::kLeader);
+    BOOST_TEST((voters(c.raft(l).configuration()) == std::vector<NodeId>{l}));
+}
+
 BOOST_AUTO_TEST_CASE(configurations_encode_and_decode_and_refuse_malformed_bytes) {
     Configuration cfg;
     cfg.members = {{1, true, "a:1"}, {3, false, ""}, {7, true, std::string(kMaxMemberContextBytes, 'c')}};
