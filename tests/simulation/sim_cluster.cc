@@ -173,6 +173,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     config.election_ticks = faults_.election_ticks;
     config.heartbeat_ticks = faults_.heartbeat_ticks;
     config.max_append_bytes = faults_.max_append_bytes;
+    config.max_snapshot_chunk_bytes = faults_.max_snapshot_chunk_bytes;
     config.max_inflight_appends = faults_.max_inflight_appends;
     config.max_inflight_bytes = faults_.max_inflight_bytes;
     config.max_uncommitted_bytes = faults_.max_uncommitted_bytes;

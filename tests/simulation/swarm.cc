@@ -46,6 +46,9 @@ FaultConfig draw_fault_config(SimRandom& random) {
     c.clients = static_cast<int>(random.between(1, 5));
     c.think_us_max = random.between(1'000, 50'000);
     c.hard_state_first = random.chance(0.5);  // drawn late: earlier draws keep their values
+    // Snapshots in chunks of 8 B .. 1 KiB (a table's snapshot is hundreds of
+    // bytes and more), or whole.
+    if (random.chance(0.5)) c.max_snapshot_chunk_bytes = std::size_t{1} << random.between(3, 10);
     return c;
 }
 
@@ -73,6 +76,7 @@ std::string FaultConfig::describe() const {
         << persist_us_max << "] tick_us=" << tick_us_base << " drift=" << tick_drift << " election_ticks="
         << election_ticks << " heartbeat_ticks=" << heartbeat_ticks << " max_append_bytes=" << max_append_bytes
         << " max_inflight_appends=" << max_inflight_appends << " max_inflight_bytes=" << max_inflight_bytes
+        << " max_snapshot_chunk_bytes=" << max_snapshot_chunk_bytes
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
         << compact_every_entries << " keep_entries=" << keep_entries << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max

@@ -42,6 +42,7 @@ struct FaultConfig {
     // Replication limits (raft::Config): small values split batches, so a
     // follower can acknowledge a prefix of the leader's log (Figure 8 needs it).
     std::size_t max_append_bytes = 1u << 20;
+    std::size_t max_snapshot_chunk_bytes = 1u << 20;  // raft::Config's
     std::size_t max_inflight_appends = 64;
     std::size_t max_inflight_bytes = 8u << 20;
     std::size_t max_uncommitted_bytes = 64u << 20;
