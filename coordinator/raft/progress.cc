@@ -39,6 +39,7 @@ void Progress::become_probe() {
     state = ReplicationState::kProbe;
     probe_sent = false;
     pending_snapshot = 0;
+    sending.reset();
     inflights.reset();
 }
 
@@ -47,12 +48,14 @@ void Progress::become_replicate() {
     next = match + 1;
     probe_sent = false;
     pending_snapshot = 0;
+    sending.reset();
     inflights.reset();
 }
 
-void Progress::become_snapshot(Index snapshot_index) {
+void Progress::become_snapshot(std::shared_ptr<const Snapshot> snapshot) {
     state = ReplicationState::kSnapshot;
-    pending_snapshot = snapshot_index;
+    pending_snapshot = snapshot->meta.index;
+    sending = std::move(snapshot);
     snapshot_elapsed_ticks = 0;
     snapshot_sent = 0;
     snapshot_acked = 0;

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 
 #include "raft/raft.h"
@@ -57,6 +58,9 @@ struct Progress {
     int snapshot_elapsed_ticks = 0;      // snapshot: ticks since it was sent, or last acked
     std::uint64_t snapshot_sent = 0;     // snapshot: data bytes sent in chunks
     std::uint64_t snapshot_acked = 0;    // snapshot: data bytes the follower said it holds
+    // snapshot: the one being sent, kept for the whole transfer (a newer
+    // compaction does not restart it; compact() keeps the entries after it).
+    std::shared_ptr<const Snapshot> sending;
     bool recently_active = false;        // CheckQuorum (§6.2): heard from in this election period
     bool active_last_period = false;     // ... and in the one before (a removal's quorum check)
     std::uint64_t acked_read_round = 0;  // ReadIndex (§6.4): highest heartbeat round acked
@@ -76,7 +80,7 @@ struct Progress {
 
     void become_probe();
     void become_replicate();
-    void become_snapshot(Index snapshot_index);
+    void become_snapshot(std::shared_ptr<const Snapshot> snapshot);
 
     // Success ack up to `index`; false if stale (no new information).
     bool maybe_update(Index index);

@@ -28,8 +28,14 @@ void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
     snapshot = Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)};
     compact_configs(index);
     // Keep a tail of entries so slightly lagging followers get entries, not
-    // the whole snapshot (etcd's compaction margin).
-    const Index drop_to = index > keep_entries ? index - keep_entries : 0;
+    // the whole snapshot (etcd's compaction margin), and every entry after a
+    // snapshot still being sent, so that its follower goes on by log.
+    Index drop_to = index > keep_entries ? index - keep_entries : 0;
+    if (const Leader* l = leader_state()) {
+        for (const auto& [id, pr] : l->progress) {
+            if (pr.state == ReplicationState::kSnapshot) drop_to = std::min(drop_to, pr.pending_snapshot);
+        }
+    }
     log.compact_to(drop_to);
 }
 
@@ -38,23 +44,24 @@ void Raft::Impl::send_snapshot(NodeId to, Progress& pr) {
         throw std::logic_error("Raft: follower " + std::to_string(to) + " needs index " +
                                std::to_string(pr.next) + " but no snapshot covers it");
     }
-    pr.become_snapshot(snapshot.meta.index);
+    pr.become_snapshot(std::make_shared<const Snapshot>(snapshot));
     send_snapshot_chunks(to, pr);
 }
 
 // Chunks from pr.snapshot_sent on, while at most max_inflight_bytes of data
 // are un-acked (thesis §5.4.2; pipelined like appends, §10.2.2).
 void Raft::Impl::send_snapshot_chunks(NodeId to, Progress& pr) {
-    const std::uint64_t size = snapshot.data.size();
+    const Snapshot& pinned = *pr.sending;
+    const std::uint64_t size = pinned.data.size();
     const std::uint64_t chunk = std::max<std::size_t>(cfg.max_snapshot_chunk_bytes, 1);
     if (size <= chunk) {
-        if (pr.snapshot_sent == 0) send(to, SnapshotRequest{snapshot, 0, true});
+        if (pr.snapshot_sent == 0) send(to, SnapshotRequest{pinned, 0, true});
         pr.snapshot_sent = size;
         return;
     }
     while (pr.snapshot_sent < size && pr.snapshot_sent - pr.snapshot_acked < cfg.max_inflight_bytes) {
         const std::uint64_t n = std::min(chunk, size - pr.snapshot_sent);
-        send(to, SnapshotRequest{Snapshot{snapshot.meta, snapshot.data.substr(pr.snapshot_sent, n)},
+        send(to, SnapshotRequest{Snapshot{pinned.meta, pinned.data.substr(pr.snapshot_sent, n)},
                                  pr.snapshot_sent, pr.snapshot_sent + n == size});
         pr.snapshot_sent += n;
     }
@@ -67,15 +74,11 @@ void Raft::Impl::handle_snapshot_ack(const Message& m, const SnapshotAck& ack) {
     Progress& pr = *found;
     pr.recently_active = true;  // §6.2
     if (pr.state != ReplicationState::kSnapshot || ack.index != pr.pending_snapshot) return;  // stale
-    if (snapshot.meta.index != pr.pending_snapshot) {
-        send_snapshot(m.from, pr);  // compacted again meanwhile: send the newer one
-        return;
-    }
     pr.snapshot_elapsed_ticks = 0;  // it is making progress
     if (ack.rejected || ack.received < pr.snapshot_acked || ack.received > pr.snapshot_sent) {
         // Go on from what it holds: a chunk was lost, or it holds more (or
         // less) of this snapshot than this transfer sent.
-        pr.snapshot_sent = std::min<std::uint64_t>(ack.received, snapshot.data.size());
+        pr.snapshot_sent = std::min<std::uint64_t>(ack.received, pr.sending->data.size());
         pr.snapshot_acked = pr.snapshot_sent;
     } else {
         pr.snapshot_acked = ack.received;

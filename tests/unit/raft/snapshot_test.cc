@@ -123,6 +123,39 @@ BOOST_AUTO_TEST_CASE(a_lost_chunk_is_sent_again_from_where_the_follower_stopped)
     BOOST_TEST(c.raft(3).check_invariants() == "");
 }
 
+BOOST_AUTO_TEST_CASE(a_compaction_during_a_transfer_neither_restarts_it_nor_strands_the_follower) {
+    const std::string state = sample_state(103);
+    Cluster c = lagging_chunked(state, 10, 30);
+    std::vector<Message> first = first_window(c);
+    BOOST_REQUIRE(first.size() == 3u);
+    const Index pinned = std::get<SnapshotRequest>(first.front().body).snapshot.meta.index;
+    // The leader moves on and compacts again, past the snapshot being sent
+    // (3 cut off meanwhile, and no tick: the transfer does not time out).
+    c.isolate(3);
+    for (int i = 0; i < 5; ++i) c.raft(1).propose("later" + std::to_string(i));
+    c.deliver_all();
+    const Index applied = c.raft(1).status().applied;
+    BOOST_REQUIRE(applied > pinned);
+    c.member(1).storage.compact(Snapshot{SnapshotMeta{applied, c.raft(1).term(), Configuration::of_voters(ids(3))}, "newer"});
+    c.raft(1).compact(applied, "newer", 0);
+    BOOST_REQUIRE(c.raft(1).status().snapshot_index == applied);
+    c.heal();
+    for (Message& m : first) c.net().push_back(std::move(m));
+    std::size_t starts = 0;
+    for (int i = 0; i < 30 && c.raft(3).status().commit < c.raft(1).status().commit; ++i) {
+        starts += c.deliver_all_counting([](const Message& m) {
+            const auto* r = std::get_if<SnapshotRequest>(&m.body);
+            return r != nullptr && r->offset == 0 && m.to == 3;
+        });
+        c.tick_all(1);
+    }
+    BOOST_TEST(starts == 1u);  // the first window's first chunk: the transfer never began again
+    BOOST_REQUIRE(c.member(3).restored.has_value());
+    BOOST_TEST(c.member(3).restored->data == state);  // the snapshot it began with, whole
+    BOOST_TEST(c.raft(3).status().commit == c.raft(1).status().commit);  // then by log
+    BOOST_TEST(datas(c.member(3).applied).size() >= 5u);
+}
+
 BOOST_AUTO_TEST_CASE(a_follower_does_not_assemble_more_than_it_accepts) {
     Cluster c(3, [](Config& cfg) {
         cfg.max_snapshot_chunk_bytes = 10;
