@@ -57,7 +57,10 @@ void print(const json::object& o, const Args& args, std::ostream& out) {
     }
     auto list = [](const json::value& v) {
         std::string s;
-        for (const json::value& id : v.as_array()) s += (s.empty() ? "" : ",") + json::serialize(id);
+        for (const json::value& id : v.as_array()) {
+            if (!s.empty()) s += ',';
+            s += json::serialize(id);
+        }
         return s.empty() ? std::string("-") : s;
     };
     std::vector<std::vector<std::string>> rows{

@@ -58,6 +58,64 @@ std::string aside_of(const std::string& dir) {
     return d + ".before-force-new-cluster";
 }
 
+// The directory a restored cluster's member is built in before it takes
+// the data directory's place.
+std::string building_of(const std::string& dir) {
+    std::string d = dir;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    return d + ".restoring";
+}
+
+// A restored member's data directory, made whole or not at all: built in
+// DIR.restoring (identity, then the first snapshot and hard state, each
+// durable), which then takes DIR's place in one rename — after the old DIR
+// is moved aside for --force-new-cluster, or an empty DIR removed for
+// --restore. A crash before the rename leaves DIR as it was (the next start
+// begins again); one between the two renames of --force-new-cluster leaves
+// DIR missing and DIR.restoring whole, finished by the next start
+// (finish_forced_move).
+std::string bootstrap_restored(const server::Options& opts, const server::StartPlan& plan) {
+    const std::string building = building_of(opts.data_dir);
+    try {
+        std::filesystem::remove_all(building);
+        std::filesystem::create_directories(building);
+        {
+            auto log = server::open_durable_log(building, plan.identity);
+            const raft::Snapshot& first = *plan.first_snapshot;
+            log->persist(raft::HardState{plan.first_term, raft::kNoNode, first.meta.index}, first, {});
+        }  // closed: its lock is released
+        if (opts.force_new_cluster) {
+            // The old directory stays, moved aside, until the operator deletes it.
+            std::filesystem::rename(opts.data_dir, aside_of(opts.data_dir));
+        } else if (std::filesystem::exists(opts.data_dir) && !std::filesystem::is_empty(opts.data_dir)) {
+            return opts.data_dir + " is not empty: restore into an empty data directory";
+        } else {
+            std::filesystem::remove(opts.data_dir);
+        }
+        std::filesystem::rename(building, opts.data_dir);
+        const std::filesystem::path parent = std::filesystem::absolute(opts.data_dir).parent_path();
+        storage::sync_dir(parent.string());
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return {};
+}
+
+// A --force-new-cluster interrupted between its two renames: the new
+// directory is whole (it was complete before the first), so it takes DIR's place now.
+std::string finish_forced_move(const server::Options& opts) {
+    const std::string building = building_of(opts.data_dir);
+    if (std::filesystem::exists(opts.data_dir) || !std::filesystem::exists(aside_of(opts.data_dir)) ||
+        !std::filesystem::exists(building)) {
+        return {};
+    }
+    std::error_code ec;
+    std::filesystem::rename(building, opts.data_dir, ec);
+    if (ec) return "cannot finish moving " + building + " to " + opts.data_dir + ": " + ec.message();
+    log::log_event(log::LogLevel::kWarn, "forced_new_cluster_finished", {{"dir", opts.data_dir}});
+    return {};
+}
+
 // --restore FILE: the backup, checked.
 std::string read_backup(const std::string& file, std::optional<server::RestoreSource>& out) {
     storage::Backup backup;
@@ -114,6 +172,7 @@ int main(int argc, char** argv) {
     log::set_log_level(level);
     std::optional<storage::Identity> stored;
     try {
+        if (err = finish_forced_move(opts); !err.empty()) throw std::runtime_error(err);
         stored = storage::load_identity(opts.data_dir);
     } catch (const std::exception& e) {
         log::log_event(log::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
@@ -149,15 +208,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
         return 2;
     }
-    if (opts.force_new_cluster) {
-        // The old directory stays, moved aside, until the operator deletes it.
-        std::error_code ec;
-        std::filesystem::rename(opts.data_dir, aside_of(opts.data_dir), ec);
-        if (ec) {
-            std::fprintf(stderr, "fence-coordinator: --force-new-cluster: cannot move %s to %s: %s\n",
-                         opts.data_dir.c_str(), aside_of(opts.data_dir).c_str(), ec.message().c_str());
+    if (plan.first_snapshot) {
+        if (err = bootstrap_restored(opts, plan); !err.empty()) {
+            std::fprintf(stderr, "fence-coordinator: %s: %s\n",
+                         opts.force_new_cluster ? "--force-new-cluster" : "--restore", err.c_str());
             return 1;
         }
+        log::log_event(log::LogLevel::kWarn, opts.force_new_cluster ? "forced_new_cluster" : "restored",
+                       {{"from_cluster", log::log_value(restore->cluster_id)},
+                        {"from_index", log::log_value(restore->state.meta.index)},
+                        {"cluster_id", log::log_value(plan.identity.cluster_id)},
+                        {"token_headroom", log::log_value(opts.restore_token_headroom)},
+                        {"old_dir", opts.force_new_cluster ? aside_of(opts.data_dir) : std::string()}});
     }
     for (const std::string& note : plan.notes) log::log_event(log::LogLevel::kWarn, "flag_not_used", {{"note", note}});
     opts.cluster_id = plan.identity.cluster_id;
@@ -166,21 +228,6 @@ int main(int argc, char** argv) {
     try {
         std::filesystem::create_directories(opts.data_dir);
         log = server::open_durable_log(opts.data_dir, plan.identity);
-        if (plan.first_snapshot) {
-            // A restored cluster: its state, with the token floor raised, is
-            // the snapshot every one of its members starts from.
-            const raft::Snapshot& first = *plan.first_snapshot;
-            if (log->storage().last_index() != 0 || !log->storage().snapshot().empty()) {
-                throw std::runtime_error("the data directory already holds a log: restore into an empty one");
-            }
-            log->persist(raft::HardState{plan.first_term, raft::kNoNode, first.meta.index}, first, {});
-            log::log_event(log::LogLevel::kWarn, opts.force_new_cluster ? "forced_new_cluster" : "restored",
-                           {{"from_cluster", log::log_value(restore->cluster_id)},
-                            {"from_index", log::log_value(restore->state.meta.index)},
-                            {"cluster_id", log::log_value(plan.identity.cluster_id)},
-                            {"token_headroom", log::log_value(opts.restore_token_headroom)},
-                            {"old_dir", opts.force_new_cluster ? aside_of(opts.data_dir) : std::string()}});
-        }
     } catch (const std::exception& e) {
         log::log_event(log::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
         return 1;

@@ -39,7 +39,8 @@ void Member::Impl::apply_configuration(const raft::Configuration& c) {
     std::string voters, learners;
     for (const raft::ConfigMember& m : c.members) {
         std::string& list = m.voter ? voters : learners;
-        list += (list.empty() ? "" : ",") + std::to_string(m.id);
+        if (!list.empty()) list += ',';
+        list += std::to_string(m.id);
     }
     log::log_event(log::LogLevel::kInfo, "configuration",
                    {{"index", log::log_value(core ? core->raft().configuration_index() : 0)},

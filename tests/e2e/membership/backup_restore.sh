@@ -35,8 +35,12 @@ if "$FENCE_BIN_DIR/fence-coordinator" --id 1 --peers "1=127.0.0.1:$((BASE + 1))"
 fi
 grep -q "CRC mismatch" "$DIR/damaged.out" || fail "damaged restore: $(cat "$DIR/damaged.out")"
 [[ ! -e "$DIR/x/identity" ]] || fail "a refused restore left a data directory"
+# What a restore interrupted by a crash leaves (its building directory) is
+# started over, not used.
+mkdir -p "$DIR/1.restoring" && echo "half written" >"$DIR/1.restoring/identity"
 # Restore: every member from the same file, same --peers (cluster.sh passes them).
 cluster_start 3 "--restore $DIR/backup.bak"
+[[ ! -e "$DIR/1.restoring" ]] || fail "the building directory of member 1 was left behind"
 L=$(wait_leader 10) || fail "no leader in the restored cluster"
 new_cluster=$(json_field "$(status_of "$L")" cluster_id)
 [[ "$new_cluster" != "$old_cluster" ]] || fail "the restored cluster kept the old ID $old_cluster"
