@@ -123,12 +123,12 @@ std::string plan_start(const Options& o, const std::optional<storage::Identity>&
     out = StartPlan{};
     out.client_addr = o.client_addr;
     for (const PeerSpec& p : o.peers) out.addresses[p.id].peer_addr = text_of(p);
+    if (stored && stored->member_id != o.id) {
+        return "--data-dir " + o.data_dir + " belongs to member " + std::to_string(stored->member_id) +
+               ", not --id " + std::to_string(o.id);
+    }
     if (o.force_new_cluster) {
         if (!stored || !restore) return "--force-new-cluster needs the data directory of a member of the cluster";
-        if (stored->member_id != o.id) {
-            return "--data-dir " + o.data_dir + " belongs to member " + std::to_string(stored->member_id) +
-                   ", not --id " + std::to_string(o.id);
-        }
         // This member's peer address: --peers, else the configuration it had.
         std::string peer = out.addresses[o.id].peer_addr;
         member::MemberAddresses a;
@@ -157,10 +157,6 @@ std::string plan_start(const Options& o, const std::optional<storage::Identity>&
         out.first_term = first.meta.term;
         out.first_snapshot = std::move(first);
     } else if (stored) {
-        if (stored->member_id != o.id) {
-            return "--data-dir " + o.data_dir + " belongs to member " + std::to_string(stored->member_id) +
-                   ", not --id " + std::to_string(o.id);
-        }
         out.identity = *stored;
         if (!stored->first_config) {
             // Written by a release that derived everything from --peers.

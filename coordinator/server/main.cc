@@ -52,19 +52,18 @@ std::string ask_to_join(const server::Options& opts, std::chrono::milliseconds t
     return {};
 }
 
-std::string aside_of(const std::string& dir) {
+// DIR's sibling DIR<suffix> (DIR without its trailing slashes).
+std::string sibling_of(const std::string& dir, const char* suffix) {
     std::string d = dir;
     while (d.size() > 1 && d.back() == '/') d.pop_back();
-    return d + ".before-force-new-cluster";
+    return d + suffix;
 }
+
+std::string aside_of(const std::string& dir) { return sibling_of(dir, ".before-force-new-cluster"); }
 
 // The directory a restored cluster's member is built in before it takes
 // the data directory's place.
-std::string building_of(const std::string& dir) {
-    std::string d = dir;
-    while (d.size() > 1 && d.back() == '/') d.pop_back();
-    return d + ".restoring";
-}
+std::string building_of(const std::string& dir) { return sibling_of(dir, ".restoring"); }
 
 // A restored member's data directory, made whole or not at all: built in
 // DIR.restoring (identity, then the first snapshot and hard state, each
