@@ -185,8 +185,10 @@ std::string describe(const Result& result) {
                 return std::string("expired existed=") + (r.existed ? "true" : "false");
             } else if constexpr (std::is_same_v<R, Noop>) {
                 return "noop";
-            } else {
+            } else if constexpr (std::is_same_v<R, FloorSet>) {
                 return "floor_set floor=" + std::to_string(r.floor);
+            } else {
+                return "table_full table_bytes=" + std::to_string(r.table_bytes);
             }
         },
         result);

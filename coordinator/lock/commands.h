@@ -82,12 +82,17 @@ struct Expired {
 struct Noop {
     bool operator==(const Noop&) const = default;
 };
+// A Grant refused because the lock table is full (table.h kMaxTableBytes).
+struct TableFull {
+    std::uint64_t table_bytes = 0;  // the table's bytes() when it was refused
+    bool operator==(const TableFull&) const = default;
+};
 struct FloorSet {
     Token floor = 0;  // the floor in force after apply
     bool operator==(const FloorSet&) const = default;
 };
 
-using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet>;
+using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)

@@ -86,6 +86,7 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes) 
                                         "of order)");
             return DecodeError{in.error()};
         }
+        table.bytes_ += lock_bytes(lock->key, lock->owner);
         std::string key = lock->key;
         table.locks_.emplace_hint(table.locks_.end(), std::move(key), std::move(*lock));
     }

@@ -48,12 +48,15 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
         return GrantRejected{lock.token};
     }
     if (index > kMaxToken - token_floor_) return GrantRejected{kInvalidGrantHolder};
+    const std::uint64_t added = lock_bytes(grant.key, grant.owner);
+    if (bytes_ + added > kMaxTableBytes) return TableFull{bytes_};
     const Token token = index + token_floor_;
     if (token <= last_token_) {
         throw std::logic_error("lock table: token " + std::to_string(token) +
                                " does not exceed the last token " + std::to_string(last_token_));
     }
     locks_.emplace(grant.key, Lock{grant.key, token, grant.lease_ms, grant.owner});
+    bytes_ += added;
     last_token_ = token;
     return Granted{token};
 }
@@ -75,6 +78,7 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {
 bool LockTable::remove_if_held(std::string_view key, Token token) {
     auto held = locks_.find(key);
     if (held == locks_.end() || held->second.token != token) return false;
+    bytes_ -= lock_bytes(held->second.key, held->second.owner);
     locks_.erase(held);
     return true;
 }
@@ -104,11 +108,16 @@ std::string LockTable::check_invariants() const {
                std::to_string(applied_index_) + " + token floor " + std::to_string(token_floor_);
     }
     std::set<Token> tokens;
+    std::uint64_t bytes = 0;
     for (const auto& [key, lock] : locks_) {
         if (auto problem = check_lock(key, lock); !problem.empty()) return problem;
         if (!tokens.insert(lock.token).second) {
             return "token " + std::to_string(lock.token) + " is held by two keys";
         }
+        bytes += lock_bytes(lock.key, lock.owner);
+    }
+    if (bytes != bytes_) {
+        return "table bytes " + std::to_string(bytes_) + " differ from the locks' " + std::to_string(bytes);
     }
     return {};
 }

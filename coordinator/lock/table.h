@@ -18,6 +18,16 @@
 
 namespace pgfence::lock {
 
+// The largest lock table, counted as its snapshot's lock records (the
+// 24 fixed bytes of each lock plus its key and owner; lock_bytes()). A Grant
+// that would take the table past it is refused (TableFull) by every member
+// alike, so the table's snapshot always fits the 256 MiB a member stores,
+// sends and accepts (storage and raft max_snapshot_bytes): 192 MiB leaves
+// the snapshot's header, the configuration and the member's own framing
+// room. At 20-byte keys without owners that is about 4.5 million locks.
+// A constant, not a flag: members that disagreed on it would diverge.
+constexpr std::uint64_t kMaxTableBytes = 192ull << 20;
+
 struct Lock {
     std::string key;
     Token token = 0;
@@ -25,6 +35,12 @@ struct Lock {
     std::string owner;
     bool operator==(const Lock&) const = default;
 };
+
+// One lock's record in the snapshot (see snapshot()): key and owner with
+// their u32 lengths, token and lease_ms.
+constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner) {
+    return 4 + key.size() + 8 + 8 + 4 + owner.size();
+}
 
 class LockTable {
   public:
@@ -34,6 +50,8 @@ class LockTable {
     //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
     //   Grant, key free, index + floor <= kMaxToken -> Granted{index + floor}
     //   Grant, key free, index + floor > kMaxToken  -> GrantRejected{0}
+    //   Grant, key free, bytes() + lock_bytes(grant) > kMaxTableBytes
+    //                                             -> TableFull{bytes()}, table unchanged
     //   Grant, held by the same non-empty owner   -> Granted{existing token}; the lock's
     //                                                lease_ms becomes the new one
     //   Grant, held otherwise                     -> GrantRejected{holder token}
@@ -51,6 +69,8 @@ class LockTable {
     const Lock* find(std::string_view key) const;
     std::vector<Lock> list() const;  // sorted by key
     std::size_t size() const { return locks_.size(); }
+    // The locks' share of the snapshot: the sum of lock_bytes() over the locks.
+    std::uint64_t bytes() const { return bytes_; }
     std::uint64_t applied_index() const { return applied_index_; }
     Token token_floor() const { return token_floor_; }
     Token last_token() const { return last_token_; }  // largest token ever granted (0: none)
@@ -80,6 +100,7 @@ class LockTable {
 
     std::map<std::string, Lock, std::less<>> locks_;
     std::uint64_t applied_index_ = 0;
+    std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
     Token token_floor_ = 0;
     Token last_token_ = 0;
 };

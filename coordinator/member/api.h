@@ -140,6 +140,12 @@ struct Held {  // 409 {"error":"held","message":...}
 
 struct TooLarge {};  // 400: the command does not fit one log entry
 
+// 507 {"error":"table_full","message"}: a Grant refused because the lock
+// table is at lock::kMaxTableBytes (every member refuses it alike).
+struct TableFull {
+    std::string message;
+};
+
 // 307 to the leader's client address when the shell knows it, else 503
 // {"error":"no_leader"}. `leader`: the leader this member knows (raft::kNoNode: none).
 struct Unavailable {
@@ -147,6 +153,6 @@ struct Unavailable {
 };
 
 using Response = std::variant<Granted, Released, KeptAlive, Locks, NotHeld, Held, TooLarge, Unavailable, Members,
-                              UnknownMember, ChangeRefused, Backup>;
+                              UnknownMember, ChangeRefused, Backup, TableFull>;
 
 }  // namespace pgfence::member

@@ -369,6 +369,10 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             if (leader && !expiring) {
                 leases_[g->key] = Lease::started(ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
             }
+        } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
+            ++counters_.grants_table_full;
+            log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
+                {{"key", g->key}, {"table_bytes", num(full->table_bytes)}, {"limit", num(lock::kMaxTableBytes)}});
         } else {
             ++counters_.grant_conflicts;
             const auto* rej = std::get_if<lock::GrantRejected>(&result);

@@ -301,6 +301,11 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         respond(id, Granted{req.key, token, req.lease_ms, req.owner});
         return;
     }
+    if (const auto* full = std::get_if<lock::TableFull>(r)) {
+        respond(id, TableFull{"the lock table holds " + num(full->table_bytes) + " bytes of locks; the limit is " +
+                              num(lock::kMaxTableBytes) + ": release locks (or shorten leases) first"});
+        return;
+    }
     const auto* rej = std::get_if<lock::GrantRejected>(r);
     if (req.wait_ms > 0 && is_leader() && rej != nullptr && rej->holder_token != 0) {
         enqueue_waiter(id, req, from_queue, now);  // a queue head keeps its place at the front

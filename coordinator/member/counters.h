@@ -28,7 +28,8 @@ private:
 
 struct Counters {
     std::uint64_t grants = 0;            // Grants applied that granted
-    std::uint64_t grant_conflicts = 0;   // Grants applied that were refused
+    std::uint64_t grant_conflicts = 0;   // Grants applied that were refused (held, or invalid)
+    std::uint64_t grants_table_full = 0;  // Grants applied that were refused: the table was full
     std::uint64_t releases = 0;          // Releases applied that removed a lock
     std::uint64_t release_not_held = 0;
     std::uint64_t expiries_existed = 0;  // Expires applied that removed a lock

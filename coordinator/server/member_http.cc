@@ -143,6 +143,8 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
         respond_error(ex, 409, "held", h->message);
     } else if (std::holds_alternative<member::TooLarge>(response)) {
         respond_error(ex, 400, "bad_request", "request too large for one log entry");
+    } else if (auto* f = std::get_if<member::TableFull>(&response)) {
+        respond_error(ex, 507, "table_full", f->message);
     } else if (auto* m = std::get_if<member::Members>(&response)) {
         ex->respond(net::HttpResponse{200, members_json(*m), "application/json", {}});
     } else if (auto* u = std::get_if<member::UnknownMember>(&response)) {
