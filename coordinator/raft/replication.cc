@@ -72,13 +72,18 @@ bool Raft::Impl::maybe_send_append(NodeId to, Progress& pr, bool send_if_empty) 
     return true;
 }
 
-// Would flush_appends() send anything? (has_ready() must not miss it.)
+// Would flush_appends() send anything? Exactly what maybe_send_append()
+// would: has_ready() must neither miss a message nor promise one that is
+// never sent (the shell pumps again while it is true).
 bool Raft::Impl::wants_flush(const Leader& l) const {
     if (!l.reads_unsent.empty()) return true;
     for (const auto& [id, pr] : l.progress) {
         if (pr.paused(cfg.max_inflight_appends, cfg.max_inflight_bytes)) continue;
+        if (!log.term(pr.next - 1)) {
+            if (pr.removed_at == 0) return true;  // needs a snapshot (a removed member gets none)
+            continue;
+        }
         if (pr.next <= sendable_last() || pr.sent_commit < commit) return true;
-        if (!log.term(pr.next - 1) && pr.removed_at == 0) return true;  // needs a snapshot
     }
     return false;
 }

@@ -245,6 +245,36 @@ BOOST_AUTO_TEST_CASE(a_removed_member_that_never_answers_is_forgotten_after_two_
     for (const PeerStatus& p : c.raft(1).status().peers) BOOST_TEST(p.id != 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_removed_member_behind_the_snapshot_leaves_the_leader_nothing_to_send) {
+    // A removed member whose next entry was compacted gets no snapshot: the
+    // leader, having nothing to send it, must not report a Ready (the shell
+    // pumps while has_ready() holds, so a promise never kept spins it).
+    Cluster c = three_with_leader();
+    c.isolate(3);
+    c.raft(1).propose("a");
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose_config(remove(3)).error, ProposeError::kNone);
+    c.deliver_all();
+    c.raft(1).propose("b");
+    c.deliver_all();  // 1 and 2 commit all of it; 3 is still told of its removal
+    Index match_3 = 0;
+    for (const PeerStatus& p : c.raft(1).status().peers) {
+        if (p.id == 3) match_3 = p.match;
+    }
+    const Status st = c.raft(1).status();
+    BOOST_REQUIRE(st.applied > match_3 + 1);
+    MemoryStorage& disk = c.member(1).storage;
+    const Term t = disk.entries(st.applied, st.applied + 1)[0].term;
+    disk.compact(Snapshot{SnapshotMeta{st.applied, t, c.raft(1).configuration_at(st.applied)}, "s"});
+    c.raft(1).compact(st.applied, "s", 0);
+    // 3 rejects an append (it answers late): the leader probes it from
+    // match + 1, an index it no longer holds.
+    c.raft(1).step(msg(3, 1, st.term, AppendResponse{false, 0, st.last_index, match_3, 0}));
+    c.raft(1).propose("c");  // the commit index moves past what 3 was told
+    c.deliver_all();         // fails ("never quiesced") if a Ready is promised forever
+    BOOST_TEST(!c.raft(1).has_ready());
+    BOOST_TEST(c.raft(1).status().commit == st.last_index + 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_removal_that_leaves_no_live_quorum_is_refused) {
     Cluster c = three_with_leader();
     c.isolate(3);
