@@ -257,6 +257,11 @@ public:
     const Lease* lease(std::string_view key) const;
     std::uint64_t ttl_ms(std::string_view key, Time now) const;  // 0 when not held or ended
     raft::Term leader_term() const { return leader_term_; }  // 0: not leading
+    // The configuration in force: each member's addresses (from its context;
+    // empty for a member of the first configuration) and, on the leader, its
+    // match index and whether a learner is caught up. GET /v1/members and the
+    // join answer.
+    Members members_view() const;
 
     // The Raft core's own invariants and the leases' and waiters': "" or the
     // first broken. They hold between inputs (a step that demotes this member
@@ -336,7 +341,6 @@ private:
 
     // core_members.cc
     void change_members(RequestId id, const Request& req, Time now);
-    Members members_view() const;
     // A voter to hand leadership to: among `reachable` when given (else
     // those heard from in this election period first), the most caught-up;
     // kNoNode when there is none.

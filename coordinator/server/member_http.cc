@@ -7,7 +7,6 @@
 #include <charconv>
 #include <chrono>
 
-#include "member/addresses.h"
 #include "storage/backup.h"
 
 #include "log/log.h"
@@ -372,20 +371,7 @@ void Member::Impl::answer_join(const std::string& query, const ExchangePtr& ex) 
         respond_error(ex, 404, "unknown_member", "member " + std::to_string(n) + " is not in the configuration");
         return;
     }
-    member::Members view;
-    view.config_index = core->raft().configuration_index();
-    for (const raft::ConfigMember& m : c.members) {
-        member::MemberView v;
-        v.id = m.id;
-        v.voter = m.voter;
-        member::MemberAddresses a;
-        if (member::decode_addresses(m.context, a).empty()) {
-            v.peer_addr = a.peer_addr;
-            v.client_addr = a.client_addr;
-        }
-        view.members.push_back(std::move(v));
-    }
-    ex->respond(net::HttpResponse{200, members_json(view), "application/json", {}});
+    ex->respond(net::HttpResponse{200, members_json(core->members_view()), "application/json", {}});
 }
 
 }  // namespace pgfence::server
