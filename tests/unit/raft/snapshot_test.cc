@@ -123,6 +123,76 @@ BOOST_AUTO_TEST_CASE(a_lost_chunk_is_sent_again_from_where_the_follower_stopped)
     BOOST_TEST(c.raft(3).check_invariants() == "");
 }
 
+BOOST_AUTO_TEST_CASE(chunks_reordered_and_duplicated_still_install_exactly_the_snapshot) {
+    const std::string state = sample_state(95);
+    Cluster c = lagging_chunked(state, 10, 40);
+    std::vector<Message> first = first_window(c);
+    BOOST_TEST_REQUIRE(first.size() == 4u, "first send: " << first.size() << " chunks");
+    // The window arrives backwards, its first chunk twice.
+    for (auto it = first.rbegin(); it != first.rend(); ++it) c.net().push_back(*it);
+    c.net().push_back(first.front());
+    for (int i = 0; i < 30 && !c.member(3).restored; ++i) {
+        c.deliver_all();
+        c.tick_all(1);
+    }
+    BOOST_REQUIRE(c.member(3).restored.has_value());
+    BOOST_TEST(c.member(3).restored->data == state);
+    // A chunk that turns up after the install changes nothing.
+    c.net().push_back(first[2]);
+    c.deliver_all();
+    BOOST_TEST(c.raft(3).status().snapshot_index == c.raft(1).status().snapshot_index);
+    BOOST_TEST(c.raft(3).status().commit == c.raft(1).status().commit);
+    BOOST_TEST(c.raft(1).check_invariants() == "");
+    BOOST_TEST(c.raft(3).check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(a_leader_change_mid_transfer_starts_over_with_the_new_leaders_snapshot) {
+    // Two leaders' snapshots at the same index, told apart by their bytes: the
+    // follower must install the new leader's whole, never a splice of both.
+    const std::string state_1 = sample_state(95);
+    const std::string state_2(95, 'Z');
+    Cluster c = lagging_chunked(state_1, 10, 40);
+    std::vector<Message> first = first_window(c);
+    BOOST_TEST_REQUIRE(first.size() == 4u, "first send: " << first.size() << " chunks");
+    c.raft(3).step(first[0]);  // 3 holds 20 bytes of leader 1's snapshot
+    c.raft(3).step(first[1]);
+    c.isolate(1);
+    const Index at = c.raft(1).status().snapshot_index;
+    const Status st2 = c.raft(2).status();
+    BOOST_REQUIRE_EQUAL(st2.applied, at);
+    c.member(2).storage.compact(Snapshot{SnapshotMeta{at, c.raft(1).term(), Configuration::of_voters(ids(3))}, state_2});
+    c.raft(2).compact(at, state_2, 0);
+    // 2 is elected, probes 3 and starts its own transfer: its first window
+    // is taken off the network.
+    const auto from_2 = [](const Message& m) { return m.from == 2 && is_chunk(m); };
+    std::optional<Message> start;
+    for (int i = 0; i < 100 && !start; ++i) {
+        c.tick(2);
+        c.tick(3);
+        start = c.intercept(from_2);
+    }
+    BOOST_REQUIRE(c.raft(2).role() == Role::kLeader);
+    BOOST_REQUIRE(start.has_value());
+    std::vector<Message> second{*start};
+    for (Message& m : c.take(from_2)) second.push_back(std::move(m));
+    // It arrives with its third chunk first: at offset 20, just where leader
+    // 1's transfer stopped.
+    BOOST_TEST_REQUIRE(second.size() == 4u, "leader 2's first send: " << second.size() << " chunks");
+    BOOST_TEST(std::get<SnapshotRequest>(second[2].body).offset == 20u);
+    for (std::size_t i : {2, 3, 0, 1}) c.net().push_back(second[i]);
+    for (int i = 0; i < 30 && !c.member(3).restored; ++i) {
+        c.deliver_all();
+        c.tick(2);
+        c.tick(3);
+    }
+    BOOST_REQUIRE(c.member(3).restored.has_value());
+    BOOST_TEST(c.member(3).restored->data == state_2);
+    c.deliver_all();
+    BOOST_TEST(c.raft(3).status().commit == c.raft(2).status().commit);
+    BOOST_TEST(c.raft(2).check_invariants() == "");
+    BOOST_TEST(c.raft(3).check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_CASE(a_compaction_during_a_transfer_neither_restarts_it_nor_strands_the_follower) {
     const std::string state = sample_state(103);
     Cluster c = lagging_chunked(state, 10, 30);
