@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/pg/variants.sh: the ways of writing one row that make bench-pg
 # compares, as SQL.  Sourced by bench/pg/run.sh (pgbench, timed) and
 # bench/pg/instructions.sh (callgrind, instructions per UPDATE).
@@ -17,6 +18,7 @@
 # (";" and a blank line after each), which psql and `postgres --single -j`
 # both read one statement at a time.
 
+# shellcheck disable=SC2034  # read by the scripts that source this file
 BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard"
 
 # The extension and the PL/pgSQL trigger function, once per database.
