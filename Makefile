@@ -3,7 +3,7 @@
 #   make test   install what is missing, build, run every test
 #
 # Other targets: deps build install sim faults soak fuzz bench bench-pg
-#                bench-coordinator bench-wal clean help
+#                bench-pg-instr bench-coordinator bench-wal clean help
 
 JOBS        ?= 2
 BUILD       ?= build
@@ -22,7 +22,7 @@ CMAKE_FLAGS ?=
 ASAN_MODULES ?= codec;raft;lock;member;auth;storage;log;net
 
 .PHONY: all help deps build build-asan install test demo sim faults soak fuzz \
-        bench bench-pg bench-coordinator bench-wal clean
+        bench bench-pg bench-pg-instr bench-coordinator bench-wal clean
 
 all: build
 
@@ -85,9 +85,15 @@ fuzz:
 
 bench: bench-wal bench-pg bench-coordinator
 
-bench-pg: deps build
-	$(MAKE) -C pg_extension install
+# make bench-pg: the instructions per UPDATE of each variant (bench-pg-instr),
+# then their tps under pgbench (bench/pg/run.sh). Both need the extension only.
+bench-pg: bench-pg-instr
 	bash bench/pg/run.sh
+
+bench-pg-instr:
+	PGFENCE_BENCH_DEPS=1 bash scripts/install-deps.sh
+	$(MAKE) -C pg_extension -j$(JOBS) install
+	bash bench/pg/instructions.sh
 
 bench-wal: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target bench_wal

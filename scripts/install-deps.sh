@@ -11,9 +11,10 @@ packages=(
   clang-14 libclang-rt-14-dev
   iproute2 nftables faketime fiu-utils gnuplot-nox
 )
-# etcd is only needed by the side-by-side benchmark (make bench-coordinator).
+# Only the benchmarks need these: etcd for the side-by-side one (make
+# bench-coordinator), valgrind to count instructions (make bench-pg-instr).
 if [[ "${PGFENCE_BENCH_DEPS:-0}" == 1 ]]; then
-  packages+=(etcd-server etcd-client)
+  packages+=(etcd-server etcd-client valgrind)
 fi
 
 missing=()

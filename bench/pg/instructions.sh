@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# bench/pg/instructions.sh: instructions the backend executes per UPDATE for
+# each variant of bench/pg/variants.sh, counted by valgrind (callgrind) on
+# `postgres --single`.  Other load on the machine cannot move this figure,
+# as it moves tps (run by make bench-pg and make bench-pg-instr).
+#
+# A template cluster is set up once per variant, with the variant's table
+# bench_t (BENCH_INSTR_ROWS rows, fence 0).  For each variant and each of the
+# two statement counts N1 < N2 of BENCH_INSTR_COUNTS, a fresh copy of that
+# template runs under callgrind:
+#
+#   PREPARE s(int, int, bigint) AS <the variant's statement with $1 $2 $3>
+#   EXECUTE s(id, i, i)      for i = 1 .. N, one line (one transaction) each,
+#                            id = the rows in turn: a newer token every time
+#
+#   per statement = (I(N2) - I(N1)) / (N2 - N1)
+#   per UPDATE    = per statement - the no-op's per statement
+#
+# I is what callgrind counted over the whole process.  Start-up, the shutdown
+# checkpoint and first-use costs (catalog caches, the plan, compiling the
+# PL/pgSQL function) are the same at N1 and N2 and cancel.  The no-op
+# prepares SELECT WHERE false with the same parameters and runs the same
+# EXECUTE lines, so per UPDATE leaves out reading the line, the EXECUTE and
+# an empty transaction around it; what remains is the row's write, its
+# trigger or function, and its commit.  After each run, outside valgrind,
+# the script checks that no statement failed, that every row holds the last
+# token written to it, and that fenced_update returned applied every time.
+# For the trigger variants it also splits the figure, from callgrind's
+# inclusive counts per function: PostgreSQL's BEFORE ROW path
+# (ExecBRUpdateTriggers, which locks the row and then calls the function),
+# the row lock in it (heap_lock_tuple), and the trigger function itself.
+#
+# Goals (issue 17): fence_guard at most 1.05 x plain per UPDATE, and fewer
+# than plpgsql.  A benchmark, not a test: it prints PASS or FAIL for each and
+# exits 0 either way (non-zero only when a run or a check fails).
+#
+# Settings (environment): BENCH_INSTR_COUNTS ("2000 4000"), BENCH_INSTR_ROWS
+# (1000), BENCH_INSTR_OUT (build/bench-pg-instr: the report instructions.txt,
+# every run's logs and callgrind file), PG_CONFIG.  As root, postgres runs as
+# the user postgres (BENCH_INSTR_USER).  Needs valgrind; takes a minute or two.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=bench/pg/variants.sh
+source "$ROOT/bench/pg/variants.sh"
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BINDIR=$("$PG_CONFIG" --bindir)
+read -r N1 N2 extra <<<"${BENCH_INSTR_COUNTS:-2000 4000}"
+ROWS=${BENCH_INSTR_ROWS:-1000}
+OUT=${BENCH_INSTR_OUT:-$ROOT/build/bench-pg-instr}
+RUN_USER=${BENCH_INSTR_USER:-postgres}
+# the settings of every postgres --single run
+PG_OPTS=(-c shared_preload_libraries=pg_fence -c huge_pages=off -c jit=off -c fsync=off)
+
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+(($# == 0)) || { usage >&2; exit 2; }
+if [[ ! $N1 =~ ^[1-9][0-9]*$ || ! ${N2:-} =~ ^[1-9][0-9]*$ || -n ${extra:-} ]] || ((N1 >= N2)); then
+  echo "instructions.sh: BENCH_INSTR_COUNTS must be two counts N1 < N2, got '${BENCH_INSTR_COUNTS:-}'" >&2
+  exit 2
+fi
+[[ $ROWS =~ ^[1-9][0-9]*$ ]] || { echo "instructions.sh: BENCH_INSTR_ROWS must be a positive integer, got '$ROWS'" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is missing; run: PGFENCE_BENCH_DEPS=1 bash scripts/install-deps.sh" >&2; exit 1; }
+if [[ ! -e $("$PG_CONFIG" --sharedir)/extension/pg_fence.control ]]; then
+  echo "instructions.sh: pg_fence is not installed; run: make -C $ROOT/pg_extension install" >&2
+  exit 1
+fi
+
+# Run "$@" as the user that owns the clusters (postgres refuses root).
+as_run_user() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u "$RUN_USER" -- "$@"; else "$@"; fi
+}
+
+# postgres --single on cluster DIR, reading statements from stdin.
+single() {
+  local dir=$1
+  shift
+  as_run_user "$BINDIR/postgres" --single "$@" -D "$dir" "${PG_OPTS[@]}" postgres
+}
+
+# The statements of one run: PREPARE, then N EXECUTE lines.
+run_sql() {
+  local variant=$1 n=$2
+  if [[ $variant == no-op ]]; then
+    echo 'PREPARE s(int, int, bigint) AS SELECT WHERE false'
+  else
+    # shellcheck disable=SC2016  # $1 $2 $3 are PREPARE's parameters, not shell's
+    echo "PREPARE s(int, int, bigint) AS $(bench_statement "$variant" bench_t '$1' '$2' '$3')"
+  fi
+  awk -v n="$n" -v rows="$ROWS" 'BEGIN { for (i = 1; i <= n; i++) printf "EXECUTE s(%d, %d, %d)\n", (i - 1) % rows + 1, i, i }'
+}
+
+# Sum of the fences after n statements: each row holds the last token written to it.
+expected_fence_sum() {
+  awk -v n="$1" -v rows="$ROWS" 'BEGIN {
+    s = 0
+    for (r = 1; r <= rows && r <= n; r++) s += r + rows * int((n - r) / rows)
+    printf "%.0f\n", s
+  }'
+}
+
+# The variant's template cluster: a copy of the initdb'd base, with bench_t.
+make_template() {
+  local variant=$1 dir=$TMP/template-$1
+  cp -a "$TMP/base" "$dir"
+  [[ $variant == no-op ]] && return 0
+  { bench_database_sql; bench_table_sql "$variant" bench_t "$ROWS"; printf 'CHECKPOINT;\n\n'; } |
+    single "$dir" -j >"$OUT/setup-$variant.log" 2>&1
+  if grep -q 'ERROR' "$OUT/setup-$variant.log"; then
+    echo "instructions.sh: setting up $variant failed, see $OUT/setup-$variant.log" >&2
+    return 1
+  fi
+}
+
+# Fail unless the run of variant with n statements did all its writes.
+check_run() {
+  local variant=$1 n=$2 dir=$3 log=$4 sum applied
+  if grep -q 'ERROR' "$log.err"; then
+    echo "instructions.sh: $variant, $n statements: a statement failed, see $log.err" >&2
+    return 1
+  fi
+  [[ $variant == no-op ]] && return 0
+  sum=$(echo 'SELECT sum(fence) AS fence_sum FROM bench_t' | single "$dir" 2>/dev/null |
+        sed -nE 's/^[[:space:]]*1: fence_sum = "([0-9]+)".*/\1/p')
+  if [[ $sum != "$(expected_fence_sum "$n")" ]]; then
+    echo "instructions.sh: $variant, $n statements: sum(fence) is '$sum', not $(expected_fence_sum "$n"): not every write was done" >&2
+    return 1
+  fi
+  if [[ $variant == fenced_update* ]]; then
+    applied=$(grep -c 'fenced_update = "applied"' "$log.out" || true)
+    if ((applied != n)); then
+      echo "instructions.sh: $variant, $n statements: fenced_update applied $applied times, not $n; see $log.out" >&2
+      return 1
+    fi
+  fi
+}
+
+# Instructions of one run of variant with n statements, on a fresh copy.
+count_run() {
+  local variant=$1 n=$2 dir=$TMP/run log=$OUT/$1-$2 total
+  rm -rf "$dir"
+  cp -a "$TMP/template-$variant" "$dir"
+  run_sql "$variant" "$n" >"$TMP/run.sql"
+  as_run_user valgrind --tool=callgrind --callgrind-out-file="$TMP/callgrind.out" \
+    --log-file="$TMP/valgrind.log" "$BINDIR/postgres" --single -D "$dir" "${PG_OPTS[@]}" postgres \
+    <"$TMP/run.sql" >"$log.out" 2>"$log.err"
+  cp "$TMP/valgrind.log" "$log.valgrind"
+  cp "$TMP/callgrind.out" "$log.callgrind"
+  total=$(sed -n 's/^summary: \([0-9]*\)$/\1/p' "$TMP/callgrind.out")
+  [[ -n $total ]] || { echo "instructions.sh: no callgrind total for $variant, $n statements; see $log.valgrind" >&2; return 1; }
+  check_run "$variant" "$n" "$dir" "$log"
+  echo "$total"
+}
+
+# Inclusive instructions of the costliest function matching regex in a run.
+inclusive() {
+  callgrind_annotate --inclusive=yes --threshold=100 "$1" | awk -v re="$2" '
+    $0 ~ (":(" re ") \\[") { n = $1; gsub(",", "", n); if (n + 0 > max) max = n + 0 }
+    END { printf "%.0f\n", max }'
+}
+
+# Per statement of variant (N2 run minus N1 run) inside functions matching regex.
+per_statement_in() {
+  local a b
+  a=$(inclusive "$OUT/$1-$N1.callgrind" "$2")
+  b=$(inclusive "$OUT/$1-$N2.callgrind" "$2")
+  echo $(((b - a) / (N2 - N1)))
+}
+
+# "variant path lock function" lines of the trigger variants.
+trigger_breakdown() {
+  local variant function
+  for variant in fence_guard plpgsql fenced_update+guard; do
+    function=fence_guard
+    [[ $variant == plpgsql ]] && function=plpgsql_call_handler
+    echo "$variant $(per_statement_in "$variant" 'ExecBRUpdateTriggers(New)?')" \
+      "$(per_statement_in "$variant" heap_lock_tuple) $(per_statement_in "$variant" "$function") $function"
+  done
+}
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+TMP=$(mktemp -d /tmp/pgfence-instr.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+[[ $(id -u) -eq 0 ]] && chown "$RUN_USER:" "$TMP"
+as_run_user "$BINDIR/initdb" -D "$TMP/base" --no-sync -A trust >"$OUT/initdb.log" 2>&1
+results=$OUT/counts.txt
+: >"$results"
+for variant in no-op $BENCH_VARIANTS; do
+  make_template "$variant"
+  for n in "$N1" "$N2"; do
+    echo "instructions.sh: $variant, $n statements under callgrind ..." >&2
+    total=$(count_run "$variant" "$n")
+    echo "$variant $n $total" >>"$results"
+  done
+done
+
+trigger_breakdown >"$OUT/triggers.txt"
+
+{
+  echo
+  echo "pg_fence instructions per UPDATE: callgrind on postgres --single, $ROWS rows, N = $N1 and $N2 prepared statements,"
+  echo "$("$BINDIR/postgres" --version), valgrind $(valgrind --version | sed 's/^valgrind-//')"
+  echo "(per statement: (I(N2) - I(N1)) / (N2 - N1); per UPDATE: that minus the no-op's, SELECT WHERE false)"
+  awk -v n1="$N1" -v n2="$N2" '
+    FNR == NR { total[$1, $2] = $3; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 }; next }
+    { trig[++t] = $0 }
+    END {
+      for (i = 1; i <= k; i++) { v = order[i]; per[v] = (total[v, n2] - total[v, n1]) / (n2 - n1) }
+      printf "%-22s %16s %14s %10s\n", "variant", "instr/statement", "instr/UPDATE", "vs plain"
+      printf "%-22s %16.0f %14s %10s\n", "no-op", per["no-op"], "-", "-"
+      plain = per["plain"] - per["no-op"]
+      for (i = 1; i <= k; i++) {
+        v = order[i]
+        if (v == "no-op") continue
+        upd[v] = per[v] - per["no-op"]
+        printf "%-22s %16.0f %14.0f %10.3f\n", v, per[v], upd[v], upd[v] / plain
+      }
+      print ""
+      print "the triggers, per UPDATE: PostgreSQL'\''s BEFORE ROW path (ExecBRUpdateTriggers: it locks the row, then"
+      print "calls the trigger function), the row lock in it, the function; the path minus the function is"
+      print "PostgreSQL'\''s own cost of firing a BEFORE ROW trigger"
+      printf "%-22s %16s %9s %9s %24s  %s\n", "variant", "BEFORE ROW path", "row lock", "function", "path - function", "function"
+      for (i = 1; i <= t; i++) {
+        split(trig[i], f, " ")
+        printf "%-22s %16d %9d %9d %9d (%.3f x plain)  %s\n", f[1], f[2], f[3], f[4], f[2] - f[4], (f[2] - f[4]) / plain, f[5]
+      }
+      g = upd["fence_guard"]; l = upd["plpgsql"]
+      print ""
+      print "goals (issue 17), instructions per UPDATE:"
+      printf "  %s fence_guard %.3f x plain (goal: at most 1.05)\n", (g <= 1.05 * plain ? "PASS" : "FAIL"), g / plain
+      printf "  %s fence_guard %.3f x plpgsql (goal: below 1)\n", (g < l ? "PASS" : "FAIL"), g / l
+    }' "$results" "$OUT/triggers.txt"
+} | tee "$OUT/instructions.txt"

@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# bench/pg/variants.sh: the ways of writing one row that make bench-pg
+# compares, as SQL.  Sourced by bench/pg/run.sh (pgbench, timed) and
+# bench/pg/instructions.sh (callgrind, instructions per UPDATE).
+#
+#   plain                UPDATE t SET balance = BAL, fence = TOK WHERE id = ID
+#   fence_guard          the same UPDATE on a table protected by fence_protect
+#                        (the C trigger)
+#   plpgsql              the same UPDATE through an equivalent PL/pgSQL trigger
+#   fenced_update        SELECT fenced_update(t, {"id": ID}, {"balance": BAL}, TOK)
+#                        on an unprotected table (its WHERE fence < token is
+#                        the fence)
+#   fenced_update+guard  the same on a protected table (both checks)
+#
+# Every variant, plain included, writes the fence column with the token
+# through the SET list, the fast path of fence_guard (token in NEW, no
+# setting to read).  The SQL printed here has one statement per paragraph
+# (";" and a blank line after each), which psql and `postgres --single -j`
+# both read one statement at a time.
+
+# shellcheck disable=SC2034  # read by the scripts that source this file
+BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard"
+
+# The extension and the PL/pgSQL trigger function, once per database.
+bench_database_sql() {
+  cat <<'SQL'
+CREATE EXTENSION pg_fence;
+
+-- the PL/pgSQL equivalent of fence_guard's strict check for this UPDATE
+CREATE FUNCTION bench_plpgsql_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.fence IS NULL OR NEW.fence < 0 OR NEW.fence <= OLD.fence THEN
+    RAISE EXCEPTION 'stale fencing token % (fence is %)', NEW.fence, OLD.fence
+      USING ERRCODE = '55F01';
+  END IF;
+  RETURN NEW;
+END $$;
+
+SQL
+}
+
+# TABLE with ROWS rows of fence 0, with the trigger VARIANT needs, vacuumed.
+bench_table_sql() {
+  local variant=$1 table=$2 rows=$3
+  printf '%s\n\n' \
+    "CREATE TABLE $table (id int PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0);" \
+    "INSERT INTO $table SELECT i, 0, 0 FROM generate_series(1, $rows) AS i;"
+  case $variant in
+    fence_guard | fenced_update+guard)
+      printf '%s\n\n' "SELECT fence_protect('$table');" ;;
+    plpgsql)
+      printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard BEFORE UPDATE ON $table FOR EACH ROW EXECUTE FUNCTION bench_plpgsql_guard();" ;;
+  esac
+  printf '%s\n\n' "VACUUM ANALYZE $table;"
+}
+
+# VARIANT's statement on TABLE; ID, BAL and TOK are its values as the
+# caller spells them (pgbench variables, or $n parameters of PREPARE).
+bench_statement() {
+  local variant=$1 table=$2 id=$3 bal=$4 tok=$5
+  case $variant in
+    fenced_update*)
+      echo "SELECT fenced_update('$table', jsonb_build_object('id', CAST($id AS int)), jsonb_build_object('balance', CAST($bal AS int)), CAST($tok AS bigint));" ;;
+    *)
+      echo "UPDATE $table SET balance = $bal, fence = $tok WHERE id = $id;" ;;
+  esac
+}
