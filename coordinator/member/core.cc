@@ -14,6 +14,10 @@ std::string num(std::uint64_t v) { return std::to_string(v); }
 }  // namespace
 
 Core::Core(Config config, const raft::Storage& storage) : config_(std::move(config)) {
+    if (config_.snapshot_log_pct > kMaxSnapshotLogPct) {
+        throw std::invalid_argument("snapshot_log_pct " + num(config_.snapshot_log_pct) + " is above " +
+                                    num(kMaxSnapshotLogPct));
+    }
     const raft::Snapshot snap = storage.snapshot();
     if (!snap.empty()) {
         auto restored = lock::LockTable::restore(snap.data);
@@ -244,6 +248,7 @@ void Core::persisted(Time now) {
         table_ = std::move(std::get<lock::LockTable>(restored));
         applied_term_ = rd->snapshot->meta.term;
         last_snapshot_index_ = rd->snapshot->meta.index;
+        applied_bytes_since_snapshot_ = 0;
         if (config_.observer != nullptr) config_.observer->restored(rd->snapshot->meta, table_);
         log(LogLevel::kInfo, "snapshot_installed",
             {{"index", num(rd->snapshot->meta.index)}, {"locks", num(table_.size())}});
@@ -300,6 +305,7 @@ void Core::apply_taken(Time now) {
 void Core::apply_entry(const raft::Entry& e, Time now) {
     if (e.index <= table_.applied_index()) return;
     applied_term_ = e.term;
+    applied_bytes_since_snapshot_ += e.data.size();
     std::optional<lock::Command> cmd;
     if (e.type == raft::EntryType::kNormal) {
         auto decoded = lock::decode_command(e.data);
@@ -483,7 +489,10 @@ std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
 void Core::maybe_snapshot() {
     const raft::Index applied = table_.applied_index();
     if (saving_ || applied < last_snapshot_index_ + config_.snapshot_every) return;
+    // Overflow-free: table bytes are at most lock::kMaxTableBytes.
+    if (applied_bytes_since_snapshot_ * 100 < table_.bytes() * config_.snapshot_log_pct) return;
     saving_ = true;
+    applied_bytes_since_snapshot_ = 0;
     effects_.save = applied_snapshot();
 }
 

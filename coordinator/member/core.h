@@ -101,9 +101,15 @@
 //     nobody received leaves the lock to the owner that already held it.
 //   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
 //     when the table's floor is lower.
-//   - Snapshots: once Config::snapshot_every entries applied since the last
-//     one, and no save is outstanding, a SaveSnapshot of the applied table
-//     with the configuration in force at its index. A backup (TakeBackup) is
+//   - Snapshots: a SaveSnapshot of the applied table, with the configuration
+//     in force at its index, once no save is outstanding and, since the last
+//     one, both Config::snapshot_every entries were applied and the entries
+//     applied hold at least snapshot_log_pct % of the table's own bytes
+//     (lock::LockTable::bytes(), about its snapshot's size). The second
+//     bound makes the snapshot's cost per applied byte a constant whatever
+//     the table's size: a table of 1 GiB is not written again every 10,000
+//     small entries. It also bounds the log a restart replays to about that
+//     share of the table. A backup (TakeBackup) is
 //     the same snapshot of the applied table, answered once a quorum round
 //     asked for after the request confirmed this member leads (as a list).
 //   - Membership (core_members.cc, admin requests): add (a learner, its
@@ -154,10 +160,13 @@ public:
     virtual void restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) = 0;
 };
 
+constexpr std::uint64_t kMaxSnapshotLogPct = 10000;  // Config::snapshot_log_pct's bound
+
 struct Config {
     raft::Config raft;  // id, members, cluster_id, ticks, random_seed, limits
     std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;  // rho (lease.h)
-    std::uint64_t snapshot_every = 10000;  // applied entries between snapshots
+    std::uint64_t snapshot_every = 10000;  // applied entries between snapshots, at least
+    std::uint64_t snapshot_log_pct = 100;  // applied entry bytes between snapshots, at least, in % of table bytes
     std::uint64_t snapshot_keep = 1000;    // log entries kept behind a snapshot
     std::uint64_t token_floor = 0;         // proposed by a new leader if higher than the table's
     std::size_t max_waiters = 10000;       // queued acquires, all keys together
@@ -369,6 +378,7 @@ private:
     std::optional<raft::HardState> unwritten_hard_state_;
     bool saving_ = false;  // a SaveSnapshot is outstanding
     raft::Index last_snapshot_index_ = 0;
+    std::uint64_t applied_bytes_since_snapshot_ = 0;  // entry data applied since the last snapshot was taken
     raft::Term applied_term_ = 0;
 
     raft::Term leader_term_ = 0;  // term of our current leadership (0: not leader)

@@ -87,6 +87,7 @@ std::string Member::Impl::start() {
     cfg.max_clock_drift_ppm = options.max_clock_drift_ppm;
     cfg.snapshot_every = options.snapshot_every;
     cfg.snapshot_keep = options.snapshot_keep;
+    cfg.snapshot_log_pct = options.snapshot_log_pct;
     cfg.token_floor = options.token_floor;
     cfg.debug_logs = log::log_enabled(LogLevel::kDebug);
     try {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lock/commands.h"
+#include "member/core.h"
 #include "net/host_port.h"
 
 namespace pgfence::server {
@@ -91,6 +92,7 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "cluster-id") return number(o.cluster_id);
     if (name == "snapshot-every") return number(o.snapshot_every);
     if (name == "snapshot-keep") return number(o.snapshot_keep);
+    if (name == "snapshot-log-percent") return number(o.snapshot_log_pct);
     if (name == "snapshot-chunk-bytes") {
         if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
             return "--" + name + ": '" + value + "' must be 1024..16777216";
@@ -206,6 +208,10 @@ std::string validate_options(Options& o) {
     }
     if (o.max_lease_ms > 24ull * 3600 * 1000) return "--max-lease " + std::to_string(o.max_lease_ms) + " exceeds 24h";
     if (o.snapshot_every < 16) return "--snapshot-every " + std::to_string(o.snapshot_every) + " must be at least 16";
+    if (o.snapshot_log_pct > member::kMaxSnapshotLogPct) {
+        return "--snapshot-log-percent " + std::to_string(o.snapshot_log_pct) + " must be 0.." +
+               std::to_string(member::kMaxSnapshotLogPct);
+    }
     if (o.cert_file.empty() != o.key_file.empty()) {
         return "--cert-file and --key-file go together (TLS on the HTTP API needs both); got only " +
                std::string(o.cert_file.empty() ? "--key-file" : "--cert-file");
@@ -302,7 +308,13 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --cluster-id N         bootstrap only: the cluster ID checked on every peer frame;
                          default: derived (FNV-1a 64) from the sorted --peers list and
                          --initial-cluster-token. Afterwards read from the data directory.
-  --snapshot-every N     snapshot the lock table every N applied entries (default 10000)
+  --snapshot-every N     snapshot the lock table once N entries were applied since the
+                         last snapshot, at least (default 10000)
+  --snapshot-log-percent P
+                         and once the entries applied since the last snapshot hold P %
+                         of the lock table's bytes, at least, so a large table is not
+                         written out again every N small entries (default 100; 0: N
+                         alone decides; at most 10000)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
   --snapshot-chunk-bytes N

@@ -53,6 +53,7 @@ struct Options {
     std::uint64_t cluster_id = 0;  // bootstrap only; 0: derived from the peer list and the token
     std::uint64_t snapshot_every = 10000;
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
+    std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader

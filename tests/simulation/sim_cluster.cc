@@ -183,6 +183,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     if (membership_) admin_ = std::make_unique<Admin>(n_, admin_random_.fork(2));
     member_config_.raft = config;
     member_config_.snapshot_every = faults_.compact_every_entries;
+    member_config_.snapshot_log_pct = faults_.snapshot_log_pct;
     member_config_.snapshot_keep = faults_.keep_entries;
     member_config_.token_floor = token_floor;
     member_config_.max_clock_drift_ppm = rho_ppm_;

@@ -50,6 +50,9 @@ FaultConfig draw_fault_config(SimRandom& random) {
     // bytes and more; smaller chunks, with this network's losses, are too
     // slow for the liveness bound), or whole.
     if (random.chance(0.5)) c.max_snapshot_chunk_bytes = std::size_t{1} << random.between(8, 11);
+    // Snapshots by entry count alone, or also waiting for log bytes of up to
+    // 4x the table's (drawn last, as above).
+    c.snapshot_log_pct = random.chance(0.5) ? 0 : random.between(1, 400);
     return c;
 }
 
@@ -79,7 +82,8 @@ std::string FaultConfig::describe() const {
         << " max_inflight_appends=" << max_inflight_appends << " max_inflight_bytes=" << max_inflight_bytes
         << " max_snapshot_chunk_bytes=" << max_snapshot_chunk_bytes
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
-        << compact_every_entries << " keep_entries=" << keep_entries << " transfer_per_s=" << transfer_per_s
+        << compact_every_entries << " snapshot_log_pct=" << snapshot_log_pct << " keep_entries=" << keep_entries
+        << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max
         << " hard_state_first=" << hard_state_first;
     return out.str();

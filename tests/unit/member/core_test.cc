@@ -286,4 +286,48 @@ BOOST_AUTO_TEST_CASE(a_backup_holds_every_grant_answered_and_needs_a_confirmed_l
     h.heal();
 }
 
+// 40 locks with 500-byte keys: about 21 KB of table.
+void fill_big(Harness& h, raft::NodeId l) {
+    for (int i = 0; i < 40; ++i) {
+        as<Granted>(h.answer(l, h.send(l, acq(std::to_string(1000 + i) + std::string(496, 'k'), 60000))));
+    }
+}
+
+// Grants and releases a small key until the leader has taken one snapshot
+// more (or `most` cycles ran); returns the cycles it took.
+int cycles_to_next_snapshot(Harness& h, raft::NodeId l, int most) {
+    const std::uint64_t before = h.core(l).counters().snapshots;
+    for (int i = 0; i < most; ++i) {
+        if (h.core(l).counters().snapshots > before) return i;
+        const lock::Token t = as<Granted>(h.answer(l, h.send(l, acq("k", 60000)))).token;
+        as<Released>(h.answer(l, h.send(l, Release{"k", t})));
+    }
+    return most;
+}
+
+BOOST_AUTO_TEST_CASE(a_snapshot_waits_for_log_bytes_as_large_as_the_table) {
+    // Entry count alone (pct 0): a snapshot within 16 small entries.
+    {
+        Harness h(3, 50'000, 16, 0);
+        const raft::NodeId l = h.elect();
+        fill_big(h, l);
+        BOOST_TEST(cycles_to_next_snapshot(h, l, 20) <= 9);
+    }
+    // Size-aware (pct 100): the first snapshot comes once the log holds as
+    // many bytes as the table, a few cycles after the fill (a grant's entry is
+    // a little smaller than its lock); the next only after about 21 KB more
+    // of small entries (a grant and a release of "k" are 34 bytes: about 620
+    // cycles), not after 16 entries.
+    Harness h(3, 50'000, 16, 100);
+    const raft::NodeId l = h.elect();
+    fill_big(h, l);
+    BOOST_TEST_REQUIRE(h.core(l).table().bytes() > 20'000u);
+    BOOST_TEST(h.core(l).counters().snapshots == 0u);
+    BOOST_TEST(cycles_to_next_snapshot(h, l, 100) < 20);
+    const int cycles = cycles_to_next_snapshot(h, l, 2000);
+    BOOST_TEST(cycles > 400, cycles << " cycles");
+    BOOST_TEST(cycles < 800, cycles << " cycles");
+    BOOST_TEST(h.core(l).check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

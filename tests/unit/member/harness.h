@@ -35,7 +35,8 @@ class Harness {
 public:
     static constexpr milliseconds kTick{50};
 
-    explicit Harness(int members, std::uint64_t rho_ppm = 50'000, std::uint64_t snapshot_every = 10000) {
+    explicit Harness(int members, std::uint64_t rho_ppm = 50'000, std::uint64_t snapshot_every = 10000,
+                     std::uint64_t snapshot_log_pct = 100) {
         for (int i = 1; i <= members; ++i) ids_.push_back(static_cast<raft::NodeId>(i));
         nodes_.resize(static_cast<std::size_t>(members));
         for (int i = 0; i < members; ++i) {
@@ -47,6 +48,7 @@ public:
             c.raft.random_seed = 1000 + static_cast<std::uint64_t>(i) * 7919;
             c.max_clock_drift_ppm = rho_ppm;
             c.snapshot_every = snapshot_every;
+            c.snapshot_log_pct = snapshot_log_pct;
             c.snapshot_keep = 5;
             configs_.push_back(c);
             nodes_[static_cast<std::size_t>(i)].core = std::make_unique<Core>(c, nodes_[static_cast<std::size_t>(i)].storage);
