@@ -85,6 +85,7 @@ constexpr int kStatusUnauthorized = 401;
 constexpr int kStatusForbidden = 403;
 constexpr int kStatusNotFound = 404;
 constexpr int kStatusConflict = 409;
+constexpr int kStatusInsufficientStorage = 507;  // acquire: the lock table is full
 // A backup of the largest snapshot a member writes (256 MiB) and its header.
 constexpr std::size_t kMaxBackupResponseBytes = (256u << 20) + 4096;
 
@@ -158,6 +159,7 @@ Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
         case kStatusUnauthorized:
             return {ErrorKind::kNotAuthorized, "not authenticated: " + detail, r.status};
         case kStatusForbidden: return {ErrorKind::kNotAuthorized, "not authorized: " + detail, r.status};
+        case kStatusInsufficientStorage: return {ErrorKind::kProtocol, "lock table full: " + detail, r.status};
         default:
             return {ErrorKind::kProtocol,
                     "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};

@@ -54,9 +54,9 @@ std::string LockTable::snapshot() const {
     return out;
 }
 
-std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes) {
+std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, std::uint64_t max_bytes) {
     codec::Reader in(bytes, read_error, "snapshot");
-    LockTable table;
+    LockTable table(max_bytes);
     const std::uint8_t version = in.u8("version");
     if (in.ok() && version != kSnapshotVersion) {
         in.fail_at(0, "unknown snapshot version " + std::to_string(version) +

@@ -49,7 +49,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     }
     if (index > kMaxToken - token_floor_) return GrantRejected{kInvalidGrantHolder};
     const std::uint64_t added = lock_bytes(grant.key, grant.owner);
-    if (bytes_ + added > kMaxTableBytes) return TableFull{bytes_};
+    if (bytes_ + added > max_bytes_) return TableFull{bytes_};
     const Token token = index + token_floor_;
     if (token <= last_token_) {
         throw std::logic_error("lock table: token " + std::to_string(token) +

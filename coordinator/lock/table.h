@@ -22,7 +22,7 @@ namespace pgfence::lock {
 // 24 fixed bytes of each lock plus its key and owner; lock_bytes()). A Grant
 // that would take the table past it is refused (TableFull) by every member
 // alike, so the table's snapshot always fits the 256 MiB a member stores,
-// sends and accepts (storage and raft max_snapshot_bytes): 192 MiB leaves
+// sends and accepts (raft::kMaxSnapshotBytes; member/core.cc asserts it): 192 MiB leaves
 // the snapshot's header, the configuration and the member's own framing
 // room. At 20-byte keys without owners that is about 4.5 million locks.
 // A constant, not a flag: members that disagreed on it would diverge.
@@ -44,13 +44,17 @@ constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner)
 
 class LockTable {
   public:
+    // `max_bytes`: the size limit (TableFull). Every member of a cluster must
+    // use the same: production code keeps kMaxTableBytes; tests lower it.
+    explicit LockTable(std::uint64_t max_bytes = kMaxTableBytes) : max_bytes_(max_bytes) {}
+
     // Applies one committed command found at log `index` (> applied_index();
     // otherwise std::logic_error and the table is unchanged).
     // Grant's token is index + token_floor(). Outcomes:
     //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
     //   Grant, key free, index + floor <= kMaxToken -> Granted{index + floor}
     //   Grant, key free, index + floor > kMaxToken  -> GrantRejected{0}
-    //   Grant, key free, bytes() + lock_bytes(grant) > kMaxTableBytes
+    //   Grant, key free, bytes() + lock_bytes(grant) > max_bytes()
     //                                             -> TableFull{bytes()}, table unchanged
     //   Grant, held by the same non-empty owner   -> Granted{existing token}; the lock's
     //                                                lease_ms becomes the new one
@@ -71,6 +75,7 @@ class LockTable {
     std::size_t size() const { return locks_.size(); }
     // The locks' share of the snapshot: the sum of lock_bytes() over the locks.
     std::uint64_t bytes() const { return bytes_; }
+    std::uint64_t max_bytes() const { return max_bytes_; }
     std::uint64_t applied_index() const { return applied_index_; }
     Token token_floor() const { return token_floor_; }
     Token last_token() const { return last_token_; }  // largest token ever granted (0: none)
@@ -79,7 +84,10 @@ class LockTable {
     // [count u32] then per lock key, token, lease_ms, owner. restore() checks
     // every bound and fails with DecodeError on anything malformed.
     std::string snapshot() const;
-    static std::variant<LockTable, DecodeError> restore(std::string_view bytes);
+    // A restored table over `max_bytes` keeps every lock; it only refuses
+    // new ones until it is back under the limit.
+    static std::variant<LockTable, DecodeError> restore(std::string_view bytes,
+                                                        std::uint64_t max_bytes = kMaxTableBytes);
 
     // Checks the table's invariants (every lock valid, tokens unique and in
     // 1..last_token, last_token <= applied_index + token_floor, ...). Returns
@@ -101,6 +109,7 @@ class LockTable {
     std::map<std::string, Lock, std::less<>> locks_;
     std::uint64_t applied_index_ = 0;
     std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
+    std::uint64_t max_bytes_ = kMaxTableBytes;
     Token token_floor_ = 0;
     Token last_token_ = 0;
 };

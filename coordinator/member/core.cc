@@ -11,6 +11,10 @@ namespace {
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
 
+// A full table's snapshot keeps 64 MiB of room for its header, the
+// configuration and the snapshot file's framing.
+static_assert(lock::kMaxTableBytes + (64u << 20) <= raft::kMaxSnapshotBytes);
+
 }  // namespace
 
 Core::Core(Config config, const raft::Storage& storage) : config_(std::move(config)) {
@@ -18,9 +22,10 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         throw std::invalid_argument("snapshot_log_pct " + num(config_.snapshot_log_pct) + " is above " +
                                     num(kMaxSnapshotLogPct));
     }
+    table_ = lock::LockTable(config_.max_table_bytes);
     const raft::Snapshot snap = storage.snapshot();
     if (!snap.empty()) {
-        auto restored = lock::LockTable::restore(snap.data);
+        auto restored = lock::LockTable::restore(snap.data, config_.max_table_bytes);
         if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
             throw std::invalid_argument("the snapshot at index " + num(snap.meta.index) +
                                         " does not decode: " + err->message);
@@ -237,7 +242,7 @@ void Core::persisted(Time now) {
     const std::shared_ptr<const raft::Ready> rd = std::move(ready_);
     ready_.reset();
     if (rd->snapshot) {
-        auto restored = lock::LockTable::restore(rd->snapshot->data);
+        auto restored = lock::LockTable::restore(rd->snapshot->data, config_.max_table_bytes);
         if (auto* err = std::get_if<lock::DecodeError>(&restored)) {
             effects_.fatal = "the snapshot at index " + num(rd->snapshot->meta.index) +
                              " received from the leader does not decode";
@@ -378,7 +383,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
             ++counters_.grants_table_full;
             log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
-                {{"key", g->key}, {"table_bytes", num(full->table_bytes)}, {"limit", num(lock::kMaxTableBytes)}});
+                {{"key", g->key}, {"table_bytes", num(full->table_bytes)}, {"limit", num(table_.max_bytes())}});
         } else {
             ++counters_.grant_conflicts;
             const auto* rej = std::get_if<lock::GrantRejected>(&result);
@@ -489,7 +494,8 @@ std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
 void Core::maybe_snapshot() {
     const raft::Index applied = table_.applied_index();
     if (saving_ || applied < last_snapshot_index_ + config_.snapshot_every) return;
-    // Overflow-free: table bytes are at most lock::kMaxTableBytes.
+    // Overflow-free: a table's bytes stay below raft::kMaxSnapshotBytes (its
+    // snapshot fits), and the percentage is at most kMaxSnapshotLogPct.
     if (applied_bytes_since_snapshot_ * 100 < table_.bytes() * config_.snapshot_log_pct) return;
     saving_ = true;
     applied_bytes_since_snapshot_ = 0;

@@ -169,6 +169,9 @@ struct Config {
     std::uint64_t snapshot_log_pct = 100;  // applied entry bytes between snapshots, at least, in % of table bytes
     std::uint64_t snapshot_keep = 1000;    // log entries kept behind a snapshot
     std::uint64_t token_floor = 0;         // proposed by a new leader if higher than the table's
+    // The lock table's size limit (lock::LockTable): the same on every
+    // member, or they diverge. The server keeps the default; tests lower it.
+    std::uint64_t max_table_bytes = lock::kMaxTableBytes;
     std::size_t max_waiters = 10000;       // queued acquires, all keys together
     std::size_t max_proposals = 100000;    // proposals awaiting their apply
     std::chrono::nanoseconds proposal_timeout = std::chrono::seconds(10);

@@ -303,7 +303,9 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
     }
     if (const auto* full = std::get_if<lock::TableFull>(r)) {
         respond(id, TableFull{"the lock table holds " + num(full->table_bytes) + " bytes of locks; the limit is " +
-                              num(lock::kMaxTableBytes) + ": release locks (or shorten leases) first"});
+                              num(table_.max_bytes()) + ": release locks (or shorten leases) first"});
+        // The key is free: the next waiter's turn (it may fit, or be told so).
+        if (from_queue && is_leader()) serve_waiters(req.key, now);
         return;
     }
     const auto* rej = std::get_if<lock::GrantRejected>(r);

@@ -115,7 +115,7 @@ struct Config {
     // InstallSnapshot in chunks (thesis §5.4.2): the data bytes in one
     // SnapshotRequest; at most max_inflight_bytes of them un-acked at once.
     std::size_t max_snapshot_chunk_bytes = 1u << 20;
-    std::size_t max_snapshot_bytes = 256u << 20;      // a follower refuses to assemble a larger one
+    std::size_t max_snapshot_bytes = kMaxSnapshotBytes;  // a follower refuses to assemble a larger one
 };
 
 // What the caller must do, in this order (each field says where it belongs):
@@ -306,7 +306,9 @@ public:
 
     // The application took a snapshot of its state at `index` (<= applied)
     // and persisted it. The core keeps it for InstallSnapshot and drops log
-    // entries at or below index - keep_entries from memory. Throws
+    // entries at or below index - keep_entries from memory, except those
+    // after an older snapshot still being sent to a follower (its transfer
+    // goes on, and the follower continues by log from there). Throws
     // std::invalid_argument if index > applied; an index at or below the
     // current snapshot is ignored (nothing newer to keep).
     void compact(Index index, std::string data, Index keep_entries);

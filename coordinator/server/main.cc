@@ -75,7 +75,12 @@ std::string building_of(const std::string& dir) { return sibling_of(dir, ".resto
 // (finish_forced_move).
 std::string bootstrap_restored(const server::Options& opts, const server::StartPlan& plan) {
     const std::string building = building_of(opts.data_dir);
+    const std::string parent = std::filesystem::absolute(sibling_of(opts.data_dir, "")).parent_path().string();
     try {
+        if (!opts.force_new_cluster && std::filesystem::exists(opts.data_dir) &&
+            !std::filesystem::is_empty(opts.data_dir)) {
+            return opts.data_dir + " is not empty: restore into an empty data directory";
+        }
         std::filesystem::remove_all(building);
         std::filesystem::create_directories(building);
         {
@@ -83,18 +88,22 @@ std::string bootstrap_restored(const server::Options& opts, const server::StartP
             const raft::Snapshot& first = *plan.first_snapshot;
             log->persist(raft::HardState{plan.first_term, raft::kNoNode, first.meta.index}, first, {});
         }  // closed: its lock is released
+        storage::sync_dir(parent);  // DIR.restoring's entry is durable before any rename
         if (opts.force_new_cluster) {
             // The old directory stays, moved aside, until the operator deletes it.
             std::filesystem::rename(opts.data_dir, aside_of(opts.data_dir));
-        } else if (std::filesystem::exists(opts.data_dir) && !std::filesystem::is_empty(opts.data_dir)) {
-            return opts.data_dir + " is not empty: restore into an empty data directory";
         } else {
-            std::filesystem::remove(opts.data_dir);
+            std::filesystem::remove(opts.data_dir);  // empty, or missing
         }
         std::filesystem::rename(building, opts.data_dir);
-        const std::filesystem::path parent = std::filesystem::absolute(opts.data_dir).parent_path();
-        storage::sync_dir(parent.string());
+        storage::sync_dir(parent);
     } catch (const std::exception& e) {
+        // DIR.restoring goes, unless it is whole and DIR already moved aside
+        // (forced, failed between the renames): the next start finishes that.
+        std::error_code ignored;
+        const bool between_renames = opts.force_new_cluster && !std::filesystem::exists(opts.data_dir, ignored) &&
+                                     std::filesystem::exists(aside_of(opts.data_dir), ignored);
+        if (!between_renames) std::filesystem::remove_all(building, ignored);
         return e.what();
     }
     return {};

@@ -66,7 +66,7 @@ void Member::Impl::redirect_or_unavailable(const std::string& target, const Exch
 
 // The members' JSON, with the addresses this member knows where the
 // configuration has none (members of a first configuration from --peers).
-std::string Member::Impl::members_json(const member::Members& m) const {
+std::string Member::Impl::members_json(const member::Members& m, bool progress) const {
     json::array list;
     for (const member::MemberView& v : m.members) {
         auto known = book.find(v.id);
@@ -74,15 +74,15 @@ std::string Member::Impl::members_json(const member::Members& m) const {
                                  : known != book.end() ? known->second.peer_addr
                                                        : std::string();
         const std::string client = !v.client_addr.empty() ? v.client_addr : client_addr_of(v.id);
-        json::object o{{"id", v.id},         {"voter", v.voter}, {"peer_addr", peer},
-                       {"client_addr", client}, {"match_index", v.match}};
-        if (!v.voter) o["caught_up"] = v.caught_up;
+        json::object o{{"id", v.id}, {"voter", v.voter}, {"peer_addr", peer}, {"client_addr", client}};
+        if (progress) o["match_index"] = v.match;
+        if (progress && !v.voter) o["caught_up"] = v.caught_up;
         list.push_back(std::move(o));
     }
-    return json::serialize(json::object{{"cluster_id", std::to_string(options.cluster_id)},
-                                        {"config_index", m.config_index},
-                                        {"leader", core->raft().leader()},
-                                        {"members", std::move(list)}});
+    json::object body{{"cluster_id", std::to_string(options.cluster_id)}, {"config_index", m.config_index}};
+    if (progress) body["leader"] = core->raft().leader();
+    body["members"] = std::move(list);
+    return json::serialize(body);
 }
 
 void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target,
@@ -145,7 +145,7 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     } else if (auto* f = std::get_if<member::TableFull>(&response)) {
         respond_error(ex, 507, "table_full", f->message);
     } else if (auto* m = std::get_if<member::Members>(&response)) {
-        ex->respond(net::HttpResponse{200, members_json(*m), "application/json", {}});
+        ex->respond(net::HttpResponse{200, members_json(*m, true), "application/json", {}});
     } else if (auto* u = std::get_if<member::UnknownMember>(&response)) {
         respond_error(ex, 404, "unknown_member", "member " + std::to_string(u->id) + " is not in the configuration");
     } else if (auto* b = std::get_if<member::Backup>(&response)) {
@@ -371,7 +371,7 @@ void Member::Impl::answer_join(const std::string& query, const ExchangePtr& ex) 
         respond_error(ex, 404, "unknown_member", "member " + std::to_string(n) + " is not in the configuration");
         return;
     }
-    ex->respond(net::HttpResponse{200, members_json(core->members_view()), "application/json", {}});
+    ex->respond(net::HttpResponse{200, members_json(core->members_view(), false), "application/json", {}});
 }
 
 }  // namespace pgfence::server

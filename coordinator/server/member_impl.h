@@ -105,7 +105,9 @@ struct Member::Impl {
     void handle_members(const net::HttpRequest& req, const std::string& path, const Access& access,
                         const ExchangePtr& ex);
     void answer_join(const std::string& query, const ExchangePtr& ex);
-    std::string members_json(const member::Members& m) const;  // GET /v1/members' body
+    // GET /v1/members' body; without `progress` (the join answer, asked
+    // without credentials) no leader, match_index or caught_up.
+    std::string members_json(const member::Members& m, bool progress) const;
 
     // ---- member_status.cc ----
     std::string status_json() const;

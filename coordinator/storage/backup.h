@@ -10,8 +10,8 @@
 //   [u32 length][snapshot]    a snapshot file's bytes (meta_files.h: index,
 //                             term, configuration, the lock table; with its own CRC)
 //   [u32 CRC32C of everything before it]
-// A backup of the largest snapshot a member accepts (256 MiB) fits: the
-// limit is kMaxBackupBytes.
+// A backup of the largest snapshot a member accepts (raft::kMaxSnapshotBytes)
+// fits: the limit is kMaxBackupBytes.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ namespace pgfence::storage {
 
 inline constexpr std::uint32_t kBackupMagic = 0x4B424650;  // "PFBK"
 inline constexpr std::uint8_t kBackupVersion = 1;
-inline constexpr std::uint64_t kMaxBackupBytes = (256u << 20) + 4096;
+inline constexpr std::uint64_t kMaxBackupBytes = raft::kMaxSnapshotBytes + 4096;
 
 struct Backup {
     std::uint64_t cluster_id = 0;

@@ -54,7 +54,7 @@ namespace pgfence::storage {
 struct StorageOptions {
     std::uint64_t segment_bytes = 8u << 20;         // WAL segment rotation size
     bool preallocate = true;                        // fallocate WAL segments (see wal.h)
-    std::uint64_t max_snapshot_bytes = 256u << 20;  // larger snapshots are refused (write and read)
+    std::uint64_t max_snapshot_bytes = raft::kMaxSnapshotBytes;  // larger snapshots are refused (write and read)
     // Called for each warning (torn tail cut, stale temp file removed, ...)
     // as it happens; warnings() keeps them too.
     std::function<void(const std::string&)> on_warning;

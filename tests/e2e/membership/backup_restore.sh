@@ -35,6 +35,14 @@ if "$FENCE_BIN_DIR/fence-coordinator" --id 1 --peers "1=127.0.0.1:$((BASE + 1))"
 fi
 grep -q "CRC mismatch" "$DIR/damaged.out" || fail "damaged restore: $(cat "$DIR/damaged.out")"
 [[ ! -e "$DIR/x/identity" ]] || fail "a refused restore left a data directory"
+# So is a restore into a directory that is not empty, before it writes anything.
+mkdir -p "$DIR/y" && echo keep >"$DIR/y/file"
+if "$FENCE_BIN_DIR/fence-coordinator" --id 1 --peers "1=127.0.0.1:$((BASE + 1))" --client-addr "127.0.0.1:$(client_port 1)" \
+    --data-dir "$DIR/y/" --restore "$DIR/backup.bak" >"$DIR/nonempty.out" 2>&1; then
+    fail "a backup was restored into a directory that is not empty"
+fi
+grep -q "is not empty" "$DIR/nonempty.out" || fail "non-empty restore: $(cat "$DIR/nonempty.out")"
+[[ ! -e "$DIR/y.restoring" && -e "$DIR/y/file" ]] || fail "a refused restore wrote $DIR/y.restoring or touched $DIR/y"
 # What a restore interrupted by a crash leaves (its building directory) is
 # started over, not used.
 mkdir -p "$DIR/1.restoring" && echo "half written" >"$DIR/1.restoring/identity"

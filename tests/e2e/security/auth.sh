@@ -88,6 +88,9 @@ as OPS snapshot save "$DIR/ops.bak" >/dev/null || fail "ops cannot take a backup
 # A joining member asks without credentials, and learns only whether it was added.
 [[ $(curl_code "${CURL_TLS[@]}" -L "$(url "$follower" "/v1/members/join?id=9")") == 404 ]] ||
     fail "/v1/members/join is not open, or answered for a member not added"
+join_body=$(curl -s -m 3 "${CURL_TLS[@]}" -L "$(url "$follower" "/v1/members/join?id=$follower")" || true)
+[[ $join_body == *'"peer_addr"'* && $join_body != *match_index* && $join_body != *'"leader"'* ]] ||
+    fail "/v1/members/join told more than the addresses (or nothing): $join_body"
 
 locks_are "job/1 report/7" || fail "refused requests changed the lock table"
 [[ $(as W1 get report/7 -o json) == *"\"token\":$r7"* ]] || fail "w1's lock changed"

@@ -238,59 +238,70 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(table_size_limit)
 
-// Keys of 512 bytes (each unique by a 7-digit prefix) and owners of 256 make
-// every lock 792 bytes, so the limit falls between two grants.
-std::string big_key(std::uint64_t i) {
+// Keys of 32 bytes (each unique by a 7-digit prefix) and owners of 16 make
+// every lock 72 bytes; the limit, 1000 bytes, falls between two grants.
+constexpr std::uint64_t kLimit = 1000;
+std::string key_of(std::uint64_t i) {
     std::string n = std::to_string(i);
-    return std::string(7 - n.size(), '0') + n + std::string(kMaxKeyBytes - 7, 'k');
+    return std::string(7 - n.size(), '0') + n + std::string(25, 'k');
 }
-const std::string kBigOwner(kMaxOwnerBytes, 'o');
+const std::string kOwner(16, 'o');
 
-// Fills `table` with big locks from index 1 until a Grant is refused; returns
+// Fills `table` with locks from index 1 until a Grant is refused; returns
 // the index of the refused Grant.
 std::uint64_t fill(LockTable& table) {
-    const std::uint64_t most = kMaxTableBytes / lock_bytes(big_key(1), kBigOwner) + 1;
+    const std::uint64_t most = table.max_bytes() / lock_bytes(key_of(1), kOwner) + 1;
     for (std::uint64_t i = 1; i <= most; ++i) {
-        const Result r = table.apply(i, Grant{big_key(i), kLeaseMs, kBigOwner});
+        const Result r = table.apply(i, Grant{key_of(i), kLeaseMs, kOwner});
         if (!std::holds_alternative<Granted>(r)) {
             BOOST_TEST_REQUIRE(std::holds_alternative<TableFull>(r), "expected TableFull, got " << describe(r));
             return i;
         }
     }
-    BOOST_FAIL(most << " big locks granted: the table has no size limit");
+    BOOST_FAIL(most << " locks granted: the table has no size limit");
     return 0;
 }
 
-// One table filled once (about 200 MiB of locks) serves every step.
+BOOST_AUTO_TEST_CASE(the_default_limit_is_the_constant_every_member_uses) {
+    BOOST_TEST(LockTable().max_bytes() == kMaxTableBytes);
+    BOOST_TEST(std::get<LockTable>(LockTable::restore(LockTable().snapshot())).max_bytes() == kMaxTableBytes);
+    BOOST_TEST(lock_bytes(std::string(kMaxKeyBytes, 'k'), std::string(kMaxOwnerBytes, 'o')) == 792u);
+}
+
 BOOST_AUTO_TEST_CASE(grant_past_the_size_limit_is_refused_until_a_release_makes_room) {
-    LockTable table;
-    const std::uint64_t per_lock = lock_bytes(big_key(1), kBigOwner);
+    LockTable table(kLimit);
+    const std::uint64_t per_lock = lock_bytes(key_of(1), kOwner);
+    BOOST_TEST_REQUIRE(per_lock == 72u);
     const std::uint64_t refused_at = fill(table);
-    BOOST_TEST(table.size() == kMaxTableBytes / per_lock);
+    BOOST_TEST(table.size() == kLimit / per_lock);
     BOOST_TEST(refused_at == table.size() + 1);
     BOOST_TEST(table.bytes() == table.size() * per_lock);
-    BOOST_TEST(table.bytes() + per_lock > kMaxTableBytes);
-    BOOST_TEST(table.find(big_key(refused_at)) == nullptr);
-    BOOST_TEST(table.last_token() == refused_at - 1);  // the refused Grant took no token
-    BOOST_TEST(table.applied_index() == refused_at);
+    BOOST_TEST((table.apply(refused_at + 1, Grant{key_of(0), kLeaseMs, kOwner}) == Result{TableFull{table.bytes()}}));
+    BOOST_TEST(table.find(key_of(refused_at)) == nullptr);
+    BOOST_TEST(table.last_token() == refused_at - 1);  // the refused Grants took no token
+    BOOST_TEST(table.applied_index() == refused_at + 1);
     // A small lock that still fits is granted; the same owner's retry of a
     // held key takes no room and is granted too.
-    std::uint64_t index = refused_at;
-    BOOST_TEST_REQUIRE(kMaxTableBytes - table.bytes() >= lock_bytes("s", ""));
+    std::uint64_t index = refused_at + 1;
+    BOOST_TEST_REQUIRE(kLimit - table.bytes() >= lock_bytes("s", ""));
     BOOST_TEST(granted_token(table.apply(++index, Grant{"s", kLeaseMs, ""})) == index);
-    BOOST_TEST(granted_token(table.apply(++index, Grant{big_key(1), kLeaseMs, kBigOwner})) == 1u);
-    // A release makes room for one more big lock, and no more.
-    BOOST_TEST((table.apply(++index, Release{big_key(1), 1}) == Result{Released{}}));
-    BOOST_TEST(granted_token(table.apply(++index, Grant{big_key(refused_at), kLeaseMs, kBigOwner})) == index);
-    BOOST_TEST(std::holds_alternative<TableFull>(table.apply(++index, Grant{big_key(0), kLeaseMs, kBigOwner})));
+    BOOST_TEST(granted_token(table.apply(++index, Grant{key_of(1), kLeaseMs, kOwner})) == 1u);
+    // A release makes room for one more lock, and no more.
+    BOOST_TEST((table.apply(++index, Release{key_of(1), 1}) == Result{Released{}}));
+    BOOST_TEST(granted_token(table.apply(++index, Grant{key_of(refused_at), kLeaseMs, kOwner})) == index);
+    BOOST_TEST(std::holds_alternative<TableFull>(table.apply(++index, Grant{key_of(0), kLeaseMs, kOwner})));
     BOOST_TEST(table.check_invariants().empty(), table.check_invariants());
-    // The snapshot of a full table fits its bound, and restore counts its bytes.
-    const std::string snapshot = table.snapshot();
-    BOOST_TEST(snapshot.size() <= kMaxTableBytes + 64);  // header: version, 3 x u64, count
-    auto restored = LockTable::restore(snapshot);
-    BOOST_TEST_REQUIRE(std::holds_alternative<LockTable>(restored));
-    BOOST_TEST(std::get<LockTable>(restored).bytes() == table.bytes());
-    BOOST_TEST((std::get<LockTable>(restored) == table));
+    // Restore counts the bytes again and takes the limit it is given; a
+    // table restored over its limit keeps its locks and refuses new ones.
+    auto same = LockTable::restore(table.snapshot(), kLimit);
+    BOOST_TEST_REQUIRE(std::holds_alternative<LockTable>(same));
+    BOOST_TEST(std::get<LockTable>(same).bytes() == table.bytes());
+    BOOST_TEST((std::get<LockTable>(same) == table));
+    auto smaller = LockTable::restore(table.snapshot(), kLimit / 2);
+    BOOST_TEST_REQUIRE(std::holds_alternative<LockTable>(smaller));
+    LockTable& over = std::get<LockTable>(smaller);
+    BOOST_TEST(over.size() == table.size());
+    BOOST_TEST(std::holds_alternative<TableFull>(over.apply(++index, Grant{"t", kLeaseMs, ""})));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -330,4 +330,28 @@ BOOST_AUTO_TEST_CASE(a_snapshot_waits_for_log_bytes_as_large_as_the_table) {
     BOOST_TEST(h.core(l).check_invariants() == "");
 }
 
+BOOST_AUTO_TEST_CASE(a_full_table_answers_table_full_and_the_next_waiter_is_told_at_once) {
+    // Room for two ownerless one-letter locks.
+    Harness h(3, 50'000, 10000, 100, 2 * lock::lock_bytes("k", ""));
+    const raft::NodeId l = h.elect();
+    const lock::Token k = as<Granted>(h.answer(l, h.send(l, acq("k", 60000)))).token;
+    as<Granted>(h.answer(l, h.send(l, acq("x", 60000))));
+    BOOST_TEST(as<TableFull>(h.answer(l, h.send(l, acq("y", 60000)))).message.find("limit is 50") != std::string::npos);
+    BOOST_TEST(h.core(l).counters().grants_table_full == 1u);
+    // Two waiters on "k" whose owners make their locks larger than the room
+    // "k" leaves when it goes: both are told when it is released, not when
+    // their waits run out.
+    const RequestId w1 = h.send(l, acq("k", 60000, "owner-1", 30000));
+    const RequestId w2 = h.send(l, acq("k", 60000, "owner-2", 30000));
+    BOOST_TEST(h.core(l).waiter_count() == 2u);
+    as<Released>(h.answer(l, h.send(l, Release{"k", k})));
+    as<TableFull>(h.answer(l, w1));
+    as<TableFull>(h.answer(l, w2));
+    BOOST_TEST(h.core(l).waiter_count() == 0u);
+    BOOST_TEST(h.core(l).counters().grants_table_full == 3u);
+    // A lock that fits is still granted.
+    as<Granted>(h.answer(l, h.send(l, acq("z", 60000))));
+    BOOST_TEST(h.core(l).check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
