@@ -97,7 +97,9 @@ struct Raft::Impl {
     // Config::members), then one per configuration entry after it, by
     // index; the last is in force (raft.h "Membership changes"). Never empty.
     std::vector<ConfigAt> configs;
-    Snapshot snapshot;                        // latest snapshot we hold (for InstallSnapshot)
+    // The latest snapshot we hold (never null; empty() when none), shared
+    // with the transfers sending it (Progress::sending), never copied for one.
+    std::shared_ptr<const Snapshot> snapshot = std::make_shared<const Snapshot>();
     std::optional<Snapshot> unsent_snapshot;  // received from the leader, not yet in a Ready
     // A snapshot arriving in chunks: what came so far, from which leader and
     // term, and the offset a rejection was last sent for (none: kNotRejected).

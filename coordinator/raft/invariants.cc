@@ -26,8 +26,8 @@ std::string Raft::Impl::check_invariants() const {
     if (commit < log.base_index()) {
         return "commit " + num(commit) + " < log base " + num(log.base_index());
     }
-    if (commit < snapshot.meta.index) {
-        return "commit " + num(commit) + " < snapshot index " + num(snapshot.meta.index);
+    if (commit < snapshot->meta.index) {
+        return "commit " + num(commit) + " < snapshot index " + num(snapshot->meta.index);
     }
     if (commit > log.last_index()) {
         return "commit " + num(commit) + " > last index " + num(log.last_index());
@@ -39,7 +39,7 @@ std::string Raft::Impl::check_invariants() const {
     if (durable_commit > commit) {
         return "durable commit " + num(durable_commit) + " > commit " + num(commit);
     }
-    if (handed_commit > log.stable() && handed_commit > snapshot.meta.index) {
+    if (handed_commit > log.stable() && handed_commit > snapshot->meta.index) {
         return "committed entries handed out up to " + num(handed_commit) +
                " beyond durable index " + num(log.stable());
     }

@@ -41,8 +41,8 @@ Progress* Raft::Impl::progress_of(NodeId id) {
 
 void Raft::Impl::restore_configs() {
     configs.clear();
-    if (!snapshot.empty() && !snapshot.meta.config.members.empty()) {
-        configs.push_back(ConfigAt{snapshot.meta.index, snapshot.meta.config});
+    if (!snapshot->empty() && !snapshot->meta.config.members.empty()) {
+        configs.push_back(ConfigAt{snapshot->meta.index, snapshot->meta.config});
     } else {
         Configuration first = Configuration::of_voters(cfg.members);
         for (ConfigMember& m : first.members) {

@@ -118,6 +118,13 @@ std::string Progress::check(std::size_t max_count, std::size_t max_bytes) const 
         return "progress: snapshot bytes acked " + std::to_string(snapshot_acked) + " > sent " +
                std::to_string(snapshot_sent);
     }
+    if ((state == ReplicationState::kSnapshot) != (sending != nullptr)) {
+        return "progress: a snapshot being sent outside snapshot state, or none in it";
+    }
+    if (sending != nullptr && sending->meta.index != pending_snapshot) {
+        return "progress: the snapshot being sent is at " + std::to_string(sending->meta.index) + ", pending " +
+               std::to_string(pending_snapshot);
+    }
     if (state != ReplicationState::kReplicate && inflights.count() != 0) {
         return "progress: inflights outside replicate state";
     }

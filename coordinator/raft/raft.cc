@@ -60,7 +60,7 @@ Raft::Impl::Impl(const Config& config, const Storage& storage)
     : cfg((validate(config), config)),
       rng(config.random_seed ^ (config.id * 0x9E3779B97F4A7C15ull)) {
     log.restore(storage);
-    snapshot = storage.snapshot();
+    snapshot = std::make_shared<const Snapshot>(storage.snapshot());
     restore_configs();
     const HardState hs = storage.hard_state();
     term = hs.term;
@@ -76,7 +76,7 @@ Raft::Impl::Impl(const Config& config, const Storage& storage)
     // A crash between writing entries and hard state may leave commit outside
     // the stored log; clamp it (the snapshot is committed by definition).
     commit = std::clamp(hs.commit, log.base_index(), std::max(log.base_index(), log.last_index()));
-    applied = handed_commit = snapshot.meta.index;
+    applied = handed_commit = snapshot->meta.index;
     durable_commit = commit;  // the stored log holds every entry up to it
     handed_hs = hs;  // a clamped commit or raised term differs, so it is persisted again
     become_follower(term, kNoNode);
@@ -295,7 +295,7 @@ Status Raft::Impl::status() const {
     s.commit = commit;
     s.applied = applied;
     s.last_index = log.last_index();
-    s.snapshot_index = snapshot.meta.index;
+    s.snapshot_index = snapshot->meta.index;
     s.stable_index = log.stable();
     s.config_index = configs.back().index;
     if (const Leader* l = leader_state()) {

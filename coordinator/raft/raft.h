@@ -307,8 +307,10 @@ public:
     // The application took a snapshot of its state at `index` (<= applied)
     // and persisted it. The core keeps it for InstallSnapshot and drops log
     // entries at or below index - keep_entries from memory, except those
-    // after an older snapshot still being sent to a follower (its transfer
-    // goes on, and the follower continues by log from there). Throws
+    // after the snapshot it replaces while that one is still being sent to a
+    // follower (its transfer goes on, and the follower continues by log from
+    // there; a transfer that outlives two compactions is followed by a newer
+    // snapshot instead, so the log kept is bounded). Throws
     // std::invalid_argument if index > applied; an index at or below the
     // current snapshot is ignored (nothing newer to keep).
     void compact(Index index, std::string data, Index keep_entries);

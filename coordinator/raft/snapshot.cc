@@ -18,33 +18,39 @@ void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
         throw std::invalid_argument("Raft::compact: index " + std::to_string(index) +
                                     " is beyond the applied index " + std::to_string(applied));
     }
-    if (index <= snapshot.meta.index) return;  // nothing newer than what we hold
+    if (index <= snapshot->meta.index) return;  // nothing newer than what we hold
+    const Index previous = snapshot->meta.index;
     const std::optional<Term> t = log.term(index);
     if (!t) {
         throw std::logic_error("Raft::compact: term of applied index " + std::to_string(index) +
                                " unknown (log starts after " + std::to_string(log.base_index()) +
                                ")");
     }
-    snapshot = Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)};
+    snapshot = std::make_shared<const Snapshot>(Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)});
     compact_configs(index);
     // Keep a tail of entries so slightly lagging followers get entries, not
-    // the whole snapshot (etcd's compaction margin), and every entry after a
-    // snapshot still being sent, so that its follower goes on by log.
+    // the whole snapshot (etcd's compaction margin), and every entry after
+    // the snapshot this one replaces while it is still being sent, so that
+    // its follower goes on by log. Not after an older one: a transfer that
+    // outlives two compactions would otherwise keep the log growing for as
+    // long as it lasts; its follower gets a newer snapshot next.
     Index drop_to = index > keep_entries ? index - keep_entries : 0;
     if (const Leader* l = leader_state()) {
         for (const auto& [id, pr] : l->progress) {
-            if (pr.state == ReplicationState::kSnapshot) drop_to = std::min(drop_to, pr.pending_snapshot);
+            if (pr.state == ReplicationState::kSnapshot && pr.pending_snapshot >= previous) {
+                drop_to = std::min(drop_to, pr.pending_snapshot);
+            }
         }
     }
     log.compact_to(drop_to);
 }
 
 void Raft::Impl::send_snapshot(NodeId to, Progress& pr) {
-    if (snapshot.empty() || log.term(pr.next - 1)) {
+    if (snapshot->empty() || log.term(pr.next - 1)) {
         throw std::logic_error("Raft: follower " + std::to_string(to) + " needs index " +
                                std::to_string(pr.next) + " but no snapshot covers it");
     }
-    pr.become_snapshot(std::make_shared<const Snapshot>(snapshot));
+    pr.become_snapshot(snapshot);
     send_snapshot_chunks(to, pr);
 }
 
@@ -151,7 +157,7 @@ void Raft::Impl::install_snapshot(const Message& m, Snapshot snap) {
         commit = meta.index;
         handed_commit = meta.index;  // the snapshot replaces applying entries up to it
         resp.match_index = meta.index;
-        snapshot = snap;
+        snapshot = std::make_shared<const Snapshot>(snap);
         unsent_snapshot = std::move(snap);
     }
     send(m.from, resp);  // in Ready::messages: after the snapshot is durable
