@@ -38,6 +38,7 @@ constexpr std::chrono::milliseconds kDrainTimeout{1000};
 constexpr std::size_t kReadChunkBytes = 16u << 10;
 // How often deadlines are checked: a timeout fires up to this much late.
 constexpr std::chrono::milliseconds kSweepPeriod{250};
+constexpr std::chrono::milliseconds kAcceptRetry{50};  // after a failed accept (out of descriptors)
 
 class Session;
 
@@ -49,6 +50,7 @@ struct Shared {
     std::uint64_t tls_handshake_failures = 0;
     log::Limiter refused_log{20};  // the lines of refused handshakes and requests: anyone can cause them
     std::size_t connections = 0;
+    std::uint64_t accept_failures = 0;
     std::list<Session*> sessions;  // every live session, for the deadline sweep
 };
 
@@ -547,7 +549,7 @@ void format_response(std::string& out, unsigned version, const HttpResponse& r, 
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     Impl(asio::io_context& io, HttpServerOptions options, HttpHandler handler)
-        : acceptor(io), sweep_timer(io), shared(std::make_shared<Shared>()) {
+        : acceptor(io), sweep_timer(io), retry_timer(io), shared(std::make_shared<Shared>()) {
         shared->options = std::move(options);
         shared->handler = std::move(handler);
     }
@@ -556,18 +558,30 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         acceptor.async_accept([self = shared_from_this()](beast::error_code ec,
                                                           tcp::socket socket) {
             if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
-            if (!ec) {
-                if (self->shared->connections >= self->shared->options.max_connections) {
-                    log_event(
-                        LogLevel::kWarn, "http_connection_refused",
-                        {{"reason", "connection cap reached"},
-                         {"max_connections", log_value(self->shared->options.max_connections)}});
-                    beast::error_code ignored;
-                    socket.close(ignored);
-                } else {
-                    socket.set_option(tcp::no_delay(true), ec);
-                    std::make_shared<Session>(std::move(socket), self->shared)->start();
-                }
+            if (ec) {
+                // Out of descriptors (EMFILE, ENFILE) or memory: the connection
+                // stays queued and accepting again at once would fail again at
+                // once, spinning the loop. Wait a little first.
+                ++self->shared->accept_failures;
+                self->shared->refused_log.log(LogLevel::kWarn, "http_accept_failed",
+                                              {{"error", ec.message()},
+                                               {"connections", log_value(self->shared->connections)}});
+                self->retry_timer.expires_after(kAcceptRetry);
+                self->retry_timer.async_wait([self](beast::error_code wait_ec) {
+                    if (!wait_ec && self->acceptor.is_open()) self->accept();
+                });
+                return;
+            }
+            if (self->shared->connections >= self->shared->options.max_connections) {
+                self->shared->refused_log.log(
+                    LogLevel::kWarn, "http_connection_refused",
+                    {{"reason", "connection cap reached"},
+                     {"max_connections", log_value(self->shared->options.max_connections)}});
+                beast::error_code ignored;
+                socket.close(ignored);
+            } else {
+                socket.set_option(tcp::no_delay(true), ec);
+                std::make_shared<Session>(std::move(socket), self->shared)->start();
             }
             self->accept();
         });
@@ -586,6 +600,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     tcp::acceptor acceptor;
     asio::steady_timer sweep_timer;
+    asio::steady_timer retry_timer;  // accept again after a failed accept
     std::shared_ptr<Shared> shared;
 };
 
@@ -618,7 +633,10 @@ void HttpServer::stop() {
     beast::error_code ignored;
     impl_->acceptor.close(ignored);
     impl_->sweep_timer.cancel();
+    impl_->retry_timer.cancel();
 }
+
+std::uint64_t HttpServer::accept_failures() const { return impl_->shared->accept_failures; }
 
 std::size_t HttpServer::connections() const {
     return impl_->shared->connections;

@@ -10,6 +10,7 @@
 #include "log/log.h"
 #include "net/host_port.h"
 #include "server/member_impl.h"
+#include "server/open_files.h"
 
 namespace pgfence::server {
 
@@ -130,7 +131,9 @@ std::string Member::Impl::start() {
         [this](const net::MemberInfo& info) { on_member_info(info); });
     transport->set_tls(security.peer_accept_tls(), security.peer_dial_tls());
     if (auto err = transport->start(my_info()); !err.empty()) return err;
+    raise_open_files();
     net::HttpServerOptions hopts;
+    hopts.max_connections = options.max_connections;
     const net::HostPort client_addr = net::parse_host_port(options.client_addr);  // validated
     hopts.host = client_addr.host;
     hopts.port = client_addr.port;
@@ -168,6 +171,24 @@ void Member::Impl::on_peer_message(raft::Message m) {
 }
 
 // Every input (HTTP request, peer message, tick, finished write) ends here.
+// --max-connections client connections, besides the peers and the member's
+// files, need that many descriptors: the soft open-files limit is raised to
+// fit, within the hard limit (a lower hard limit is logged, not fatal: the
+// connections beyond it fail at accept, as any past the limit).
+void Member::Impl::raise_open_files() {
+    const std::uint64_t needed = options.max_connections + kOpenFilesReserve;
+    OpenFilesLimit lim;
+    const std::string why = raise_open_files_limit(needed, lim);
+    if (!why.empty() || lim.soft < needed) {
+        log_event(LogLevel::kWarn, "open_files_limit",
+                  {{"needed", log_value(needed)}, {"soft", log_value(lim.soft)}, {"hard", log_value(lim.hard)},
+                   {"max_connections", log_value(options.max_connections)},
+                   {"error", why.empty() ? "the hard limit is lower: raise it (ulimit -Hn, LimitNOFILE=)" : why}});
+    } else if (lim.raised) {
+        log_event(LogLevel::kInfo, "open_files_limit", {{"soft", log_value(lim.soft)}, {"hard", log_value(lim.hard)}});
+    }
+}
+
 // The work it leaves — confirmations, role changes, the next Ready — is done
 // once per turn of the event loop, after the inputs already waiting in it, so
 // requests read in the same epoll round share one Ready, one write and one

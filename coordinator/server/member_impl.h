@@ -66,6 +66,7 @@ struct Member::Impl {
     std::string start();
     void on_tick();
     void on_peer_message(raft::Message m);
+    void raise_open_files();  // RLIMIT_NOFILE for --max-connections (open_files.h)
     void after_event();  // schedules drain() once per loop turn
     void drain();        // pump the core, carry out its effects
     void report_gone();  // tells the core of watched requests whose client left

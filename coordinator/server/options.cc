@@ -93,6 +93,13 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "snapshot-every") return number(o.snapshot_every);
     if (name == "snapshot-keep") return number(o.snapshot_keep);
     if (name == "snapshot-log-percent") return number(o.snapshot_log_pct);
+    if (name == "max-connections") {
+        if (!parse_u64(value, n) || n < 16 || n > kMaxConnectionsLimit) {
+            return "--" + name + ": '" + value + "' must be 16.." + std::to_string(kMaxConnectionsLimit);
+        }
+        o.max_connections = n;
+        return {};
+    }
     if (name == "snapshot-chunk-bytes") {
         if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
             return "--" + name + ": '" + value + "' must be 1024..16777216";
@@ -317,6 +324,10 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          alone decides; at most 10000)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
+  --max-connections N    open HTTP client connections at most; more are closed at accept
+                         (default 1024; 16..1000000). The member raises its open-files
+                         limit (RLIMIT_NOFILE) to N + 256 within the hard limit, and
+                         warns (open_files_limit) when the hard limit is lower
   --snapshot-chunk-bytes N
                          a snapshot larger than this goes to a lagging follower in
                          chunks of N bytes, at most 8 MiB (and at least one chunk)

@@ -24,6 +24,8 @@ using member::kMaxClockDriftPpmLimit;    // the largest --max-clock-drift-ppm
 // 5 x 10^9 entries a day), and 10^-7 of the token space.
 constexpr std::uint64_t kDefaultRestoreTokenHeadroom = 1'000'000'000'000ull;
 
+inline constexpr std::uint64_t kMaxConnectionsLimit = 1'000'000;  // the largest --max-connections
+
 struct Options {
     std::uint64_t id = 0;
     // Bootstrap of a new cluster: every member, including this one. Later:
@@ -55,6 +57,7 @@ struct Options {
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
     std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
+    std::uint64_t max_connections = 1024;  // open HTTP client connections (more are closed at accept)
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader
     // proposes Expire after lease_ms * (1 + rho) (member/lease.h).

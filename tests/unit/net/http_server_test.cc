@@ -9,8 +9,10 @@
 #include "net/http_server.h"
 
 #include <openssl/ssl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -161,6 +163,38 @@ struct Client {
 };
 
 BOOST_AUTO_TEST_SUITE(http_server)
+
+BOOST_AUTO_TEST_CASE(a_server_out_of_descriptors_retries_its_accept_calmly_and_serves_once_it_has_some) {
+    Server server;
+    // The client's socket exists before the limit drops; connecting it needs
+    // no descriptor, the server's accept does.
+    asio::io_context io;
+    tcp::socket socket(io);
+    socket.open(tcp::v4());
+    rlimit before{};
+    BOOST_REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+    const int lowest_free = ::dup(0);
+    BOOST_REQUIRE(lowest_free >= 0);
+    ::close(lowest_free);
+    rlimit low = before;
+    low.rlim_cur = static_cast<rlim_t>(lowest_free);  // every descriptor below is taken: none to be had
+    BOOST_REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), kPort));
+    asio::write(socket, asio::buffer(std::string("GET /x HTTP/1.1\r\nHost: h\r\n\r\n")));
+    const bool failed = server.eventually([&] { return server.server.accept_failures() >= 2; });
+    // Tried again every 50 ms, not at once in a loop: over 300 ms, a handful.
+    const std::uint64_t first = server.on_loop([&] { return server.server.accept_failures(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::uint64_t later = server.on_loop([&] { return server.server.accept_failures(); });
+    BOOST_REQUIRE(setrlimit(RLIMIT_NOFILE, &before) == 0);
+    BOOST_TEST(failed);
+    BOOST_TEST(later - first <= 10u, later - first << " failed accepts in 300 ms");
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);  // answered once descriptors are back
+    BOOST_TEST(res.result_int() == 200);
+    BOOST_TEST(res.body() == "GET /x ");
+}
 
 BOOST_AUTO_TEST_CASE(keep_alive_responses_carry_status_headers_and_body) {
     Server server;

@@ -2,7 +2,10 @@
 #include <boost/test/unit_test.hpp>
 #include <vector>
 
+#include "server/open_files.h"
 #include "server/options.h"
+
+#include <sys/resource.h>
 
 using namespace pgfence::server;
 
@@ -179,6 +182,47 @@ BOOST_AUTO_TEST_CASE(usage_lists_the_tls_flags) {
     for (const char* flag : {"--cert-file", "--key-file", "--trusted-ca-file", "--client-cert-auth", "--peer-cert-file",
                              "--peer-key-file", "--peer-trusted-ca-file", "--auth-file"}) {
         BOOST_TEST(usage().find(flag) != std::string::npos, flag);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(max_connections_defaults_to_1024_and_takes_16_to_a_million) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.max_connections == 1024u);
+    Options o;
+    auto args = kBase;
+    args.insert(args.end(), {"--max-connections", "20000"});
+    BOOST_TEST(parse(args, o) == "");
+    BOOST_TEST(o.max_connections == 20000u);
+    for (const char* bad : {"15", "1000001", "-1", "lots", ""}) {
+        Options b;
+        auto a = kBase;
+        a.insert(a.end(), {"--max-connections", bad});
+        const std::string err = parse(a, b);
+        BOOST_TEST(err.find("--max-connections: '" + std::string(bad) + "' must be 16..1000000") != std::string::npos, err);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_never_lowered) {
+    OpenFilesLimit before;
+    BOOST_TEST_REQUIRE(raise_open_files_limit(0, before) == "");
+    BOOST_TEST(!before.raised);  // nothing needed: nothing changed
+    OpenFilesLimit lim;
+    BOOST_TEST_REQUIRE(raise_open_files_limit(before.soft - 1, lim) == "");
+    BOOST_TEST(lim.soft == before.soft);  // never lowered
+    BOOST_TEST(!lim.raised);
+    if (before.soft < before.hard) {
+        BOOST_TEST_REQUIRE(raise_open_files_limit(before.soft + 1, lim) == "");
+        BOOST_TEST(lim.raised);
+        BOOST_TEST(lim.soft == before.soft + 1);
+        rlimit now{};
+        BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
+        BOOST_TEST(now.rlim_cur == before.soft + 1);
+    }
+    // Past the hard limit: as far as it allows, and no error.
+    if (before.hard != RLIM_INFINITY) {
+        BOOST_TEST_REQUIRE(raise_open_files_limit(before.hard + 1000, lim) == "");
+        BOOST_TEST(lim.soft == lim.hard);
     }
 }
 
