@@ -22,6 +22,14 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         throw std::invalid_argument("snapshot_log_pct " + num(config_.snapshot_log_pct) + " is above " +
                                     num(kMaxSnapshotLogPct));
     }
+    if (config_.snapshot_every > kMaxSnapshotEvery) {
+        throw std::invalid_argument("snapshot_every " + num(config_.snapshot_every) + " is above " +
+                                    num(kMaxSnapshotEvery));
+    }
+    if (config_.max_table_bytes > lock::kMaxTableBytes) {
+        throw std::invalid_argument("max_table_bytes " + num(config_.max_table_bytes) + " is above " +
+                                    num(lock::kMaxTableBytes) + ": its snapshot might not fit");
+    }
     table_ = lock::LockTable(config_.max_table_bytes);
     const raft::Snapshot snap = storage.snapshot();
     if (!snap.empty()) {
@@ -310,7 +318,7 @@ void Core::apply_taken(Time now) {
 void Core::apply_entry(const raft::Entry& e, Time now) {
     if (e.index <= table_.applied_index()) return;
     applied_term_ = e.term;
-    applied_bytes_since_snapshot_ += e.data.size();
+    applied_bytes_since_snapshot_ += e.data.size() + kEntryOverheadBytes;
     std::optional<lock::Command> cmd;
     if (e.type == raft::EntryType::kNormal) {
         auto decoded = lock::decode_command(e.data);
@@ -493,10 +501,10 @@ std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
 
 void Core::maybe_snapshot() {
     const raft::Index applied = table_.applied_index();
-    if (saving_ || applied < last_snapshot_index_ + config_.snapshot_every) return;
+    if (saving_ || (applied >= last_snapshot_index_ && applied - last_snapshot_index_ < config_.snapshot_every)) return;
     // Overflow-free: a table's bytes stay below raft::kMaxSnapshotBytes (its
     // snapshot fits), and the percentage is at most kMaxSnapshotLogPct.
-    if (applied_bytes_since_snapshot_ * 100 < table_.bytes() * config_.snapshot_log_pct) return;
+    if (applied_bytes_since_snapshot_ < table_.bytes() * config_.snapshot_log_pct / 100) return;
     saving_ = true;
     applied_bytes_since_snapshot_ = 0;
     effects_.save = applied_snapshot();

@@ -104,7 +104,8 @@
 //   - Snapshots: a SaveSnapshot of the applied table, with the configuration
 //     in force at its index, once no save is outstanding and, since the last
 //     one, both Config::snapshot_every entries were applied and the entries
-//     applied hold at least snapshot_log_pct % of the table's own bytes
+//     applied (their data and kEntryOverheadBytes each) hold at least
+//     snapshot_log_pct % of the table's own bytes
 //     (lock::LockTable::bytes(), about its snapshot's size). The second
 //     bound makes the snapshot's cost per applied byte a constant whatever
 //     the table's size: a table of 1 GiB is not written again every 10,000
@@ -160,7 +161,14 @@ public:
     virtual void restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) = 0;
 };
 
-constexpr std::uint64_t kMaxSnapshotLogPct = 10000;  // Config::snapshot_log_pct's bound
+// Config bounds. A snapshot interval holds up to snapshot_log_pct % of the
+// table in log, kept in memory until the next snapshot: 4x a 192 MiB table
+// is already 768 MiB.
+constexpr std::uint64_t kMaxSnapshotLogPct = 400;
+// What a log entry costs besides its data, as the snapshot policy counts it:
+// about the WAL's framing of an entry (CRC, length, type, term, index).
+constexpr std::uint64_t kEntryOverheadBytes = 26;
+constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
 
 struct Config {
     raft::Config raft;  // id, members, cluster_id, ticks, random_seed, limits

@@ -1,5 +1,7 @@
 #include "net/http_server.h"
 
+#include "net/accept_retry.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -38,7 +40,6 @@ constexpr std::chrono::milliseconds kDrainTimeout{1000};
 constexpr std::size_t kReadChunkBytes = 16u << 10;
 // How often deadlines are checked: a timeout fires up to this much late.
 constexpr std::chrono::milliseconds kSweepPeriod{250};
-constexpr std::chrono::milliseconds kAcceptRetry{50};  // after a failed accept (out of descriptors)
 
 class Session;
 
@@ -49,6 +50,7 @@ struct Shared {
     bool verify_client = false;
     std::uint64_t tls_handshake_failures = 0;
     log::Limiter refused_log{20};  // the lines of refused handshakes and requests: anyone can cause them
+    log::Limiter accept_log{20};   // failed accepts and refused connections: as many as connections come
     std::size_t connections = 0;
     std::uint64_t accept_failures = 0;
     std::list<Session*> sessions;  // every live session, for the deadline sweep
@@ -559,21 +561,22 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                                                           tcp::socket socket) {
             if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
             if (ec) {
-                // Out of descriptors (EMFILE, ENFILE) or memory: the connection
-                // stays queued and accepting again at once would fail again at
-                // once, spinning the loop. Wait a little first.
                 ++self->shared->accept_failures;
-                self->shared->refused_log.log(LogLevel::kWarn, "http_accept_failed",
-                                              {{"error", ec.message()},
-                                               {"connections", log_value(self->shared->connections)}});
-                self->retry_timer.expires_after(kAcceptRetry);
-                self->retry_timer.async_wait([self](beast::error_code wait_ec) {
-                    if (!wait_ec && self->acceptor.is_open()) self->accept();
-                });
+                self->shared->accept_log.log(LogLevel::kWarn, "http_accept_failed",
+                                             {{"error", ec.message()},
+                                              {"connections", log_value(self->shared->connections)}});
+                if (accept_needs_pause(ec)) {  // accept_retry.h
+                    self->retry_timer.expires_after(kAcceptRetry);
+                    self->retry_timer.async_wait([self](beast::error_code wait_ec) {
+                        if (!wait_ec && self->acceptor.is_open()) self->accept();
+                    });
+                    return;
+                }
+                self->accept();
                 return;
             }
             if (self->shared->connections >= self->shared->options.max_connections) {
-                self->shared->refused_log.log(
+                self->shared->accept_log.log(
                     LogLevel::kWarn, "http_connection_refused",
                     {{"reason", "connection cap reached"},
                      {"max_connections", log_value(self->shared->options.max_connections)}});

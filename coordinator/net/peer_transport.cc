@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "log/log.h"
+#include "net/accept_retry.h"
 #include "net/frame.h"
 #include "net/raft_codec.h"
 #include "net/tls.h"
@@ -699,18 +700,28 @@ void Incoming::drop(const std::string& why) {
 }  // namespace
 
 struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
-    Impl(asio::io_context& io_ctx, std::shared_ptr<Shared> s) : io(io_ctx), acceptor(io_ctx), shared(std::move(s)) {}
+    Impl(asio::io_context& io_ctx, std::shared_ptr<Shared> s)
+        : io(io_ctx), acceptor(io_ctx), retry_timer(io_ctx), shared(std::move(s)) {}
 
     void accept() {
         acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
             if (ec == asio::error::operation_aborted || self->shared->stopped) return;
-            // Peers reconnect after failures, so allow a few per peer, but bound it.
-            const std::size_t cap = 4 * self->peer_count() + 16;
-            if (!ec && self->shared->incoming >= cap) {
-                log_event(LogLevel::kWarn, "peer_connection_refused", {{"reason", "incoming cap reached"}, {"cap", log_value(cap)}});
+            if (ec) {
+                self->shared->refused_log.log(LogLevel::kWarn, "peer_accept_failed", {{"error", ec.message()}});
+                if (accept_needs_pause(ec)) {  // accept_retry.h
+                    self->retry_timer.expires_after(kAcceptRetry);
+                    self->retry_timer.async_wait([self](const error_code& wait_ec) {
+                        if (!wait_ec && !self->shared->stopped) self->accept();
+                    });
+                    return;
+                }
+            } else if (const std::size_t cap = 4 * self->peer_count() + 16; self->shared->incoming >= cap) {
+                // Peers reconnect after failures, so allow a few per peer, but bound it.
+                self->shared->refused_log.log(LogLevel::kWarn, "peer_connection_refused",
+                                              {{"reason", "incoming cap reached"}, {"cap", log_value(cap)}});
                 error_code ignored;
                 socket.close(ignored);
-            } else if (!ec) {
+            } else {
                 std::make_shared<Incoming>(std::move(socket), self->shared)->start();
             }
             self->accept();
@@ -736,6 +747,7 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
 
     asio::io_context& io;
     tcp::acceptor acceptor;
+    asio::steady_timer retry_timer;  // accept again after a failed accept (accept_retry.h)
     std::shared_ptr<Shared> shared;
     // Changed on the event loop only (start, set_peers), read by send() on
     // any thread: guarded by peers_mutex.
@@ -812,6 +824,7 @@ void PeerTransport::stop() {
     impl_->shared->stopped = true;
     error_code ignored;
     impl_->acceptor.close(ignored);
+    impl_->retry_timer.cancel();
     for (const auto& out : impl_->all()) out->close();
 }
 

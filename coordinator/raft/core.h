@@ -189,6 +189,7 @@ struct Raft::Impl {
 
     // snapshot.cc
     void compact(Index index, std::string data, Index keep_entries);
+    std::uint64_t log_bytes_after(Index from, Index to) const;
     void send_snapshot(NodeId to, Progress& pr);
     bool live_quorum(const Leader& l, const Configuration& next) const;
     void handle_snapshot(const Message& m, const SnapshotRequest& req);

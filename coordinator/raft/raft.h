@@ -116,6 +116,9 @@ struct Config {
     // SnapshotRequest; at most max_inflight_bytes of them un-acked at once.
     std::size_t max_snapshot_chunk_bytes = 1u << 20;
     std::size_t max_snapshot_bytes = kMaxSnapshotBytes;  // a follower refuses to assemble a larger one
+    // Log entry bytes a compaction keeps after a snapshot still being sent,
+    // so that its follower goes on by log (compact()).
+    std::uint64_t max_transfer_log_bytes = 256u << 20;
 };
 
 // What the caller must do, in this order (each field says where it belongs):
@@ -307,10 +310,10 @@ public:
     // The application took a snapshot of its state at `index` (<= applied)
     // and persisted it. The core keeps it for InstallSnapshot and drops log
     // entries at or below index - keep_entries from memory, except those
-    // after the snapshot it replaces while that one is still being sent to a
-    // follower (its transfer goes on, and the follower continues by log from
-    // there; a transfer that outlives two compactions is followed by a newer
-    // snapshot instead, so the log kept is bounded). Throws
+    // after a snapshot still being sent to a follower (its transfer goes on,
+    // and the follower continues by log from there) while they hold at most
+    // Config::max_transfer_log_bytes; past that the follower gets a newer
+    // snapshot after its transfer, so the log kept is bounded. Throws
     // std::invalid_argument if index > applied; an index at or below the
     // current snapshot is ignored (nothing newer to keep).
     void compact(Index index, std::string data, Index keep_entries);

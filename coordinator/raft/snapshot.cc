@@ -19,7 +19,6 @@ void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
                                     " is beyond the applied index " + std::to_string(applied));
     }
     if (index <= snapshot->meta.index) return;  // nothing newer than what we hold
-    const Index previous = snapshot->meta.index;
     const std::optional<Term> t = log.term(index);
     if (!t) {
         throw std::logic_error("Raft::compact: term of applied index " + std::to_string(index) +
@@ -29,20 +28,29 @@ void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
     snapshot = std::make_shared<const Snapshot>(Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)});
     compact_configs(index);
     // Keep a tail of entries so slightly lagging followers get entries, not
-    // the whole snapshot (etcd's compaction margin), and every entry after
-    // the snapshot this one replaces while it is still being sent, so that
-    // its follower goes on by log. Not after an older one: a transfer that
-    // outlives two compactions would otherwise keep the log growing for as
-    // long as it lasts; its follower gets a newer snapshot next.
+    // the whole snapshot (etcd's compaction margin), and the entries after a
+    // snapshot still being sent, so that its follower goes on by log once it
+    // has it — up to max_transfer_log_bytes of them: past that, a transfer
+    // slower than the log grows gets a newer snapshot after it instead.
     Index drop_to = index > keep_entries ? index - keep_entries : 0;
     if (const Leader* l = leader_state()) {
         for (const auto& [id, pr] : l->progress) {
-            if (pr.state == ReplicationState::kSnapshot && pr.pending_snapshot >= previous) {
-                drop_to = std::min(drop_to, pr.pending_snapshot);
+            if (pr.state != ReplicationState::kSnapshot || pr.pending_snapshot >= drop_to) continue;
+            if (log_bytes_after(pr.pending_snapshot, index) <= cfg.max_transfer_log_bytes) {
+                drop_to = pr.pending_snapshot;
             }
         }
     }
     log.compact_to(drop_to);
+}
+
+// The data bytes of the entries after `from` up to `to` that the log holds.
+std::uint64_t Raft::Impl::log_bytes_after(Index from, Index to) const {
+    std::uint64_t bytes = 0;
+    for (Index i = std::max(from + 1, log.first_index()); i <= to && i <= log.last_index(); ++i) {
+        bytes += log.at(i).data.size();
+    }
+    return bytes;
 }
 
 void Raft::Impl::send_snapshot(NodeId to, Progress& pr) {

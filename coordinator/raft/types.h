@@ -98,15 +98,15 @@ std::string check_config_entry(std::string_view data);
 // member's snapshot).
 std::string decode_configuration(std::string_view bytes, Configuration& out);
 
-// Identifies the state a snapshot captures: everything up to and including
-// (index, term), and the configuration in force at that index (the last
-// one appended at or before it; it is committed, as the index is).
 // The largest snapshot (its data) a member writes, sends, assembles or reads:
 // storage and the Raft core share it (raft::Config::max_snapshot_bytes,
 // storage::StorageOptions::max_snapshot_bytes); the lock table's size limit
 // (lock::kMaxTableBytes) keeps below it.
 inline constexpr std::uint64_t kMaxSnapshotBytes = 256u << 20;
 
+// Identifies the state a snapshot captures: everything up to and including
+// (index, term), and the configuration in force at that index (the last
+// one appended at or before it; it is committed, as the index is).
 struct SnapshotMeta {
     Index index = 0;
     Term term = 0;

@@ -78,8 +78,8 @@ std::string bootstrap_restored(const server::Options& opts, const server::StartP
     const std::string parent = std::filesystem::absolute(sibling_of(opts.data_dir, "")).parent_path().string();
     try {
         if (!opts.force_new_cluster && std::filesystem::exists(opts.data_dir) &&
-            !std::filesystem::is_empty(opts.data_dir)) {
-            return opts.data_dir + " is not empty: restore into an empty data directory";
+            (!std::filesystem::is_directory(opts.data_dir) || !std::filesystem::is_empty(opts.data_dir))) {
+            return opts.data_dir + " is not an empty directory: restore into an empty (or missing) data directory";
         }
         std::filesystem::remove_all(building);
         std::filesystem::create_directories(building);

@@ -170,7 +170,6 @@ void Member::Impl::on_peer_message(raft::Message m) {
     after_event();
 }
 
-// Every input (HTTP request, peer message, tick, finished write) ends here.
 // --max-connections client connections, besides the peers and the member's
 // files, need that many descriptors: the soft open-files limit is raised to
 // fit, within the hard limit (a lower hard limit is logged, not fatal: the
@@ -189,6 +188,7 @@ void Member::Impl::raise_open_files() {
     }
 }
 
+// Every input (HTTP request, peer message, tick, finished write) ends here.
 // The work it leaves — confirmations, role changes, the next Ready — is done
 // once per turn of the event loop, after the inputs already waiting in it, so
 // requests read in the same epoll round share one Ready, one write and one

@@ -214,7 +214,10 @@ std::string validate_options(Options& o) {
         return "--max-lease " + std::to_string(o.max_lease_ms) + " is below --min-lease " + std::to_string(o.min_lease_ms);
     }
     if (o.max_lease_ms > 24ull * 3600 * 1000) return "--max-lease " + std::to_string(o.max_lease_ms) + " exceeds 24h";
-    if (o.snapshot_every < 16) return "--snapshot-every " + std::to_string(o.snapshot_every) + " must be at least 16";
+    if (o.snapshot_every < 16 || o.snapshot_every > member::kMaxSnapshotEvery) {
+        return "--snapshot-every " + std::to_string(o.snapshot_every) + " must be 16.." +
+               std::to_string(member::kMaxSnapshotEvery);
+    }
     if (o.snapshot_log_pct > member::kMaxSnapshotLogPct) {
         return "--snapshot-log-percent " + std::to_string(o.snapshot_log_pct) + " must be 0.." +
                std::to_string(member::kMaxSnapshotLogPct);
@@ -316,12 +319,13 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          default: derived (FNV-1a 64) from the sorted --peers list and
                          --initial-cluster-token. Afterwards read from the data directory.
   --snapshot-every N     snapshot the lock table once N entries were applied since the
-                         last snapshot, at least (default 10000)
+                         last snapshot, at least (default 10000; 16..10000000)
   --snapshot-log-percent P
                          and once the entries applied since the last snapshot hold P %
                          of the lock table's bytes, at least, so a large table is not
                          written out again every N small entries (default 100; 0: N
-                         alone decides; at most 10000)
+                         alone decides; at most 400: the log between two snapshots is
+                         kept in memory)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
   --max-connections N    open HTTP client connections at most; more are closed at accept

@@ -41,7 +41,7 @@ if "$FENCE_BIN_DIR/fence-coordinator" --id 1 --peers "1=127.0.0.1:$((BASE + 1))"
     --data-dir "$DIR/y/" --restore "$DIR/backup.bak" >"$DIR/nonempty.out" 2>&1; then
     fail "a backup was restored into a directory that is not empty"
 fi
-grep -q "is not empty" "$DIR/nonempty.out" || fail "non-empty restore: $(cat "$DIR/nonempty.out")"
+grep -q "is not an empty directory" "$DIR/nonempty.out" || fail "non-empty restore: $(cat "$DIR/nonempty.out")"
 [[ ! -e "$DIR/y.restoring" && -e "$DIR/y/file" ]] || fail "a refused restore wrote $DIR/y.restoring or touched $DIR/y"
 # What a restore interrupted by a crash leaves (its building directory) is
 # started over, not used.

@@ -4,7 +4,7 @@
 # a few hundred locks goes as dozens of chunks), including a member added
 # afterwards; both end with the leader's whole lock table.
 source "$(dirname "$0")/lib.sh"
-cluster_start 3 "--snapshot-every 16 --snapshot-keep 0 --snapshot-chunk-bytes 1024"
+cluster_start 3 "--snapshot-every 16 --snapshot-log-percent 0 --snapshot-keep 0 --snapshot-chunk-bytes 1024"
 L=$(wait_leader 10) || fail "no leader"
 F=$((L % 3 + 1))
 kill -9 "$(member_pid "$F")"

@@ -313,20 +313,20 @@ BOOST_AUTO_TEST_CASE(a_snapshot_waits_for_log_bytes_as_large_as_the_table) {
         fill_big(h, l);
         BOOST_TEST(cycles_to_next_snapshot(h, l, 20) <= 9);
     }
-    // Size-aware (pct 100): the first snapshot comes once the log holds as
-    // many bytes as the table, a few cycles after the fill (a grant's entry is
-    // a little smaller than its lock); the next only after about 21 KB more
-    // of small entries (a grant and a release of "k" are 34 bytes: about 620
-    // cycles), not after 16 entries.
+    // Size-aware (pct 100): once the fill's own entries are snapshotted, the
+    // 21 KB table is written again only after about as many bytes of small
+    // entries, counted with kEntryOverheadBytes each (a grant and a release
+    // of "k": 34 bytes of commands, 86 counted), not after 16 entries.
     Harness h(3, 50'000, 16, 100);
     const raft::NodeId l = h.elect();
     fill_big(h, l);
-    BOOST_TEST_REQUIRE(h.core(l).table().bytes() > 20'000u);
-    BOOST_TEST(h.core(l).counters().snapshots == 0u);
-    BOOST_TEST(cycles_to_next_snapshot(h, l, 100) < 20);
+    const std::uint64_t table = h.core(l).table().bytes();
+    BOOST_TEST_REQUIRE(table > 20'000u);
+    BOOST_TEST_REQUIRE(cycles_to_next_snapshot(h, l, 400) < 400);  // the one the fill's log is due
+    const int expected = static_cast<int>(table / (34 + 2 * kEntryOverheadBytes));
     const int cycles = cycles_to_next_snapshot(h, l, 2000);
-    BOOST_TEST(cycles > 400, cycles << " cycles");
-    BOOST_TEST(cycles < 800, cycles << " cycles");
+    BOOST_TEST(cycles >= expected * 9 / 10, cycles << " cycles, expected about " << expected);
+    BOOST_TEST(cycles <= expected * 11 / 10, cycles << " cycles, expected about " << expected);
     BOOST_TEST(h.core(l).check_invariants() == "");
 }
 

@@ -9,6 +9,7 @@
 #include "net/http_server.h"
 
 #include <openssl/ssl.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -164,6 +165,10 @@ struct Client {
 
 BOOST_AUTO_TEST_SUITE(http_server)
 
+// Not in the sanitizer build: the sanitizers' own checks (UBSan's vptr check
+// probes memory through a pipe) need descriptors, and report every object
+// as invalid while there are none.
+#ifndef __SANITIZE_ADDRESS__
 BOOST_AUTO_TEST_CASE(a_server_out_of_descriptors_retries_its_accept_calmly_and_serves_once_it_has_some) {
     Server server;
     // The client's socket exists before the limit drops; connecting it needs
@@ -173,7 +178,7 @@ BOOST_AUTO_TEST_CASE(a_server_out_of_descriptors_retries_its_accept_calmly_and_s
     socket.open(tcp::v4());
     rlimit before{};
     BOOST_REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
-    const int lowest_free = ::dup(0);
+    const int lowest_free = ::open("/dev/null", O_RDONLY);
     BOOST_REQUIRE(lowest_free >= 0);
     ::close(lowest_free);
     rlimit low = before;
@@ -195,6 +200,7 @@ BOOST_AUTO_TEST_CASE(a_server_out_of_descriptors_retries_its_accept_calmly_and_s
     BOOST_TEST(res.result_int() == 200);
     BOOST_TEST(res.body() == "GET /x ");
 }
+#endif
 
 BOOST_AUTO_TEST_CASE(keep_alive_responses_carry_status_headers_and_body) {
     Server server;

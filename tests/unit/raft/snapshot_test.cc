@@ -226,14 +226,30 @@ BOOST_AUTO_TEST_CASE(a_compaction_during_a_transfer_neither_restarts_it_nor_stra
     BOOST_TEST(datas(c.member(3).applied).size() >= 5u);
 }
 
-BOOST_AUTO_TEST_CASE(a_transfer_that_outlives_two_compactions_keeps_no_log_and_a_newer_snapshot_follows) {
+// Two compactions while a transfer waits, with `cap` bytes of log kept for
+// it: returns what the follower's last installed snapshot holds once it has
+// caught up, and the newest snapshot's data in `newest`.
+std::string after_two_compactions(std::uint64_t cap, std::string& newest) {
     const std::string state = sample_state(103);
-    Cluster c = lagging_chunked(state, 10, 30);
+    Cluster c(3, [&](Config& cfg) {
+        cfg.max_snapshot_chunk_bytes = 10;
+        cfg.max_inflight_bytes = 30;
+        cfg.max_transfer_log_bytes = cap;
+    });
+    BOOST_REQUIRE(c.elect(1));
+    c.tick_all(1);
+    c.isolate(3);
+    for (int i = 0; i < 5; ++i) c.raft(1).propose("s" + std::to_string(i));
+    c.deliver_all();
+    c.tick_all(1);
+    const Index first_at = c.raft(1).status().applied;
+    c.member(1).storage.compact(Snapshot{SnapshotMeta{first_at, c.raft(1).term(), Configuration::of_voters(ids(3))}, state});
+    c.raft(1).compact(first_at, state, 0);
+    c.heal();
     std::vector<Message> first = first_window(c);
     BOOST_REQUIRE(first.size() == 3u);
     c.isolate(3);
-    std::string newest;
-    for (int round = 0; round < 2; ++round) {  // two compactions while the first transfer waits
+    for (int round = 0; round < 2; ++round) {
         for (int i = 0; i < 5; ++i) c.raft(1).propose("r" + std::to_string(round) + "-" + std::to_string(i));
         c.deliver_all();
         const Index applied = c.raft(1).status().applied;
@@ -241,19 +257,26 @@ BOOST_AUTO_TEST_CASE(a_transfer_that_outlives_two_compactions_keeps_no_log_and_a
         c.member(1).storage.compact(Snapshot{SnapshotMeta{applied, c.raft(1).term(), Configuration::of_voters(ids(3))}, newest});
         c.raft(1).compact(applied, newest, 0);
     }
-    // The second compaction kept nothing for the transfer: once it ends, 3
-    // finds the entries after it gone and gets the newest snapshot (kept,
-    // they would have let it go on by log, its last snapshot the first).
     c.heal();
     for (Message& m : first) c.net().push_back(std::move(m));
     for (int i = 0; i < 40 && c.raft(3).status().commit < c.raft(1).status().commit; ++i) {
         c.deliver_all();
         c.tick_all(1);
     }
-    BOOST_REQUIRE(c.member(3).restored.has_value());
-    BOOST_TEST(c.member(3).restored->data == newest);
     BOOST_TEST(c.raft(3).status().commit == c.raft(1).status().commit);
     BOOST_TEST(c.raft(1).check_invariants() == "");
+    BOOST_REQUIRE(c.member(3).restored.has_value());
+    return c.member(3).restored->data;
+}
+
+BOOST_AUTO_TEST_CASE(the_log_after_a_snapshot_being_sent_is_kept_up_to_a_byte_limit) {
+    std::string newest;
+    // Kept (the default limit): the transfer ends and 3 goes on by log, the
+    // first snapshot its only one.
+    BOOST_TEST(after_two_compactions(256u << 20, newest) == sample_state(103));
+    // Over the limit (10 entries of 5 bytes > 20): nothing kept for it, and
+    // once its transfer ends 3 gets the newest snapshot.
+    BOOST_TEST(after_two_compactions(20, newest) == newest);
 }
 
 BOOST_AUTO_TEST_CASE(a_follower_does_not_assemble_more_than_it_accepts) {

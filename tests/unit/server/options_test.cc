@@ -204,26 +204,31 @@ BOOST_AUTO_TEST_CASE(max_connections_defaults_to_1024_and_takes_16_to_a_million)
 }
 
 BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_never_lowered) {
-    OpenFilesLimit before;
-    BOOST_TEST_REQUIRE(raise_open_files_limit(0, before) == "");
-    BOOST_TEST(!before.raised);  // nothing needed: nothing changed
+    rlimit original{};
+    BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &original) == 0);
+    BOOST_TEST_REQUIRE(original.rlim_cur > 128u);
+    // Start from a soft limit below the hard one (they are often equal).
+    rlimit lowered = original;
+    lowered.rlim_cur = original.rlim_cur - 64;
+    BOOST_TEST_REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    const std::uint64_t start = lowered.rlim_cur;
     OpenFilesLimit lim;
-    BOOST_TEST_REQUIRE(raise_open_files_limit(before.soft - 1, lim) == "");
-    BOOST_TEST(lim.soft == before.soft);  // never lowered
+    BOOST_TEST(raise_open_files_limit(start - 1, lim) == "");
+    BOOST_TEST(lim.soft == start);  // never lowered
     BOOST_TEST(!lim.raised);
-    if (before.soft < before.hard) {
-        BOOST_TEST_REQUIRE(raise_open_files_limit(before.soft + 1, lim) == "");
-        BOOST_TEST(lim.raised);
-        BOOST_TEST(lim.soft == before.soft + 1);
-        rlimit now{};
-        BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
-        BOOST_TEST(now.rlim_cur == before.soft + 1);
-    }
+    BOOST_TEST(raise_open_files_limit(start + 10, lim) == "");
+    BOOST_TEST(lim.raised);
+    BOOST_TEST(lim.soft == start + 10);
+    rlimit now{};
+    BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
+    BOOST_TEST(now.rlim_cur == start + 10);
     // Past the hard limit: as far as it allows, and no error.
-    if (before.hard != RLIM_INFINITY) {
-        BOOST_TEST_REQUIRE(raise_open_files_limit(before.hard + 1000, lim) == "");
-        BOOST_TEST(lim.soft == lim.hard);
+    if (original.rlim_max != RLIM_INFINITY) {
+        BOOST_TEST(raise_open_files_limit(original.rlim_max + 1000, lim) == "");
+        BOOST_TEST(lim.soft == original.rlim_max);
+        BOOST_TEST(lim.soft < original.rlim_max + 1000);
     }
+    BOOST_TEST_REQUIRE(setrlimit(RLIMIT_NOFILE, &original) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
