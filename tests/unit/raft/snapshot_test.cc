@@ -26,11 +26,14 @@ Cluster lagging_cluster(int n, Index keep) {
 }
 
 // As lagging_cluster, with a snapshot of `data` sent in chunks of
-// `chunk` bytes, at most `window` bytes un-acked.
-Cluster lagging_chunked(const std::string& data, std::size_t chunk, std::size_t window) {
+// `chunk` bytes, at most `window` bytes un-acked (and `transfer_log_bytes`
+// of log kept for a transfer).
+Cluster lagging_chunked(const std::string& data, std::size_t chunk, std::size_t window,
+                        std::uint64_t transfer_log_bytes = 256u << 20) {
     Cluster c(3, [&](Config& cfg) {
         cfg.max_snapshot_chunk_bytes = chunk;
         cfg.max_inflight_bytes = window;
+        cfg.max_transfer_log_bytes = transfer_log_bytes;
     });
     BOOST_REQUIRE(c.elect(1));
     c.tick_all(1);
@@ -230,22 +233,7 @@ BOOST_AUTO_TEST_CASE(a_compaction_during_a_transfer_neither_restarts_it_nor_stra
 // it: returns what the follower's last installed snapshot holds once it has
 // caught up, and the newest snapshot's data in `newest`.
 std::string after_two_compactions(std::uint64_t cap, std::string& newest) {
-    const std::string state = sample_state(103);
-    Cluster c(3, [&](Config& cfg) {
-        cfg.max_snapshot_chunk_bytes = 10;
-        cfg.max_inflight_bytes = 30;
-        cfg.max_transfer_log_bytes = cap;
-    });
-    BOOST_REQUIRE(c.elect(1));
-    c.tick_all(1);
-    c.isolate(3);
-    for (int i = 0; i < 5; ++i) c.raft(1).propose("s" + std::to_string(i));
-    c.deliver_all();
-    c.tick_all(1);
-    const Index first_at = c.raft(1).status().applied;
-    c.member(1).storage.compact(Snapshot{SnapshotMeta{first_at, c.raft(1).term(), Configuration::of_voters(ids(3))}, state});
-    c.raft(1).compact(first_at, state, 0);
-    c.heal();
+    Cluster c = lagging_chunked(sample_state(103), 10, 30, cap);
     std::vector<Message> first = first_window(c);
     BOOST_REQUIRE(first.size() == 3u);
     c.isolate(3);
