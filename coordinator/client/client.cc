@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "client/transport.h"
+#include "storage/backup.h"
 #include "net/tls.h"
 
 namespace pgfence::client {
@@ -86,8 +87,6 @@ constexpr int kStatusForbidden = 403;
 constexpr int kStatusNotFound = 404;
 constexpr int kStatusConflict = 409;
 constexpr int kStatusInsufficientStorage = 507;  // acquire: the lock table is full
-// A backup of the largest snapshot a member writes (256 MiB) and its header.
-constexpr std::size_t kMaxBackupResponseBytes = (256u << 20) + 4096;
 
 // Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
 std::string url_encode(const std::string& value) {
@@ -390,7 +389,7 @@ public:
         Call call;
         call.make = [&] {
             HttpRequest req{"GET", "/v1/snapshot", {}};
-            req.max_response_bytes = kMaxBackupResponseBytes;
+            req.max_response_bytes = storage::kMaxBackupBytes;  // the largest backup a member writes
             return Attempt{std::move(req), timeout};
         };
         call.deadline = Clock::now() + timeout;

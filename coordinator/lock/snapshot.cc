@@ -19,9 +19,8 @@ namespace pgfence::lock {
 namespace {
 
 constexpr std::uint8_t kSnapshotVersion = 1;
-// Smallest possible encoded lock: key length + 1 key byte + token + lease_ms + owner length.
-constexpr std::size_t kMinLockBytes =
-    codec::kU32Bytes + kMinKeyBytes + codec::kU64Bytes + codec::kU64Bytes + codec::kU32Bytes;
+// Smallest possible encoded lock: the shortest key, no owner.
+constexpr std::uint64_t kMinLockBytes = lock_bytes(kMinKeyBytes, std::size_t{0});
 
 std::optional<Lock> read_lock(codec::Reader& in) {
     const std::string_view key = in.string("lock key", kMaxKeyBytes);

@@ -38,8 +38,11 @@ struct Lock {
 
 // One lock's record in the snapshot (see snapshot()): key and owner with
 // their u32 lengths, token and lease_ms.
+constexpr std::uint64_t lock_bytes(std::size_t key_bytes, std::size_t owner_bytes) {
+    return 4 + key_bytes + 8 + 8 + 4 + owner_bytes;
+}
 constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner) {
-    return 4 + key.size() + 8 + 8 + 4 + owner.size();
+    return lock_bytes(key.size(), owner.size());
 }
 
 class LockTable {

@@ -389,7 +389,8 @@ private:
     std::optional<raft::HardState> unwritten_hard_state_;
     bool saving_ = false;  // a SaveSnapshot is outstanding
     raft::Index last_snapshot_index_ = 0;
-    std::uint64_t applied_bytes_since_snapshot_ = 0;  // entry data applied since the last snapshot was taken
+    std::uint64_t applied_bytes_since_snapshot_ = 0;  // entries applied since the last snapshot was taken,
+                                                      // their data and kEntryOverheadBytes each
     raft::Term applied_term_ = 0;
 
     raft::Term leader_term_ = 0;  // term of our current leadership (0: not leader)

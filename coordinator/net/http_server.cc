@@ -1,7 +1,5 @@
 #include "net/http_server.h"
 
-#include "net/accept_retry.h"
-
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -18,6 +16,7 @@
 #include <optional>
 
 #include "log/log.h"
+#include "net/accept_retry.h"
 #include "net/json_text.h"
 #include "net/tls.h"
 
@@ -572,10 +571,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                     });
                     return;
                 }
-                self->accept();
-                return;
-            }
-            if (self->shared->connections >= self->shared->options.max_connections) {
+            } else if (self->shared->connections >= self->shared->options.max_connections) {
                 self->shared->accept_log.log(
                     LogLevel::kWarn, "http_connection_refused",
                     {{"reason", "connection cap reached"},

@@ -95,8 +95,8 @@ public:
     std::string start();
     void stop();
     std::size_t connections() const;
-    // Accepts that failed (out of descriptors or memory); after each the
-    // server waits 50 ms before accepting again.
+    // Accepts that failed; after one for want of descriptors or memory the
+    // server waits kAcceptRetry (accept_retry.h) before accepting again.
     std::uint64_t accept_failures() const;
 
     // Serve TLS with `context` (null: plaintext); verify_client: the context

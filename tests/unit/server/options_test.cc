@@ -20,6 +20,12 @@ const std::vector<std::string> kPeerTls = {"--peer-cert-file", "p.pem", "--peer-
                                            "--peer-trusted-ca-file", "pca.pem"};
 const std::vector<std::string> kBase = {"--id", "2", "--peers", "1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403",
                                         "--client-addr", "127.0.0.1:7502", "--data-dir", "/tmp/d"};
+// parse() of kBase with FLAG VALUE added.
+std::string parse_with(const char* flag, const char* value, Options& o) {
+    auto args = kBase;
+    args.insert(args.end(), {flag, value});
+    return parse(args, o);
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(options)
@@ -97,9 +103,7 @@ BOOST_AUTO_TEST_CASE(max_clock_drift_ppm_defaults_to_five_percent_and_takes_0_to
     BOOST_TEST(d.max_clock_drift_ppm == 50000u);
     for (const char* ok : {"0", "12345", "500000"}) {
         Options o;
-        auto args = kBase;
-        args.insert(args.end(), {"--max-clock-drift-ppm", ok});
-        BOOST_TEST(parse(args, o) == "");
+        BOOST_TEST(parse_with("--max-clock-drift-ppm", ok, o) == "");
         BOOST_TEST(o.max_clock_drift_ppm == std::stoull(ok));
     }
     Options eq;
@@ -112,9 +116,7 @@ BOOST_AUTO_TEST_CASE(max_clock_drift_ppm_defaults_to_five_percent_and_takes_0_to
 BOOST_AUTO_TEST_CASE(bad_max_clock_drift_ppm_is_named_with_its_value_and_range) {
     for (const char* bad : {"500001", "-1", "5%", "", "0.05"}) {
         Options o;
-        auto args = kBase;
-        args.insert(args.end(), {"--max-clock-drift-ppm", bad});
-        const std::string err = parse(args, o);
+        const std::string err = parse_with("--max-clock-drift-ppm", bad, o);
         BOOST_TEST(err.find("--max-clock-drift-ppm: '" + std::string(bad) + "'") != std::string::npos, err);
         BOOST_TEST(err.find("0..500000") != std::string::npos, err);
     }
@@ -190,15 +192,11 @@ BOOST_AUTO_TEST_CASE(max_connections_defaults_to_1024_and_takes_16_to_a_million)
     BOOST_TEST(parse(kBase, d) == "");
     BOOST_TEST(d.max_connections == 1024u);
     Options o;
-    auto args = kBase;
-    args.insert(args.end(), {"--max-connections", "20000"});
-    BOOST_TEST(parse(args, o) == "");
+    BOOST_TEST(parse_with("--max-connections", "20000", o) == "");
     BOOST_TEST(o.max_connections == 20000u);
     for (const char* bad : {"15", "1000001", "-1", "lots", ""}) {
         Options b;
-        auto a = kBase;
-        a.insert(a.end(), {"--max-connections", bad});
-        const std::string err = parse(a, b);
+        const std::string err = parse_with("--max-connections", bad, b);
         BOOST_TEST(err.find("--max-connections: '" + std::string(bad) + "' must be 16..1000000") != std::string::npos, err);
     }
 }
