@@ -78,7 +78,8 @@ struct Parser {
         Args& a = out.args;
         given.push_back(flag);
         for (auto [name, field] : {std::pair{"--endpoints", &a.endpoints}, std::pair{"--owner", &a.owner},
-                                   std::pair{"--peer-addr", &a.peer_addr}, std::pair{"--client-addr", &a.client_addr}}) {
+                                   std::pair{"--peer-addr", &a.peer_addr}, std::pair{"--client-addr", &a.client_addr},
+                                   std::pair{"--prefix", &a.prefix}}) {
             if (flag != name) continue;
             *field = value;
             return true;
@@ -119,10 +120,10 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 14> kWithValue{
+        static constexpr std::array<const char*, 15> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
             "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
-            "--bearer-file", "--peer-addr", "--client-addr"};
+            "--bearer-file", "--peer-addr", "--client-addr", "--prefix"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)");
@@ -162,6 +163,7 @@ struct Parser {
         if (f == "--grace") return c.grace_flag;
         if (f == "--output") return c.output_flag;
         if (f == "--peer-addr" || f == "--client-addr") return out.args.subcommand == "add";
+        if (f == "--prefix") return out.args.command == "list";
         return false;
     }
 

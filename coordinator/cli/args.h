@@ -32,6 +32,7 @@ struct Args {
     std::vector<std::string> positional;  // KEY, TOKEN...
     std::optional<milliseconds> lease, wait, grace;
     std::string owner;
+    std::string prefix;              // list: only keys starting with it
     std::vector<std::string> child;  // run: CMD ARGS... after "--"
     std::uint64_t token = 0;         // release/keepalive: parsed TOKEN
     // member: the subcommand (list, add, promote, remove), its ID, and add's addresses

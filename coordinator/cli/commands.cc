@@ -104,7 +104,7 @@ int get(const Args& args, client::Client& c, std::ostream& out, std::ostream& er
 }
 
 int list(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
-    auto r = c.list();
+    auto r = c.list(args.prefix);
     if (!r) return fail(r.error(), args, err);
     if (args.output == Output::kJson) {
         json::array locks;

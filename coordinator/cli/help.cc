@@ -15,7 +15,7 @@ commands:
   run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
                            hold the lock while CMD runs (see fencectl run --help)
   get KEY [-o json]        show one lock
-  list [-o json]           show all locks
+  list [--prefix P] [-o json]  show all locks (or those whose key starts with P)
   status [-o json]         show every member: id, role (learners too), term, leader, commit, applied
   member list | add ID --peer-addr H:P --client-addr H:P | promote ID | remove ID
                            change the cluster's members (see fencectl help member)
@@ -120,9 +120,12 @@ Shows the lock on KEY: token, owner, lease and remaining ttl.
 exit: 0 held, 6 not held, 5 cluster unavailable
 )";
 
-constexpr const char* kList = R"(usage: fencectl list [-o json]
+constexpr const char* kList = R"(usage: fencectl list [--prefix P] [-o json]
 
-Shows every held lock: key, token, owner, lease and remaining ttl.
+Shows every held lock (with --prefix, those whose key starts with P): key,
+token, owner, lease and remaining ttl, sorted by key. The leader answers in
+pages of 1000 locks; fencectl asks for the next page until the last, so a
+lock granted or released meanwhile may show or not.
 )";
 
 constexpr const char* kStatus = R"(usage: fencectl status [-o json]

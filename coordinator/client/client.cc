@@ -336,22 +336,35 @@ public:
         return lock_info_of(p.object);
     }
 
-    Result<std::vector<LockInfo>> list() {
-        CallResult r = get("/v1/locks");
-        if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
-        const json::value* locks = p.object.if_contains("locks");
-        if (!locks || !locks->is_array()) return protocol_error("list answer without a 'locks' array");
+    Result<std::vector<LockInfo>> list(const std::string& prefix) {
         std::vector<LockInfo> out;
-        for (const json::value& v : locks->get_array()) {
-            if (!v.is_object()) return protocol_error("'locks' holds a non-object");
-            Result<LockInfo> info = lock_info_of(v.get_object());
-            if (!info) return info.error();
-            out.push_back(std::move(info.value()));
+        std::string after;
+        for (;;) {
+            CallResult r = get("/v1/locks?prefix=" + url_encode(prefix) + "&after=" + url_encode(after) +
+                               "&limit=" + std::to_string(kListPageSize));
+            if (!r.answered) return r.error;
+            if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+            Parsed p = parse_object(r.response.body);
+            if (!p.error.empty()) return protocol_error(p.error);
+            const json::value* locks = p.object.if_contains("locks");
+            if (!locks || !locks->is_array()) return protocol_error("list answer without a 'locks' array");
+            for (const json::value& v : locks->get_array()) {
+                if (!v.is_object()) return protocol_error("'locks' holds a non-object");
+                Result<LockInfo> info = lock_info_of(v.get_object());
+                if (!info) return info.error();
+                out.push_back(std::move(info.value()));
+            }
+            const json::value* next = p.object.if_contains("next");
+            if (next == nullptr) return out;
+            // The next page starts after this one's last key: it must move on.
+            if (!next->is_string() || next->get_string().empty() || std::string(next->get_string()) <= after) {
+                return protocol_error("list answer with a 'next' that is not a key after '" + after + "'");
+            }
+            if (out.size() > kMaxListedLocks) {
+                return protocol_error("list answer of more than " + std::to_string(kMaxListedLocks) + " locks");
+            }
+            after = std::string(next->get_string());
         }
-        return out;
     }
 
     Result<MemberStatus> status_of(const Endpoint& endpoint) {
@@ -425,7 +438,7 @@ Result<KeepaliveResult> Client::keepalive(const std::string& key, std::uint64_t 
     return impl_->keepalive(key, token, deadline);
 }
 Result<LockInfo> Client::get(const std::string& key) { return impl_->get_lock(key); }
-Result<std::vector<LockInfo>> Client::list() { return impl_->list(); }
+Result<std::vector<LockInfo>> Client::list(const std::string& prefix) { return impl_->list(prefix); }
 Result<MemberStatus> Client::status() { return impl_->status(); }
 Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }
 Result<std::string> Client::snapshot(milliseconds timeout) { return impl_->snapshot(timeout); }

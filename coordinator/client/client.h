@@ -210,7 +210,11 @@ public:
     Result<KeepaliveResult> keepalive(const std::string& key, std::uint64_t token,
                                       std::optional<Clock::time_point> deadline = std::nullopt);
     Result<LockInfo> get(const std::string& key);
-    Result<std::vector<LockInfo>> list();
+    // Every held lock whose key starts with `prefix` ("": all), sorted by
+    // key, asked for page by page (GET /v1/locks?prefix=&after=&limit=,
+    // kListPageSize a page): not one snapshot, a lock changed meanwhile may
+    // show or not. At most kMaxListedLocks (more: a protocol error).
+    Result<std::vector<LockInfo>> list(const std::string& prefix = "");
     // Status of the first member that answers (any role).
     Result<MemberStatus> status();
     // Status of one given member, without redirects or retries elsewhere.
@@ -242,6 +246,9 @@ EndpointsParse endpoints_from(const std::string& flag);
 
 // Where TLS files and the bearer secret come from when no flag names them.
 // (FENCE_KEY is the lock key `fencectl run` exports; the key *file* is FENCE_KEY_FILE.)
+constexpr std::size_t kListPageSize = 1000;            // Client::list: locks asked for per page
+constexpr std::size_t kMaxListedLocks = 10'000'000;    // more than a full table of 1-byte keys holds
+
 constexpr std::string_view kCaFileEnv = "FENCE_CACERT_FILE";
 constexpr std::string_view kCertFileEnv = "FENCE_CERT_FILE";
 constexpr std::string_view kKeyFileEnv = "FENCE_KEY_FILE";

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::uint8_t kCommandVersion = 1;
 
-enum class Tag : std::uint8_t { kGrant = 1, kRelease = 2, kExpire = 3, kSetTokenFloor = 4 };
+enum class Tag : std::uint8_t { kGrant = 1, kRelease = 2, kExpire = 3, kSetTokenFloor = 4, kExpireMany = 5 };
 
 // How many bytes of a key or owner describe() prints before "...".
 constexpr std::size_t kMaxDescribedBytes = kMaxKeyBytes;
@@ -45,6 +45,17 @@ void encode_fields(std::string& out, const SetTokenFloor& set) {
     codec::put_u64(out, set.floor);
 }
 
+// The count is not checked here (encode() encodes what it is given; decode
+// and validate() bound it).
+void encode_fields(std::string& out, const ExpireMany& many) {
+    codec::put_u8(out, tag_byte(Tag::kExpireMany));
+    codec::put_u32(out, static_cast<std::uint32_t>(many.locks.size()));
+    for (const Expire& e : many.locks) {
+        codec::put_string(out, e.key, kMaxKeyBytes, "expire_many key");
+        codec::put_u64(out, e.token);
+    }
+}
+
 std::optional<Command> decode_grant(codec::Reader& in) {
     const std::string_view key = in.string("grant key", kMaxKeyBytes);
     const std::uint64_t lease_ms = in.u64("grant lease_ms");
@@ -60,6 +71,26 @@ std::optional<Command> decode_key_token(codec::Reader& in, std::string_view key_
     const std::uint64_t token = in.u64(token_field);
     if (!in.ok()) return std::nullopt;
     return KeyToken{std::string(key), token};
+}
+
+std::optional<Command> decode_expire_many(codec::Reader& in) {
+    const std::size_t count_offset = in.offset();
+    const std::uint32_t count = in.u32("expire_many count");
+    if (!in.ok()) return std::nullopt;
+    if (count < 1 || count > kMaxExpireMany) {
+        in.fail_at(count_offset, "expire_many count " + std::to_string(count) + " is not in 1.." +
+                                     std::to_string(kMaxExpireMany));
+        return std::nullopt;
+    }
+    ExpireMany many;
+    many.locks.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const std::string_view key = in.string("expire_many key", kMaxKeyBytes);
+        const std::uint64_t token = in.u64("expire_many token");
+        if (!in.ok()) return std::nullopt;
+        many.locks.push_back(Expire{std::string(key), token});
+    }
+    return many;
 }
 
 std::optional<Command> decode_floor(codec::Reader& in) {
@@ -81,8 +112,10 @@ std::optional<Command> decode_body(codec::Reader& in) {
             return decode_key_token<Expire>(in, "expire key", "expire token");
         case Tag::kSetTokenFloor:
             return decode_floor(in);
+        case Tag::kExpireMany:
+            return decode_expire_many(in);
     }
-    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..4)");
+    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..5)");
     return std::nullopt;
 }
 
@@ -162,6 +195,13 @@ std::string describe(const Command& cmd) {
                 return "release key=" + quoted(c.key) + " token=" + std::to_string(c.token);
             } else if constexpr (std::is_same_v<C, Expire>) {
                 return "expire key=" + quoted(c.key) + " token=" + std::to_string(c.token);
+            } else if constexpr (std::is_same_v<C, ExpireMany>) {
+                std::string out = "expire_many count=" + std::to_string(c.locks.size());
+                if (!c.locks.empty()) {
+                    out += " first_key=" + quoted(c.locks.front().key) + " first_token=" +
+                           std::to_string(c.locks.front().token);
+                }
+                return out;
             } else {
                 return "set_token_floor floor=" + std::to_string(c.floor);
             }
@@ -185,6 +225,8 @@ std::string describe(const Result& result) {
                 return std::string("expired existed=") + (r.existed ? "true" : "false");
             } else if constexpr (std::is_same_v<R, Noop>) {
                 return "noop";
+            } else if constexpr (std::is_same_v<R, ExpiredMany>) {
+                return "expired_many existed=" + std::to_string(r.existed);
             } else if constexpr (std::is_same_v<R, FloorSet>) {
                 return "floor_set floor=" + std::to_string(r.floor);
             } else {

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace pgfence::codec {
 struct ReadFailure;
@@ -50,6 +51,25 @@ struct Expire {
     bool operator==(const Expire&) const = default;
 };
 
+// Leader-initiated expiry of many locks in one entry: each Expire in order,
+// exactly as if each were an entry of its own (a lock removed only if held
+// with its token). A leader expiring many leases at once (an expiry storm:
+// leases granted together, or every lease restarted by a new leader) so
+// commits one entry per batch instead of one per lock.
+// Bounds: 1..kMaxExpireMany locks, encoded in at most kMaxExpireManyBytes
+// (validate(); decode enforces the count). expire_many_bytes() says what one
+// lock adds, so a leader can fill a batch up to the limit.
+constexpr std::size_t kMaxExpireMany = 1024;
+constexpr std::size_t kMaxExpireManyBytes = 32u << 10;  // half of raft's largest entry (64 KiB)
+struct ExpireMany {
+    std::vector<Expire> locks;
+    bool operator==(const ExpireMany&) const = default;
+};
+// The encoded size of one lock of an ExpireMany (key with its u32 length, token).
+constexpr std::size_t expire_many_bytes(std::size_t key_bytes) {
+    return 4 + key_bytes + 8;
+}
+
 // Bootstrap: raise the token floor so that tokens start above `floor`
 // (a cluster rebuilt from nothing must not undercut fences in databases).
 // The floor never decreases.
@@ -58,7 +78,7 @@ struct SetTokenFloor {
     bool operator==(const SetTokenFloor&) const = default;
 };
 
-using Command = std::variant<Grant, Release, Expire, SetTokenFloor>;
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany>;
 
 // ---- results ----
 struct Granted {
@@ -79,6 +99,10 @@ struct Expired {
     bool existed = false;
     bool operator==(const Expired&) const = default;
 };
+struct ExpiredMany {
+    std::uint32_t existed = 0;  // how many of the batch's locks were held with their token (now removed)
+    bool operator==(const ExpiredMany&) const = default;
+};
 struct Noop {
     bool operator==(const Noop&) const = default;
 };
@@ -92,7 +116,7 @@ struct FloorSet {
     bool operator==(const FloorSet&) const = default;
 };
 
-using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull>;
+using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)
@@ -107,15 +131,19 @@ std::string validate_key(std::string_view key);
 std::string validate_owner(std::string_view owner);
 
 // Checks every field of a command against the limits (key, owner, 1 <= lease_ms
-// <= kMaxLeaseMs, floor <= kMaxToken). Leaders call it before proposing; the
+// <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's count and size). Leaders call it before proposing; the
 // state machine calls it on apply so a bad committed entry has a fixed outcome.
 // Returns an empty string when valid, else why not.
 std::string validate(const Command& cmd);
+// The same for one kind, without making a Command of it (the table's apply).
+std::string validate(const Grant& grant);
+std::string validate(const ExpireMany& many);
 
 // Encoding: [version u8 = 1][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
 // Tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
-// 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64}.
+// 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64},
+// 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)}.
 // encode() throws std::length_error for a key or owner longer than its limit
 // (decode would reject it); every other command encodes, and
 // decode_command(encode(c)) == c. decode_command() checks structure and length

@@ -31,26 +31,97 @@ std::optional<Lock> read_lock(codec::Reader& in) {
     return Lock{std::string(key), token, lease_ms, std::string(owner)};
 }
 
+void put_header(std::string& out, std::uint64_t applied, Token floor, Token last, std::size_t count) {
+    if (count > std::numeric_limits<std::uint32_t>::max()) {
+        throw std::length_error("snapshot: " + std::to_string(count) + " locks do not fit the u32 lock count");
+    }
+    codec::put_u8(out, kSnapshotVersion);
+    codec::put_u64(out, applied);
+    codec::put_u64(out, floor);
+    codec::put_u64(out, last);
+    codec::put_u32(out, static_cast<std::uint32_t>(count));
+}
+
+void put_lock(std::string& out, const Lock& lock) {
+    codec::put_string(out, lock.key, kMaxKeyBytes, "lock key");
+    codec::put_u64(out, lock.token);
+    codec::put_u64(out, lock.lease_ms);
+    codec::put_string(out, lock.owner, kMaxOwnerBytes, "lock owner");
+}
+
 }  // namespace
 
 std::string LockTable::snapshot() const {
     std::string out;
-    codec::put_u8(out, kSnapshotVersion);
-    codec::put_u64(out, applied_index_);
-    codec::put_u64(out, token_floor_);
-    codec::put_u64(out, last_token_);
-    if (locks_.size() > std::numeric_limits<std::uint32_t>::max()) {
-        throw std::length_error("snapshot: " + std::to_string(locks_.size()) +
-                                " locks do not fit the u32 lock count");
-    }
-    codec::put_u32(out, static_cast<std::uint32_t>(locks_.size()));
-    for (const auto& [key, lock] : locks_) {
-        codec::put_string(out, key, kMaxKeyBytes, "lock key");
-        codec::put_u64(out, lock.token);
-        codec::put_u64(out, lock.lease_ms);
-        codec::put_string(out, lock.owner, kMaxOwnerBytes, "lock owner");
-    }
+    put_header(out, applied_index_, token_floor_, last_token_, locks_.size());
+    for (const auto& [key, lock] : locks_) put_lock(out, lock);
     return out;
+}
+
+void LockTable::begin_snapshot() {
+    if (build_) throw std::logic_error("LockTable::begin_snapshot: a snapshot is being built already");
+    Build b;
+    put_header(b.bytes, applied_index_, token_floor_, last_token_, locks_.size());
+    b.count = static_cast<std::uint32_t>(locks_.size());
+    b.bytes.reserve(b.bytes.size() + bytes_);
+    build_ = std::move(b);
+}
+
+void LockTable::before_change(std::string_view key) {
+    if (!build_ || (build_->started && key <= build_->cursor)) return;
+    if (build_->before.find(key) != build_->before.end()) return;  // its state at the beginning is kept already
+    auto held = locks_.find(key);
+    build_->before.emplace(std::string(key), held == locks_.end() ? std::nullopt : std::optional<Lock>(held->second));
+}
+
+// Walks the table and the kept states together in key order from the
+// cursor: a key with a kept state is encoded as it was (or skipped: it was
+// not held), every other key as it is (unchanged since the beginning).
+bool LockTable::continue_snapshot(std::size_t max_locks) {
+    if (!build_) throw std::logic_error("LockTable::continue_snapshot: no snapshot is being built");
+    Build& b = *build_;
+    auto now = b.started ? locks_.upper_bound(b.cursor) : locks_.begin();
+    auto kept = b.before.begin();  // the kept states behind the cursor are erased as it passes them
+    for (std::size_t steps = 0; steps < max_locks; ++steps) {
+        const bool more_now = now != locks_.end();
+        const bool more_kept = kept != b.before.end();
+        if (!more_now && !more_kept) break;
+        if (more_kept && (!more_now || kept->first <= now->first)) {
+            if (more_now && kept->first == now->first) ++now;
+            if (kept->second) {
+                put_lock(b.bytes, *kept->second);
+                ++b.encoded;
+            }
+            b.cursor = kept->first;
+            kept = b.before.erase(kept);
+        } else {
+            put_lock(b.bytes, now->second);
+            ++b.encoded;
+            b.cursor = now->first;
+            ++now;
+        }
+        b.started = true;
+    }
+    const bool done = now == locks_.end() && kept == b.before.end();
+    if (done && b.encoded != b.count) {
+        throw std::logic_error("LockTable::continue_snapshot: encoded " + std::to_string(b.encoded) +
+                               " locks of the " + std::to_string(b.count) + " held at its beginning");
+    }
+    return done;
+}
+
+std::string LockTable::take_snapshot() {
+    if (!build_ || !continue_snapshot(0)) {
+        throw std::logic_error("LockTable::take_snapshot: no snapshot is built to the end");
+    }
+    std::string out = std::move(build_->bytes);
+    build_.reset();
+    return out;
+}
+
+bool LockTable::operator==(const LockTable& other) const {
+    return locks_ == other.locks_ && applied_index_ == other.applied_index_ && bytes_ == other.bytes_ &&
+           max_bytes_ == other.max_bytes_ && token_floor_ == other.token_floor_ && last_token_ == other.last_token_;
 }
 
 std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, std::uint64_t max_bytes) {

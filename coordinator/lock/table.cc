@@ -38,10 +38,11 @@ void LockTable::require_next_index(std::uint64_t index) const {
 }
 
 Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
-    if (!validate(Command{grant}).empty()) return GrantRejected{kInvalidGrantHolder};
+    if (!validate(grant).empty()) return GrantRejected{kInvalidGrantHolder};
     if (auto held = locks_.find(grant.key); held != locks_.end()) {
         Lock& lock = held->second;
         if (!grant.owner.empty() && grant.owner == lock.owner) {
+            before_change(grant.key);
             lock.lease_ms = grant.lease_ms;  // an idempotent retry may change the lease
             return Granted{lock.token};
         }
@@ -55,6 +56,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
         throw std::logic_error("lock table: token " + std::to_string(token) +
                                " does not exceed the last token " + std::to_string(last_token_));
     }
+    before_change(grant.key);
     locks_.emplace(grant.key, Lock{grant.key, token, grant.lease_ms, grant.owner});
     bytes_ += added;
     last_token_ = token;
@@ -70,6 +72,14 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const Expire& expire) {
     return Expired{remove_if_held(expire.key, expire.token)};
 }
 
+Result LockTable::apply_one(std::uint64_t /*index*/, const ExpireMany& many) {
+    // Invalid (validate()): a fixed outcome on every member, nothing removed.
+    if (!validate(many).empty()) return ExpiredMany{0};
+    std::uint32_t existed = 0;
+    for (const Expire& e : many.locks) existed += remove_if_held(e.key, e.token) ? 1 : 0;
+    return ExpiredMany{existed};
+}
+
 Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {
     if (set.floor <= kMaxToken) token_floor_ = std::max(token_floor_, set.floor);
     return FloorSet{token_floor_};
@@ -78,6 +88,7 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {
 bool LockTable::remove_if_held(std::string_view key, Token token) {
     auto held = locks_.find(key);
     if (held == locks_.end() || held->second.token != token) return false;
+    before_change(key);
     bytes_ -= lock_bytes(held->second.key, held->second.owner);
     locks_.erase(held);
     return true;
@@ -92,6 +103,21 @@ std::vector<Lock> LockTable::list() const {
     std::vector<Lock> out;
     out.reserve(locks_.size());
     for (const auto& [key, lock] : locks_) out.push_back(lock);
+    return out;
+}
+
+std::vector<Lock> LockTable::list_page(std::string_view prefix, std::string_view after, std::size_t limit,
+                                       bool& more) const {
+    auto it = after < prefix ? locks_.lower_bound(prefix) : locks_.upper_bound(after);
+    std::vector<Lock> out;
+    more = false;
+    for (; it != locks_.end() && std::string_view(it->first).starts_with(prefix); ++it) {
+        if (out.size() == limit) {
+            more = true;
+            break;
+        }
+        out.push_back(it->second);
+    }
     return out;
 }
 

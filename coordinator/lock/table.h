@@ -64,6 +64,10 @@ class LockTable {
     //   Grant, held otherwise                     -> GrantRejected{holder token}
     //   Release / Expire with the holder's token  -> Released / Expired{true}
     //   Release / Expire otherwise                -> NotFound / Expired{false}
+    //   ExpireMany{locks}                         -> ExpiredMany{how many were held with
+    //                                                their token}: each lock as Expire, in
+    //                                                order; one failing validate() -> ExpiredMany{0},
+    //                                                table unchanged
     //   SetTokenFloor{f}                          -> FloorSet{max(floor, f)}; f > kMaxToken
     //                                                is ignored
     // A held key's token is never 0, so GrantRejected{0} always means "invalid".
@@ -75,6 +79,12 @@ class LockTable {
 
     const Lock* find(std::string_view key) const;
     std::vector<Lock> list() const;  // sorted by key
+    // One page of the locks whose key starts with `prefix`, sorted by key,
+    // from the first key greater than `after` ("" : from the start): at
+    // most `limit` of them; `more` says whether further keys with the prefix
+    // follow the page's last. Costs O(log n + limit).
+    std::vector<Lock> list_page(std::string_view prefix, std::string_view after, std::size_t limit,
+                                bool& more) const;
     std::size_t size() const { return locks_.size(); }
     // The locks' share of the snapshot: the sum of lock_bytes() over the locks.
     std::uint64_t bytes() const { return bytes_; }
@@ -87,6 +97,26 @@ class LockTable {
     // [count u32] then per lock key, token, lease_ms, owner. restore() checks
     // every bound and fails with DecodeError on anything malformed.
     std::string snapshot() const;
+
+    // The same snapshot, built in slices while apply() goes on:
+    //   begin_snapshot()        fixes the table as it is now (applied_index(),
+    //                           floor, last token, every lock);
+    //   continue_snapshot(n)    encodes up to n more locks, in key order; true
+    //                           once every lock of the fixed table is in;
+    //   take_snapshot()         then hands out the bytes: exactly what
+    //                           snapshot() returned at begin_snapshot().
+    // Meanwhile a lock that apply() changes (grants, re-grants, removes) and
+    // the snapshot has not reached yet has its state at the beginning kept
+    // aside, once per key, and encoded instead of its current one. So a
+    // snapshot of a million locks costs its caller slices of n locks between
+    // other work, not one stall; what it holds besides its bytes is the
+    // locks changed ahead of its cursor. One at a time: begin_snapshot()
+    // while one is being built, or continue/take without one, throws
+    // std::logic_error. A table restored or assigned over drops the build.
+    void begin_snapshot();
+    bool snapshotting() const { return build_.has_value(); }
+    bool continue_snapshot(std::size_t max_locks);
+    std::string take_snapshot();
     // A restored table over `max_bytes` keeps every lock; it only refuses
     // new ones until it is back under the limit.
     static std::variant<LockTable, DecodeError> restore(std::string_view bytes,
@@ -98,7 +128,8 @@ class LockTable {
     // uses it; tests and the simulation call it after every step.
     std::string check_invariants() const;
 
-    bool operator==(const LockTable&) const = default;
+    // The replicated state only (a snapshot being built is not part of it).
+    bool operator==(const LockTable& other) const;
 
   private:
     void require_next_index(std::uint64_t index) const;
@@ -106,10 +137,27 @@ class LockTable {
     Result apply_one(std::uint64_t index, const Release& release);
     Result apply_one(std::uint64_t index, const Expire& expire);
     Result apply_one(std::uint64_t index, const SetTokenFloor& set);
+    Result apply_one(std::uint64_t index, const ExpireMany& many);
     bool remove_if_held(std::string_view key, Token token);
+    // Before `key`'s lock changes: keeps its state for the snapshot being
+    // built, if any, when the build has not reached the key yet.
+    void before_change(std::string_view key);
     std::string check_lock(std::string_view key, const Lock& lock) const;
 
+    // A snapshot being built (begin_snapshot): its bytes so far, the last
+    // key encoded, and the state at the beginning of the keys changed since
+    // that lie ahead of it (nullopt: the key was not held then).
+    struct Build {
+        std::string bytes;
+        std::uint32_t count = 0;    // locks at the beginning
+        std::uint32_t encoded = 0;  // of them, encoded so far
+        bool started = false;       // `cursor` is set
+        std::string cursor;         // the last key encoded
+        std::map<std::string, std::optional<Lock>, std::less<>> before;
+    };
+
     std::map<std::string, Lock, std::less<>> locks_;
+    std::optional<Build> build_;
     std::uint64_t applied_index_ = 0;
     std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
     std::uint64_t max_bytes_ = kMaxTableBytes;

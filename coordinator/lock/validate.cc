@@ -109,6 +109,25 @@ std::string check_floor(const SetTokenFloor& set) {
     return {};
 }
 
+std::string check_expire_many(const ExpireMany& many) {
+    if (many.locks.empty() || many.locks.size() > kMaxExpireMany) {
+        return "expire_many holds " + std::to_string(many.locks.size()) + " locks; it must hold 1.." +
+               std::to_string(kMaxExpireMany);
+    }
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < many.locks.size(); ++i) {
+        if (auto problem = validate_key(many.locks[i].key); !problem.empty()) {
+            return "expire_many lock " + std::to_string(i) + ": " + problem;
+        }
+        bytes += expire_many_bytes(many.locks[i].key.size());
+    }
+    if (bytes > kMaxExpireManyBytes) {
+        return "expire_many locks take " + std::to_string(bytes) + " bytes; the limit is " +
+               std::to_string(kMaxExpireManyBytes);
+    }
+    return {};
+}
+
 }  // namespace
 
 std::string validate_key(std::string_view key) {
@@ -127,6 +146,14 @@ std::string validate_owner(std::string_view owner) {
     return check_text("owner", owner);
 }
 
+std::string validate(const Grant& grant) {
+    return check_grant(grant);
+}
+
+std::string validate(const ExpireMany& many) {
+    return check_expire_many(many);
+}
+
 std::string validate(const Command& cmd) {
     return std::visit(
         [](const auto& c) -> std::string {
@@ -135,6 +162,8 @@ std::string validate(const Command& cmd) {
                 return check_grant(c);
             } else if constexpr (std::is_same_v<C, SetTokenFloor>) {
                 return check_floor(c);
+            } else if constexpr (std::is_same_v<C, ExpireMany>) {
+                return check_expire_many(c);
             } else {
                 return validate_key(c.key);  // Release, Expire: any token is well-formed
             }

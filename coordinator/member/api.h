@@ -36,9 +36,18 @@ struct KeepAlive {
     std::uint64_t token = 0;
 };
 
-// GET /v1/locks (every lock) or GET /v1/locks?key=K (one).
+// GET /v1/locks?key=K (one lock), or a page of the list:
+// GET /v1/locks[?prefix=P][&after=A][&limit=N], the locks whose key starts
+// with P, from the first key after A, at most N (1..kMaxListLimit, default
+// kDefaultListLimit). The answer's `next` names the page's last key when more
+// follow: the next page is asked for with after=next.
+constexpr std::size_t kDefaultListLimit = 1000;
+constexpr std::size_t kMaxListLimit = 10000;
 struct ListLocks {
     std::optional<std::string> key;
+    std::string prefix;
+    std::string after;
+    std::size_t limit = kDefaultListLimit;
 };
 
 // ---- membership (raft.h "Membership changes"), admin only ----------------------
@@ -93,9 +102,10 @@ struct LockView {
     lock::Lock lock;
     std::uint64_t ttl_ms = 0;  // of the leader's nominal lease deadline (0: ended)
 };
-struct Locks {  // 200: one lock (the request named a key) or {"locks":[...]}
+struct Locks {  // 200: one lock (the request named a key) or {"locks":[...]} (a page)
     bool one = false;
     std::vector<LockView> locks;
+    std::optional<std::string> next;  // a page followed by more: its last key
 };
 
 // One member as the leader sees it. Addresses are empty for a member of the

@@ -26,6 +26,10 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         throw std::invalid_argument("snapshot_every " + num(config_.snapshot_every) + " is above " +
                                     num(kMaxSnapshotEvery));
     }
+    if (config_.snapshot_slice_locks < 1 || config_.snapshot_slice_locks > kMaxSnapshotSliceLocks) {
+        throw std::invalid_argument("snapshot_slice_locks " + num(config_.snapshot_slice_locks) + " is not in 1.." +
+                                    num(kMaxSnapshotSliceLocks));
+    }
     if (config_.max_table_bytes > lock::kMaxTableBytes) {
         throw std::invalid_argument("max_table_bytes " + num(config_.max_table_bytes) + " is above " +
                                     num(lock::kMaxTableBytes) + ": its snapshot might not fit");
@@ -209,6 +213,7 @@ void Core::pump(Time now) {
     flush_confirms(now);
     observe_role(now);
     note_configuration();
+    continue_snapshot();
     if (ready_ != nullptr) {
         // Commits learnt meanwhile follow the outstanding Ready's own
         // committed entries, never precede them.
@@ -273,13 +278,14 @@ void Core::persisted(Time now) {
     maybe_snapshot();
 }
 
-void Core::snapshot_saved(const raft::Snapshot& snapshot, Time /*now*/) {
+void Core::snapshot_saved(std::shared_ptr<const raft::Snapshot> snapshot, Time /*now*/) {
     if (!saving_) throw std::logic_error("Core::snapshot_saved: no SaveSnapshot outstanding");
     saving_ = false;
-    last_snapshot_index_ = snapshot.meta.index;
+    const raft::Index index = snapshot->meta.index;
+    last_snapshot_index_ = index;
     ++counters_.snapshots;
-    raft_->compact(snapshot.meta.index, snapshot.data, config_.snapshot_keep);
-    log(LogLevel::kInfo, "snapshot_taken", {{"index", num(snapshot.meta.index)}, {"locks", num(table_.size())}});
+    raft_->compact(std::move(snapshot), config_.snapshot_keep);
+    log(LogLevel::kInfo, "snapshot_taken", {{"index", num(index)}, {"locks", num(table_.size())}});
 }
 
 bool Core::needs_write(const raft::Ready& rd) const {
@@ -328,10 +334,20 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
             cmd = std::move(std::get<lock::Command>(decoded));
         }
     }
-    // Release and Expire remove the lock: its owner, for their log lines.
-    std::string owner;
-    if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) owner = owner_of(r->key, r->token);
-    if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) owner = owner_of(x->key, x->token);
+    // Release and Expire remove the lock: whether it is held with the
+    // token, and its owner, before the command (one per lock of an ExpireMany).
+    std::vector<HeldBefore> before;
+    auto note = [&](const std::string& key, lock::Token token) {
+        const lock::Lock* l = table_.find(key);
+        const bool held = l != nullptr && l->token == token;
+        before.push_back(HeldBefore{held, held ? l->owner : std::string()});
+    };
+    if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) note(r->key, r->token);
+    if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) note(x->key, x->token);
+    if (const auto* m = cmd ? std::get_if<lock::ExpireMany>(&*cmd) : nullptr) {
+        before.reserve(m->locks.size());
+        for (const lock::Expire& x : m->locks) note(x.key, x.token);
+    }
     if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
     lock::Token held_before = 0;  // a Grant's key's token before it: equal after = idempotent re-grant
     if (const auto* g = cmd ? std::get_if<lock::Grant>(&*cmd) : nullptr) {
@@ -340,7 +356,7 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
     if (e.type == raft::EntryType::kConfig) on_config_applied(e);
     if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
-    if (cmd) on_applied(e.index, *cmd, result, owner, now);
+    if (cmd) on_applied(e.index, *cmd, result, before, now);
     auto it = proposals_.find(e.index);
     if (it == proposals_.end()) return;
     Proposal p = std::move(it->second);
@@ -369,10 +385,11 @@ std::string Core::owner_of(std::string_view key, lock::Token token) const {
     return l != nullptr && l->token == token ? l->owner : std::string();
 }
 
-// Counters, logs, leases and waiters follow every applied command. `owner`:
-// of the lock a Release or Expire names, as it was before this command.
+// Counters, logs, leases and waiters follow every applied command. `before`:
+// of each lock a Release, Expire or ExpireMany names, whether it was held
+// with the command's token and by whom, before this command.
 void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
-                      const std::string& owner, Time now) {
+                      const std::vector<HeldBefore>& before, Time now) {
     const bool leader = is_leader();
     const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
     if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
@@ -383,11 +400,9 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             // An idempotent re-grant applied while Expire{key, token} is in
             // flight keeps the expiry (on_grant_result refuses it): resetting
             // the lease would promise a lock that the Expire then removes.
-            auto held = leases_.find(g->key);
-            const bool expiring = held != leases_.end() && held->second.token == ok->token && held->second.expiring();
-            if (leader && !expiring) {
-                leases_[g->key] = Lease::started(ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
-            }
+            const Lease* held = leases_.find(g->key);
+            const bool expiring = held != nullptr && held->token == ok->token && held->expiring();
+            if (leader && !expiring) leases_.start(g->key, ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
         } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
             ++counters_.grants_table_full;
             log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
@@ -400,32 +415,43 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         }
         return;
     }
-    std::string key;
-    lock::Token token = 0;
-    bool removed = false;
     if (const auto* r = std::get_if<lock::Release>(&cmd)) {
-        key = r->key;
-        token = r->token;
-        removed = std::holds_alternative<lock::Released>(result);
+        const bool removed = std::holds_alternative<lock::Released>(result);
         ++(removed ? counters_.releases : counters_.release_not_held);
-        log(level, "release", {{"key", key}, {"token", num(token)}, {"released", removed ? "true" : "false"},
-                               {"owner", owner}});
+        log(level, "release", {{"key", r->key}, {"token", num(r->token)}, {"released", removed ? "true" : "false"},
+                               {"owner", before.front().owner}});
+        if (removed) on_removed(r->key, r->token, now);
     } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
-        key = x->key;
-        token = x->token;
         const auto* ex = std::get_if<lock::Expired>(&result);
-        removed = ex != nullptr && ex->existed;
-        ++(removed ? counters_.expiries_existed : counters_.expiries_missing);
-        log(level, "expire", {{"key", key}, {"token", num(token)}, {"existed", removed ? "true" : "false"},
-                              {"owner", owner}});
+        on_expired(*x, ex != nullptr && ex->existed, before.front().owner, now);
+    } else if (const auto* m = std::get_if<lock::ExpireMany>(&cmd)) {
+        // An invalid batch removes nothing (ExpiredMany{0}); a valid one
+        // removes each lock held with its token, a key named twice once.
+        const auto* ex = std::get_if<lock::ExpiredMany>(&result);
+        const bool valid = ex != nullptr && ex->existed > 0;
+        std::unordered_set<std::string_view> removed;
+        for (std::size_t i = 0; i < m->locks.size(); ++i) {
+            const lock::Expire& one = m->locks[i];
+            const bool existed = valid && before[i].held && removed.insert(one.key).second;
+            on_expired(one, existed, before[i].owner, now);
+        }
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
         log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
-        return;
     }
-    if (!removed) return;
-    auto it = leases_.find(key);
-    if (it != leases_.end() && it->second.token == token) leases_.erase(it);
-    if (leader) serve_waiters(key, now);
+}
+
+void Core::on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now) {
+    ++(existed ? counters_.expiries_existed : counters_.expiries_missing);
+    log(is_leader() ? LogLevel::kInfo : LogLevel::kDebug, "expire",
+        {{"key", x.key}, {"token", num(x.token)}, {"existed", existed ? "true" : "false"}, {"owner", owner}});
+    if (existed) on_removed(x.key, x.token, now);
+}
+
+// The lock `key` held with `token` is gone: its lease too, and a leader
+// serves the key's waiters.
+void Core::on_removed(const std::string& key, lock::Token token, Time now) {
+    leases_.erase(key, token);
+    if (is_leader()) serve_waiters(key, now);
 }
 
 void Core::observe_role(Time now) {
@@ -501,13 +527,24 @@ std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
 
 void Core::maybe_snapshot() {
     const raft::Index applied = table_.applied_index();
-    if (saving_ || (applied >= last_snapshot_index_ && applied - last_snapshot_index_ < config_.snapshot_every)) return;
+    if (saving_ || table_.snapshotting() || (applied >= last_snapshot_index_ && applied - last_snapshot_index_ < config_.snapshot_every)) return;
     // Overflow-free: a table's bytes stay below raft::kMaxSnapshotBytes (its
     // snapshot fits), and the percentage is at most kMaxSnapshotLogPct.
     if (applied_bytes_since_snapshot_ < table_.bytes() * config_.snapshot_log_pct / 100) return;
-    saving_ = true;
     applied_bytes_since_snapshot_ = 0;
-    effects_.save = applied_snapshot();
+    building_ = raft::SnapshotMeta{applied, applied_term_, raft_->configuration_at(applied)};
+    table_.begin_snapshot();
+    continue_snapshot();
+}
+
+// A table restored meanwhile (a snapshot from the leader) dropped the build.
+void Core::continue_snapshot() {
+    if (!table_.snapshotting() || !table_.continue_snapshot(config_.snapshot_slice_locks)) return;
+    auto snap = std::make_shared<raft::Snapshot>();
+    snap->meta = building_;
+    snap->data = table_.take_snapshot();
+    saving_ = true;
+    effects_.save = std::move(snap);
 }
 
 void Core::take_backup(RequestId id) {
@@ -527,13 +564,10 @@ void Core::take_backup(RequestId id) {
     });
 }
 
-const Lease* Core::lease(std::string_view key) const {
-    auto it = leases_.find(key);
-    return it == leases_.end() ? nullptr : &it->second;
-}
+const Lease* Core::lease(std::string_view key) const { return leases_.find(key); }
 
 std::uint64_t Core::ttl_ms(std::string_view key, Time now) const {
-    const Lease* l = lease(key);
+    const Lease* l = leases_.find(key);
     if (l == nullptr || l->deadline <= now) return 0;
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(l->deadline - now).count());
 }
@@ -549,6 +583,7 @@ std::string Core::check_invariants() const {
         }
         if (l.expire_at < l.deadline) return "lease of " + key + " expires before its deadline";
     }
+    if (std::string broken = leases_.check_invariants(); !broken.empty()) return broken;
     std::size_t queued = 0;
     for (const auto& [key, q] : waiters_) {
         if (q.empty()) return "an empty wait queue for " + key;

@@ -25,7 +25,8 @@
 //                              while the disk works)
 //   persisted(now)             the outstanding Persist is durable and its
 //                              after-persist messages were sent
-//   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot is durable
+//   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot (that very
+//                              snapshot: the Raft core keeps it, not a copy) is durable
 //   begin_shutdown(reachable, now)  stop taking writes; a leader hands its
 //                              leadership to the most caught-up reachable peer
 // and then, once per batch of inputs (the shell: once per turn of its event
@@ -83,7 +84,10 @@
 //     proposed once expire_at (lease.h: lease_ms * (1 + rho) after the
 //     start) has passed AND a quorum round asked for after the lease's
 //     current expire_at confirmed this member still leads (a round asked
-//     before a restart proves nothing about the restarted lease). Once proposed, keepalive fails and a same-owner
+//     before a restart proves nothing about the restarted lease). The leases
+//     due at one moment share that round, and their Expires are proposed
+//     together, as ExpireMany entries of up to lock::kMaxExpireMany locks
+//     (a lone one as Expire). Once proposed, keepalive fails and a same-owner
 //     re-grant of that token is answered Held (or queued, if it may wait).
 //   - Waiters: an acquire with wait_ms > 0 on a held key (or a key with a
 //     queue) joins the key's FIFO queue; when the key is freed the head's
@@ -102,7 +106,10 @@
 //   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
 //     when the table's floor is lower.
 //   - Snapshots: a SaveSnapshot of the applied table, with the configuration
-//     in force at its index, once no save is outstanding and, since the last
+//     in force at its index, built Config::snapshot_slice_locks locks per
+//     pump while entries go on applying (lock::LockTable::begin_snapshot:
+//     the bytes are the table at the index it began at), and begun once
+//     neither a save is outstanding nor one being built and, since the last
 //     one, both Config::snapshot_every entries were applied and the entries
 //     applied (their data and kEntryOverheadBytes each) hold at least
 //     snapshot_log_pct % of the table's own bytes
@@ -144,6 +151,7 @@
 #include "member/api.h"
 #include "member/counters.h"
 #include "member/lease.h"
+#include "member/leases.h"
 #include "raft/raft.h"
 
 namespace pgfence::member {
@@ -169,6 +177,12 @@ constexpr std::uint64_t kMaxSnapshotLogPct = 400;
 // about the WAL's framing of an entry (CRC, length, type, term, index).
 constexpr std::uint64_t kEntryOverheadBytes = 26;
 constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
+// A snapshot is built a slice of locks per pump (lock::LockTable's
+// continue_snapshot): 16,384 locks is about 1 ms of encoding here, so a
+// table of a million locks is written out over some 60 turns of the event
+// loop instead of stalling one turn for tens of milliseconds.
+constexpr std::size_t kDefaultSnapshotSliceLocks = 16384;
+constexpr std::size_t kMaxSnapshotSliceLocks = 10'000'000;
 
 struct Config {
     raft::Config raft;  // id, members, cluster_id, ticks, random_seed, limits
@@ -176,6 +190,7 @@ struct Config {
     std::uint64_t snapshot_every = 10000;  // applied entries between snapshots, at least
     std::uint64_t snapshot_log_pct = 100;  // applied entry bytes between snapshots, at least, in % of table bytes
     std::uint64_t snapshot_keep = 1000;    // log entries kept behind a snapshot
+    std::size_t snapshot_slice_locks = kDefaultSnapshotSliceLocks;  // locks encoded per pump, 1..kMaxSnapshotSliceLocks
     std::uint64_t token_floor = 0;         // proposed by a new leader if higher than the table's
     // The lock table's size limit (lock::LockTable): the same on every
     // member, or they diverge. The server keeps the default; tests lower it.
@@ -252,7 +267,7 @@ public:
     void response_written(RequestId id, bool ok, Time now);
     void persist_started(Time now);
     void persisted(Time now);
-    void snapshot_saved(const raft::Snapshot& snapshot, Time now);
+    void snapshot_saved(std::shared_ptr<const raft::Snapshot> snapshot, Time now);
     void begin_shutdown(const std::vector<raft::NodeId>& reachable, Time now);
     void pump(Time now);
     Effects take_effects();
@@ -318,13 +333,21 @@ private:
     void apply_ready(const raft::Ready& rd, Time now);
     void apply_taken(Time now);
     void apply_entry(const raft::Entry& e, Time now);
+    // Of a lock a removing command names, before it applied.
+    struct HeldBefore {
+        bool held = false;  // with the command's token
+        std::string owner;  // "" when not held so
+    };
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
-                    const std::string& owner, Time now);
+                    const std::vector<HeldBefore>& before, Time now);
+    void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
+    void on_removed(const std::string& key, lock::Token token, Time now);
     std::string owner_of(std::string_view key, lock::Token token) const;
     void observe_role(Time now);
     void become_leader(Time now);
     void lose_leadership(Time now);
     void maybe_snapshot();
+    void continue_snapshot();  // one slice of the snapshot being built; the save once it is whole
     std::shared_ptr<raft::Snapshot> applied_snapshot() const;  // the applied table, with its configuration
     void take_backup(RequestId id);
     bool propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
@@ -343,7 +366,7 @@ private:
     void fail_reads(std::uint64_t ctx, Time now);
     void restart_all_leases(Time now);
     void check_expiries(Time now);
-    void propose_expire(const std::string& key, Lease& l, Time now);
+    void propose_expires(const std::vector<DueLease>& due, Time now);
     void acquire(RequestId id, const Acquire& req, bool from_queue, Time now);
     void on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now);
     void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now);
@@ -388,6 +411,7 @@ private:
     raft::HardState written_hard_state_;
     std::optional<raft::HardState> unwritten_hard_state_;
     bool saving_ = false;  // a SaveSnapshot is outstanding
+    raft::SnapshotMeta building_;  // of the snapshot table_ is building (table_.snapshotting())
     raft::Index last_snapshot_index_ = 0;
     std::uint64_t applied_bytes_since_snapshot_ = 0;  // entries applied since the last snapshot was taken,
                                                       // their data and kEntryOverheadBytes each
@@ -404,7 +428,7 @@ private:
     std::map<raft::Index, Proposal> proposals_;
     // Leader only, one per held lock, restarted by a new leader. Invariant:
     // a lease's token is the held lock's token for that key.
-    std::map<std::string, Lease, std::less<>> leases_;
+    LeaseSet leases_;
     std::map<std::string, std::deque<Waiter>, std::less<>> waiters_;
     std::size_t waiter_total_ = 0;
     std::set<std::string, std::less<>> waiter_grant_in_flight_;  // a queue head's Grant is proposed

@@ -1,6 +1,7 @@
 // The member core's leases, keepalive, expiry, FIFO waiters, phantom release
 // and the leadership confirmation (ReadIndex round) they rely on (core.h).
 #include <algorithm>
+#include <limits>
 
 #include "member/core.h"
 
@@ -70,7 +71,7 @@ void Core::fail_reads(std::uint64_t ctx, Time now) {
 void Core::restart_all_leases(Time now) {
     leases_.clear();
     for (const lock::Lock& l : table_.list()) {
-        leases_[l.key] = Lease::started(l.token, l.lease_ms, now, config_.max_clock_drift_ppm);
+        leases_.start(l.key, l.token, l.lease_ms, now, config_.max_clock_drift_ppm);
     }
 }
 
@@ -79,54 +80,80 @@ void Core::restart_all_leases(Time now) {
 // expire_at confirms this member still leads. A lease restarted meanwhile (a
 // keepalive, a re-grant) has a later expire_at than the round's ask: that
 // round proves nothing about the new deadline and the lease runs on.
+// The leases due now share one round and their Expires go out in batches
+// (ExpireMany), so an expiry storm costs a round and an entry per batch.
 void Core::check_expiries(Time now) {
-    for (auto& [key, lease] : leases_) {
-        if (lease.phase != LeasePhase::kRunning || now < lease.expire_at) continue;
-        if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
-            propose_expire(key, lease, now);
-            continue;
-        }
-        lease.phase = LeasePhase::kConfirming;
-        confirm([this, k = key, token = lease.token, asked = now](bool ok, Time at) {
+    std::vector<DueLease> due;
+    if (leases_.take_due(now, std::numeric_limits<std::size_t>::max(), due) == 0) return;
+    if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
+        propose_expires(due, now);
+        return;
+    }
+    confirm([this, due = std::move(due), asked = now](bool ok, Time at) {
+        std::vector<DueLease> confirmed;
+        for (const DueLease& d : due) {
             // Logged before the lookup: losing leadership clears the leases
             // before the dropped round fails this callback.
             if (!ok) {
                 log(LogLevel::kInfo, "expire_not_confirmed",
-                    {{"key", k}, {"token", num(token)}, {"owner", owner_of(k, token)}});
+                    {{"key", d.key}, {"token", num(d.token)}, {"owner", owner_of(d.key, d.token)}});
             }
-            auto it = leases_.find(k);
-            if (it == leases_.end() || it->second.token != token) return;
-            Lease& l = it->second;
-            if (l.phase != LeasePhase::kConfirming) return;
-            l.phase = LeasePhase::kRunning;
-            if (!ok || asked < l.expire_at) return;  // failed, or restarted after the round was asked for
-            propose_expire(k, l, at);
-        });
-    }
+            const Lease* l = leases_.find(d.key);
+            if (l == nullptr || l->token != d.token || l->phase != LeasePhase::kConfirming) continue;
+            // Failed, or restarted after the round was asked for: runs on.
+            const bool expire = ok && asked >= l->expire_at;
+            leases_.set_running(d.key, d.token);
+            if (expire) confirmed.push_back(d);
+        }
+        propose_expires(confirmed, at);
+    });
 }
 
-// Proposes Expire{key, l.token}: the lease is then kExpiring for good.
-void Core::propose_expire(const std::string& key, Lease& l, Time now) {
-    raft::ProposeError err = raft::ProposeError::kNone;
-    if (!propose(lock::Expire{key, l.token}, now, [](const lock::Result*, Time) {}, &err)) {
-        log(LogLevel::kWarn, "expire_not_proposed", {{"key", key}, {"token", num(l.token)},
-                                                     {"error", raft::to_string(err)},
-                                                     {"owner", owner_of(key, l.token)}});
-        return;
+// Proposes the expiry of `due` (leases now kRunning or kConfirming), in
+// ExpireMany batches up to the command's limits; the leases of a batch
+// proposed are then kExpiring for good. Those of a batch that could not be
+// proposed stay running, so a later tick tries again.
+void Core::propose_expires(const std::vector<DueLease>& due, Time now) {
+    std::size_t next = 0;
+    while (next < due.size()) {
+        lock::ExpireMany batch;
+        std::size_t bytes = 0;
+        for (; next < due.size() && batch.locks.size() < lock::kMaxExpireMany; ++next) {
+            const std::size_t more = lock::expire_many_bytes(due[next].key.size());
+            if (bytes + more > lock::kMaxExpireManyBytes) break;
+            bytes += more;
+            batch.locks.push_back(lock::Expire{due[next].key, due[next].token});
+        }
+        raft::ProposeError err = raft::ProposeError::kNone;
+        const bool proposed = batch.locks.size() == 1
+                                  ? propose(batch.locks.front(), now, [](const lock::Result*, Time) {}, &err)
+                                  : propose(batch, now, [](const lock::Result*, Time) {}, &err);
+        if (proposed && batch.locks.size() > 1) ++counters_.expire_batches;
+        for (const lock::Expire& x : batch.locks) {
+            if (!proposed) {
+                leases_.set_running(x.key, x.token);
+                log(LogLevel::kWarn, "expire_not_proposed", {{"key", x.key}, {"token", num(x.token)},
+                                                             {"error", raft::to_string(err)},
+                                                             {"owner", owner_of(x.key, x.token)}});
+                continue;
+            }
+            const Lease* l = leases_.find(x.key);
+            const std::uint64_t lease_ms = l != nullptr ? l->lease_ms : 0;
+            leases_.set_expiring(x.key, x.token);
+            ++counters_.expires_proposed;
+            log(LogLevel::kInfo, "expire_proposed",
+                {{"key", x.key}, {"token", num(x.token)}, {"lease_ms", num(lease_ms)},
+                 {"margin_ms", num(expiry_margin_ms(lease_ms, config_.max_clock_drift_ppm))},
+                 {"owner", owner_of(x.key, x.token)}, {"batch", num(batch.locks.size())}});
+        }
     }
-    l.phase = LeasePhase::kExpiring;
-    ++counters_.expires_proposed;
-    log(LogLevel::kInfo, "expire_proposed",
-        {{"key", key}, {"token", num(l.token)}, {"lease_ms", num(l.lease_ms)},
-         {"margin_ms", num(expiry_margin_ms(l.lease_ms, config_.max_clock_drift_ppm))},
-         {"owner", owner_of(key, l.token)}});
 }
 
 void Core::keepalive(RequestId id, const KeepAlive& req) {
     auto usable = [this](const std::string& key, lock::Token token) {
-        auto it = leases_.find(key);
-        const bool expiring = kMutant != Mutant::kKeepAliveExpiring && it != leases_.end() && it->second.expiring();
-        return it != leases_.end() && it->second.token == token && !expiring;
+        const Lease* l = leases_.find(key);
+        const bool expiring = kMutant != Mutant::kKeepAliveExpiring && l != nullptr && l->expiring();
+        return l != nullptr && l->token == token && !expiring;
     };
     if (!usable(req.key, req.token)) {
         ++counters_.keepalive_failures;
@@ -143,12 +170,11 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
             respond(id, NotHeld{});
             return;
         }
-        Lease& l = leases_.find(req.key)->second;
-        l.restart(now, config_.max_clock_drift_ppm);
+        leases_.restart(req.key, req.token, now, config_.max_clock_drift_ppm);
         ++counters_.keepalives;
         log(LogLevel::kDebug, "keepalive",
             {{"key", req.key}, {"token", num(req.token)}, {"owner", owner_of(req.key, req.token)}});
-        respond(id, KeptAlive{req.key, req.token, l.lease_ms});
+        respond(id, KeptAlive{req.key, req.token, leases_.find(req.key)->lease_ms});
     });
 }
 
@@ -174,9 +200,8 @@ void Core::release(RequestId id, const Release& req, Time now) {
 // (on_grant_result). A Release would take the lock from under that retry.
 void Core::phantom_release(const std::string& key, lock::Token token, bool fresh, std::optional<Time> deadline,
                            Time now) {
-    auto lease = leases_.find(key);
-    const bool restarted = deadline && lease != leases_.end() && lease->second.token == token &&
-                           lease->second.deadline != *deadline;
+    const Lease* lease = leases_.find(key);
+    const bool restarted = deadline && lease != nullptr && lease->token == token && lease->deadline != *deadline;
     if (!fresh || restarted) {
         log(LogLevel::kInfo, "phantom_release",
             {{"key", key}, {"token", num(token)}, {"expiring", "false"},
@@ -184,18 +209,15 @@ void Core::phantom_release(const std::string& key, lock::Token token, bool fresh
         return;
     }
     ++counters_.phantom_releases;
-    auto it = leases_.find(key);
-    const bool held = it != leases_.end() && it->second.token == token;
+    const bool held = lease != nullptr && lease->token == token;
     if constexpr (kMutant == Mutant::kPhantomLeaked) {
-        if (held) leases_.erase(it);
+        if (held) leases_.erase(key, token);
         return;
     }
-    if (held && !it->second.expiring()) {
-        // Ends now, or stays ended: a lease that already ran out (its
-        // confirmation round may be under way) keeps its earlier expire_at.
-        it->second.deadline = std::min(it->second.deadline, now);
-        it->second.expire_at = std::min(it->second.expire_at, now);
-    }
+    // Ends now, or stays ended: a lease that already ran out (its
+    // confirmation round may be under way) keeps its earlier expire_at; one
+    // whose Expire is proposed is left as it is.
+    if (held) leases_.cut(key, token, now);
     log(LogLevel::kInfo, "phantom_release",
         {{"key", key}, {"token", num(token)}, {"expiring", held ? "true" : "false"}, {"owner", owner_of(key, token)}});
     if (held) check_expiries(now);
@@ -221,10 +243,13 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
             out.one = true;
             out.locks.push_back(LockView{*l, ttl_ms(l->key, now)});
         } else {
-            for (lock::Lock& l : table_.list()) {
+            const std::size_t limit = std::clamp<std::size_t>(req.limit, 1, kMaxListLimit);
+            bool more = false;
+            for (lock::Lock& l : table_.list_page(req.prefix, req.after, limit, more)) {
                 const std::uint64_t ttl = ttl_ms(l.key, now);
                 out.locks.push_back(LockView{std::move(l), ttl});
             }
+            if (more) out.next = out.locks.back().lock.key;
         }
         deciding_id_ = id;
         deciding_index_ = table_.applied_index();  // the state this list shows
@@ -280,8 +305,8 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
     }
     if (const auto* g = std::get_if<lock::Granted>(r)) {
         const lock::Token token = g->token;
-        auto lease = leases_.find(req.key);
-        if (lease != leases_.end() && lease->second.token == token && lease->second.expiring()) {
+        const Lease* lease = leases_.find(req.key);
+        if (lease != nullptr && lease->token == token && lease->expiring()) {
             // A same-owner retry of a lock whose Expire is already proposed:
             // the lock is about to go, so this is no grant (see on_applied).
             if (gone) return;

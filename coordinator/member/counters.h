@@ -35,6 +35,7 @@ struct Counters {
     std::uint64_t expiries_existed = 0;  // Expires applied that removed a lock
     std::uint64_t expiries_missing = 0;
     std::uint64_t expires_proposed = 0;  // by this member as leader
+    std::uint64_t expire_batches = 0;    // ExpireMany entries proposed by this member as leader
     std::uint64_t keepalives = 0;        // answered as leader
     std::uint64_t keepalive_failures = 0;
     std::uint64_t phantom_releases = 0;  // grants nobody received: lease ended at once, then expired

@@ -204,4 +204,44 @@ std::variant<QueryParam, BadRequest> query_param(std::string_view query, std::st
     return QueryParam{};
 }
 
+std::variant<member::ListLocks, BadRequest> parse_list_query(std::string_view query) {
+    member::ListLocks list;
+    bool paged = false;
+    for (const char* name : {"key", "prefix", "after", "limit"}) {
+        auto param = query_param(query, name);
+        if (auto* bad = std::get_if<BadRequest>(&param)) return *bad;
+        QueryParam& p = std::get<QueryParam>(param);
+        if (!p.found) continue;
+        const std::string_view n = name;
+        if (n == "limit") {
+            const auto& v = p.value;
+            std::size_t limit = 0;
+            const bool digits = !v.empty() && v.size() <= 6 &&
+                                v.find_first_not_of("0123456789") == std::string::npos;
+            if (digits) limit = std::stoul(v);
+            if (!digits || limit < 1 || limit > member::kMaxListLimit) {
+                return BadRequest{"query parameter 'limit' must be an integer 1.." +
+                                  std::to_string(member::kMaxListLimit) + ", got '" + v.substr(0, 32) + "'"};
+            }
+            list.limit = limit;
+            paged = true;
+            continue;
+        }
+        // A key, or (prefix, after) empty or a valid key.
+        if (n == "key" || !p.value.empty()) {
+            if (std::string why = check_key(p.value); !why.empty()) {
+                return BadRequest{"query parameter '" + std::string(n) + "' is invalid: " + why};
+            }
+        }
+        if (n == "key") {
+            list.key = std::move(p.value);
+        } else {
+            (n == "prefix" ? list.prefix : list.after) = std::move(p.value);
+            paged = true;
+        }
+    }
+    if (list.key && paged) return BadRequest{"query parameter 'key' cannot be combined with prefix, after or limit"};
+    return list;
+}
+
 }  // namespace pgfence::net

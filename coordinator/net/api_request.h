@@ -47,6 +47,12 @@ struct QueryParam {
 };
 std::variant<QueryParam, BadRequest> query_param(std::string_view query, std::string_view name);
 
+// GET /v1/locks's query (member/api.h ListLocks): key=K alone (one lock), or
+// any of prefix=P, after=A (each empty or a valid key), limit=N (a decimal
+// 1..member::kMaxListLimit). BadRequest names the parameter and the bad value;
+// key with any of the others is refused too.
+std::variant<member::ListLocks, BadRequest> parse_list_query(std::string_view query);
+
 // Checks a key (delegates to lock::validate_key); empty string when valid.
 std::string check_key(std::string_view key);
 

@@ -189,6 +189,8 @@ struct Raft::Impl {
 
     // snapshot.cc
     void compact(Index index, std::string data, Index keep_entries);
+    void compact(std::shared_ptr<const Snapshot> snap, Index keep_entries);
+    std::optional<Term> compactable(Index index) const;
     std::uint64_t log_bytes_after(Index from, Index to) const;
     void send_snapshot(NodeId to, Progress& pr);
     bool live_quorum(const Leader& l, const Configuration& next) const;

@@ -348,6 +348,9 @@ bool Raft::transfer_leadership(NodeId target) {
 void Raft::compact(Index index, std::string data, Index keep_entries) {
     impl_->compact(index, std::move(data), keep_entries);
 }
+void Raft::compact(std::shared_ptr<const Snapshot> snapshot, Index keep_entries) {
+    impl_->compact(std::move(snapshot), keep_entries);
+}
 bool Raft::has_ready() const {
     return impl_->has_ready();
 }

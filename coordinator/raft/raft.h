@@ -317,6 +317,11 @@ public:
     // std::invalid_argument if index > applied; an index at or below the
     // current snapshot is ignored (nothing newer to keep).
     void compact(Index index, std::string data, Index keep_entries);
+    // The same, keeping `snapshot` itself (shared with whoever else holds
+    // it: the application's storage) instead of a copy of its data. Its
+    // meta must be what compact(index, ...) would record: the term and the
+    // configuration at its index (else std::invalid_argument).
+    void compact(std::shared_ptr<const Snapshot> snapshot, Index keep_entries);
 
     bool has_ready() const;
     // Throws std::logic_error if the previous Ready was not advance()d.

@@ -13,19 +13,42 @@
 
 namespace pgfence::raft {
 
-void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
+// The term at `index`, where a snapshot may compact the log; nullopt when
+// the snapshot held is as new (nothing to do). Throws for an index beyond
+// the applied one, or one whose term the log no longer has.
+std::optional<Term> Raft::Impl::compactable(Index index) const {
     if (index > applied) {
         throw std::invalid_argument("Raft::compact: index " + std::to_string(index) +
                                     " is beyond the applied index " + std::to_string(applied));
     }
-    if (index <= snapshot->meta.index) return;  // nothing newer than what we hold
+    if (index <= snapshot->meta.index) return std::nullopt;  // nothing newer than what we hold
     const std::optional<Term> t = log.term(index);
     if (!t) {
         throw std::logic_error("Raft::compact: term of applied index " + std::to_string(index) +
                                " unknown (log starts after " + std::to_string(log.base_index()) +
                                ")");
     }
-    snapshot = std::make_shared<const Snapshot>(Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)});
+    return t;
+}
+
+void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
+    const std::optional<Term> t = compactable(index);
+    if (!t) return;
+    compact(std::make_shared<const Snapshot>(Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)}),
+            keep_entries);
+}
+
+void Raft::Impl::compact(std::shared_ptr<const Snapshot> snap, Index keep_entries) {
+    const Index index = snap->meta.index;
+    const std::optional<Term> t = compactable(index);
+    if (!t) return;
+    if (snap->meta.term != *t || !(snap->meta.config == config_at(index))) {
+        throw std::invalid_argument("Raft::compact: the snapshot at index " + std::to_string(index) +
+                                    " has term " + std::to_string(snap->meta.term) +
+                                    " or a configuration other than the log's there (term " + std::to_string(*t) +
+                                    ")");
+    }
+    snapshot = std::move(snap);
     compact_configs(index);
     // Keep a tail of entries so slightly lagging followers get entries, not
     // the whole snapshot (etcd's compaction margin), and the entries after a

@@ -32,7 +32,8 @@ public:
                          const std::optional<raft::Snapshot>& snapshot,
                          const std::vector<raft::Entry>& entries) = 0;
     // The application's own snapshot at an applied index; durable on return.
-    virtual void save_snapshot(const raft::Snapshot& snapshot) = 0;
+    // Kept shared, not copied: the Raft core keeps the same snapshot.
+    virtual void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) = 0;
     // The hard state with its commit index, durable on return, so the next
     // start knows that commit (storage/durable_storage.h persist_commit).
     virtual void persist_commit(const raft::HardState& hard_state) = 0;
@@ -47,7 +48,7 @@ public:
         if (!entries.empty()) storage_.append(entries);
         if (hard_state) storage_.set_hard_state(*hard_state);
     }
-    void save_snapshot(const raft::Snapshot& snapshot) override { storage_.compact(snapshot); }
+    void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override { storage_.compact(*snapshot); }
     void persist_commit(const raft::HardState& hard_state) override { storage_.set_hard_state(hard_state); }
 
 private:

@@ -323,11 +323,11 @@ void Member::Impl::run_save(const std::shared_ptr<const raft::Snapshot>& snap) {
     writer.submit(
         [this, snap] {
             const DiskTurn turn(disk_busy);
-            log->save_snapshot(*snap);
+            log->save_snapshot(snap);
         },
         [this, snap] {
             save_queued = false;
-            core->snapshot_saved(*snap, now());
+            core->snapshot_saved(snap, now());
             after_event();
         });
 }

@@ -134,7 +134,9 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
                     arr.push_back(lock_json(v));
                 }
             }
-            respond_json(ex, 200, json::object{{"locks", std::move(arr)}});
+            json::object body{{"locks", std::move(arr)}};
+            if (locks->next) body["next"] = *locks->next;
+            respond_json(ex, 200, std::move(body));
         }
     } else if (std::holds_alternative<member::NotHeld>(response)) {
         respond_error(ex, 404, "not_held");
@@ -285,27 +287,23 @@ void Member::Impl::handle_list(const net::HttpRequest& req, const std::string& q
         redirect_or_unavailable(req.target, ex);
         return;
     }
-    auto key = net::query_param(query, "key");
-    if (auto* bad = std::get_if<net::BadRequest>(&key)) {
+    auto parsed = net::parse_list_query(query);
+    if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
         bad_request(ex, bad->message);
         return;
     }
-    const net::QueryParam& k = std::get<net::QueryParam>(key);
-    const std::string why = k.found ? net::check_key(k.value) : std::string();
-    if (!why.empty()) {
-        bad_request(ex, "query parameter 'key' is invalid: " + why);
-    } else if (k.found && !permitted(access, auth::Permission::kRead, k.value, ex)) {
+    member::ListLocks& list = std::get<member::ListLocks>(parsed);
+    if (list.key && !permitted(access, auth::Permission::kRead, *list.key, ex)) {
         // answered 403
-    } else if (!k.found && access.on && !access.caller.policy->holds_any(*access.caller.user, auth::Permission::kRead)) {
+    } else if (!list.key && access.on &&
+               !access.caller.policy->holds_any(*access.caller.user, auth::Permission::kRead)) {
         deny(ex, access.caller, access.path, {},
              "user '" + access.caller.user->name + "' has no read permission on any key");
     } else if (!core->is_leader()) {
         redirect_or_unavailable(req.target, ex);
     } else {
-        member::ListLocks list;
-        if (k.found) list.key = k.value;
         std::optional<Caller> reader;
-        if (access.on && !k.found) reader = access.caller;
+        if (access.on && !list.key) reader = access.caller;
         submit(std::move(list), ex, req.target, std::move(reader));
     }
 }

@@ -42,6 +42,8 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
            "# TYPE pgfence_expiries_total counter\n";
     out += "pgfence_expiries_total{existed=\"true\"} " + std::to_string(c.expiries_existed) + "\n";
     out += "pgfence_expiries_total{existed=\"false\"} " + std::to_string(c.expiries_missing) + "\n";
+    metric(out, "pgfence_expire_batches_total", "counter",
+           "ExpireMany entries proposed by this member as leader (leases that ran out together).", c.expire_batches);
     metric(out, "pgfence_keepalives_total", "counter", "Successful keepalives answered by this member as leader.", c.keepalives);
     metric(out, "pgfence_keepalive_failures_total", "counter", "Keepalives refused (not_held).", c.keepalive_failures);
     metric(out, "pgfence_phantom_releases_total", "counter", "Releases proposed because the client was gone when its grant applied.", c.phantom_releases);

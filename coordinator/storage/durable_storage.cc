@@ -55,14 +55,15 @@ std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir, con
     s->lock_directory();
     s->check_identity(identity);
     s->durable_hard_state_ = load_hard_state(dir).value_or(raft::HardState{});
-    s->snapshot_ = load_snapshot(dir, options.max_snapshot_bytes).value_or(raft::Snapshot{});
+    s->snapshot_ = std::make_shared<const raft::Snapshot>(
+        load_snapshot(dir, options.max_snapshot_bytes).value_or(raft::Snapshot{}));
     WalOptions wal_options{options.segment_bytes, options.preallocate,
                            [raw = s.get()](const std::string& m) { raw->warn(m); }};
     s->wal_ = Wal::open(dir, wal_options);
     s->reconcile_log_with_snapshot();
     s->hard_state_ = s->durable_hard_state_;
     s->hard_state_.commit =
-        std::clamp(s->hard_state_.commit, s->snapshot_.meta.index, s->wal_->last_index());
+        std::clamp(s->hard_state_.commit, s->snapshot_->meta.index, s->wal_->last_index());
     return s;
 }
 
@@ -145,7 +146,7 @@ void DurableStorage::check_or_create_identity(const Identity& identity, const st
 // reset record) means entries or the snapshot they were compacted into are
 // missing: refused, whether or not the log holds entries now.
 void DurableStorage::reconcile_log_with_snapshot() {
-    const raft::Index s = snapshot_.meta.index;
+    const raft::Index s = snapshot_->meta.index;
     const bool empty = wal_->first_index() > wal_->last_index();
     if (wal_->first_index() > s + 1) {
         const std::string snap =
@@ -167,19 +168,19 @@ void DurableStorage::reconcile_log_with_snapshot() {
 // entries after the snapshot if the log holds the snapshot's last entry (or
 // starts right after it), else discard the log (it conflicts or is behind).
 void DurableStorage::place_log_after_snapshot(bool at_open) {
-    const raft::Index s = snapshot_.meta.index;
+    const raft::Index s = snapshot_->meta.index;
     const raft::Index first = wal_->first_index();
     const raft::Index last = wal_->last_index();
     if (first == s + 1 && last >= first) return;
     const bool holds =
-        first <= s && s <= last && wal_->read(s, s + 1).front().term == snapshot_.meta.term;
+        first <= s && s <= last && wal_->read(s, s + 1).front().term == snapshot_->meta.term;
     if (holds) {
         wal_->drop_prefix(s);
     } else {
         if (at_open) {
             warn(dir_ + ": the log [" + std::to_string(first) + ", " + std::to_string(last) +
                  "] does not contain the snapshot's last entry (" + std::to_string(s) + ", term " +
-                 std::to_string(snapshot_.meta.term) +
+                 std::to_string(snapshot_->meta.term) +
                  "); discarding it, as the interrupted snapshot install would have");
         }
         wal_->reset(s + 1);
@@ -210,7 +211,7 @@ void DurableStorage::check_hard_state(const raft::HardState& hs) const {
 void DurableStorage::persist_commit(const raft::HardState& hs) {
     require_usable();
     check_hard_state(hs);
-    if (hs.commit > wal_->last_index() && hs.commit > snapshot_.meta.index) {
+    if (hs.commit > wal_->last_index() && hs.commit > snapshot_->meta.index) {
         throw StorageError("commit " + std::to_string(hs.commit) + " is beyond the log's last index " +
                            std::to_string(wal_->last_index()) + " (caller bug)");
     }
@@ -226,10 +227,10 @@ void DurableStorage::write_hard_state(const raft::HardState& hs) {
 
 // The encoded snapshot, after checking it may replace the stored one.
 std::string DurableStorage::checked_snapshot_bytes(const raft::Snapshot& snap) const {
-    if (snap.empty() || snap.meta.index <= snapshot_.meta.index) {
+    if (snap.empty() || snap.meta.index <= snapshot_->meta.index) {
         throw StorageError("snapshot at index " + std::to_string(snap.meta.index) +
                            " is not newer than the stored one at " +
-                           std::to_string(snapshot_.meta.index) + " (caller bug)");
+                           std::to_string(snapshot_->meta.index) + " (caller bug)");
     }
     const std::string bytes = encode_snapshot(snap);
     if (bytes.size() > options_.max_snapshot_bytes) {
@@ -239,10 +240,10 @@ std::string DurableStorage::checked_snapshot_bytes(const raft::Snapshot& snap) c
     return bytes;
 }
 
-void DurableStorage::write_snapshot(const raft::Snapshot& snap, const std::string& bytes) {
+void DurableStorage::write_snapshot(std::shared_ptr<const raft::Snapshot> snap, const std::string& bytes) {
     write_file_atomically(dir_, kSnapshotFile, bytes);
     meta_syncs_ += 2;
-    snapshot_ = snap;
+    snapshot_ = std::move(snap);
 }
 
 void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
@@ -261,7 +262,7 @@ void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snap
         hard_state_ = *hard_state;
     }
     if (installing) {
-        write_snapshot(*snapshot, snapshot_bytes);
+        write_snapshot(std::make_shared<const raft::Snapshot>(*snapshot), snapshot_bytes);
         const raft::Index s = snapshot->meta.index;
         if (wal_->first_index() <= s + 1 && wal_->last_index() >= s) {
             place_log_after_snapshot(false);
@@ -274,6 +275,11 @@ void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snap
 }
 
 void DurableStorage::save_snapshot(const raft::Snapshot& snap) {
+    save_snapshot(std::make_shared<const raft::Snapshot>(snap));
+}
+
+void DurableStorage::save_snapshot(std::shared_ptr<const raft::Snapshot> shared) {
+    const raft::Snapshot& snap = *shared;
     require_usable();
     if (snap.meta.index > wal_->last_index() || snap.meta.index < wal_->first_index()) {
         throw StorageError("save_snapshot at index " + std::to_string(snap.meta.index) +
@@ -290,8 +296,9 @@ void DurableStorage::save_snapshot(const raft::Snapshot& snap) {
     }
     const std::string bytes = checked_snapshot_bytes(snap);
     BreakOnThrow guard(broken_);
-    write_snapshot(snap, bytes);
-    wal_->drop_prefix(snap.meta.index);
+    const raft::Index index = snap.meta.index;
+    write_snapshot(std::move(shared), bytes);
+    wal_->drop_prefix(index);
     wal_->sync();
 }
 

@@ -81,7 +81,7 @@ class DurableStorage final : public raft::Storage {
     const Identity& identity() const { return identity_; }
 
     raft::HardState hard_state() const override { return hard_state_; }
-    raft::Snapshot snapshot() const override { return snapshot_; }
+    raft::Snapshot snapshot() const override { return *snapshot_; }
     raft::Index first_index() const override { return wal_->first_index(); }
     raft::Index last_index() const override { return wal_->last_index(); }
     std::vector<raft::Entry> entries(raft::Index lo, raft::Index hi) const override;
@@ -100,6 +100,9 @@ class DurableStorage final : public raft::Storage {
     // The application took a snapshot (index <= last_index()): writes it
     // atomically, then drops the log entries it covers (whole segments).
     void save_snapshot(const raft::Snapshot& snapshot);
+    // The same, keeping `snapshot` itself (shared with the Raft core, which
+    // keeps it too) instead of a copy.
+    void save_snapshot(std::shared_ptr<const raft::Snapshot> snapshot);
 
     const std::vector<std::string>& warnings() const { return warnings_; }
 
@@ -118,7 +121,7 @@ class DurableStorage final : public raft::Storage {
     void check_hard_state(const raft::HardState& hs) const;
     void write_hard_state(const raft::HardState& hs);
     std::string checked_snapshot_bytes(const raft::Snapshot& snap) const;
-    void write_snapshot(const raft::Snapshot& snap, const std::string& bytes);
+    void write_snapshot(std::shared_ptr<const raft::Snapshot> snap, const std::string& bytes);
 
     std::string dir_;
     StorageOptions options_;
@@ -127,7 +130,7 @@ class DurableStorage final : public raft::Storage {
     std::unique_ptr<Wal> wal_;
     raft::HardState hard_state_;          // latest given (commit may be ahead of disk)
     raft::HardState durable_hard_state_;  // what the hardstate file holds
-    raft::Snapshot snapshot_;
+    std::shared_ptr<const raft::Snapshot> snapshot_;  // never null
     std::vector<std::string> warnings_;
     std::uint64_t meta_syncs_ = 0;
     bool broken_ = false;  // a write failed part-way: refuse everything (see Errors above)

@@ -25,17 +25,18 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                 if (!c.owner.empty() && it->second.owner == c.owner) return lock::Granted{it->second.token};
                 return lock::GrantRejected{it->second.token};
             } else if constexpr (std::is_same_v<C, lock::Release> || std::is_same_v<C, lock::Expire>) {
-                auto it = holders_.find(c.key);
-                const bool match = it != holders_.end() && it->second.token == c.token;
-                if (match) {
-                    holders_.erase(it);
-                    record(c.key, 0);
-                }
+                const bool match = remove(c.key, c.token);
                 if constexpr (std::is_same_v<C, lock::Release>) {
                     return match ? lock::Result{lock::Released{}} : lock::Result{lock::NotFound{}};
                 } else {
                     return lock::Expired{match};
                 }
+            } else if constexpr (std::is_same_v<C, lock::ExpireMany>) {
+                // A batch the limits refuse (lock::validate) removes nothing.
+                if (!lock::validate(c).empty()) return lock::ExpiredMany{0};
+                std::uint32_t existed = 0;
+                for (const lock::Expire& x : c.locks) existed += remove(x.key, x.token) ? 1 : 0;
+                return lock::ExpiredMany{existed};
             } else {
                 floor_ = std::max(floor_, c.floor);
                 return lock::FloorSet{floor_};
@@ -48,6 +49,14 @@ lock::Result LockModel::apply_noop(std::uint64_t index) {
     require(index == applied_index_ + 1, "model applies no-op ", index, " after ", applied_index_);
     applied_index_ = index;
     return lock::Noop{};
+}
+
+bool LockModel::remove(const std::string& key, lock::Token token) {
+    auto it = holders_.find(key);
+    if (it == holders_.end() || it->second.token != token) return false;
+    holders_.erase(it);
+    record(key, 0);
+    return true;
 }
 
 void LockModel::record(const std::string& key, lock::Token token) {

@@ -36,6 +36,7 @@ public:
     lock::Token token_at(const std::string& key, std::uint64_t index) const;
 
 private:
+    bool remove(const std::string& key, lock::Token token);  // held with `token`: removed (true)
     void record(const std::string& key, lock::Token token);
 
     std::map<std::string, ModelHolder> holders_;

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     std::signal(SIGSEGV, on_fatal_signal);
     const auto started = std::chrono::steady_clock::now();
     std::uint64_t failed = 0, steps = 0, elections = 0, commits = 0, crashes = 0, torn = 0, dropped = 0,
-                  sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0,
+                  sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0, expire_batches = 0,
                   keepalives = 0, waiter_grants = 0, leader_changes = 0, held = 0, phantoms = 0, stale = 0,
                   partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
                   waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
         grants += r.grants;
         releases += r.releases;
         expires += r.expires;
+        expire_batches += r.expire_batches;
         keepalives += r.keepalives;
         waiter_grants += r.waiter_grants;
         leader_changes += r.leader_changes;
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
     // (all members, every incarnation), the fenced resource's refusals, faults,
     // what the leader checker checked, and the seeds whose clocks ran beyond
     // rho: how many lease pairs overlapped there, and the stale writes refused.
-    std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu keepalives=%llu "
+    std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu expire_batches=%llu keepalives=%llu "
                 "waiter_grants=%llu phantom_releases=%llu stale_writes_refused=%llu leader_changes=%llu "
                 "crashes=%llu partitions=%llu client_partitions=%llu held_intervals=%llu expires_checked=%llu "
                 "waiter_order_checked=%llu "
@@ -228,7 +229,8 @@ int main(int argc, char** argv) {
                 "commit_quorums_checked=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
-                static_cast<unsigned long long>(expires), static_cast<unsigned long long>(keepalives),
+                static_cast<unsigned long long>(expires), static_cast<unsigned long long>(expire_batches),
+                static_cast<unsigned long long>(keepalives),
                 static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(phantoms),
                 static_cast<unsigned long long>(stale), static_cast<unsigned long long>(leader_changes),
                 static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(partitions),
@@ -244,7 +246,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(elections_checked), static_cast<unsigned long long>(commit_quorums));
     if (flags.require_counts) {
         const std::pair<const char*, std::uint64_t> counts[] = {
-            {"grants", grants}, {"releases", releases}, {"expires", expires}, {"keepalives", keepalives},
+            {"grants", grants}, {"releases", releases}, {"expires", expires}, {"expire_batches", expire_batches},
+            {"keepalives", keepalives},
             {"waiter_grants", waiter_grants}, {"phantom_releases", phantoms}, {"stale_writes_refused", stale},
             {"leader_changes", leader_changes}, {"crashes", crashes}, {"partitions", partitions},
             {"client_partitions", client_partitions}, {"held_intervals", held},

@@ -132,6 +132,8 @@ void SafetyChecker::check_effect(raft::NodeId id, const lock::Command& cmd, cons
                             std::is_same_v<C, lock::Release> ? "Release" : "Expire", " of token ", c.token);
                 }
             }
+            // ExpireMany: the sequential model, compared with the whole
+            // table after every entry (check_against_model), checks each lock.
         },
         cmd);
 }

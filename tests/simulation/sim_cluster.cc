@@ -184,6 +184,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     member_config_.raft = config;
     member_config_.snapshot_every = faults_.compact_every_entries;
     member_config_.snapshot_log_pct = faults_.snapshot_log_pct;
+    member_config_.snapshot_slice_locks = faults_.snapshot_slice_locks;
     member_config_.snapshot_keep = faults_.keep_entries;
     member_config_.token_floor = token_floor;
     member_config_.max_clock_drift_ppm = rho_ppm_;
@@ -333,6 +334,7 @@ void Cluster::add_counters(const member::Counters& c) {
     result_.releases += c.releases;
     result_.expires += c.expiries_existed;
     result_.expires_proposed += c.expires_proposed;
+    result_.expire_batches += c.expire_batches;
     result_.keepalives += c.keepalives;
     result_.waiter_grants += c.waiter_grants;
     result_.leader_changes += c.leader_changes;

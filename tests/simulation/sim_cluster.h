@@ -64,6 +64,7 @@ struct RunResult {
     std::uint64_t releases = 0;        // Releases applied that removed a lock
     std::uint64_t expires = 0;         // Expires applied that removed a lock
     std::uint64_t expires_proposed = 0;
+    std::uint64_t expire_batches = 0;  // ExpireMany entries proposed
     std::uint64_t keepalives = 0;      // answered by a leader
     std::uint64_t waiter_grants = 0;   // Grants proposed for a queue's head
     std::uint64_t leader_changes = 0;

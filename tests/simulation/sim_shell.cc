@@ -217,7 +217,7 @@ void Member::carry_out_batch(Outbox& out) {
         // thread would still be on it when the next Persist comes, which then
         // queues behind it (begin_persist).
         disk_.compact(*effects_.save);
-        core_->snapshot_saved(*effects_.save, now());
+        core_->snapshot_saved(effects_.save, now());
         ++stats_.compactions;
         saving_snapshot_ = true;
     }
@@ -340,6 +340,9 @@ bool Member::begin_persist(Outbox& out) {
         const auto* cmd = std::get_if<lock::Command>(&decoded);
         if (const auto* x = cmd ? std::get_if<lock::Expire>(cmd) : nullptr) {
             leader_checker_.expire_in_ready(id(), e.term, x->key, x->token);
+        }
+        if (const auto* m = cmd ? std::get_if<lock::ExpireMany>(cmd) : nullptr) {
+            for (const lock::Expire& x : m->locks) leader_checker_.expire_in_ready(id(), e.term, x.key, x.token);
         }
     }
     in_flight_ = std::move(persist);

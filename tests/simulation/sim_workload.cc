@@ -92,7 +92,9 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
     if (random_.chance(0.15)) {
         c.op.kind = ClientOp::Kind::kRead;
         c.op.read_key = random_key();
-        c.request = member::ListLocks{c.op.read_key};
+        member::ListLocks read;
+        read.key = c.op.read_key;
+        c.request = std::move(read);
     } else {
         c.request = next_request(c);
         if (!std::holds_alternative<member::KeepAlive>(c.request)) c.op.command = command_of(c.request);

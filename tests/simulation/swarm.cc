@@ -53,6 +53,9 @@ FaultConfig draw_fault_config(SimRandom& random) {
     // Snapshots by entry count alone, or also waiting for log bytes of up to
     // 4x the table's (drawn last, as above).
     c.snapshot_log_pct = random.chance(0.5) ? 0 : random.between(1, 400);
+    // Snapshots built a few locks per pump, so that entries apply while one
+    // is being built (this simulation's tables hold tens of locks), or whole.
+    if (random.chance(0.5)) c.snapshot_slice_locks = random.between(1, 4);
     return c;
 }
 
@@ -82,7 +85,8 @@ std::string FaultConfig::describe() const {
         << " max_inflight_appends=" << max_inflight_appends << " max_inflight_bytes=" << max_inflight_bytes
         << " max_snapshot_chunk_bytes=" << max_snapshot_chunk_bytes
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
-        << compact_every_entries << " snapshot_log_pct=" << snapshot_log_pct << " keep_entries=" << keep_entries
+        << compact_every_entries << " snapshot_log_pct=" << snapshot_log_pct
+        << " snapshot_slice_locks=" << snapshot_slice_locks << " keep_entries=" << keep_entries
         << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max
         << " hard_state_first=" << hard_state_first;

@@ -19,6 +19,11 @@ fencectl get job -o json | grep -q "\"key\":\"job\",\"token\":$token,\"owner\":\
     fail "get json: $(fencectl get job -o json)"
 fencectl list | grep -Eq "^job +$token " || fail "list: $(fencectl list)"
 fencectl list -o json | grep -q "{\"locks\":\[{\"key\":\"job\",\"token\":$token" || fail "list json: $(fencectl list -o json)"
+# --prefix: only the keys that start with it (fencectl follows the leader's pages).
+fencectl acquire jobs/a >/dev/null || fail "acquire jobs/a"
+[[ $(fencectl list --prefix jobs/ | grep -c '^jobs/a ') == 1 && $(fencectl list --prefix jobs/) != *"job "* ]] ||
+    fail "list --prefix jobs/: $(fencectl list --prefix jobs/)"
+expect_code 2 fencectl get job --prefix j
 
 # keepalive prints the ttl and keeps the lease.
 ttl=$(fencectl keepalive job "$token")

@@ -42,6 +42,19 @@ T2=$(json_field "$HTTP_BODY" token)
 ((T2 > T)) || fail "token $T2 not above $T"
 get "$L" /v1/locks
 [[ $HTTP_CODE == 200 && "$HTTP_BODY" == *'"key":"other"'* && "$HTTP_BODY" == *'"key":"report:7"'* ]] || fail "list: $HTTP_BODY"
+# Pages: by prefix, after a key, limited; "next" names the last key when more follow.
+for k in job/1 job/2 job/3; do
+    post "$L" /v1/acquire "{\"key\":\"$k\",\"lease_ms\":10000}"
+    [[ $HTTP_CODE == 200 ]] || fail "acquire $k: $HTTP_CODE"
+done
+get "$L" "/v1/locks?prefix=job%2F&limit=2"
+[[ $HTTP_CODE == 200 && "$HTTP_BODY" == *'"key":"job/1"'*'"key":"job/2"'* && "$HTTP_BODY" != *job/3* &&
+   "$(json_field "$HTTP_BODY" next)" == job/2 ]] || fail "first page: $HTTP_BODY"
+get "$L" "/v1/locks?prefix=job%2F&after=job%2F2&limit=2"
+[[ $HTTP_CODE == 200 && "$HTTP_BODY" == *'"key":"job/3"'* && "$HTTP_BODY" != *next* && "$HTTP_BODY" != *other* ]] ||
+    fail "last page: $HTTP_BODY"
+get "$L" "/v1/locks?limit=0"
+[[ $HTTP_CODE == 400 && "$HTTP_BODY" == *limit* ]] || fail "limit=0: $HTTP_CODE $HTTP_BODY"
 
 hdr=$(curl -s -m 5 -o /dev/null -D - -X POST --data-binary '{"key":"x","lease_ms":1000}' "$(url "$F" /v1/acquire)")
 [[ "$hdr" == *" 307"* ]] || fail "follower did not answer 307: $hdr"
@@ -70,7 +83,7 @@ done
 [[ "$HTTP_BODY" == *"pgfence_grant_conflicts_total 1"* ]] || fail "grant conflict not counted"
 get "$F" /healthz
 [[ $HTTP_CODE == 200 ]] || fail "healthz $HTTP_CODE"
-# Followers apply the same commands: their status shows the same lock count eventually.
-same_locks() { [[ "$(json_field "$(status_of "$F")" locks)" == 1 ]]; }
+# Followers apply the same commands: their status shows the same lock count eventually ("other", job/1..3).
+same_locks() { [[ "$(json_field "$(status_of "$F")" locks)" == 4 ]]; }
 wait_until 5 "follower $F applies the release" same_locks
 pass "lock API on leader $L, follower $F redirects"

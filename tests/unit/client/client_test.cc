@@ -302,9 +302,38 @@ BOOST_AUTO_TEST_CASE(errors_map_to_kinds_with_the_servers_message) {
     BOOST_TEST((c.list().error().kind == client::ErrorKind::kProtocol));
 }
 
+// list() asks page after page, each after the last key of the one before,
+// until a page comes without "next"; a "next" that does not move on is refused.
+BOOST_AUTO_TEST_CASE(list_follows_next_page_by_page_and_refuses_a_next_that_goes_nowhere) {
+    FakeServer s([](const FakeRequest& q) {
+        auto lock = [](const char* key, int token) {
+            return std::string(R"({"key":")") + key + R"(","token":)" + std::to_string(token) +
+                   R"(,"owner":"","lease_ms":3000,"ttl_ms":2500})";
+        };
+        if (q.target == "/v1/locks?prefix=job%2F&after=&limit=1000") {
+            return reply(200, R"({"locks":[)" + lock("job/a", 1) + "," + lock("job/b", 2) + R"(],"next":"job/b"})");
+        }
+        if (q.target == "/v1/locks?prefix=job%2F&after=job%2Fb&limit=1000") {
+            return reply(200, R"({"locks":[)" + lock("job/c", 3) + "]}");
+        }
+        if (q.target == "/v1/locks?prefix=loop&after=&limit=1000") return reply(200, R"({"locks":[],"next":""})");
+        return reply(404, R"({"error":"not_found"})");
+    });
+    client::Client c(options_for({s.endpoint()}));
+    auto l = c.list("job/");
+    BOOST_TEST_REQUIRE(l.ok(), l.message());
+    BOOST_TEST_REQUIRE(l.value().size() == 3u);
+    BOOST_TEST(l.value()[2].key == "job/c");
+    BOOST_TEST(s.requests().size() == 2u);
+    auto loop = c.list("loop");
+    BOOST_TEST_REQUIRE(!loop.ok());
+    BOOST_TEST((loop.error().kind == client::ErrorKind::kProtocol));
+    BOOST_TEST(loop.error().message.find("'next'") != std::string::npos, loop.error().message);
+}
+
 BOOST_AUTO_TEST_CASE(parses_get_list_and_status) {
     FakeServer s([](const FakeRequest& q) {
-        if (q.target == "/v1/locks") {
+        if (q.target == "/v1/locks?prefix=&after=&limit=1000") {
             return reply(200, R"({"locks":[{"key":"a","token":4,"owner":"","lease_ms":3000,"ttl_ms":2500}]})");
         }
         if (q.target == "/v1/status") {

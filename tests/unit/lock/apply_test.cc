@@ -89,6 +89,70 @@ BOOST_AUTO_TEST_CASE(expire_with_holder_token_removes_and_reports_existed) {
     BOOST_TEST((table.apply(4, Expire{"never", 1}) == Result{Expired{false}}));
 }
 
+BOOST_AUTO_TEST_CASE(expire_many_removes_each_lock_held_with_its_token_like_expires_in_order) {
+    LockTable table;
+    const Token a = granted_token(table.apply(1, Grant{"a", kLeaseMs, ""}));
+    const Token b = granted_token(table.apply(2, Grant{"b", kLeaseMs, "w"}));
+    const Token c = granted_token(table.apply(3, Grant{"c", kLeaseMs, ""}));
+    // a: held with its token; b: a stale token (kept); a again: gone by then; never: not held.
+    const ExpireMany many{{Expire{"a", a}, Expire{"b", b + 100}, Expire{"a", a}, Expire{"never", 1}}};
+    BOOST_TEST((table.apply(4, many) == Result{ExpiredMany{1}}));
+    BOOST_TEST(table.find("a") == nullptr);
+    BOOST_TEST_REQUIRE(table.find("b") != nullptr);
+    BOOST_TEST(table.find("b")->token == b);
+    BOOST_TEST((table.apply(5, ExpireMany{{Expire{"b", b}, Expire{"c", c}}}) == Result{ExpiredMany{2}}));
+    BOOST_TEST(table.size() == 0u);
+    BOOST_TEST(table.bytes() == 0u);
+    BOOST_TEST(table.applied_index() == 5u);
+    BOOST_TEST(table.check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(an_expire_many_over_the_limits_removes_nothing) {
+    LockTable table;
+    const Token a = granted_token(table.apply(1, Grant{"a", kLeaseMs, ""}));
+    ExpireMany too_many;
+    for (std::size_t i = 0; i <= kMaxExpireMany; ++i) too_many.locks.push_back(Expire{"a", a});
+    BOOST_TEST(!validate(Command{too_many}).empty());
+    BOOST_TEST((table.apply(2, too_many) == Result{ExpiredMany{0}}));
+    const std::string big_key(kMaxKeyBytes, 'k');
+    ExpireMany too_big{{Expire{"a", a}}};
+    for (std::size_t bytes = expire_many_bytes(1); bytes <= kMaxExpireManyBytes;
+         bytes += expire_many_bytes(big_key.size())) {
+        too_big.locks.push_back(Expire{big_key, 1});
+    }
+    BOOST_TEST(validate(too_big).find("bytes") != std::string::npos, validate(too_big));
+    BOOST_TEST((table.apply(3, too_big) == Result{ExpiredMany{0}}));
+    BOOST_TEST((table.apply(4, ExpireMany{{Expire{"a", a}, Expire{"\x01", 1}}}) == Result{ExpiredMany{0}}));
+    BOOST_TEST((table.apply(5, ExpireMany{}) == Result{ExpiredMany{0}}));
+    BOOST_TEST_REQUIRE(table.find("a") != nullptr);  // every batch above was refused whole
+    BOOST_TEST((table.apply(6, ExpireMany{{Expire{"a", a}}}) == Result{ExpiredMany{1}}));
+}
+
+BOOST_AUTO_TEST_CASE(list_page_gives_the_prefixs_keys_after_the_cursor_up_to_the_limit) {
+    LockTable table;
+    std::uint64_t index = 0;
+    for (const char* key : {"a", "job/1", "job/2", "job/3", "jobs", "z"}) table.apply(++index, Grant{key, kLeaseMs, ""});
+    auto keys = [](const std::vector<Lock>& locks) {
+        std::vector<std::string> out;
+        for (const Lock& l : locks) out.push_back(l.key);
+        return out;
+    };
+    bool more = false;
+    BOOST_TEST((keys(table.list_page("job/", "", 2, more)) == std::vector<std::string>{"job/1", "job/2"}));
+    BOOST_TEST(more);
+    BOOST_TEST((keys(table.list_page("job/", "job/2", 2, more)) == std::vector<std::string>{"job/3"}));
+    BOOST_TEST(!more);  // "jobs" follows, but not with the prefix
+    BOOST_TEST((keys(table.list_page("job/", "job/3", 2, more)).empty()));
+    BOOST_TEST(!more);
+    // A cursor before the prefix starts at the prefix; no prefix: every key.
+    BOOST_TEST((keys(table.list_page("job/", "b", 10, more)).size() == 3u));
+    BOOST_TEST((keys(table.list_page("", "", 10, more)).size() == 6u));
+    BOOST_TEST(!more);
+    BOOST_TEST((keys(table.list_page("", "jobs", 10, more)) == std::vector<std::string>{"z"}));
+    BOOST_TEST((keys(table.list_page("", "", 6, more)).size() == 6u));
+    BOOST_TEST(!more);  // exactly the limit, nothing after
+}
+
 // The seed scenario: A's late Expire/Release must not remove B's newer grant.
 BOOST_AUTO_TEST_CASE(stale_release_and_expire_never_remove_a_newer_grant) {
     LockTable table;

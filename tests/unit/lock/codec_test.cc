@@ -26,6 +26,7 @@ std::vector<Command> samples() {
         Expire{std::string(kMaxKeyBytes, 'e'), 1},
         SetTokenFloor{0},
         SetTokenFloor{kAllOnes},
+        ExpireMany{{Expire{"a", 1}, Expire{"b", kAllOnes}}},
     };
 }
 
@@ -46,6 +47,24 @@ BOOST_AUTO_TEST_CASE(encoding_follows_the_documented_layout) {
                Bytes().u8(kVersion).u8(2).str("k").u64(0x0102030405060708).get());
     BOOST_TEST(encode(Expire{"k", 7}) == Bytes().u8(kVersion).u8(3).str("k").u64(7).get());
     BOOST_TEST(encode(SetTokenFloor{9}) == Bytes().u8(kVersion).u8(4).u64(9).get());
+    BOOST_TEST(encode(ExpireMany{{Expire{"a", 1}, Expire{"bc", 2}}}) ==
+               Bytes().u8(kVersion).u8(5).u32(2).str("a").u64(1).str("bc").u64(2).get());
+}
+
+BOOST_AUTO_TEST_CASE(expire_many_counts_outside_1_to_the_limit_are_rejected_at_the_count) {
+    // An empty batch encodes (encode() does not check counts) and decodes to an error.
+    BOOST_TEST(decode_error(encode(ExpireMany{})).find("expire_many count 0") != std::string::npos);
+    for (std::uint32_t count : {0u, static_cast<std::uint32_t>(kMaxExpireMany) + 1, 0xffffffffu}) {
+        const std::string error = decode_error(Bytes().u8(kVersion).u8(5).u32(count).str("a").u64(1).get());
+        BOOST_TEST(error.find("expire_many count " + std::to_string(count)) != std::string::npos, error);
+        BOOST_TEST(error.find("offset 2") != std::string::npos, error);
+    }
+    // The largest count decodes (bounded: kMaxExpireMany locks, each key within its limit).
+    ExpireMany full;
+    for (std::size_t i = 0; i < kMaxExpireMany; ++i) full.locks.push_back(Expire{"k" + std::to_string(i), i});
+    auto decoded = decode_command(encode(full));
+    BOOST_TEST_REQUIRE(std::holds_alternative<Command>(decoded));
+    BOOST_TEST((std::get<Command>(decoded) == Command{full}));
 }
 
 BOOST_AUTO_TEST_CASE(every_command_round_trips) {
@@ -94,7 +113,7 @@ BOOST_AUTO_TEST_CASE(unknown_version_is_rejected) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_tag_is_rejected_with_its_offset) {
-    for (int tag : {0, 5, 255}) {
+    for (int tag : {0, 6, 255}) {
         const std::string error = decode_error(Bytes().u8(kVersion).u8(tag).u64(1).get());
         BOOST_TEST(error.find("tag " + std::to_string(tag)) != std::string::npos, error);
         BOOST_TEST(error.find("offset 1") != std::string::npos, error);

@@ -62,8 +62,16 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
         case 5:
             return Release{key, random_token(rng, table, key)};
         case 6:
-        case 7:
             return Expire{key, random_token(rng, table, key)};
+        case 7: {
+            ExpireMany many;
+            const std::size_t count = pick<std::size_t>(rng, 1, 4);
+            for (std::size_t i = 0; i < count; ++i) {
+                const std::string& k = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
+                many.locks.push_back(Expire{k, random_token(rng, table, k)});
+            }
+            return many;
+        }
         case 8:
             return SetTokenFloor{table.token_floor() + pick<Token>(rng, 0, 1000)};
         default:

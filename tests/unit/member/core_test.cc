@@ -354,4 +354,48 @@ BOOST_AUTO_TEST_CASE(a_full_table_answers_table_full_and_the_next_waiter_is_told
     BOOST_TEST(h.core(l).check_invariants() == "");
 }
 
+// An expiry storm: leases that ran out together share one quorum round and
+// go out as ExpireMany entries of up to lock::kMaxExpireMany locks, not one
+// entry each.
+BOOST_AUTO_TEST_CASE(leases_due_together_expire_in_batches_of_up_to_the_limit) {
+    Harness h(3, 0);
+    const raft::NodeId l = h.elect();
+    const std::size_t n = 2 * lock::kMaxExpireMany + 5;  // three batches
+    std::vector<RequestId> ids;
+    for (std::size_t i = 0; i < n; ++i) ids.push_back(h.send(l, acq("storm-" + std::to_string(i), 1000)));
+    for (RequestId id : ids) as<Granted>(h.answer(l, id));
+    BOOST_TEST_REQUIRE(h.core(l).table().size() == n);
+    // A lease kept alive meanwhile is not part of the storm.
+    const lock::Token kept = h.core(l).table().find("storm-0")->token;
+    h.advance(milliseconds(500));
+    as<KeptAlive>(h.answer(l, h.send(l, KeepAlive{"storm-0", kept})));
+    const raft::Index before = h.core(l).table().applied_index();
+    h.advance(milliseconds(600));  // every other lease ran out
+    BOOST_TEST(h.core(l).table().size() == 1u);
+    BOOST_TEST(h.core(l).table().find("storm-0") != nullptr);
+    BOOST_TEST(h.core(l).counters().expires_proposed == n - 1);
+    BOOST_TEST(h.core(l).counters().expiries_existed == n - 1);
+    // Three entries, not n - 1 (one Expire each), carried them.
+    BOOST_TEST(h.core(l).table().applied_index() - before == 3u);
+    for (raft::NodeId id = 1; id <= 3; ++id) BOOST_TEST(h.core(id).table().size() == 1u);
+    BOOST_TEST(h.logged(l, "expire_proposed", "batch", std::to_string(lock::kMaxExpireMany)));
+    BOOST_TEST(h.core(l).check_invariants() == "");
+}
+
+// A round that fails (the leader is cut off) leaves the whole batch running:
+// none is proposed, and once the leader is heard again they expire.
+BOOST_AUTO_TEST_CASE(a_batch_whose_round_fails_runs_on_and_expires_later) {
+    Harness h(3, 0);
+    const raft::NodeId l = h.elect();
+    for (int i = 0; i < 5; ++i) as<Granted>(h.answer(l, h.send(l, acq("k" + std::to_string(i), 1000))));
+    h.isolate(l);
+    h.advance(milliseconds(1200));
+    BOOST_TEST(h.core(l).counters().expires_proposed == 0u);
+    BOOST_TEST(h.core(l).check_invariants() == "");
+    h.heal();
+    auto expired = [&h] { return h.leader() != raft::kNoNode && h.core(h.leader()).table().size() == 0; };
+    for (int i = 0; i < 200 && !expired(); ++i) h.advance(Harness::kTick);
+    BOOST_TEST(expired());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -187,7 +187,7 @@ private:
         if (fx.removed) ++n.removed;
         if (fx.save) {
             n.storage.compact(*fx.save);
-            n.core->snapshot_saved(*fx.save, now_);
+            n.core->snapshot_saved(fx.save, now_);
         }
         if (fx.persist) {
             const raft::Ready& rd = *fx.persist;

@@ -72,6 +72,31 @@ BOOST_AUTO_TEST_CASE(query_param_decodes_percent_escapes) {
     BOOST_TEST(std::holds_alternative<BadRequest>(query_param("key=%zz", "key")));
 }
 
+BOOST_AUTO_TEST_CASE(list_query_takes_a_key_or_a_page_and_names_a_bad_parameter) {
+    using pgfence::member::ListLocks;
+    const ListLocks all = std::get<ListLocks>(parse_list_query(""));
+    BOOST_TEST(!all.key.has_value());
+    BOOST_TEST(all.limit == pgfence::member::kDefaultListLimit);
+    const ListLocks one = std::get<ListLocks>(parse_list_query("key=a%2Fb"));
+    BOOST_TEST(one.key.value() == "a/b");
+    const ListLocks page = std::get<ListLocks>(parse_list_query("prefix=job%2F&after=job%2F7&limit=50"));
+    BOOST_TEST(page.prefix == "job/");
+    BOOST_TEST(page.after == "job/7");
+    BOOST_TEST(page.limit == 50u);
+    BOOST_TEST(std::get<ListLocks>(parse_list_query("prefix=&after=")).prefix.empty());
+    auto error = [](std::string_view query) {
+        auto r = parse_list_query(query);
+        return std::holds_alternative<BadRequest>(r) ? std::get<BadRequest>(r).message : std::string();
+    };
+    for (const char* bad : {"limit=0", "limit=10001", "limit=-1", "limit=1e3", "limit=", "limit=99999999999"}) {
+        BOOST_TEST(error(bad).find("'limit' must be an integer 1..10000") != std::string::npos, bad << ": " << error(bad));
+    }
+    BOOST_TEST(error("key=").find("'key' is invalid") != std::string::npos);
+    BOOST_TEST(error("prefix=%01").find("'prefix' is invalid") != std::string::npos);
+    BOOST_TEST(error("after=" + std::string(513, 'a')).find("'after' is invalid") != std::string::npos);
+    BOOST_TEST(error("key=a&limit=5").find("cannot be combined") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(member_requests_name_a_bad_id_or_address) {
     auto add = parse_add_member(R"({"id":4,"peer_addr":"10.0.0.4:7400","client_addr":"db4.example:7500"})");
     BOOST_REQUIRE(std::holds_alternative<pgfence::member::AddMember>(add));

@@ -82,7 +82,7 @@ class RecordingLog final : public DurableLog {
         }
     }
 
-    void save_snapshot(const raft::Snapshot& snapshot) override {
+    void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override {
         const WriteTurn turn(*record_);
         std::this_thread::sleep_for(delays_.save);
         inner_.save_snapshot(snapshot);

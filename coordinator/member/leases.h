@@ -1,0 +1,87 @@
+// The leader's leases, one per held lock (lease.h), with an index of the
+// running ones by expire_at, so that finding the leases due for expiry costs
+// what is due, not what is held.
+//
+// Why an index: the leader checks expiries on every tick (and after a phantom
+// release). Scanning every lease costs O(held) each time: with a million
+// locks held, tens of milliseconds of every 100 ms tick, whether anything
+// expires or not. The index is an ordered set of (expire_at, key) holding
+// exactly the leases in LeasePhase::kRunning; take_due() walks it from the
+// front and stops at the first lease not yet due.
+//
+// Every change of a lease's expire_at or phase goes through a method here, so
+// the index cannot go stale; find() hands out const leases only.
+// The index's keys are views of the map's own keys (a std::map node never
+// moves), removed before the lease they name.
+//
+// Pure and deterministic: std only, time is passed in. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "member/lease.h"
+
+namespace pgfence::member {
+
+// One lease taken by take_due(): its key and token, as they were then.
+struct DueLease {
+    std::string key;
+    lock::Token token = 0;
+};
+
+class LeaseSet {
+public:
+    using Map = std::map<std::string, Lease, std::less<>>;
+
+    const Lease* find(std::string_view key) const;
+    std::size_t size() const { return leases_.size(); }
+    bool empty() const { return leases_.empty(); }
+    Map::const_iterator begin() const { return leases_.begin(); }
+    Map::const_iterator end() const { return leases_.end(); }
+
+    // Starts `key`'s lease at `now`, running, replacing any lease it had.
+    void start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
+               std::uint64_t max_clock_drift_ppm);
+    // Restarts `key`'s lease at `now` (a keepalive), its phase unchanged:
+    // a lease being confirmed stays out of the index until set_running().
+    // False (nothing changed) when `key` has no lease with `token`.
+    bool restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm);
+    // Brings deadline and expire_at forward to `now` when later (a phantom
+    // release), for a lease with `token` that is not kExpiring. False when
+    // there is none.
+    bool cut(std::string_view key, lock::Token token, Time now);
+    // Phase changes of `key`'s lease with `token` (false, nothing changed:
+    // there is none): kRunning (back in the index), kExpiring (final).
+    bool set_running(std::string_view key, lock::Token token);
+    bool set_expiring(std::string_view key, lock::Token token);
+    // Removes `key`'s lease if it has `token`; true when it did.
+    bool erase(std::string_view key, lock::Token token);
+    void clear();
+
+    // Moves up to `limit` running leases whose expire_at <= now to
+    // kConfirming, earliest expire_at first, appending them to `out`.
+    // Returns how many it took.
+    std::size_t take_due(Time now, std::size_t limit, std::vector<DueLease>& out);
+
+    // "" or the first broken: the index holds exactly the running leases,
+    // each at its expire_at. O(held): for tests and the simulation.
+    std::string check_invariants() const;
+
+private:
+    using Due = std::pair<Time, std::string_view>;
+    Lease* find_token(std::string_view key, lock::Token token, Map::iterator* at);
+    void unindex(const Map::iterator& it);
+    void index(const Map::iterator& it);
+
+    Map leases_;
+    std::set<Due> running_;  // (expire_at, key) of every kRunning lease
+};
+
+}  // namespace pgfence::member
