@@ -12,9 +12,13 @@ packages=(
   iproute2 nftables faketime fiu-utils gnuplot-nox
 )
 # Only the benchmarks need these: etcd for the side-by-side one (make
-# bench-coordinator), valgrind to count instructions (make bench-pg-instr).
+# bench-coordinator), valgrind to count instructions (make bench-pg-instr),
+# gRPC++, protoc and etcd's .proto files (golang-etcd-server-dev) for its
+# etcd-grpc row (bench/etcd_grpc; the build strips the Go-only annotations from
+# the .proto files, so gogo-protobuf's and googleapis' .proto files are not needed).
 if [[ "${PGFENCE_BENCH_DEPS:-0}" == 1 ]]; then
-  packages+=(etcd-server etcd-client valgrind)
+  packages+=(etcd-server etcd-client valgrind
+             libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev golang-etcd-server-dev)
 fi
 
 missing=()

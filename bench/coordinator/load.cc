@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,15 +31,6 @@ namespace http = boost::beast::http;
 
 constexpr int kMaxEvents = 256;
 constexpr int kTickMs = 10;  // timeouts and pauses are checked this often
-
-double cpu_seconds() {
-    rusage u{};
-    ::getrusage(RUSAGE_SELF, &u);
-    auto s = [](const timeval& t) {
-        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-    };
-    return s(u.ru_utime) + s(u.ru_stime);
-}
 
 // Blocking connect (loopback answers at once), then non-blocking with
 // TCP_NODELAY. -1 with `error` set on failure.
@@ -414,12 +404,6 @@ class Loop {
     int epfd_ = -1;
 };
 
-double percentile(const std::vector<std::uint32_t>& sorted, double p) {
-    if (sorted.empty()) return 0;
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1));
-    return sorted[i];
-}
-
 }  // namespace
 
 LoadResult run_load(const ScriptFactory& factory, int connections,
@@ -448,25 +432,9 @@ LoadResult run_load(const ScriptFactory& factory, int connections,
         if (r.first_error.empty()) r.first_error = c.first_error;
         all.insert(all.end(), c.latencies_us.begin(), c.latencies_us.end());
     }
-    std::sort(all.begin(), all.end());
     r.cycles_per_s = static_cast<double>(r.cycles) / r.seconds;
-    r.p50_us = percentile(all, 0.50);
-    r.p99_us = percentile(all, 0.99);
-    r.max_us = all.empty() ? 0 : all.back();
+    set_percentiles(all, r);
     return r;
-}
-
-std::string format_result(const std::string& target, int connections, const LoadResult& r) {
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "target=%s connections=%d seconds=%.2f cycles=%llu cycles_per_s=%.1f p50_us=%.0f "
-                  "p99_us=%.0f "
-                  "max_us=%.0f errors=%llu redirects=%llu loadgen_cpu_s=%.2f",
-                  target.c_str(), connections, r.seconds, static_cast<unsigned long long>(r.cycles),
-                  r.cycles_per_s, r.p50_us, r.p99_us, r.max_us,
-                  static_cast<unsigned long long>(r.errors),
-                  static_cast<unsigned long long>(r.redirects), r.cpu_s);
-    return line;
 }
 
 }  // namespace pgfence::bench

@@ -30,6 +30,7 @@
 
 #include "client/endpoints.h"
 #include "net/tls.h"
+#include "report.h"
 
 namespace pgfence::bench {
 
@@ -55,17 +56,6 @@ class Script {
 
 using ScriptFactory = std::function<std::unique_ptr<Script>(int connection)>;
 
-struct LoadResult {
-    std::uint64_t cycles = 0;
-    std::uint64_t errors = 0;
-    std::uint64_t redirects = 0;
-    double seconds = 0;
-    double cycles_per_s = 0;
-    double p50_us = 0, p99_us = 0, max_us = 0;  // acquire latency
-    double cpu_s = 0;  // CPU the load generator itself used (user + system)
-    std::string first_error;
-};
-
 // Bounds: recorded latencies per connection (later samples are dropped), the
 // size of one response, redirects followed in a row.
 constexpr std::size_t kMaxSamplesPerConnection = 4'000'000;
@@ -78,7 +68,5 @@ constexpr auto kResponseTimeout = std::chrono::seconds(5);
 // `tls` (TlsSide::kClient) is used for https:// endpoints; null: none may be.
 LoadResult run_load(const ScriptFactory& factory, int connections,
                     std::chrono::milliseconds duration, net::TlsContextPtr tls = nullptr);
-
-std::string format_result(const std::string& target, int connections, const LoadResult& r);
 
 }  // namespace pgfence::bench

@@ -6,20 +6,32 @@
 # leader, etcd's members proxy lock calls to their leader themselves);
 # then pgfence failover time: kill -9 the leader, time until the next acquire
 # succeeds, median of FAILOVER_ROUNDS (the killed member is restarted between rounds).
-# With BENCH_TLS=1 (the default) a second pair runs beside the first, each
+#
+# etcd is driven two ways: etcd-grpc, its native gRPC API (v3lockpb Lock +
+# Unlock over HTTP/2, bench/etcd_grpc: the client path of etcd's own clientv3,
+# the anchor pgfence's figures are quoted against), and etcd-json, its v3 JSON
+# gateway (HTTP/1.1 + JSON like pgfence's API; bench_coordinator's etcd
+# target). The etcd-grpc row is there when bench_etcd_grpc was built (gRPC++,
+# protoc and etcd's .proto files: PGFENCE_BENCH_DEPS=1 scripts/install-deps.sh,
+# which `make bench-coordinator` runs); without it the tables have no
+# etcd-grpc figures and say so.
+#
+# With BENCH_TLS=1 (the default) a second set runs beside the first, each
 # with TLS on the client and the peer port (the same certificates, made by
 # scripts/make-certs.sh through scripts/cluster.sh --tls; etcd with its own
-# flags: --cert-file, --peer-client-cert-auth, ...), measured in the same
-# rounds; a second table gives the TLS rows and each system's TLS cost.
+# flags: --cert-file, --peer-client-cert-auth, ...; both etcd clients verify
+# the members against the same CA), measured in the same rounds; a second
+# table gives the TLS rows and each target's TLS cost.
 #
 #   bash bench/coordinator/run.sh          (make bench-coordinator)
 #
 # Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_ROUNDS (4: the table
-# gives medians over the rounds, each round running every connection count against both), FAILOVER_ROUNDS (5),
+# gives medians over the rounds, each round running every connection count against each target), FAILOVER_ROUNDS (5),
 # BUILD_BENCH (build-bench: Release build made here), JOBS (2),
 # BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP; the TLS cluster +200), ETCD_BASE_PORT
 # (19300; the TLS cluster +50), BENCH_TLS (1: add the TLS rows; 0: plaintext only),
-# BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR to use existing binaries.
+# BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR (and GRPC_BENCH_BIN, optional:
+# the etcd-grpc row) to use existing binaries.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
@@ -39,12 +51,25 @@ ETCD=${ETCD_BIN:-$(command -v etcd || true)}
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator
+    GRPC_BENCH_BIN=""
+    # The target exists only where its dependencies were found (bench/etcd_grpc/CMakeLists.txt).
+    targets=$(cmake --build "$BUILD" --target help)  # whole, before grep: no SIGPIPE under pipefail
+    if grep -q '^\.\.\. bench_etcd_grpc$' <<<"$targets"; then
+        cmake --build "$BUILD" -j"${JOBS:-2}" --target bench_etcd_grpc
+        GRPC_BENCH_BIN=$BUILD/bench/etcd_grpc/bench_etcd_grpc
+    fi
     BENCH_BIN=$BUILD/bench/coordinator/bench_coordinator
     FENCECTL_BIN=$BUILD/coordinator/cli/fencectl
     FENCE_BIN_DIR=$BUILD/coordinator/server
 fi
 : "${BENCH_BIN:?}" "${FENCECTL_BIN:?}" "${FENCE_BIN_DIR:?}"
 export FENCE_BIN_DIR
+GRPC_BENCH_BIN=${GRPC_BENCH_BIN:-}
+if [[ -z "$GRPC_BENCH_BIN" ]]; then
+    echo "run.sh: bench_etcd_grpc not built (gRPC++/protoc/etcd .proto files missing): no etcd-grpc row" >&2
+elif [[ ! -x "$GRPC_BENCH_BIN" ]]; then
+    echo "run.sh: GRPC_BENCH_BIN '$GRPC_BENCH_BIN' is not an executable" >&2; exit 2
+fi
 
 mkdir -p "$BUILD"
 WORK=$(mktemp -d "$BUILD/bench-coordinator.XXXXXX")  # on disk, not tmpfs: fsync costs what it costs
@@ -121,44 +146,52 @@ fi
 echo "each run: ${SECONDS_PER_RUN}s, every connection loops acquire + release on its own key"
 echo
 
-# Rounds: every round runs each connection count against both (pgfence first
-# in odd rounds, etcd first in even ones: use an even BENCH_ROUNDS for a
-# balanced order), so the two are measured minutes apart at most; the disk's speed drifts
-# over minutes (fsync latency by +-15% on this VM), and single 10 s runs vary
-# by about as much. The table gives per-connection-count medians over the
-# rounds (max us: the largest), the ratio the median of the per-round ratios.
-declare -A runs=()      # "c round" -> "pgfence line|etcd line"
+# Rounds: every round runs each connection count against the three targets
+# (pgfence, etcd-grpc, etcd-json in odd rounds, the reverse in even ones: use
+# an even BENCH_ROUNDS for a balanced order), so they are measured minutes
+# apart at most; the disk's speed drifts over minutes (fsync latency by +-15%
+# on this VM), and single 10 s runs vary by about as much. The tables give
+# per-connection-count medians over the rounds (max us: the largest), each
+# ratio the median of the per-round ratios.
+declare -A runs=()      # "c round" -> "pgfence line|etcd-json line|etcd-grpc line" (the last "" without it)
 declare -A tls_runs=()  # the same, with TLS
-load_pair() {  # C ROUND PGFENCE-ENDPOINTS ETCD-ENDPOINTS [--cacert F]: prints "pgfence line|etcd line"
-    local c=$1 round=$2 pge=$3 ete=$4 pg et
+load_set() {  # C ROUND PGFENCE-ENDPOINTS ETCD-ENDPOINTS [--cacert F]: prints the three lines joined by '|'
+    local c=$1 round=$2 pge=$3 ete=$4 pg="" js="" gr="" t
     shift 4
-    # Alternate which goes first, so that neither always runs on the
-    # later (warmer or more worn) disk.
-    if ((round % 2 == 1)); then
-        pg=$("$BENCH_BIN" load pgfence --endpoints "$pge" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
-        et=$("$BENCH_BIN" load etcd --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
-    else
-        et=$("$BENCH_BIN" load etcd --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
-        pg=$("$BENCH_BIN" load pgfence --endpoints "$pge" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@")
-    fi
-    echo "$pg|$et"
+    local order=(pg grpc json)
+    ((round % 2 == 0)) && order=(json grpc pg)  # neither end always on the later disk
+    for t in "${order[@]}"; do
+        case $t in
+        pg) pg=$("$BENCH_BIN" load pgfence --endpoints "$pge" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@") ;;
+        json) js=$("$BENCH_BIN" load etcd --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@") ;;
+        grpc) [[ -z "$GRPC_BENCH_BIN" ]] ||
+            gr=$("$GRPC_BENCH_BIN" load --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@") ;;
+        esac
+    done
+    echo "$pg|$js|$gr"
+}
+part() {  # pg|json|grpc LINE: one target's line of a load_set result
+    local pg js gr
+    IFS='|' read -r pg js gr <<<"$2"
+    case $1 in pg) echo "$pg" ;; json) echo "$js" ;; grpc) echo "$gr" ;; esac
 }
 for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
     for c in $CONNECTIONS; do
-        # The plaintext and the TLS pair alternate too.
+        # The plaintext and the TLS set alternate too.
         if ((TLS && round % 2 == 0)); then
-            tls_runs["$c $round"]=$(load_pair "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
+            tls_runs["$c $round"]=$(load_set "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
         fi
-        runs["$c $round"]=$(load_pair "$c" "$round" "$PG_ENDPOINTS" "$ETCD_ENDPOINTS")
+        runs["$c $round"]=$(load_set "$c" "$round" "$PG_ENDPOINTS" "$ETCD_ENDPOINTS")
         if ((TLS && round % 2 == 1)); then
-            tls_runs["$c $round"]=$(load_pair "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
+            tls_runs["$c $round"]=$(load_set "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
         fi
-        echo "round=$round ${runs["$c $round"]%%|*}"
-        echo "round=$round ${runs["$c $round"]#*|}"
-        if ((TLS)); then
-            echo "round=$round tls ${tls_runs["$c $round"]%%|*}"
-            echo "round=$round tls ${tls_runs["$c $round"]#*|}"
-        fi
+        for t in pg grpc json; do
+            line=$(part $t "${runs["$c $round"]}")
+            [[ -z "$line" ]] || echo "round=$round $line"
+            ((TLS)) || continue
+            line=$(part $t "${tls_runs["$c $round"]}")
+            [[ -z "$line" ]] || echo "round=$round tls $line"
+        done
     done
 done
 
@@ -168,48 +201,48 @@ median() {  # of the numbers on stdin; "-" when there are none
 }
 maxof() { sort -g | awk 'END {print (NR == 0) ? "-" : $1}'; }
 sumof() { awk '{s += $1} END {print (NR == 0) ? "-" : s}'; }
-# over_rounds C TARGET FIELD REDUCER: one field of C's runs against TARGET (pg|etcd), reduced
 # The table read by these: runs (plaintext) or tls_runs.
 declare -n RUNS=runs
-over_rounds() {  # C pg|etcd FIELD REDUCER: one field of C's runs, reduced
-    local round line
+over_rounds() {  # C pg|json|grpc FIELD REDUCER: one field of C's runs against one target, reduced
+    local round
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        line=${RUNS["$1 $round"]}
-        if [[ $2 == pg ]]; then line=${line%%|*}; else line=${line#*|}; fi
-        field "$3" "$line"
+        field "$3" "$(part "$2" "${RUNS["$1 $round"]}")"
     done | "$4"
 }
-ratios() {  # per-round pgfence/etcd cycles_per_s ratios for C
+ratios() {  # C json|grpc: per-round pgfence/etcd cycles_per_s ratios
     local round line
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
         line=${RUNS["$1 $round"]}
-        awk -v a="$(field cycles_per_s "${line%%|*}")" -v b="$(field cycles_per_s "${line#*|}")" \
+        awk -v a="$(field cycles_per_s "$(part pg "$line")")" -v b="$(field cycles_per_s "$(part "$2" "$line")")" \
             'BEGIN { if (a != "" && b > 0) printf "%.2f\n", a / b }'
     done
 }
-table() {  # TITLE
-    local c ratio
-    echo
-    echo "$1, medians over $BENCH_ROUNDS_N round(s):"
-    printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' conns "pgfence c/s" "p50 us" "p99 us" \
-        "max us" errors "etcd c/s" "p50 us" "p99 us" "max us" errors ratio "per round"
-    for c in $CONNECTIONS; do
-        ratio=$(ratios "$c" | median | awk '$1 == "-" {print; next} {printf "%.1fx\n", $1}')
-        printf '%5s | %12s %9s %9s %9s %6s | %12s %9s %9s %9s %6s | %7s | %s\n' "$c" \
-            "$(over_rounds "$c" pg cycles_per_s median)" "$(over_rounds "$c" pg p50_us median)" \
-            "$(over_rounds "$c" pg p99_us median)" "$(over_rounds "$c" pg max_us maxof)" "$(over_rounds "$c" pg errors sumof)" \
-            "$(over_rounds "$c" etcd cycles_per_s median)" "$(over_rounds "$c" etcd p50_us median)" \
-            "$(over_rounds "$c" etcd p99_us median)" "$(over_rounds "$c" etcd max_us maxof)" "$(over_rounds "$c" etcd errors sumof)" \
-            "$ratio" "$(ratios "$c" | sed 's/$/x/' | paste -sd' ')"
-    done
+columns() {  # C TARGET: "c/s p50 p99 max errors" of one target, medians (max: largest, errors: sum)
+    printf '%12s %9s %9s %9s %6s' "$(over_rounds "$1" "$2" cycles_per_s median)" "$(over_rounds "$1" "$2" p50_us median)" \
+        "$(over_rounds "$1" "$2" p99_us median)" "$(over_rounds "$1" "$2" max_us maxof)" "$(over_rounds "$1" "$2" errors sumof)"
 }
-# tls_cost C pg|etcd: per-round TLS/plaintext cycles_per_s of one system, median.
+table() {  # TITLE
+    local c
+    local head='%12s %9s %9s %9s %6s'
+    echo
+    echo "$1, medians over $BENCH_ROUNDS_N round(s); ratios pgfence/etcd cycles/s, etcd-grpc's the anchor:"
+    printf "%5s | $head | $head | $head | %9s %9s | %s\n" conns "pgfence c/s" "p50 us" "p99 us" "max us" errors \
+        "etcd-grpc" "p50 us" "p99 us" "max us" errors "etcd-json" "p50 us" "p99 us" "max us" errors \
+        "/grpc" "/json" "per round /grpc; /json"
+    for c in $CONNECTIONS; do
+        printf '%5s | %s | %s | %s | %9s %9s | %s; %s\n' "$c" "$(columns "$c" pg)" "$(columns "$c" grpc)" "$(columns "$c" json)" \
+            "$(ratios "$c" grpc | median | awk '$1 == "-" {print; next} {printf "%.2fx\n", $1}')" \
+            "$(ratios "$c" json | median | awk '$1 == "-" {print; next} {printf "%.2fx\n", $1}')" \
+            "$(ratios "$c" grpc | sed 's/$/x/' | paste -sd' ')" "$(ratios "$c" json | sed 's/$/x/' | paste -sd' ')"
+    done
+    [[ -n "$GRPC_BENCH_BIN" ]] || echo "(no etcd-grpc row: bench_etcd_grpc was not built)"
+}
+# tls_cost C pg|json|grpc: per-round TLS/plaintext cycles_per_s of one target, median.
 tls_cost() {
-    local round p t
+    local round
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        p=${runs["$1 $round"]} t=${tls_runs["$1 $round"]}
-        if [[ $2 == pg ]]; then p=${p%%|*} t=${t%%|*}; else p=${p#*|} t=${t#*|}; fi
-        awk -v a="$(field cycles_per_s "$t")" -v b="$(field cycles_per_s "$p")" \
+        awk -v a="$(field cycles_per_s "$(part "$2" "${tls_runs["$1 $round"]}")")" \
+            -v b="$(field cycles_per_s "$(part "$2" "${runs["$1 $round"]}")")" \
             'BEGIN { if (a != "" && b > 0) printf "%.3f\n", a / b }'
     done | sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.3f\n", a[(NR + 1) / 2];
                                             else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
@@ -218,11 +251,12 @@ tls_cost() {
 table "plaintext"
 if ((TLS)); then
     declare -n RUNS=tls_runs
-    table "TLS on the client and the peer port (both systems)"
+    table "TLS on the client and the peer port (all three)"
     echo
     echo "cost of TLS (TLS cycles/s / plaintext cycles/s, median of per-round ratios):"
     for c in $CONNECTIONS; do
-        printf '%5s conns: pgfence %s   etcd %s\n' "$c" "$(tls_cost "$c" pg)" "$(tls_cost "$c" etcd)"
+        printf '%5s conns: pgfence %s   etcd-grpc %s   etcd-json %s\n' "$c" "$(tls_cost "$c" pg)" "$(tls_cost "$c" grpc)" \
+            "$(tls_cost "$c" json)"
     done
 fi
 

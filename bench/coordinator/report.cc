@@ -1,0 +1,48 @@
+#include "report.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pgfence::bench {
+namespace {
+
+double percentile(const std::vector<std::uint32_t>& sorted, double p) {
+    if (sorted.empty()) return 0;
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1));
+    return sorted[i];
+}
+
+}  // namespace
+
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    auto s = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+    };
+    return s(u.ru_utime) + s(u.ru_stime);
+}
+
+void set_percentiles(std::vector<std::uint32_t>& latencies_us, LoadResult& r) {
+    std::sort(latencies_us.begin(), latencies_us.end());
+    r.p50_us = percentile(latencies_us, 0.50);
+    r.p99_us = percentile(latencies_us, 0.99);
+    r.max_us = latencies_us.empty() ? 0 : latencies_us.back();
+}
+
+std::string format_result(const std::string& target, int connections, const LoadResult& r) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "target=%s connections=%d seconds=%.2f cycles=%llu cycles_per_s=%.1f p50_us=%.0f "
+                  "p99_us=%.0f "
+                  "max_us=%.0f errors=%llu redirects=%llu loadgen_cpu_s=%.2f",
+                  target.c_str(), connections, r.seconds, static_cast<unsigned long long>(r.cycles),
+                  r.cycles_per_s, r.p50_us, r.p99_us, r.max_us,
+                  static_cast<unsigned long long>(r.errors),
+                  static_cast<unsigned long long>(r.redirects), r.cpu_s);
+    return line;
+}
+
+}  // namespace pgfence::bench

@@ -1,0 +1,34 @@
+// What one closed-loop load run measured, and its one-line summary: shared by
+// bench_coordinator (HTTP load, load.h) and bench_etcd_grpc (etcd's gRPC API),
+// so that bench/coordinator/run.sh reads the same fields from both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pgfence::bench {
+
+struct LoadResult {
+    std::uint64_t cycles = 0;
+    std::uint64_t errors = 0;
+    std::uint64_t redirects = 0;
+    double seconds = 0;
+    double cycles_per_s = 0;
+    double p50_us = 0, p99_us = 0, max_us = 0;  // acquire latency
+    double cpu_s = 0;  // CPU the load generator itself used (user + system)
+    std::string first_error;
+};
+
+// CPU this process has used so far (user + system, all threads), in seconds.
+double cpu_seconds();
+
+// Sorts `latencies_us` and sets r.p50_us, r.p99_us and r.max_us from it
+// (0 when empty).
+void set_percentiles(std::vector<std::uint32_t>& latencies_us, LoadResult& r);
+
+// "target=T connections=C seconds=S cycles=N cycles_per_s=X p50_us=.. p99_us=..
+// max_us=.. errors=.. redirects=.. loadgen_cpu_s=..": one line, no newline.
+std::string format_result(const std::string& target, int connections, const LoadResult& r);
+
+}  // namespace pgfence::bench
