@@ -54,7 +54,7 @@ void put_lock(std::string& out, const Lock& lock) {
 std::string LockTable::snapshot() const {
     std::string out;
     put_header(out, applied_index_, token_floor_, last_token_, locks_.size());
-    for (const auto& [key, lock] : locks_) put_lock(out, lock);
+    for (const Lock& lock : locks_) put_lock(out, lock);
     return out;
 }
 
@@ -71,7 +71,7 @@ void LockTable::before_change(std::string_view key) {
     if (!build_ || (build_->started && key <= build_->cursor)) return;
     if (build_->before.find(key) != build_->before.end()) return;  // its state at the beginning is kept already
     auto held = locks_.find(key);
-    build_->before.emplace(std::string(key), held == locks_.end() ? std::nullopt : std::optional<Lock>(held->second));
+    build_->before.emplace(std::string(key), held == locks_.end() ? std::nullopt : std::optional<Lock>(*held));
 }
 
 // Walks the table and the kept states together in key order from the
@@ -86,8 +86,8 @@ bool LockTable::continue_snapshot(std::size_t max_locks) {
         const bool more_now = now != locks_.end();
         const bool more_kept = kept != b.before.end();
         if (!more_now && !more_kept) break;
-        if (more_kept && (!more_now || kept->first <= now->first)) {
-            if (more_now && kept->first == now->first) ++now;
+        if (more_kept && (!more_now || kept->first <= now->key)) {
+            if (more_now && kept->first == now->key) ++now;
             if (kept->second) {
                 put_lock(b.bytes, *kept->second);
                 ++b.encoded;
@@ -95,9 +95,9 @@ bool LockTable::continue_snapshot(std::size_t max_locks) {
             b.cursor = kept->first;
             kept = b.before.erase(kept);
         } else {
-            put_lock(b.bytes, now->second);
+            put_lock(b.bytes, *now);
             ++b.encoded;
-            b.cursor = now->first;
+            b.cursor = now->key;
             ++now;
         }
         b.started = true;
@@ -150,15 +150,14 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
         const std::size_t lock_offset = in.offset();
         auto lock = read_lock(in);
         if (!lock) return DecodeError{in.error()};
-        if (!table.locks_.empty() && !(table.locks_.rbegin()->first < lock->key)) {
+        if (!table.locks_.empty() && !(table.locks_.rbegin()->key < lock->key)) {
             in.fail_at(lock_offset, "lock " + std::to_string(i) +
                                         " key is not after the previous key (repeated or out "
                                         "of order)");
             return DecodeError{in.error()};
         }
         table.bytes_ += lock_bytes(lock->key, lock->owner);
-        std::string key = lock->key;
-        table.locks_.emplace_hint(table.locks_.end(), std::move(key), std::move(*lock));
+        table.locks_.emplace_hint(table.locks_.end(), std::move(*lock));
     }
     if (!in.expect_end("the end")) return DecodeError{in.error()};
     if (auto problem = table.check_invariants(); !problem.empty()) {

@@ -40,13 +40,18 @@ void LockTable::require_next_index(std::uint64_t index) const {
 Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     if (!validate(grant).empty()) return GrantRejected{kInvalidGrantHolder};
     if (auto held = locks_.find(grant.key); held != locks_.end()) {
-        Lock& lock = held->second;
-        if (!grant.owner.empty() && grant.owner == lock.owner) {
+        if (!grant.owner.empty() && grant.owner == held->owner) {
             before_change(grant.key);
-            lock.lease_ms = grant.lease_ms;  // an idempotent retry may change the lease
-            return Granted{lock.token};
+            // An idempotent retry may change the lease: the set's element is
+            // const, so the node is taken out, changed and put back (the
+            // key, its place, is unchanged).
+            auto node = locks_.extract(held);
+            node.value().lease_ms = grant.lease_ms;
+            const Token token = node.value().token;
+            locks_.insert(std::move(node));
+            return Granted{token};
         }
-        return GrantRejected{lock.token};
+        return GrantRejected{held->token};
     }
     if (index > kMaxToken - token_floor_) return GrantRejected{kInvalidGrantHolder};
     const std::uint64_t added = lock_bytes(grant.key, grant.owner);
@@ -57,7 +62,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
                                " does not exceed the last token " + std::to_string(last_token_));
     }
     before_change(grant.key);
-    locks_.emplace(grant.key, Lock{grant.key, token, grant.lease_ms, grant.owner});
+    locks_.insert(Lock{grant.key, token, grant.lease_ms, grant.owner});
     bytes_ += added;
     last_token_ = token;
     return Granted{token};
@@ -87,22 +92,22 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {
 
 bool LockTable::remove_if_held(std::string_view key, Token token) {
     auto held = locks_.find(key);
-    if (held == locks_.end() || held->second.token != token) return false;
+    if (held == locks_.end() || held->token != token) return false;
     before_change(key);
-    bytes_ -= lock_bytes(held->second.key, held->second.owner);
+    bytes_ -= lock_bytes(held->key, held->owner);
     locks_.erase(held);
     return true;
 }
 
 const Lock* LockTable::find(std::string_view key) const {
     auto held = locks_.find(key);
-    return held == locks_.end() ? nullptr : &held->second;
+    return held == locks_.end() ? nullptr : &*held;
 }
 
 std::vector<Lock> LockTable::list() const {
     std::vector<Lock> out;
     out.reserve(locks_.size());
-    for (const auto& [key, lock] : locks_) out.push_back(lock);
+    for (const Lock& lock : locks_) out.push_back(lock);
     return out;
 }
 
@@ -111,12 +116,12 @@ std::vector<Lock> LockTable::list_page(std::string_view prefix, std::string_view
     auto it = after < prefix ? locks_.lower_bound(prefix) : locks_.upper_bound(after);
     std::vector<Lock> out;
     more = false;
-    for (; it != locks_.end() && std::string_view(it->first).starts_with(prefix); ++it) {
+    for (; it != locks_.end() && std::string_view(it->key).starts_with(prefix); ++it) {
         if (out.size() == limit) {
             more = true;
             break;
         }
-        out.push_back(it->second);
+        out.push_back(*it);
     }
     return out;
 }
@@ -135,8 +140,8 @@ std::string LockTable::check_invariants() const {
     }
     std::set<Token> tokens;
     std::uint64_t bytes = 0;
-    for (const auto& [key, lock] : locks_) {
-        if (auto problem = check_lock(key, lock); !problem.empty()) return problem;
+    for (const Lock& lock : locks_) {
+        if (auto problem = check_lock(lock); !problem.empty()) return problem;
         if (!tokens.insert(lock.token).second) {
             return "token " + std::to_string(lock.token) + " is held by two keys";
         }
@@ -148,8 +153,7 @@ std::string LockTable::check_invariants() const {
     return {};
 }
 
-std::string LockTable::check_lock(std::string_view key, const Lock& lock) const {
-    if (lock.key != key) return "lock filed under a different key than its own";
+std::string LockTable::check_lock(const Lock& lock) const {
     if (auto problem = validate(Command{Grant{lock.key, lock.lease_ms, lock.owner}});
         !problem.empty()) {
         return "invalid lock: " + problem;

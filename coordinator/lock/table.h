@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -142,7 +143,7 @@ class LockTable {
     // Before `key`'s lock changes: keeps its state for the snapshot being
     // built, if any, when the build has not reached the key yet.
     void before_change(std::string_view key);
-    std::string check_lock(std::string_view key, const Lock& lock) const;
+    std::string check_lock(const Lock& lock) const;
 
     // A snapshot being built (begin_snapshot): its bytes so far, the last
     // key encoded, and the state at the beginning of the keys changed since
@@ -156,7 +157,15 @@ class LockTable {
         std::map<std::string, std::optional<Lock>, std::less<>> before;
     };
 
-    std::map<std::string, Lock, std::less<>> locks_;
+    // By key: the set's elements are the locks themselves, so a key is
+    // stored once (a map would hold it twice, as map key and as Lock::key).
+    struct ByKey {
+        using is_transparent = void;
+        bool operator()(const Lock& a, const Lock& b) const { return a.key < b.key; }
+        bool operator()(const Lock& a, std::string_view b) const { return a.key < b; }
+        bool operator()(std::string_view a, const Lock& b) const { return a < b.key; }
+    };
+    std::set<Lock, ByKey> locks_;
     std::optional<Build> build_;
     std::uint64_t applied_index_ = 0;
     std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
