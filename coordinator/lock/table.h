@@ -80,6 +80,11 @@ class LockTable {
 
     const Lock* find(std::string_view key) const;
     std::vector<Lock> list() const;  // sorted by key
+    // Calls f(const Lock&) for every lock, in key order, without a copy of the table.
+    template <typename F>
+    void for_each(F&& f) const {
+        for (const Lock& lock : locks_) f(lock);
+    }
     // One page of the locks whose key starts with `prefix`, sorted by key,
     // from the first key greater than `after` ("" : from the start): at
     // most `limit` of them; `more` says whether further keys with the prefix

@@ -69,10 +69,7 @@ void Core::fail_reads(std::uint64_t ctx, Time now) {
 // ---- leases --------------------------------------------------------------------
 
 void Core::restart_all_leases(Time now) {
-    leases_.clear();
-    for (const lock::Lock& l : table_.list()) {
-        leases_.start(l.key, l.token, l.lease_ms, now, config_.max_clock_drift_ppm);
-    }
+    leases_.start_all(table_, now, config_.max_clock_drift_ppm);
 }
 
 // A lease is expired from its expire_at (the nominal deadline plus the

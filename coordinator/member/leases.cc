@@ -25,6 +25,15 @@ void LeaseSet::index(const Map::iterator& it) {
     if (it->second.phase == LeasePhase::kRunning) running_.emplace(it->second.expire_at, it->first);
 }
 
+void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm) {
+    clear();
+    table.for_each([&](const lock::Lock& l) {
+        auto it = leases_.emplace_hint(leases_.end(), l.key,
+                                       Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm));
+        running_.emplace_hint(running_.end(), it->second.expire_at, it->first);
+    });
+}
+
 void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
                      std::uint64_t max_clock_drift_ppm) {
     auto it = leases_.find(key);

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "lock/table.h"
 #include "member/lease.h"
 
 namespace pgfence::member {
@@ -46,6 +47,10 @@ public:
     Map::const_iterator begin() const { return leases_.begin(); }
     Map::const_iterator end() const { return leases_.end(); }
 
+    // Replaces every lease by one per lock of `table`, each started at
+    // `now` (a new leader restarts them all). The locks come in key order,
+    // so each goes in at the end of both orders: linear in the locks.
+    void start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm);
     // Starts `key`'s lease at `now`, running, replacing any lease it had.
     void start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
                std::uint64_t max_clock_drift_ppm);

@@ -106,4 +106,20 @@ BOOST_AUTO_TEST_CASE(start_replaces_and_erase_needs_the_token) {
     BOOST_TEST(s.check_invariants() == "");
 }
 
+BOOST_AUTO_TEST_CASE(start_all_starts_one_running_lease_per_lock_of_the_table) {
+    pgfence::lock::LockTable table;
+    table.apply(1, pgfence::lock::Grant{"b", 200, ""});
+    table.apply(2, pgfence::lock::Grant{"a", 300, ""});
+    LeaseSet s;
+    s.start("gone", 9, 100, kT0, 0);  // replaced: the table does not hold it
+    s.start_all(table, kT0, 0);
+    BOOST_TEST(s.size() == 2u);
+    BOOST_TEST(s.find("gone") == nullptr);
+    BOOST_TEST(s.find("a")->token == 2u);
+    BOOST_TEST(s.check_invariants() == "");
+    std::vector<DueLease> due;
+    s.take_due(kT0 + milliseconds(300), 10, due);
+    BOOST_TEST((keys_of(due) == std::vector<std::string>{"b", "a"}));  // by expire_at, not by key
+}
+
 BOOST_AUTO_TEST_SUITE_END()
