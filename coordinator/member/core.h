@@ -47,8 +47,10 @@
 //             Call persist_started() once the write is under way (before
 //             persisted()), and take the effects it leaves.
 //             Nothing else is written to the log meanwhile (one write at a time).
-//   save      at most one outstanding: save the snapshot durably (not
-//             concurrently with a persist), then call snapshot_saved().
+//   save      at most one outstanding: save the snapshot durably (the
+//             server writes its file beside persists, then records it in
+//             the log's order, not concurrently with one), then call
+//             snapshot_saved().
 //   respond   answers, by request id: at most one per request (none after
 //             client_gone(), none for a phantom grant); once
 //             answered, an id may be used again

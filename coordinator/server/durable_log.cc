@@ -16,8 +16,11 @@ public:
                  const std::vector<raft::Entry>& entries) override {
         storage_->persist(hard_state ? &*hard_state : nullptr, snapshot ? &*snapshot : nullptr, entries);
     }
-    void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override {
-        storage_->save_snapshot(snapshot);
+    bool write_snapshot_file(const raft::Snapshot& snapshot) override {
+        return storage_->write_snapshot_file(snapshot);
+    }
+    void adopt_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override {
+        storage_->adopt_snapshot(snapshot);
     }
     void persist_commit(const raft::HardState& hard_state) override { storage_->persist_commit(hard_state); }
 

@@ -3,10 +3,12 @@
 // module's WAL implements it for real data directories; MemoryLog (below) is
 // for tests.
 //
-// Threading: persist() and save_snapshot() run one at a time: on the writer
-// thread (writer.h), or persist() on the loop thread while no snapshot save
-// is queued (a follower's inline write, Member::Impl::run_persist); storage()
-// is read once, on the loop thread, before the writer starts.
+// Threading: persist() and adopt_snapshot() run one at a time: on the
+// writer thread (writer.h), or persist() on the loop thread while no
+// snapshot adoption is queued (a follower's inline write,
+// Member::Impl::run_persist). write_snapshot_file() runs on the snapshot
+// thread, beside them. storage() is read once, on the loop thread, before
+// the threads start.
 #pragma once
 
 #include <memory>
@@ -31,9 +33,13 @@ public:
     virtual void persist(const std::optional<raft::HardState>& hard_state,
                          const std::optional<raft::Snapshot>& snapshot,
                          const std::vector<raft::Entry>& entries) = 0;
-    // The application's own snapshot at an applied index; durable on return.
-    // Kept shared, not copied: the Raft core keeps the same snapshot.
-    virtual void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) = 0;
+    // The application's own snapshot at an applied index, in the storage's
+    // two steps (storage/durable_storage.h): the file, durable on return,
+    // while persists go on (false: an installed snapshot is as new, nothing
+    // written); then its adoption, which drops the log it covers. Kept
+    // shared, not copied: the Raft core keeps the same snapshot.
+    virtual bool write_snapshot_file(const raft::Snapshot& snapshot) = 0;
+    virtual void adopt_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) = 0;
     // The hard state with its commit index, durable on return, so the next
     // start knows that commit (storage/durable_storage.h persist_commit).
     virtual void persist_commit(const raft::HardState& hard_state) = 0;
@@ -48,7 +54,8 @@ public:
         if (!entries.empty()) storage_.append(entries);
         if (hard_state) storage_.set_hard_state(*hard_state);
     }
-    void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override { storage_.compact(*snapshot); }
+    bool write_snapshot_file(const raft::Snapshot&) override { return true; }  // no file
+    void adopt_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override { storage_.compact(*snapshot); }
     void persist_commit(const raft::HardState& hard_state) override { storage_.set_hard_state(hard_state); }
 
 private:

@@ -50,7 +50,10 @@ Member::Member(boost::asio::io_context& io, Options options, StartPlan plan, std
 Member::~Member() = default;
 
 // The writer's jobs use the transport and the log: it stops first.
-Member::Impl::~Impl() { writer.stop(); }
+Member::Impl::~Impl() {
+    snapshot_writer.stop();
+    writer.stop();
+}
 
 std::string Member::start() { return impl_->start(); }
 
@@ -60,7 +63,8 @@ void Member::reload() { impl_->reload_security(); }
 
 Member::Impl::Impl(boost::asio::io_context& io_ctx, Options o, StartPlan p, std::unique_ptr<DurableLog> l)
     : io(io_ctx), options(std::move(o)), plan(std::move(p)), log(std::move(l)), loop(io_ctx),
-      writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }), security(options) {
+      writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }),
+      snapshot_writer([this](std::function<void()> fn) { loop.post(std::move(fn)); }), security(options) {
     limits.min_lease_ms = options.min_lease_ms;
     limits.max_lease_ms = options.max_lease_ms;
     limits.max_wait_ms = options.max_wait_ms;
@@ -304,6 +308,7 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
             [this, took] {
                 metrics.fsync.observe(*took);
                 core->persisted(now());
+                start_save();
                 after_event();
             });
         core->persist_started(now());  // the write is under way: apply and answer the batch meanwhile
@@ -315,21 +320,42 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
     metrics.fsync.observe(took);
     for (const raft::Message& m : rd->messages) transport->send(m);
     core->persisted(now());
+    start_save();
     after_event();
 }
 
+// The snapshot save, in two steps so that it never holds up a Persist (a
+// Persist carries the heartbeats and acks: a member whose Persists queued
+// behind writing a large snapshot file lost its followers or its leader):
+//   1. the snapshot thread writes the file (encode, fdatasync, rename), while
+//      Persists go on; it starts once no Persist is outstanding, so every
+//      entry the snapshot covers is durable in the log by then;
+//   2. then, in the log's order like a Persist (on the writer thread, a
+//      follower's Persists queued behind it), the log adopts it and drops
+//      the entries it covers; then the core hears of it.
 void Member::Impl::run_save(const std::shared_ptr<const raft::Snapshot>& snap) {
-    save_queued = true;
-    writer.submit(
-        [this, snap] {
-            const DiskTurn turn(disk_busy);
-            log->save_snapshot(snap);
-        },
-        [this, snap] {
-            save_queued = false;
-            core->snapshot_saved(snap, now());
-            after_event();
-        });
+    pending_save = snap;
+    start_save();
+}
+
+void Member::Impl::start_save() {
+    if (pending_save == nullptr || core->persisting()) return;
+    std::shared_ptr<const raft::Snapshot> snap = std::move(pending_save);
+    pending_save.reset();
+    snapshot_writer.submit([this, snap] { log->write_snapshot_file(*snap); },
+                           [this, snap] {
+                               save_queued = true;
+                               writer.submit(
+                                   [this, snap] {
+                                       const DiskTurn turn(disk_busy);
+                                       log->adopt_snapshot(snap);
+                                   },
+                                   [this, snap] {
+                                       save_queued = false;
+                                       core->snapshot_saved(snap, now());
+                                       after_event();
+                                   });
+                           });
 }
 
 // On the loop or the writer thread, never concurrently with another persist
@@ -380,6 +406,7 @@ void Member::Impl::shutdown_step(Clock::time_point give_up, std::function<void()
     loop.stop_timers();
     http->stop();
     transport->stop();
+    snapshot_writer.stop();
     writer.stop();
     if (removed) {
         // The commit that covers its removal is written, so that a restart

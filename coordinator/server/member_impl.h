@@ -73,6 +73,7 @@ struct Member::Impl {
     void execute(member::Effects& fx);
     void run_persist(const std::shared_ptr<const raft::Ready>& rd);
     void run_save(const std::shared_ptr<const raft::Snapshot>& snap);
+    void start_save();  // run_save's step 1, once no Persist is outstanding
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
     // The configuration in force changed: its members' addresses are
     // learnt, and the transport dials its members (member_status.cc).
@@ -122,6 +123,7 @@ struct Member::Impl {
     std::unique_ptr<DurableLog> log;
     Loop loop;
     Writer writer;
+    Writer snapshot_writer;  // the snapshot file (run_save's step 1), beside the writer's Persists
     std::unique_ptr<member::Core> core;
     std::unique_ptr<net::PeerTransport> transport;
     std::unique_ptr<net::HttpServer> http;
@@ -131,10 +133,13 @@ struct Member::Impl {
     member::Effects effects;  // the batch being carried out (kept for its capacity)
 
     bool drain_posted = false;  // a drain() is queued on the loop
-    // A snapshot save was handed to the writer thread and has not finished:
-    // a follower's Persist then queues behind it there instead of running
-    // on the loop (one log write at a time).
+    // A snapshot's adoption was handed to the writer thread and has not
+    // finished: a follower's Persist then queues behind it there instead of
+    // running on the loop (one log write at a time).
     bool save_queued = false;
+    // A SaveSnapshot taken from the core whose file is not being written
+    // yet: it waits until no Persist is outstanding (run_save).
+    std::shared_ptr<const raft::Snapshot> pending_save;
     std::atomic<bool> disk_busy{false};  // a persist or snapshot save is running (DiskTurn)
 
     member::RequestId next_request = 1;

@@ -57,6 +57,7 @@ std::unique_ptr<DurableStorage> DurableStorage::open(const std::string& dir, con
     s->durable_hard_state_ = load_hard_state(dir).value_or(raft::HardState{});
     s->snapshot_ = std::make_shared<const raft::Snapshot>(
         load_snapshot(dir, options.max_snapshot_bytes).value_or(raft::Snapshot{}));
+    s->file_index_ = s->snapshot_->meta.index;
     WalOptions wal_options{options.segment_bytes, options.preallocate,
                            [raw = s.get()](const std::string& m) { raw->warn(m); }};
     s->wal_ = Wal::open(dir, wal_options);
@@ -241,9 +242,43 @@ std::string DurableStorage::checked_snapshot_bytes(const raft::Snapshot& snap) c
 }
 
 void DurableStorage::write_snapshot(std::shared_ptr<const raft::Snapshot> snap, const std::string& bytes) {
+    const std::lock_guard<std::mutex> guard(snapshot_mutex_);
     write_file_atomically(dir_, kSnapshotFile, bytes);
     meta_syncs_ += 2;
+    file_index_ = snap->meta.index;
     snapshot_ = std::move(snap);
+}
+
+bool DurableStorage::write_snapshot_file(const raft::Snapshot& snap) {
+    const std::lock_guard<std::mutex> guard(snapshot_mutex_);
+    if (!snap.empty() && snap.meta.index <= snapshot_->meta.index) return false;
+    write_file_atomically(dir_, kSnapshotFile, checked_snapshot_bytes(snap));
+    meta_syncs_ += 2;
+    file_index_ = snap.meta.index;
+    return true;
+}
+
+void DurableStorage::adopt_snapshot(std::shared_ptr<const raft::Snapshot> snap) {
+    require_usable();
+    const raft::Index index = snap->meta.index;
+    {
+        const std::lock_guard<std::mutex> guard(snapshot_mutex_);
+        if (index <= snapshot_->meta.index) return;
+        // The file must hold this very snapshot: recording one whose file
+        // another write replaced would drop entries the file does not cover.
+        if (file_index_ != index) {
+            throw StorageError("adopt_snapshot at index " + std::to_string(index) + ", but the snapshot file holds index " +
+                               std::to_string(file_index_) + " (caller bug: write_snapshot_file first)");
+        }
+    }
+    check_snapshot_in_log(*snap);
+    BreakOnThrow guard(broken_);
+    {
+        const std::lock_guard<std::mutex> lock(snapshot_mutex_);
+        snapshot_ = std::move(snap);
+    }
+    wal_->drop_prefix(index);
+    wal_->sync();
 }
 
 void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
@@ -278,9 +313,21 @@ void DurableStorage::save_snapshot(const raft::Snapshot& snap) {
     save_snapshot(std::make_shared<const raft::Snapshot>(snap));
 }
 
-void DurableStorage::save_snapshot(std::shared_ptr<const raft::Snapshot> shared) {
-    const raft::Snapshot& snap = *shared;
+void DurableStorage::save_snapshot(std::shared_ptr<const raft::Snapshot> snap) {
     require_usable();
+    check_snapshot_in_log(*snap);
+    const std::string bytes = checked_snapshot_bytes(*snap);
+    BreakOnThrow guard(broken_);
+    const raft::Index index = snap->meta.index;
+    write_snapshot(std::move(snap), bytes);
+    wal_->drop_prefix(index);
+    wal_->sync();
+}
+
+// A snapshot the application took must cover an entry the log holds, with
+// its term: else reopening would find the log not holding the snapshot's
+// last entry and discard every entry after it.
+void DurableStorage::check_snapshot_in_log(const raft::Snapshot& snap) const {
     if (snap.meta.index > wal_->last_index() || snap.meta.index < wal_->first_index()) {
         throw StorageError("save_snapshot at index " + std::to_string(snap.meta.index) +
                            " outside the stored log [" + std::to_string(wal_->first_index()) +
@@ -288,18 +335,10 @@ void DurableStorage::save_snapshot(std::shared_ptr<const raft::Snapshot> shared)
     }
     const raft::Term stored_term = wal_->read(snap.meta.index, snap.meta.index + 1).front().term;
     if (stored_term != snap.meta.term) {
-        // Reopening would find the log not holding the snapshot's last entry
-        // and discard every entry after it.
         throw StorageError("save_snapshot at index " + std::to_string(snap.meta.index) + " term " +
                            std::to_string(snap.meta.term) + ", but the log has term " +
                            std::to_string(stored_term) + " there (caller bug)");
     }
-    const std::string bytes = checked_snapshot_bytes(snap);
-    BreakOnThrow guard(broken_);
-    const raft::Index index = snap.meta.index;
-    write_snapshot(std::move(shared), bytes);
-    wal_->drop_prefix(index);
-    wal_->sync();
 }
 
 std::vector<raft::Entry> DurableStorage::entries(raft::Index lo, raft::Index hi) const {

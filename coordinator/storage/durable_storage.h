@@ -33,13 +33,18 @@
 // persist() or save_snapshot() leaves the object refusing every further call:
 // stop the member and restart it (a failed fsync cannot be retried safely).
 //
-// Threading: not thread-safe; one thread at a time uses it (the server
-// persists on its event loop or on its writer thread, never both at once).
+// Threading: one thread at a time calls it (the server persists on its event
+// loop or on its writer thread, never both at once), except
+// write_snapshot_file(), which may run on another thread meanwhile: it and
+// the snapshot an install (persist()) or adopt_snapshot() records take a
+// mutex of their own, and it touches nothing else.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -103,6 +108,21 @@ class DurableStorage final : public raft::Storage {
     // The same, keeping `snapshot` itself (shared with the Raft core, which
     // keeps it too) instead of a copy.
     void save_snapshot(std::shared_ptr<const raft::Snapshot> snapshot);
+    // save_snapshot() in two steps, so that the long one runs while entries
+    // go on being persisted:
+    //   write_snapshot_file(s)  the snapshot file (encode, snapshot.tmp,
+    //                           fdatasync, rename, directory fsync); may run on
+    //                           another thread concurrently with persist() and
+    //                           entries(). False, and nothing written, when the
+    //                           stored snapshot is as new (an install came first).
+    //                           Every entry up to its index must be durable already.
+    //   adopt_snapshot(s)       then, as any other call: records it and drops
+    //                           the log entries it covers. Nothing, when the
+    //                           stored snapshot is as new.
+    // A crash between the two leaves the new file beside a log that still
+    // holds the entries it covers: the next open uses the file and skips them.
+    bool write_snapshot_file(const raft::Snapshot& snapshot);
+    void adopt_snapshot(std::shared_ptr<const raft::Snapshot> snapshot);
 
     const std::vector<std::string>& warnings() const { return warnings_; }
 
@@ -122,6 +142,7 @@ class DurableStorage final : public raft::Storage {
     void write_hard_state(const raft::HardState& hs);
     std::string checked_snapshot_bytes(const raft::Snapshot& snap) const;
     void write_snapshot(std::shared_ptr<const raft::Snapshot> snap, const std::string& bytes);
+    void check_snapshot_in_log(const raft::Snapshot& snap) const;
 
     std::string dir_;
     StorageOptions options_;
@@ -130,9 +151,13 @@ class DurableStorage final : public raft::Storage {
     std::unique_ptr<Wal> wal_;
     raft::HardState hard_state_;          // latest given (commit may be ahead of disk)
     raft::HardState durable_hard_state_;  // what the hardstate file holds
+    // The snapshot file and snapshot_ change under snapshot_mutex_ (a
+    // write_snapshot_file() on another thread reads snapshot_ and writes the file).
+    mutable std::mutex snapshot_mutex_;
     std::shared_ptr<const raft::Snapshot> snapshot_;  // never null
+    raft::Index file_index_ = 0;  // of the snapshot the file holds (ahead of snapshot_ between the two steps)
     std::vector<std::string> warnings_;
-    std::uint64_t meta_syncs_ = 0;
+    std::atomic<std::uint64_t> meta_syncs_{0};
     bool broken_ = false;  // a write failed part-way: refuse everything (see Errors above)
 };
 

@@ -62,6 +62,7 @@ class RecordingLog final : public DurableLog {
                  const std::optional<raft::Snapshot>& snapshot,
                  const std::vector<raft::Entry>& entries) override {
         const WriteTurn turn(*record_);
+        if (record_->writing_file.load() > 0) record_->persists_beside_file.fetch_add(1);
         const bool after_save = record_->saved_since_persist.exchange(false);
         if (std::this_thread::get_id() == record_->loop_thread.load()) {
             if (!entries.empty()) record_->inline_persists_with_entries.fetch_add(1);
@@ -82,10 +83,20 @@ class RecordingLog final : public DurableLog {
         }
     }
 
-    void save_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override {
+    // The file: beside persists (no WriteTurn), as long as a save.
+    bool write_snapshot_file(const raft::Snapshot& snapshot) override {
+        record_->writing_file.fetch_add(1);
+        std::this_thread::sleep_for(delays_.save);
+        const bool wrote = inner_.write_snapshot_file(snapshot);
+        record_->writing_file.fetch_sub(1);
+        return wrote;
+    }
+    // The adoption: one log write at a time, as long as a save too (so that
+    // a follower's persists queue behind it).
+    void adopt_snapshot(const std::shared_ptr<const raft::Snapshot>& snapshot) override {
         const WriteTurn turn(*record_);
         std::this_thread::sleep_for(delays_.save);
-        inner_.save_snapshot(snapshot);
+        inner_.adopt_snapshot(snapshot);
         record_->saves.fetch_add(1);
         record_->saved_since_persist.store(true);
     }

@@ -42,11 +42,13 @@ namespace pgfence::server::test {
 // What one member's DurableLog has made durable, and how its writes ran.
 struct DiskRecord {
     std::atomic<std::thread::id> loop_thread{};  // set by the loop thread before Member::start()
-    std::atomic<int> writing{0};                 // persist()/save_snapshot() calls now running
+    std::atomic<int> writing{0};                 // persist()/adopt_snapshot() calls now running
     std::atomic<int> overlaps{0};                // calls that began while another was running
     std::atomic<int> inline_persists_with_entries{0};  // persist() on the loop thread, with entries
     std::atomic<int> writer_persists{0};               // persist() on another thread (the writer)
-    std::atomic<int> saves{0};                         // save_snapshot() calls that returned
+    std::atomic<int> saves{0};                         // adopt_snapshot() calls that returned
+    std::atomic<int> writing_file{0};                  // write_snapshot_file() calls now running
+    std::atomic<int> persists_beside_file{0};          // persist() calls begun while one ran
     std::atomic<bool> seen_leading{false};             // set by ArrivalCheck: it sent an append or heartbeat
     std::atomic<bool> saved_since_persist{false};      // a save returned since the last persist() began
     // Writer-thread persists that followed a save directly, by a member not

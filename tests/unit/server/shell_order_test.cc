@@ -21,11 +21,11 @@
 //      election). Each persist() sleeps, so a message sent before or during
 //      its write most likely arrives while the write is still running, and
 //      is then caught (a message is never flagged wrongly).
-//   2. One log write at a time: no persist() or save_snapshot() of a member
+//   2. One log write at a time: no persist() or adopt_snapshot() of a member
 //      begins while another of the same member is still running, whether
 //      they run on the writer thread or inline on the loop thread.
-//      save_snapshot() sleeps long, so a follower persist that ran inline
-//      beside a queued save would overlap it. The shell guards the same rule
+//      adopt_snapshot() sleeps long, so a follower persist that ran inline
+//      beside a queued adoption would overlap it. The shell guards the same rule
 //      itself (member.cc, DiskTurn): an overlap ends this test binary with
 //      exit status 70 before the assertion here is reached, and ctest reports
 //      that. The DurableLog's own count asserts the rule should DiskTurn go.
@@ -35,7 +35,9 @@
 // behind a snapshot save (a writer-thread persist right after a save, by a
 // member not seen leading yet: a non-leader writes there only behind a
 // save), and snapshot saves on every
-// member (snapshot_every is small). A rule seen broken ends the run early.
+// member (snapshot_every is small), and persists that ran while a snapshot
+// file was being written (it sleeps as long as an adoption, on its own
+// thread: a persist must not wait for it). A rule seen broken ends the run early.
 // The members are then stopped where they are (their io_contexts stop, as in
 // a crash); nothing here is about graceful shutdown.
 #include <algorithm>
@@ -65,13 +67,14 @@ struct Paths {
     int follower_inline_writes = 0;       // loop-thread persists carrying entries
     int follower_writes_behind_save = 0;  // writer-thread persists right after a save, by a non-leader
     int min_saves = 0;                    // the fewest snapshot saves of any member
+    int persists_beside_file = 0;         // persists begun while a snapshot file was being written
 
     std::string text() const {
         std::ostringstream out;
         out << "leader_writes=" << leader_writes
             << " follower_inline_writes=" << follower_inline_writes
             << " follower_writes_behind_save=" << follower_writes_behind_save
-            << " min_saves=" << min_saves;
+            << " min_saves=" << min_saves << " persists_beside_file=" << persists_beside_file;
         return out.str();
     }
 };
@@ -85,6 +88,7 @@ Paths paths_taken(const Cluster& cluster) {
         p.follower_writes_behind_save += r.writes_behind_save.load();
         p.follower_inline_writes += r.inline_persists_with_entries.load();
         p.min_saves = std::min(p.min_saves, r.saves.load());
+        p.persists_beside_file += r.persists_beside_file.load();
     }
     return p;
 }
@@ -92,7 +96,7 @@ Paths paths_taken(const Cluster& cluster) {
 bool all_paths_taken(const Paths& p) {
     return p.leader_writes > 0 && p.follower_inline_writes > 0 &&
            p.follower_writes_behind_save >= kMinWritesBehindSave &&
-           p.min_saves >= kMinSavesPerMember;
+           p.min_saves >= kMinSavesPerMember && p.persists_beside_file > 0;
 }
 
 int overlaps(const Cluster& cluster) {
