@@ -12,6 +12,20 @@
 #                        the fence)
 #   fenced_update+guard  the same on a protected table (both checks)
 #
+# Candidate trigger shapes that issue 17 measured against fence_guard
+# (bench/pg/instructions.sh only; none of them is what fence_protect
+# installs, and each gives up something docs/sql.md promises, see
+# BENCH_CANDIDATE_VARIANTS below):
+#
+#   guard_when           fence_guard as a BEFORE UPDATE trigger with
+#                        WHEN (NEW.fence IS NULL OR NEW.fence <= OLD.fence),
+#                        so the function is not called for a newer token
+#   after_plpgsql        the PL/pgSQL check as an AFTER ROW UPDATE trigger
+#                        (no row lock before it; an after-trigger event
+#                        per row instead)
+#   after_when           an AFTER ROW UPDATE trigger with that WHEN clause,
+#                        whose function (never called here) raises 55F01
+#
 # Every variant, plain included, writes the fence column with the token
 # through the SET list, the fast path of fence_guard (token in NEW, no
 # setting to read).  The SQL printed here has one statement per paragraph
@@ -20,6 +34,10 @@
 
 # shellcheck disable=SC2034  # read by the scripts that source this file
 BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard"
+# Measured by instructions only.  The WHEN clauses skip fence_stats'
+# accepted count; the AFTER triggers cannot write pg_fence.token into NEW
+# and are not fired on the source partition of a row that moves.
+BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
 
 # The extension and the PL/pgSQL trigger function, once per database.
 bench_database_sql() {
@@ -36,12 +54,20 @@ BEGIN
   RETURN NEW;
 END $$;
 
+-- what after_when calls, only for a token not newer than the row's fence
+CREATE FUNCTION bench_plpgsql_reject() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'stale fencing token % (fence is %)', NEW.fence, OLD.fence
+    USING ERRCODE = '55F01';
+END $$;
+
 SQL
 }
 
 # TABLE with ROWS rows of fence 0, with the trigger VARIANT needs, vacuumed.
 bench_table_sql() {
   local variant=$1 table=$2 rows=$3
+  local stale='NEW.fence IS NULL OR NEW.fence <= OLD.fence'
   printf '%s\n\n' \
     "CREATE TABLE $table (id int PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0);" \
     "INSERT INTO $table SELECT i, 0, 0 FROM generate_series(1, $rows) AS i;"
@@ -50,6 +76,12 @@ bench_table_sql() {
       printf '%s\n\n' "SELECT fence_protect('$table');" ;;
     plpgsql)
       printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard BEFORE UPDATE ON $table FOR EACH ROW EXECUTE FUNCTION bench_plpgsql_guard();" ;;
+    guard_when)
+      printf '%s\n\n' "CREATE TRIGGER zzz_fence_guard BEFORE UPDATE ON $table FOR EACH ROW WHEN ($stale) EXECUTE FUNCTION fence_guard('fence', 'strict');" ;;
+    after_plpgsql)
+      printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard AFTER UPDATE ON $table FOR EACH ROW EXECUTE FUNCTION bench_plpgsql_guard();" ;;
+    after_when)
+      printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard AFTER UPDATE ON $table FOR EACH ROW WHEN ($stale) EXECUTE FUNCTION bench_plpgsql_reject();" ;;
   esac
   printf '%s\n\n' "VACUUM ANALYZE $table;"
 }
