@@ -39,7 +39,9 @@ void LockTable::require_next_index(std::uint64_t index) const {
 
 Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     if (!validate(grant).empty()) return GrantRejected{kInvalidGrantHolder};
-    if (auto held = locks_.find(grant.key); held != locks_.end()) {
+    // One search: the key's place, whether held or not (the insert below uses it).
+    const auto place = locks_.lower_bound(grant.key);
+    if (auto held = place; held != locks_.end() && held->key == grant.key) {
         if (!grant.owner.empty() && grant.owner == held->owner) {
             before_change(grant.key);
             // An idempotent retry may change the lease: the set's element is
@@ -62,7 +64,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
                                " does not exceed the last token " + std::to_string(last_token_));
     }
     before_change(grant.key);
-    locks_.insert(Lock{grant.key, token, grant.lease_ms, grant.owner});
+    locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner});
     bytes_ += added;
     last_token_ = token;
     return Granted{token};

@@ -349,10 +349,9 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
         for (const lock::Expire& x : m->locks) note(x.key, x.token);
     }
     if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
-    lock::Token held_before = 0;  // a Grant's key's token before it: equal after = idempotent re-grant
-    if (const auto* g = cmd ? std::get_if<lock::Grant>(&*cmd) : nullptr) {
-        if (const lock::Lock* l = table_.find(g->key)) held_before = l->token;
-    }
+    // A Grant that creates a lock is answered index + floor (the floor does
+    // not change on a Grant); an idempotent re-grant, the older token.
+    const lock::Token fresh_token = e.index + table_.token_floor();
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
     if (e.type == raft::EntryType::kConfig) on_config_applied(e);
     if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
@@ -368,7 +367,7 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
         deciding_term_ = e.term;
         deciding_result_ = &result;
         const auto* granted = std::get_if<lock::Granted>(&result);
-        deciding_fresh_grant_ = granted != nullptr && granted->token != held_before;
+        deciding_fresh_grant_ = granted != nullptr && granted->token == fresh_token;
         p.done(&result, now);
         deciding_fresh_grant_ = false;
         deciding_id_ = 0;
@@ -575,14 +574,18 @@ std::uint64_t Core::ttl_ms(std::string_view key, Time now) const {
 std::string Core::check_invariants() const {
     if (std::string broken = raft_->check_invariants(); !broken.empty()) return broken;
     if (leader_term_ == 0 && !leases_.empty()) return "a member that does not lead holds " + num(leases_.size()) + " leases";
-    for (const auto& [key, l] : leases_) {
+    std::string bad_lease;
+    leases_.for_each([&](const std::string& key, const Lease& l) {
+        if (!bad_lease.empty()) return;
         const lock::Lock* held = table_.find(key);
         if (held == nullptr || held->token != l.token) {
-            return "lease of " + key + " with token " + num(l.token) + " but the table holds " +
-                   (held ? "token " + num(held->token) : std::string("nothing"));
+            bad_lease = "lease of " + key + " with token " + num(l.token) + " but the table holds " +
+                     (held ? "token " + num(held->token) : std::string("nothing"));
+        } else if (l.expire_at < l.deadline) {
+            bad_lease = "lease of " + key + " expires before its deadline";
         }
-        if (l.expire_at < l.deadline) return "lease of " + key + " expires before its deadline";
-    }
+    });
+    if (!bad_lease.empty()) return bad_lease;
     if (std::string broken = leases_.check_invariants(); !broken.empty()) return broken;
     std::size_t queued = 0;
     for (const auto& [key, q] : waiters_) {

@@ -2,35 +2,40 @@
 #include "member/leases.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace pgfence::member {
 
 const Lease* LeaseSet::find(std::string_view key) const {
     auto it = leases_.find(key);
-    return it == leases_.end() ? nullptr : &it->second;
+    return it == leases_.end() ? nullptr : &it->second.lease;
 }
 
-Lease* LeaseSet::find_token(std::string_view key, lock::Token token, Map::iterator* at) {
+LeaseSet::Slot* LeaseSet::find_token(std::string_view key, lock::Token token, Map::iterator* at) {
     auto it = leases_.find(key);
-    if (it == leases_.end() || it->second.token != token) return nullptr;
+    if (it == leases_.end() || it->second.lease.token != token) return nullptr;
     *at = it;
     return &it->second;
 }
 
-void LeaseSet::unindex(const Map::iterator& it) {
-    if (it->second.phase == LeasePhase::kRunning) running_.erase(Due{it->second.expire_at, it->first});
+void LeaseSet::unindex(Map::iterator it) {
+    if (it->second.lease.phase == LeasePhase::kRunning) running_.erase(it->second.at);
 }
 
-void LeaseSet::index(const Map::iterator& it) {
-    if (it->second.phase == LeasePhase::kRunning) running_.emplace(it->second.expire_at, it->first);
+void LeaseSet::index(Map::iterator it) {
+    if (it->second.lease.phase != LeasePhase::kRunning) return;
+    const Due due{it->second.lease.expire_at, it->first};
+    // At the end when it is due last (emplace_hint: amortized constant there).
+    it->second.at = running_.empty() || running_.rbegin()->first <= due.first ? running_.emplace_hint(running_.end(), due)
+                                                                              : running_.insert(due).first;
 }
 
 void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm) {
     clear();
+    leases_.reserve(table.size());
     table.for_each([&](const lock::Lock& l) {
-        auto it = leases_.emplace_hint(leases_.end(), l.key,
-                                       Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm));
-        running_.emplace_hint(running_.end(), it->second.expire_at, it->first);
+        auto it = leases_.emplace(l.key, Slot{Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm), {}}).first;
+        index(it);
     });
 }
 
@@ -38,51 +43,51 @@ void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t leas
                      std::uint64_t max_clock_drift_ppm) {
     auto it = leases_.find(key);
     if (it == leases_.end()) {
-        it = leases_.emplace(std::string(key), Lease{}).first;
+        it = leases_.emplace(std::string(key), Slot{}).first;
     } else {
         unindex(it);
     }
-    it->second = Lease::started(token, lease_ms, now, max_clock_drift_ppm);
+    it->second.lease = Lease::started(token, lease_ms, now, max_clock_drift_ppm);
     index(it);
 }
 
 bool LeaseSet::restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm) {
     Map::iterator it;
-    Lease* l = find_token(key, token, &it);
-    if (l == nullptr) return false;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr) return false;
     unindex(it);
-    l->restart(now, max_clock_drift_ppm);
+    s->lease.restart(now, max_clock_drift_ppm);
     index(it);
     return true;
 }
 
 bool LeaseSet::cut(std::string_view key, lock::Token token, Time now) {
     Map::iterator it;
-    Lease* l = find_token(key, token, &it);
-    if (l == nullptr || l->expiring()) return false;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr || s->lease.expiring()) return false;
     unindex(it);
-    l->deadline = std::min(l->deadline, now);
-    l->expire_at = std::min(l->expire_at, now);
+    s->lease.deadline = std::min(s->lease.deadline, now);
+    s->lease.expire_at = std::min(s->lease.expire_at, now);
     index(it);
     return true;
 }
 
 bool LeaseSet::set_running(std::string_view key, lock::Token token) {
     Map::iterator it;
-    Lease* l = find_token(key, token, &it);
-    if (l == nullptr) return false;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr) return false;
     unindex(it);
-    l->phase = LeasePhase::kRunning;
+    s->lease.phase = LeasePhase::kRunning;
     index(it);
     return true;
 }
 
 bool LeaseSet::set_expiring(std::string_view key, lock::Token token) {
     Map::iterator it;
-    Lease* l = find_token(key, token, &it);
-    if (l == nullptr) return false;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr) return false;
     unindex(it);
-    l->phase = LeasePhase::kExpiring;
+    s->lease.phase = LeasePhase::kExpiring;
     return true;
 }
 
@@ -103,9 +108,10 @@ std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease
     std::size_t taken = 0;
     while (taken < limit && !running_.empty() && running_.begin()->first <= now) {
         auto lease = leases_.find(running_.begin()->second);
+        if (lease == leases_.end()) throw std::logic_error("LeaseSet: the expiry index names a key without a lease");
         running_.erase(running_.begin());
-        lease->second.phase = LeasePhase::kConfirming;
-        out.push_back(DueLease{lease->first, lease->second.token});
+        lease->second.lease.phase = LeasePhase::kConfirming;
+        out.push_back(DueLease{lease->first, lease->second.lease.token});
         ++taken;
     }
     return taken;
@@ -113,11 +119,10 @@ std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease
 
 std::string LeaseSet::check_invariants() const {
     std::size_t running = 0;
-    for (const auto& [key, l] : leases_) {
-        if (l.phase != LeasePhase::kRunning) continue;
+    for (const auto& [key, slot] : leases_) {
+        if (slot.lease.phase != LeasePhase::kRunning) continue;
         ++running;
-        auto at = running_.find(Due{l.expire_at, key});
-        if (at == running_.end() || at->second.data() != key.data()) {
+        if (slot.at->first != slot.lease.expire_at || slot.at->second.data() != key.data()) {
             return "the running lease of " + key + " is not indexed at its expire_at";
         }
     }

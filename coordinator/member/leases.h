@@ -11,18 +11,26 @@
 //
 // Every change of a lease's expire_at or phase goes through a method here, so
 // the index cannot go stale; find() hands out const leases only.
-// The index's keys are views of the map's own keys (a std::map node never
-// moves), removed before the lease they name.
+//
+// Cost per operation, which the leader pays several times per request: the
+// leases are a hash map (a lookup touches a bucket and a node, where a tree
+// of a million leases touches some twenty nodes), each lease keeps its
+// position in the index (removing it does not search), and a lease
+// (re)started at the latest expire_at so far goes in at the index's end
+// (leases of one length started in time order: the common case). The
+// index's keys are views of the map's own keys (a hash map's node never
+// moves, rehashing included), removed before the lease they name.
 //
 // Pure and deterministic: std only, time is passed in. Not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,13 +47,14 @@ struct DueLease {
 
 class LeaseSet {
 public:
-    using Map = std::map<std::string, Lease, std::less<>>;
-
     const Lease* find(std::string_view key) const;
     std::size_t size() const { return leases_.size(); }
     bool empty() const { return leases_.empty(); }
-    Map::const_iterator begin() const { return leases_.begin(); }
-    Map::const_iterator end() const { return leases_.end(); }
+    // Calls f(const std::string& key, const Lease&) for every lease, in no particular order.
+    template <typename F>
+    void for_each(F&& f) const {
+        for (const auto& [key, slot] : leases_) f(key, slot.lease);
+    }
 
     // Replaces every lease by one per lock of `table`, each started at
     // `now` (a new leader restarts them all). The locks come in key order,
@@ -81,12 +90,23 @@ public:
 
 private:
     using Due = std::pair<Time, std::string_view>;
-    Lease* find_token(std::string_view key, lock::Token token, Map::iterator* at);
-    void unindex(const Map::iterator& it);
-    void index(const Map::iterator& it);
+    using Index = std::set<Due>;
+    struct Slot {
+        Lease lease;
+        Index::iterator at;  // its place in running_ while kRunning
+    };
+    struct Hash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+    };
+    using Map = std::unordered_map<std::string, Slot, Hash, std::equal_to<>>;
+
+    Slot* find_token(std::string_view key, lock::Token token, Map::iterator* at);
+    void unindex(Map::iterator it);
+    void index(Map::iterator it);
 
     Map leases_;
-    std::set<Due> running_;  // (expire_at, key) of every kRunning lease
+    Index running_;  // (expire_at, key) of every kRunning lease
 };
 
 }  // namespace pgfence::member
