@@ -58,6 +58,52 @@ std::string version_1_file(std::initializer_list<std::uint64_t> voters) {
 
 BOOST_AUTO_TEST_SUITE(snapshots)
 
+// The two-step save (write_snapshot_file, then adopt_snapshot): the file
+// alone changes nothing in memory; adopting it drops the log it covers; a
+// restart between the steps opens with the new file and the entries after it.
+BOOST_AUTO_TEST_CASE(a_snapshot_written_in_two_steps_survives_a_crash_between_them) {
+    TempDir dir;
+    const auto snap = std::make_shared<const raft::Snapshot>(make_snapshot(100, 1, "table at 100"));
+    {
+        auto s = open_storage(dir.path(), small_segments());
+        fill(*s);
+        BOOST_TEST(s->write_snapshot_file(*snap));
+        BOOST_TEST(s->first_index() == 1u);  // not adopted: the log is whole
+        BOOST_TEST(s->snapshot().meta.index == 0u);
+    }  // a crash here: the file is the new one, the log still holds 1..120
+    auto s = open_storage(dir.path(), small_segments());
+    BOOST_TEST((s->snapshot() == *snap));
+    BOOST_TEST(s->first_index() == 101u);
+    BOOST_TEST(s->last_index() == 120u);
+    // Writing an older or equal one changes nothing (an install came first).
+    BOOST_TEST(!s->write_snapshot_file(make_snapshot(90, 1, "older")));
+    BOOST_TEST(!s->write_snapshot_file(*snap));
+}
+
+BOOST_AUTO_TEST_CASE(adopt_needs_the_file_of_that_very_snapshot_and_ignores_an_older_one) {
+    TempDir dir;
+    auto s = open_storage(dir.path(), small_segments());
+    fill(*s);
+    const auto at_100 = std::make_shared<const raft::Snapshot>(make_snapshot(100, 1, "table at 100"));
+    const auto at_110 = std::make_shared<const raft::Snapshot>(make_snapshot(110, 1, "table at 110"));
+    BOOST_CHECK_THROW(s->adopt_snapshot(at_100), StorageError);  // no file written for it
+    BOOST_TEST(s->write_snapshot_file(*at_110));
+    BOOST_CHECK_THROW(s->adopt_snapshot(at_100), StorageError);  // the file holds 110
+}
+
+BOOST_AUTO_TEST_CASE(adopting_a_written_snapshot_drops_the_log_it_covers) {
+    TempDir dir;
+    auto s = open_storage(dir.path(), small_segments());
+    fill(*s);
+    const auto at_100 = std::make_shared<const raft::Snapshot>(make_snapshot(100, 1, "table at 100"));
+    BOOST_TEST(s->write_snapshot_file(*at_100));
+    s->adopt_snapshot(at_100);
+    BOOST_TEST(s->first_index() == 101u);
+    BOOST_TEST((s->snapshot() == *at_100));
+    s->adopt_snapshot(at_100);  // again: as new as the stored one, nothing to do
+    BOOST_TEST(s->first_index() == 101u);
+}
+
 BOOST_AUTO_TEST_CASE(snapshot_compaction_and_reopen_keep_entries_hard_state_and_data) {
     TempDir dir;
     const auto snap = make_snapshot(100, 1, "the lock table \x01\x02\x00 bytes");
