@@ -320,12 +320,17 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
 
 void Member::Impl::run_save(const std::shared_ptr<const raft::Snapshot>& snap) {
     save_queued = true;
+    auto took = std::make_shared<std::chrono::nanoseconds>();
     writer.submit(
-        [this, snap] {
+        [this, snap, took] {
             const DiskTurn turn(disk_busy);
+            const auto start = Clock::now();
             log->save_snapshot(*snap);
+            *took = Clock::now() - start;
         },
-        [this, snap] {
+        [this, snap, took] {
+            metrics.snapshot_save.observe(*took);
+            metrics.snapshot_save_last_seconds = std::chrono::duration<double>(*took).count();
             save_queued = false;
             core->snapshot_saved(*snap, now());
             after_event();
