@@ -22,8 +22,10 @@
 #                 restart time of a follower, then of the leader: C = the
 #                 member's commit_index (GET /v1/status) with the cluster
 #                 idle; kill -9; start it again (scripts/cluster.sh restart);
-#                 seconds from that start until its GET /v1/status answers
-#                 with applied_index >= C. (etcd: POST /v3/maintenance/status,
+#                 seconds from that start (once the killed process is gone:
+#                 one killed inside a long fsync lingers, its stderr line
+#                 says how long) until its GET /v1/status answers with
+#                 applied_index >= C. (etcd: POST /v3/maintenance/status,
 #                 raftIndex before, raftAppliedIndex after.)
 #   failover_ms   kill -9 of the leader -> first successful acquire (bench_coordinator failover)
 #
@@ -219,8 +221,18 @@ pg_restart() {
     c=$(top_field commit_index "$(pg_status "$id")")
     [[ -n "$c" ]] || die "member $id does not answer /v1/status before its restart"
     pid=$(cat "$PG_DIR/$id.pid")
+    # A process killed inside a long fsync (a snapshot of a million locks)
+    # dies only when the write ends, and holds its data directory's lock
+    # until then: start the new one after that.
+    t0=$(now_s)
     kill -KILL "$pid"
-    for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.05; done
+    for ((i = 0; i < 1200; i++)); do alive "$pid" || break; sleep 0.05; done
+    if alive "$pid"; then
+        echo "run.sh: member $id (pid $pid) still alive 60s after SIGKILL" >&2
+        echo timeout
+        return
+    fi
+    echo "run.sh: member $id: dead $(elapsed "$t0") s after SIGKILL" >&2
     t0=$(now_s)
     "$ROOT/scripts/cluster.sh" restart "$PG_DIR" "$id"
     local deadline=$((SECONDS + 60))
