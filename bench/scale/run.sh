@@ -5,10 +5,11 @@
 #
 #   preload_s     N acquires of distinct keys, lease 3600 s, on the leader
 #                 (bench_scale preload: 64 connections x 16 pipelined)
-#   c/s p50 p99 max
+#   c/s p50 p99 max errs terms
 #                 acquire+release cycles/s and acquire latency (us) at 32
 #                 connections on other keys for BENCH_SECONDS (bench_coordinator
-#                 load; etcd: bench_etcd_grpc load, its native gRPC API)
+#                 load; etcd: bench_etcd_grpc load, its native gRPC API);
+#                 terms: the leader's term before -> after the load (pgfence)
 #   rss_mb        VmRSS of each member after the load (/proc/PID/status), member 1/2/3
 #   B/lock        (leader's RSS at N - leader's RSS at N=0) / N
 #   snap_mb snaps snap_ms
@@ -338,12 +339,17 @@ pg_row() {  # N
         R[pg $n preload_s]=$(field seconds "$line")
         phase "pgfence N=$n: preload"
     fi
+    pg_wait_healthy
     leader=$(pg_leader)
-    local snaps_before
+    local snaps_before term_before
     snaps_before=$(pg_metric "$leader" pgfence_snapshots_total)
+    term_before=$(pg_metric "$leader" pgfence_term)
     record_load pg "$n" "$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections 32 --seconds "$SECONDS_PER_RUN")"
+    # The leader may lose its leadership during or right after the load (seen at 1M locks):
+    # the measures below wait for the cluster to have one again, and the term says so.
+    pg_wait_healthy
     leader=$(pg_leader)
-    [[ -n "$leader" ]] || die "no pgfence leader after the load at N=$n"
+    R[pg $n terms]="$term_before->$(pg_metric "$leader" pgfence_term)"
     R[pg $n rss]="" R[pg $n leader_rss_kb]=$(rss_kb "$(cat "$PG_DIR/$leader.pid")")
     for i in 1 2 3; do R[pg $n rss]+="${R[pg $n rss]:+/}$(($(rss_kb "$(cat "$PG_DIR/$i.pid")") / 1024))"; done
     local snap="$PG_DIR/$leader/snapshot"
@@ -477,14 +483,14 @@ bytes_per_lock() {  # SYSTEM N
 }
 echo
 echo "steady state and recovery (p50/p99/max: acquire latency in us; rss_mb: members 1/2/3; restart_f/l: seconds):"
-printf '%-7s %8s | %9s %8s %7s %8s %8s %5s | %-14s %7s | %7s %7s %7s | %9s %9s %11s\n' system N preload_s "c/s" p50 p99 max \
-    errs rss_mb B/lock snap_mb snaps snap_ms restart_f restart_l failover_ms
+printf '%-7s %8s | %9s %8s %7s %8s %8s %5s %6s | %-14s %7s | %7s %7s %7s | %9s %9s %11s\n' system N preload_s "c/s" p50 p99 max \
+    errs terms rss_mb B/lock snap_mb snaps snap_ms restart_f restart_l failover_ms
 for sys in pg etcd; do
     for n in "${LOCKS[@]}"; do
         [[ -n "${R[$sys $n cps]:-}" ]] || continue
-        printf '%-7s %8s | %9s %8s %7s %8s %8s %5s | %-14s %7s | %7s %7s %7s | %9s %9s %11s\n' \
+        printf '%-7s %8s | %9s %8s %7s %8s %8s %5s %6s | %-14s %7s | %7s %7s %7s | %9s %9s %11s\n' \
             "$([[ $sys == pg ]] && echo pgfence || echo etcd)" "$n" "$(v "$sys $n preload_s")" "$(v "$sys $n cps")" \
-            "$(v "$sys $n p50")" "$(v "$sys $n p99")" "$(v "$sys $n max")" "$(v "$sys $n errors")" "$(v "$sys $n rss")" \
+            "$(v "$sys $n p50")" "$(v "$sys $n p99")" "$(v "$sys $n max")" "$(v "$sys $n errors")" "$(v "$sys $n terms")" "$(v "$sys $n rss")" \
             "$(bytes_per_lock "$sys" "$n")" "$(v "$sys $n snap_mb")" "$(v "$sys $n snaps")" "$(v "$sys $n snap_ms")" \
             "$(v "$sys $n restart_f")" "$(v "$sys $n restart_l")" "$(v "$sys $n failover")"
     done
