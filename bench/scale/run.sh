@@ -212,6 +212,18 @@ pg_wait_healthy() {  # all three answer, one leader
         sleep 0.1
     done
 }
+# The leader's ID once the cluster is healthy with one; an election may be
+# under way when pg_wait_healthy returns (bounded, 30 s).
+pg_settled_leader() {
+    local deadline=$((SECONDS + 30)) l
+    while ((SECONDS < deadline)); do
+        pg_wait_healthy
+        l=$(pg_leader)
+        [[ -n "$l" ]] && { echo "$l"; return; }
+        sleep 0.1
+    done
+    die "no pgfence leader in $PG_DIR for 30s"
+}
 pg_metric() { curl -s -m 2 "http://127.0.0.1:$((PG_PORT0 + $1))/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
 
 # pg_restart ID: prints the seconds from its restart until it serves its
@@ -339,16 +351,14 @@ pg_row() {  # N
         R[pg $n preload_s]=$(field seconds "$line")
         phase "pgfence N=$n: preload"
     fi
-    pg_wait_healthy
-    leader=$(pg_leader)
+    leader=$(pg_settled_leader)
     local snaps_before term_before
     snaps_before=$(pg_metric "$leader" pgfence_snapshots_total)
     term_before=$(pg_metric "$leader" pgfence_term)
     record_load pg "$n" "$("$BENCH_BIN" load pgfence --endpoints "$PG_ENDPOINTS" --connections 32 --seconds "$SECONDS_PER_RUN")"
     # The leader may lose its leadership during or right after the load (seen at 1M locks):
     # the measures below wait for the cluster to have one again, and the term says so.
-    pg_wait_healthy
-    leader=$(pg_leader)
+    leader=$(pg_settled_leader)
     R[pg $n terms]="$term_before->$(pg_metric "$leader" pgfence_term)"
     R[pg $n rss]="" R[pg $n leader_rss_kb]=$(rss_kb "$(cat "$PG_DIR/$leader.pid")")
     for i in 1 2 3; do R[pg $n rss]+="${R[pg $n rss]:+/}$(($(rss_kb "$(cat "$PG_DIR/$i.pid")") / 1024))"; done
@@ -362,11 +372,11 @@ pg_row() {  # N
     R[pg $n restart_f]=$(pg_restart "$follower")
     pg_wait_healthy
     phase "pgfence N=$n: restart follower $follower"
-    leader=$(pg_leader)
+    leader=$(pg_settled_leader)
     R[pg $n restart_l]=$(pg_restart "$leader")
     pg_wait_healthy
     phase "pgfence N=$n: restart leader $leader"
-    leader=$(pg_leader)
+    leader=$(pg_settled_leader)
     pid=$(cat "$PG_DIR/$leader.pid")
     line=$("$BENCH_BIN" failover --endpoints "$PG_ENDPOINTS" --kill-pid "$pid" --timeout-ms 30000)
     echo "pgfence N=$n failover (killed leader $leader): $line"
@@ -396,7 +406,7 @@ pg_storms() {  # N
     echo "pgfence N=$n storm 1: $line"
     R[pg $n storm1]=$line R[pg $n storm1_lease_ms]=$lease
     phase "pgfence N=$n: storm 1 (lease ${lease} ms)"
-    leader=$(pg_leader)
+    leader=$(pg_settled_leader)
     line=$("$BENCH_SCALE_BIN" storm --endpoints "$PG_ENDPOINTS" --locks "$n" --lease-ms "$lease" --prefix storm2 \
         --kill-pid "$(cat "$PG_DIR/$leader.pid")" 2> >(grep -v 'preload [0-9]' >&2)) || true
     echo "pgfence N=$n storm 2 (killed leader $leader): $line"
