@@ -342,20 +342,28 @@ void Member::Impl::start_save() {
     if (pending_save == nullptr || core->persisting()) return;
     std::shared_ptr<const raft::Snapshot> snap = std::move(pending_save);
     pending_save.reset();
-    snapshot_writer.submit([this, snap] { log->write_snapshot_file(*snap); },
-                           [this, snap] {
-                               save_queued = true;
-                               writer.submit(
-                                   [this, snap] {
-                                       const DiskTurn turn(disk_busy);
-                                       log->adopt_snapshot(snap);
-                                   },
-                                   [this, snap] {
-                                       save_queued = false;
-                                       core->snapshot_saved(snap, now());
-                                       after_event();
-                                   });
-                           });
+    auto took = std::make_shared<std::chrono::nanoseconds>();  // the file: encode, write, fdatasync, rename
+    snapshot_writer.submit(
+        [this, snap, took] {
+            const auto start = Clock::now();
+            log->write_snapshot_file(*snap);
+            *took = Clock::now() - start;
+        },
+        [this, snap, took] {
+            metrics.snapshot_save.observe(*took);
+            metrics.snapshot_save_last_seconds = std::chrono::duration<double>(*took).count();
+            save_queued = true;
+            writer.submit(
+                [this, snap] {
+                    const DiskTurn turn(disk_busy);
+                    log->adopt_snapshot(snap);
+                },
+                [this, snap] {
+                    save_queued = false;
+                    core->snapshot_saved(snap, now());
+                    after_event();
+                });
+        });
 }
 
 // On the loop or the writer thread, never concurrently with another persist

@@ -69,6 +69,11 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     out += "pgfence_tls_handshake_failures_total{port=\"peer\"} " + std::to_string(g.peer_tls_failures) + "\n";
     metric(out, "pgfence_security_reloads_failed_total", "counter", "SIGHUP reloads of a certificate, key or auth file that failed (the old one stays).", security_reloads_failed);
     histogram(out, fsync, "pgfence_fsync_seconds", "Duration of one write batch (one fdatasync).");
+    histogram(out, snapshot_save, "pgfence_snapshot_save_seconds",
+              "Writing one snapshot file: encode, write, fdatasync, rename (writer thread).");
+    out += "# HELP pgfence_snapshot_save_last_seconds The newest snapshot file's write, as in pgfence_snapshot_save_seconds.\n"
+           "# TYPE pgfence_snapshot_save_last_seconds gauge\n";
+    out += "pgfence_snapshot_save_last_seconds " + std::to_string(snapshot_save_last_seconds) + "\n";
     histogram(out, c.proposal_commit, "pgfence_proposal_commit_seconds", "From propose() to the entry being applied on this leader.");
     return out;
 }

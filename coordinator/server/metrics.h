@@ -30,6 +30,10 @@ struct Metrics {
     std::uint64_t forbidden = 0;        // answered 403
     std::uint64_t security_reloads_failed = 0;
     member::Histogram fsync;
+    // Writing one snapshot file (encode, write, fdatasync, rename; on the
+    // writer thread), and the newest such write's duration.
+    member::Histogram snapshot_save;
+    double snapshot_save_last_seconds = 0;
 
     std::string render(const member::Counters& c, const Gauges& g) const;
 };

@@ -14,6 +14,8 @@ BOOST_AUTO_TEST_CASE(render_contains_counters_gauges_and_cumulative_buckets) {
     c.expiries_existed = 1;
     m.fsync.observe(std::chrono::microseconds(300));
     m.fsync.observe(std::chrono::milliseconds(3));
+    m.snapshot_save.observe(std::chrono::milliseconds(40));
+    m.snapshot_save_last_seconds = 0.04;
     Gauges g;
     g.is_leader = true;
     g.term = 4;
@@ -25,6 +27,9 @@ BOOST_AUTO_TEST_CASE(render_contains_counters_gauges_and_cumulative_buckets) {
     BOOST_TEST(text.find("pgfence_fsync_seconds_bucket{le=\"0.0005\"} 1\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_fsync_seconds_bucket{le=\"0.005\"} 2\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_fsync_seconds_count 2\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_snapshot_save_seconds_bucket{le=\"0.05\"} 1\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_snapshot_save_seconds_bucket{le=\"0.025\"} 0\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_snapshot_save_last_seconds 0.040000\n") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
