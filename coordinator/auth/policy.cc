@@ -306,6 +306,25 @@ bool Policy::allowed(const User& user, Permission permission, std::string_view k
     return false;
 }
 
+std::vector<std::string> Policy::readable_within(const User& user, std::string_view prefix) const {
+    std::vector<std::string> narrower;  // read grants inside `prefix`
+    for (std::size_t r : user.roles) {
+        for (const Grant& g : roles_[r].grants) {
+            if (g.permission != Permission::kRead) continue;
+            if (prefix.starts_with(g.prefix)) return {std::string(prefix)};  // all of it
+            if (std::string_view(g.prefix).starts_with(prefix)) narrower.push_back(g.prefix);
+        }
+    }
+    std::sort(narrower.begin(), narrower.end());
+    std::vector<std::string> out;
+    for (std::string& p : narrower) {
+        // Sorted: a prefix of p, if kept, is the last one kept.
+        if (!out.empty() && std::string_view(p).starts_with(out.back())) continue;
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
 bool Policy::holds_any(const User& user, Permission permission) const {
     for (std::size_t r : user.roles) {
         for (const Grant& g : roles_[r].grants) {

@@ -121,6 +121,12 @@ public:
     bool allowed(const User& user, Permission permission, std::string_view key) const;
     // Does `user` hold `permission` on some prefix (a list needs read somewhere)?
     bool holds_any(const User& user, Permission permission) const;
+    // The keys starting with `prefix` that `user` may read, as prefixes:
+    // sorted, none a prefix of another (so the ranges they start are
+    // disjoint and in key order). {prefix} when every such key is readable;
+    // empty when none is. A list of locks scans exactly these, so it never
+    // sees, and cannot reveal, a key the caller may not read.
+    std::vector<std::string> readable_within(const User& user, std::string_view prefix) const;
 
     const std::vector<Role>& roles() const { return roles_; }
     const std::vector<User>& users() const { return users_; }

@@ -113,17 +113,20 @@ std::vector<Lock> LockTable::list() const {
     return out;
 }
 
-std::vector<Lock> LockTable::list_page(std::string_view prefix, std::string_view after, std::size_t limit,
-                                       bool& more) const {
-    auto it = after < prefix ? locks_.lower_bound(prefix) : locks_.upper_bound(after);
+std::vector<Lock> LockTable::list_page(const std::vector<std::string>& prefixes, std::string_view after,
+                                       std::size_t limit, bool& more) const {
+    if (limit == 0) throw std::invalid_argument("LockTable::list_page: limit 0 (a page holds at least one lock)");
     std::vector<Lock> out;
     more = false;
-    for (; it != locks_.end() && std::string_view(it->key).starts_with(prefix); ++it) {
-        if (out.size() == limit) {
-            more = true;
-            break;
+    for (const std::string& prefix : prefixes) {
+        auto it = after < prefix ? locks_.lower_bound(prefix) : locks_.upper_bound(after);
+        for (; it != locks_.end() && std::string_view(it->key).starts_with(prefix); ++it) {
+            if (out.size() == limit) {
+                more = true;
+                return out;
+            }
+            out.push_back(*it);
         }
-        out.push_back(*it);
     }
     return out;
 }

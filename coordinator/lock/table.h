@@ -85,11 +85,13 @@ class LockTable {
     void for_each(F&& f) const {
         for (const Lock& lock : locks_) f(lock);
     }
-    // One page of the locks whose key starts with `prefix`, sorted by key,
-    // from the first key greater than `after` ("" : from the start): at
-    // most `limit` of them; `more` says whether further keys with the prefix
-    // follow the page's last. Costs O(log n + limit).
-    std::vector<Lock> list_page(std::string_view prefix, std::string_view after, std::size_t limit,
+    // One page of the locks whose key starts with one of `prefixes`
+    // (sorted, none a prefix of another: disjoint ranges in key order; {""}
+    // is every key), sorted by key, from the first key greater than `after`
+    // ("": from the start): at most `limit` (>= 1, else
+    // std::invalid_argument) of them; `more` says whether further such keys
+    // follow the page's last. Costs O(prefixes x log n + limit).
+    std::vector<Lock> list_page(const std::vector<std::string>& prefixes, std::string_view after, std::size_t limit,
                                 bool& more) const;
     std::size_t size() const { return locks_.size(); }
     // The locks' share of the snapshot: the sum of lock_bytes() over the locks.

@@ -40,12 +40,15 @@ struct KeepAlive {
 // GET /v1/locks[?prefix=P][&after=A][&limit=N], the locks whose key starts
 // with P, from the first key after A, at most N (1..kMaxListLimit, default
 // kDefaultListLimit). The answer's `next` names the page's last key when more
-// follow: the next page is asked for with after=next.
+// follow: the next page is asked for with after=next. `prefixes` is P, or,
+// under an auth file, the parts of P the caller may read
+// (auth::Policy::readable_within): sorted, none a prefix of another, so a
+// page holds, and its `next` names, only keys the caller may read.
 constexpr std::size_t kDefaultListLimit = 1000;
 constexpr std::size_t kMaxListLimit = 10000;
 struct ListLocks {
     std::optional<std::string> key;
-    std::string prefix;
+    std::vector<std::string> prefixes{std::string()};
     std::string after;
     std::size_t limit = kDefaultListLimit;
 };

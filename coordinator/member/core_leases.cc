@@ -242,7 +242,7 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
         } else {
             const std::size_t limit = std::clamp<std::size_t>(req.limit, 1, kMaxListLimit);
             bool more = false;
-            for (lock::Lock& l : table_.list_page(req.prefix, req.after, limit, more)) {
+            for (lock::Lock& l : table_.list_page(req.prefixes, req.after, limit, more)) {
                 const std::uint64_t ttl = ttl_ms(l.key, now);
                 out.locks.push_back(LockView{std::move(l), ttl});
             }

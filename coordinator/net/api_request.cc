@@ -236,7 +236,11 @@ std::variant<member::ListLocks, BadRequest> parse_list_query(std::string_view qu
         if (n == "key") {
             list.key = std::move(p.value);
         } else {
-            (n == "prefix" ? list.prefix : list.after) = std::move(p.value);
+            if (n == "prefix") {
+                list.prefixes = {std::move(p.value)};
+            } else {
+                list.after = std::move(p.value);
+            }
             paged = true;
         }
     }

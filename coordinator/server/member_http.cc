@@ -303,7 +303,14 @@ void Member::Impl::handle_list(const net::HttpRequest& req, const std::string& q
         redirect_or_unavailable(req.target, ex);
     } else {
         std::optional<Caller> reader;
-        if (access.on && !list.key) reader = access.caller;
+        if (access.on && !list.key) {
+            reader = access.caller;
+            list.prefixes = access.caller.policy->readable_within(*access.caller.user, list.prefixes.front());
+            if (list.prefixes.empty()) {  // nothing under the prefix is readable: an empty last page
+                respond_json(ex, 200, json::object{{"locks", json::array{}}});
+                return;
+            }
+        }
         submit(std::move(list), ex, req.target, std::move(reader));
     }
 }

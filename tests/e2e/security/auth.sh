@@ -99,7 +99,13 @@ pass "403 outside the prefixes (acquire, release and keepalive with the right to
 # ---- a list shows only what the caller may read ----
 [[ "$(as W2 list -o json)" == *job/1* && "$(as W2 list -o json)" != *report/7* ]] || fail "w2's list: $(as W2 list -o json)"
 [[ "$(as W1 list -o json)" == *report/7* && "$(as W1 list -o json)" != *job/1* ]] || fail "w1's list: $(as W1 list -o json)"
-pass "a list shows only the keys the caller may read"
+# Paged by hand, a page of one: neither a page nor its "next" names a key outside
+# the caller's read prefixes (w1 reads report/ only; job/1 sorts before report/7).
+page=$(curl -s -m 3 "${CURL_TLS[@]}" -L -H "Authorization: Bearer $W1" "$(url "$leader" "/v1/locks?limit=1")")
+[[ $page == *report/7* && $page != *job/* ]] || fail "w1's page of one: $page"
+page=$(curl -s -m 3 "${CURL_TLS[@]}" -L -H "Authorization: Bearer $W1" "$(url "$leader" "/v1/locks?prefix=job%2F&limit=1")")
+[[ $page == '{"locks":[]}' ]] || fail "w1's page of job/ (nothing readable) is not empty and final: $page"
+pass "a list shows only the keys the caller may read (pages and their cursors too)"
 
 # ---- counted, logged, never the secret ----
 metric_at_least "$leader" 'pgfence_auth_denied_total{status="401"}' 1 || fail "401s are not counted"

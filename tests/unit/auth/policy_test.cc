@@ -61,6 +61,27 @@ BOOST_AUTO_TEST_CASE(grants_are_prefixes_and_everything_else_is_denied) {
     BOOST_TEST(p.roles().size() == 2u);
 }
 
+// What a list may scan: the parts of the asked prefix the user may read,
+// sorted, nested ones folded into the wider, nothing outside.
+BOOST_AUTO_TEST_CASE(readable_within_gives_the_readable_ranges_of_a_prefix) {
+    const Policy p = parsed(
+        "role a read:job/a lock:x/\n"
+        "role b read:job/b/ read:job/a/1 read:report/\n"
+        "role all read:\n"
+        "user u a,b\n"
+        "user root all\n"
+        "user writer-only a\n");
+    const User* u = p.user_named("u");
+    BOOST_TEST_REQUIRE(u != nullptr);
+    using V = std::vector<std::string>;
+    BOOST_TEST((p.readable_within(*u, "") == V{"job/a", "job/b/", "report/"}));  // job/a/1 is inside job/a
+    BOOST_TEST((p.readable_within(*u, "job/") == V{"job/a", "job/b/"}));
+    BOOST_TEST((p.readable_within(*u, "job/a/7") == V{"job/a/7"}));  // all of it is readable
+    BOOST_TEST(p.readable_within(*u, "x/").empty());              // lock is not read
+    BOOST_TEST((p.readable_within(*p.user_named("root"), "any") == V{"any"}));
+    BOOST_TEST((p.readable_within(*p.user_named("writer-only"), "") == V{"job/a"}));
+}
+
 BOOST_AUTO_TEST_CASE(a_user_without_roles_that_grant_has_nothing) {
     const Policy p = parsed("role empty-handed read:x/\nuser u empty-handed\n");
     const User* u = p.user_named("u");

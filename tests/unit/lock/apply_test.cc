@@ -137,20 +137,27 @@ BOOST_AUTO_TEST_CASE(list_page_gives_the_prefixs_keys_after_the_cursor_up_to_the
         for (const Lock& l : locks) out.push_back(l.key);
         return out;
     };
+    using P = std::vector<std::string>;
     bool more = false;
-    BOOST_TEST((keys(table.list_page("job/", "", 2, more)) == std::vector<std::string>{"job/1", "job/2"}));
+    BOOST_TEST((keys(table.list_page(P{"job/"}, "", 2, more)) == std::vector<std::string>{"job/1", "job/2"}));
     BOOST_TEST(more);
-    BOOST_TEST((keys(table.list_page("job/", "job/2", 2, more)) == std::vector<std::string>{"job/3"}));
+    BOOST_TEST((keys(table.list_page(P{"job/"}, "job/2", 2, more)) == std::vector<std::string>{"job/3"}));
     BOOST_TEST(!more);  // "jobs" follows, but not with the prefix
-    BOOST_TEST((keys(table.list_page("job/", "job/3", 2, more)).empty()));
+    BOOST_TEST((keys(table.list_page(P{"job/"}, "job/3", 2, more)).empty()));
     BOOST_TEST(!more);
     // A cursor before the prefix starts at the prefix; no prefix: every key.
-    BOOST_TEST((keys(table.list_page("job/", "b", 10, more)).size() == 3u));
-    BOOST_TEST((keys(table.list_page("", "", 10, more)).size() == 6u));
+    BOOST_TEST((keys(table.list_page(P{"job/"}, "b", 10, more)).size() == 3u));
+    BOOST_TEST((keys(table.list_page(P{""}, "", 10, more)).size() == 6u));
     BOOST_TEST(!more);
-    BOOST_TEST((keys(table.list_page("", "jobs", 10, more)) == std::vector<std::string>{"z"}));
-    BOOST_TEST((keys(table.list_page("", "", 6, more)).size() == 6u));
+    BOOST_TEST((keys(table.list_page(P{""}, "jobs", 10, more)) == std::vector<std::string>{"z"}));
+    BOOST_TEST((keys(table.list_page(P{""}, "", 6, more)).size() == 6u));
     BOOST_TEST(!more);  // exactly the limit, nothing after
+    // Several ranges, in key order, paged across them; keys between them are never seen.
+    BOOST_TEST((keys(table.list_page(P{"a", "job/3", "z"}, "", 2, more)) == std::vector<std::string>{"a", "job/3"}));
+    BOOST_TEST(more);
+    BOOST_TEST((keys(table.list_page(P{"a", "job/3", "z"}, "job/3", 2, more)) == std::vector<std::string>{"z"}));
+    BOOST_TEST(!more);
+    BOOST_CHECK_THROW(table.list_page(P{""}, "", 0, more), std::invalid_argument);
 }
 
 // The seed scenario: A's late Expire/Release must not remove B's newer grant.

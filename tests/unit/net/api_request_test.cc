@@ -80,10 +80,10 @@ BOOST_AUTO_TEST_CASE(list_query_takes_a_key_or_a_page_and_names_a_bad_parameter)
     const ListLocks one = std::get<ListLocks>(parse_list_query("key=a%2Fb"));
     BOOST_TEST(one.key.value() == "a/b");
     const ListLocks page = std::get<ListLocks>(parse_list_query("prefix=job%2F&after=job%2F7&limit=50"));
-    BOOST_TEST(page.prefix == "job/");
+    BOOST_TEST((page.prefixes == std::vector<std::string>{"job/"}));
     BOOST_TEST(page.after == "job/7");
     BOOST_TEST(page.limit == 50u);
-    BOOST_TEST(std::get<ListLocks>(parse_list_query("prefix=&after=")).prefix.empty());
+    BOOST_TEST((std::get<ListLocks>(parse_list_query("prefix=&after=")).prefixes == std::vector<std::string>{""}));
     auto error = [](std::string_view query) {
         auto r = parse_list_query(query);
         return std::holds_alternative<BadRequest>(r) ? std::get<BadRequest>(r).message : std::string();
