@@ -12,7 +12,7 @@
 //     seconds are measured: keepalives answered 200 against C x S / I
 //     expected, their latency, errors.
 //   bench_scale storm --endpoints H:P,... --locks N --lease-ms L --prefix P
-//                     [--kill-pid PID] [--timeout-s T (120)] [--drift-ppm R (50000)]
+//                     [--kill-pid PID] [--aligned 0|1 (0)] [--timeout-s T (120)] [--drift-ppm R (50000)]
 //     Preloads N locks with lease L (as preload), then waits until the leader
 //     has applied N more Expires (pgfence_expiries_total{existed="true"} on
 //     the leader, against its value before the preload) while one probe
@@ -25,6 +25,10 @@
 //     SIGKILLed as soon as the preload ends; the new leader restarts every
 //     lease, so all share one deadline: L x (1 + R/1e6) after the poll
 //     first saw the new leader; expired_all_s and after_last_s count from it.
+//     With --aligned 1 (no --kill-pid) each acquire asks for what is left of
+//     L since the preload began (divided by 1 + R/1e6, at least 1 s), so all
+//     N leases end together, L x (1 + R/1e6) after the preload began: the
+//     deadline both figures count from. L must exceed the preload's time.
 //
 // The endpoint of preload and keepalive is the leader, found by asking each
 // of --endpoints for /metrics (pgfence_is_leader 1).
@@ -60,7 +64,7 @@ int usage(const std::string& why) {
               << "       bench_scale keepalive --endpoints H:P,... --connections C --seconds S "
                  "[--lease-ms L] [--interval-ms I] [--ramp-per-s R]\n"
               << "       bench_scale storm --endpoints H:P,... --locks N --lease-ms L --prefix P "
-                 "[--kill-pid PID] [--timeout-s T] [--drift-ppm R]\n";
+                 "[--kill-pid PID] [--aligned 0|1] [--timeout-s T] [--drift-ppm R]\n";
     return 2;
 }
 
@@ -177,8 +181,13 @@ struct PreloadResult {
 
 class Preloader final : public bench::PipelineHandler {
   public:
-    Preloader(std::uint64_t locks, std::uint64_t lease_ms, std::string prefix, std::size_t depth)
-        : locks_(locks), lease_ms_(lease_ms), prefix_(std::move(prefix)), depth_(depth) {}
+    // aligned_ppm > 0: every lease is asked so that it ends when the first
+    // would: lease_ms minus the time since the preload began, divided by
+    // (1 + rho) for rho = aligned_ppm (the leader's margin scales with the
+    // lease), at least 1000 ms. So N leases granted over seconds expire together.
+    Preloader(std::uint64_t locks, std::uint64_t lease_ms, std::string prefix, std::size_t depth,
+              std::uint64_t aligned_ppm = 0)
+        : locks_(locks), lease_ms_(lease_ms), prefix_(std::move(prefix)), depth_(depth), aligned_ppm_(aligned_ppm) {}
     void attach(bench::Pipeline* p, std::size_t connections) {
         pipe_ = p;
         connections_ = connections;
@@ -210,7 +219,7 @@ class Preloader final : public bench::PipelineHandler {
             while (pipe_->is_open(i) && pipe_->in_flight(i) < depth_ && issued_ < locks_) {
                 const std::uint64_t k = issued_++;
                 pipe_->post(i, "/v1/acquire",
-                            "{\"key\":\"" + key(k) + "\",\"lease_ms\":" + std::to_string(lease_ms_) + "}", k);
+                            "{\"key\":\"" + key(k) + "\",\"lease_ms\":" + std::to_string(lease_at(now)) + "}", k);
             }
         }
         if (now >= next_progress_) {
@@ -225,6 +234,12 @@ class Preloader final : public bench::PipelineHandler {
 
   private:
     std::string key(std::uint64_t k) const { return prefix_ + "-" + std::to_string(k); }
+    std::uint64_t lease_at(Clock::time_point now) const {
+        if (aligned_ppm_ == 0) return lease_ms_;
+        const double since_ms = std::chrono::duration<double, std::milli>(now - start_).count();
+        const double ms = static_cast<double>(lease_ms_) - since_ms / (1.0 + static_cast<double>(aligned_ppm_) / 1e6);
+        return ms < 1000 ? 1000 : static_cast<std::uint64_t>(ms);
+    }
     void note_error(const std::string& why) {
         if (r_.errors++ == 0) r_.first_error = why;
     }
@@ -232,6 +247,8 @@ class Preloader final : public bench::PipelineHandler {
     std::uint64_t locks_, lease_ms_;
     std::string prefix_;
     std::size_t depth_, connections_ = 0;
+    std::uint64_t aligned_ppm_ = 0;
+    Clock::time_point start_ = Clock::now();
     bench::Pipeline* pipe_ = nullptr;
     std::uint64_t issued_ = 0, answered_ = 0;
     Clock::time_point next_progress_ = Clock::now() + 1s;
@@ -239,8 +256,9 @@ class Preloader final : public bench::PipelineHandler {
 };
 
 PreloadResult preload(const client::Endpoint& leader, std::uint64_t locks, std::uint64_t lease_ms,
-                      const std::string& prefix, std::size_t connections, std::size_t depth) {
-    Preloader h(locks, lease_ms, prefix, depth);
+                      const std::string& prefix, std::size_t connections, std::size_t depth,
+                      std::uint64_t aligned_ppm = 0) {
+    Preloader h(locks, lease_ms, prefix, depth, aligned_ppm);
     bench::Pipeline pipe(leader, connections, h);
     h.attach(&pipe, connections);
     const auto start = Clock::now();
@@ -445,6 +463,7 @@ struct Probe {
 
 struct StormSettings {
     std::uint64_t locks, lease_ms, drift_ppm, kill_pid;
+    bool aligned;
     std::chrono::seconds timeout;
     std::string prefix;
 };
@@ -474,10 +493,13 @@ int run_storm(const StormSettings& s, const std::vector<client::Endpoint>& endpo
     const std::vector<MemberMetrics> before = m.last();
     const std::uint64_t term_before = before[*leader].term;
     bench::raise_open_files(64 + 64);
-    const PreloadResult p = preload(endpoints[*leader], s.locks, s.lease_ms, s.prefix, 64, 16);
+    const auto preload_start = Clock::now();
+    const PreloadResult p =
+        preload(endpoints[*leader], s.locks, s.lease_ms, s.prefix, 64, 16, s.aligned ? std::max<std::uint64_t>(s.drift_ppm, 1) : 0);
     if (p.errors > 0) std::cerr << "bench_scale: storm preload: " << p.errors << " errors, first: " << p.first_error << '\n';
     const auto margin = std::chrono::milliseconds(s.lease_ms + s.lease_ms * s.drift_ppm / 1'000'000);
     Clock::time_point first_deadline = p.first_grant + margin, last_deadline = p.last_grant + margin;
+    if (s.aligned) first_deadline = last_deadline = preload_start + margin;  // every lease was asked to end then
     std::uint64_t term_after = term_before;
     if (s.kill_pid != 0) {
         if (::kill(static_cast<pid_t>(s.kill_pid), SIGKILL) != 0) throw std::runtime_error("kill --kill-pid failed");
@@ -529,7 +551,8 @@ int main(int argc, char** argv) {
         if (mode == "storm") {
             return run_storm({f.number("locks", 1, kMaxLocks), f.number("lease-ms", 1000, 86'400'000),
                               f.number("drift-ppm", 0, 500'000, 50'000), f.number("kill-pid", 2, 1u << 30, 0),
-                              std::chrono::seconds(f.number("timeout-s", 1, 3600, 120)), f.text("prefix")},
+                              f.number("aligned", 0, 1, 0) == 1, std::chrono::seconds(f.number("timeout-s", 1, 3600, 120)),
+                              f.text("prefix")},
                              eps.endpoints);
         }
         return usage("unknown mode '" + mode + "'");

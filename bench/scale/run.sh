@@ -31,13 +31,15 @@
 #   failover_ms   kill -9 of the leader -> first successful acquire (bench_coordinator failover)
 #
 # then, for N > 0, on another fresh cluster (bench_scale storm):
-#   storm 1       N locks acquired with a lease L1 long enough to outlast the
-#                 preload (1.2 x the preload time above + 5 s, at least 5 s),
-#                 never renewed: their deadlines (the leader's: L1 x 1.05
-#                 after each grant, --max-clock-drift-ppm 50000) spread over
-#                 the preload time (spread_s); expired_s = from the FIRST
-#                 deadline until the leader applied N Expires (as
-#                 bench_etcd_grpc storm counts), after_last_s from the last
+#   storm 1       N locks expiring together: each acquired with what is left
+#                 of a lease L1 since the preload began (bench_scale storm
+#                 --aligned 1; L1 = 1.5 x the preload time above + 10 s), never
+#                 renewed, so every deadline (the leader's: the lease x 1.05,
+#                 --max-clock-drift-ppm 50000) is L1 x 1.05 after the preload
+#                 began (spread_s 0); expired_s = from that deadline until the
+#                 leader applied N Expires (as bench_etcd_grpc storm counts).
+#                 etcd's leases are granted with one TTL: theirs spread over
+#                 its preload, and its expired_s counts from the first
 #   storm 2       N locks with lease L2 (as L1), then kill -9 of the leader at
 #                 once: the new leader restarts every lease, so all share
 #                 one deadline (L2 x 1.05 after the new leader was first
@@ -182,7 +184,8 @@ rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 pg_start() {  # DIR BASE: sets PG_ENDPOINTS
     local line
-    line=$(FENCE_BASE_PORT=$2 FENCE_COORDINATOR_FLAGS="--max-connections 12000 --max-lease 3600000" \
+    # --max-expire-batch 1024: every member is of this release (docs/operations.md, Upgrades).
+    line=$(FENCE_BASE_PORT=$2 FENCE_COORDINATOR_FLAGS="--max-connections 12000 --max-lease 3600000 --max-expire-batch 1024" \
         "$ROOT/scripts/cluster.sh" start "$1" 3)
     PG_ENDPOINTS=${line#FENCE_ENDPOINTS=}
     PG_DIR=$1
@@ -395,14 +398,15 @@ pg_row() {  # N
 }
 
 # storm_lease_ms pg|etcd N: a lease that outlasts the storm's preload (one
-# more like the one measured at N): 1.2 x that preload time + 5 s, at least 5 s
-storm_lease_ms() { awk -v p="${R[$1 $2 preload_s]}" 'BEGIN {l = p * 1.2 + 5; if (l < 5) l = 5; printf "%d", l * 1000}'; }
+# more like the one measured at N): 1.5 x that preload time + 10 s
+storm_lease_ms() { awk -v p="${R[$1 $2 preload_s]}" 'BEGIN {l = p * 1.5 + 10; printf "%d", l * 1000}'; }
 
 pg_storms() {  # N
     local n=$1 lease line leader
     lease=$(storm_lease_ms pg "$n")
     pg_start "$WORK/storm-$n" $((PG_BASE + 50))
-    line=$("$BENCH_SCALE_BIN" storm --endpoints "$PG_ENDPOINTS" --locks "$n" --lease-ms "$lease" --prefix storm1 2> >(grep -v 'preload [0-9]' >&2)) || true
+    line=$("$BENCH_SCALE_BIN" storm --endpoints "$PG_ENDPOINTS" --locks "$n" --lease-ms "$lease" --prefix storm1 --aligned 1 \
+        2> >(grep -v 'preload [0-9]' >&2)) || true
     echo "pgfence N=$n storm 1: $line"
     R[pg $n storm1]=$line R[pg $n storm1_lease_ms]=$lease
     phase "pgfence N=$n: storm 1 (lease ${lease} ms)"
@@ -589,7 +593,7 @@ goal "p99 at N=$LARGEST <= 2x N=0" "$(ratio_ok "${R[pg $LARGEST p99]:-}" "${R[pg
     "$(ratio "${R[pg $LARGEST p99]:-}" "${R[pg 0 p99]:-}")x"
 s1=${R[pg $LARGEST storm1]:-}
 if [[ -n "$s1" ]]; then
-    # Judged from the last deadline: the first is spread_s earlier only because the preload took that long.
+    # The leases were asked to end together (--aligned 1): one deadline.
     e=$(field after_last_s "$s1")
     goal "storm of N=$LARGEST leases all expired within 5 s" "$(awk -v e="$e" 'BEGIN {print (e ~ /^-?[0-9.]+$/ && e <= 5) ? 1 : 0}')" \
         "${e} s after the last deadline ($(field expired_all_s "$s1") s after the first, $(field deadline_spread_s "$s1") s apart)"

@@ -352,7 +352,8 @@ public:
                 if (!v.is_object()) return protocol_error("'locks' holds a non-object");
                 Result<LockInfo> info = lock_info_of(v.get_object());
                 if (!info) return info.error();
-                out.push_back(std::move(info.value()));
+                // A member that does not page answers every lock: keep the prefix's.
+                if (info.value().key.starts_with(prefix)) out.push_back(std::move(info.value()));
             }
             const json::value* next = p.object.if_contains("next");
             if (next == nullptr) return out;

@@ -30,6 +30,10 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         throw std::invalid_argument("snapshot_slice_locks " + num(config_.snapshot_slice_locks) + " is not in 1.." +
                                     num(kMaxSnapshotSliceLocks));
     }
+    if (config_.max_expire_batch < 1 || config_.max_expire_batch > lock::kMaxExpireMany) {
+        throw std::invalid_argument("max_expire_batch " + num(config_.max_expire_batch) + " is not in 1.." +
+                                    num(lock::kMaxExpireMany));
+    }
     if (config_.max_table_bytes > lock::kMaxTableBytes) {
         throw std::invalid_argument("max_table_bytes " + num(config_.max_table_bytes) + " is above " +
                                     num(lock::kMaxTableBytes) + ": its snapshot might not fit");
@@ -282,7 +286,8 @@ void Core::snapshot_saved(std::shared_ptr<const raft::Snapshot> snapshot, Time /
     if (!saving_) throw std::logic_error("Core::snapshot_saved: no SaveSnapshot outstanding");
     saving_ = false;
     const raft::Index index = snapshot->meta.index;
-    last_snapshot_index_ = index;
+    // A snapshot installed from the leader meanwhile may be newer.
+    last_snapshot_index_ = std::max(last_snapshot_index_, index);
     ++counters_.snapshots;
     raft_->compact(std::move(snapshot), config_.snapshot_keep);
     log(LogLevel::kInfo, "snapshot_taken", {{"index", num(index)}, {"locks", num(table_.size())}});

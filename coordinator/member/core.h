@@ -87,9 +87,10 @@
 //     start) has passed AND a quorum round asked for after the lease's
 //     current expire_at confirmed this member still leads (a round asked
 //     before a restart proves nothing about the restarted lease). The leases
-//     due at one moment share that round, and their Expires are proposed
-//     together, as ExpireMany entries of up to lock::kMaxExpireMany locks
-//     (a lone one as Expire). Once proposed, keepalive fails and a same-owner
+//     due at one moment (at most kMaxExpiresPerCheck of them; the rest at the
+//     next tick) share that round, and their Expires are proposed together,
+//     as ExpireMany entries of up to Config::max_expire_batch locks (a lone
+//     one as Expire). Once proposed, keepalive fails and a same-owner
 //     re-grant of that token is answered Held (or queued, if it may wait).
 //   - Waiters: an acquire with wait_ms > 0 on a held key (or a key with a
 //     queue) joins the key's FIFO queue; when the key is freed the head's
@@ -179,6 +180,10 @@ constexpr std::uint64_t kMaxSnapshotLogPct = 400;
 // about the WAL's framing of an entry (CRC, length, type, term, index).
 constexpr std::uint64_t kEntryOverheadBytes = 26;
 constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
+// The most leases one expiry check takes (the leader's tick): a new leader
+// restarting a million leases does not propose, log and confirm them all in
+// one turn of its loop.
+constexpr std::size_t kMaxExpiresPerCheck = 65536;
 // A snapshot is built a slice of locks per pump (lock::LockTable's
 // continue_snapshot): 16,384 locks is about 1 ms of encoding here, so a
 // table of a million locks is written out over some 60 turns of the event
@@ -193,6 +198,10 @@ struct Config {
     std::uint64_t snapshot_log_pct = 100;  // applied entry bytes between snapshots, at least, in % of table bytes
     std::uint64_t snapshot_keep = 1000;    // log entries kept behind a snapshot
     std::size_t snapshot_slice_locks = kDefaultSnapshotSliceLocks;  // locks encoded per pump, 1..kMaxSnapshotSliceLocks
+    // Leases that ran out together are expired this many to an entry, as
+    // one ExpireMany (1..lock::kMaxExpireMany; 1: one Expire each). Every
+    // member must be able to apply ExpireMany before it is raised.
+    std::size_t max_expire_batch = 1;
     std::uint64_t token_floor = 0;         // proposed by a new leader if higher than the table's
     // The lock table's size limit (lock::LockTable): the same on every
     // member, or they diverge. The server keeps the default; tests lower it.

@@ -1,7 +1,6 @@
 // The member core's leases, keepalive, expiry, FIFO waiters, phantom release
 // and the leadership confirmation (ReadIndex round) they rely on (core.h).
 #include <algorithm>
-#include <limits>
 
 #include "member/core.h"
 
@@ -81,7 +80,7 @@ void Core::restart_all_leases(Time now) {
 // (ExpireMany), so an expiry storm costs a round and an entry per batch.
 void Core::check_expiries(Time now) {
     std::vector<DueLease> due;
-    if (leases_.take_due(now, std::numeric_limits<std::size_t>::max(), due) == 0) return;
+    if (leases_.take_due(now, kMaxExpiresPerCheck, due) == 0) return;
     if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
         propose_expires(due, now);
         return;
@@ -115,7 +114,7 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now) {
     while (next < due.size()) {
         lock::ExpireMany batch;
         std::size_t bytes = 0;
-        for (; next < due.size() && batch.locks.size() < lock::kMaxExpireMany; ++next) {
+        for (; next < due.size() && batch.locks.size() < config_.max_expire_batch; ++next) {
             const std::size_t more = lock::expire_many_bytes(due[next].key.size());
             if (bytes + more > lock::kMaxExpireManyBytes) break;
             bytes += more;

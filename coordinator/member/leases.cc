@@ -75,7 +75,7 @@ bool LeaseSet::cut(std::string_view key, lock::Token token, Time now) {
 bool LeaseSet::set_running(std::string_view key, lock::Token token) {
     Map::iterator it;
     Slot* s = find_token(key, token, &it);
-    if (s == nullptr) return false;
+    if (s == nullptr || s->lease.expiring()) return false;
     unindex(it);
     s->lease.phase = LeasePhase::kRunning;
     index(it);

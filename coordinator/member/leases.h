@@ -17,7 +17,8 @@
 // of a million leases touches some twenty nodes), each lease keeps its
 // position in the index (removing it does not search), and a lease
 // (re)started at the latest expire_at so far goes in at the index's end
-// (leases of one length started in time order: the common case). The
+// (leases of one length started in time order: the common case; else
+// O(log n)). The
 // index's keys are views of the map's own keys (a hash map's node never
 // moves, rehashing included), removed before the lease they name.
 //
@@ -47,6 +48,13 @@ struct DueLease {
 
 class LeaseSet {
 public:
+    LeaseSet() = default;
+    // Not copied: the index's views and the slots' iterators point into this
+    // set's own containers (moving keeps them valid: node-based containers).
+    LeaseSet(const LeaseSet&) = delete;
+    LeaseSet& operator=(const LeaseSet&) = delete;
+    LeaseSet(LeaseSet&&) = default;
+    LeaseSet& operator=(LeaseSet&&) = default;
     const Lease* find(std::string_view key) const;
     std::size_t size() const { return leases_.size(); }
     bool empty() const { return leases_.empty(); }
@@ -58,7 +66,8 @@ public:
 
     // Replaces every lease by one per lock of `table`, each started at
     // `now` (a new leader restarts them all). The locks come in key order,
-    // so each goes in at the end of both orders: linear in the locks.
+    // so each goes in at the end of the index when their expire_at only
+    // grows (leases of one length): linear in the locks, else O(n log n).
     void start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm);
     // Starts `key`'s lease at `now`, running, replacing any lease it had.
     void start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
@@ -72,7 +81,8 @@ public:
     // there is none.
     bool cut(std::string_view key, lock::Token token, Time now);
     // Phase changes of `key`'s lease with `token` (false, nothing changed:
-    // there is none): kRunning (back in the index), kExpiring (final).
+    // there is none, or, for set_running, it is kExpiring, which is final):
+    // kRunning (back in the index), kExpiring.
     bool set_running(std::string_view key, lock::Token token);
     bool set_expiring(std::string_view key, lock::Token token);
     // Removes `key`'s lease if it has `token`; true when it did.

@@ -93,6 +93,7 @@ std::string Member::Impl::start() {
     cfg.snapshot_every = options.snapshot_every;
     cfg.snapshot_keep = options.snapshot_keep;
     cfg.snapshot_log_pct = options.snapshot_log_pct;
+    cfg.max_expire_batch = options.max_expire_batch;
     cfg.token_floor = options.token_floor;
     cfg.debug_logs = log::log_enabled(LogLevel::kDebug);
     try {
@@ -325,11 +326,13 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
 }
 
 // The snapshot save, in two steps so that it never holds up a Persist (a
-// Persist carries the heartbeats and acks: a member whose Persists queued
-// behind writing a large snapshot file lost its followers or its leader):
+// Persist carries the heartbeats and acks; writing a snapshot file of tens
+// of megabytes takes up to seconds, longer than an election timeout):
 //   1. the snapshot thread writes the file (encode, fdatasync, rename), while
-//      Persists go on; it starts once no Persist is outstanding, so every
-//      entry the snapshot covers is durable in the log by then;
+//      Persists go on. Every entry the snapshot covers is durable in the log
+//      already (Raft hands out for applying only entries stable here); the
+//      file is begun only once no Persist is outstanding all the same, so
+//      that the log holds them whatever the order of the two threads' writes;
 //   2. then, in the log's order like a Persist (on the writer thread, a
 //      follower's Persists queued behind it), the log adopts it and drops
 //      the entries it covers; then the core hears of it.

@@ -2,13 +2,15 @@
 // event loop, applies committed commands to the lock table, serves the HTTP
 // API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
 //
-// Threading: everything runs on the io_context's thread except snapshot
-// saves and a leader's Ready writes, which run on the writer thread
-// (writer.h) and post their completion back; after a Ready write it ran, the
-// writer thread also sends that Ready's messages (Ready::messages, which may
-// leave only once durable) through the thread-safe PeerTransport::send. A
-// follower or candidate writes its Ready on the event loop itself (member.cc,
-// pump), unless a snapshot save is queued: then its Ready queues behind it.
+// Threading: everything runs on the io_context's thread except a leader's
+// Ready writes and snapshot adoptions, which run on the writer thread
+// (writer.h), and snapshot files, written by the snapshot thread (a second
+// Writer) beside them; both post their completion back. After a Ready write
+// it ran, the writer thread also sends that Ready's messages
+// (Ready::messages, which may leave only once durable) through the
+// thread-safe PeerTransport::send. A follower or candidate writes its Ready
+// on the event loop itself (member.cc, run_persist), unless a snapshot
+// adoption is queued: then its Ready queues behind it.
 #pragma once
 
 #include <functional>

@@ -140,7 +140,7 @@ struct Member::Impl {
     // A SaveSnapshot taken from the core whose file is not being written
     // yet: it waits until no Persist is outstanding (run_save).
     std::shared_ptr<const raft::Snapshot> pending_save;
-    std::atomic<bool> disk_busy{false};  // a persist or snapshot save is running (DiskTurn)
+    std::atomic<bool> disk_busy{false};  // a persist or snapshot adoption is running (DiskTurn)
 
     member::RequestId next_request = 1;
     std::unordered_map<member::RequestId, Outstanding> outstanding;

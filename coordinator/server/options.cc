@@ -93,6 +93,13 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "snapshot-every") return number(o.snapshot_every);
     if (name == "snapshot-keep") return number(o.snapshot_keep);
     if (name == "snapshot-log-percent") return number(o.snapshot_log_pct);
+    if (name == "max-expire-batch") {
+        if (!parse_u64(value, n) || n < 1 || n > lock::kMaxExpireMany) {
+            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxExpireMany);
+        }
+        o.max_expire_batch = n;
+        return {};
+    }
     if (name == "max-connections") {
         if (!parse_u64(value, n) || n < 16 || n > kMaxConnectionsLimit) {
             return "--" + name + ": '" + value + "' must be 16.." + std::to_string(kMaxConnectionsLimit);
@@ -328,6 +335,11 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          kept in memory)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
+  --max-expire-batch N   leases that ran out together are expired N to a log entry
+                         (an ExpireMany command; default 1: one Expire each; 1..1024).
+                         A member of a release before ExpireMany cannot apply one
+                         and would keep the locks it expires: raise it only once
+                         every member runs this release (docs/operations.md, Upgrades)
   --max-connections N    open HTTP client connections at most; more are closed at accept
                          (default 1024; 16..1000000). The member raises its open-files
                          limit (RLIMIT_NOFILE) to N + 256 within the hard limit, and

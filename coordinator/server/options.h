@@ -57,6 +57,7 @@ struct Options {
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
     std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
+    std::uint64_t max_expire_batch = 1;  // Expires per log entry (member::Config::max_expire_batch)
     std::uint64_t max_connections = 1024;  // open HTTP client connections (more are closed at accept)
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader

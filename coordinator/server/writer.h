@@ -1,6 +1,7 @@
-// The writer thread: a member's disk work off the event loop. It runs every
-// snapshot save and a leader's Ready writes; a follower writes its Ready on
-// the loop itself unless a snapshot save is queued (Member::Impl::run_persist).
+// A writer thread: a member's disk work off the event loop. The member has
+// two: the writer, for a leader's Ready writes and snapshot adoptions (a
+// follower writes its Ready on the loop itself unless an adoption is queued,
+// Member::Impl::run_persist), and the snapshot thread, for snapshot files.
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop.
 // A job may do more than disk work: the member's Ready job also sends the

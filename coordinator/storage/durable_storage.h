@@ -29,8 +29,11 @@
 //
 // Errors: everything throws StorageError. A call refused for a caller bug
 // found before anything is written (a batch with a gap, a hard state that
-// would undo a durable term or vote) changes nothing. Any other failure of
-// persist() or save_snapshot() leaves the object refusing every further call:
+// would undo a durable term or vote, a snapshot to adopt whose file is not
+// the one written) changes nothing. Any other failure of persist(),
+// save_snapshot() or adopt_snapshot() leaves the object refusing every
+// further call (a failed write_snapshot_file() leaves the stored snapshot
+// as it was; the server stops on it all the same):
 // stop the member and restart it (a failed fsync cannot be retried safely).
 //
 // Threading: one thread at a time calls it (the server persists on its event

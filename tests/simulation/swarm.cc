@@ -56,6 +56,8 @@ FaultConfig draw_fault_config(SimRandom& random) {
     // Snapshots built a few locks per pump, so that entries apply while one
     // is being built (this simulation's tables hold tens of locks), or whole.
     if (random.chance(0.5)) c.snapshot_slice_locks = random.between(1, 4);
+    // Expiry one Expire to an entry (the server's default) or batched.
+    c.max_expire_batch = random.chance(0.25) ? 1 : random.between(2, 1024);
     return c;
 }
 
@@ -86,7 +88,8 @@ std::string FaultConfig::describe() const {
         << " max_snapshot_chunk_bytes=" << max_snapshot_chunk_bytes
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
         << compact_every_entries << " snapshot_log_pct=" << snapshot_log_pct
-        << " snapshot_slice_locks=" << snapshot_slice_locks << " keep_entries=" << keep_entries
+        << " snapshot_slice_locks=" << snapshot_slice_locks << " max_expire_batch=" << max_expire_batch
+        << " keep_entries=" << keep_entries
         << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max
         << " hard_state_first=" << hard_state_first;

@@ -382,6 +382,19 @@ BOOST_AUTO_TEST_CASE(leases_due_together_expire_in_batches_of_up_to_the_limit) {
     BOOST_TEST(h.core(l).check_invariants() == "");
 }
 
+// With max_expire_batch 1 (the server's default, for clusters where a member
+// may not know ExpireMany) leases that ran out together go out one Expire each.
+BOOST_AUTO_TEST_CASE(with_a_batch_of_one_each_lease_is_expired_by_an_expire_of_its_own) {
+    Harness h(3, 0, 10000, 100, lock::kMaxTableBytes, 1);
+    const raft::NodeId l = h.elect();
+    for (int i = 0; i < 5; ++i) as<Granted>(h.answer(l, h.send(l, acq("k" + std::to_string(i), 1000))));
+    const raft::Index before = h.core(l).table().applied_index();
+    h.advance(milliseconds(1100));
+    BOOST_TEST(h.core(l).table().size() == 0u);
+    BOOST_TEST(h.core(l).table().applied_index() - before == 5u);
+    BOOST_TEST(h.core(l).counters().expire_batches == 0u);
+}
+
 // A round that fails (the leader is cut off) leaves the whole batch running:
 // none is proposed, and once the leader is heard again they expire.
 BOOST_AUTO_TEST_CASE(a_batch_whose_round_fails_runs_on_and_expires_later) {
