@@ -201,6 +201,18 @@ BOOST_AUTO_TEST_CASE(max_connections_defaults_to_1024_and_takes_16_to_a_million)
     }
 }
 
+BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_one_and_is_bounded_by_the_command) {
+    BOOST_TEST(Options{}.max_expire_batch == 1u);  // no ExpireMany unless asked for (docs/operations.md, Upgrades)
+    Options o;
+    BOOST_TEST(parse_with("--max-expire-batch", "1024", o) == "");
+    BOOST_TEST(o.max_expire_batch == 1024u);
+    for (const char* bad : {"0", "1025", "-1", "many", ""}) {
+        Options b;
+        const std::string err = parse_with("--max-expire-batch", bad, b);
+        BOOST_TEST(err.find("--max-expire-batch: '" + std::string(bad) + "' must be 1..1024") != std::string::npos, err);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_never_lowered) {
     rlimit original{};
     BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &original) == 0);
