@@ -112,6 +112,10 @@ if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
     # on stderr: stdout is the report
     cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator bench_scale >&2
+    # etcd's gRPC client, where the gRPC packages are installed (the target exists then).
+    if cmake --build "$BUILD" --target help | grep -q '^\.\.\. bench_etcd_grpc$'; then
+        cmake --build "$BUILD" -j"${JOBS:-2}" --target bench_etcd_grpc >&2
+    fi
     FENCE_BIN_DIR=$BUILD/coordinator/server
     BENCH_BIN=$BUILD/bench/coordinator/bench_coordinator
     BENCH_SCALE_BIN=$BUILD/bench/scale/bench_scale
