@@ -486,6 +486,8 @@ void Core::lose_leadership(Time /*now*/) {
     log(LogLevel::kInfo, "lost_leadership", {{"term", num(leader_term_)}, {"leader", num(raft_->leader())}});
     leader_term_ = 0;
     leases_.clear();
+    ++expiry_wave_;  // the wave in flight ends with the leases it was for
+    expiry_wave_pending_ = 0;
     drop_all_waiters();
 }
 

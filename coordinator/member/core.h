@@ -87,8 +87,9 @@
 //     start) has passed AND a quorum round asked for after the lease's
 //     current expire_at confirmed this member still leads (a round asked
 //     before a restart proves nothing about the restarted lease). The leases
-//     due at one moment (at most kMaxExpiresPerCheck of them; the rest at the
-//     next tick) share that round, and their Expires are proposed together,
+//     due at one moment (at most kMaxExpiresPerCheck of them, and none
+//     while the previous such wave's round and Expires are not done: the
+//     rest at a later tick) share that round, and their Expires are proposed together,
 //     as ExpireMany entries of up to Config::max_expire_batch locks (a lone
 //     one as Expire). Once proposed, keepalive fails and a same-owner
 //     re-grant of that token is answered Held (or queued, if it may wait).
@@ -377,7 +378,8 @@ private:
     void fail_reads(std::uint64_t ctx, Time now);
     void restart_all_leases(Time now);
     void check_expiries(Time now);
-    void propose_expires(const std::vector<DueLease>& due, Time now);
+    void propose_expires(const std::vector<DueLease>& due, Time now, std::uint64_t wave);
+    void expiry_wave_done(std::uint64_t wave);
     void acquire(RequestId id, const Acquire& req, bool from_queue, Time now);
     void on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now);
     void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now);
@@ -440,6 +442,11 @@ private:
     // Leader only, one per held lock, restarted by a new leader. Invariant:
     // a lease's token is the held lock's token for that key.
     LeaseSet leases_;
+    // The expiry wave in flight (check_expiries): its number, and its round
+    // and Expire proposals not yet done (0: none; a new check may take more).
+    // Losing leadership ends it (a later number ignores its callbacks).
+    std::uint64_t expiry_wave_ = 0;
+    std::size_t expiry_wave_pending_ = 0;
     std::map<std::string, std::deque<Waiter>, std::less<>> waiters_;
     std::size_t waiter_total_ = 0;
     std::set<std::string, std::less<>> waiter_grant_in_flight_;  // a queue head's Grant is proposed

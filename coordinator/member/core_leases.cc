@@ -78,14 +78,23 @@ void Core::restart_all_leases(Time now) {
 // round proves nothing about the new deadline and the lease runs on.
 // The leases due now share one round and their Expires go out in batches
 // (ExpireMany), so an expiry storm costs a round and an entry per batch.
+// One wave at a time: the leases taken at one check go through their round
+// and the apply of their Expires before the next check takes more, so the
+// pace of an expiry storm follows what the cluster applies (a follower
+// applying a million expiries in one go stalls its loop past an election
+// timeout) instead of what one leader can propose.
 void Core::check_expiries(Time now) {
+    if (expiry_wave_pending_ > 0) return;
     std::vector<DueLease> due;
     if (leases_.take_due(now, kMaxExpiresPerCheck, due) == 0) return;
+    const std::uint64_t wave = ++expiry_wave_;
+    expiry_wave_pending_ = 1;  // the round; each Expire proposed adds one
     if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
-        propose_expires(due, now);
+        propose_expires(due, now, wave);
+        expiry_wave_done(wave);
         return;
     }
-    confirm([this, due = std::move(due), asked = now](bool ok, Time at) {
+    confirm([this, due = std::move(due), asked = now, wave](bool ok, Time at) {
         std::vector<DueLease> confirmed;
         for (const DueLease& d : due) {
             // Logged before the lookup: losing leadership clears the leases
@@ -101,15 +110,20 @@ void Core::check_expiries(Time now) {
             leases_.set_running(d.key, d.token);
             if (expire) confirmed.push_back(d);
         }
-        propose_expires(confirmed, at);
+        propose_expires(confirmed, at, wave);
+        expiry_wave_done(wave);
     });
+}
+
+void Core::expiry_wave_done(std::uint64_t wave) {
+    if (wave == expiry_wave_ && expiry_wave_pending_ > 0) --expiry_wave_pending_;
 }
 
 // Proposes the expiry of `due` (leases now kRunning or kConfirming), in
 // ExpireMany batches up to the command's limits; the leases of a batch
 // proposed are then kExpiring for good. Those of a batch that could not be
 // proposed stay running, so a later tick tries again.
-void Core::propose_expires(const std::vector<DueLease>& due, Time now) {
+void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint64_t wave) {
     std::size_t next = 0;
     while (next < due.size()) {
         lock::ExpireMany batch;
@@ -121,9 +135,10 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now) {
             batch.locks.push_back(lock::Expire{due[next].key, due[next].token});
         }
         raft::ProposeError err = raft::ProposeError::kNone;
-        const bool proposed = batch.locks.size() == 1
-                                  ? propose(batch.locks.front(), now, [](const lock::Result*, Time) {}, &err)
-                                  : propose(batch, now, [](const lock::Result*, Time) {}, &err);
+        auto done = [this, wave](const lock::Result*, Time) { expiry_wave_done(wave); };
+        const bool proposed = batch.locks.size() == 1 ? propose(batch.locks.front(), now, done, &err)
+                                                      : propose(batch, now, done, &err);
+        if (proposed) ++expiry_wave_pending_;
         if (proposed && batch.locks.size() > 1) ++counters_.expire_batches;
         for (const lock::Expire& x : batch.locks) {
             if (!proposed) {
