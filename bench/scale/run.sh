@@ -113,7 +113,8 @@ if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     # on stderr: stdout is the report
     cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator bench_scale >&2
     # etcd's gRPC client, where the gRPC packages are installed (the target exists then).
-    if cmake --build "$BUILD" --target help | grep -q '^\.\.\. bench_etcd_grpc$'; then
+    targets=$(cmake --build "$BUILD" --target help)  # whole, before grep: make's help dies on a closed pipe
+    if grep -q '^\.\.\. bench_etcd_grpc$' <<<"$targets"; then
         cmake --build "$BUILD" -j"${JOBS:-2}" --target bench_etcd_grpc >&2
     fi
     FENCE_BIN_DIR=$BUILD/coordinator/server
