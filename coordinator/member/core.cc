@@ -533,7 +533,8 @@ std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
 
 void Core::maybe_snapshot() {
     const raft::Index applied = table_.applied_index();
-    if (saving_ || table_.snapshotting() || (applied >= last_snapshot_index_ && applied - last_snapshot_index_ < config_.snapshot_every)) return;
+    if (saving_ || table_.snapshotting()) return;  // one at a time
+    if (applied >= last_snapshot_index_ && applied - last_snapshot_index_ < config_.snapshot_every) return;
     // Overflow-free: a table's bytes stay below raft::kMaxSnapshotBytes (its
     // snapshot fits), and the percentage is at most kMaxSnapshotLogPct.
     if (applied_bytes_since_snapshot_ < table_.bytes() * config_.snapshot_log_pct / 100) return;

@@ -310,17 +310,12 @@ void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snap
 }
 
 void DurableStorage::save_snapshot(const raft::Snapshot& snap) {
-    save_snapshot(std::make_shared<const raft::Snapshot>(snap));
-}
-
-void DurableStorage::save_snapshot(std::shared_ptr<const raft::Snapshot> snap) {
     require_usable();
-    check_snapshot_in_log(*snap);
-    const std::string bytes = checked_snapshot_bytes(*snap);
+    check_snapshot_in_log(snap);
+    const std::string bytes = checked_snapshot_bytes(snap);
     BreakOnThrow guard(broken_);
-    const raft::Index index = snap->meta.index;
-    write_snapshot(std::move(snap), bytes);
-    wal_->drop_prefix(index);
+    write_snapshot(std::make_shared<const raft::Snapshot>(snap), bytes);
+    wal_->drop_prefix(snap.meta.index);
     wal_->sync();
 }
 

@@ -108,9 +108,6 @@ class DurableStorage final : public raft::Storage {
     // The application took a snapshot (index <= last_index()): writes it
     // atomically, then drops the log entries it covers (whole segments).
     void save_snapshot(const raft::Snapshot& snapshot);
-    // The same, keeping `snapshot` itself (shared with the Raft core, which
-    // keeps it too) instead of a copy.
-    void save_snapshot(std::shared_ptr<const raft::Snapshot> snapshot);
     // save_snapshot() in two steps, so that the long one runs while entries
     // go on being persisted:
     //   write_snapshot_file(s)  the snapshot file (encode, snapshot.tmp,

@@ -26,6 +26,22 @@ std::string parse_with(const char* flag, const char* value, Options& o) {
     args.insert(args.end(), {flag, value});
     return parse(args, o);
 }
+
+// A numeric flag takes `good` (read into `field`) and refuses each of `bad`
+// with "FLAG: 'VALUE' must be RANGE".
+void check_bounded_flag(const std::string& flag, const char* good, std::uint64_t Options::*field,
+                        std::uint64_t expected, std::initializer_list<const char*> bad, const std::string& range) {
+    Options o;
+    BOOST_TEST(parse_with(flag.c_str(), good, o) == "");
+    const std::uint64_t got = o.*field;
+    BOOST_TEST(got == expected);
+    for (const char* value : bad) {
+        Options b;
+        const std::string err = parse_with(flag.c_str(), value, b);
+        BOOST_TEST(err.find(flag + ": '" + std::string(value) + "' must be " + range) != std::string::npos, err);
+    }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(options)
@@ -191,26 +207,14 @@ BOOST_AUTO_TEST_CASE(max_connections_defaults_to_1024_and_takes_16_to_a_million)
     Options d;
     BOOST_TEST(parse(kBase, d) == "");
     BOOST_TEST(d.max_connections == 1024u);
-    Options o;
-    BOOST_TEST(parse_with("--max-connections", "20000", o) == "");
-    BOOST_TEST(o.max_connections == 20000u);
-    for (const char* bad : {"15", "1000001", "-1", "lots", ""}) {
-        Options b;
-        const std::string err = parse_with("--max-connections", bad, b);
-        BOOST_TEST(err.find("--max-connections: '" + std::string(bad) + "' must be 16..1000000") != std::string::npos, err);
-    }
+    check_bounded_flag("--max-connections", "20000", &Options::max_connections, 20000,
+                       {"15", "1000001", "-1", "lots", ""}, "16..1000000");
 }
 
 BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_one_and_is_bounded_by_the_command) {
     BOOST_TEST(Options{}.max_expire_batch == 1u);  // no ExpireMany unless asked for (docs/operations.md, Upgrades)
-    Options o;
-    BOOST_TEST(parse_with("--max-expire-batch", "1024", o) == "");
-    BOOST_TEST(o.max_expire_batch == 1024u);
-    for (const char* bad : {"0", "1025", "-1", "many", ""}) {
-        Options b;
-        const std::string err = parse_with("--max-expire-batch", bad, b);
-        BOOST_TEST(err.find("--max-expire-batch: '" + std::string(bad) + "' must be 1..1024") != std::string::npos, err);
-    }
+    check_bounded_flag("--max-expire-batch", "1024", &Options::max_expire_batch, 1024,
+                       {"0", "1025", "-1", "many", ""}, "1..1024");
 }
 
 BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_never_lowered) {
