@@ -15,7 +15,7 @@ for name in A B C; do
     pids+=($!)
     n=$((n + 1))
     # The next waiter starts only once this one is queued on the leader.
-    wait_until 10 "waiter $name queued" test "$(waiters_total)" -ge "$n"
+    wait_until 10 "waiter $name queued" waiters_at_least "$n"
 done
 [[ ! -e "$order" ]] || fail "a waiter ran while the holder still held the lock: $(cat "$order")"
 

@@ -84,3 +84,8 @@ waiters_total() {
     done
     echo "$total"
 }
+
+# waiters_at_least N: succeeds once the members hold N or more waiters. A
+# command for wait_until, which re-runs it on every poll (an argument like
+# "$(waiters_total)" would be expanded once, before the first poll).
+waiters_at_least() { (($(waiters_total) >= $1)); }
