@@ -17,7 +17,10 @@
 //     has applied N more Expires (pgfence_expiries_total{existed="true"} on
 //     the leader, against its value before the preload) while one probe
 //     connection loops acquire+release (client library, 10 ms apart) and
-//     /metrics of every member is polled every 20 ms. Without --kill-pid the
+//     /metrics of every member is polled every 20 ms. The probe's figures
+//     (probe_cycles, probe_p99_us, probe_max_us) count only the cycles that
+//     overlap the storm: from the first deadline until all were expired
+//     (the probe idles on a quiet cluster before). Without --kill-pid the
 //     leases' deadlines on the leader run from the first grant answered to
 //     the last, each L x (1 + R/1e6) after its grant; expired_all_s counts
 //     from the FIRST deadline (as bench_etcd_grpc storm does), after_last_s
@@ -434,8 +437,11 @@ int run_keepalive(const Flags& f, const std::vector<client::Endpoint>& endpoints
 // ---- storm ----
 
 struct Probe {
+    struct Cycle {
+        Clock::time_point start, end;
+    };
     std::atomic<bool> stop{false};
-    std::vector<std::uint32_t> cycle_us;
+    std::vector<Cycle> cycles;
     std::uint64_t errors = 0;
     std::string first_error;
 
@@ -451,8 +457,7 @@ struct Probe {
             auto a = c.acquire({key, 5s, 0ms, key});
             const bool ok = a && c.release(key, a.value().token);
             if (ok) {
-                cycle_us.push_back(static_cast<std::uint32_t>(
-                    std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count()));
+                cycles.push_back({start, Clock::now()});
             } else if (errors++ == 0) {
                 first_error = a ? "release failed" : a.message();
             }
@@ -517,7 +522,15 @@ int run_storm(const StormSettings& s, const std::vector<client::Endpoint>& endpo
     const auto done = wait_expired(m, before, p.granted, last_deadline + s.timeout, term_after);
     probe.stop = true;
     probe_thread.join();
-    std::sort(probe.cycle_us.begin(), probe.cycle_us.end());
+    // The cycles that overlap the storm: [first deadline, all expired (or now)].
+    const auto storm_end = done ? *done : Clock::now();
+    std::vector<std::uint32_t> cycle_us;
+    for (const Probe::Cycle& c : probe.cycles) {
+        if (c.end < first_deadline || c.start > storm_end) continue;
+        cycle_us.push_back(static_cast<std::uint32_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(c.end - c.start).count()));
+    }
+    std::sort(cycle_us.begin(), cycle_us.end());
     char expired_all_s[32] = "timeout", after_last_s[32] = "timeout";
     if (done) {
         std::snprintf(expired_all_s, sizeof expired_all_s, "%.2f", since_s(first_deadline, *done));
@@ -527,9 +540,8 @@ int run_storm(const StormSettings& s, const std::vector<client::Endpoint>& endpo
                 "after_last_s=%s probe_cycles=%zu probe_p99_us=%.0f probe_max_us=%.0f probe_errors=%llu "
                 "term_before=%llu term_after=%llu\n",
                 static_cast<unsigned long long>(p.granted), static_cast<unsigned long long>(s.lease_ms), p.seconds,
-                since_s(first_deadline, last_deadline), expired_all_s, after_last_s, probe.cycle_us.size(),
-                bench::percentile_us(probe.cycle_us, 0.99),
-                probe.cycle_us.empty() ? 0.0 : static_cast<double>(probe.cycle_us.back()),
+                since_s(first_deadline, last_deadline), expired_all_s, after_last_s, cycle_us.size(),
+                bench::percentile_us(cycle_us, 0.99), cycle_us.empty() ? 0.0 : static_cast<double>(cycle_us.back()),
                 static_cast<unsigned long long>(probe.errors), static_cast<unsigned long long>(term_before),
                 static_cast<unsigned long long>(term_after));
     if (!done) std::cerr << "bench_scale: storm: not all expired within " << s.timeout.count() << "s of the last deadline\n";

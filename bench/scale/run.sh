@@ -45,7 +45,9 @@
 #                 one deadline (L2 x 1.05 after the new leader was first
 #                 seen); expired_s and after_last_s from it
 #                 Both: probe p99/max (us) of one connection looping
-#                 acquire+release 10 ms apart, and term before/after (an
+#                 acquire+release 10 ms apart, over the cycles that overlap
+#                 the storm (its first deadline -> all expired; the probe
+#                 runs on an idle cluster before), and term before/after (an
 #                 increase past the killed leader's = leader changes)
 # and once, at the largest N: KEEPALIVE_CONNECTIONS (10000) connections to
 # the leader, each holding its own key (lease 3 s, keepalive every 1 s) for

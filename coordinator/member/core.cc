@@ -34,6 +34,9 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         throw std::invalid_argument("max_expire_batch " + num(config_.max_expire_batch) + " is not in 1.." +
                                     num(lock::kMaxExpireMany));
     }
+    if (config_.expiry_wave < 1 || config_.expiry_wave > kMaxExpiryWave) {
+        throw std::invalid_argument("expiry_wave " + num(config_.expiry_wave) + " is not in 1.." + num(kMaxExpiryWave));
+    }
     if (config_.max_table_bytes > lock::kMaxTableBytes) {
         throw std::invalid_argument("max_table_bytes " + num(config_.max_table_bytes) + " is above " +
                                     num(lock::kMaxTableBytes) + ": its snapshot might not fit");

@@ -82,16 +82,19 @@ void Core::restart_all_leases(Time now) {
 // and the apply of their Expires before the next check takes more, so the
 // pace of an expiry storm follows what the cluster applies (a follower
 // applying a million expiries in one go stalls its loop past an election
-// timeout) instead of what one leader can propose.
+// timeout) instead of what one leader can propose. The next wave is taken
+// as soon as the last Expire of a wave applies, not at the next tick: a
+// storm runs back to back, each wave small enough that a request queued
+// behind one waits for few Expires.
 void Core::check_expiries(Time now) {
     if (expiry_wave_pending_ > 0) return;
     std::vector<DueLease> due;
-    if (leases_.take_due(now, kMaxExpiresPerCheck, due) == 0) return;
+    if (leases_.take_due(now, config_.expiry_wave, due) == 0) return;
     const std::uint64_t wave = ++expiry_wave_;
     expiry_wave_pending_ = 1;  // the round; each Expire proposed adds one
     if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
         propose_expires(due, now, wave);
-        expiry_wave_done(wave);
+        expiry_wave_done(wave, nullptr);
         return;
     }
     confirm([this, due = std::move(due), asked = now, wave](bool ok, Time at) {
@@ -103,23 +106,22 @@ void Core::check_expiries(Time now) {
                 log(LogLevel::kInfo, "expire_not_confirmed",
                     {{"key", d.key}, {"token", num(d.token)}, {"owner", owner_of(d.key, d.token)}});
             }
-            const Lease* l = leases_.find(d.key);
-            if (l == nullptr || l->token != d.token || l->phase != LeasePhase::kConfirming) continue;
             // Failed, or restarted after the round was asked for: runs on.
-            const bool expire = ok && asked >= l->expire_at;
-            leases_.set_running(d.key, d.token);
-            if (expire) confirmed.push_back(d);
+            if (leases_.settle(d.key, d.token, asked, ok) == LeaseSet::Settled::kDue) confirmed.push_back(d);
         }
         propose_expires(confirmed, at, wave);
-        expiry_wave_done(wave);
+        expiry_wave_done(wave, nullptr);
     });
 }
 
-void Core::expiry_wave_done(std::uint64_t wave) {
-    if (wave == expiry_wave_ && expiry_wave_pending_ > 0) --expiry_wave_pending_;
+void Core::expiry_wave_done(std::uint64_t wave, const Time* applied_at) {
+    if (wave != expiry_wave_ || expiry_wave_pending_ == 0) return;
+    // The wave's last Expire applied: the next wave now (the round or a
+    // proposal failing ends a wave too, but its leases wait for the tick).
+    if (--expiry_wave_pending_ == 0 && applied_at != nullptr && is_leader()) check_expiries(*applied_at);
 }
 
-// Proposes the expiry of `due` (leases now kRunning or kConfirming), in
+// Proposes the expiry of `due` (leases in kConfirming), in
 // ExpireMany batches up to the command's limits; the leases of a batch
 // proposed are then kExpiring for good. Those of a batch that could not be
 // proposed stay running, so a later tick tries again.
@@ -128,6 +130,7 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint
     while (next < due.size()) {
         lock::ExpireMany batch;
         std::size_t bytes = 0;
+        const std::size_t first = next;
         for (; next < due.size() && batch.locks.size() < config_.max_expire_batch; ++next) {
             const std::size_t more = lock::expire_many_bytes(due[next].key.size());
             if (bytes + more > lock::kMaxExpireManyBytes) break;
@@ -135,12 +138,13 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint
             batch.locks.push_back(lock::Expire{due[next].key, due[next].token});
         }
         raft::ProposeError err = raft::ProposeError::kNone;
-        auto done = [this, wave](const lock::Result*, Time) { expiry_wave_done(wave); };
+        auto done = [this, wave](const lock::Result* r, Time at) { expiry_wave_done(wave, r != nullptr ? &at : nullptr); };
         const bool proposed = batch.locks.size() == 1 ? propose(batch.locks.front(), now, done, &err)
                                                       : propose(batch, now, done, &err);
         if (proposed) ++expiry_wave_pending_;
         if (proposed && batch.locks.size() > 1) ++counters_.expire_batches;
-        for (const lock::Expire& x : batch.locks) {
+        for (std::size_t i = first; i < next; ++i) {
+            const DueLease& x = due[i];
             if (!proposed) {
                 leases_.set_running(x.key, x.token);
                 log(LogLevel::kWarn, "expire_not_proposed", {{"key", x.key}, {"token", num(x.token)},
@@ -148,9 +152,8 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint
                                                              {"owner", owner_of(x.key, x.token)}});
                 continue;
             }
-            const Lease* l = leases_.find(x.key);
+            const Lease* l = leases_.set_expiring(x.key, x.token);
             const std::uint64_t lease_ms = l != nullptr ? l->lease_ms : 0;
-            leases_.set_expiring(x.key, x.token);
             ++counters_.expires_proposed;
             log(LogLevel::kInfo, "expire_proposed",
                 {{"key", x.key}, {"token", num(x.token)}, {"lease_ms", num(lease_ms)},

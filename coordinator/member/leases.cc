@@ -2,7 +2,6 @@
 #include "member/leases.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace pgfence::member {
 
@@ -24,10 +23,10 @@ void LeaseSet::unindex(Map::iterator it) {
 
 void LeaseSet::index(Map::iterator it) {
     if (it->second.lease.phase != LeasePhase::kRunning) return;
-    const Due due{it->second.lease.expire_at, it->first};
+    const Due due{it->second.lease.expire_at, it->second.lease.token, &*it};
     // At the end when it is due last (emplace_hint: amortized constant there).
-    it->second.at = running_.empty() || running_.rbegin()->first <= due.first ? running_.emplace_hint(running_.end(), due)
-                                                                              : running_.insert(due).first;
+    it->second.at = running_.empty() || *running_.rbegin() < due ? running_.emplace_hint(running_.end(), due)
+                                                                 : running_.insert(due).first;
 }
 
 void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm) {
@@ -82,13 +81,23 @@ bool LeaseSet::set_running(std::string_view key, lock::Token token) {
     return true;
 }
 
-bool LeaseSet::set_expiring(std::string_view key, lock::Token token) {
+const Lease* LeaseSet::set_expiring(std::string_view key, lock::Token token) {
     Map::iterator it;
     Slot* s = find_token(key, token, &it);
-    if (s == nullptr) return false;
+    if (s == nullptr) return nullptr;
     unindex(it);
     s->lease.phase = LeasePhase::kExpiring;
-    return true;
+    return &s->lease;
+}
+
+LeaseSet::Settled LeaseSet::settle(std::string_view key, lock::Token token, Time asked, bool ok) {
+    Map::iterator it;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr || s->lease.phase != LeasePhase::kConfirming) return Settled::kGone;
+    if (ok && asked >= s->lease.expire_at) return Settled::kDue;
+    s->lease.phase = LeasePhase::kRunning;
+    index(it);
+    return Settled::kRunning;
 }
 
 bool LeaseSet::erase(std::string_view key, lock::Token token) {
@@ -106,12 +115,11 @@ void LeaseSet::clear() {
 
 std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease>& out) {
     std::size_t taken = 0;
-    while (taken < limit && !running_.empty() && running_.begin()->first <= now) {
-        auto lease = leases_.find(running_.begin()->second);
-        if (lease == leases_.end()) throw std::logic_error("LeaseSet: the expiry index names a key without a lease");
+    while (taken < limit && !running_.empty() && running_.begin()->at <= now) {
+        Node& lease = *running_.begin()->lease;
         running_.erase(running_.begin());
-        lease->second.lease.phase = LeasePhase::kConfirming;
-        out.push_back(DueLease{lease->first, lease->second.lease.token});
+        lease.second.lease.phase = LeasePhase::kConfirming;
+        out.push_back(DueLease{lease.first, lease.second.lease.token});
         ++taken;
     }
     return taken;
@@ -122,7 +130,8 @@ std::string LeaseSet::check_invariants() const {
     for (const auto& [key, slot] : leases_) {
         if (slot.lease.phase != LeasePhase::kRunning) continue;
         ++running;
-        if (slot.at->first != slot.lease.expire_at || slot.at->second.data() != key.data()) {
+        if (slot.at->at != slot.lease.expire_at || slot.at->token != slot.lease.token ||
+            &slot.at->lease->first != &key) {
             return "the running lease of " + key + " is not indexed at its expire_at";
         }
     }

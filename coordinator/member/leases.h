@@ -19,8 +19,10 @@
 // (re)started at the latest expire_at so far goes in at the index's end
 // (leases of one length started in time order: the common case; else
 // O(log n)). The
-// index's keys are views of the map's own keys (a hash map's node never
-// moves, rehashing included), removed before the lease they name.
+// index's entries point at the map's own nodes (a hash map's node never
+// moves, rehashing included), so take_due() reaches a lease without a
+// lookup; an entry is removed before the lease it names. Ties of expire_at
+// go by token (unique among held locks), so the order is deterministic.
 //
 // Pure and deterministic: std only, time is passed in. Not thread-safe.
 #pragma once
@@ -84,7 +86,20 @@ public:
     // there is none, or, for set_running, it is kExpiring, which is final):
     // kRunning (back in the index), kExpiring.
     bool set_running(std::string_view key, lock::Token token);
-    bool set_expiring(std::string_view key, lock::Token token);
+    // kExpiring; the lease, or nullptr (nothing changed) when there is none.
+    const Lease* set_expiring(std::string_view key, lock::Token token);
+    // Ends the confirmation of `key`'s lease with `token`, taken by
+    // take_due() and confirmed (or not: `ok`) by a round asked for at
+    // `asked`, in one lookup:
+    //   kGone     no such lease in kConfirming (released, re-granted,
+    //             expired meanwhile): nothing changed;
+    //   kDue      the round confirmed and was asked for at or after its
+    //             expire_at: it stays kConfirming, and the caller makes it
+    //             kExpiring (its Expire proposed) or kRunning (not proposed);
+    //   kRunning  the round failed, or the lease was restarted after it was
+    //             asked for: running again, in the index.
+    enum class Settled { kGone, kDue, kRunning };
+    Settled settle(std::string_view key, lock::Token token, Time asked, bool ok);
     // Removes `key`'s lease if it has `token`; true when it did.
     bool erase(std::string_view key, lock::Token token);
     void clear();
@@ -99,7 +114,14 @@ public:
     std::string check_invariants() const;
 
 private:
-    using Due = std::pair<Time, std::string_view>;
+    struct Slot;
+    using Node = std::pair<const std::string, Slot>;  // the map's value
+    struct Due {
+        Time at;             // the lease's expire_at
+        lock::Token token;   // then by token: unique among held locks
+        Node* lease;         // the map's node (not part of the order)
+        bool operator<(const Due& o) const { return at != o.at ? at < o.at : token < o.token; }
+    };
     using Index = std::set<Due>;
     struct Slot {
         Lease lease;
@@ -116,7 +138,7 @@ private:
     void index(Map::iterator it);
 
     Map leases_;
-    Index running_;  // (expire_at, key) of every kRunning lease
+    Index running_;  // (expire_at, token) of every kRunning lease
 };
 
 }  // namespace pgfence::member

@@ -186,6 +186,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     member_config_.snapshot_log_pct = faults_.snapshot_log_pct;
     member_config_.snapshot_slice_locks = faults_.snapshot_slice_locks;
     member_config_.max_expire_batch = faults_.max_expire_batch;
+    member_config_.expiry_wave = faults_.expiry_wave;
     member_config_.snapshot_keep = faults_.keep_entries;
     member_config_.token_floor = token_floor;
     member_config_.max_clock_drift_ppm = rho_ppm_;

@@ -58,6 +58,9 @@ FaultConfig draw_fault_config(SimRandom& random) {
     if (random.chance(0.5)) c.snapshot_slice_locks = random.between(1, 4);
     // Expiry one Expire to an entry (the server's default) or batched.
     c.max_expire_batch = random.chance(0.25) ? 1 : random.between(2, 1024);
+    // Waves of a few leases, so that leases due together go in several
+    // waves back to back (this simulation holds tens of locks), or the default.
+    if (random.chance(0.5)) c.expiry_wave = random.between(1, 4);
     return c;
 }
 
@@ -89,6 +92,7 @@ std::string FaultConfig::describe() const {
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
         << compact_every_entries << " snapshot_log_pct=" << snapshot_log_pct
         << " snapshot_slice_locks=" << snapshot_slice_locks << " max_expire_batch=" << max_expire_batch
+        << " expiry_wave=" << expiry_wave
         << " keep_entries=" << keep_entries
         << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max

@@ -382,6 +382,28 @@ BOOST_AUTO_TEST_CASE(leases_due_together_expire_in_batches_of_up_to_the_limit) {
     BOOST_TEST(h.core(l).check_invariants() == "");
 }
 
+// A storm larger than one wave (Config::expiry_wave) goes in waves back to
+// back: the next is taken when the last Expire of the one before applies,
+// not at the next tick, so every lease is expired within the tick it ran
+// out in (here, where rounds and commits take no time).
+BOOST_AUTO_TEST_CASE(a_storm_larger_than_a_wave_expires_wave_after_wave_without_waiting_for_ticks) {
+    const std::size_t wave = 8;
+    Harness h(3, 0, 10000, 100, lock::kMaxTableBytes, 3, wave);
+    const raft::NodeId l = h.elect();
+    const std::size_t n = 2 * wave + 3;  // three waves, of three or two entries each
+    std::vector<RequestId> ids;
+    for (std::size_t i = 0; i < n; ++i) ids.push_back(h.send(l, acq("wave-" + std::to_string(i), 1000)));
+    for (RequestId id : ids) as<Granted>(h.answer(l, id));
+    BOOST_TEST_REQUIRE(h.core(l).table().size() == n);
+    h.advance(milliseconds(950));
+    BOOST_TEST(h.core(l).table().size() == n);
+    h.advance(Harness::kTick);  // every lease runs out at this tick
+    BOOST_TEST(h.core(l).table().size() == 0u);
+    BOOST_TEST(h.core(l).counters().expires_proposed == n);
+    BOOST_TEST(h.core(l).counters().expire_batches == 7u);  // 3 + 3 + 1 (3, 3, 2 / 3, 3, 2 / 3)
+    BOOST_TEST(h.core(l).check_invariants() == "");
+}
+
 // With max_expire_batch 1 (the server's default, for clusters where a member
 // may not know ExpireMany) leases that ran out together go out one Expire each.
 BOOST_AUTO_TEST_CASE(with_a_batch_of_one_each_lease_is_expired_by_an_expire_of_its_own) {

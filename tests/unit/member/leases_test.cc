@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(restart_cut_and_phase_changes_move_a_lease_in_the_index) {
     s.take_due(kT0 + milliseconds(110), 10, due);
     BOOST_TEST(due.size() == 1u);
     // Expiring is final and out of the index; a cut leaves it alone.
-    BOOST_TEST(s.set_expiring("a", 1));
+    BOOST_TEST(s.set_expiring("a", 1) != nullptr);
     BOOST_TEST(!s.cut("a", 1, kT0));
     BOOST_TEST((s.find("a")->phase == LeasePhase::kExpiring));
     BOOST_TEST(s.check_invariants() == "");
@@ -91,6 +91,48 @@ BOOST_AUTO_TEST_CASE(a_restart_while_confirming_stays_out_of_the_index_until_run
     s.set_running("a", 1);
     BOOST_TEST(s.take_due(kT0 + milliseconds(199), 10, due) == 0u);
     BOOST_TEST(s.take_due(kT0 + milliseconds(200), 10, due) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(settle_ends_a_confirmation_due_running_or_gone) {
+    LeaseSet s;
+    for (int i = 0; i < 4; ++i) s.start("k" + std::to_string(i), static_cast<pgfence::lock::Token>(i + 1), 100, kT0, 0);
+    std::vector<DueLease> due;
+    BOOST_TEST(s.take_due(kT0 + milliseconds(100), 10, due) == 4u);
+    const Time asked = kT0 + milliseconds(100);
+    // Confirmed, asked at its expire_at: due, still confirming (out of the index).
+    BOOST_TEST((s.settle("k0", 1, asked, true) == LeaseSet::Settled::kDue));
+    BOOST_TEST((s.find("k0")->phase == LeasePhase::kConfirming));
+    // The round failed: running again, due again at the next take.
+    BOOST_TEST((s.settle("k1", 2, asked, false) == LeaseSet::Settled::kRunning));
+    // Restarted (a keepalive) after the round was asked for: runs on to its new expire_at.
+    BOOST_TEST(s.restart("k2", 3, kT0 + milliseconds(150), 0));
+    BOOST_TEST((s.settle("k2", 3, asked, true) == LeaseSet::Settled::kRunning));
+    // Another token, a lease gone, a lease not confirming: nothing changes.
+    BOOST_TEST((s.settle("k3", 9, asked, true) == LeaseSet::Settled::kGone));
+    BOOST_TEST((s.settle("none", 1, asked, true) == LeaseSet::Settled::kGone));
+    BOOST_TEST((s.settle("k1", 2, asked, true) == LeaseSet::Settled::kGone));
+    BOOST_TEST(s.check_invariants() == "");
+    // A due lease's Expire proposed: kExpiring, and set_expiring hands back the lease.
+    const Lease* l = s.set_expiring("k0", 1);
+    BOOST_TEST((l != nullptr && l->lease_ms == 100u && l->expiring()));
+    BOOST_TEST(s.set_expiring("k0", 7) == nullptr);
+    due.clear();
+    BOOST_TEST(s.take_due(kT0 + milliseconds(200), 10, due) == 1u);
+    BOOST_TEST((keys_of(due) == std::vector<std::string>{"k1"}));
+    due.clear();
+    BOOST_TEST(s.take_due(kT0 + milliseconds(250), 10, due) == 1u);
+    BOOST_TEST((keys_of(due) == std::vector<std::string>{"k2"}));
+    BOOST_TEST(s.check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(ties_of_expire_at_go_by_token) {
+    LeaseSet s;
+    s.start("a", 9, 100, kT0, 0);
+    s.start("b", 4, 100, kT0, 0);
+    s.start("c", 6, 100, kT0, 0);
+    std::vector<DueLease> due;
+    s.take_due(kT0 + milliseconds(100), 10, due);
+    BOOST_TEST((keys_of(due) == std::vector<std::string>{"b", "c", "a"}));
 }
 
 BOOST_AUTO_TEST_CASE(start_replaces_and_erase_needs_the_token) {
