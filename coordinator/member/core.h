@@ -183,13 +183,13 @@ constexpr std::uint64_t kMaxSnapshotLogPct = 400;
 constexpr std::uint64_t kEntryOverheadBytes = 26;
 constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
 // The most leases one expiry wave takes (Config::expiry_wave). A request
-// proposed during an expiry storm waits behind at most one wave's Expires:
-// here (make bench-scale, 1M leases due together) 4,096 keep a probe's
-// acquire+release under about 50 ms while the wave after next still starts
-// as the last Expire of one applies; 65,536 expired the storm no faster
-// (3.8-4.1 s against 3.3-3.8 s) and held the probe up to 300-500 ms; and
-// one wave per 50 ms tick instead of back to back took 6.5 s at 8,192.
-constexpr std::size_t kDefaultExpiryWave = 4096;
+// proposed during an expiry storm waits behind at most about one wave's
+// Expires, and the next wave starts as the last Expire of one applies.
+// Measured here (a storm of 1M leases due together, 3 members, batches of
+// 1024; time to expire all / p99 of a probe's acquire+release meanwhile):
+// waves of 65,536 (then one per tick) 3.8-4.1 s / 300-365 ms; 4,096
+// 3.3-3.8 s / 37-65 ms; 1,024 4.0 s / 21-32 ms; 512 4.1-4.3 s / 16-22 ms.
+constexpr std::size_t kDefaultExpiryWave = 512;
 constexpr std::size_t kMaxExpiryWave = 65536;
 // A snapshot is built a slice of locks per pump (lock::LockTable's
 // continue_snapshot): 16,384 locks is about 1 ms of encoding here, so a

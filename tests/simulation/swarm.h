@@ -50,7 +50,7 @@ struct FaultConfig {
     std::uint64_t snapshot_log_pct = 0;        // and after this % of its table's bytes of log (member::Config's)
     std::size_t snapshot_slice_locks = 16384;  // locks a snapshot encodes per pump (member::Config's)
     std::size_t max_expire_batch = 1;          // Expires per entry (member::Config's)
-    std::size_t expiry_wave = 4096;            // leases an expiry wave takes (member::Config's)
+    std::size_t expiry_wave = 512;             // leases an expiry wave takes (member::Config's)
     std::uint64_t keep_entries = 8;            // entries kept in memory behind a snapshot
     double transfer_per_s = 0;                 // leadership transfers per simulated second
     int clients = 3;

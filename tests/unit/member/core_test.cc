@@ -358,7 +358,7 @@ BOOST_AUTO_TEST_CASE(a_full_table_answers_table_full_and_the_next_waiter_is_told
 // go out as ExpireMany entries of up to lock::kMaxExpireMany locks, not one
 // entry each.
 BOOST_AUTO_TEST_CASE(leases_due_together_expire_in_batches_of_up_to_the_limit) {
-    Harness h(3, 0);
+    Harness h(3, 0, 10000, 100, lock::kMaxTableBytes, lock::kMaxExpireMany, kMaxExpiryWave);  // one wave
     const raft::NodeId l = h.elect();
     const std::size_t n = 2 * lock::kMaxExpireMany + 5;  // three batches
     std::vector<RequestId> ids;
