@@ -16,6 +16,7 @@
 #include "safety_checker.h"
 #include "sim_disk.h"
 #include "sim_failure.h"
+#include "swarm.h"
 
 using namespace pgfence;
 using namespace pgfence::sim;
@@ -696,6 +697,27 @@ BOOST_AUTO_TEST_CASE(the_configuration_a_core_says_is_in_force_is_its_logs) {
     snap.install_snapshot(raft::Snapshot{raft::SnapshotMeta{6, 1, added}, ""});
     BOOST_TEST((log_configuration(snap, 6, first) == added));
     BOOST_CHECK_THROW(c.check_core_configuration(2, first, snap, 6, first), SimFailure);
+}
+
+// The liveness bound grows by a worst-case round trip per entry behind: a
+// leader-churn run's flow limits let one entry per round trip through, so a
+// follower hundreds of entries behind is not stuck, only slow. Seed 20392:
+// voters {1, 2} and learner 4, commit 32, member 1's log at 582 (member 2's
+// at 126, member 4's at 70): 550 entries behind. Healed, members 2 and 4
+// caught up and the marker committed 5.2 s later, past the 40 election
+// timeouts alone (3.24 s with its slowest tick, 8,109 us).
+BOOST_AUTO_TEST_CASE(the_liveness_bound_covers_a_catch_up_of_one_entry_per_round_trip) {
+    FaultConfig c;
+    c.election_ticks = 5;
+    c.delay_min_us = 190;
+    c.delay_max_us = 12'358;
+    c.persist_us_max = 1'632;
+    const std::uint64_t slowest_tick_us = 8'109;
+    const std::uint64_t elections_us = 40 * 2 * 5 * slowest_tick_us;
+    BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 0) == elections_us);
+    BOOST_TEST(elections_us < 5'200'000u);  // what seed 20392 took: the old bound alone fails it
+    BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 550) == elections_us + 550 * (2 * 12'358u + 1'632u));
+    BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 550) > 5'200'000u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -269,8 +269,8 @@ RunResult Cluster::run() {
             if (!fault_phase_ && !draining_ && liveness_done()) start_drain();
             if (draining_ && drained()) break;
             require(fault_phase_ || draining_ || now_us_ <= liveness_deadline_us_, "liveness: no commit progress within ",
-                    kLivenessElectionTimeouts, " election timeouts after healing (leader proposal at index ",
-                    marker_index_, " term ", marker_term_, ")");
+                    kLivenessElectionTimeouts, " election timeouts and a round trip per entry behind after healing "
+                    "(leader proposal at index ", marker_index_, " term ", marker_term_, ")");
             require(!draining_ || now_us_ <= drain_deadline_us_, "drain: locks still held ",
                     (drain_deadline_us_ - drain_start_us_) / 1000, " ms after the liveness goal with no client "
                     "starting anything (every lease, phantom grants' included, must run out): ", held_locks());
@@ -741,10 +741,24 @@ void Cluster::start_liveness() {
     }
     std::uint64_t slowest_tick_us = 0;
     for (const auto& s : slots_) slowest_tick_us = std::max(slowest_tick_us, s.tick_us);
+    // The backlog: from the oldest applied index of a member still running
+    // to the newest log index (every entry a member may have to receive).
+    raft::Index newest = 0;
+    raft::Index oldest_applied = 0;
+    bool any = false;
+    for (const auto& s : slots_) {
+        const Member& m = *s.member;
+        if (!m.up()) continue;
+        newest = std::max(newest, m.raft().status().last_index);
+        oldest_applied = any ? std::min(oldest_applied, m.table().applied_index()) : m.table().applied_index();
+        any = true;
+    }
+    const std::uint64_t backlog = newest > oldest_applied ? newest - oldest_applied : 0;
     liveness_start_us_ = now_us_;
-    liveness_deadline_us_ = now_us_ + kLivenessElectionTimeouts * 2 *
-                                          static_cast<std::uint64_t>(faults_.election_ticks) * slowest_tick_us;
-    trace("liveness phase: everything healed");
+    liveness_deadline_us_ =
+        now_us_ + liveness_bound_us(faults_, kLivenessElectionTimeouts, slowest_tick_us, backlog);
+    trace("liveness phase: everything healed (" + std::to_string(backlog) + " entries behind, bound " +
+          std::to_string((liveness_deadline_us_ - now_us_) / 1000) + " ms)");
 }
 
 // The liveness phase's goal: a proposal by a current leader, committed and

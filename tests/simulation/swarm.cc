@@ -64,6 +64,14 @@ FaultConfig draw_fault_config(SimRandom& random) {
     return c;
 }
 
+std::uint64_t liveness_bound_us(const FaultConfig& c, std::uint64_t election_timeouts,
+                                std::uint64_t slowest_tick_us, std::uint64_t backlog_entries) {
+    const std::uint64_t elections_us =
+        election_timeouts * 2 * static_cast<std::uint64_t>(c.election_ticks) * slowest_tick_us;
+    const std::uint64_t round_trip_us = 2 * c.delay_max_us + c.persist_us_max;
+    return elections_us + backlog_entries * round_trip_us;
+}
+
 void make_fault_free(FaultConfig& c) {
     c.drop_probability = 0;
     c.duplicate_probability = 0;

@@ -59,6 +59,22 @@ struct FaultConfig {
     std::string describe() const;
 };
 
+// The liveness phase's bound on the time from healing to a new proposal
+// committed and applied on every member of the leader's configuration:
+// `election_timeouts` election timeouts of the slowest clock (randomized up
+// to twice election_ticks), plus one worst-case round trip per entry of
+// `backlog_entries` (the entries some member still has to receive).
+// A leader-churn run's flow limits (appends of at most 16 B, at most 64 B
+// in flight; a command is tens of bytes) keep one or two appends of one
+// entry each in flight, and a log can grow by hundreds of entries that never
+// commit while every leader of a two-voter configuration is crashed or
+// isolated at once: a follower then catches up an entry per round trip, at
+// the network's pace, not in a number of election timeouts. Once healed
+// there are no long delays, drops or duplicates: a round trip takes at
+// most two delays and the follower's write.
+std::uint64_t liveness_bound_us(const FaultConfig& c, std::uint64_t election_timeouts,
+                                std::uint64_t slowest_tick_us, std::uint64_t backlog_entries);
+
 // Turns every fault off and keeps five clients busy (throughput runs).
 void make_fault_free(FaultConfig& c);
 
