@@ -185,10 +185,12 @@ constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
 // The most leases one expiry wave takes (Config::expiry_wave). A request
 // proposed during an expiry storm waits behind at most about one wave's
 // Expires, and the next wave starts as the last Expire of one applies.
-// Measured here (a storm of 1M leases due together, 3 members, batches of
-// 1024; time to expire all / p99 of a probe's acquire+release meanwhile):
-// waves of 65,536 (then one per tick) 3.8-4.1 s / 300-365 ms; 4,096
-// 3.3-3.8 s / 37-65 ms; 1,024 4.0 s / 21-32 ms; 512 4.1-4.3 s / 16-22 ms.
+// Measured here with bench_scale storm (1M leases due together, 3 members,
+// --max-expire-batch 1024), wave size: time to expire all / p99 of a
+// probe's acquire+release meanwhile:
+//   65,536: 3.8-4.1 s / 300-365 ms     2,048: 3.7-3.9 s / 43 ms
+//    4,096: 3.3-3.8 s /  37-65 ms      1,024: 4.0 s / 21-32 ms
+//      512: 4.1-4.5 s /  16-24 ms
 constexpr std::size_t kDefaultExpiryWave = 512;
 constexpr std::size_t kMaxExpiryWave = 65536;
 // A snapshot is built a slice of locks per pump (lock::LockTable's

@@ -118,13 +118,15 @@ void Core::expiry_wave_done(std::uint64_t wave, const Time* applied_at) {
     if (wave != expiry_wave_ || expiry_wave_pending_ == 0) return;
     // The wave's last Expire applied: the next wave now (the round or a
     // proposal failing ends a wave too, but its leases wait for the tick).
-    if (--expiry_wave_pending_ == 0 && applied_at != nullptr && is_leader()) check_expiries(*applied_at);
+    if (--expiry_wave_pending_ == 0 && applied_at != nullptr && is_leader() && leader_term_ == raft_->term()) {
+        check_expiries(*applied_at);
+    }
 }
 
 // Proposes the expiry of `due` (leases in kConfirming), in
 // ExpireMany batches up to the command's limits; the leases of a batch
 // proposed are then kExpiring for good. Those of a batch that could not be
-// proposed stay running, so a later tick tries again.
+// proposed go back to running, for a later wave.
 void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint64_t wave) {
     std::size_t next = 0;
     while (next < due.size()) {

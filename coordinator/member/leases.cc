@@ -23,7 +23,7 @@ void LeaseSet::unindex(Map::iterator it) {
 
 void LeaseSet::index(Map::iterator it) {
     if (it->second.lease.phase != LeasePhase::kRunning) return;
-    const Due due{it->second.lease.expire_at, it->second.lease.token, &*it};
+    const Due due{it->second.lease.expire_at, &*it};
     // At the end when it is due last (emplace_hint: amortized constant there).
     it->second.at = running_.empty() || *running_.rbegin() < due ? running_.emplace_hint(running_.end(), due)
                                                                  : running_.insert(due).first;
@@ -130,8 +130,7 @@ std::string LeaseSet::check_invariants() const {
     for (const auto& [key, slot] : leases_) {
         if (slot.lease.phase != LeasePhase::kRunning) continue;
         ++running;
-        if (slot.at->at != slot.lease.expire_at || slot.at->token != slot.lease.token ||
-            &slot.at->lease->first != &key) {
+        if (slot.at->at != slot.lease.expire_at || &slot.at->lease->first != &key) {
             return "the running lease of " + key + " is not indexed at its expire_at";
         }
     }

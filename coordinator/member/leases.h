@@ -5,7 +5,7 @@
 // Why an index: the leader checks expiries on every tick (and after a phantom
 // release). Scanning every lease costs O(held) each time: with a million
 // locks held, tens of milliseconds of every 100 ms tick, whether anything
-// expires or not. The index is an ordered set of (expire_at, key) holding
+// expires or not. The index is an ordered set by (expire_at, key) holding
 // exactly the leases in LeasePhase::kRunning; take_due() walks it from the
 // front and stops at the first lease not yet due.
 //
@@ -18,11 +18,11 @@
 // position in the index (removing it does not search), and a lease
 // (re)started at the latest expire_at so far goes in at the index's end
 // (leases of one length started in time order: the common case; else
-// O(log n)). The
-// index's entries point at the map's own nodes (a hash map's node never
-// moves, rehashing included), so take_due() reaches a lease without a
-// lookup; an entry is removed before the lease it names. Ties of expire_at
-// go by token (unique among held locks), so the order is deterministic.
+// O(log n)). The index's entries point at the map's own nodes (a hash
+// map's node never moves, rehashing included), so take_due() reaches a
+// lease without a lookup; an entry is removed before the lease it names.
+// Ties of expire_at go by key: unique, and the order a new leader's
+// start_all() inserts in.
 //
 // Pure and deterministic: std only, time is passed in. Not thread-safe.
 #pragma once
@@ -51,7 +51,7 @@ struct DueLease {
 class LeaseSet {
 public:
     LeaseSet() = default;
-    // Not copied: the index's views and the slots' iterators point into this
+    // Not copied: the index's entries and the slots' iterators point into this
     // set's own containers (moving keeps them valid: node-based containers).
     LeaseSet(const LeaseSet&) = delete;
     LeaseSet& operator=(const LeaseSet&) = delete;
@@ -117,10 +117,9 @@ private:
     struct Slot;
     using Node = std::pair<const std::string, Slot>;  // the map's value
     struct Due {
-        Time at;             // the lease's expire_at
-        lock::Token token;   // then by token: unique among held locks
-        Node* lease;         // the map's node (not part of the order)
-        bool operator<(const Due& o) const { return at != o.at ? at < o.at : token < o.token; }
+        Time at;      // the lease's expire_at
+        Node* lease;  // the map's node: then by its key
+        bool operator<(const Due& o) const { return at != o.at ? at < o.at : lease->first < o.lease->first; }
     };
     using Index = std::set<Due>;
     struct Slot {
@@ -138,7 +137,7 @@ private:
     void index(Map::iterator it);
 
     Map leases_;
-    Index running_;  // (expire_at, token) of every kRunning lease
+    Index running_;  // every kRunning lease, by (expire_at, key)
 };
 
 }  // namespace pgfence::member

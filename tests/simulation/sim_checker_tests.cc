@@ -712,12 +712,16 @@ BOOST_AUTO_TEST_CASE(the_liveness_bound_covers_a_catch_up_of_one_entry_per_round
     c.delay_min_us = 190;
     c.delay_max_us = 12'358;
     c.persist_us_max = 1'632;
+    c.max_append_bytes = 4;  // one entry per append
     const std::uint64_t slowest_tick_us = 8'109;
     const std::uint64_t elections_us = 40 * 2 * 5 * slowest_tick_us;
     BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 0) == elections_us);
     BOOST_TEST(elections_us < 5'200'000u);  // what seed 20392 took: the old bound alone fails it
     BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 550) == elections_us + 550 * (2 * 12'358u + 1'632u));
     BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 550) > 5'200'000u);
+    // Appends of 2 KiB carry 8 entries of 256 bytes or more: an eighth of the allowance.
+    c.max_append_bytes = 2048;
+    BOOST_TEST(liveness_bound_us(c, 40, slowest_tick_us, 550) == elections_us + 69 * (2 * 12'358u + 1'632u));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,8 @@
 // Per-run fault settings: see swarm.h.
 #include "swarm.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 namespace pgfence::sim {
@@ -69,7 +71,12 @@ std::uint64_t liveness_bound_us(const FaultConfig& c, std::uint64_t election_tim
     const std::uint64_t elections_us =
         election_timeouts * 2 * static_cast<std::uint64_t>(c.election_ticks) * slowest_tick_us;
     const std::uint64_t round_trip_us = 2 * c.delay_max_us + c.persist_us_max;
-    return elections_us + backlog_entries * round_trip_us;
+    // An append carries at least one entry, and at least max_append_bytes
+    // of entries no larger than kLargeEntryBytes (most of this
+    // simulation's are 20-60 bytes).
+    constexpr std::uint64_t kLargeEntryBytes = 256;
+    const std::uint64_t per_round_trip = std::max<std::uint64_t>(1, c.max_append_bytes / kLargeEntryBytes);
+    return elections_us + (backlog_entries + per_round_trip - 1) / per_round_trip * round_trip_us;
 }
 
 void make_fault_free(FaultConfig& c) {

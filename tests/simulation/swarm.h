@@ -62,8 +62,9 @@ struct FaultConfig {
 // The liveness phase's bound on the time from healing to a new proposal
 // committed and applied on every member of the leader's configuration:
 // `election_timeouts` election timeouts of the slowest clock (randomized up
-// to twice election_ticks), plus one worst-case round trip per entry of
-// `backlog_entries` (the entries some member still has to receive).
+// to twice election_ticks), plus one worst-case round trip per append's
+// worth of `backlog_entries` (the entries some member still has to
+// receive; an append counted as max_append_bytes / 256 entries, at least one).
 // A leader-churn run's flow limits (appends of at most 16 B, at most 64 B
 // in flight; a command is tens of bytes) keep one or two appends of one
 // entry each in flight, and a log can grow by hundreds of entries that never

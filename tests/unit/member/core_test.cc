@@ -404,6 +404,26 @@ BOOST_AUTO_TEST_CASE(a_storm_larger_than_a_wave_expires_wave_after_wave_without_
     BOOST_TEST(h.core(l).check_invariants() == "");
 }
 
+// The expiry wave, the batch and the snapshot slice are bounded: a core is
+// not built with a value outside them.
+BOOST_AUTO_TEST_CASE(a_config_outside_the_wave_batch_or_slice_bounds_is_refused) {
+    auto build = [](auto set) {
+        Config c;
+        c.raft.id = 1;
+        c.raft.members = {1};
+        c.raft.cluster_id = 7;
+        set(c);
+        raft::MemoryStorage storage;
+        Core core(c, storage);
+    };
+    BOOST_CHECK_NO_THROW(build([](Config& c) { c.expiry_wave = kMaxExpiryWave; }));
+    BOOST_CHECK_THROW(build([](Config& c) { c.expiry_wave = 0; }), std::invalid_argument);
+    BOOST_CHECK_THROW(build([](Config& c) { c.expiry_wave = kMaxExpiryWave + 1; }), std::invalid_argument);
+    BOOST_CHECK_THROW(build([](Config& c) { c.max_expire_batch = 0; }), std::invalid_argument);
+    BOOST_CHECK_THROW(build([](Config& c) { c.max_expire_batch = lock::kMaxExpireMany + 1; }), std::invalid_argument);
+    BOOST_CHECK_THROW(build([](Config& c) { c.snapshot_slice_locks = 0; }), std::invalid_argument);
+}
+
 // With max_expire_batch 1 (the server's default, for clusters where a member
 // may not know ExpireMany) leases that ran out together go out one Expire each.
 BOOST_AUTO_TEST_CASE(with_a_batch_of_one_each_lease_is_expired_by_an_expire_of_its_own) {

@@ -125,14 +125,14 @@ BOOST_AUTO_TEST_CASE(settle_ends_a_confirmation_due_running_or_gone) {
     BOOST_TEST(s.check_invariants() == "");
 }
 
-BOOST_AUTO_TEST_CASE(ties_of_expire_at_go_by_token) {
+BOOST_AUTO_TEST_CASE(ties_of_expire_at_go_by_key) {
     LeaseSet s;
+    s.start("c", 4, 100, kT0, 0);
     s.start("a", 9, 100, kT0, 0);
-    s.start("b", 4, 100, kT0, 0);
-    s.start("c", 6, 100, kT0, 0);
+    s.start("b", 6, 100, kT0, 0);
     std::vector<DueLease> due;
     s.take_due(kT0 + milliseconds(100), 10, due);
-    BOOST_TEST((keys_of(due) == std::vector<std::string>{"b", "c", "a"}));
+    BOOST_TEST((keys_of(due) == std::vector<std::string>{"a", "b", "c"}));
 }
 
 BOOST_AUTO_TEST_CASE(start_replaces_and_erase_needs_the_token) {
@@ -146,6 +146,20 @@ BOOST_AUTO_TEST_CASE(start_replaces_and_erase_needs_the_token) {
     BOOST_TEST(s.erase("a", 5));
     BOOST_TEST(s.empty());
     BOOST_TEST(s.check_invariants() == "");
+}
+
+// A new leader restarts every lease at one moment: ties of expire_at, in
+// key order whatever the tokens' order.
+BOOST_AUTO_TEST_CASE(start_all_with_one_lease_length_indexes_every_lease_in_key_order) {
+    pgfence::lock::LockTable table;
+    const std::vector<std::string> keys{"m", "c", "x", "a", "q"};  // granted in this order: tokens 1..5
+    for (std::size_t i = 0; i < keys.size(); ++i) table.apply(i + 1, pgfence::lock::Grant{keys[i], 100, ""});
+    LeaseSet s;
+    s.start_all(table, kT0, 0);
+    BOOST_TEST(s.check_invariants() == "");
+    std::vector<DueLease> due;
+    BOOST_TEST(s.take_due(kT0 + milliseconds(100), 10, due) == 5u);
+    BOOST_TEST((keys_of(due) == std::vector<std::string>{"a", "c", "m", "q", "x"}));
 }
 
 BOOST_AUTO_TEST_CASE(start_all_starts_one_running_lease_per_lock_of_the_table) {
