@@ -43,7 +43,9 @@ constexpr const char* kHelp = R"(bench_etcd_grpc: etcd 3.4 through its gRPC API 
                         [--timeout-s S] [--cacert F]
       Preload as above, then wait (polling a count of the keys under "P/" every
       50 ms) until none is left, while one probe client loops Lock + Unlock on
-      "P-probe". The clock starts when the first lease was granted (its grant's
+      "P-probe", 10 ms apart; the probe's figures count the cycles that overlap
+      the storm (from the deadline below until none is left). The clock
+      starts when the first lease was granted (its grant's
       answer arrived): expired_all_s counts from that lease's expiry deadline
       (that moment + its TTL) to the first poll that finds no key. Gives up
       S s (1-3600, default 300) after that deadline: a failure, exit 1. Prints

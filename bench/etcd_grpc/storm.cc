@@ -1,9 +1,12 @@
 #include "storm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
+#include "etcd/etcdserver/api/v3lock/v3lockpb/v3lock.grpc.pb.h"
 #include "load.h"
 
 namespace pgfence::bench::etcd {
@@ -40,6 +43,55 @@ std::optional<Clock::time_point> wait_empty(const Storm& s, Clock::time_point gi
     return std::nullopt;
 }
 
+// The probe: Lock + Unlock cycles on one channel, kProbeGap apart, until
+// `stop`; each successful cycle's start and end.
+struct Probe {
+    struct Cycle {
+        Clock::time_point start, end;
+    };
+    std::vector<Cycle> cycles;
+    std::uint64_t errors = 0;
+    std::string first_error;
+
+    void error(const std::string& what) {
+        if (errors++ == 0) first_error = what;
+    }
+
+    void run(const Storm& s, const std::atomic<bool>& stop) {
+        const Target& t = s.preload.target;
+        auto channel = open_channel(t, t.endpoints[0], "probe");
+        auto lease_stub = etcdserverpb::Lease::NewStub(channel);
+        auto lock = v3lockpb::Lock::NewStub(channel);
+        std::string err;
+        const std::int64_t lease = grant_lease(*lease_stub, kMaxTimeoutS * 2, err);
+        if (lease == 0) {
+            error("probe lease: " + err);
+            return;
+        }
+        while (!stop) {
+            const auto start = Clock::now();
+            v3lockpb::LockRequest lreq;
+            lreq.set_name(s.preload.prefix + "-probe");
+            lreq.set_lease(lease);
+            v3lockpb::LockResponse lresp;
+            grpc::Status st = lock->Lock(context_for(kRpcTimeout).get(), lreq, &lresp);
+            if (st.ok()) {
+                v3lockpb::UnlockRequest ureq;
+                ureq.set_key(lresp.key());
+                v3lockpb::UnlockResponse uresp;
+                st = lock->Unlock(context_for(kRpcTimeout).get(), ureq, &uresp);
+            }
+            if (st.ok()) {
+                cycles.push_back({start, Clock::now()});
+            } else {
+                error(describe(st));
+            }
+            std::this_thread::sleep_for(kProbeGap);
+        }
+        if (std::string e = revoke_leases(*lease_stub, {lease}); !e.empty()) error("probe lease revoke: " + e);
+    }
+};
+
 }  // namespace
 
 StormResult run_storm(const Storm& s) {
@@ -63,18 +115,27 @@ StormResult run_storm(const Storm& s) {
     }
 
     std::atomic<bool> stop_probe{false};
-    LoadResult probe;
-    std::thread prober([&] {
-        probe = run_lock_load({s.preload.target, 1, s.preload.prefix + "-probe", std::chrono::hours(1),
-                               &stop_probe});
-    });
+    Probe probe;
+    std::thread prober([&] { probe.run(s, stop_probe); });
     const auto empty = wait_empty(s, deadline + std::chrono::seconds(s.timeout_s), error);
     stop_probe = true;
     prober.join();
 
-    r.probe_cycles = probe.cycles;
-    r.probe_p99_us = probe.p99_us;
-    r.probe_max_us = probe.max_us;
+    // The cycles that overlap the storm: [the first deadline, empty (or now)].
+    const auto storm_end = empty ? *empty : Clock::now();
+    std::vector<std::uint32_t> cycle_us;
+    for (const Probe::Cycle& c : probe.cycles) {
+        if (c.end < deadline || c.start > storm_end) continue;
+        cycle_us.push_back(static_cast<std::uint32_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(c.end - c.start).count()));
+    }
+    std::sort(cycle_us.begin(), cycle_us.end());
+    r.probe_cycles = cycle_us.size();
+    if (!cycle_us.empty()) {
+        // The rank bench_scale's percentile_us takes: p x (n - 1).
+        r.probe_p99_us = cycle_us[static_cast<std::size_t>(0.99 * static_cast<double>(cycle_us.size() - 1))];
+        r.probe_max_us = cycle_us.back();
+    }
     if (probe.errors > 0) {
         std::fprintf(stderr, "storm: probe: %llu errors, first: %s\n",
                      static_cast<unsigned long long>(probe.errors), probe.first_error.c_str());

@@ -6,9 +6,12 @@
 //   2. Preload N locks under "<prefix>/", each on its own lease of TTL T
 //      (preload.h). t_first = when the first lease's grant was answered;
 //      its expiry deadline is t_first + the TTL etcd granted it.
-//   3. A probe (load.h, one connection, lock name "<prefix>-probe", outside
-//      "<prefix>/") loops Lock + Unlock from a thread of its own, from when the
-//      preload ends until the wait ends; its Lock latencies are recorded.
+//   3. A probe (one channel of its own, lock name "<prefix>-probe", outside
+//      "<prefix>/", on a lease of its own) loops Lock + Unlock, blocking,
+//      kProbeGap apart, from a thread of its own, from when the preload ends
+//      until the wait ends. Its figures count the whole Lock + Unlock cycles
+//      that overlap the storm (from the first lease's expiry deadline to
+//      t_empty), as bench_scale storm counts pgfence's acquire + release.
 //   4. Every kPollPeriod, Range(count_only) over the keys under "<prefix>/";
 //      t_empty = when the first answer with count 0 arrived (resolution: the
 //      period plus one Range round trip). Range errors are retried at the next
@@ -29,6 +32,7 @@
 namespace pgfence::bench::etcd {
 
 constexpr auto kPollPeriod = std::chrono::milliseconds(50);
+constexpr auto kProbeGap = std::chrono::milliseconds(10);  // as bench_scale's probe
 constexpr int kMaxTimeoutS = 3600;
 
 struct Storm {

@@ -519,7 +519,7 @@ done
 
 echo
 echo "expiry storms (expired_s: the first deadline -> all expired; after_last_s: the last deadline -> all expired;"
-echo "probe: one connection's acquire+release cycles that overlap the storm, us; etcd: its Lock calls' latency alone, from the end of its preload):"
+echo "probe: one connection's acquire+release cycles that overlap the storm, us; etcd: Lock + Unlock):"
 printf '%-7s %-6s %8s | %8s %9s %10s %12s | %10s %10s %6s | %s\n' system storm N lease_ms spread_s expired_s \
     after_last_s probe_p99 probe_max errs terms
 for sys in pg etcd; do
