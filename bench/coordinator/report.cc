@@ -6,15 +6,6 @@
 #include <cstdio>
 
 namespace pgfence::bench {
-namespace {
-
-double percentile(const std::vector<std::uint32_t>& sorted, double p) {
-    if (sorted.empty()) return 0;
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1));
-    return sorted[i];
-}
-
-}  // namespace
 
 double cpu_seconds() {
     rusage u{};
@@ -27,9 +18,27 @@ double cpu_seconds() {
 
 void set_percentiles(std::vector<std::uint32_t>& latencies_us, LoadResult& r) {
     std::sort(latencies_us.begin(), latencies_us.end());
-    r.p50_us = percentile(latencies_us, 0.50);
-    r.p99_us = percentile(latencies_us, 0.99);
+    r.p50_us = percentile_us(latencies_us, 0.50);
+    r.p99_us = percentile_us(latencies_us, 0.99);
     r.max_us = latencies_us.empty() ? 0 : latencies_us.back();
+}
+
+double percentile_us(const std::vector<std::uint32_t>& sorted, double p) {
+    if (sorted.empty()) return 0;
+    return sorted[static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1))];
+}
+
+std::vector<std::uint32_t> sorted_us_overlapping(const std::vector<Span>& spans,
+                                                 std::chrono::steady_clock::time_point from,
+                                                 std::chrono::steady_clock::time_point to) {
+    std::vector<std::uint32_t> us;
+    for (const Span& s : spans) {
+        if (s.end < from || s.start > to) continue;
+        us.push_back(static_cast<std::uint32_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(s.end - s.start).count()));
+    }
+    std::sort(us.begin(), us.end());
+    return us;
 }
 
 std::string format_result(const std::string& target, int connections, const LoadResult& r) {

@@ -1,8 +1,10 @@
 // What one closed-loop load run measured, and its one-line summary: shared by
 // bench_coordinator (HTTP load, load.h) and bench_etcd_grpc (etcd's gRPC API),
-// so that bench/coordinator/run.sh reads the same fields from both.
+// so that bench/coordinator/run.sh reads the same fields from both; and the
+// percentiles and storm windows that bench_scale and bench_etcd_grpc share.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +28,21 @@ double cpu_seconds();
 // Sorts `latencies_us` and sets r.p50_us, r.p99_us and r.max_us from it
 // (0 when empty).
 void set_percentiles(std::vector<std::uint32_t>& latencies_us, LoadResult& r);
+
+// Percentile p (0..1) of `sorted` (ascending): the element at rank
+// p x (n - 1); 0 when empty.
+double percentile_us(const std::vector<std::uint32_t>& sorted, double p);
+
+// One timed cycle of a probe.
+struct Span {
+    std::chrono::steady_clock::time_point start, end;
+};
+
+// The durations in us, ascending, of the spans that overlap [from, to]
+// (end >= from and start <= to): a probe's cycles during a storm.
+std::vector<std::uint32_t> sorted_us_overlapping(const std::vector<Span>& spans,
+                                                 std::chrono::steady_clock::time_point from,
+                                                 std::chrono::steady_clock::time_point to);
 
 // "target=T connections=C seconds=S cycles=N cycles_per_s=X p50_us=.. p99_us=..
 // max_us=.. errors=.. redirects=.. loadgen_cpu_s=..": one line, no newline.

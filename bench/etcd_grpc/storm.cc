@@ -1,6 +1,5 @@
 #include "storm.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -46,10 +45,7 @@ std::optional<Clock::time_point> wait_empty(const Storm& s, Clock::time_point gi
 // The probe: Lock + Unlock cycles on one channel, kProbeGap apart, until
 // `stop`; each successful cycle's start and end.
 struct Probe {
-    struct Cycle {
-        Clock::time_point start, end;
-    };
-    std::vector<Cycle> cycles;
+    std::vector<Span> cycles;
     std::uint64_t errors = 0;
     std::string first_error;
 
@@ -122,20 +118,11 @@ StormResult run_storm(const Storm& s) {
     prober.join();
 
     // The cycles that overlap the storm: [the first deadline, empty (or now)].
-    const auto storm_end = empty ? *empty : Clock::now();
-    std::vector<std::uint32_t> cycle_us;
-    for (const Probe::Cycle& c : probe.cycles) {
-        if (c.end < deadline || c.start > storm_end) continue;
-        cycle_us.push_back(static_cast<std::uint32_t>(
-            std::chrono::duration_cast<std::chrono::microseconds>(c.end - c.start).count()));
-    }
-    std::sort(cycle_us.begin(), cycle_us.end());
+    const std::vector<std::uint32_t> cycle_us =
+        sorted_us_overlapping(probe.cycles, deadline, empty ? *empty : Clock::now());
     r.probe_cycles = cycle_us.size();
-    if (!cycle_us.empty()) {
-        // The rank bench_scale's percentile_us takes: p x (n - 1).
-        r.probe_p99_us = cycle_us[static_cast<std::size_t>(0.99 * static_cast<double>(cycle_us.size() - 1))];
-        r.probe_max_us = cycle_us.back();
-    }
+    r.probe_p99_us = percentile_us(cycle_us, 0.99);
+    r.probe_max_us = cycle_us.empty() ? 0 : cycle_us.back();
     if (probe.errors > 0) {
         std::fprintf(stderr, "storm: probe: %llu errors, first: %s\n",
                      static_cast<unsigned long long>(probe.errors), probe.first_error.c_str());

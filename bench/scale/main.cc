@@ -48,6 +48,7 @@
 #include "client/client.h"
 #include "client/http_connection.h"
 #include "pipeline.h"
+#include "report.h"
 
 namespace {
 
@@ -437,11 +438,8 @@ int run_keepalive(const Flags& f, const std::vector<client::Endpoint>& endpoints
 // ---- storm ----
 
 struct Probe {
-    struct Cycle {
-        Clock::time_point start, end;
-    };
     std::atomic<bool> stop{false};
-    std::vector<Cycle> cycles;
+    std::vector<bench::Span> cycles;
     std::uint64_t errors = 0;
     std::string first_error;
 
@@ -523,14 +521,8 @@ int run_storm(const StormSettings& s, const std::vector<client::Endpoint>& endpo
     probe.stop = true;
     probe_thread.join();
     // The cycles that overlap the storm: [first deadline, all expired (or now)].
-    const auto storm_end = done ? *done : Clock::now();
-    std::vector<std::uint32_t> cycle_us;
-    for (const Probe::Cycle& c : probe.cycles) {
-        if (c.end < first_deadline || c.start > storm_end) continue;
-        cycle_us.push_back(static_cast<std::uint32_t>(
-            std::chrono::duration_cast<std::chrono::microseconds>(c.end - c.start).count()));
-    }
-    std::sort(cycle_us.begin(), cycle_us.end());
+    const std::vector<std::uint32_t> cycle_us =
+        bench::sorted_us_overlapping(probe.cycles, first_deadline, done ? *done : Clock::now());
     char expired_all_s[32] = "timeout", after_last_s[32] = "timeout";
     if (done) {
         std::snprintf(expired_all_s, sizeof expired_all_s, "%.2f", since_s(first_deadline, *done));

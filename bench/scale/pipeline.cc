@@ -36,11 +36,6 @@ std::uint64_t raise_open_files(std::uint64_t want) {
     return lim.rlim_cur;
 }
 
-double percentile_us(const std::vector<std::uint32_t>& sorted, double p) {
-    if (sorted.empty()) return 0;
-    return sorted[static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1))];
-}
-
 void Pipeline::reset(Conn& c) {
     c.fd = -1;
     c.out.clear();

@@ -105,7 +105,4 @@ class Pipeline {
 // limit); returns the soft limit now in force.
 std::uint64_t raise_open_files(std::uint64_t want);
 
-// Percentile p (0..1) of `sorted` (ascending); 0 when empty.
-double percentile_us(const std::vector<std::uint32_t>& sorted, double p);
-
 }  // namespace pgfence::bench
