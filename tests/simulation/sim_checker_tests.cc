@@ -699,13 +699,13 @@ BOOST_AUTO_TEST_CASE(the_configuration_a_core_says_is_in_force_is_its_logs) {
     BOOST_CHECK_THROW(c.check_core_configuration(2, first, snap, 6, first), SimFailure);
 }
 
-// The liveness bound grows by a worst-case round trip per entry behind: a
-// leader-churn run's flow limits let one entry per round trip through, so a
-// follower hundreds of entries behind is not stuck, only slow. Seed 20392:
-// voters {1, 2} and learner 4, commit 32, member 1's log at 582 (member 2's
-// at 126, member 4's at 70): 550 entries behind. Healed, members 2 and 4
-// caught up and the marker committed 5.2 s later, past the 40 election
-// timeouts alone (3.24 s with its slowest tick, 8,109 us).
+// The liveness bound grows by a worst-case round trip per append's worth of
+// entries behind: a leader-churn run's flow limits let one entry per round
+// trip through, so a follower hundreds of entries behind is not stuck, only
+// slow. Seed 20392: voters {1, 2} and learner 4, commit 32, member 1's log
+// at 582 (member 2's at 126, member 4's at 70): 550 entries behind. Healed,
+// members 2 and 4 caught up and the marker committed 5.2 s later, past the
+// 40 election timeouts alone (3.24 s with its slowest tick, 8,109 us).
 BOOST_AUTO_TEST_CASE(the_liveness_bound_covers_a_catch_up_of_one_entry_per_round_trip) {
     FaultConfig c;
     c.election_ticks = 5;

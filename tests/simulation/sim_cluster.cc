@@ -269,7 +269,7 @@ RunResult Cluster::run() {
             if (!fault_phase_ && !draining_ && liveness_done()) start_drain();
             if (draining_ && drained()) break;
             require(fault_phase_ || draining_ || now_us_ <= liveness_deadline_us_, "liveness: no commit progress within ",
-                    kLivenessElectionTimeouts, " election timeouts and a round trip per entry behind after healing "
+                    kLivenessElectionTimeouts, " election timeouts and a round trip per append's worth of entries behind after healing "
                     "(leader proposal at index ", marker_index_, " term ", marker_term_, ")");
             require(!draining_ || now_us_ <= drain_deadline_us_, "drain: locks still held ",
                     (drain_deadline_us_ - drain_start_us_) / 1000, " ms after the liveness goal with no client "
