@@ -14,17 +14,20 @@
 # and then bench/coordinator/ab_stats.py's summary: medians, the paired
 # per-round B/A ratio with a bootstrap interval, and each block's ratio.
 #
+# DIR_A and DIR_B may be the same build with different member flags
+# (AB_FLAGS_A, AB_FLAGS_B: e.g. signing off against on).
 # Environment: AB_BLOCKS (4), AB_ROUNDS (8), AB_SECONDS (10), AB_CONNECTIONS
-# (32), AB_PORT (19400: clusters at AB_PORT and AB_PORT+200), BENCH_BIN
+# (32), AB_PORT (19400: clusters at AB_PORT and AB_PORT+200), AB_FLAGS_A and
+# AB_FLAGS_B (extra fence-coordinator flags of each side, default none), BENCH_BIN
 # (build-bench/bench/coordinator/bench_coordinator). Run it alone: anything
 # else on the machine (a build, a test) moves the figures more than most
 # changes do.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ "${1:-}" == -h || "${1:-}" == --help ]] && { usage; exit 0; }
 (($# == 2)) || { usage >&2; exit 2; }
-declare -A BIN=([A]=$1 [B]=$2)
+declare -A BIN=([A]=$1 [B]=$2) FLAGS=([A]=${AB_FLAGS_A:-} [B]=${AB_FLAGS_B:-})
 for v in A B; do
     [[ -x "${BIN[$v]}/fence-coordinator" ]] || { echo "ab.sh: no fence-coordinator in ${BIN[$v]}" >&2; exit 2; }
 done
@@ -44,9 +47,11 @@ trap 'stop_all; rm -rf "$W"' EXIT
 for ((b = 1; b <= BLOCKS; b++)); do
     if ((b % 2)); then first=A second=B; else first=B second=A; fi
     declare -A EP=()
-    line=$(FENCE_BIN_DIR=${BIN[$first]} FENCE_BASE_PORT=$PORT "$ROOT/scripts/cluster.sh" start "$W/$first" 3)
+    line=$(FENCE_BIN_DIR=${BIN[$first]} FENCE_COORDINATOR_FLAGS=${FLAGS[$first]} FENCE_BASE_PORT=$PORT \
+        "$ROOT/scripts/cluster.sh" start "$W/$first" 3)
     EP[$first]=${line#FENCE_ENDPOINTS=}
-    line=$(FENCE_BIN_DIR=${BIN[$second]} FENCE_BASE_PORT=$((PORT + 200)) "$ROOT/scripts/cluster.sh" start "$W/$second" 3)
+    line=$(FENCE_BIN_DIR=${BIN[$second]} FENCE_COORDINATOR_FLAGS=${FLAGS[$second]} FENCE_BASE_PORT=$((PORT + 200)) \
+        "$ROOT/scripts/cluster.sh" start "$W/$second" 3)
     EP[$second]=${line#FENCE_ENDPOINTS=}
     for ((r = 1; r <= ROUNDS; r++)); do
         if ((r % 2)); then order="A B"; else order="B A"; fi

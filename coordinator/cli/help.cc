@@ -71,7 +71,9 @@ shortened by the clock-rate bound: lease x (1 - rho), rho = --max-clock-drift-pp
   --lease DUR   lease length (default 10s; the cluster enforces its own bounds)
   --wait DUR    if KEY is held, queue (first come, first served) for up to DUR (default 30s; 0s: fail at once)
   --owner ID    owner name; acquiring again with the same owner returns the same token
-  -o json       print {"key","token","lease_ms","owner"} instead of the bare token
+  -o json       print {"key","token","lease_ms","owner"} instead of the bare token,
+                with "proof" too when the cluster signs grants (pass it to pg_fence
+                as SET LOCAL pg_fence.proof, docs/sql.md)
 
 exit: 0 acquired, 3 held (or the wait ran out), 5 cluster unavailable, 2 bad arguments
 )";
@@ -94,8 +96,9 @@ exit: 0 kept, 4 lease lost (not held with that token any more), 5 cluster unavai
 
 constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
 
-Acquires KEY, then runs CMD with FENCE_KEY and FENCE_TOKEN in its environment,
-in its own process group. While CMD runs, the lease is kept alive every third
+Acquires KEY, then runs CMD with FENCE_KEY and FENCE_TOKEN in its environment
+(and FENCE_PROOF, the grant's proof, when the cluster signs grants), in its own
+process group. While CMD runs, the lease is kept alive every third
 of the lease. The local deadline is the send time of the last successful
 acquire or keepalive + lease x (1 - rho) (rho: --max-clock-drift-ppm, default
 5%); CMD never runs past it. If a keepalive is refused, or none succeeded by

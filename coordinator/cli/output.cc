@@ -37,8 +37,10 @@ std::string lock_json(const client::LockInfo& lock) {
 }
 
 std::string lease_json(const client::Lease& lease) {
-    return json::serialize(json::object{
-        {"key", lease.key}, {"token", lease.token}, {"lease_ms", lease.lease.count()}, {"owner", lease.owner}});
+    json::object o{
+        {"key", lease.key}, {"token", lease.token}, {"lease_ms", lease.lease.count()}, {"owner", lease.owner}};
+    if (!lease.proof.empty()) o["proof"] = lease.proof;
+    return json::serialize(o);
 }
 
 const std::vector<std::string>& lock_header() {

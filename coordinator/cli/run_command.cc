@@ -130,7 +130,9 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
         return code;
     }
     std::string error;
-    auto child = ChildProcess::spawn(args.child, {"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token)}, error);
+    std::vector<std::string> env{"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token)};
+    if (!acquired.value().proof.empty()) env.push_back("FENCE_PROOF=" + acquired.value().proof);
+    auto child = ChildProcess::spawn(args.child, env, error);
     if (!child) {
         err << "fencectl run: cannot start '" << args.child[0] << "': " << error << '\n';
         release_quietly(c, args, token, err);

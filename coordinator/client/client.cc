@@ -295,6 +295,7 @@ public:
         if (!get_u64(p.object, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
         lease.key = req.key;
         lease.owner = get_string(p.object, "owner");
+        lease.proof = get_string(p.object, "proof");
         lease.lease = milliseconds(lease_ms);
         lease.sent_at = r.first_sent_at;
         lease.received_at = Clock::now();

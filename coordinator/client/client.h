@@ -142,6 +142,10 @@ struct Lease {
     std::uint64_t token = 0;
     milliseconds lease{0};
     std::string owner;
+    // The grant's token proof when the cluster signs grants
+    // (--token-signing-key-file), else "": what pg_fence verifies through
+    // SET LOCAL pg_fence.proof or a `proof` argument (docs/sql.md).
+    std::string proof;
     // Send time of the FIRST request of the call: with an owner, an earlier
     // attempt whose answer was lost may be the one that created the grant.
     Clock::time_point sent_at;

@@ -151,7 +151,8 @@ std::string Member::Impl::start() {
               {{"id", log_value(options.id)}, {"cluster_id", log_value(options.cluster_id)},
                {"client_addr", options.client_addr}, {"applied", log_value(core->table().applied_index())},
                {"term", log_value(core->raft().term())}, {"client_tls", options.client_tls() ? "on" : "off"},
-               {"peer_tls", options.peer_tls() ? "on" : "off"}, {"auth", security.auth_enabled() ? "on" : "off"}});
+               {"peer_tls", options.peer_tls() ? "on" : "off"}, {"auth", security.auth_enabled() ? "on" : "off"},
+               {"token_signing_kid", security.signer() ? security.signer()->kid() : std::string()}});
     after_event();
     return {};
 }
@@ -391,7 +392,8 @@ void Member::Impl::reload_security() {
     transport->set_tls(security.peer_accept_tls(), security.peer_dial_tls());
     log_event(LogLevel::kInfo, "reloaded",
               {{"failed", log_value(failed.size())},
-               {"auth_file_digest", security.auth_enabled() ? security.policy()->digest() : std::string()}});
+               {"auth_file_digest", security.auth_enabled() ? security.policy()->digest() : std::string()},
+               {"token_signing_kid", security.signer() ? security.signer()->kid() : std::string()}});
 }
 
 void Member::Impl::shutdown(std::function<void()> done) {

@@ -34,16 +34,21 @@ json::object lock_json(const member::LockView& v) {
     return {{"key", l.key}, {"token", l.token}, {"owner", l.owner}, {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}};
 }
 
-// {"key":…,"token":…,"lease_ms":…,"owner":…}: what a granted acquire answers.
-std::string grant_body(const member::Granted& g) {
+// {"key":…,"token":…,"lease_ms":…,"owner":…[,"proof":…]}: what a granted
+// acquire answers; the proof when the member signs (--token-signing-key-file).
+std::string grant_body(const member::Granted& g, const net::TokenSigner* signer, std::uint64_t cluster_id) {
     std::string out;
-    out.reserve(64 + g.key.size() + g.owner.size());
+    out.reserve(64 + g.key.size() + g.owner.size() + (signer != nullptr ? net::kMaxProofBytes + 10 : 0));
     out.append("{\"key\":");
     net::append_json_string(out, g.key);
     out.append(",\"token\":").append(std::to_string(g.token));
     out.append(",\"lease_ms\":").append(std::to_string(g.lease_ms));
     out.append(",\"owner\":");
     net::append_json_string(out, g.owner);
+    if (signer != nullptr) {
+        // base64url, digits and dots: nothing to escape.
+        out.append(",\"proof\":\"").append(signer->sign(cluster_id, g.token, g.key)).push_back('"');
+    }
     out.push_back('}');
     return out;
 }
@@ -114,7 +119,7 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
             after_event();
             return;
         }
-        ex->respond(net::HttpResponse{200, grant_body(*g), "application/json", {}}, [this, id](bool written) {
+        ex->respond(net::HttpResponse{200, grant_body(*g, security.signer().get(), options.cluster_id), "application/json", {}}, [this, id](bool written) {
             core->response_written(id, written, now());
             if (!written) after_event();
         });

@@ -130,6 +130,7 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "peer-key-file") { o.peer_key_file = value; return {}; }
     if (name == "peer-trusted-ca-file") { o.peer_trusted_ca_file = value; return {}; }
     if (name == "auth-file") { o.auth_file = value; return {}; }
+    if (name == "token-signing-key-file") { o.token_signing_key_file = value; return {}; }
     return "unknown flag --" + name + " (see --help)";
 }
 
@@ -377,8 +378,13 @@ TLS and authorization (docs/security.md; flags named as etcd's):
                          tokens are stored as SHA-256 hashes.
   --cert-file and --auth-file need the --peer-* flags too: security on the
   client port is worth nothing while anyone may speak on the peer port.
-  SIGHUP reloads the certificates, keys and the auth file; a file that fails
-  to load keeps the old ones (logged).
+  --token-signing-key-file F
+                         Ed25519 private key (PEM, from openssl genpkey -algorithm
+                         ed25519; readable by its owner only): every grant then
+                         carries a "proof" that pg_fence verifies with the public
+                         key (docs/guarantees.md). Give every member the same file.
+  SIGHUP reloads the certificates, keys, the auth file and the token signing
+  key; a file that fails to load keeps the old one (logged).
   --help                 this text
 
 Signals: SIGTERM/SIGINT — a leader first hands leadership to the most up-to-date

@@ -75,6 +75,9 @@ struct Options {
     std::string peer_key_file;
     std::string peer_trusted_ca_file;
     std::string auth_file;  // users, roles and grants (auth/policy.h); empty: no authorization
+    // Ed25519 private key (PEM) that signs a proof into every grant
+    // (net/token_signer.h); the same file on every member. Empty: no proofs.
+    std::string token_signing_key_file;
     bool help = false;
 
     bool client_tls() const { return !cert_file.empty(); }

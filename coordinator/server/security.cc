@@ -42,20 +42,33 @@ std::string Security::load_policy() {
     return {};
 }
 
-std::string Security::load() {
-    for (auto step : {&Security::load_client_tls, &Security::load_peer_tls, &Security::load_policy}) {
-        if (auto err = (this->*step)(); !err.empty()) return err;
-    }
+std::string Security::load_signer() {
+    if (options_.token_signing_key_file.empty()) return {};
+    std::shared_ptr<net::TokenSigner> signer;
+    if (auto err = net::TokenSigner::load(options_.token_signing_key_file, signer); !err.empty()) return err;
+    signer_ = std::move(signer);
     return {};
 }
 
-std::vector<std::string> Security::reload() {
+// Each file set in turn; the first error ends a load(), not a reload().
+std::vector<std::string> Security::load_each(bool stop_at_error) {
     std::vector<std::string> failed;
-    for (auto step : {&Security::load_client_tls, &Security::load_peer_tls, &Security::load_policy}) {
-        if (auto err = (this->*step)(); !err.empty()) failed.push_back(std::move(err));
+    for (auto step : {&Security::load_client_tls, &Security::load_peer_tls, &Security::load_policy,
+                      &Security::load_signer}) {
+        if (auto err = (this->*step)(); !err.empty()) {
+            failed.push_back(std::move(err));
+            if (stop_at_error) break;
+        }
     }
     return failed;
 }
+
+std::string Security::load() {
+    std::vector<std::string> failed = load_each(true);
+    return failed.empty() ? std::string() : std::move(failed.front());
+}
+
+std::vector<std::string> Security::reload() { return load_each(false); }
 
 Caller Security::authenticate(const net::HttpRequest& req) const {
     Caller c;

@@ -1,6 +1,6 @@
 // The member's security material, loaded from the files its flags name: the
-// TLS contexts of the HTTP API and of the peer port, and the auth file's
-// policy. Loaded at start (an error stops the member) and again on SIGHUP
+// TLS contexts of the HTTP API and of the peer port, the auth file's policy,
+// and the key that signs token proofs. Loaded at start (an error stops the member) and again on SIGHUP
 // (reload(): whatever fails to load keeps what was loaded before, and says
 // why). Event loop only.
 //
@@ -17,6 +17,7 @@
 #include "auth/policy.h"
 #include "net/http_server.h"
 #include "net/tls.h"
+#include "net/token_signer.h"
 #include "server/options.h"
 
 namespace pgfence::server {
@@ -46,6 +47,9 @@ public:
     bool auth_enabled() const { return policy_ != nullptr; }
     const std::shared_ptr<const auth::Policy>& policy() const { return policy_; }
 
+    // The signer of token proofs (--token-signing-key-file); null: grants carry no proof.
+    const std::shared_ptr<const net::TokenSigner>& signer() const { return signer_; }
+
     // The caller of `req`: a bearer secret in `Authorization: Bearer S`
     // (which wins when both are present), else a verified client
     // certificate's CN. Only meaningful when auth_enabled().
@@ -55,12 +59,15 @@ private:
     std::string load_client_tls();
     std::string load_peer_tls();
     std::string load_policy();
+    std::string load_signer();
+    std::vector<std::string> load_each(bool stop_at_error);
 
     const Options& options_;
     net::TlsContextPtr client_tls_;
     net::TlsContextPtr peer_accept_;
     net::TlsContextPtr peer_dial_;
     std::shared_ptr<const auth::Policy> policy_;
+    std::shared_ptr<const net::TokenSigner> signer_;
 };
 
 }  // namespace pgfence::server

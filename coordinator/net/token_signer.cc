@@ -1,0 +1,126 @@
+#include "net/token_signer.h"
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+
+#include <array>
+#include <stdexcept>
+
+#include "net/tls.h"
+
+namespace pgfence::net {
+
+namespace {
+
+constexpr std::size_t kEd25519RawBytes = 32;
+constexpr std::size_t kEd25519SignatureBytes = 64;
+
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+    for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+// No passphrase is ever asked for: an encrypted key fails to load.
+int no_passphrase(char*, int, int, void*) { return -1; }
+
+}  // namespace
+
+std::string proof_message(std::uint64_t cluster_id, std::uint64_t token, std::string_view key) {
+    std::string m;
+    m.reserve(kProofDomainTag.size() + 20 + key.size());
+    m.append(kProofDomainTag);
+    put_be(m, cluster_id, 8);
+    put_be(m, token, 8);
+    put_be(m, key.size(), 4);
+    m.append(key);
+    return m;
+}
+
+std::string base64url(std::string_view bytes) {
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    std::string out;
+    out.reserve((bytes.size() * 4 + 2) / 3);
+    std::size_t i = 0;
+    for (; i + 3 <= bytes.size(); i += 3) {
+        const std::uint32_t v = (std::uint32_t{static_cast<unsigned char>(bytes[i])} << 16) |
+                                (std::uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8) |
+                                static_cast<unsigned char>(bytes[i + 2]);
+        for (int shift = 18; shift >= 0; shift -= 6) out.push_back(kAlphabet[(v >> shift) & 0x3f]);
+    }
+    const std::size_t rest = bytes.size() - i;
+    if (rest > 0) {
+        std::uint32_t v = std::uint32_t{static_cast<unsigned char>(bytes[i])} << 16;
+        if (rest == 2) v |= std::uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8;
+        out.push_back(kAlphabet[(v >> 18) & 0x3f]);
+        out.push_back(kAlphabet[(v >> 12) & 0x3f]);
+        if (rest == 2) out.push_back(kAlphabet[(v >> 6) & 0x3f]);
+    }
+    return out;
+}
+
+struct TokenSigner::Keys {
+    EVP_PKEY* key = nullptr;
+    EVP_MD_CTX* ctx = nullptr;
+    ~Keys() {
+        EVP_MD_CTX_free(ctx);
+        EVP_PKEY_free(key);
+    }
+};
+
+TokenSigner::TokenSigner(std::unique_ptr<Keys> keys, std::string kid) : keys_(std::move(keys)), kid_(std::move(kid)) {}
+TokenSigner::~TokenSigner() = default;
+
+std::string TokenSigner::load(const std::string& path, std::shared_ptr<TokenSigner>& out) {
+    std::string pem;
+    if (auto why = read_private_key(path, pem); !why.empty()) return "token signing " + why;
+    auto keys = std::make_unique<Keys>();
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    keys->key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, no_passphrase, nullptr) : nullptr;
+    BIO_free(bio);
+    OPENSSL_cleanse(pem.data(), pem.size());
+    const std::string named = "token signing key file '" + path + "'";
+    if (keys->key == nullptr) return named + ": not an unencrypted PEM private key: " + openssl_error();
+    if (EVP_PKEY_get_id(keys->key) != EVP_PKEY_ED25519) {
+        return named + ": not an Ed25519 key (make one with: openssl genpkey -algorithm ed25519)";
+    }
+    std::array<unsigned char, kEd25519RawBytes> raw{};
+    std::size_t raw_len = raw.size();
+    if (EVP_PKEY_get_raw_public_key(keys->key, raw.data(), &raw_len) != 1 || raw_len != raw.size()) {
+        return named + ": cannot read its public key: " + openssl_error();
+    }
+    keys->ctx = EVP_MD_CTX_new();
+    if (keys->ctx == nullptr) return named + ": " + openssl_error();
+    std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+    SHA256(raw.data(), raw.size(), digest.data());
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string kid;
+    for (std::size_t i = 0; i < kKidHexDigits / 2; ++i) {
+        kid.push_back(kHex[digest[i] >> 4]);
+        kid.push_back(kHex[digest[i] & 0xf]);
+    }
+    out.reset(new TokenSigner(std::move(keys), std::move(kid)));
+    return {};
+}
+
+std::string TokenSigner::sign(std::uint64_t cluster_id, std::uint64_t token, std::string_view key) const {
+    const std::string message = proof_message(cluster_id, token, key);
+    std::array<unsigned char, kEd25519SignatureBytes> sig{};
+    std::size_t sig_len = sig.size();
+    if (EVP_DigestSignInit(keys_->ctx, nullptr, nullptr, nullptr, keys_->key) != 1 ||
+        EVP_DigestSign(keys_->ctx, sig.data(), &sig_len, reinterpret_cast<const unsigned char*>(message.data()),
+                       message.size()) != 1 ||
+        sig_len != sig.size()) {
+        // Ed25519 signing of a loaded key fails only when memory does.
+        throw std::runtime_error("Ed25519 signing failed: " + openssl_error());
+    }
+    std::string proof;
+    proof.reserve(kMaxProofBytes);
+    proof.append("v1.").append(kid_).push_back('.');
+    proof.append(std::to_string(cluster_id)).push_back('.');
+    proof.append(base64url({reinterpret_cast<const char*>(sig.data()), sig.size()}));
+    return proof;
+}
+
+}  // namespace pgfence::net
