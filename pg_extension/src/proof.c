@@ -294,7 +294,8 @@ FenceRefuseLockKey(const FenceProofTarget *target, int sqlerrcode,
 			(errcode(sqlerrcode),
 			 errmsg_internal("%s", message),
 			 errdetail_internal("%s", detail),
-			 errhint("Give every column of the table's lock key template a value.")));
+			 errhint("Rows of the table are locked under the lock key that fence_protect's "
+					 "lock_key template builds from them.")));
 }
 
 /* Count and raise 55F02 for a refused proof */
