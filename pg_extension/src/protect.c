@@ -107,9 +107,13 @@ CheckTriggerPrivilege(Oid relid)
 					   get_rel_name(relid));
 }
 
-/* Warn about BEFORE row triggers that would fire after the guard */
+/*
+ * Warn about BEFORE row triggers that would fire after the guard (for
+ * UPDATE or DELETE; with_insert: also INSERT, which a lock key template
+ * makes the guard check)
+ */
 static void
-WarnAboutLaterTriggers(Relation rel)
+WarnAboutLaterTriggers(Relation rel, bool with_insert)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
 
@@ -121,7 +125,8 @@ WarnAboutLaterTriggers(Relation rel)
 		int16		type = trigger->tgtype;
 
 		if (!TRIGGER_FOR_ROW(type) || !TRIGGER_FOR_BEFORE(type) ||
-			!(TRIGGER_FOR_UPDATE(type) || TRIGGER_FOR_DELETE(type)))
+			!(TRIGGER_FOR_UPDATE(type) || TRIGGER_FOR_DELETE(type) ||
+			  (with_insert && TRIGGER_FOR_INSERT(type))))
 			continue;
 		if (strcmp(trigger->tgname, FENCE_TRIGGER_NAME) > 0)
 			ereport(WARNING,
@@ -180,7 +185,7 @@ fence_protect(PG_FUNCTION_ARGS)
 	attnum = FenceValidateColumn(rel, column);
 	if (template != NULL)
 		(void) FenceParseKeyTemplate(rel, template, attnum, CurrentMemoryContext);
-	WarnAboutLaterTriggers(rel);
+	WarnAboutLaterTriggers(rel, template != NULL);
 
 	/* the guard function lives in the same schema as this function */
 	extschema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
