@@ -90,6 +90,8 @@ run_inside() {
     "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/regress" \
       --dbname=contrib_regression $(list_tests "$TESTS/sql" sql preload) || status=1
     # shellcheck disable=SC2046
+    # trust_concurrent.spec reads the vectors' directory from this setting
+    PGOPTIONS="-c pg_fence_test.vectors=$PG_FENCE_VECTORS" \
     "$PG_ISOLATION_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/isolation" \
       --dbname=isolation_regression $(list_tests "$TESTS/specs" spec preload) || status=1
     dump_restore_test || status=1
