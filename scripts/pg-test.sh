@@ -148,8 +148,9 @@ status=0
 # by tests/pg/sign-proof.sh; a second key pair, for key rotation, is RFC
 # 8032's test 2 key (fixed, so its key id in the expected output is too).
 mkdir -p "$OUT/keys" "$OUT/tmp"
-echo 302e020100300506032b6570042204204ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb |
-  xxd -r -p | openssl pkey -inform DER -out "$OUT/keys/second.key"
+perl -e 'print pack("H*", $ARGV[0])' \
+  302e020100300506032b6570042204204ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb |
+  openssl pkey -inform DER -out "$OUT/keys/second.key"
 export PG_FENCE_VECTORS=$ROOT/tests/vectors
 export PG_FENCE_SIGN=$TESTS/sign-proof.sh
 export PG_FENCE_KEYS=$OUT/keys

@@ -10,6 +10,6 @@ trap 'rm -f "$msg"' EXIT
 perl -e 'print "pgfence token proof v1\0", pack("Q>Q>N", $ARGV[0], $ARGV[1], length $ARGV[2]), $ARGV[2]' \
   "$cluster" "$token" "$lockkey" >"$msg"
 kid=$(openssl pkey -in "$key" -pubout -outform DER | tail -c 32 |
-      openssl dgst -sha256 -binary | head -c 8 | xxd -p)
+      openssl dgst -sha256 -binary | head -c 8 | od -An -tx1 | tr -d ' \n')
 sig=$(openssl pkeyutl -sign -rawin -inkey "$key" -in "$msg" | base64 -w0 | tr '+/' '-_' | tr -d '=')
 printf 'v1.%s.%s.%s' "$kid" "$cluster" "$sig"
