@@ -73,6 +73,9 @@ typedef struct TrustedKeys
 
 static TrustedKeys trusted = {false, InvalidOid, InvalidOid, 0, NULL};
 
+/* Invalidations of the table seen so far; a load is valid if none arrived during it */
+static uint64 trusted_invalidations = 0;
+
 /* Relcache callback: fence_trusted_keys (or everything) changed */
 static void
 TrustedKeysChanged(Datum arg, Oid relid)
@@ -80,6 +83,7 @@ TrustedKeysChanged(Datum arg, Oid relid)
 	if (relid == InvalidOid || relid == trusted.relid)
 	{
 		trusted.valid = false;
+		trusted_invalidations++;
 		FenceForgetVerifiedProofs();
 	}
 }
@@ -180,12 +184,17 @@ ParseTrustedRow(HeapTuple row, TupleDesc tupdesc, TrustedKey *key)
 	return true;
 }
 
-/* (Re)load fence_trusted_keys of the extension in schema nspid */
+/*
+ * (Re)load fence_trusted_keys of the extension in schema nspid.  The copy
+ * is marked valid only if the load completed and no invalidation of the
+ * table arrived meanwhile; otherwise the next check loads it again.
+ */
 static void
 LoadTrustedKeys(Oid nspid)
 {
 	char	   *sql;
 	int			ret;
+	uint64		invalidations;
 
 	FreeTrustedKeys();
 	trusted.nspid = nspid;
@@ -195,8 +204,7 @@ LoadTrustedKeys(Oid nspid)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table %s does not exist", TRUSTED_KEYS_TABLE),
 				 errhint("Update the extension: ALTER EXTENSION pg_fence UPDATE.")));
-	/* set first: an invalidation arriving during the load clears it again */
-	trusted.valid = true;
+	invalidations = trusted_invalidations;
 
 	sql = psprintf("SELECT key_id, public_key, cluster_id::pg_catalog.text FROM %s",
 				   quote_qualified_identifier(get_namespace_name(nspid),
@@ -216,6 +224,7 @@ LoadTrustedKeys(Oid nspid)
 			trusted.nkeys++;
 	}
 	SPI_finish();
+	trusted.valid = (invalidations == trusted_invalidations);
 }
 
 /* The trusted key with this kid, or NULL */
