@@ -155,6 +155,15 @@ COMMIT;
 INSERT INTO reports VALUES (NULL, 'n', 5);
 \echo SQLSTATE :SQLSTATE
 
+-- text and uuid key columns, literal braces; a key longer than 512 bytes is refused
+CREATE TABLE tenant_docs (tenant text, id uuid, fence bigint NOT NULL DEFAULT 0);
+SELECT fence_protect('tenant_docs', lock_key => '{{{tenant}}}/{id}');
+INSERT INTO tenant_docs VALUES ('acme', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', 0);
+UPDATE tenant_docs SET fence = 1;
+\echo SQLSTATE :SQLSTATE
+INSERT INTO tenant_docs VALUES (repeat('x', 600), 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 1);
+\echo SQLSTATE :SQLSTATE
+
 -- an UPDATE that changes the lock key needs a proof for both keys: refused
 BEGIN;
 SET LOCAL pg_fence.proof = :'p7_900';
@@ -314,7 +323,7 @@ SELECT kind, relation, resource, accepted, rejected_stale, rejected_proof
   FROM fence_stats ORDER BY kind, relation::text, resource;
 
 SET client_min_messages = warning;
-DROP TABLE reports, plain;
+DROP TABLE reports, plain, tenant_docs;
 DELETE FROM fence_resources;
 DELETE FROM fence_trusted_keys;
 DROP OWNED BY regress_fence_app;
