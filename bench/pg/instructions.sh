@@ -50,8 +50,8 @@
 # Settings (environment): BENCH_INSTR_COUNTS ("2000 4000"), BENCH_INSTR_ROWS
 # (1000), BENCH_INSTR_OUT (build/bench-pg-instr: the report instructions.txt,
 # every run's logs and callgrind file), PG_CONFIG.  As root, postgres runs as
-# the user postgres (BENCH_INSTR_USER).  Needs valgrind; takes about three
-# minutes.
+# the user postgres (BENCH_INSTR_USER).  Needs valgrind and openssl; takes
+# about six minutes (signing the proofs, about one).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
