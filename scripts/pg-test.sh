@@ -6,6 +6,7 @@
 #      pg_fence.max_tracked so the stats bound is testable):
 #        pg_regress           tests/pg/sql/*.sql except nopreload*.sql
 #        pg_isolation_regress tests/pg/specs/*.spec
+#        dump_restore         pg_dump keeps fence_trusted_keys and require_proof
 #   2. server without preload: pg_regress tests/pg/sql/nopreload*.sql
 #      (fencing works; fence_stats says what to configure)
 #
@@ -43,6 +44,44 @@ list_tests() { # dir ext [nopreload|preload]
   return 0
 }
 
+# pg_dump keeps the trusted keys and require_proof: a resource that needs
+# proofs still needs them after a restore into a new database, and the
+# shared vector's proof verifies there.  Prints a pg_regress-style result.
+dump_restore_test() {
+  local db=regress_fence_dump restored=regress_fence_restored log=$OUT/dump_restore.log
+  local proof got="" want refused=""
+  proof=$(sed -n 's/^proof=//p' "$PG_FENCE_VECTORS/token_proof_v1.txt")
+  want=$'21fe31dfa154a261|12345678901234567890\nreport:8|0|t\nt'
+  {
+    dropdb --if-exists "$db" && dropdb --if-exists "$restored" &&
+    createdb "$db" && createdb "$restored" &&
+    psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
+      -v pub="$(cat "$PG_FENCE_VECTORS/token_proof_v1.pub")" <<'SQL' &&
+CREATE EXTENSION pg_fence;
+SELECT fence_trust_key(:'pub', 12345678901234567890);
+SELECT fence_require_proof('report:8');
+SQL
+    pg_dump -d "$db" | psql -X -q -v ON_ERROR_STOP=1 -d "$restored" &&
+    got=$(psql -X -At -v ON_ERROR_STOP=1 -d "$restored" -v proof="$proof" <<'SQL'
+SELECT key_id, cluster_id FROM fence_trusted_keys;
+SELECT resource, fence, require_proof FROM fence_resources;
+SELECT fence_advance('report:8', 900, :'proof');
+SQL
+    )
+    echo "$got"
+    # without a proof: refused (55F02)
+    refused=$(psql -X -At -d "$restored" -c "SELECT fence_advance('report:8', 950)" 2>&1)
+    echo "$refused"
+    dropdb --if-exists "$db" && dropdb --if-exists "$restored"
+  } >"$log" 2>&1
+  if [[ $got == "$want" && $refused == *"no fencing token proof"* ]]; then
+    echo "test dump_restore                 ... ok"
+  else
+    echo "test dump_restore                 ... FAILED (see $log)"
+    return 1
+  fi
+}
+
 # Runs inside pg_virtualenv (PGHOST, PGPORT, PGUSER... are set).
 run_inside() {
   local mode=$1 status=0
@@ -51,8 +90,11 @@ run_inside() {
     "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/regress" \
       --dbname=contrib_regression $(list_tests "$TESTS/sql" sql preload) || status=1
     # shellcheck disable=SC2046
+    # trust_concurrent.spec reads the vectors' directory from this setting
+    PGOPTIONS="-c pg_fence_test.vectors=$PG_FENCE_VECTORS" \
     "$PG_ISOLATION_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/isolation" \
       --dbname=isolation_regression $(list_tests "$TESTS/specs" spec preload) || status=1
+    dump_restore_test || status=1
   else
     # shellcheck disable=SC2046
     "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/nopreload" \
@@ -101,6 +143,19 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 status=0
 
+# Token proofs (tests/pg/sql/proof.sql, upgrade.sql): the shared test vector
+# is read from tests/vectors; more proofs are signed with its private key
+# by tests/pg/sign-proof.sh; a second key pair, for key rotation, is RFC
+# 8032's test 2 key (fixed, so its key id in the expected output is too).
+mkdir -p "$OUT/keys" "$OUT/tmp"
+perl -e 'print pack("H*", $ARGV[0])' \
+  302e020100300506032b6570042204204ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb |
+  openssl pkey -inform DER -out "$OUT/keys/second.key"
+export PG_FENCE_VECTORS=$ROOT/tests/vectors
+export PG_FENCE_SIGN=$TESTS/sign-proof.sh
+export PG_FENCE_KEYS=$OUT/keys
+export PG_FENCE_TMP=$OUT/tmp
+
 # Full output goes to the logs; the terminal gets it without pg_regress's
 # database setup chatter.
 quiet() { grep -vE '^(SET|DROP DATABASE|CREATE DATABASE|ALTER DATABASE|=+ (dropping|creating) database .*)$' || true; }
@@ -117,7 +172,7 @@ pg_virtualenv -t -v "$PG_VERSION_MAJOR" \
 # pg_regress prints "test NAME ... ok" (or "     NAME ... ok" in groups).
 passed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE '^(test +| +)[^ ]+ +\.\.\. ok' || true)
 failed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE '^(test +| +)[^ ]+ +\.\.\. FAILED' || true)
-expected=$(( $(list_tests "$TESTS/sql" sql preload | wc -l) +
+expected=$(( 1 + $(list_tests "$TESTS/sql" sql preload | wc -l) +
              $(list_tests "$TESTS/specs" spec preload | wc -l) +
              $(list_tests "$TESTS/sql" sql nopreload | wc -l) ))
 if (( passed + failed != expected )); then

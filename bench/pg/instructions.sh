@@ -34,6 +34,13 @@
 # for the AFTER ROW candidates, queuing the event (ExecARUpdateTriggers),
 # firing it (AfterTriggerEndQuery) and the function.
 #
+# Token proofs (issue 18): BENCH_PROOF_VARIANTS, with proofs for tokens
+# 1 .. N2 and BENCH_PROOF_TOKEN signed first (tests/pg/sign-proof.sh, about
+# 20 ms each).  Their cost per UPDATE: fence_guard+proof - fence_guard (a
+# proof found in the session's cache), and fence_guard+proof_fresh -
+# fence_guard+set (a proof verified every time; both runs also execute a
+# SET line per UPDATE, which cancels).
+#
 # Goals (issue 17): fence_guard at most 1.05 x plain per UPDATE, and fewer
 # than plpgsql.  The first is out of reach for a trigger: PostgreSQL's own
 # cost of a BEFORE ROW trigger (the row lock) is about 0.07 x plain, of an
@@ -43,8 +50,8 @@
 # Settings (environment): BENCH_INSTR_COUNTS ("2000 4000"), BENCH_INSTR_ROWS
 # (1000), BENCH_INSTR_OUT (build/bench-pg-instr: the report instructions.txt,
 # every run's logs and callgrind file), PG_CONFIG.  As root, postgres runs as
-# the user postgres (BENCH_INSTR_USER).  Needs valgrind; takes about three
-# minutes.
+# the user postgres (BENCH_INSTR_USER).  Needs valgrind and openssl; takes
+# about six minutes (signing the proofs, about one).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -59,7 +66,7 @@ RUN_USER=${BENCH_INSTR_USER:-postgres}
 # the settings of every postgres --single run
 PG_OPTS=(-c shared_preload_libraries=pg_fence -c huge_pages=off -c jit=off -c fsync=off)
 
-usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 (($# == 0)) || { usage >&2; exit 2; }
 if [[ ! $N1 =~ ^[1-9][0-9]*$ || ! ${N2:-} =~ ^[1-9][0-9]*$ || -n ${extra:-} ]] || ((N1 >= N2)); then
@@ -85,7 +92,8 @@ single() {
   as_run_user "$BINDIR/postgres" --single "$@" -D "$dir" "${PG_OPTS[@]}" postgres
 }
 
-# The statements of one run: PREPARE, then N EXECUTE lines.
+# The statements of one run: PREPARE, then N EXECUTE lines (with the proof
+# variants' SET pg_fence.proof lines).
 run_sql() {
   local variant=$1 n=$2
   if [[ $variant == no-op ]]; then
@@ -94,11 +102,37 @@ run_sql() {
     # shellcheck disable=SC2016  # $1 $2 $3 are PREPARE's parameters, not shell's
     echo "PREPARE s(int, int, bigint) AS $(bench_statement "$variant" bench_t '$1' '$2' '$3')"
   fi
-  awk -v n="$n" -v rows="$ROWS" 'BEGIN { for (i = 1; i <= n; i++) printf "EXECUTE s(%d, %d, %d)\n", (i - 1) % rows + 1, i, i }'
+  case $variant in
+    fence_guard+proof)
+      echo "SET pg_fence.proof = '$(sed -n '$p' "$PROOFS")'"
+      awk -v n="$n" -v rows="$ROWS" -v tok="$BENCH_PROOF_TOKEN" 'BEGIN { for (i = 1; i <= n; i++) printf "EXECUTE s(%d, %d, %d)\n", (i - 1) % rows + 1, i, tok }' ;;
+    fence_guard+proof_fresh | fence_guard+set)
+      awk -v n="$n" -v rows="$ROWS" '
+        { proof[NR] = $0 }
+        END { for (i = 1; i <= n; i++) printf "SET pg_fence.proof = '\''%s'\''\nEXECUTE s(%d, %d, %d)\n", proof[i], (i - 1) % rows + 1, i, i }' "$PROOFS" ;;
+    *)
+      awk -v n="$n" -v rows="$ROWS" 'BEGIN { for (i = 1; i <= n; i++) printf "EXECUTE s(%d, %d, %d)\n", (i - 1) % rows + 1, i, i }' ;;
+  esac
 }
 
-# Sum of the fences after n statements: each row holds the last token written to it.
+# Proofs for lock key BENCH_PROOF_KEY, one per line: tokens 1 .. N2, then BENCH_PROOF_TOKEN.
+sign_proofs() {
+  local i
+  echo "instructions.sh: signing $((N2 + 1)) token proofs ..." >&2
+  for i in $(seq 1 "$N2") "$BENCH_PROOF_TOKEN"; do
+    bash "$ROOT/tests/pg/sign-proof.sh" "$ROOT/tests/vectors/token_proof_v1.key" \
+      12345678901234567890 "$i" "$BENCH_PROOF_KEY"
+    echo
+  done >"$PROOFS"
+}
+
+# Sum of the fences after n statements of variant: each row holds the last
+# token written to it (fence_guard+proof: always BENCH_PROOF_TOKEN).
 expected_fence_sum() {
+  if [[ $2 == fence_guard+proof ]]; then
+    echo $((BENCH_PROOF_TOKEN * ($1 < ROWS ? $1 : ROWS)))
+    return
+  fi
   awk -v n="$1" -v rows="$ROWS" 'BEGIN {
     s = 0
     for (r = 1; r <= rows && r <= n; r++) s += r + rows * int((n - r) / rows)
@@ -129,8 +163,8 @@ check_run() {
   [[ $variant == no-op ]] && return 0
   sum=$(echo 'SELECT sum(fence) AS fence_sum FROM bench_t' | single "$dir" 2>/dev/null |
         sed -nE 's/^[[:space:]]*1: fence_sum = "([0-9]+)".*/\1/p')
-  if [[ $sum != "$(expected_fence_sum "$n")" ]]; then
-    echo "instructions.sh: $variant, $n statements: sum(fence) is '$sum', not $(expected_fence_sum "$n"): not every write was done" >&2
+  if [[ $sum != "$(expected_fence_sum "$n" "$variant")" ]]; then
+    echo "instructions.sh: $variant, $n statements: sum(fence) is '$sum', not $(expected_fence_sum "$n" "$variant"): not every write was done" >&2
     return 1
   fi
   if [[ $variant == fenced_update* ]]; then
@@ -193,7 +227,9 @@ trap 'rm -rf "$TMP"' EXIT
 as_run_user "$BINDIR/initdb" -D "$TMP/base" --no-sync -A trust >"$OUT/initdb.log" 2>&1
 results=$OUT/counts.txt
 : >"$results"
-for variant in no-op $BENCH_VARIANTS $BENCH_CANDIDATE_VARIANTS; do
+PROOFS=$OUT/proofs.txt
+sign_proofs
+for variant in no-op $BENCH_VARIANTS $BENCH_CANDIDATE_VARIANTS $BENCH_PROOF_VARIANTS; do
   make_template "$variant"
   for n in "$N1" "$N2"; do
     echo "instructions.sh: $variant, $n statements under callgrind ..." >&2
@@ -258,6 +294,12 @@ after_breakdown >"$OUT/after.txt"
       }
       print ""
       printf "budget of the 1.05 goal: %.0f instructions per UPDATE above plain\n", 0.05 * plain
+      print ""
+      print "token proofs (issue 18), per UPDATE above their baseline:"
+      hit = upd["fence_guard+proof"] - upd["fence_guard"]
+      fresh = upd["fence_guard+proof_fresh"] - upd["fence_guard+set"]
+      printf "  proof re-sent each transaction (cache hit): %.0f instructions (fence_guard+proof - fence_guard, %.3f x plain)\n", hit, hit / plain
+      printf "  fresh proof per transaction (Ed25519 verify): %.0f instructions (fence_guard+proof_fresh - fence_guard+set, %.3f x plain)\n", fresh, fresh / plain
       g = upd["fence_guard"]; l = upd["plpgsql"]
       print ""
       print "goals (issue 17), instructions per UPDATE:"

@@ -26,6 +26,21 @@
 #   after_when           an AFTER ROW UPDATE trigger with that WHEN clause,
 #                        whose function (never called here) raises 55F01
 #
+# Token proofs (issue 18; bench/pg/instructions.sh only), on a table that
+# verifies proofs under the constant lock key 'bench', with proofs pre-signed
+# with the shared test vector's key (tests/vectors), which the database trusts:
+#
+#   fence_guard+proof        mode same_generation, every UPDATE writes the
+#                            same token with the same proof, set once with
+#                            SET pg_fence.proof: a lease re-sending its proof
+#                            (after the first, a cache hit)
+#   fence_guard+proof_fresh  strict, token i with its own proof, set by a
+#                            SET pg_fence.proof line before each UPDATE:
+#                            every proof is verified (Ed25519)
+#   fence_guard+set          fence_guard (no lock key) with the same SET
+#                            lines, which it ignores: the baseline of
+#                            fence_guard+proof_fresh
+#
 # Every variant, plain included, writes the fence column with the token
 # through the SET list, the fast path of fence_guard (token in NEW, no
 # setting to read).  The SQL printed here has one statement per paragraph
@@ -38,11 +53,22 @@ BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard"
 # accepted count; the AFTER triggers cannot write pg_fence.token into NEW
 # and are not fired on the source partition of a row that moves.
 BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
+# Measured by instructions only; need the proofs instructions.sh signs.
+BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set"
+# The token every fence_guard+proof UPDATE writes, and the proofs' lock key
+BENCH_PROOF_TOKEN=1000000
+BENCH_PROOF_KEY=bench
 
-# The extension and the PL/pgSQL trigger function, once per database.
+# The extension and the PL/pgSQL trigger function, once per database; the
+# test vector's public key is trusted (ROOT: the repository).
 bench_database_sql() {
-  cat <<'SQL'
+  cat <<SQL
 CREATE EXTENSION pg_fence;
+
+SELECT fence_trust_key('$(cat "$ROOT/tests/vectors/token_proof_v1.pub")');
+
+SQL
+  cat <<'SQL'
 
 -- the PL/pgSQL equivalent of fence_guard's strict check for this UPDATE
 CREATE FUNCTION bench_plpgsql_guard() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -72,8 +98,12 @@ bench_table_sql() {
     "CREATE TABLE $table (id int PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0);" \
     "INSERT INTO $table SELECT i, 0, 0 FROM generate_series(1, $rows) AS i;"
   case $variant in
-    fence_guard | fenced_update+guard)
+    fence_guard | fenced_update+guard | fence_guard+set)
       printf '%s\n\n' "SELECT fence_protect('$table');" ;;
+    fence_guard+proof)
+      printf '%s\n\n' "SELECT fence_protect('$table', mode => 'same_generation', lock_key => '$BENCH_PROOF_KEY');" ;;
+    fence_guard+proof_fresh)
+      printf '%s\n\n' "SELECT fence_protect('$table', lock_key => '$BENCH_PROOF_KEY');" ;;
     plpgsql)
       printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard BEFORE UPDATE ON $table FOR EACH ROW EXECUTE FUNCTION bench_plpgsql_guard();" ;;
     guard_when)

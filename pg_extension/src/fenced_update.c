@@ -24,6 +24,13 @@
  * is protected with.  It runs with the caller's privileges: GRANTs and
  * row-level security apply as for a hand-written UPDATE.
  *
+ * Token proofs: on a table that verifies them (fence_protect with a lock
+ * key template) the guard trigger that the UPDATE fires checks the proof
+ * argument, or pg_fence.proof when it is NULL.  The argument reaches the
+ * trigger as the current proof (FenceSetProofOverride) for the duration of
+ * the UPDATE; a refused proof raises 55F02.  A stale row is not written,
+ * so the trigger never sees it: 'stale' needs no proof.
+ *
  * Errors (the transaction aborts, so nothing is written): a NULL argument,
  * a negative token, key or changes not a non-empty JSON object, a column
  * that does not exist, changes naming the fence column, a NULL key value,
@@ -43,6 +50,7 @@
 
 #include "fenced_update.h"
 #include "pg_fence.h"
+#include "proof.h"
 
 PG_FUNCTION_INFO_V1(fenced_update);
 
@@ -395,7 +403,16 @@ OutcomeDatum(FunctionCallInfo fcinfo, const char *label)
 							   ObjectIdGetDatum(typid));
 }
 
-/* fenced_update(rel, key, changes, token, fence_column) -> fence_outcome */
+/* The proof argument (version 1.1), or NULL: use pg_fence.proof */
+static const char *
+ProofArg(FunctionCallInfo fcinfo)
+{
+	if (PG_NARGS() < 6 || PG_ARGISNULL(5))
+		return NULL;
+	return text_to_cstring(PG_GETARG_TEXT_PP(5));
+}
+
+/* fenced_update(rel, key, changes, token, fence_column, proof) -> fence_outcome */
 Datum
 fenced_update(PG_FUNCTION_ARGS)
 {
@@ -404,12 +421,16 @@ fenced_update(PG_FUNCTION_ARGS)
 	char		nulls[FU_MAX_COLUMNS + 1];
 	FuPlan	   *plan;
 	const char *outcome;
+	const char *proof = ProofArg(fcinfo);
+	const char *previous_proof = NULL;
 
 	ReadArguments(fcinfo, call);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	plan = FuLookupPlan(call->rel, &call->key);
 	FuPinPlan(plan);
+	if (proof != NULL)
+		previous_proof = FenceSetProofOverride(proof);
 	PG_TRY();
 	{
 		ConvertValues(call, plan, values, nulls);
@@ -417,6 +438,8 @@ fenced_update(PG_FUNCTION_ARGS)
 	}
 	PG_FINALLY();
 	{
+		if (proof != NULL)
+			FenceSetProofOverride(previous_proof);
 		FuUnpinPlan(plan);
 	}
 	PG_END_TRY();

@@ -1,9 +1,12 @@
 /*
  * guard.c
  *	  fence_guard(): the BEFORE UPDATE OR DELETE row trigger that refuses
- *	  stale writes to a protected table.
+ *	  stale writes to a protected table, and on a verifying table (one
+ *	  protected with a lock key template; BEFORE INSERT OR UPDATE OR DELETE)
+ *	  writes without a valid token proof.
  *
- * Trigger arguments: (fence column, mode), defaults ('fence', 'strict').
+ * Trigger arguments: (fence column, mode[, lock key template]), defaults
+ * ('fence', 'strict', none).
  *
  * Where the incoming token comes from:
  *	  UPDATE whose SET list names the fence column  -> NEW.<fence column>
@@ -19,6 +22,18 @@
  * so OLD is what a concurrent writer committed; under REPEATABLE READ or
  * SERIALIZABLE a concurrent change raises 40001 before we are called.
  * The check and the write are therefore one atomic step.
+ *
+ * Verifying tables (proof.h, template.c): the proof (pg_fence.proof, or
+ * fenced_update's proof argument) must verify for the token and
+ *	  UPDATE   OLD's lock key, and NEW's too if a key column changed (so a
+ *	           row cannot move to another lock: delete it under the old
+ *	           lock and insert it under the new one)
+ *	  DELETE   OLD's lock key
+ *	  INSERT   NEW's lock key, with NEW.<fence column> as the token; a row
+ *	           inserted with fence 0 needs no proof (fence 0 grants
+ *	           nothing: every real token is newer)
+ * The proof is checked before the token's order, so a stale token with a
+ * valid proof still gets 55F01.
  *
  * Row movement: an UPDATE that moves a row to another partition fires
  * BEFORE UPDATE on the source partition (the guard judges the token there)
@@ -40,14 +55,16 @@
 #include "nodes/bitmapset.h"
 #include "storage/itemptr.h"
 #include "storage/proc.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "pg_fence.h"
+#include "proof.h"
 
 PG_FUNCTION_INFO_V1(fence_guard);
 
-/* Most arguments fence_guard accepts: (fence column, mode) */
-#define GUARD_MAX_ARGS	2
+/* Most arguments fence_guard accepts: (fence column, mode, lock key template) */
+#define GUARD_MAX_ARGS	3
 
 /* Per-statement cache of the trigger's parsed arguments (in fn_extra) */
 typedef struct GuardConfig
@@ -55,6 +72,8 @@ typedef struct GuardConfig
 	Oid			tgoid;			/* trigger this was computed for */
 	AttrNumber	attnum;			/* fence column */
 	FenceMode	mode;
+	FenceKeyTemplate *template; /* NULL: the table does not verify proofs */
+	Oid			nspid;			/* schema of the extension */
 } GuardConfig;
 
 /* The row version the guard last admitted for UPDATE (see row movement) */
@@ -139,7 +158,7 @@ IsAdmittedRowMove(Relation rel, HeapTuple oldtuple)
 	return match;
 }
 
-/* Raise 39P01 unless we run as a BEFORE ROW UPDATE/DELETE trigger */
+/* Raise 39P01 unless we run as a BEFORE ROW INSERT/UPDATE/DELETE trigger */
 static void
 CheckGuardProtocol(FunctionCallInfo fcinfo)
 {
@@ -155,17 +174,17 @@ CheckGuardProtocol(FunctionCallInfo fcinfo)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("fence_guard: must be fired BEFORE, FOR EACH ROW"),
 				 errhint("Use fence_protect() to create the trigger.")));
-	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
-		!TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("fence_guard: must be fired for UPDATE or DELETE"),
+				 errmsg("fence_guard: must be fired for INSERT, UPDATE or DELETE"),
 				 errhint("Use fence_protect() to create the trigger.")));
 }
 
 /* Parse the trigger's arguments and find the fence column */
 static void
-ReadGuardConfig(Relation rel, Trigger *trigger, GuardConfig *config)
+ReadGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger,
+				GuardConfig *config)
 {
 	const char *column = FENCE_DEFAULT_COLUMN;
 	const char *mode = "strict";
@@ -177,7 +196,8 @@ ReadGuardConfig(Relation rel, Trigger *trigger, GuardConfig *config)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("fence_guard: expected at most %d arguments, got %d",
 						GUARD_MAX_ARGS, trigger->tgnargs),
-				 errhint("Arguments are (fence column, mode); use fence_protect().")));
+				 errhint("Arguments are (fence column, mode, lock key template); "
+						 "use fence_protect().")));
 	if (trigger->tgnargs >= 1)
 		column = trigger->tgargs[0];
 	if (trigger->tgnargs >= 2)
@@ -199,6 +219,12 @@ ReadGuardConfig(Relation rel, Trigger *trigger, GuardConfig *config)
 						column, RelationGetRelationName(rel)),
 				 errhint("Fence columns must be bigint NOT NULL.")));
 	config->attnum = (AttrNumber) attnum;
+	config->template = NULL;
+	if (trigger->tgnargs >= 3)
+		config->template = FenceParseKeyTemplate(rel, trigger->tgargs[2],
+												 config->attnum,
+												 fcinfo->flinfo->fn_mcxt);
+	config->nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
 }
 
 /* The trigger's configuration, parsed once per statement */
@@ -210,7 +236,7 @@ GetGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger)
 	if (config == NULL || config->tgoid != trigger->tgoid)
 	{
 		config = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
-		ReadGuardConfig(rel, trigger, config);
+		ReadGuardConfig(fcinfo, rel, trigger, config);
 		fcinfo->flinfo->fn_extra = config;
 	}
 	return config;
@@ -313,6 +339,71 @@ StampToken(Relation rel, HeapTuple newtuple, AttrNumber attnum, int64 token)
 									 1, columns, values, nulls);
 }
 
+/* errcontext callback of an UPDATE that changes the row's lock key */
+static void
+KeyChangeErrorCallback(void *arg)
+{
+	const char **keys = (const char **) arg;
+
+	errcontext("the UPDATE changes the row's lock key from \"%s\" to \"%s\"; "
+			   "delete the row under the old lock and insert it under the new one",
+			   keys[0], keys[1]);
+}
+
+/* Check the current proof for the changed row's lock key(s) and token */
+static void
+CheckRowProof(Relation rel, GuardConfig *config, TriggerData *trigdata,
+			  int64 token, bool is_delete)
+{
+	FenceProofTarget target = {config->nspid, RelationGetRelid(rel), NULL};
+	const char *proof = FenceCurrentProof();
+	const char *keys[2];
+	ErrorContextCallback errcallback;
+
+	keys[0] = FenceBuildLockKey(rel, config->template, trigdata->tg_trigtuple, &target);
+	FenceCheckProof(&target, proof, keys[0], token);
+	if (is_delete)
+		return;
+	keys[1] = FenceBuildLockKey(rel, config->template, trigdata->tg_newtuple, &target);
+	if (strcmp(keys[0], keys[1]) == 0)
+		return;
+	errcallback.callback = KeyChangeErrorCallback;
+	errcallback.arg = keys;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+	FenceCheckProof(&target, proof, keys[1], token);
+	error_context_stack = errcallback.previous;
+}
+
+/* INSERT into a verifying table: a row with a fence > 0 needs a proof */
+static Datum
+GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
+{
+	FenceProofTarget target = {config->nspid, RelationGetRelid(rel), NULL};
+	bool		isnull;
+	Datum		value;
+	int64		token;
+
+	if (config->template == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard: fired for INSERT on table \"%s\", which has no "
+						"lock key template", RelationGetRelationName(rel)),
+				 errhint("Use fence_protect() to create the trigger.")));
+	value = heap_getattr(newtuple, config->attnum, RelationGetDescr(rel), &isnull);
+	/* a NULL fence: the column's NOT NULL constraint refuses the row */
+	if (isnull)
+		return PointerGetDatum(newtuple);
+	token = DatumGetInt64(value);
+	FenceCheckToken(token, "fence of the inserted row");
+	/* fence 0 grants nothing: every real token is newer */
+	if (token == 0)
+		return PointerGetDatum(newtuple);
+	FenceCheckProof(&target, FenceCurrentProof(),
+					FenceBuildLockKey(rel, config->template, newtuple, &target), token);
+	return PointerGetDatum(newtuple);
+}
+
 /* Trigger: admit the change only if its token passes the row's fence */
 Datum
 fence_guard(PG_FUNCTION_ARGS)
@@ -328,6 +419,8 @@ fence_guard(PG_FUNCTION_ARGS)
 	CheckGuardProtocol(fcinfo);
 	rel = trigdata->tg_relation;
 	config = GetGuardConfig(fcinfo, rel, trigdata->tg_trigger);
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		return GuardInsert(rel, config, trigdata->tg_trigtuple);
 	is_delete = TRIGGER_FIRED_BY_DELETE(trigdata->tg_event);
 	/* the row movement of a row this command's UPDATE already admitted */
 	if (is_delete && IsAdmittedRowMove(rel, trigdata->tg_trigtuple))
@@ -347,6 +440,8 @@ fence_guard(PG_FUNCTION_ARGS)
 		stamp = !is_delete;
 	}
 	FenceCheckToken(token, "incoming token");
+	if (config->template != NULL)
+		CheckRowProof(rel, config, trigdata, token, is_delete);
 
 	if (!FenceAdmits(config->mode, fence, token))
 		RejectStaleRow(rel, config, token, fence);

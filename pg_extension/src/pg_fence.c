@@ -6,6 +6,8 @@
  *	  pg_fence.token           the session's fencing token ('' = none),
  *	                           normally set with SET LOCAL per transaction;
  *	                           never a server/database/role/function default
+ *	  pg_fence.proof           the token proof of the session or transaction
+ *	                           ('' = none; proof.h), same rules as the token
  *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
  *	  pg_fence.max_tracked     fence_stats capacity (exists only when preloaded)
  */
@@ -21,6 +23,7 @@
 #include "utils/rel.h"
 
 #include "pg_fence.h"
+#include "proof.h"
 
 PG_MODULE_MAGIC;
 
@@ -40,6 +43,7 @@ bool		fence_log_rejections = true;
 int			fence_max_tracked = FENCE_MAX_TRACKED_DEFAULT;
 
 static char *fence_token_string = NULL;
+static char *fence_proof_string = NULL;
 static FenceTokenSetting fence_token = {false, 0};
 
 void		_PG_init(void);
@@ -134,6 +138,43 @@ CheckTokenSetting(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* GUC check hook of pg_fence.proof: accept '' or a well-formed v1 proof */
+static bool
+CheckProofSetting(char **newval, void **extra, GucSource source)
+{
+	FenceProof	parsed;
+	const char *reason;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	reason = FenceParseProof(*newval, &parsed);
+	if (reason != NULL)
+	{
+		GUC_check_errdetail("pg_fence.proof must be empty or a token proof "
+							"v1.<key id>.<cluster id>.<signature>; this one is "
+							"malformed: %s.", reason);
+		GUC_check_errhint("Use the proof the coordinator granted with your token.");
+		return false;
+	}
+	if (!IsSessionTokenSource(source))
+	{
+		GUC_check_errdetail("A token proof belongs to one lock grant; it cannot be a "
+							"default in postgresql.conf, ALTER SYSTEM, ALTER DATABASE/ROLE "
+							"... SET or a function's SET clause.");
+		GUC_check_errhint("Set it in the transaction that writes: "
+						  "SET LOCAL pg_fence.proof = '<proof>'.");
+		return false;
+	}
+	return true;
+}
+
+/* GUC assign hook of pg_fence.proof: publish the value */
+static void
+AssignProofSetting(const char *newval, void *extra)
+{
+	FenceSetProofSetting(newval);
+}
+
 /* GUC assign hook of pg_fence.token: publish the parsed value */
 static void
 AssignTokenSetting(const char *newval, void *extra)
@@ -158,6 +199,18 @@ _PG_init(void)
 							   0,
 							   CheckTokenSetting,
 							   AssignTokenSetting,
+							   NULL);
+
+	DefineCustomStringVariable("pg_fence.proof",
+							   "Token proof of the current session or transaction.",
+							   "Checked with the token on tables protected with a lock key "
+							   "and on resources that require proofs. Empty means no proof.",
+							   &fence_proof_string,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   CheckProofSetting,
+							   AssignProofSetting,
 							   NULL);
 
 	DefineCustomBoolVariable("pg_fence.log_rejections",
@@ -191,6 +244,7 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("pg_fence");
 	FenceGuardInit();
+	FenceTrustedKeysInit();
 }
 
 /* The session token from pg_fence.token; false when none is set */

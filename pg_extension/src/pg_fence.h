@@ -19,6 +19,9 @@
 /* SQLSTATE of every stale rejection (class 55: object not in prerequisite state) */
 #define ERRCODE_FENCE_STALE			MAKE_SQLSTATE('5','5','F','0','1')
 
+/* SQLSTATE of every refused token proof (missing, malformed, untrusted, ...) */
+#define ERRCODE_FENCE_PROOF			MAKE_SQLSTATE('5','5','F','0','2')
+
 /* Name of the guard trigger; sorts after ordinary names so it fires last */
 #define FENCE_TRIGGER_NAME			"zzz_fence_guard"
 
@@ -73,5 +76,6 @@ extern void FenceStatsInit(void);
 extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);
 extern void FenceStatsRejected(Oid relid, const char *resource, int64 token,
 							   int64 fence, FencePath path);
+extern void FenceStatsRejectedProof(Oid relid, const char *resource);
 
 #endif							/* PG_FENCE_H */

@@ -8,6 +8,12 @@
  * other BEFORE triggers: it sees the final NEW row, and no later trigger can
  * overwrite the fence it stamps or skip a row it has already counted.
  * fence_protect warns about any BEFORE trigger whose name sorts after it.
+ *
+ * With a lock key template (lock_key, template.c) the table verifies token
+ * proofs: the trigger fires BEFORE INSERT OR UPDATE OR DELETE and gets the
+ * template as its third argument.  Without one it fires BEFORE UPDATE OR
+ * DELETE with two arguments, as in version 1.0; protecting a table again
+ * without lock_key turns verification off.
  */
 #include "postgres.h"
 
@@ -27,6 +33,7 @@
 #include "utils/rel.h"
 
 #include "pg_fence.h"
+#include "proof.h"
 
 PG_FUNCTION_INFO_V1(fence_protect);
 PG_FUNCTION_INFO_V1(fence_unprotect);
@@ -100,9 +107,13 @@ CheckTriggerPrivilege(Oid relid)
 					   get_rel_name(relid));
 }
 
-/* Warn about BEFORE row triggers that would fire after the guard */
+/*
+ * Warn about BEFORE row triggers that would fire after the guard (for
+ * UPDATE or DELETE; with_insert: also INSERT, which a lock key template
+ * makes the guard check)
+ */
 static void
-WarnAboutLaterTriggers(Relation rel)
+WarnAboutLaterTriggers(Relation rel, bool with_insert)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
 
@@ -114,7 +125,8 @@ WarnAboutLaterTriggers(Relation rel)
 		int16		type = trigger->tgtype;
 
 		if (!TRIGGER_FOR_ROW(type) || !TRIGGER_FOR_BEFORE(type) ||
-			!(TRIGGER_FOR_UPDATE(type) || TRIGGER_FOR_DELETE(type)))
+			!(TRIGGER_FOR_UPDATE(type) || TRIGGER_FOR_DELETE(type) ||
+			  (with_insert && TRIGGER_FOR_INSERT(type))))
 			continue;
 		if (strcmp(trigger->tgname, FENCE_TRIGGER_NAME) > 0)
 			ereport(WARNING,
@@ -142,13 +154,15 @@ ExecuteDdl(const char *sql)
 	SPI_finish();
 }
 
-/* fence_protect(rel, fence_column, mode): install or replace the guard */
+/* fence_protect(rel, fence_column, mode, lock_key): install or replace the guard */
 Datum
 fence_protect(PG_FUNCTION_ARGS)
 {
 	Oid			relid;
 	const char *column;
 	const char *mode;
+	const char *template = NULL;
+	AttrNumber	attnum;
 	Relation	rel;
 	StringInfoData sql;
 	char	   *extschema;
@@ -160,24 +174,32 @@ fence_protect(PG_FUNCTION_ARGS)
 	column = NameStr(*PG_GETARG_NAME(1));
 	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	(void) FenceParseMode(mode);
+	/* version 1.0 of the SQL function has no lock_key */
+	if (PG_NARGS() >= 4 && !PG_ARGISNULL(3))
+		template = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	CheckTriggerPrivilege(relid);
 	/* the lock CREATE TRIGGER takes anyway; taking it now avoids an upgrade */
 	rel = table_open(relid, ShareRowExclusiveLock);
 	FenceCheckRelkind(rel);
-	(void) FenceValidateColumn(rel, column);
-	WarnAboutLaterTriggers(rel);
+	attnum = FenceValidateColumn(rel, column);
+	if (template != NULL)
+		(void) FenceParseKeyTemplate(rel, template, attnum, CurrentMemoryContext);
+	WarnAboutLaterTriggers(rel, template != NULL);
 
 	/* the guard function lives in the same schema as this function */
 	extschema = get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid));
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
-					 "CREATE OR REPLACE TRIGGER %s BEFORE UPDATE OR DELETE ON %s "
-					 "FOR EACH ROW EXECUTE FUNCTION %s(%s, %s)",
+					 "CREATE OR REPLACE TRIGGER %s BEFORE %s ON %s "
+					 "FOR EACH ROW EXECUTE FUNCTION %s(%s, %s%s%s)",
 					 quote_identifier(FENCE_TRIGGER_NAME),
+					 template ? "INSERT OR UPDATE OR DELETE" : "UPDATE OR DELETE",
 					 FenceQualifiedRelName(rel),
 					 quote_qualified_identifier(extschema, "fence_guard"),
-					 quote_literal_cstr(column), quote_literal_cstr(mode));
+					 quote_literal_cstr(column), quote_literal_cstr(mode),
+					 template ? ", " : "",
+					 template ? quote_literal_cstr(template) : "");
 	table_close(rel, NoLock);
 	ExecuteDdl(sql.data);
 	PG_RETURN_VOID();

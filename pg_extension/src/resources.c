@@ -19,6 +19,14 @@
  * fence_advance reports a stale token through its result (and counts and
  * logs it) so a worker can stop cleanly; fence_admit guards a transaction
  * and therefore raises, which aborts that transaction.
+ *
+ * A resource with require_proof (set by fence_require_proof) also needs a
+ * token proof for (resource name, token): the proof argument, else
+ * pg_fence.proof.  The upsert returns require_proof with the fence, from
+ * the row it locked; a refused proof raises 55F02 in both functions, and
+ * the abort undoes the upsert.  The proof is checked before the token's
+ * order.  Version 1.0 of the SQL functions (two arguments, no
+ * require_proof column yet) runs the 1.0 statements.
  */
 #include "postgres.h"
 
@@ -29,10 +37,12 @@
 #include "utils/lsyscache.h"
 
 #include "pg_fence.h"
+#include "proof.h"
 
 PG_FUNCTION_INFO_V1(fence_advance);
 PG_FUNCTION_INFO_V1(fence_admit);
 PG_FUNCTION_INFO_V1(fence_current);
+PG_FUNCTION_INFO_V1(fence_require_proof);
 
 /* The extension's table of per-resource fences */
 #define RESOURCE_TABLE		"fence_resources"
@@ -41,11 +51,19 @@ PG_FUNCTION_INFO_V1(fence_current);
 typedef struct ResourcePlans
 {
 	Oid			nspid;			/* schema the plans were built for */
-	SPIPlanPtr	upsert;			/* ($1 resource, $2 token) -> new fence */
-	SPIPlanPtr	current;		/* ($1 resource) -> fence */
+	bool		with_proof;		/* built for 1.1 (require_proof exists) */
+	SPIPlanPtr	upsert;			/* ($1 resource, $2 token) -> fence, require_proof */
+	SPIPlanPtr	current;		/* ($1 resource) -> fence, require_proof */
 } ResourcePlans;
 
-static ResourcePlans plans = {InvalidOid, NULL, NULL};
+/* A resource's row as the plans return it */
+typedef struct ResourceState
+{
+	int64		fence;
+	bool		require_proof;
+} ResourceState;
+
+static ResourcePlans plans = {InvalidOid, false, NULL, NULL};
 
 /* Raise 22023 unless name is 1..FENCE_RESOURCE_MAXLEN bytes, no controls */
 static void
@@ -92,14 +110,19 @@ TokenArg(FunctionCallInfo fcinfo)
 	return token;
 }
 
-/* Build the session's plans for the extension installed in schema nspid */
+/*
+ * Build the session's plans for the extension installed in schema nspid;
+ * with_proof: version 1.1 (fence_resources has require_proof)
+ */
 static void
-EnsurePlans(Oid nspid)
+EnsurePlans(Oid nspid, bool with_proof)
 {
 	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	char	   *table;
+	const char *require = with_proof ? "r.require_proof" : "false";
 
-	if (plans.nspid == nspid && plans.upsert != NULL && plans.current != NULL)
+	if (plans.nspid == nspid && plans.with_proof == with_proof &&
+		plans.upsert != NULL && plans.current != NULL)
 		return;
 	if (plans.upsert != NULL)
 		SPI_freeplan(plans.upsert);
@@ -115,19 +138,41 @@ EnsurePlans(Oid nspid)
 		"ON CONFLICT (resource) DO UPDATE "
 		"SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at "
 		"WHERE r.fence OPERATOR(pg_catalog.<) EXCLUDED.fence "
-		"RETURNING r.fence", table), 2, argtypes);
+		"RETURNING r.fence, %s", table, require), 2, argtypes);
 	plans.current = FencePrepareKeptPlan(psprintf(
-		"SELECT fence FROM %s WHERE resource OPERATOR(pg_catalog.=) $1",
-		table), 1, argtypes);
+		"SELECT r.fence, %s FROM %s AS r WHERE r.resource OPERATOR(pg_catalog.=) $1",
+		require, table), 1, argtypes);
 	plans.nspid = nspid;
+	plans.with_proof = with_proof;
 }
 
-/* Run plans.current; true and *fence set if the resource is known */
+/* Fence and require_proof from the first row of SPI_tuptable */
+static void
+ReadState(ResourceState *state)
+{
+	bool		isnull;
+
+	state->fence = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+	state->require_proof = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 2, &isnull));
+}
+
+/* Does fence_resources in schema nspid have require_proof (version 1.1)? */
 static bool
-ReadFence(const char *resource, bool read_only, int64 *fence)
+HasRequireProofColumn(Oid nspid)
+{
+	Oid			relid = get_relname_relid(RESOURCE_TABLE, nspid);
+
+	return OidIsValid(relid) &&
+		get_attnum(relid, "require_proof") != InvalidAttrNumber;
+}
+
+/* Run plans.current; true and *state set if the resource is known */
+static bool
+ReadFence(const char *resource, bool read_only, ResourceState *state)
 {
 	Datum		values[1];
-	bool		isnull;
 	int			ret;
 
 	values[0] = CStringGetTextDatum(resource);
@@ -137,25 +182,25 @@ ReadFence(const char *resource, bool read_only, int64 *fence)
 			 SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		return false;
-	*fence = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										 SPI_tuptable->tupdesc, 1, &isnull));
-	return !isnull;
+	ReadState(state);
+	return true;
 }
 
 /*
  * Advance the resource's fence to token if it is newer, lock the row until
- * the end of the transaction, and return the fence now stored.
+ * the end of the transaction, and return the fence now stored (with
+ * require_proof).
  */
-static int64
+static ResourceState
 LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, int64 token)
 {
 	Datum		values[2];
-	int64		fence = token;
+	ResourceState state;
 	int			ret;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
-	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
+	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid), PG_NARGS() >= 3);
 
 	values[0] = CStringGetTextDatum(resource);
 	values[1] = Int64GetDatum(token);
@@ -163,11 +208,36 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, int64 token)
 	if (ret != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
 			 SPI_result_code_string(ret));
+	if (SPI_processed > 0)
+		ReadState(&state);
 	/* not advanced: the row exists and we hold its lock, so read it */
-	if (SPI_processed == 0 && !ReadFence(resource, false, &fence))
+	else if (!ReadFence(resource, false, &state))
 		elog(ERROR, "pg_fence: resource \"%s\" vanished while locked", resource);
 	SPI_finish();
-	return fence;
+	return state;
+}
+
+/*
+ * Lock and advance as above, then, if the resource requires proofs, check
+ * the proof argument (argument 2; NULL or absent: pg_fence.proof)
+ */
+static int64
+LockAdvanceAndVerify(FunctionCallInfo fcinfo, const char *resource, int64 token)
+{
+	ResourceState state = LockAndAdvance(fcinfo, resource, token);
+	FenceProofTarget target;
+	const char *proof;
+
+	if (!state.require_proof)
+		return state.fence;
+	target.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
+	target.relid = InvalidOid;
+	target.resource = resource;
+	proof = FenceCurrentProof();
+	if (PG_NARGS() >= 3 && !PG_ARGISNULL(2))
+		proof = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	FenceCheckProof(&target, proof, resource, token);
+	return state.fence;
 }
 
 /* fence_advance(resource, token): publish a generation; false if stale */
@@ -176,7 +246,7 @@ fence_advance(PG_FUNCTION_ARGS)
 {
 	char	   *resource = ResourceArg(fcinfo);
 	int64		token = TokenArg(fcinfo);
-	int64		fence = LockAndAdvance(fcinfo, resource, token);
+	int64		fence = LockAdvanceAndVerify(fcinfo, resource, token);
 
 	if (fence > token)
 	{
@@ -193,7 +263,7 @@ fence_admit(PG_FUNCTION_ARGS)
 {
 	char	   *resource = ResourceArg(fcinfo);
 	int64		token = TokenArg(fcinfo);
-	int64		fence = LockAndAdvance(fcinfo, resource, token);
+	int64		fence = LockAdvanceAndVerify(fcinfo, resource, token);
 
 	if (fence > token)
 	{
@@ -217,15 +287,48 @@ Datum
 fence_current(PG_FUNCTION_ARGS)
 {
 	char	   *resource = ResourceArg(fcinfo);
-	int64		fence = 0;
+	ResourceState state;
 	bool		found;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
-	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
-	found = ReadFence(resource, true, &fence);
+	/* fence_current has one signature in 1.0 and 1.1: ask the catalog */
+	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid),
+				HasRequireProofColumn(get_func_namespace(fcinfo->flinfo->fn_oid)));
+	found = ReadFence(resource, true, &state);
 	SPI_finish();
 	if (!found)
 		PG_RETURN_NULL();
-	PG_RETURN_INT64(fence);
+	PG_RETURN_INT64(state.fence);
+}
+
+/*
+ * fence_require_proof(resource, required): whether fence_admit and
+ * fence_advance need a token proof for the resource; creates the
+ * resource (fence 0) if it has no row yet
+ */
+Datum
+fence_require_proof(PG_FUNCTION_ARGS)
+{
+	char	   *resource = ResourceArg(fcinfo);
+	Oid			nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
+	Oid			argtypes[2] = {TEXTOID, BOOLOID};
+	Datum		values[2];
+	int			ret;
+
+	FenceCheckNotNull(fcinfo, 1, "required");
+	values[0] = CStringGetTextDatum(resource);
+	values[1] = PG_GETARG_DATUM(1);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pg_fence: SPI_connect failed");
+	ret = SPI_execute_with_args(psprintf(
+		"INSERT INTO %s AS r (resource, fence, require_proof) VALUES ($1, 0, $2) "
+		"ON CONFLICT (resource) DO UPDATE SET require_proof = EXCLUDED.require_proof",
+		quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE)),
+		2, argtypes, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
+			 SPI_result_code_string(ret));
+	SPI_finish();
+	PG_RETURN_VOID();
 }

@@ -1,12 +1,16 @@
 /*
  * stats.c
  *	  fence_stats: per-relation and per-resource counters of accepted and
- *	  stale writes, kept in shared memory, and the rejection LOG line.
+ *	  stale writes and of refused token proofs, kept in shared memory, and
+ *	  the rejection LOG line.
  *
  * Shared memory exists only when pg_fence is in shared_preload_libraries
  * (requested through shmem_request_hook, PostgreSQL 15).  Without it,
  * fencing works exactly the same; counting is skipped and reading
  * fence_stats raises an error that says what to configure.
+ *
+ * last_rejected_token and last_rejected_at describe stale rejections only;
+ * a refused proof (55F02) only increments rejected_proof.
  *
  * The counters are not transactional.  A rejection is counted before the
  * ERROR that rolls its transaction back, so it survives the rollback.  For
@@ -41,8 +45,8 @@ PG_FUNCTION_INFO_V1(fence_stats_reset);
 #define FENCE_STATS_NAME			"pg_fence"
 #define FENCE_STATS_HASH_NAME		"pg_fence stats"
 
-/* Columns of fence_stats_entries() */
-#define FENCE_STATS_COLUMNS			8
+/* Columns of fence_stats_entries(): 9 since 1.1 (rejected_proof), 8 in 1.0 */
+#define FENCE_STATS_COLUMNS			9
 
 /* Marks "no token yet" in last_*_token (tokens are never negative) */
 #define FENCE_STATS_NO_TOKEN		(-1)
@@ -62,6 +66,7 @@ typedef struct FenceStatsEntry
 	slock_t		mutex;			/* protects the counters below */
 	int64		accepted;
 	int64		rejected_stale;
+	int64		rejected_proof;
 	int64		last_accepted_token;
 	int64		last_rejected_token;
 	TimestampTz last_rejected_at;	/* 0 = never */
@@ -184,6 +189,7 @@ CreateEntry(const FenceStatsKey *key, const char *resource)
 	SpinLockInit(&entry->mutex);
 	entry->accepted = 0;
 	entry->rejected_stale = 0;
+	entry->rejected_proof = 0;
 	entry->last_accepted_token = FENCE_STATS_NO_TOKEN;
 	entry->last_rejected_token = FENCE_STATS_NO_TOKEN;
 	entry->last_rejected_at = 0;
@@ -191,28 +197,41 @@ CreateEntry(const FenceStatsKey *key, const char *resource)
 	return entry;
 }
 
-/* Apply one decision to an entry's counters (lock held; now: rejections) */
+/* The decisions fence_stats counts */
+typedef enum StatsDecision
+{
+	STATS_ACCEPTED,
+	STATS_REJECTED_STALE,
+	STATS_REJECTED_PROOF
+} StatsDecision;
+
+/* Apply one decision to an entry's counters (lock held; now: stale rejections) */
 static void
-CountInEntry(FenceStatsEntry *entry, int64 token, bool accepted, TimestampTz now)
+CountInEntry(FenceStatsEntry *entry, int64 token, StatsDecision decision,
+			 TimestampTz now)
 {
 	SpinLockAcquire(&entry->mutex);
-	if (accepted)
+	switch (decision)
 	{
-		entry->accepted++;
-		entry->last_accepted_token = token;
-	}
-	else
-	{
-		entry->rejected_stale++;
-		entry->last_rejected_token = token;
-		entry->last_rejected_at = now;
+		case STATS_ACCEPTED:
+			entry->accepted++;
+			entry->last_accepted_token = token;
+			break;
+		case STATS_REJECTED_STALE:
+			entry->rejected_stale++;
+			entry->last_rejected_token = token;
+			entry->last_rejected_at = now;
+			break;
+		case STATS_REJECTED_PROOF:
+			entry->rejected_proof++;
+			break;
 	}
 	SpinLockRelease(&entry->mutex);
 }
 
 /* Count one decision for a relation or resource; no-op without preload */
 static void
-CountDecision(Oid relid, const char *resource, int64 token, bool accepted)
+CountDecision(Oid relid, const char *resource, int64 token, StatsDecision decision)
 {
 	FenceStatsKey key;
 	FenceStatsEntry *entry;
@@ -222,7 +241,7 @@ CountDecision(Oid relid, const char *resource, int64 token, bool accepted)
 		return;
 	MakeKey(&key, relid, resource);
 	/* read the clock before, not under, the spinlock */
-	if (!accepted)
+	if (decision == STATS_REJECTED_STALE)
 		now = GetCurrentTimestamp();
 
 	LWLockAcquire(stats_state->lock, LW_SHARED);
@@ -237,7 +256,7 @@ CountDecision(Oid relid, const char *resource, int64 token, bool accepted)
 	if (entry != NULL && resource != NULL && strcmp(entry->resource, resource) != 0)
 		entry = NULL;
 	if (entry != NULL)
-		CountInEntry(entry, token, accepted, now);
+		CountInEntry(entry, token, decision, now);
 	LWLockRelease(stats_state->lock);
 }
 
@@ -245,7 +264,14 @@ CountDecision(Oid relid, const char *resource, int64 token, bool accepted)
 void
 FenceStatsAccepted(Oid relid, const char *resource, int64 token)
 {
-	CountDecision(relid, resource, token, true);
+	CountDecision(relid, resource, token, STATS_ACCEPTED);
+}
+
+/* Record a refused token proof (no LOG line: the ERROR is logged) */
+void
+FenceStatsRejectedProof(Oid relid, const char *resource)
+{
+	CountDecision(relid, resource, FENCE_STATS_NO_TOKEN, STATS_REJECTED_PROOF);
 }
 
 /* Record a stale token and write the LOG line; the caller then decides */
@@ -253,7 +279,7 @@ void
 FenceStatsRejected(Oid relid, const char *resource, int64 token, int64 fence,
 				   FencePath path)
 {
-	CountDecision(relid, resource, token, false);
+	CountDecision(relid, resource, token, STATS_REJECTED_STALE);
 	if (!fence_log_rejections)
 		return;
 	if (OidIsValid(relid))
@@ -301,6 +327,8 @@ EmitEntry(ReturnSetInfo *rsinfo, const FenceStatsEntry *entry)
 	SetTokenColumn(values, nulls, 6, entry->last_rejected_token);
 	values[7] = TimestampTzGetDatum(entry->last_rejected_at);
 	nulls[7] = (entry->last_rejected_at == 0);
+	/* version 1.0 of fence_stats_entries() has 8 columns */
+	values[8] = Int64GetDatum(entry->rejected_proof);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

@@ -31,8 +31,18 @@ SELECT extconfig::regclass[] AS config_tables, extcondition
 -- anyone may read fence_stats; only superusers may reset it
 SELECT has_table_privilege('public', 'fence_stats', 'SELECT') AS public_reads_stats,
        has_function_privilege('public', 'fence_stats_reset()', 'EXECUTE') AS public_resets_stats,
-       has_function_privilege('public', 'fenced_update(regclass,jsonb,jsonb,bigint,name)',
+       has_function_privilege('public', 'fenced_update(regclass,jsonb,jsonb,bigint,name,text)',
                               'EXECUTE') AS public_calls_fenced_update;
+
+-- anyone may read the trusted keys; only superusers may change them or
+-- which resources need proofs
+SELECT has_table_privilege('public', 'fence_trusted_keys', 'SELECT') AS public_reads_keys,
+       has_table_privilege('public', 'fence_trusted_keys',
+                           'INSERT, UPDATE, DELETE, TRUNCATE') AS public_writes_keys,
+       has_function_privilege('public', 'fence_trust_key(text,numeric)', 'EXECUTE') AS public_trusts,
+       has_function_privilege('public', 'fence_distrust_key(text)', 'EXECUTE') AS public_distrusts,
+       has_function_privilege('public', 'fence_require_proof(text,boolean)',
+                              'EXECUTE') AS public_requires_proof;
 
 -- the settings and their defaults
 SELECT name, setting, context, vartype, min_val, max_val

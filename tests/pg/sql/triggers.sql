@@ -86,7 +86,7 @@ INSERT INTO tr_bad VALUES (3, 0, 0);
 \echo SQLSTATE :SQLSTATE
 DROP TRIGGER bad_insert ON tr_bad;
 CREATE TRIGGER bad_args BEFORE UPDATE ON tr_bad FOR EACH ROW
-  EXECUTE FUNCTION fence_guard('fence', 'strict', 'extra');
+  EXECUTE FUNCTION fence_guard('fence', 'strict', 'extra', 'more');
 UPDATE tr_bad SET other = 1 WHERE id = 1;
 \echo SQLSTATE :SQLSTATE
 DROP TRIGGER bad_args ON tr_bad;

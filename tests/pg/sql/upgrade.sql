@@ -1,0 +1,75 @@
+-- upgrade: a database created with version 1.0 keeps its fences, triggers
+-- and resources through ALTER EXTENSION pg_fence UPDATE, and ends up with
+-- the same extension objects as a fresh install of 1.1.
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS regress_fence_upgraded;
+DROP DATABASE IF EXISTS regress_fence_fresh;
+RESET client_min_messages;
+CREATE DATABASE regress_fence_upgraded;
+CREATE DATABASE regress_fence_fresh;
+\getenv tmp PG_FENCE_TMP
+
+\c regress_fence_upgraded
+CREATE EXTENSION pg_fence VERSION '1.0';
+SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+CREATE TABLE up (id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0);
+INSERT INTO up VALUES (1, 'a'), (2, 'b');
+SELECT fence_protect('up');
+UPDATE up SET body = 'a1', fence = 10 WHERE id = 1;
+-- the 1.1 library serves version 1.0's functions
+SELECT fenced_update('up', '{"id": 2}', '{"body": "b1"}', 5);
+SELECT fence_advance('job', 20);
+SELECT fence_admit('job', 20);
+SELECT fence_current('job');
+SELECT kind, relation, resource, accepted, rejected_stale
+  FROM fence_stats ORDER BY kind, relation::text, resource;
+
+ALTER EXTENSION pg_fence UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+-- fences, trigger and resources are intact
+SELECT * FROM up ORDER BY id;
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'up'::regclass;
+SELECT resource, fence, require_proof FROM fence_resources;
+UPDATE up SET body = 'stale', fence = 9 WHERE id = 1;
+\echo SQLSTATE :SQLSTATE
+UPDATE up SET body = 'a2', fence = 11 WHERE id = 1;
+SELECT fenced_update('up', '{"id": 2}', '{"body": "stale"}', 5);
+SELECT fenced_update('up', '{"id": 2}', '{"body": "b2"}', 6);
+SELECT fence_admit('job', 19);
+\echo SQLSTATE :SQLSTATE
+SELECT fence_admit('job', 21);
+SELECT fence_advance('job', 19);
+SELECT * FROM up ORDER BY id;
+SELECT kind, relation, resource, accepted, rejected_stale, rejected_proof
+  FROM fence_stats ORDER BY kind, relation::text, resource;
+
+-- the same objects, definitions, comments and privileges as a fresh 1.1
+\o :tmp/upgraded.txt
+\dx+ pg_fence
+\df+ fence*
+\d+ fence_resources
+\d+ fence_trusted_keys
+\d+ fence_stats
+\dp fence*
+SELECT extversion, extconfig::regclass[], extcondition FROM pg_extension WHERE extname = 'pg_fence';
+\o
+
+\c regress_fence_fresh
+CREATE EXTENSION pg_fence;
+\o :tmp/fresh.txt
+\dx+ pg_fence
+\df+ fence*
+\d+ fence_resources
+\d+ fence_trusted_keys
+\d+ fence_stats
+\dp fence*
+SELECT extversion, extconfig::regclass[], extcondition FROM pg_extension WHERE extname = 'pg_fence';
+\o
+\set same `diff -u "$PG_FENCE_TMP/fresh.txt" "$PG_FENCE_TMP/upgraded.txt" && echo identical`
+\echo :same
+
+\c contrib_regression
+SET client_min_messages = warning;
+DROP DATABASE regress_fence_upgraded;
+DROP DATABASE regress_fence_fresh;
+RESET client_min_messages;
