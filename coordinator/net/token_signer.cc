@@ -5,18 +5,15 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
+#include <sodium.h>
 
 #include <array>
-#include <stdexcept>
 
 #include "net/tls.h"
 
 namespace pgfence::net {
 
 namespace {
-
-constexpr std::size_t kEd25519RawBytes = 32;
-constexpr std::size_t kEd25519SignatureBytes = 64;
 
 void put_be(std::string& out, std::uint64_t v, int bytes) {
     for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
@@ -61,39 +58,36 @@ std::string base64url(std::string_view bytes) {
 }
 
 struct TokenSigner::Keys {
-    EVP_PKEY* key = nullptr;
-    EVP_MD_CTX* ctx = nullptr;
-    ~Keys() {
-        EVP_MD_CTX_free(ctx);
-        EVP_PKEY_free(key);
-    }
+    std::array<unsigned char, crypto_sign_SECRETKEYBYTES> secret{};  // seed, then the public key
+    std::array<unsigned char, crypto_sign_PUBLICKEYBYTES> pub{};
+    ~Keys() { sodium_memzero(secret.data(), secret.size()); }
 };
 
 TokenSigner::TokenSigner(std::unique_ptr<Keys> keys, std::string kid) : keys_(std::move(keys)), kid_(std::move(kid)) {}
 TokenSigner::~TokenSigner() = default;
 
 std::string TokenSigner::load(const std::string& path, std::shared_ptr<TokenSigner>& out) {
+    if (sodium_init() < 0) return "token signing: libsodium cannot be initialized";
     std::string pem;
     if (auto why = read_private_key(path, pem); !why.empty()) return "token signing " + why;
-    auto keys = std::make_unique<Keys>();
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-    keys->key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, no_passphrase, nullptr) : nullptr;
+    EVP_PKEY* key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, no_passphrase, nullptr) : nullptr;
     BIO_free(bio);
     OPENSSL_cleanse(pem.data(), pem.size());
     const std::string named = "token signing key file '" + path + "'";
-    if (keys->key == nullptr) return named + ": not an unencrypted PEM private key: " + openssl_error();
-    if (EVP_PKEY_get_id(keys->key) != EVP_PKEY_ED25519) {
-        return named + ": not an Ed25519 key (make one with: openssl genpkey -algorithm ed25519)";
-    }
-    std::array<unsigned char, kEd25519RawBytes> raw{};
-    std::size_t raw_len = raw.size();
-    if (EVP_PKEY_get_raw_public_key(keys->key, raw.data(), &raw_len) != 1 || raw_len != raw.size()) {
-        return named + ": cannot read its public key: " + openssl_error();
-    }
-    keys->ctx = EVP_MD_CTX_new();
-    if (keys->ctx == nullptr) return named + ": " + openssl_error();
+    if (key == nullptr) return named + ": not an unencrypted PEM private key: " + openssl_error();
+    std::array<unsigned char, crypto_sign_SEEDBYTES> seed{};
+    std::size_t seed_len = seed.size();
+    const bool ed25519 = EVP_PKEY_get_id(key) == EVP_PKEY_ED25519;
+    const bool got = ed25519 && EVP_PKEY_get_raw_private_key(key, seed.data(), &seed_len) == 1 && seed_len == seed.size();
+    EVP_PKEY_free(key);
+    if (!ed25519) return named + ": not an Ed25519 key (make one with: openssl genpkey -algorithm ed25519)";
+    if (!got) return named + ": cannot read its private key: " + openssl_error();
+    auto keys = std::make_unique<Keys>();
+    crypto_sign_seed_keypair(keys->pub.data(), keys->secret.data(), seed.data());
+    OPENSSL_cleanse(seed.data(), seed.size());
     std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-    SHA256(raw.data(), raw.size(), digest.data());
+    SHA256(keys->pub.data(), keys->pub.size(), digest.data());
     static constexpr char kHex[] = "0123456789abcdef";
     std::string kid;
     for (std::size_t i = 0; i < kKidHexDigits / 2; ++i) {
@@ -106,15 +100,9 @@ std::string TokenSigner::load(const std::string& path, std::shared_ptr<TokenSign
 
 std::string TokenSigner::sign(std::uint64_t cluster_id, std::uint64_t token, std::string_view key) const {
     const std::string message = proof_message(cluster_id, token, key);
-    std::array<unsigned char, kEd25519SignatureBytes> sig{};
-    std::size_t sig_len = sig.size();
-    if (EVP_DigestSignInit(keys_->ctx, nullptr, nullptr, nullptr, keys_->key) != 1 ||
-        EVP_DigestSign(keys_->ctx, sig.data(), &sig_len, reinterpret_cast<const unsigned char*>(message.data()),
-                       message.size()) != 1 ||
-        sig_len != sig.size()) {
-        // Ed25519 signing of a loaded key fails only when memory does.
-        throw std::runtime_error("Ed25519 signing failed: " + openssl_error());
-    }
+    std::array<unsigned char, crypto_sign_BYTES> sig{};
+    crypto_sign_detached(sig.data(), nullptr, reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                         keys_->secret.data());
     std::string proof;
     proof.reserve(kMaxProofBytes);
     proof.append("v1.").append(kid_).push_back('.');

@@ -49,8 +49,10 @@ Member::Member(boost::asio::io_context& io, Options options, StartPlan plan, std
 
 Member::~Member() = default;
 
-// The writer's jobs use the transport and the log: it stops first.
+// The writer's jobs use the transport and the log: it stops first. The
+// signer's callbacks, posted to the loop, go with the loop.
 Member::Impl::~Impl() {
+    if (proof_signer) proof_signer->stop();
     snapshot_writer.stop();
     writer.stop();
 }
@@ -72,6 +74,10 @@ Member::Impl::Impl(boost::asio::io_context& io_ctx, Options o, StartPlan p, std:
 
 std::string Member::Impl::start() {
     if (auto err = security.load(); !err.empty()) return err;
+    if (security.signer()) {
+        proof_signer = std::make_unique<ProofSigner>([this](std::function<void()> fn) { loop.post(std::move(fn)); },
+                                                     options.cluster_id);
+    }
     if (security.auth_enabled() && !options.client_tls()) {
         log_event(LogLevel::kWarn, "auth_without_tls",
                   {{"reason", "--auth-file without --cert-file: bearer secrets cross the network in plaintext"}});
@@ -300,6 +306,11 @@ void Member::Impl::execute(member::Effects& fx) {
 // meanwhile (group commit). So does a follower while a snapshot save is
 // queued there (its Persist queues behind the save).
 void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
+    if (proof_signer && core->is_leader() && !rd->entries.empty()) {
+        // The batch's Grants are signed while it is written and replicated.
+        proof_signer->presign(security.signer(), std::shared_ptr<const std::vector<raft::Entry>>(rd, &rd->entries),
+                              core->table().token_floor());
+    }
     if (core->is_leader() || save_queued) {
         auto took = std::make_shared<std::chrono::nanoseconds>();  // the persist alone, not the sends
         writer.submit(

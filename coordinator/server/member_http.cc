@@ -36,19 +36,16 @@ json::object lock_json(const member::LockView& v) {
 
 // {"key":…,"token":…,"lease_ms":…,"owner":…[,"proof":…]}: what a granted
 // acquire answers; the proof when the member signs (--token-signing-key-file).
-std::string grant_body(const member::Granted& g, const net::TokenSigner* signer, std::uint64_t cluster_id) {
+std::string grant_body(const member::Granted& g, const std::string& proof) {
     std::string out;
-    out.reserve(64 + g.key.size() + g.owner.size() + (signer != nullptr ? net::kMaxProofBytes + 10 : 0));
+    out.reserve(64 + g.key.size() + g.owner.size() + (proof.empty() ? 0 : proof.size() + 10));
     out.append("{\"key\":");
     net::append_json_string(out, g.key);
     out.append(",\"token\":").append(std::to_string(g.token));
     out.append(",\"lease_ms\":").append(std::to_string(g.lease_ms));
     out.append(",\"owner\":");
     net::append_json_string(out, g.owner);
-    if (signer != nullptr) {
-        // base64url, digits and dots: nothing to escape.
-        out.append(",\"proof\":\"").append(signer->sign(cluster_id, g.token, g.key)).push_back('"');
-    }
+    if (!proof.empty()) out.append(",\"proof\":\"").append(proof).push_back('"');  // base64url, digits, dots
     out.push_back('}');
     return out;
 }
@@ -97,6 +94,21 @@ void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::s
     core->request(id, std::move(request), now());
 }
 
+// Writes a grant's answer, or reports that its client is gone: a grant
+// nobody received is released by the core (phantom release).
+void Member::Impl::write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g,
+                               const std::string& proof) {
+    if (ex->client_gone()) {
+        core->response_written(id, false, now());
+        after_event();
+        return;
+    }
+    ex->respond(net::HttpResponse{200, grant_body(g, proof), "application/json", {}}, [this, id](bool written) {
+        core->response_written(id, written, now());
+        if (!written) after_event();
+    });
+}
+
 // One answer of the core, written. A grant whose client is gone already is
 // not written: the core releases it (phantom release); one that could not be
 // written is reported the same way.
@@ -114,14 +126,16 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     outstanding.erase(it);
     const ExchangePtr& ex = o.exchange;
     if (auto* g = std::get_if<member::Granted>(&response)) {
-        if (ex->client_gone()) {
-            core->response_written(id, false, now());
-            after_event();
+        if (!proof_signer) {
+            write_grant(id, ex, *g, std::string());
             return;
         }
-        ex->respond(net::HttpResponse{200, grant_body(*g, security.signer().get(), options.cluster_id), "application/json", {}}, [this, id](bool written) {
-            core->response_written(id, written, now());
-            if (!written) after_event();
+        // Signed off the loop, mostly while the grant was being committed
+        // (server/proof_signer.h); the answer is written when its proof is ready.
+        const lock::Token token = g->token;
+        const std::string key = g->key;  // copied before the callback takes the grant
+        proof_signer->take(security.signer(), token, key, [this, id, ex, grant = std::move(*g)](std::string proof) {
+            write_grant(id, ex, grant, proof);
         });
     } else if (std::holds_alternative<member::Released>(response)) {
         ex->respond(net::HttpResponse{200, "{\"released\":true}", "application/json", {}});

@@ -31,6 +31,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/security.h"
+#include "server/proof_signer.h"
 #include "server/writer.h"
 
 namespace pgfence::server {
@@ -100,6 +101,7 @@ struct Member::Impl {
     // SIGHUP: certificates, keys and the auth file loaded again (member.cc).
     void reload_security();
     void answer(member::RequestId id, member::Response response);
+    void write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g, const std::string& proof);
     // `hint`: a member the core named as (about to be) leader, used when
     // this member knows no other leader.
     void redirect_or_unavailable(const std::string& target, const ExchangePtr& ex,
@@ -130,6 +132,8 @@ struct Member::Impl {
     Metrics metrics;
     net::RequestLimits limits;
     Security security;
+    // Signs the proofs of grants, off the loop (null without --token-signing-key-file).
+    std::unique_ptr<ProofSigner> proof_signer;
     member::Effects effects;  // the batch being carried out (kept for its capacity)
 
     bool drain_posted = false;  // a drain() is queued on the loop

@@ -182,6 +182,12 @@ std::string Member::Impl::metrics_text() const {
     g.http_connections = http->connections();
     g.client_tls_failures = http->tls_handshake_failures();
     g.peer_tls_failures = ts.tls_refused;
+    if (proof_signer) {
+        const ProofSigner::Counts n = proof_signer->counts();
+        g.proofs_ready = n.ready;
+        g.proofs_waited = n.waited;
+        g.proofs_on_demand = n.on_demand;
+    }
     return metrics.render(core->counters(), g);
 }
 

@@ -20,6 +20,12 @@ struct Gauges {  // sampled at render time
     std::uint64_t http_connections = 0;
     std::uint64_t client_tls_failures = 0;  // TLS handshakes refused on the HTTP API
     std::uint64_t peer_tls_failures = 0;    // ... and on the peer port (or certificates not bound to the member)
+    // Grant answers whose token proof was ready (signed while the grant
+    // committed), waited for its batch's signing, or was signed after it
+    // (server/proof_signer.h).
+    std::uint64_t proofs_ready = 0;
+    std::uint64_t proofs_waited = 0;
+    std::uint64_t proofs_on_demand = 0;
 };
 
 // The shell's own metrics; the core's counters (member/counters.h) are

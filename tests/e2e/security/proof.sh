@@ -47,6 +47,18 @@ verify_proof "$DIR/old.pub" proof/a $((token + 1)) "$proof" && fail "the proof o
 fctl release proof/a "$token" >/dev/null || fail "release proof/a"
 pass "acquire -o json carries a proof that verifies for (cluster $cluster_id, proof/a, $token) only"
 
+# A same-owner retry gets its token back: a proof not signed ahead (the
+# token is not its entry's), signed on demand, for the same token.
+o1=$(fctl acquire proof/owned --lease 5s --owner w1 -o json) || fail "acquire proof/owned: $o1"
+o2=$(fctl acquire proof/owned --lease 5s --owner w1 -o json) || fail "acquire proof/owned again: $o2"
+[[ "$(json_field "$o2" token)" == "$(json_field "$o1" token)" ]] || fail "the same owner got another token: $o1 / $o2"
+verify_proof "$DIR/old.pub" proof/owned "$(json_field "$o2" token)" "$(json_field "$o2" proof)" ||
+    fail "the retry's proof does not verify: $o2"
+leader=$(wait_leader 10) || fail "no leader"
+metric_at_least "$leader" 'pgfence_token_proofs_total{signed="ahead"}' 2 || fail "no proof was signed ahead"
+metric_at_least "$leader" 'pgfence_token_proofs_total{signed="on_demand"}' 1 || fail "the retry's proof was not signed on demand"
+pass "grants' proofs are signed while they commit; a same-owner retry's proof is signed on demand and verifies"
+
 fctl run proof/run --lease 5s -- bash -c 'echo "$FENCE_TOKEN $FENCE_PROOF" >"'"$DIR"'/run.env"' || fail "fencectl run failed"
 read -r run_token run_proof <"$DIR/run.env"
 verify_proof "$DIR/old.pub" proof/run "$run_token" "$run_proof" || fail "FENCE_PROOF does not verify: $(cat "$DIR/run.env")"
