@@ -8,10 +8,16 @@
 # Starts a 3-member coordinator cluster (scripts/cluster.sh) and a throwaway
 # PostgreSQL with pg_fence preloaded, then plays the timeline with two worker
 # processes that use only `fencectl` and `psql`; an epilogue replays it with
-# fence-worker (coordinator/worker), the whole pattern in one program.
+# fence-worker (coordinator/worker), the whole pattern in one program. Scene 2
+# turns on verifiable tokens (the members sign every grant; the table checks
+# each write's proof against the cluster's public key and the row's lock):
+# a token without a proof and a proof for another lock are refused (55F02),
+# then the race is played again and ends as in scene 1.
 # Everything it starts is stopped on exit, also on Ctrl-C. Exit status 0 only
-# if PostgreSQL refused the stale write (SQLSTATE 55F01), the row holds B's
-# report, fence_stats counted one rejection and fence-worker A stopped (exit 3).
+# if, in both scenes, PostgreSQL refused the stale write (SQLSTATE 55F01) and
+# the row holds B's report; scene 1: fence_stats counted one stale rejection
+# and fence-worker A stopped (exit 3); scene 2: the two writes without a valid
+# proof were refused (55F02) and counted.
 #
 # Environment: BUILD (build directory, default build) or E2E_BUILD_DIR, or the
 # binaries themselves: FENCE_COORDINATOR_BIN, FENCECTL_BIN, FENCE_WORKER_BIN;
@@ -112,8 +118,13 @@ note "SELECT fence_protect('reports');   -- UPDATEs must now carry a newer token
 
 step "Starting a 3-member coordinator cluster (scripts/cluster.sh)"
 mkdir -p "$WORK/cluster"
-e2e_cluster_start "$WORK/cluster" 3 || fail "the cluster did not start"
+# The members sign every grant (scene 2 lets PostgreSQL verify the signatures).
+openssl genpkey -algorithm ed25519 -out "$WORK/signing.key" 2>/dev/null || fail "openssl cannot make an Ed25519 key"
+chmod 600 "$WORK/signing.key"
+FENCE_COORDINATOR_FLAGS="--token-signing-key-file $WORK/signing.key" e2e_cluster_start "$WORK/cluster" 3 ||
+  fail "the cluster did not start"
 note "FENCE_ENDPOINTS=$FENCE_ENDPOINTS"
+note "every member signs its grants with $WORK/signing.key (--token-signing-key-file; scene 2)"
 note "binaries: $COORD, $FENCECTL"
 e2e_wait_for 30 fencectl acquire demo:warmup --lease 1s --wait 0s ||
   fail "the cluster elected no leader within 30s"
@@ -124,81 +135,109 @@ fencectl status 2>&1 | show
 # Worker A: acquire, prepare the report for 3 s, write with its token. (The
 # demo freezes A within those 3 s; it stays frozen longer than its 3 s lease,
 # so once it wakes the rest of this sleep has already run out.)
+# In scene 2 (VERIFY=1) a worker also passes the grant's proof to PostgreSQL.
+cat >"$WORK/acquire.sh" <<'WORKER'
+# acquire.sh LEASE: acquires $KEY; prints "TOKEN" and, with VERIFY=1, the
+# statement that hands the grant's proof to PostgreSQL, on a second line.
+if [[ "${VERIFY:-0}" == 1 ]]; then
+  json=$("$FENCECTL_BIN" acquire "$KEY" --lease "$1" --wait 0s -o json) || exit 10
+  sed -n 's/.*"token":\([0-9]*\).*/\1/p' <<<"$json"
+  echo "SET LOCAL pg_fence.proof = '$(sed -n 's/.*"proof":"\([^"]*\)".*/\1/p' <<<"$json")';"
+else
+  "$FENCECTL_BIN" acquire "$KEY" --lease "$1" --wait 0s || exit 10
+fi
+WORKER
 cat >"$WORK/worker-a.sh" <<'WORKER'
-token=$("$FENCECTL_BIN" acquire "$KEY" --lease "$LEASE" --wait 0s) || exit 10
-echo "$token" >"$WORK/a.token.tmp" && mv "$WORK/a.token.tmp" "$WORK/a.token"
+grant=$(bash "$WORK/acquire.sh" "$LEASE") || exit 10
+token=$(head -n 1 <<<"$grant") proof=$(sed -n 2p <<<"$grant")
+echo "$token" >"$SCENE/a.token.tmp" && mv "$SCENE/a.token.tmp" "$SCENE/a.token"
 sleep 3   # preparing the report
-psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c \
-  "UPDATE reports SET body = 'report by worker A (token $token)', fence = $token WHERE report_id = 7" \
-  >"$WORK/a.psql" 2>&1
-echo $? >"$WORK/a.rc"
+psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "BEGIN" -c "$proof" -c \
+  "UPDATE reports SET body = 'report by worker A (token $token)', fence = $token WHERE report_id = 7" -c "COMMIT" \
+  >"$SCENE/a.psql" 2>&1
+echo $? >"$SCENE/a.rc"
 WORKER
 # Worker B: acquire, write with its token, release.
 cat >"$WORK/worker-b.sh" <<'WORKER'
-token=$("$FENCECTL_BIN" acquire "$KEY" --lease 10s --wait 0s) || exit 10
-echo "$token" >"$WORK/b.token"
-psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c \
-  "UPDATE reports SET body = 'report by worker B (token $token)', fence = $token WHERE report_id = 7" \
-  >"$WORK/b.psql" 2>&1
+grant=$(bash "$WORK/acquire.sh" 10s) || exit 10
+token=$(head -n 1 <<<"$grant") proof=$(sed -n 2p <<<"$grant")
+echo "$token" >"$SCENE/b.token"
+psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "BEGIN" -c "$proof" -c \
+  "UPDATE reports SET body = 'report by worker B (token $token)', fence = $token WHERE report_id = 7" -c "COMMIT" \
+  >"$SCENE/b.psql" 2>&1
 rc=$?
 "$FENCECTL_BIN" release "$KEY" "$token" >/dev/null 2>&1
 exit $rc
 WORKER
 export WORK KEY LEASE
 
-step "t0  worker A starts and acquires $KEY with a $LEASE lease"
-setsid bash "$WORK/worker-a.sh" >"$WORK/a.out" 2>&1 &
-A_PID=$!
-e2e_wait_for 30 test -s "$WORK/a.token" || fail "worker A got no token within 30s: $(cat "$WORK/a.out")"
-A_TOKEN=$(cat "$WORK/a.token")
-note "worker A (pid $A_PID): \$ fencectl acquire $KEY --lease $LEASE   ->  token ${bold}$A_TOKEN${off}"
-note "(the token is the index of the Raft log entry that granted the lock: it only grows)"
-note "A now prepares its report (3 s of work) before writing it with token $A_TOKEN."
+# play_race: the timeline t0..t5 in $SCENE (a directory of its own), with the
+# proof passed along when VERIFY=1. Sets A_TOKEN, B_TOKEN and REFUSED (1 if
+# PostgreSQL refused A's write as stale, SQLSTATE 55F01).
+play_race() {
+  mkdir -p "$SCENE"
+  export SCENE VERIFY
+  local how=""
+  if ((VERIFY == 1)); then how=" -o json"; fi
 
-step "t1  worker A pauses: we send it SIGSTOP (think: a long GC pause, a suspended VM)"
-kill -STOP -- "-$A_PID"
-[[ -f "$WORK/a.rc" ]] && fail "worker A wrote before it could be paused (machine too slow?)"
-e2e_wait_for 5 bash -c "[[ \$(awk '{print \$3}' /proc/$A_PID/stat) == T ]]" ||
-  fail "worker A did not stop"
-note "A is frozen. It cannot renew its lease, and it does not know time is passing."
-note "\$ fencectl get $KEY"
-fencectl get "$KEY" 2>&1 | show
+  step "t0  worker A starts and acquires $KEY with a $LEASE lease"
+  setsid bash "$WORK/worker-a.sh" >"$SCENE/a.out" 2>&1 &
+  A_PID=$!
+  e2e_wait_for 30 test -s "$SCENE/a.token" || fail "worker A got no token within 30s: $(cat "$SCENE/a.out")"
+  A_TOKEN=$(cat "$SCENE/a.token")
+  note "worker A (pid $A_PID): \$ fencectl acquire $KEY --lease $LEASE$how   ->  token ${bold}$A_TOKEN${off}"
+  note "(the token is the index of the Raft log entry that granted the lock: it only grows)"
+  note "A now prepares its report (3 s of work) before writing it with token $A_TOKEN."
 
-step "t2  A's lease expires on the coordinator (waiting, at most ${WAIT_EXPIRY_S}s)"
-t_start=$(e2e_ms)
-e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$KEY\" >/dev/null 2>&1" ||
-  fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
-note "after $(( ($(e2e_ms) - t_start) ))ms: the leader proposed Expire{$KEY, $A_TOKEN}; the cluster committed it."
-note "\$ fencectl get $KEY   ->  not held"
+  step "t1  worker A pauses: we send it SIGSTOP (think: a long GC pause, a suspended VM)"
+  kill -STOP -- "-$A_PID"
+  [[ -f "$SCENE/a.rc" ]] && fail "worker A wrote before it could be paused (machine too slow?)"
+  e2e_wait_for 5 bash -c "[[ \$(awk '{print \$3}' /proc/$A_PID/stat) == T ]]" ||
+    fail "worker A did not stop"
+  note "A is frozen. It cannot renew its lease, and it does not know time is passing."
+  note "\$ fencectl get $KEY"
+  fencectl get "$KEY" 2>&1 | show
 
-step "t3  worker B acquires $KEY"
-set +e
-bash "$WORK/worker-b.sh" >"$WORK/b.out" 2>&1
-B_RC=$?
-set -e
-[[ -s "$WORK/b.token" ]] || fail "worker B got no token: $(cat "$WORK/b.out")"
-B_TOKEN=$(cat "$WORK/b.token")
-note "worker B: \$ fencectl acquire $KEY   ->  token ${bold}$B_TOKEN${off}   (larger than $A_TOKEN: tokens only grow)"
-((B_TOKEN > A_TOKEN)) || fail "B's token $B_TOKEN is not larger than A's $A_TOKEN"
+  step "t2  A's lease expires on the coordinator (waiting, at most ${WAIT_EXPIRY_S}s)"
+  t_start=$(e2e_ms)
+  e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$KEY\" >/dev/null 2>&1" ||
+    fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
+  note "after $(( ($(e2e_ms) - t_start) ))ms: the leader proposed Expire{$KEY, $A_TOKEN}; the cluster committed it."
+  note "\$ fencectl get $KEY   ->  not held"
 
-step "t4  worker B writes the report with token $B_TOKEN"
-note "UPDATE reports SET body = 'report by worker B (token $B_TOKEN)', fence = $B_TOKEN WHERE report_id = 7;"
-show <"$WORK/b.psql"
-((B_RC == 0)) || fail "worker B's write failed"
-note "${green}accepted${off}: the row's fence is now $B_TOKEN. B releases the lock."
+  step "t3  worker B acquires $KEY"
+  set +e
+  bash "$WORK/worker-b.sh" >"$SCENE/b.out" 2>&1
+  B_RC=$?
+  set -e
+  [[ -s "$SCENE/b.token" ]] || fail "worker B got no token: $(cat "$SCENE/b.out")"
+  B_TOKEN=$(cat "$SCENE/b.token")
+  note "worker B: \$ fencectl acquire $KEY   ->  token ${bold}$B_TOKEN${off}   (larger than $A_TOKEN: tokens only grow)"
+  ((B_TOKEN > A_TOKEN)) || fail "B's token $B_TOKEN is not larger than A's $A_TOKEN"
 
-step "t5  worker A wakes up (SIGCONT) and, still believing it holds the lock, writes with token $A_TOKEN"
-kill -CONT -- "-$A_PID"
-e2e_wait_for 30 test -s "$WORK/a.rc" || fail "worker A did not finish its write within 30s"
-A_RC=$(cat "$WORK/a.rc")
-note "UPDATE reports SET body = 'report by worker A (token $A_TOKEN)', fence = $A_TOKEN WHERE report_id = 7;"
-show <"$WORK/a.psql"
-if [[ "$A_RC" != 0 ]] && grep -q 55F01 "$WORK/a.psql"; then
-  note "${red}REJECTED${off} with SQLSTATE 55F01: the database already accepted token $B_TOKEN."
-  REFUSED=1
-else
-  REFUSED=0
-fi
+  step "t4  worker B writes the report with token $B_TOKEN"
+  if ((VERIFY == 1)); then note "SET LOCAL pg_fence.proof = '<the proof of B's grant>';"; fi
+  note "UPDATE reports SET body = 'report by worker B (token $B_TOKEN)', fence = $B_TOKEN WHERE report_id = 7;"
+  show <"$SCENE/b.psql"
+  ((B_RC == 0)) || fail "worker B's write failed"
+  note "${green}accepted${off}: the row's fence is now $B_TOKEN. B releases the lock."
+
+  step "t5  worker A wakes up (SIGCONT) and, still believing it holds the lock, writes with token $A_TOKEN"
+  kill -CONT -- "-$A_PID"
+  e2e_wait_for 30 test -s "$SCENE/a.rc" || fail "worker A did not finish its write within 30s"
+  A_RC=$(cat "$SCENE/a.rc")
+  if ((VERIFY == 1)); then note "SET LOCAL pg_fence.proof = '<A's proof: genuine, for report:7 and token $A_TOKEN>';"; fi
+  note "UPDATE reports SET body = 'report by worker A (token $A_TOKEN)', fence = $A_TOKEN WHERE report_id = 7;"
+  show <"$SCENE/a.psql"
+  if [[ "$A_RC" != 0 ]] && grep -q 55F01 "$SCENE/a.psql"; then
+    note "${red}REJECTED${off} with SQLSTATE 55F01: the database already accepted token $B_TOKEN."
+    REFUSED=1
+  else
+    REFUSED=0
+  fi
+}
+
+SCENE=$WORK/scene1 VERIFY=0 play_race
 
 step "The row after the race"
 sql -c "SELECT report_id, body, fence FROM reports WHERE report_id = 7" | show
@@ -246,11 +285,82 @@ else
   note "(fence-worker is not built: epilogue skipped)"
 fi
 
-echo
+SCENE1_OK=0
 if ((REFUSED == 1)) && [[ "$BODY" == "report by worker B (token $B_TOKEN)" ]] && ((STALE == 1)) &&
    [[ "$EPILOGUE" != failed ]]; then
-  printf '%s[%s] PASS: the stale write (token %s) was refused; the report holds B'"'"'s work (token %s).%s\n' \
+  SCENE1_OK=1
+  printf '\n%s[%s] Scene 1 PASS: the stale write (token %s) was refused; the report holds B'"'"'s work (token %s).%s\n' \
     "$green" "$(e2e_now)" "$A_TOKEN" "$B_TOKEN" "$off"
+fi
+((SCENE1_OK == 1)) ||
+  fail "expected A's write refused (refused=$REFUSED), B's body in the row (body='$BODY'), one stale rejection (fence_stats: $STALE), fence-worker epilogue ok ($EPILOGUE)"
+
+# --- Scene 2: verifiable tokens ----------------------------------------------
+# try_write LABEL SQL...: runs the statements in one transaction, shows what
+# PostgreSQL answered and sets WROTE_STATE (the error's SQLSTATE, or 00000).
+try_write() {
+  local label=$1 stmt
+  shift
+  local args=(-c BEGIN)
+  for stmt in "$@"; do args+=(-c "$stmt"); note "$stmt"; done
+  args+=(-c COMMIT)
+  set +e
+  psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose "${args[@]}" >"$WORK/$label.psql" 2>&1
+  set -e
+  show <"$WORK/$label.psql"
+  WROTE_STATE=$(sed -n 's/^ERROR: *\([0-9A-Z]\{5\}\):.*/\1/p' "$WORK/$label.psql" | head -n 1)
+  WROTE_STATE=${WROTE_STATE:-00000}
+}
+
+step "Scene 2: the same race, with verifiable tokens"
+note "Scene 1 trusted every worker not to invent a token. Now PostgreSQL checks"
+note "that each token was really issued, by this cluster, for this row's lock:"
+note "every grant carries a proof (an Ed25519 signature over cluster, key and"
+note "token), and the database holds the cluster's public key."
+PUB=$(openssl pkey -in "$WORK/signing.key" -pubout)
+CLUSTER_ID=$(fencectl member list -o json | sed -n 's/.*"cluster_id":"\([0-9]*\)".*/\1/p')
+[[ -n "$CLUSTER_ID" ]] || fail "fencectl member list printed no cluster_id"
+note "SELECT fence_trust_key('<public key PEM>', $CLUSTER_ID);   -- the key, for this cluster only"
+KID=$(sql -At -v pem="$PUB" -v cid="$CLUSTER_ID" <<<"SELECT fence_trust_key(:'pem', :'cid'::numeric);") ||
+  fail "fence_trust_key failed"
+note "  -> key_id $KID (the members logged token_signing_kid=$KID)"
+note "SELECT fence_protect('reports', lock_key => 'report:{report_id}');   -- row 7 belongs to lock report:7"
+sql >/dev/null <<'SQL'
+SELECT fence_protect('reports', lock_key => 'report:{report_id}');
+INSERT INTO reports VALUES (8, 'empty report', 0);
+SQL
+
+step "A writer with UPDATE privilege tries to take row 7 for good: the largest token, no proof"
+try_write rogue "UPDATE reports SET body = 'rogue', fence = 9223372036854775807 WHERE report_id = 7"
+[[ "$WROTE_STATE" == 55F02 ]] || fail "the rogue write was not refused with 55F02 (got $WROTE_STATE)"
+note "${red}REJECTED${off} with SQLSTATE 55F02: no proof. (Scene 1's table would have accepted it.)"
+
+step "A worker holding report:8 writes report 7 by mistake, with report:8's genuine proof"
+GRANT8=$(fencectl acquire report:8 --lease 10s --wait 5s -o json) || fail "acquire report:8 failed"
+T8=$(sed -n 's/.*"token":\([0-9]*\).*/\1/p' <<<"$GRANT8")
+P8=$(sed -n 's/.*"proof":"\([^"]*\)".*/\1/p' <<<"$GRANT8")
+note "\$ fencectl acquire report:8 -o json   ->  token $T8, proof ${P8:0:40}..."
+try_write wrongkey "SET LOCAL pg_fence.proof = '$P8'" \
+  "UPDATE reports SET body = 'report 8 written into 7', fence = $T8 WHERE report_id = 7"
+fencectl release report:8 "$T8" >/dev/null 2>&1 || true
+[[ "$WROTE_STATE" == 55F02 ]] || fail "report:8's proof was accepted for report 7 (got $WROTE_STATE)"
+note "${red}REJECTED${off} with SQLSTATE 55F02: the proof was issued for report:8, not report:7."
+
+step "The seed's race again; each worker passes its grant's proof (SET LOCAL pg_fence.proof)"
+SCENE=$WORK/scene2 VERIFY=1 play_race
+BODY=$(sql -At -c "SELECT body FROM reports WHERE report_id = 7")
+PROOF_REJECTS=$(sql -At -c "SELECT coalesce(sum(rejected_proof), 0) FROM fence_stats
+                             WHERE relation = 'reports'::regclass")
+step "fence_stats after scene 2"
+sql -c "SELECT relation, accepted, rejected_stale, rejected_proof FROM fence_stats
+          WHERE relation = 'reports'::regclass" | show
+
+echo
+if ((REFUSED == 1)) && [[ "$BODY" == "report by worker B (token $B_TOKEN)" ]] && ((PROOF_REJECTS == 2)); then
+  printf '%s[%s] PASS: scene 1 refused the stale write; scene 2 refused a token without a proof and a\n' \
+    "$green" "$(e2e_now)"
+  printf '           proof for another lock (55F02), kept B'"'"'s verified write (token %s) and refused A'"'"'s stale one (55F01).%s\n' \
+    "$B_TOKEN" "$off"
   exit 0
 fi
-fail "expected A's write refused (refused=$REFUSED), B's body in the row (body='$BODY'), one stale rejection (fence_stats: $STALE), fence-worker epilogue ok ($EPILOGUE)"
+fail "scene 2: expected A's write refused as stale (refused=$REFUSED), B's body in row 7 (body='$BODY'), two proof rejections (fence_stats: $PROOF_REJECTS)"
