@@ -103,6 +103,24 @@ BOOST_AUTO_TEST_CASE(acquire_sends_fields_and_returns_token) {
     BOOST_TEST(body.at("owner").as_string() == "w");
 }
 
+BOOST_AUTO_TEST_CASE(acquire_returns_the_grants_proof_when_there_is_one) {
+    const std::string proof = "v1.21fe31dfa154a261.12345678901234567890.c2ln";
+    FakeServer s([&](const FakeRequest& req) {
+        // The first grant is signed, the second (another cluster) is not.
+        if (json::parse(req.body).as_object().at("key").as_string() == "signed") {
+            return reply(200, R"({"key":"signed","token":9,"lease_ms":5000,"owner":"","proof":")" + proof + "\"}");
+        }
+        return granted(10);
+    });
+    client::Client c(options_for({s.endpoint()}));
+    auto r = c.acquire({"signed", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(r.ok(), r.message());
+    BOOST_TEST(r.value().proof == proof);
+    auto plain = c.acquire({"plain", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(plain.ok(), plain.message());
+    BOOST_TEST(plain.value().proof.empty());
+}
+
 BOOST_AUTO_TEST_CASE(lease_deadline_counts_from_send_time_not_receive_time) {
     FakeServer s([](const FakeRequest&) {
         FakeReply r = granted(7);
