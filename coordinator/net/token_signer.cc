@@ -8,6 +8,7 @@
 #include <sodium.h>
 
 #include <array>
+#include <stdexcept>
 
 #include "net/tls.h"
 
@@ -30,6 +31,7 @@ std::string proof_message(std::uint64_t cluster_id, std::uint64_t token, std::st
     m.append(kProofDomainTag);
     put_be(m, cluster_id, 8);
     put_be(m, token, 8);
+    if (key.size() > 0xffffffffu) throw std::length_error("proof_message: a key longer than 2^32-1 bytes");
     put_be(m, key.size(), 4);
     m.append(key);
     return m;
@@ -69,7 +71,7 @@ TokenSigner::~TokenSigner() = default;
 std::string TokenSigner::load(const std::string& path, std::shared_ptr<TokenSigner>& out) {
     if (sodium_init() < 0) return "token signing: libsodium cannot be initialized";
     std::string pem;
-    if (auto why = read_private_key(path, pem); !why.empty()) return "token signing " + why;
+    if (auto why = read_private_key(path, pem); !why.empty()) return "--token-signing-key-file: " + why;
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
     EVP_PKEY* key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, no_passphrase, nullptr) : nullptr;
     BIO_free(bio);

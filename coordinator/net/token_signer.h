@@ -32,7 +32,8 @@ constexpr std::size_t kKidHexDigits = 16;
 // "v1." + kid + "." + 20 digits + "." + 86 characters of signature
 constexpr std::size_t kMaxProofBytes = 3 + kKidHexDigits + 1 + 20 + 1 + 86;
 
-// The bytes a version-1 proof signs.
+// The bytes a version-1 proof signs. Keys are at most lock::kMaxKeyBytes in
+// practice; one longer than a u32 can count throws std::length_error.
 std::string proof_message(std::uint64_t cluster_id, std::uint64_t token, std::string_view key);
 
 // RFC 4648 §5 base64url without padding.

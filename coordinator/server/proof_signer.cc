@@ -28,6 +28,7 @@ void ProofSigner::presign(const SignerPtr& signer, std::shared_ptr<const std::ve
     bool wake = false;
     {
         std::lock_guard<std::mutex> guard(mutex_);
+        if (batches_.size() >= kMaxQueuedBatches) return;  // its answers are signed on demand
         wake = batches_.empty() && on_demand_.empty();
         batches_.push_back(Batch{signer, std::move(entries), token_floor});
     }
@@ -54,8 +55,8 @@ void ProofSigner::take(const SignerPtr& signer, std::uint64_t token, const std::
         const auto [from, to] = token_range(*b.entries, b.token_floor);
         queued = queued || (token >= from && token < to);
     }
-    if (queued) {  // its batch is being signed: wait for it
-        waiting_[token] = OnDemand{signer, token, key, std::move(done)};
+    if (queued) {  // its batch is queued or being signed: wait for it
+        waiting_.emplace(token, OnDemand{signer, token, key, std::move(done)});
         return;
     }
     ++counts_.on_demand;
@@ -98,21 +99,22 @@ void ProofSigner::sign_batch(const Batch& batch) {
     {
         std::lock_guard<std::mutex> guard(mutex_);
         for (auto& [token, s] : out) {
-            auto w = waiting_.find(token);
-            if (w == waiting_.end()) {
-                signed_.insert_or_assign(token, std::move(s));
+            auto [first, last] = waiting_.equal_range(token);
+            if (first == last) {
+                if (signed_.size() < kMaxPresigned) signed_.insert_or_assign(token, std::move(s));
                 continue;
             }
-            if (w->second.key == s.key && w->second.signer == s.signer) {
-                ++counts_.waited;
-                ready.emplace_back(std::move(w->second.done), std::move(s.proof));
-            } else {
-                ++counts_.on_demand;
-                on_demand_.push_back(std::move(w->second));
+            for (auto w = first; w != last; ++w) {
+                if (w->second.key == s.key && w->second.signer == s.signer) {
+                    ++counts_.waited;
+                    ready.emplace_back(std::move(w->second.done), s.proof);
+                } else {
+                    ++counts_.on_demand;
+                    on_demand_.push_back(std::move(w->second));
+                }
             }
-            waiting_.erase(w);
+            waiting_.erase(first, last);
         }
-        while (signed_.size() > kMaxPresigned) signed_.erase(signed_.begin());
         // A take() that waited on this batch for a token it has no Grant for.
         const auto [from, to] = token_range(*batch.entries, batch.token_floor);
         for (auto w = waiting_.lower_bound(from); w != waiting_.end() && w->first < to;) {

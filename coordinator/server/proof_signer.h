@@ -15,7 +15,15 @@
 // by the signer it was signed with being the one in use now (a reload signs
 // again); a proof for an entry that never commits, or a Grant that is
 // refused, is dropped, never sent. Grants are answered in token order, so
-// take(T) drops the presigned proofs below T; at most kMaxPresigned wait.
+// take(T) drops the presigned proofs below T.
+//
+// Limits: at most kMaxQueuedBatches batches wait to be presigned (beyond
+// that a batch is not presigned: its answers are signed on demand) and at
+// most kMaxPresigned proofs wait to be taken (beyond that new ones are not
+// kept). The take()s waiting or queued are at most the grants being
+// answered, which the member's connection limit bounds. Two take()s may ask
+// for one token (a same-owner retry answered with the token its first
+// attempt is being granted); each gets its answer.
 //
 // Thread: presign() and take() on the loop; callbacks run on the loop
 // (take()'s directly when the proof is ready, else posted). stop() finishes
@@ -44,7 +52,8 @@ public:
     using Done = std::function<void(std::string proof)>;      // runs on the loop
     using SignerPtr = std::shared_ptr<const net::TokenSigner>;
 
-    static constexpr std::size_t kMaxPresigned = 4096;
+    static constexpr std::size_t kMaxPresigned = 16384;
+    static constexpr std::size_t kMaxQueuedBatches = 64;
 
     ProofSigner(Post post, std::uint64_t cluster_id);
     ~ProofSigner();
@@ -94,8 +103,8 @@ private:
     std::vector<Batch> batches_;        // queued presign work
     std::vector<OnDemand> on_demand_;   // queued take()s whose proof was not presigned
     std::map<std::uint64_t, Signed> signed_;  // presigned, by token
-    // take()s waiting for a batch being signed now (token -> who waits)
-    std::map<std::uint64_t, OnDemand> waiting_;
+    // take()s waiting for a batch queued or being signed (token -> who waits)
+    std::multimap<std::uint64_t, OnDemand> waiting_;
     std::uint64_t signing_from_ = 0, signing_to_ = 0;  // the tokens of the batch being signed: [from, to)
     Counts counts_;
     bool stopping_ = false;

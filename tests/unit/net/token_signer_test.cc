@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(signs_the_shared_vector_exactly) {
     const std::string proof = signer->sign(cluster, token, v["key"]);
     BOOST_TEST(proof == v["proof"]);
     BOOST_TEST(proof.size() <= kMaxProofBytes);
-    // Signing is deterministic and the context is reused: the same again.
+    // Ed25519 signing is deterministic: the same proof again.
     BOOST_TEST(signer->sign(cluster, token, v["key"]) == proof);
     BOOST_TEST(signer->sign(cluster, token + 1, v["key"]) != proof);
 }
