@@ -367,7 +367,11 @@ CheckRowProof(Relation rel, GuardConfig *config, TriggerData *trigdata,
 	FenceCheckProof(&target, FenceCurrentProof(), oldkey, token);
 }
 
-/* INSERT into a verifying table: a row with a fence > 0 needs a proof */
+/*
+ * INSERT into a verifying table: a row with a fence > 0 needs a proof.  An
+ * accepted INSERT is not counted in fence_stats: it passed no fence (1.0's
+ * guard does not fire on INSERT); a refused proof is counted.
+ */
 static Datum
 GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
 {
