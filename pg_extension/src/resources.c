@@ -398,7 +398,7 @@ ResourceColumn(Relation rel, HeapTuple tuple, const char *colname)
 	return value;
 }
 
-/* Raise 42501 for a direct write to require_proof row resource */
+/* Raise 42501 for a direct write to the row of resource, which requires proofs */
 static void
 RefuseProofRowWrite(const char *resource, const char *detail)
 {
@@ -409,7 +409,44 @@ RefuseProofRowWrite(const char *resource, const char *detail)
 			 errdetail_internal("%s", detail),
 			 errhint("Advance its fence with fence_admit or fence_advance and the token's "
 					 "proof, or stop requiring proofs first with "
-					 "fence_require_proof('%s', false).", resource)));
+					 "fence_require_proof(%s, false).", quote_literal_cstr(resource))));
+}
+
+/* fence_resources_guard's check of a direct UPDATE of resource's row */
+static void
+CheckResourceUpdate(Relation rel, const char *resource, HeapTuple oldtuple,
+					HeapTuple newtuple)
+{
+	bool		old_required = DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof"));
+	bool		new_required = DatumGetBool(ResourceColumn(rel, newtuple, "require_proof"));
+	int64		old_fence;
+	int64		new_fence;
+	char	   *new_resource;
+
+	if (new_required != old_required)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only fence_require_proof may change whether resource \"%s\" "
+						"requires token proofs", resource),
+				 errdetail("The UPDATE sets require_proof from %s to %s.",
+						   old_required ? "true" : "false",
+						   new_required ? "true" : "false"),
+				 errhint("Run SELECT fence_require_proof(%s, %s); it is superuser only "
+						 "unless granted.", quote_literal_cstr(resource),
+						 new_required ? "true" : "false")));
+	if (!old_required)
+		return;
+	old_fence = DatumGetInt64(ResourceColumn(rel, oldtuple, "fence"));
+	new_fence = DatumGetInt64(ResourceColumn(rel, newtuple, "fence"));
+	if (new_fence != old_fence)
+		RefuseProofRowWrite(resource,
+							psprintf("The UPDATE sets its fence from " INT64_FORMAT
+									 " to " INT64_FORMAT ".", old_fence, new_fence));
+	new_resource = TextDatumGetCString(ResourceColumn(rel, newtuple, "resource"));
+	if (strcmp(new_resource, resource) != 0)
+		RefuseProofRowWrite(resource,
+							psprintf("The UPDATE renames the resource to \"%s\".",
+									 new_resource));
 }
 
 /*
@@ -422,10 +459,7 @@ fence_resources_guard(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	HeapTuple	oldtuple;
-	HeapTuple	newtuple;
 	char	   *resource;
-	bool		old_required;
-	bool		new_required;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -441,42 +475,21 @@ fence_resources_guard(PG_FUNCTION_ARGS)
 						"FOR EACH ROW")));
 	rel = trigdata->tg_relation;
 	oldtuple = trigdata->tg_trigtuple;
-	newtuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : NULL;
-	if (own_write_depth > 0)
-		return PointerGetDatum(newtuple != NULL ? newtuple : oldtuple);
-
-	resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
-	old_required = DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof"));
-	if (newtuple == NULL)
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
-		if (old_required)
-			RefuseProofRowWrite(resource, "A DELETE would remove the resource's fence "
-								"and its require_proof.");
-		return PointerGetDatum(oldtuple);
+		if (own_write_depth == 0)
+		{
+			resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
+			CheckResourceUpdate(rel, resource, oldtuple, trigdata->tg_newtuple);
+		}
+		return PointerGetDatum(trigdata->tg_newtuple);
 	}
-	new_required = DatumGetBool(ResourceColumn(rel, newtuple, "require_proof"));
-	if (new_required != old_required)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only fence_require_proof may change whether resource \"%s\" "
-						"requires token proofs", resource),
-				 errdetail("The UPDATE sets require_proof from %s to %s.",
-						   old_required ? "true" : "false",
-						   new_required ? "true" : "false"),
-				 errhint("Run SELECT fence_require_proof('%s', %s); it is superuser only "
-						 "unless granted.", resource, new_required ? "true" : "false")));
-	if (!old_required)
-		return PointerGetDatum(newtuple);
-	if (DatumGetInt64(ResourceColumn(rel, oldtuple, "fence")) !=
-		DatumGetInt64(ResourceColumn(rel, newtuple, "fence")))
-		RefuseProofRowWrite(resource,
-							psprintf("The UPDATE sets its fence from " INT64_FORMAT
-									 " to " INT64_FORMAT ".",
-									 DatumGetInt64(ResourceColumn(rel, oldtuple, "fence")),
-									 DatumGetInt64(ResourceColumn(rel, newtuple, "fence"))));
-	if (strcmp(resource, TextDatumGetCString(ResourceColumn(rel, newtuple, "resource"))) != 0)
-		RefuseProofRowWrite(resource,
-							psprintf("The UPDATE renames the resource to \"%s\".",
-									 TextDatumGetCString(ResourceColumn(rel, newtuple, "resource"))));
-	return PointerGetDatum(newtuple);
+	if (own_write_depth == 0 &&
+		DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof")))
+	{
+		resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
+		RefuseProofRowWrite(resource, "A DELETE would remove the resource's fence "
+							"and its require_proof.");
+	}
+	return PointerGetDatum(oldtuple);
 }
