@@ -321,6 +321,18 @@ DELETE FROM fence_resources WHERE resource = 'report:new';
 \echo SQLSTATE :SQLSTATE
 SELECT fence_require_proof('report:new', false);
 DELETE FROM fence_resources WHERE resource = 'report:new';
+-- pg_fence's own statement failing inside (here: a trigger of the owner's)
+-- leaves direct writes refused afterwards
+CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'boom for %', NEW.resource; END $$;
+CREATE TRIGGER boom BEFORE INSERT ON fence_resources
+  FOR EACH ROW WHEN (NEW.resource = 'boom') EXECUTE FUNCTION boom();
+SELECT fence_advance('boom', 1);
+SELECT fence_require_proof('boom');
+DROP TRIGGER boom ON fence_resources;
+DROP FUNCTION boom();
+UPDATE fence_resources SET require_proof = false WHERE resource = 'report:8';
+\echo SQLSTATE :SQLSTATE
 REVOKE ALL ON fence_resources FROM regress_fence_app;
 SELECT resource, fence, require_proof FROM fence_resources ORDER BY resource;
 
