@@ -45,11 +45,13 @@ list_tests() { # dir ext [nopreload|preload]
 }
 
 # pg_dump keeps the trusted keys and require_proof: a resource that needs
-# proofs still needs them after a restore into a new database, and the
-# shared vector's proof verifies there.  Prints a pg_regress-style result.
+# proofs still needs them after a restore into a new database (the restore
+# COPYs the row, which fence_resources_guard allows; afterwards it refuses a
+# direct UPDATE of require_proof), and the shared vector's proof verifies
+# there.  Prints a pg_regress-style result.
 dump_restore_test() {
   local db=regress_fence_dump restored=regress_fence_restored log=$OUT/dump_restore.log
-  local proof got="" want refused=""
+  local proof got="" want refused="" guarded=""
   proof=$(sed -n 's/^proof=//p' "$PG_FENCE_VECTORS/token_proof_v1.txt")
   want=$'21fe31dfa154a261|12345678901234567890\nreport:8|0|t\nt'
   {
@@ -72,9 +74,13 @@ SQL
     # without a proof: refused (55F02)
     refused=$(psql -X -At -d "$restored" -c "SELECT fence_advance('report:8', 950)" 2>&1)
     echo "$refused"
+    # a direct UPDATE of require_proof: refused (42501)
+    guarded=$(psql -X -At -d "$restored" -c "UPDATE fence_resources SET require_proof = false" 2>&1)
+    echo "$guarded"
     dropdb --if-exists "$db" && dropdb --if-exists "$restored"
   } >"$log" 2>&1
-  if [[ $got == "$want" && $refused == *"no fencing token proof"* ]]; then
+  if [[ $got == "$want" && $refused == *"no fencing token proof"* &&
+        $guarded == *"only fence_require_proof may change"* ]]; then
     echo "test dump_restore                 ... ok"
   else
     echo "test dump_restore                 ... FAILED (see $log)"

@@ -88,6 +88,19 @@ ALTER TABLE fence_resources
 COMMENT ON COLUMN fence_resources.require_proof IS
 'fence_admit and fence_advance need a token proof for (resource, token); set by fence_require_proof';
 
+-- The application role may write fence_resources (the resource functions
+-- run as the caller); this trigger keeps it from undoing require_proof.
+CREATE FUNCTION fence_resources_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_resources_guard'
+LANGUAGE C;
+COMMENT ON FUNCTION fence_resources_guard() IS
+'Trigger (BEFORE UPDATE OR DELETE ON fence_resources, FOR EACH ROW): unless pg_fence''s own functions write, raises 42501 for an UPDATE that changes require_proof, an UPDATE of a require_proof row that changes its fence or resource, and a DELETE of a require_proof row';
+
+CREATE TRIGGER fence_resources_guard
+BEFORE UPDATE OR DELETE ON fence_resources
+FOR EACH ROW EXECUTE FUNCTION fence_resources_guard();
+
 DROP FUNCTION fence_advance(text, bigint);
 CREATE FUNCTION fence_advance(resource text, token bigint, proof text DEFAULT NULL)
 RETURNS boolean

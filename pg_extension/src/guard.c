@@ -25,9 +25,10 @@
  *
  * Verifying tables (proof.h, template.c): the proof (pg_fence.proof, or
  * fenced_update's proof argument) must verify for the token and
- *	  UPDATE   OLD's lock key, and NEW's too if a key column changed (so a
- *	           row cannot move to another lock: delete it under the old
- *	           lock and insert it under the new one)
+ *	  UPDATE   OLD's lock key; an UPDATE that changes the key is refused
+ *	           (55F02, counted as a refused proof) before any proof is
+ *	           checked: a row moves to another lock by a DELETE under the
+ *	           old lock and an INSERT under the new one
  *	  DELETE   OLD's lock key
  *	  INSERT   NEW's lock key, with NEW.<fence column> as the token; a row
  *	           inserted with fence 0 needs no proof (fence 0 grants
@@ -339,43 +340,38 @@ StampToken(Relation rel, HeapTuple newtuple, AttrNumber attnum, int64 token)
 									 1, columns, values, nulls);
 }
 
-/* errcontext callback of an UPDATE that changes the row's lock key */
-static void
-KeyChangeErrorCallback(void *arg)
-{
-	const char **keys = (const char **) arg;
-
-	errcontext("the UPDATE changes the row's lock key from \"%s\" to \"%s\"; "
-			   "delete the row under the old lock and insert it under the new one",
-			   keys[0], keys[1]);
-}
-
-/* Check the current proof for the changed row's lock key(s) and token */
+/*
+ * Check the current proof for the changed row's lock key and token; an
+ * UPDATE that would change the key is refused before any proof is checked
+ */
 static void
 CheckRowProof(Relation rel, GuardConfig *config, TriggerData *trigdata,
 			  int64 token, bool is_delete)
 {
 	FenceProofTarget target = {config->nspid, RelationGetRelid(rel), NULL};
-	const char *proof = FenceCurrentProof();
-	const char *keys[2];
-	ErrorContextCallback errcallback;
+	char	   *oldkey;
+	char	   *newkey;
 
-	keys[0] = FenceBuildLockKey(rel, config->template, trigdata->tg_trigtuple, &target);
-	FenceCheckProof(&target, proof, keys[0], token);
-	if (is_delete)
-		return;
-	keys[1] = FenceBuildLockKey(rel, config->template, trigdata->tg_newtuple, &target);
-	if (strcmp(keys[0], keys[1]) == 0)
-		return;
-	errcallback.callback = KeyChangeErrorCallback;
-	errcallback.arg = keys;
-	errcallback.previous = error_context_stack;
-	error_context_stack = &errcallback;
-	FenceCheckProof(&target, proof, keys[1], token);
-	error_context_stack = errcallback.previous;
+	oldkey = FenceBuildLockKey(rel, config->template, trigdata->tg_trigtuple, &target);
+	if (!is_delete)
+	{
+		newkey = FenceBuildLockKey(rel, config->template, trigdata->tg_newtuple, &target);
+		if (strcmp(oldkey, newkey) != 0)
+			FenceRefuseLockKey(&target, ERRCODE_FENCE_PROOF,
+							   psprintf("UPDATE of table \"%s\" would change the row's lock "
+										"key from \"%s\" to \"%s\"",
+										RelationGetRelationName(rel), oldkey, newkey),
+							   "A row moves between locks by a DELETE under the old lock "
+							   "and an INSERT under the new one.");
+	}
+	FenceCheckProof(&target, FenceCurrentProof(), oldkey, token);
 }
 
-/* INSERT into a verifying table: a row with a fence > 0 needs a proof */
+/*
+ * INSERT into a verifying table: a row with a fence > 0 needs a proof.  An
+ * accepted INSERT is not counted in fence_stats: it passed no fence (1.0's
+ * guard does not fire on INSERT); a refused proof is counted.
+ */
 static Datum
 GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
 {

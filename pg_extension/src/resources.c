@@ -27,10 +27,24 @@
  * the abort undoes the upsert.  The proof is checked before the token's
  * order.  Version 1.0 of the SQL functions (two arguments, no
  * require_proof column yet) runs the 1.0 statements.
+ *
+ * The application role may write fence_resources directly (the functions
+ * are SECURITY INVOKER and need INSERT and UPDATE on it), so in 1.1 the
+ * row trigger fence_resources_guard keeps it from undoing require_proof:
+ * unless one of pg_fence's statements below is running (own_write_depth),
+ * it refuses with 42501
+ *	  an UPDATE that changes require_proof,
+ *	  an UPDATE of a require_proof row that changes its fence or resource,
+ *	  a DELETE of a require_proof row.
+ * INSERTs stay allowed: pg_dump restores the table with COPY, a new row
+ * with require_proof is only stricter, and one without it is what
+ * fence_advance would insert.  TRUNCATE fires no row trigger; it needs the
+ * TRUNCATE privilege.
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
@@ -43,6 +57,7 @@ PG_FUNCTION_INFO_V1(fence_advance);
 PG_FUNCTION_INFO_V1(fence_admit);
 PG_FUNCTION_INFO_V1(fence_current);
 PG_FUNCTION_INFO_V1(fence_require_proof);
+PG_FUNCTION_INFO_V1(fence_resources_guard);
 
 /* The extension's table of per-resource fences */
 #define RESOURCE_TABLE		"fence_resources"
@@ -64,6 +79,14 @@ typedef struct ResourceState
 } ResourceState;
 
 static ResourcePlans plans = {InvalidOid, false, NULL, NULL};
+
+/*
+ * How many of pg_fence's own statements on fence_resources are running in
+ * this backend; fence_resources_guard admits every change while it is > 0.
+ * Raised around one SPI statement, and restored by PG_FINALLY also when
+ * that statement fails.
+ */
+static int	own_write_depth = 0;
 
 /* Raise 22023 unless name is 1..FENCE_RESOURCE_MAXLEN bytes, no controls */
 static void
@@ -204,7 +227,16 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, int64 token)
 
 	values[0] = CStringGetTextDatum(resource);
 	values[1] = Int64GetDatum(token);
-	ret = SPI_execute_plan(plans.upsert, values, NULL, false, 1);
+	own_write_depth++;
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(plans.upsert, values, NULL, false, 1);
+	}
+	PG_FINALLY();
+	{
+		own_write_depth--;
+	}
+	PG_END_TRY();
 	if (ret != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
 			 SPI_result_code_string(ret));
@@ -314,6 +346,7 @@ fence_require_proof(PG_FUNCTION_ARGS)
 	Oid			nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
 	Oid			argtypes[2] = {TEXTOID, BOOLOID};
 	Datum		values[2];
+	char	   *sql;
 	int			ret;
 
 	FenceCheckNotNull(fcinfo, 1, "required");
@@ -321,14 +354,142 @@ fence_require_proof(PG_FUNCTION_ARGS)
 	values[1] = PG_GETARG_DATUM(1);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
-	ret = SPI_execute_with_args(psprintf(
-		"INSERT INTO %s AS r (resource, fence, require_proof) VALUES ($1, 0, $2) "
-		"ON CONFLICT (resource) DO UPDATE SET require_proof = EXCLUDED.require_proof",
-		quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE)),
-		2, argtypes, values, NULL, false, 0);
+	sql = psprintf("INSERT INTO %s AS r (resource, fence, require_proof) VALUES ($1, 0, $2) "
+				   "ON CONFLICT (resource) DO UPDATE SET require_proof = EXCLUDED.require_proof",
+				   quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE));
+	own_write_depth++;
+	PG_TRY();
+	{
+		ret = SPI_execute_with_args(sql, 2, argtypes, values, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		own_write_depth--;
+	}
+	PG_END_TRY();
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
 			 SPI_result_code_string(ret));
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/* Column colname of a fence_resources row (not NULL: the table says so) */
+static Datum
+ResourceColumn(Relation rel, HeapTuple tuple, const char *colname)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			attnum = SPI_fnumber(tupdesc, colname);
+	bool		isnull;
+	Datum		value;
+
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of table \"%s\" does not exist",
+						colname, RelationGetRelationName(rel)),
+				 errhint("Update the extension: ALTER EXTENSION pg_fence UPDATE.")));
+	value = heap_getattr(tuple, attnum, tupdesc, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("column \"%s\" of table \"%s\" is NULL",
+						colname, RelationGetRelationName(rel))));
+	return value;
+}
+
+/* Raise 42501 for a direct write to the row of resource, which requires proofs */
+static void
+RefuseProofRowWrite(const char *resource, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("resource \"%s\" requires token proofs: only pg_fence's functions "
+					"may change its fence or remove its row of fence_resources", resource),
+			 errdetail_internal("%s", detail),
+			 errhint("Advance its fence with fence_admit or fence_advance and the token's "
+					 "proof, or stop requiring proofs first with "
+					 "fence_require_proof(%s, false).", quote_literal_cstr(resource))));
+}
+
+/* fence_resources_guard's check of a direct UPDATE of resource's row */
+static void
+CheckResourceUpdate(Relation rel, const char *resource, HeapTuple oldtuple,
+					HeapTuple newtuple)
+{
+	bool		old_required = DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof"));
+	bool		new_required = DatumGetBool(ResourceColumn(rel, newtuple, "require_proof"));
+	int64		old_fence;
+	int64		new_fence;
+	char	   *new_resource;
+
+	if (new_required != old_required)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only fence_require_proof may change whether resource \"%s\" "
+						"requires token proofs", resource),
+				 errdetail("The UPDATE sets require_proof from %s to %s.",
+						   old_required ? "true" : "false",
+						   new_required ? "true" : "false"),
+				 errhint("Run SELECT fence_require_proof(%s, %s); it is superuser only "
+						 "unless granted.", quote_literal_cstr(resource),
+						 new_required ? "true" : "false")));
+	if (!old_required)
+		return;
+	old_fence = DatumGetInt64(ResourceColumn(rel, oldtuple, "fence"));
+	new_fence = DatumGetInt64(ResourceColumn(rel, newtuple, "fence"));
+	if (new_fence != old_fence)
+		RefuseProofRowWrite(resource,
+							psprintf("The UPDATE sets its fence from " INT64_FORMAT
+									 " to " INT64_FORMAT ".", old_fence, new_fence));
+	new_resource = TextDatumGetCString(ResourceColumn(rel, newtuple, "resource"));
+	if (strcmp(new_resource, resource) != 0)
+		RefuseProofRowWrite(resource,
+							psprintf("The UPDATE renames the resource to \"%s\".",
+									 new_resource));
+}
+
+/*
+ * Trigger (BEFORE UPDATE OR DELETE ON fence_resources, FOR EACH ROW): keep
+ * direct writes from undoing require_proof (see the file comment)
+ */
+Datum
+fence_resources_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	HeapTuple	oldtuple;
+	char	   *resource;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_resources_guard: not called by trigger manager")));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ||
+		  TRIGGER_FIRED_BY_DELETE(trigdata->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_resources_guard: must be fired BEFORE UPDATE OR DELETE, "
+						"FOR EACH ROW")));
+	rel = trigdata->tg_relation;
+	oldtuple = trigdata->tg_trigtuple;
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		if (own_write_depth == 0)
+		{
+			resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
+			CheckResourceUpdate(rel, resource, oldtuple, trigdata->tg_newtuple);
+		}
+		return PointerGetDatum(trigdata->tg_newtuple);
+	}
+	if (own_write_depth == 0 &&
+		DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof")))
+	{
+		resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
+		RefuseProofRowWrite(resource, "A DELETE would remove the resource's fence "
+							"and its require_proof.");
+	}
+	return PointerGetDatum(oldtuple);
 }

@@ -6,7 +6,8 @@
  * Syntax: literal text, and column names in braces; "{{" and "}}" stand for
  * literal braces.  A template is 1..FENCE_LOCK_KEY_MAXLEN bytes.  Columns
  * must be user columns of type smallint, integer, bigint, text, varchar or
- * uuid (their text form depends on no setting), and not the fence column.
+ * uuid (their text form depends on no setting), not generated (a BEFORE
+ * trigger sees a stored generated column as NULL), and not the fence column.
  * A template without columns puts every row under one lock.
  *
  * The key of a row is the template with each column replaced by the text
@@ -63,6 +64,15 @@ KeyColumn(Relation rel, const char *template, const char *name,
 				 errmsg("lock key template \"%s\" must not name the fence column \"%s\"",
 						template, name),
 				 errdetail("A row's lock key cannot depend on the token written with it.")));
+	if (TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("column \"%s\" of lock key template \"%s\" is a generated column",
+						name, template),
+				 errdetail("A BEFORE trigger sees a stored generated column as NULL, so "
+						   "no INSERT or UPDATE of table \"%s\" would have a lock key.",
+						   RelationGetRelationName(rel)),
+				 errhint("Name the columns it is generated from instead.")));
 	typid = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
 	if (!IsKeyColumnType(typid))
 		ereport(ERROR,

@@ -126,7 +126,7 @@ ParsePublicKey(const char *pem, const char **problem)
  * The kid of a key: hex of the first 8 bytes of SHA-256 over the raw key;
  * the raw key itself to raw_out when not NULL.
  */
-static void
+static bool
 ComputeKeyId(EVP_PKEY *pkey, char *kid, unsigned char *raw_out)
 {
 	unsigned char raw[ED25519_PUBLIC_KEY_LEN];
@@ -139,12 +139,13 @@ ComputeKeyId(EVP_PKEY *pkey, char *kid, unsigned char *raw_out)
 		EVP_Digest(raw, rawlen, digest, &digestlen, EVP_sha256(), NULL) != 1)
 	{
 		ERR_clear_error();
-		elog(ERROR, "pg_fence: could not compute the key id of an Ed25519 key");
+		return false;
 	}
 	for (int i = 0; i < FENCE_KID_LEN / 2; i++)
 		snprintf(kid + 2 * i, 3, "%02x", digest[i]);
 	if (raw_out != NULL)
 		memcpy(raw_out, raw, ED25519_PUBLIC_KEY_LEN);
+	return true;
 }
 
 /* Free the cached keys */
@@ -177,17 +178,25 @@ ParseTrustedRow(HeapTuple row, TupleDesc tupdesc, TrustedKey *key)
 						"an Ed25519 PEM public key", key_id ? key_id : "")));
 		return false;
 	}
-	ComputeKeyId(key->pkey, key->kid, key->raw);
+	/* nothing may raise between parsing key->pkey and storing or freeing it */
+	if (!ComputeKeyId(key->pkey, key->kid, key->raw))
+	{
+		EVP_PKEY_free(key->pkey);
+		ereport(WARNING,
+				(errmsg("pg_fence: ignoring trusted key \"%s\": could not compute "
+						"its key id", key_id ? key_id : "")));
+		return false;
+	}
 	key->has_cluster = (cluster != NULL);
 	if ((key_id == NULL || strcmp(key_id, key->kid) != 0) ||
 		(cluster != NULL && !FenceParseUint64(cluster, strlen(cluster), &key->cluster_id)))
 	{
+		EVP_PKEY_free(key->pkey);
 		ereport(WARNING,
 				(errmsg("pg_fence: ignoring trusted key \"%s\": its key_id is not %s "
 						"or its cluster_id is not a valid cluster id",
 						key_id ? key_id : "", key->kid),
 				 errhint("Trust the key with fence_trust_key() instead of writing the table.")));
-		EVP_PKEY_free(key->pkey);
 		return false;
 	}
 	return true;
@@ -376,7 +385,8 @@ fence_trust_key(PG_FUNCTION_ARGS)
 						 "`openssl pkey -pubout` writes it.")));
 	PG_TRY();
 	{
-		ComputeKeyId(pkey, kid, NULL);
+		if (!ComputeKeyId(pkey, kid, NULL))
+			elog(ERROR, "pg_fence: could not compute the key id of an Ed25519 key");
 		values[1] = CStringGetTextDatum(PublicKeyPem(pkey));
 	}
 	PG_FINALLY();

@@ -29,7 +29,8 @@ SELECT fence_stats_reset();
 \set q8_901 `"$PG_FENCE_SIGN" "$PG_FENCE_KEYS/second.key" 12345678901234567890 901 report:8`
 \set q8_950 `"$PG_FENCE_SIGN" "$PG_FENCE_KEYS/second.key" 12345678901234567890 950 report:8`
 \set q7_990 `"$PG_FENCE_SIGN" "$PG_FENCE_KEYS/second.key" 12345678901234567890 990 report:7`
--- the vector's proof with its signature's first bytes replaced
+-- the vector's proof (kid, cluster and token 900 for report:8) with its
+-- signature's first bytes replaced: still well-formed base64url
 SELECT overlay(:'proof' PLACING 'AAAA' FROM 42 FOR 4) AS forged \gset
 
 -- Trusted keys ---------------------------------------------------------------
@@ -72,6 +73,11 @@ SELECT fence_protect('reports', lock_key => 'report:}');
 SELECT fence_protect('reports', lock_key => 'report:{}');
 SELECT fence_protect('reports', lock_key => '');
 SELECT fence_protect('reports', lock_key => repeat('x', 513));
+-- a stored generated column is NULL in a BEFORE trigger: refused (42611)
+ALTER TABLE reports ADD COLUMN slug text GENERATED ALWAYS AS ('r' || report_id) STORED;
+SELECT fence_protect('reports', lock_key => 'report:{slug}');
+\echo SQLSTATE :SQLSTATE
+ALTER TABLE reports DROP COLUMN slug;
 SELECT fence_protect('reports', lock_key => 'report:{report_id}');
 SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'reports'::regclass;
 -- still no proof for rows inserted with fence 0
@@ -136,10 +142,18 @@ SET LOCAL pg_fence.proof = :'proof';
 UPDATE reports SET body = 'x', fence = 9223372036854775807 WHERE report_id = 8;
 \echo SQLSTATE :SQLSTATE
 ROLLBACK;
--- forged signature
+-- forged signature: the vector's kid, cluster, lock key and token, altered
+-- signature bytes (a check that skipped the signature would say 55F01 here:
+-- row 8's fence is already 900)
 BEGIN;
 SET LOCAL pg_fence.proof = :'forged';
-UPDATE reports SET body = 'x', fence = 900 WHERE report_id = 7;
+UPDATE reports SET body = 'x', fence = 900 WHERE report_id = 8;
+\echo SQLSTATE :SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL pg_fence.proof = :'forged';
+SET LOCAL pg_fence.token = 900;
+DELETE FROM reports WHERE report_id = 8;
 \echo SQLSTATE :SQLSTATE
 ROLLBACK;
 SELECT * FROM reports ORDER BY report_id;
@@ -164,12 +178,15 @@ UPDATE tenant_docs SET fence = 1;
 INSERT INTO tenant_docs VALUES (repeat('x', 600), 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 1);
 \echo SQLSTATE :SQLSTATE
 
--- an UPDATE that changes the lock key needs a proof for both keys: refused
+-- an UPDATE that changes the lock key is refused before any proof is
+-- checked, with or without one: the row moves by DELETE and INSERT
 BEGIN;
 SET LOCAL pg_fence.proof = :'p7_900';
 UPDATE reports SET report_id = 70, fence = 900 WHERE report_id = 7;
 \echo SQLSTATE :SQLSTATE
 ROLLBACK;
+UPDATE reports SET report_id = 70, fence = 900 WHERE report_id = 7;
+\echo SQLSTATE :SQLSTATE
 -- the same proof, key unchanged: accepted
 BEGIN;
 SET LOCAL pg_fence.proof = :'p7_900';
@@ -254,7 +271,9 @@ SELECT fence_advance('report:8', 900, :'proof');
 SELECT fence_advance('report:8', 800, :'p8_800');
 SELECT fence_advance('report:8', 901, :'proof');
 \echo SQLSTATE :SQLSTATE
-SELECT fence_advance('report:8', 901, :'forged');
+-- the forged proof with its own token, 900 (equal to the fence: a check
+-- that skipped the signature would return true)
+SELECT fence_advance('report:8', 900, :'forged');
 \echo SQLSTATE :SQLSTATE
 SELECT fence_admit('report:8', 800, :'p8_800');
 \echo SQLSTATE :SQLSTATE
@@ -263,6 +282,60 @@ SELECT fence_admit('report:other', 5);
 SELECT fence_require_proof('report:8', false);
 SELECT fence_advance('report:8', 901);
 SELECT fence_require_proof('report:8');
+SELECT resource, fence, require_proof FROM fence_resources ORDER BY resource;
+
+-- An application role with the documented grants on fence_resources
+-- (SELECT, INSERT, UPDATE) cannot undo require_proof by writing the table
+-- directly (42501); pg_fence's own functions still write it for that role.
+GRANT SELECT, INSERT, UPDATE ON fence_resources TO regress_fence_app;
+SET ROLE regress_fence_app;
+UPDATE fence_resources SET require_proof = false WHERE resource = 'report:8';
+\echo SQLSTATE :SQLSTATE
+UPDATE fence_resources SET fence = 9223372036854775807 WHERE resource = 'report:8';
+\echo SQLSTATE :SQLSTATE
+UPDATE fence_resources SET resource = 'report:8x' WHERE resource = 'report:8';
+\echo SQLSTATE :SQLSTATE
+INSERT INTO fence_resources (resource, fence) VALUES ('report:8', 9223372036854775807)
+    ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence;
+\echo SQLSTATE :SQLSTATE
+-- nor turn require_proof on: only fence_require_proof does
+UPDATE fence_resources SET require_proof = true WHERE resource = 'report:other';
+\echo SQLSTATE :SQLSTATE
+-- DELETE and TRUNCATE are not granted
+DELETE FROM fence_resources WHERE resource = 'report:8';
+\echo SQLSTATE :SQLSTATE
+TRUNCATE fence_resources;
+\echo SQLSTATE :SQLSTATE
+-- allowed: other columns, rows without require_proof, new rows, the functions
+UPDATE fence_resources SET updated_at = now() WHERE resource = 'report:8';
+UPDATE fence_resources SET fence = 6 WHERE resource = 'report:other';
+INSERT INTO fence_resources (resource, fence, require_proof) VALUES ('report:new', 3, true);
+-- (rolled back: key rotation below continues from fence 901)
+BEGIN;
+SELECT fence_advance('report:8', 1000, :'p8_1000');
+SELECT fence FROM fence_resources WHERE resource = 'report:8';
+ROLLBACK;
+SELECT fence_advance('report:8', 1100);
+\echo SQLSTATE :SQLSTATE
+RESET ROLE;
+-- the trigger also stops the table's owner; it names the way that works
+DELETE FROM fence_resources WHERE resource = 'report:new';
+\echo SQLSTATE :SQLSTATE
+SELECT fence_require_proof('report:new', false);
+DELETE FROM fence_resources WHERE resource = 'report:new';
+-- pg_fence's own statement failing inside (here: a trigger of the owner's)
+-- leaves direct writes refused afterwards
+CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'boom for %', NEW.resource; END $$;
+CREATE TRIGGER boom BEFORE INSERT ON fence_resources
+  FOR EACH ROW WHEN (NEW.resource = 'boom') EXECUTE FUNCTION boom();
+SELECT fence_advance('boom', 1);
+SELECT fence_require_proof('boom');
+DROP TRIGGER boom ON fence_resources;
+DROP FUNCTION boom();
+UPDATE fence_resources SET require_proof = false WHERE resource = 'report:8';
+\echo SQLSTATE :SQLSTATE
+REVOKE ALL ON fence_resources FROM regress_fence_app;
 SELECT resource, fence, require_proof FROM fence_resources ORDER BY resource;
 
 -- Key rotation -----------------------------------------------------------------
@@ -324,6 +397,7 @@ SELECT kind, relation, resource, accepted, rejected_stale, rejected_proof
 
 SET client_min_messages = warning;
 DROP TABLE reports, plain, tenant_docs;
+SELECT fence_require_proof(resource, false) FROM fence_resources WHERE require_proof;
 DELETE FROM fence_resources;
 DELETE FROM fence_trusted_keys;
 DROP OWNED BY regress_fence_app;

@@ -9,7 +9,8 @@ CREATE TABLE pr (id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0,
 CREATE VIEW pr_triggers AS
 SELECT tgrelid::regclass AS rel, pg_get_triggerdef(oid) AS definition
   FROM pg_trigger
- WHERE NOT tgisinternal AND tgrelid <> 'fence_trusted_keys'::regclass
+ WHERE NOT tgisinternal
+   AND tgrelid NOT IN ('fence_trusted_keys'::regclass, 'fence_resources'::regclass)
  ORDER BY tgrelid::regclass::text, tgname;
 
 -- defaults: column fence, mode strict; BEFORE UPDATE OR DELETE on every

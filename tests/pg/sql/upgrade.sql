@@ -1,6 +1,15 @@
 -- upgrade: a database created with version 1.0 keeps its fences, triggers
 -- and resources through ALTER EXTENSION pg_fence UPDATE, and ends up with
 -- the same extension objects as a fresh install of 1.1.
+--
+-- The main value is the behaviour checks on fences that existed before the
+-- update (stale and newer tokens on an old guard, old resources, the new
+-- fence_resources_guard on an old resource row).  The \dx+ ... comparison
+-- guards less than it seems: a fresh CREATE EXTENSION runs the 1.0 script
+-- and then this same 1.0--1.1 script, so today the two can differ only
+-- through data the script meets (tables, rows, triggers of a used 1.0
+-- database); it becomes a real check once a later version ships its own
+-- install script or the upgrade path gains more steps.
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS regress_fence_upgraded;
 DROP DATABASE IF EXISTS regress_fence_fresh;
@@ -39,6 +48,11 @@ SELECT fence_admit('job', 19);
 \echo SQLSTATE :SQLSTATE
 SELECT fence_admit('job', 21);
 SELECT fence_advance('job', 19);
+-- a resource row from 1.0 is guarded once it requires proofs (42501)
+SELECT fence_require_proof('job');
+UPDATE fence_resources SET fence = 9223372036854775807 WHERE resource = 'job';
+\echo SQLSTATE :SQLSTATE
+SELECT resource, fence, require_proof FROM fence_resources;
 SELECT * FROM up ORDER BY id;
 SELECT kind, relation, resource, accepted, rejected_stale, rejected_proof
   FROM fence_stats ORDER BY kind, relation::text, resource;
