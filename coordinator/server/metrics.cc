@@ -68,7 +68,7 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     out += "pgfence_tls_handshake_failures_total{port=\"client\"} " + std::to_string(g.client_tls_failures) + "\n";
     out += "pgfence_tls_handshake_failures_total{port=\"peer\"} " + std::to_string(g.peer_tls_failures) + "\n";
     metric(out, "pgfence_security_reloads_failed_total", "counter", "SIGHUP reloads of a certificate, key, auth file or token signing key that failed (the old one stays).", security_reloads_failed);
-    out += "# HELP pgfence_token_proofs_total Grants answered with a token proof (--token-signing-key-file): signed while the grant committed (ready, or waited for), or after.\n"
+    out += "# HELP pgfence_token_proofs_total Token proofs handed to grant answers (--token-signing-key-file), by when they were signed: while the grant committed (ready, or waited for), or after (an answer whose client left is counted too).\n"
            "# TYPE pgfence_token_proofs_total counter\n";
     out += "pgfence_token_proofs_total{signed=\"ahead\"} " + std::to_string(g.proofs_ready) + "\n";
     out += "pgfence_token_proofs_total{signed=\"ahead_waited\"} " + std::to_string(g.proofs_waited) + "\n";

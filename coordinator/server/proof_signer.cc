@@ -101,7 +101,9 @@ void ProofSigner::sign_batch(const Batch& batch) {
         for (auto& [token, s] : out) {
             auto [first, last] = waiting_.equal_range(token);
             if (first == last) {
-                if (signed_.size() < kMaxPresigned) signed_.insert_or_assign(token, std::move(s));
+                if (signed_.size() < kMaxPresigned || signed_.contains(token)) {
+                    signed_.insert_or_assign(token, std::move(s));
+                }
                 continue;
             }
             for (auto w = first; w != last; ++w) {
