@@ -95,9 +95,14 @@ run_inside() {
     # shellcheck disable=SC2046
     "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/regress" \
       --dbname=contrib_regression $(list_tests "$TESTS/sql" sql preload) || status=1
+    # trust_concurrent.spec gets the shared vector's public key (the PEM's
+    # one base64 line) and proof from these settings: the server cannot be
+    # relied on to read files of the checkout (its user may not enter it).
+    local pub_b64 proof
+    pub_b64=$(grep -v '^-----' "$PG_FENCE_VECTORS/token_proof_v1.pub" | tr -d '\n')
+    proof=$(sed -n 's/^proof=//p' "$PG_FENCE_VECTORS/token_proof_v1.txt")
     # shellcheck disable=SC2046
-    # trust_concurrent.spec reads the vectors' directory from this setting
-    PGOPTIONS="-c pg_fence_test.vectors=$PG_FENCE_VECTORS" \
+    PGOPTIONS="-c pg_fence_test.pub_b64=$pub_b64 -c pg_fence_test.proof=$proof" \
     "$PG_ISOLATION_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/isolation" \
       --dbname=isolation_regression $(list_tests "$TESTS/specs" spec preload) || status=1
     dump_restore_test || status=1
