@@ -298,7 +298,7 @@ after_breakdown >"$OUT/after.txt"
       print "token proofs (issue 18), per UPDATE above their baseline:"
       hit = upd["fence_guard+proof"] - upd["fence_guard"]
       fresh = upd["fence_guard+proof_fresh"] - upd["fence_guard+set"]
-      printf "  proof re-sent each transaction (cache hit): %.0f instructions (fence_guard+proof - fence_guard, %.3f x plain)\n", hit, hit / plain
+      printf "  the same proof in every transaction (SET once; a session cache hit): %.0f instructions (fence_guard+proof - fence_guard, %.3f x plain)\n", hit, hit / plain
       printf "  fresh proof per transaction (Ed25519 verify): %.0f instructions (fence_guard+proof_fresh - fence_guard+set, %.3f x plain)\n", fresh, fresh / plain
       g = upd["fence_guard"]; l = upd["plpgsql"]
       print ""
