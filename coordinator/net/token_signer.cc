@@ -4,12 +4,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/sha.h>
 #include <sodium.h>
 
 #include <array>
 #include <stdexcept>
 
+#include "auth/policy.h"
 #include "net/tls.h"
 
 namespace pgfence::net {
@@ -88,14 +88,8 @@ std::string TokenSigner::load(const std::string& path, std::shared_ptr<TokenSign
     auto keys = std::make_unique<Keys>();
     crypto_sign_seed_keypair(keys->pub.data(), keys->secret.data(), seed.data());
     OPENSSL_cleanse(seed.data(), seed.size());
-    std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-    SHA256(keys->pub.data(), keys->pub.size(), digest.data());
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string kid;
-    for (std::size_t i = 0; i < kKidHexDigits / 2; ++i) {
-        kid.push_back(kHex[digest[i] >> 4]);
-        kid.push_back(kHex[digest[i] & 0xf]);
-    }
+    const std::string_view raw_pub(reinterpret_cast<const char*>(keys->pub.data()), keys->pub.size());
+    std::string kid = auth::hex(auth::sha256(raw_pub)).substr(0, kKidHexDigits);
     out.reset(new TokenSigner(std::move(keys), std::move(kid)));
     return {};
 }
