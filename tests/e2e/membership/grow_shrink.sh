@@ -15,7 +15,7 @@ voters=$(fctl member list | grep -c ' voter')
 before=$(tokens_so_far)
 wait_until 10 "the client gets tokens with 5 voters" more_tokens_than "$((before + 5))"
 for id in 1 2; do
-    fctl member remove "$id" >/dev/null || fail "member remove $id"
+    member_remove "$id"
     not_listed "$id" || fail "member $id still listed"
     wait_until 10 "removed member $id stops itself" exited "$id"
 done

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 cluster_start 3
 L=$(wait_leader 10) || fail "no leader"
 t1=$(fctl acquire k:1 --lease 60s) || fail "acquire k:1"
-fctl member remove "$L" >/dev/null || fail "member remove $L (the leader)"
+member_remove "$L"
 not_listed "$L" || fail "member $L still listed"
 wait_until 10 "removed leader $L stops itself" exited "$L"
 grep -q "event=removed_from_cluster" "$DIR/$L.log" || fail "member $L did not log its removal"
