@@ -2,7 +2,7 @@
 #   make demo   install what is missing, build, show a stale write refused
 #   make test   install what is missing, build, run every test
 #
-# Other targets: deps build install sim faults soak fuzz bench bench-pg
+# Other targets: deps build install deb sim faults soak fuzz bench bench-pg
 #                bench-pg-instr bench-coordinator bench-scale bench-wal clean help
 
 JOBS        ?= 2
@@ -21,7 +21,7 @@ CMAKE_FLAGS ?=
 # and storage, where memory bugs would hide); server/ and above are built once.
 ASAN_MODULES ?= codec;raft;lock;member;auth;storage;log;net
 
-.PHONY: all help deps build build-asan install test demo sim faults soak fuzz \
+.PHONY: all help deps build build-asan install deb test demo sim faults soak fuzz \
         bench bench-pg bench-pg-instr bench-coordinator bench-scale bench-wal clean
 
 all: build
@@ -46,10 +46,17 @@ $(BUILD_ASAN)/CMakeCache.txt:
 build-asan: $(BUILD_ASAN)/CMakeCache.txt
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
-# Installs the extension into the local PostgreSQL (PGXS) and the binaries.
+# Installs the extension into the local PostgreSQL (PGXS) and the programs,
+# their manual pages and the systemd unit (under CMAKE_INSTALL_PREFIX,
+# default /usr/local; DESTDIR=... stages them elsewhere).
 install: build
 	$(MAKE) -C pg_extension install
 	cmake --install $(BUILD)
+
+# Debian packages of the programs and the extension, from this build, in
+# $(BUILD)/deb/ (scripts/make-deb.sh).
+deb: deps build
+	BUILD=$(BUILD) bash scripts/make-deb.sh
 
 test: deps build build-asan
 	$(MAKE) -C pg_extension install

@@ -4,8 +4,9 @@
 #
 #   suites: ctest in build/ (unit, simulation, end-to-end), ctest in build-asan/
 #   (ASan+UBSan build of the unit tests and a shorter simulation), the
-#   PostgreSQL tests (pg_regress + isolation on a throwaway server) and a short
-#   libFuzzer run of every decoder.
+#   PostgreSQL tests (pg_regress + isolation on a throwaway server), a short
+#   libFuzzer run of every decoder, and last the Debian packages (built,
+#   installed, run and removed; tests/packaging/deb.sh).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${JOBS:-2}
@@ -80,6 +81,13 @@ fi
 if [[ -f "$root/scripts/fuzz.sh" ]]; then
   log "fuzz: short libFuzzer runs of the decoders"
   run_counted fuzz bash "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-15}"
+fi
+
+# Last: it installs the Debian packages over the development build's
+# extension files, removes them, and installs the development build again.
+if [[ -f "$root/tests/packaging/deb.sh" ]]; then
+  log "packages: build, install, run and remove the Debian packages"
+  run_counted packages env BUILD="$root/build" bash "$root/tests/packaging/deb.sh"
 fi
 
 log "finished in $(( $(date +%s) - start ))s"

@@ -119,6 +119,10 @@ struct Parser {
             out.args.help = true;
             return true;
         }
+        if (name == "--version") {
+            out.args.version = true;
+            return true;
+        }
         if (name == "-o") name = "--output";
         static constexpr std::array<const char*, 15> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
@@ -216,7 +220,7 @@ struct Parser {
             a.command = a.positional.empty() ? "" : a.positional.front();
             a.positional.clear();
         }
-        if (a.command.empty()) return a.help ? true : error("missing command (see fencectl --help)");
+        if (a.command.empty()) return a.help || a.version ? true : error("missing command (see fencectl --help)");
         const CommandSpec* c = find_command(a.command);
         if (!c) return error("unknown command '" + a.command + "' (see fencectl --help)");
         if (a.help) return true;

@@ -4,7 +4,7 @@
 //
 // Global flags (anywhere before "--"): --endpoints H:P,..., --timeout DUR,
 // --max-clock-drift-ppm N, --cacert F, --cert F, --key F, --bearer-file F,
-// -o/--output table|json, -h/--help. Flags take their value as the next
+// -o/--output table|json, -h/--help, --version. Flags take their value as the next
 // argument or after '=' (--lease=10s). Every error names the bad value.
 #pragma once
 
@@ -23,6 +23,7 @@ enum class Output { kTable, kJson };
 struct Args {
     std::string command;  // empty with --help alone
     bool help = false;
+    bool version = false;  // --version: print it and exit
     std::string endpoints;  // --endpoints; empty means FENCE_ENDPOINTS or the default
     std::optional<milliseconds> timeout;
     std::optional<std::uint64_t> max_clock_drift_ppm;  // rho for the local deadline (client.h)

@@ -43,6 +43,7 @@ global flags:
                         members started with --auth-file (default: $FENCE_BEARER_FILE)
   -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
   -h, --help            help
+  --version             the release version
 
 durations: an integer and a unit, no spaces: 500ms, 10s, 2m, 1h (at most 24 days)
 

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/help.h"
+#include "pgfence_version.h"
 #include "cli/run_command.h"
 
 int main(int argc, char** argv) {
@@ -18,6 +19,10 @@ int main(int argc, char** argv) {
         return kExitUsage;
     }
     const Args& args = parsed.args;
+    if (args.version) {
+        std::cout << "fencectl (pgfence) " PGFENCE_VERSION "\n";
+        return kExitOk;
+    }
     if (args.help) {
         std::cout << help_text(args.command);
         return kExitOk;

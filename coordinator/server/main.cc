@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "client/client.h"
+#include "pgfence_version.h"
 #include "log/log.h"
 #include "server/bootstrap.h"
 #include "server/member.h"
@@ -166,6 +167,10 @@ int main(int argc, char** argv) {
     std::string err = server::parse_options(argc, argv, opts);
     if (err.empty() && opts.help) {
         std::fputs(server::usage().c_str(), stdout);
+        return 0;
+    }
+    if (err.empty() && opts.version) {
+        std::fputs("fence-coordinator (pgfence) " PGFENCE_VERSION "\n", stdout);
         return 0;
     }
     if (err.empty()) err = server::validate_options(opts);

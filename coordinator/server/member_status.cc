@@ -161,6 +161,7 @@ std::string Member::Impl::status_json() const {
                    {"config_index", st.config_index},
                    {"cluster_id", std::to_string(options.cluster_id)},
                    {"token_floor", table.token_floor()},
+                   {"last_token", table.last_token()},
                    {"locks", table.size()},
                    {"tls", json::object{{"client", options.client_tls()}, {"peer", options.peer_tls()},
                                         {"client_cert_auth", options.client_cert_auth}}},
@@ -177,6 +178,13 @@ std::string Member::Impl::metrics_text() const {
     g.is_leader = core->is_leader();
     g.commit_index = core->raft().status().commit;
     g.applied_index = core->table().applied_index();
+    g.last_token = core->table().last_token();
+    g.token_floor = core->table().token_floor();
+    for (const raft::ConfigMember& m : config.members) {
+        if (m.id == options.id) continue;
+        ++g.peers;
+        if (transport->connected(m.id)) ++g.peers_reachable;
+    }
     const net::TransportStats ts = transport->stats();
     g.peer_frames_dropped = ts.dropped_queue_full + ts.dropped_unconnected;
     g.http_connections = http->connections();

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 
+#include "lock/commands.h"
+#include "pgfence_version.h"
+
 namespace pgfence::server {
 
 namespace {
@@ -57,6 +60,14 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     metric(out, "pgfence_is_leader", "gauge", "1 if this member is the leader.", g.is_leader ? 1 : 0);
     metric(out, "pgfence_commit_index", "gauge", "Raft commit index.", g.commit_index);
     metric(out, "pgfence_applied_index", "gauge", "Index of the last entry applied to the lock table.", g.applied_index);
+    metric(out, "pgfence_last_token", "gauge", "The largest fencing token granted (applied on this member).", g.last_token);
+    metric(out, "pgfence_token_floor", "gauge", "Token floor of the applied lock table (every token granted is above it).", g.token_floor);
+    metric(out, "pgfence_token_max", "gauge",
+           "The largest token the cluster can grant (bigint's largest value); grants past it are refused.", lock::kMaxToken);
+    metric(out, "pgfence_peers", "gauge", "Other members in the configuration in force.", g.peers);
+    metric(out, "pgfence_peers_reachable", "gauge", "Other members whose outgoing peer connection is up.", g.peers_reachable);
+    out += "# HELP pgfence_build_info The release this member runs (value 1).\n# TYPE pgfence_build_info gauge\n"
+           "pgfence_build_info{version=\"" PGFENCE_VERSION "\"} 1\n";
     metric(out, "pgfence_peer_frames_dropped_total", "counter", "Raft messages dropped by the transport (queue full or peer unreachable).", g.peer_frames_dropped);
     metric(out, "pgfence_http_connections", "gauge", "Open HTTP connections.", g.http_connections);
     out += "# HELP pgfence_auth_denied_total Requests refused by authentication (401) or authorization (403).\n"

@@ -16,6 +16,10 @@ struct Gauges {  // sampled at render time
     bool is_leader = false;
     std::uint64_t commit_index = 0;
     std::uint64_t applied_index = 0;
+    std::uint64_t last_token = 0;   // the largest token granted (applied lock table)
+    std::uint64_t token_floor = 0;  // the applied table's token floor
+    std::uint64_t peers = 0;            // other members in the configuration in force
+    std::uint64_t peers_reachable = 0;  // ... whose outgoing peer connection is up
     std::uint64_t peer_frames_dropped = 0;
     std::uint64_t http_connections = 0;
     std::uint64_t client_tls_failures = 0;  // TLS handshakes refused on the HTTP API

@@ -156,6 +156,10 @@ std::string parse_options(int argc, char** argv, Options& out) {
             out.help = true;
             return {};
         }
+        if (arg == "--version") {
+            out.version = true;
+            return {};
+        }
         if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "' (see --help)";
         std::string name = arg.substr(2), value;
         const std::size_t eq = name.find('=');
@@ -386,6 +390,7 @@ TLS and authorization (docs/security.md; flags named as etcd's):
   SIGHUP reloads the certificates, keys, the auth file and the token signing
   key; a file that fails to load keeps the old one (logged).
   --help                 this text
+  --version              the release version
 
 Signals: SIGTERM/SIGINT — a leader first hands leadership to the most up-to-date
 follower (bounded wait), then the member exits. Restarting with the same flags and

@@ -79,6 +79,7 @@ struct Options {
     // (net/token_signer.h); the same file on every member. Empty: no proofs.
     std::string token_signing_key_file;
     bool help = false;
+    bool version = false;  // --version: print it and exit
 
     bool client_tls() const { return !cert_file.empty(); }
     bool peer_tls() const { return !peer_cert_file.empty(); }
@@ -90,7 +91,7 @@ struct Options {
 
 // Parses argv; on error returns a message naming the flag and value. A flag
 // takes its value as `--name value` or `--name=value`; a flag without a value
-// (--client-cert-auth, --help) is given alone, or as `--name=true|false`.
+// (--client-cert-auth, --help, --version) is given alone, or as `--name=true|false`.
 std::string parse_options(int argc, char** argv, Options& out);
 // Cross-field checks (peer list contains --id, lease bounds, ...).
 std::string validate_options(Options& opts);

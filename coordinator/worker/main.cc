@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "client/client.h"
+#include "pgfence_version.h"
 #include "worker/options.h"
 #include "worker/worker.h"
 
@@ -27,6 +28,10 @@ int run(int argc, char** argv) {
     const worker::ParseResult parsed = worker::parse_options(argc, argv);
     if (parsed.help) {
         std::fputs(worker::usage().c_str(), stdout);
+        return worker::kExitOk;
+    }
+    if (parsed.version) {
+        std::fputs("fence-worker (pgfence) " PGFENCE_VERSION "\n", stdout);
         return worker::kExitOk;
     }
     if (!parsed.options) {

@@ -165,6 +165,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
             r.help = true;
             return r;
         }
+        if (arg == "--version") {
+            r.version = true;
+            return r;
+        }
         if (apply_switch(arg, o)) continue;
         std::string_view value;
         if (const std::size_t eq = arg.find('='); eq != std::string_view::npos) {

@@ -71,6 +71,7 @@ struct Options {
 struct ParseResult {
     std::optional<Options> options;  // set on success
     bool help = false;               // --help was asked for
+    bool version = false;            // --version was asked for
     std::string error;               // set on failure; names the flag and the value
 };
 

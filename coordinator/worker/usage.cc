@@ -38,7 +38,7 @@ Options:
   --no-lease-check     write even when the keepalive says the lease is gone
                        (tests use it: the database fence must catch such writes)
   --conninfo STR       libpq connection string (default: the PG* environment)
-  --endpoints H:P,...  coordinator members (default: $FENCE_ENDPOINTS, else 127.0.0.1:7001);
+  --endpoints H:P,...  coordinator members (default: $FENCE_ENDPOINTS, else 127.0.0.1:7501-7503);
                        https://H:P for members that serve TLS
   --cacert F, --cert F, --key F, --bearer-file F
                        TLS and credentials, as fencectl's (default: $FENCE_CACERT_FILE,
@@ -62,6 +62,7 @@ Options:
                        --log send_ns/ack_ns columns) and exit: a test harness
                        reads it to put its own events on the workers' time line
   --help               this text
+  --version            the release version
 
 Schema (created by --setup): worker_counters(key, n, fence) protected by
 fence_protect; worker_ledger_a/b(key, n); worker_audit(id, key, fence, token,

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds pgfence's Debian packages from an existing build (make build), without
+# compiling anything again:
+#
+#   fence-coordinator        /usr/bin/fence-coordinator, its manual page, the
+#                            systemd unit fence-coordinator@.service, an example
+#                            environment file; creates the pgfence system user
+#   fencectl                 /usr/bin/fencectl and its manual page
+#   fence-worker             /usr/bin/fence-worker and its manual page
+#   postgresql-15-pg-fence   the pg_fence extension (library, control file, SQL)
+#
+#   scripts/make-deb.sh [OUT_DIR]     (default OUT_DIR: $BUILD/deb, BUILD=build)
+#
+# The files come from `cmake --install` (per component) and
+# `make -C pg_extension install`, both with DESTDIR set to a staging tree;
+# programs are stripped; Depends comes from dpkg-shlibdeps. Prints the path
+# of each package made.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD="$ROOT/$BUILD"
+OUT=${1:-$BUILD/deb}
+die() { echo "make-deb: $*" >&2; exit 1; }
+
+for tool in dpkg-deb dpkg-shlibdeps; do
+  command -v "$tool" >/dev/null || die "$tool not found (apt-get install dpkg-dev)"
+done
+for prog in coordinator/server/fence-coordinator coordinator/cli/fencectl coordinator/worker/fence-worker; do
+  [[ -x "$BUILD/$prog" ]] || die "$BUILD/$prog is not built (run make build)"
+  [[ -f "$BUILD/man/$(basename "$prog").1" ]] || die "$BUILD/man/$(basename "$prog").1 is missing (help2man: run make deps, then make build)"
+done
+[[ -f "$ROOT/pg_extension/pg_fence.so" ]] || die "pg_extension/pg_fence.so is not built (run make build)"
+
+version=$(sed -n 's/^project(pgfence VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
+[[ -n $version ]] || die "no project(pgfence VERSION ...) in CMakeLists.txt"
+built=$("$BUILD/coordinator/server/fence-coordinator" --version)
+[[ $built == *" $version" ]] || die "the build is of another version ($built), not $version: rebuild"
+arch=$(dpkg --print-architecture)
+pg_major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+
+W=$(mktemp -d /tmp/pgfence-deb.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$OUT" "$W/debian"
+printf 'Source: pgfence\n\nPackage: pgfence\nArchitecture: any\n' >"$W/debian/control"
+
+# shlib_depends FILE...: the Depends line dpkg-shlibdeps derives from FILEs' NEEDED libraries.
+shlib_depends() {
+  (cd "$W" && dpkg-shlibdeps -O "$@" 2>/dev/null) | sed -n 's/^shlibs:Depends=//p'
+}
+
+# package NAME STAGE DEPENDS DESCRIPTION: writes DEBIAN/control and builds OUT/NAME_VERSION_ARCH.deb.
+package() {
+  local name=$1 stage=$2 depends=$3 description=$4
+  mkdir -p "$stage/DEBIAN"
+  local size
+  size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+  cat >"$stage/DEBIAN/control" <<EOF
+Package: $name
+Version: $version
+Architecture: $arch
+Maintainer: pgfence developers <pgfence@localhost>
+Installed-Size: $size
+Depends: $depends
+Section: database
+Priority: optional
+Description: $description
+EOF
+  find "$stage" -type d -exec chmod 0755 {} +
+  dpkg-deb --root-owner-group -Zxz --build "$stage" "$OUT/${name}_${version}_${arch}.deb" >/dev/null
+  echo "$OUT/${name}_${version}_${arch}.deb"
+}
+
+# The three programs, one cmake --install component each.
+for component in coordinator fencectl worker; do
+  DESTDIR="$W/stage-$component" cmake --install "$BUILD" --prefix /usr --component "$component" >/dev/null
+done
+find "$W"/stage-* -name '*.1' -exec gzip -9n {} +
+# Debian ships programs stripped of their debug information.
+strip --strip-unneeded "$W"/stage-*/usr/bin/*
+mkdir -p "$W/stage-coordinator/etc/pgfence"
+
+mkdir -p "$W/stage-coordinator/DEBIAN"
+cat >"$W/stage-coordinator/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+# Creates the pgfence system user the unit runs as, and lets it read /etc/pgfence.
+set -e
+if [ "$1" = configure ]; then
+  if ! getent passwd pgfence >/dev/null; then
+    adduser --system --group --home /var/lib/pgfence --no-create-home --quiet pgfence
+  fi
+  chown root:pgfence /etc/pgfence
+  chmod 0750 /etc/pgfence
+fi
+exit 0
+EOF
+chmod 0755 "$W/stage-coordinator/DEBIAN/postinst"
+
+package fence-coordinator "$W/stage-coordinator" \
+  "$(shlib_depends -e"$W/stage-coordinator/usr/bin/fence-coordinator"), adduser" \
+  "pgfence lock coordinator (one Raft member)
+ fence-coordinator is one member of a pgfence cluster: a Raft-replicated lock
+ service whose every grant carries a fencing token that only grows, for
+ PostgreSQL's pg_fence extension to refuse writes from former lock holders.
+ Includes the systemd unit fence-coordinator@.service."
+package fencectl "$W/stage-fencectl" \
+  "$(shlib_depends -e"$W/stage-fencectl/usr/bin/fencectl")" \
+  "pgfence command-line client
+ fencectl takes, keeps and releases pgfence locks, runs a command while
+ holding one (passing the fencing token in FENCE_TOKEN), and manages the
+ cluster's members and backups."
+package fence-worker "$W/stage-worker" \
+  "$(shlib_depends -e"$W/stage-worker/usr/bin/fence-worker")" \
+  "pgfence demonstration and test worker
+ fence-worker takes a pgfence lock and writes to PostgreSQL with its fencing
+ token; the end-to-end tests and the demo run it."
+
+# The extension, as PGXS installs it.
+make -s -C "$ROOT/pg_extension" install DESTDIR="$W/stage-pg" >/dev/null
+so=$(find "$W/stage-pg" -name 'pg_fence.so' | head -n1)
+[[ -n $so ]] || die "make -C pg_extension install put no pg_fence.so under DESTDIR"
+strip --strip-unneeded "$so"
+package "postgresql-$pg_major-pg-fence" "$W/stage-pg" \
+  "postgresql-$pg_major, $(shlib_depends -e"$so")" \
+  "pg_fence: fencing tokens for PostgreSQL $pg_major
+ The pg_fence extension (CREATE EXTENSION pg_fence) refuses a write whose
+ fencing token is not newer than the fence already stored, so a paused
+ former lock holder cannot overwrite a newer one; it can also verify that a
+ token was issued by a trusted pgfence cluster for the row's lock."
