@@ -10,6 +10,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-test1.81-dev libjemalloc-dev libssl-dev openssl libsodium-dev
   clang-14 libclang-rt-14-dev
   iproute2 nftables faketime fiu-utils gnuplot-nox
+  python3 python3-psycopg2
 )
 # Only the benchmarks need these: etcd for the side-by-side one (make
 # bench-coordinator), valgrind to count instructions (make bench-pg-instr),
