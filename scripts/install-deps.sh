@@ -11,6 +11,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   iproute2 nftables faketime fiu-utils gnuplot-nox
   jq help2man dpkg-dev systemd prometheus prometheus-postgres-exporter
+  python3 python3-psycopg2
 )
 # Only the benchmarks need these: etcd for the side-by-side one (make
 # bench-coordinator), valgrind to count instructions (make bench-pg-instr),

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Example worker: the fencing pattern with the pgfence Python client and psycopg2.
+
+    worker.py --setup                                  # once: pg_fence and the reports table
+    worker.py --key report:7 --report-id 7 --body "v2" [--lease 10s] [--wait 30s]
+
+1. takes the lock KEY (pgfence.lock: acquire, then keepalive in the background);
+2. pretends to work for --work (the report is being computed);
+3. writes the report in one transaction that carries the fencing token:
+       SELECT set_config('pg_fence.token', TOKEN, true)     -- SET LOCAL pg_fence.token
+       [SELECT set_config('pg_fence.proof', PROOF, true)]    -- when the cluster signs grants
+       UPDATE reports SET body = BODY WHERE report_id = ID   -- pg_fence's guard checks the token
+   (a row that does not exist yet is inserted first with fence 0);
+4. repeats 2-3 --writes times, then releases the lock.
+
+It stops at once, with a message on stderr and a distinct exit code, when
+PostgreSQL refuses the token (SQLSTATE 55F01: a newer holder wrote; exit 3)
+or when the lease is lost before a write (lease.lost; exit 7, nothing
+written). --no-lease-check writes even with a lost lease, to show the
+database refusing the stale token (as fence-worker's flag of that name).
+
+Coordinator endpoints, TLS and the bearer secret as fencectl's: --endpoints
+or $FENCE_ENDPOINTS, $FENCE_CACERT_FILE, $FENCE_CERT_FILE, $FENCE_KEY_FILE,
+$FENCE_BEARER_FILE. PostgreSQL: --dsn, else libpq's PG* environment.
+Run it with Debian's /usr/bin/python3 (python3-psycopg2).
+
+Exit codes (those of fence-worker, docs/guarantees.md):
+  0 done   1 other error   2 usage   3 stale token refused by PostgreSQL (55F01)
+  4 the key is held (or --wait ran out)   5 no coordinator member answered
+  6 PostgreSQL error other than a stale token   7 lease lost before a write
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import psycopg2  # noqa: E402  (after the path: the package lives beside this example)
+import psycopg2.errorcodes  # noqa: E402
+
+import pgfence  # noqa: E402
+
+EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_STALE = 0, 1, 2, 3
+EXIT_HELD, EXIT_UNAVAILABLE, EXIT_PG, EXIT_LOST = 4, 5, 6, 7
+STALE_TOKEN = "55F01"
+
+SETUP_SQL = """
+CREATE EXTENSION IF NOT EXISTS pg_fence;
+CREATE TABLE IF NOT EXISTS reports (report_id int PRIMARY KEY, body text NOT NULL DEFAULT '',
+                                    fence bigint NOT NULL DEFAULT 0);
+SELECT fence_protect('reports');
+"""
+
+
+def say(text):
+    print(f"worker {os.getpid()}: {text}", flush=True)
+
+
+def fail(code, text):
+    print(f"worker {os.getpid()}: {text}", file=sys.stderr, flush=True)
+    return code
+
+
+def write_report(conn, lease, report_id, body):
+    """One transaction carrying the token; psycopg2 errors propagate."""
+    with conn:  # commits, or rolls back on an exception
+        with conn.cursor() as cur:
+            cur.execute("SELECT set_config('pg_fence.token', %s, true)", (str(lease.token),))
+            if lease.proof:
+                cur.execute("SELECT set_config('pg_fence.proof', %s, true)", (lease.proof,))
+            cur.execute("INSERT INTO reports (report_id) VALUES (%s) ON CONFLICT DO NOTHING", (report_id,))
+            cur.execute("UPDATE reports SET body = %s WHERE report_id = %s", (body, report_id))
+
+
+def work(args, conn):
+    with pgfence.lock(args.key, lease=args.lease, wait=args.wait, owner=args.owner,
+                      endpoints=args.endpoints) as lease:
+        say(f"acquired {args.key} token {lease.token} (lease {args.lease})")
+        for i in range(args.writes):
+            time.sleep(pgfence.parse_duration_ms(args.work) / 1000)
+            if lease.lost and not args.no_lease_check:
+                return fail(EXIT_LOST, f"LEASE LOST: {args.key} token {lease.token}: {lease.lost_reason}; "
+                                       "stopping without writing")
+            try:
+                write_report(conn, lease, args.report_id, args.body)
+            except psycopg2.Error as e:
+                if e.pgcode == STALE_TOKEN:
+                    return fail(EXIT_STALE, f"STALE TOKEN: PostgreSQL refused token {lease.token} for report "
+                                            f"{args.report_id} (SQLSTATE 55F01): {e.pgerror.strip()}; "
+                                            "a newer holder wrote, stopping")
+                return fail(EXIT_PG, f"PostgreSQL error {e.pgcode}: {(e.pgerror or str(e)).strip()}")
+            say(f"wrote report {args.report_id} with token {lease.token} ({i + 1}/{args.writes})")
+        return EXIT_OK
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--setup", action="store_true", help="create pg_fence and the reports table, then exit")
+    p.add_argument("--key", help="lock key, e.g. report:7")
+    p.add_argument("--report-id", type=int, help="the row of reports to write")
+    p.add_argument("--body", default="", help="what to write into reports.body")
+    p.add_argument("--lease", default="10s", help="lease length (default 10s)")
+    p.add_argument("--wait", default="30s", help="queue behind a holder up to this long (default 30s)")
+    p.add_argument("--owner", default="", help="owner name (same owner: same token on a retry)")
+    p.add_argument("--work", default="0s", help="pretend to work this long before each write (default 0s)")
+    p.add_argument("--writes", type=int, default=1, help="writes to make while holding the lock (default 1)")
+    p.add_argument("--no-lease-check", action="store_true",
+                   help="write even when the lease is lost (shows the database refusing the stale token)")
+    p.add_argument("--endpoints", default=None, help="coordinator members (default: $FENCE_ENDPOINTS)")
+    p.add_argument("--dsn", default="", help="libpq connection string (default: the PG* environment)")
+    args = p.parse_args(argv)
+    try:
+        conn = psycopg2.connect(args.dsn)
+    except psycopg2.Error as e:
+        return fail(EXIT_PG, f"cannot connect to PostgreSQL: {str(e).strip()}")
+    try:
+        if args.setup:
+            with conn, conn.cursor() as cur:
+                cur.execute(SETUP_SQL)
+            say("reports table ready (pg_fence guard installed)")
+            return EXIT_OK
+        if not args.key or args.report_id is None or args.writes < 1:
+            return fail(EXIT_USAGE, "--key and --report-id are required (and --writes at least 1)")
+        return work(args, conn)
+    except (ValueError, TypeError) as e:
+        return fail(EXIT_USAGE, f"usage: {e}")
+    except pgfence.HeldError as e:
+        return fail(EXIT_HELD, f"{args.key} is held: {e}")
+    except pgfence.UnavailableError as e:
+        return fail(EXIT_UNAVAILABLE, str(e))
+    except pgfence.FenceError as e:
+        return fail(EXIT_OTHER, f"{e.kind}: {e}")
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,36 @@
+"""pgfence: a Python client for the pgfence lock coordinator (standard library only).
+
+    import pgfence
+
+    with pgfence.lock("report:7", lease="10s") as lease:   # endpoints: $FENCE_ENDPOINTS
+        cur.execute("SELECT set_config('pg_fence.token', %s, true)", (str(lease.token),))
+        ...
+
+    c = pgfence.Client("127.0.0.1:7501,127.0.0.1:7502,127.0.0.1:7503")
+    granted = c.acquire("job:1", lease="30s", wait="0s")   # -> Lease (token, proof, deadline)
+    c.keepalive("job:1", granted.token)                    # -> KeepaliveResult
+    c.get("job:1"); c.list("job:"); c.status()
+    c.release("job:1", granted.token)
+
+Client (pgfence.client) is the HTTP API with the C++ client's retries,
+redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a
+lock with a background keepalive as `fencectl run` does; errors are the
+classes of pgfence.errors; durations ("10s", "500ms") and endpoint lists
+("h:p,https://h:p") are spelled as fencectl's.
+"""
+
+from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, Client, KeepaliveResult, Lease, LockInfo,
+                     usable_lease)
+from .duration import format_duration_ms, parse_duration_ms
+from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
+from .errors import (BadRequestError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
+                     NotFoundError, NotHeldError, ProtocolError, TableFullError, UnavailableError)
+from .holder import HeldLock, hold, lock
+
+__all__ = [
+    "Client", "Lease", "KeepaliveResult", "LockInfo", "HeldLock", "lock", "hold", "usable_lease",
+    "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
+    "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
+    "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError",
+    "NotAuthorizedError", "LeaseLostError",
+]

@@ -1,0 +1,414 @@
+"""The coordinator's HTTP API (docs/http-api.md) as typed, synchronous calls.
+
+The same contract as the C++ client (coordinator/client/client.h):
+
+- Endpoints come from the `endpoints` argument, else $FENCE_ENDPOINTS, else
+  the default of a local scripts/cluster.sh cluster (pgfence.endpoints).
+- A follower's 307 is followed to the leader (at most max_redirects hops),
+  and the leader is asked first on the next call.
+- Connection errors, timeouts and 503 are retried across the endpoints with
+  exponential backoff, within the call's deadline (`timeout`; an acquire adds
+  its wait) and at most max_attempts requests (pgfence._transport).
+- Lease time is counted from when a request was SENT (time.monotonic()),
+  never from when the answer arrived, and shortened by rho =
+  max_clock_drift_ppm / 1e6 (default 5%): Lease.deadline is send time +
+  lease x (1 - rho). While every clock runs within rho of real time, at most
+  `lease` of real time has passed at that instant, and the leader does not
+  expire the lease before send + lease in real time (it waits lease x
+  (1 + rho) on its own clock; docs/guarantees.md, "Clocks: what is assumed").
+  Stop writing with the token by then; beyond it only the fence protects.
+- Errors are the exceptions of pgfence.errors.
+
+TLS and credentials, as fencectl takes them: ca_file, cert_file, key_file and
+bearer_file default to $FENCE_CACERT_FILE, $FENCE_CERT_FILE, $FENCE_KEY_FILE
+and $FENCE_BEARER_FILE. A bearer file holds the secret on its first line
+(surrounding blanks dropped; at most 4 KiB). The files are read when the
+Client is made, so a bad one is a ValueError naming it then.
+
+Threading: a Client may be shared by threads; its calls are serialized (one
+at a time, each on the Client's keep-alive connections). A thread that must
+not wait behind another's long call (a waiting acquire) uses copy().
+"""
+
+import dataclasses
+import json
+import os
+import ssl
+import threading
+import time
+import urllib.parse
+
+from . import errors
+from ._transport import Transport, dumps
+from .duration import parse_duration_ms
+from .endpoints import Endpoint, endpoints_from, parse_endpoint
+
+DEFAULT_MAX_CLOCK_DRIFT_PPM = 50_000  # 5%, fence-coordinator's default --max-clock-drift-ppm
+MAX_CLOCK_DRIFT_PPM_LIMIT = 500_000   # the largest fencectl accepts
+LIST_PAGE_SIZE = 1000                 # list(): locks asked for per page
+MAX_LISTED_LOCKS = 10_000_000
+MAX_BEARER_FILE_BYTES = 4096
+
+CA_FILE_ENV = "FENCE_CACERT_FILE"
+CERT_FILE_ENV = "FENCE_CERT_FILE"
+KEY_FILE_ENV = "FENCE_KEY_FILE"  # FENCE_KEY is the lock key `fencectl run` exports
+BEARER_FILE_ENV = "FENCE_BEARER_FILE"
+
+
+def usable_lease(lease_ms, max_clock_drift_ppm):
+    """lease x (1 - rho) in seconds: how long after its send a lease may be used.
+    The one place the client applies rho; rho >= 100% leaves nothing."""
+    if lease_ms <= 0 or max_clock_drift_ppm >= 1_000_000:
+        return 0.0
+    return lease_ms * (1_000_000 - max_clock_drift_ppm) / 1e9  # ms x ppm-complement = ns
+
+
+@dataclasses.dataclass
+class Lease:
+    """A granted lock. `sent_at` is the monotonic send time of the call's FIRST
+    request (an earlier attempt whose answer was lost may have made the grant)."""
+
+    key: str
+    token: int
+    lease_ms: int
+    owner: str
+    proof: str  # the grant's token proof when the cluster signs grants, else ""
+    sent_at: float
+    received_at: float
+    max_clock_drift_ppm: int
+
+    @property
+    def deadline(self):
+        """Stop using the lease by then (time.monotonic()): sent_at + lease x (1 - rho)."""
+        return self.sent_at + usable_lease(self.lease_ms, self.max_clock_drift_ppm)
+
+
+@dataclasses.dataclass
+class KeepaliveResult:
+    """A renewed lease; `sent_at` is the send time of the request that succeeded."""
+
+    key: str
+    token: int
+    ttl_ms: int  # as the leader answered: the full lease, restarted
+    sent_at: float
+    max_clock_drift_ppm: int
+
+    @property
+    def deadline(self):
+        """Stop using the lease by then: sent_at + ttl x (1 - rho)."""
+        return self.sent_at + usable_lease(self.ttl_ms, self.max_clock_drift_ppm)
+
+
+@dataclasses.dataclass
+class LockInfo:
+    """A held lock as the leader lists it (ttl: to the lease's nominal end)."""
+
+    key: str
+    token: int
+    owner: str
+    lease_ms: int
+    ttl_ms: int
+
+
+def _read_bearer(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BEARER_FILE_BYTES + 1)
+    except OSError as e:
+        raise ValueError(f"bearer file {path!r}: {e.strerror}") from None
+    if len(data) > MAX_BEARER_FILE_BYTES:
+        raise ValueError(f"bearer file {path!r} is larger than {MAX_BEARER_FILE_BYTES} bytes")
+    secret = data.split(b"\n", 1)[0].decode("utf-8", "replace").strip(" \t\r")
+    if not secret:
+        raise ValueError(f"bearer file {path!r} is empty")
+    return secret
+
+
+def _tls_context(ca_file, cert_file, key_file):
+    ctx = ssl.create_default_context(cafile=ca_file or None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert_file:
+        ctx.load_cert_chain(cert_file, key_file)
+    return ctx
+
+
+class _Options:
+    """Validated settings shared by a Client's transport (times in seconds)."""
+
+    def __init__(self, endpoints, timeout, attempt_timeout, keepalive_attempt_timeout, probe_timeout,
+                 backoff_initial, backoff_max, max_redirects, max_attempts, max_clock_drift_ppm,
+                 ca_file, cert_file, key_file, bearer_file, bearer):
+        self.endpoints = endpoints_from(endpoints)
+        self.timeout_s = parse_duration_ms(timeout) / 1000
+        self.attempt_timeout_s = parse_duration_ms(attempt_timeout) / 1000
+        ka = keepalive_attempt_timeout
+        self.keepalive_attempt_timeout_s = parse_duration_ms(ka) / 1000 if ka else self.attempt_timeout_s
+        self.probe_timeout_s = parse_duration_ms(probe_timeout) / 1000
+        self.backoff_initial_s = parse_duration_ms(backoff_initial) / 1000
+        self.backoff_max_s = parse_duration_ms(backoff_max) / 1000
+        self.max_redirects = int(max_redirects)
+        self.max_attempts = int(max_attempts)
+        if not 0 <= max_clock_drift_ppm <= MAX_CLOCK_DRIFT_PPM_LIMIT:
+            raise ValueError(f"max_clock_drift_ppm is {max_clock_drift_ppm}, must be within "
+                             f"[0, {MAX_CLOCK_DRIFT_PPM_LIMIT}]")
+        self.max_clock_drift_ppm = int(max_clock_drift_ppm)
+        self.ca_file = ca_file if ca_file is not None else os.environ.get(CA_FILE_ENV, "")
+        self.cert_file = cert_file if cert_file is not None else os.environ.get(CERT_FILE_ENV, "")
+        self.key_file = key_file if key_file is not None else os.environ.get(KEY_FILE_ENV, "")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("a client certificate needs its key and a key its certificate (cert_file and "
+                             f"key_file, or {CERT_FILE_ENV} and {KEY_FILE_ENV})")
+        self._ssl = None
+        if self.ca_file or self.cert_file:
+            # Loaded now, so a wrong path is reported here, naming the file.
+            try:
+                self._ssl = _tls_context(self.ca_file, self.cert_file, self.key_file)
+            except (OSError, ssl.SSLError) as e:
+                files = ", ".join(f for f in (self.ca_file, self.cert_file, self.key_file) if f)
+                raise ValueError(f"TLS: cannot load {files}: {e}") from None
+        if bearer is None:
+            path = bearer_file if bearer_file is not None else os.environ.get(BEARER_FILE_ENV, "")
+            bearer = _read_bearer(path) if path else ""
+        self.authorization = f"Bearer {bearer}" if bearer else None
+        self.args = dict(endpoints=[str(e) for e in self.endpoints], timeout=timeout,
+                         attempt_timeout=attempt_timeout, keepalive_attempt_timeout=keepalive_attempt_timeout,
+                         probe_timeout=probe_timeout, backoff_initial=backoff_initial, backoff_max=backoff_max,
+                         max_redirects=max_redirects, max_attempts=max_attempts,
+                         max_clock_drift_ppm=max_clock_drift_ppm, ca_file=self.ca_file,
+                         cert_file=self.cert_file, key_file=self.key_file, bearer=bearer)
+
+    def ssl_context(self):
+        if self._ssl is None:
+            self._ssl = _tls_context("", "", "")  # the system's CAs
+        return self._ssl
+
+
+def _object(body):
+    try:
+        value = json.loads(body)
+    except ValueError as e:
+        raise errors.ProtocolError(f"answer is not JSON ({e}): {body[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise errors.ProtocolError(f"answer is not a JSON object: {body[:200]!r}")
+    return value
+
+
+def _uint(obj, name, what):
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise errors.ProtocolError(f"{what} without a numeric {name!r}: {obj!r:.200}")
+    return value
+
+
+def _text(obj, name):
+    value = obj.get(name)
+    return "" if value is None else str(value)
+
+
+def _raise_for(response, not_found):
+    """Raises the error for a final answer other than 200. `not_found`: the
+    class for 404 (NotFoundError for get, NotHeldError for release/keepalive)."""
+    try:
+        obj = _object(response.body)
+    except errors.ProtocolError:
+        obj = {}
+    code = _text(obj, "error")
+    detail = _text(obj, "message") or code or response.body[:200].decode("utf-8", "replace")
+    status = response.status
+    if status == 400:
+        raise errors.BadRequestError(f"bad request: {detail}", status)
+    if status == 404:
+        raise not_found(detail or "not found", status)
+    if status == 409:
+        raise errors.HeldError(detail or "held", status)
+    if status == 401:
+        raise errors.NotAuthorizedError(f"not authenticated: {detail}", status)
+    if status == 403:
+        raise errors.NotAuthorizedError(f"not authorized: {detail}", status)
+    if status == 507:
+        raise errors.TableFullError(f"lock table full: {detail}", status)
+    raise errors.ProtocolError(f"unexpected HTTP status {status}: {detail}", status)
+
+
+def _lock_info(obj):
+    return LockInfo(key=_text(obj, "key"), token=_uint(obj, "token", "lock"), owner=_text(obj, "owner"),
+                    lease_ms=obj.get("lease_ms", 0), ttl_ms=obj.get("ttl_ms", 0))
+
+
+class Client:
+    """A connection to a pgfence cluster. Durations are str ("10s", "500ms")
+    or datetime.timedelta (pgfence.duration); see the module's docstring."""
+
+    def __init__(self, endpoints=None, *, timeout="10s", attempt_timeout="3s", keepalive_attempt_timeout=None,
+                 probe_timeout="300ms", backoff_initial="20ms", backoff_max="500ms", max_redirects=4,
+                 max_attempts=64, max_clock_drift_ppm=DEFAULT_MAX_CLOCK_DRIFT_PPM, ca_file=None,
+                 cert_file=None, key_file=None, bearer_file=None, bearer=None):
+        """endpoints: "h:p,https://h:p" or a list (None: $FENCE_ENDPOINTS).
+        timeout: a whole call (an acquire adds its wait). attempt_timeout: one
+        request to one member (an acquire adds its wait); keepalive_attempt_timeout
+        the same for keepalives (None: attempt_timeout). probe_timeout: the
+        GET /healthz on a new connection ("0s": no probe). bearer: the secret
+        itself, instead of bearer_file. None for a TLS file or the bearer file
+        means: from its environment variable; "" means none."""
+        self._opts = _Options(endpoints, timeout, attempt_timeout, keepalive_attempt_timeout, probe_timeout,
+                              backoff_initial, backoff_max, max_redirects, max_attempts, max_clock_drift_ppm,
+                              ca_file, cert_file, key_file, bearer_file, bearer)
+        self._transport = Transport(self._opts)
+        self._mutex = threading.Lock()
+
+    @property
+    def endpoints(self):
+        return list(self._opts.endpoints)
+
+    @property
+    def max_clock_drift_ppm(self):
+        return self._opts.max_clock_drift_ppm
+
+    @property
+    def leader(self):
+        """The member that gave the last final answer (an Endpoint), or None."""
+        return self._transport.leader
+
+    def copy(self, **overrides):
+        """A new Client with the same settings (and its own connections)."""
+        return Client(**{**self._opts.args, **overrides})
+
+    def close(self):
+        with self._mutex:
+            self._transport.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _perform(self, make, seconds, deadline=None):
+        end = time.monotonic() + seconds
+        if deadline is not None:
+            end = min(end, deadline)
+        with self._mutex:
+            result = self._transport.perform(make, end)
+        if result.response is None:
+            raise errors.UnavailableError(result.error)
+        return result
+
+    def _post(self, path, body, attempt_s, deadline=None):
+        data = dumps(body)
+        return self._perform(lambda: ("POST", path, data, attempt_s), self._opts.timeout_s, deadline)
+
+    def _get(self, target):
+        return self._perform(lambda: ("GET", target, None, self._opts.attempt_timeout_s), self._opts.timeout_s)
+
+    def acquire(self, key, lease="10s", wait="0s", owner=""):
+        """Takes the lock on `key` -> Lease. With `wait` > 0 a held key is
+        queued for (FIFO) up to that long; a retry asks only for the wait left.
+        Raises HeldError (held, or the wait ran out), BadRequestError,
+        NotAuthorizedError, TableFullError, UnavailableError, ProtocolError.
+        With an `owner`, a retry that finds the key held by that owner gets its
+        token back."""
+        lease_ms = parse_duration_ms(lease)
+        wait_s = parse_duration_ms(wait) / 1000
+        wait_end = time.monotonic() + wait_s
+
+        def make():
+            left_ms = max(0, int((wait_end - time.monotonic()) * 1000))
+            body = {"key": key, "lease_ms": lease_ms, "wait_ms": left_ms}
+            if owner:
+                body["owner"] = owner
+            return "POST", "/v1/acquire", dumps(body), self._opts.attempt_timeout_s + left_ms / 1000
+
+        result = self._perform(make, self._opts.timeout_s + wait_s)
+        r = result.response
+        if r.status != 200:
+            _raise_for(r, errors.NotFoundError)
+        obj = _object(r.body)
+        granted_ms = obj.get("lease_ms", lease_ms)
+        return Lease(key=key, token=_uint(obj, "token", "acquire answer"),
+                     lease_ms=granted_ms if isinstance(granted_ms, int) else lease_ms,
+                     owner=_text(obj, "owner"), proof=_text(obj, "proof"), sent_at=result.first_sent_at,
+                     received_at=time.monotonic(), max_clock_drift_ppm=self._opts.max_clock_drift_ppm)
+
+    def release(self, key, token, deadline=None):
+        """Releases `key` if it is held with `token`; NotHeldError otherwise.
+        `deadline` (time.monotonic()) cuts the call short."""
+        r = self._post("/v1/release", {"key": key, "token": token}, self._opts.attempt_timeout_s,
+                       deadline).response
+        if r.status != 200:
+            _raise_for(r, errors.NotHeldError)
+
+    def keepalive(self, key, token, deadline=None):
+        """Resets the lease of `key` held with `token` -> KeepaliveResult;
+        NotHeldError once it is not held with that token (the lease is lost:
+        stop). `deadline` (time.monotonic()) cuts the call short."""
+        result = self._post("/v1/keepalive", {"key": key, "token": token},
+                            self._opts.keepalive_attempt_timeout_s, deadline)
+        r = result.response
+        if r.status != 200:
+            _raise_for(r, errors.NotHeldError)
+        obj = _object(r.body)
+        return KeepaliveResult(key=key, token=token, ttl_ms=_uint(obj, "ttl_ms", "keepalive answer"),
+                               sent_at=r.sent_at, max_clock_drift_ppm=self._opts.max_clock_drift_ppm)
+
+    def get(self, key):
+        """The lock on `key` -> LockInfo; NotFoundError when nobody holds it."""
+        r = self._get("/v1/locks?key=" + urllib.parse.quote(key, safe="")).response
+        if r.status != 200:
+            _raise_for(r, errors.NotFoundError)
+        return _lock_info(_object(r.body))
+
+    def list(self, prefix=""):
+        """Every held lock whose key starts with `prefix`, sorted by key, asked
+        for page by page: not one snapshot (a lock changed meanwhile may show or
+        not). Under --auth-file only the keys the caller may read."""
+        out, after = [], ""
+        while True:
+            query = urllib.parse.urlencode({"prefix": prefix, "after": after, "limit": LIST_PAGE_SIZE})
+            r = self._get("/v1/locks?" + query).response
+            if r.status != 200:
+                _raise_for(r, errors.NotFoundError)
+            obj = _object(r.body)
+            locks = obj.get("locks")
+            if not isinstance(locks, list):
+                raise errors.ProtocolError("list answer without a 'locks' array")
+            for item in locks:
+                if not isinstance(item, dict):
+                    raise errors.ProtocolError("'locks' holds a non-object")
+                info = _lock_info(item)
+                if info.key.startswith(prefix):
+                    out.append(info)
+            nxt = obj.get("next")
+            if nxt is None:
+                return out
+            if not isinstance(nxt, str) or not nxt or nxt <= after:
+                raise errors.ProtocolError(f"list answer with a 'next' that is not a key after {after!r}")
+            if len(out) > MAX_LISTED_LOCKS:
+                raise errors.ProtocolError(f"list answer of more than {MAX_LISTED_LOCKS} locks")
+            after = nxt
+
+    def status_of(self, endpoint):
+        """GET /v1/status of one member (an Endpoint or "h:p"), as a dict: no
+        redirects, no retries elsewhere."""
+        if not isinstance(endpoint, Endpoint):
+            endpoint = parse_endpoint(endpoint)
+        seconds = min(self._opts.timeout_s, self._opts.attempt_timeout_s)
+        with self._mutex:
+            result = self._transport.perform_at(
+                endpoint, lambda: ("GET", "/v1/status", None, self._opts.attempt_timeout_s),
+                time.monotonic() + seconds)
+        if result.response is None:
+            raise errors.UnavailableError(result.error)
+        if result.response.status != 200:
+            _raise_for(result.response, errors.NotFoundError)
+        return _object(result.response.body)
+
+    def status(self):
+        """/v1/status of the first member that answers (any role), as a dict."""
+        last = errors.UnavailableError("no endpoints")
+        for endpoint in self._opts.endpoints:
+            try:
+                return self.status_of(endpoint)
+            except errors.FenceError as e:
+                last = e
+        raise last

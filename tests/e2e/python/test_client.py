@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""The Python client's calls against a real 3-member cluster on loopback:
+acquire / keepalive / get / list / release / status with their answers and
+lease deadlines; held, not_held, not_found and bad_request errors; endpoints
+from FENCE_ENDPOINTS; a follower's 307 followed to the leader; a stopped
+(SIGSTOPped) leader left for the other members; no member answering ->
+UnavailableError."""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import unittest
+
+import harness
+from harness import pgfence
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = harness.Cluster("cluster")
+        os.environ["FENCE_ENDPOINTS"] = cls.cluster.endpoints
+        cls.client = pgfence.Client()  # endpoints from FENCE_ENDPOINTS
+
+    def test_calls(self):
+        c = self.client
+        self.assertEqual([str(e) for e in c.endpoints], self.cluster.endpoints.split(","))
+        before = time.monotonic()
+        a = c.acquire("api:a", lease="2s", wait="0s", owner="me")
+        b = c.acquire("api:b", lease="2s")
+        other = c.acquire("other:c", lease="2s")
+        self.assertGreaterEqual(a.token, 1)
+        self.assertLess(a.token, b.token)
+        self.assertEqual((a.key, a.lease_ms, a.owner, a.proof), ("api:a", 2000, "me", ""))
+        # The lease counts from the send: sent before the answer, deadline = send + 2s x 0.95.
+        self.assertTrue(before <= a.sent_at <= a.received_at <= time.monotonic())
+        self.assertAlmostEqual(a.deadline, a.sent_at + 1.9, delta=1e-6)
+        self.assertEqual(c.acquire("api:a", lease="2s", owner="me").token, a.token, "same owner, same token")
+
+        k = c.keepalive("api:a", a.token)
+        self.assertEqual((k.ttl_ms, k.token), (2000, a.token))
+        self.assertGreater(k.sent_at, a.sent_at)
+        self.assertAlmostEqual(k.deadline, k.sent_at + 1.9, delta=1e-6)
+
+        info = c.get("api:a")
+        self.assertEqual((info.key, info.token, info.owner, info.lease_ms), ("api:a", a.token, "me", 2000))
+        self.assertTrue(0 < info.ttl_ms <= 2000)
+        self.assertEqual([(i.key, i.token) for i in c.list("api:")], [("api:a", a.token), ("api:b", b.token)])
+        self.assertIn(("other:c", other.token), [(i.key, i.token) for i in c.list()])
+
+        fencectl = os.environ.get("FENCECTL_BIN")
+        if fencectl:  # the same lock as fencectl sees it
+            out = subprocess.run([fencectl, "get", "api:b", "-o", "json"], capture_output=True, text=True,
+                                 timeout=20, check=True).stdout
+            self.assertEqual(json.loads(out)["token"], b.token)
+
+        status = c.status()
+        self.assertIn(status["role"], ("leader", "follower"))
+        self.assertEqual(len(status["members"]), 3)
+        for lock in (a, b, other):
+            c.release(lock.key, lock.token)
+        self.assertEqual(c.list("api:"), [])
+
+    def test_errors(self):
+        c = self.client
+        held = c.acquire("err:x", lease="5s")
+        with self.assertRaises(pgfence.HeldError) as e:
+            c.acquire("err:x", lease="5s", wait="0s")
+        self.assertEqual(e.exception.http_status, 409)
+        self.assertIn(f"token {held.token}", str(e.exception))
+        start = time.monotonic()
+        with self.assertRaises(pgfence.HeldError) as e:
+            c.acquire("err:x", lease="5s", wait="300ms")
+        self.assertGreaterEqual(time.monotonic() - start, 0.3)
+        self.assertIn("wait timed out", str(e.exception))
+        with self.assertRaises(pgfence.NotHeldError):
+            c.keepalive("err:x", held.token + 1000)
+        with self.assertRaises(pgfence.NotHeldError):
+            c.release("err:x", held.token + 1000)
+        c.release("err:x", held.token)
+        with self.assertRaises(pgfence.NotHeldError):
+            c.release("err:x", held.token)
+        with self.assertRaises(pgfence.NotFoundError):
+            c.get("err:x")
+        with self.assertRaises(pgfence.BadRequestError) as e:
+            c.acquire("err:y", lease="10ms")
+        self.assertIn("lease_ms", str(e.exception))
+        self.assertEqual(e.exception.http_status, 400)
+        with self.assertRaises(pgfence.BadRequestError):
+            c.acquire("", lease="1s")
+        with self.assertRaises(ValueError):
+            c.acquire("err:y", lease="1.5s")
+
+    def test_wait_is_granted_on_release(self):
+        c = self.client
+        first = c.acquire("wait:k", lease="5s")
+        waiter = c.copy()  # its own connection: this client's calls would wait behind the acquire
+        got = []
+        t = threading.Thread(target=lambda: got.append(waiter.acquire("wait:k", lease="5s", wait="5s")))
+        t.start()
+        harness.wait_until(5, lambda: c.get("wait:k") and self.cluster.waiters(self.client) >= 1, "the acquire is queued")
+        c.release("wait:k", first.token)
+        t.join(6)
+        self.assertEqual(len(got), 1, "the waiting acquire was not granted")
+        self.assertGreater(got[0].token, first.token)
+        c.release("wait:k", got[0].token)
+        waiter.close()
+
+    def test_redirect_from_follower(self):
+        leader = harness.wait_until(5, lambda: self.cluster.leader_id(self.client), "a leader")
+        follower = leader % 3 + 1
+        # The follower itself answers 307 with the leader's URL ...
+        conn = http.client.HTTPConnection("127.0.0.1", self.cluster.base + 100 + follower, timeout=2)
+        conn.request("GET", "/v1/locks")
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        self.assertEqual(r.status, 307)
+        self.assertEqual(r.getheader("Location"), f"http://127.0.0.1:{self.cluster.base + 100 + leader}/v1/locks")
+        # ... and a client given only the follower gets there.
+        only_follower = pgfence.Client(self.cluster.endpoint(follower))
+        lease = only_follower.acquire("redirect:k", lease="2s")
+        self.assertEqual(str(only_follower.leader), self.cluster.endpoint(leader))
+        self.assertEqual(only_follower.get("redirect:k").token, lease.token)
+        only_follower.release("redirect:k", lease.token)
+        only_follower.close()
+
+    def test_stopped_member_is_left(self):
+        leader = harness.wait_until(5, lambda: self.cluster.leader_id(self.client), "a leader")
+        others = [i for i in (1, 2, 3) if i != leader]
+        # The stopped member first in the list: every call must get past it.
+        c = pgfence.Client([self.cluster.endpoint(i) for i in [leader] + others], timeout="8s")
+        self.cluster.signal(leader, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            lease = c.acquire("stopped:k", lease="2s")
+            c.keepalive("stopped:k", lease.token)
+            self.assertEqual(c.get("stopped:k").token, lease.token)
+            self.assertEqual([i.key for i in c.list("stopped:")], ["stopped:k"])
+            c.release("stopped:k", lease.token)
+            self.assertIn(str(c.leader), [self.cluster.endpoint(i) for i in others])
+            self.assertLess(time.monotonic() - start, 8)
+            # Only the stopped member: nobody answers, the call ends at its timeout.
+            alone = pgfence.Client(self.cluster.endpoint(leader), timeout="1s")
+            start = time.monotonic()
+            with self.assertRaises(pgfence.UnavailableError) as e:
+                alone.get("stopped:k")
+            self.assertLess(time.monotonic() - start, 1.5)
+            self.assertIn("/healthz", str(e.exception))
+        finally:
+            self.cluster.signal(leader, signal.SIGCONT)
+            c.close()
+
+
+if __name__ == "__main__":
+    harness.main()
