@@ -43,4 +43,14 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The tests run their own prometheus, exporter and pgbouncer; on a machine
+# that runs systemd, Debian starts these services on install: stop and
+# disable the ones installed now (ports 9090, 9187, 6432 stay free).
+if [[ -d /run/systemd/system ]]; then
+  for service in prometheus prometheus-postgres-exporter pgbouncer; do
+    if [[ " ${missing[*]} " == *" $service "* ]]; then
+      $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || true
+    fi
+  done
+fi
 echo "install-deps: done"

@@ -4,7 +4,8 @@
 #
 #   fence-coordinator        /usr/bin/fence-coordinator, its manual page, the
 #                            systemd unit fence-coordinator@.service, an example
-#                            environment file; creates the pgfence system user
+#                            environment file; creates the pgfence system user,
+#                            stops the unit's instances before removal
 #   fencectl                 /usr/bin/fencectl and its manual page
 #   fence-worker             /usr/bin/fence-worker and its manual page
 #   postgresql-15-pg-fence   the pg_fence extension (library, control file, SQL)
@@ -12,7 +13,8 @@
 #   scripts/make-deb.sh [OUT_DIR]     (default OUT_DIR: $BUILD/deb, BUILD=build)
 #
 # The files come from `cmake --install` (per component) and
-# `make -C pg_extension install`, both with DESTDIR set to a staging tree;
+# `make -C pg_extension install`, both with DESTDIR set to a staging tree, and
+# from deploy/systemd/ (the unit names /usr/bin, so make install leaves it out);
 # programs are stripped; Depends comes from dpkg-shlibdeps. Prints the path
 # of each package made.
 set -euo pipefail
@@ -77,7 +79,10 @@ done
 find "$W"/stage-* -name '*.1' -exec gzip -9n {} +
 # Debian ships programs stripped of their debug information.
 strip --strip-unneeded "$W"/stage-*/usr/bin/*
-mkdir -p "$W/stage-coordinator/etc/pgfence"
+mkdir -p "$W/stage-coordinator/etc/pgfence" "$W/stage-coordinator/usr/lib/systemd/system" \
+         "$W/stage-coordinator/usr/share/doc/fence-coordinator/examples"
+install -m 0644 "$ROOT/deploy/systemd/fence-coordinator@.service" "$W/stage-coordinator/usr/lib/systemd/system/"
+install -m 0644 "$ROOT/deploy/systemd/coordinator.env" "$W/stage-coordinator/usr/share/doc/fence-coordinator/examples/"
 
 mkdir -p "$W/stage-coordinator/DEBIAN"
 cat >"$W/stage-coordinator/DEBIAN/postinst" <<'EOF'
@@ -90,10 +95,26 @@ if [ "$1" = configure ]; then
   fi
   chown root:pgfence /etc/pgfence
   chmod 0750 /etc/pgfence
+  if [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
 fi
 exit 0
 EOF
-chmod 0755 "$W/stage-coordinator/DEBIAN/postinst"
+cat >"$W/stage-coordinator/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+# Stops the running members (fence-coordinator@ID) before their program goes.
+set -e
+if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
+  systemctl stop 'fence-coordinator@*.service' || true
+fi
+exit 0
+EOF
+cat >"$W/stage-coordinator/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
+exit 0
+EOF
+chmod 0755 "$W/stage-coordinator/DEBIAN/postinst" "$W/stage-coordinator/DEBIAN/prerm" "$W/stage-coordinator/DEBIAN/postrm"
 
 package fence-coordinator "$W/stage-coordinator" \
   "$(shlib_depends -e"$W/stage-coordinator/usr/bin/fence-coordinator"), adduser" \

@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/help.h"
-#include "pgfence_version.h"
 #include "cli/run_command.h"
+#include "pgfence_version.h"
 
 int main(int argc, char** argv) {
     using namespace pgfence::cli;

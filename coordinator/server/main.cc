@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "client/client.h"
-#include "pgfence_version.h"
 #include "log/log.h"
+#include "pgfence_version.h"
 #include "server/bootstrap.h"
 #include "server/member.h"
 #include "server/options.h"

@@ -82,6 +82,12 @@ struct Member::Impl {
     // `warn`: log the members whose peer address is not known.
     std::vector<net::PeerAddress> peers_to_dial(bool warn = false) const;
     std::string client_addr_of(raft::NodeId id) const;  // "" when not known
+    // The outgoing peer connection to `id` is up and its MemberInfo (sent
+    // every kInfoEveryTicks) arrived within the last reachable_ticks(): both
+    // directions work and the peer runs. /v1/status "reachable" and the
+    // metric pgfence_peers_reachable.
+    bool peer_reachable(raft::NodeId id) const;
+    std::uint64_t reachable_ticks() const;
     void shutdown(std::function<void()> done);
     void shutdown_step(Clock::time_point give_up, std::function<void()> done);
     static member::Time now() { return Clock::now().time_since_epoch(); }
@@ -152,6 +158,7 @@ struct Member::Impl {
     std::uint64_t ticks = 0;
 
     std::map<raft::NodeId, net::MemberInfo> infos;  // last MemberInfo per peer
+    std::map<raft::NodeId, std::uint64_t> info_heard_tick;  // `ticks` when it arrived
     // Every member's addresses as known: the plan's (--peers, the join
     // answer), then what configurations' contexts say (they win).
     std::map<raft::NodeId, Addresses> book;

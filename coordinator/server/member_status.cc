@@ -1,4 +1,5 @@
 // /v1/status, /metrics and the MemberInfo this member tells its peers.
+#include <algorithm>
 #include <boost/json.hpp>
 
 #include "log/log.h"
@@ -98,6 +99,19 @@ void Member::Impl::on_member_info(const net::MemberInfo& info) {
         return;
     }
     infos[info.id] = info;
+    info_heard_tick[info.id] = ticks;
+}
+
+// Four MemberInfo periods, and at least two election timeouts: a peer that
+// missed that many is stopped, hung or cut off (1 s with the default timing).
+std::uint64_t Member::Impl::reachable_ticks() const {
+    return std::max<std::uint64_t>(4 * kInfoEveryTicks, 2 * static_cast<std::uint64_t>(options.election_ticks()));
+}
+
+bool Member::Impl::peer_reachable(raft::NodeId id) const {
+    if (!transport->connected(id)) return false;
+    auto heard = info_heard_tick.find(id);
+    return heard != info_heard_tick.end() && ticks - heard->second <= reachable_ticks();
 }
 
 // Members as seen by this member: the configuration in force (while joining:
@@ -135,7 +149,7 @@ std::string Member::Impl::status_json() const {
             m["leader"] = seen ? it->second.leader : 0;
             m["commit_index"] = seen ? it->second.commit : 0;
             m["applied_index"] = seen ? it->second.applied : 0;
-            m["reachable"] = transport->connected(id);
+            m["reachable"] = peer_reachable(id);
         }
         for (const raft::PeerStatus& ps : st.peers) {
             if (ps.id != id) continue;
@@ -183,7 +197,7 @@ std::string Member::Impl::metrics_text() const {
     for (const raft::ConfigMember& m : config.members) {
         if (m.id == options.id) continue;
         ++g.peers;
-        if (transport->connected(m.id)) ++g.peers_reachable;
+        if (peer_reachable(m.id)) ++g.peers_reachable;
     }
     const net::TransportStats ts = transport->stats();
     g.peer_frames_dropped = ts.dropped_queue_full + ts.dropped_unconnected;

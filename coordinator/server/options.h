@@ -91,7 +91,8 @@ struct Options {
 
 // Parses argv; on error returns a message naming the flag and value. A flag
 // takes its value as `--name value` or `--name=value`; a flag without a value
-// (--client-cert-auth, --help, --version) is given alone, or as `--name=true|false`.
+// (--client-cert-auth) is given alone, or as `--name=true|false`;
+// --help and --version are given alone.
 std::string parse_options(int argc, char** argv, Options& out);
 // Cross-field checks (peer list contains --id, lease bounds, ...).
 std::string validate_options(Options& opts);

@@ -5,7 +5,8 @@
 #   1. scripts/make-deb.sh builds the four packages from the current build;
 #   2. dpkg installs them; every installed program answers --help and
 #      --version (the packages' version), the manual pages are there, the
-#      pgfence user exists, and systemd-analyze verifies the installed unit;
+#      pgfence user exists, and systemd-analyze verifies the installed unit
+#      (the manual page its Documentation= names included);
 #   3. the installed fence-coordinator runs a one-member cluster, the
 #      installed fencectl takes a lock from it, and a throwaway PostgreSQL
 #      runs CREATE EXTENSION pg_fence from the package's files and refuses a
@@ -22,7 +23,9 @@ source "$ROOT/tests/e2e/safety/lib/common.sh"
 source "$ROOT/tests/e2e/safety/lib/pg.sh"
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$ROOT/$BUILD"
-PACKAGES=(fence-coordinator fencectl fence-worker postgresql-15-pg-fence)
+pg_major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+PG_PACKAGE=postgresql-$pg_major-pg-fence
+PACKAGES=(fence-coordinator fencectl fence-worker "$PG_PACKAGE")
 passed=0
 failed=0
 ok() { echo "PASS: $*"; passed=$((passed + 1)); }
@@ -76,10 +79,10 @@ for p in "${PACKAGES[@]}"; do
   debs+=("$f")
 done
 ok "make-deb: ${#debs[@]} packages of version $version ($(du -ch "${debs[@]}" | tail -n1 | cut -f1) in all)"
-depends=$(dpkg-deb -f "$W/deb/postgresql-15-pg-fence_${version}_"*.deb Depends)
-[[ $depends == *postgresql-15* && $depends == *libsodium* ]] &&
-  ok "postgresql-15-pg-fence depends on postgresql-15 and libsodium ($depends)" ||
-  bad "postgresql-15-pg-fence's Depends lacks postgresql-15 or libsodium: $depends"
+depends=$(dpkg-deb -f "$W/deb/${PG_PACKAGE}_${version}_"*.deb Depends)
+[[ $depends == *postgresql-$pg_major* && $depends == *libsodium* ]] &&
+  ok "$PG_PACKAGE depends on postgresql-$pg_major and libsodium ($depends)" ||
+  bad "$PG_PACKAGE's Depends lacks postgresql-$pg_major or libsodium: $depends"
 
 # --- 2. install ---------------------------------------------------------------
 if ! dpkg -i "${debs[@]}" >"$W/dpkg-i.out" 2>&1; then
@@ -103,14 +106,14 @@ getent passwd pgfence >/dev/null && [[ $(stat -c %U:%G /etc/pgfence) == root:pgf
   ok "postinst created the pgfence user and /etc/pgfence (root:pgfence)" ||
   bad "no pgfence user, or /etc/pgfence is not root:pgfence"
 
-unit=/lib/systemd/system/fence-coordinator@.service
+unit=/usr/lib/systemd/system/fence-coordinator@.service
 if [[ ! -f $unit ]]; then
   bad "$unit is not installed"
 else
   # A template is verified through an instance of it.
   mkdir -p "$W/unit"
   cp "$unit" "$W/unit/fence-coordinator@1.service"
-  if systemd-analyze verify --man=no "$W/unit/fence-coordinator@1.service" >"$W/verify.out" 2>&1 &&
+  if systemd-analyze verify "$W/unit/fence-coordinator@1.service" >"$W/verify.out" 2>&1 &&
      ! grep -q . "$W/verify.out"; then
     ok "systemd-analyze verify fence-coordinator@1.service: no complaints"
   else
@@ -137,9 +140,9 @@ fi
 
 ext_dir=$(pg_config --sharedir)/extension
 owner=$(dpkg -S "$ext_dir/pg_fence.control" 2>/dev/null | cut -d: -f1)
-[[ $owner == postgresql-15-pg-fence ]] || bad "$ext_dir/pg_fence.control belongs to '$owner'"
+[[ $owner == "$PG_PACKAGE" ]] || bad "$ext_dir/pg_fence.control belongs to '$owner'"
 owner=$(dpkg -S "$(pg_config --pkglibdir)/pg_fence.so" 2>/dev/null | cut -d: -f1)
-[[ $owner == postgresql-15-pg-fence ]] || bad "pg_fence.so belongs to '$owner'"
+[[ $owner == "$PG_PACKAGE" ]] || bad "pg_fence.so belongs to '$owner'"
 if [[ -n $token ]] && pg_throwaway_start "$W" >"$W/pg.out" 2>&1; then
   out=$(psql -X -q -At -v ON_ERROR_STOP=1 2>&1 <<SQL
 CREATE EXTENSION pg_fence;
@@ -157,10 +160,10 @@ SQL
   else
     bad "CREATE EXTENSION from the package failed: $out"
   fi
-  if psql -X -q -v ON_ERROR_STOP=1 -c "UPDATE reports SET body = 'stale', fence = $((token - 1)) WHERE report_id = 7" \
-       >/dev/null 2>"$W/stale.err"; then
+  if psql -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose \
+       -c "UPDATE reports SET body = 'stale', fence = $((token - 1)) WHERE report_id = 7" >/dev/null 2>"$W/stale.err"; then
     bad "the packaged extension accepted a stale token $((token - 1)) after $token"
-  elif grep -q "55F01\|stale" "$W/stale.err"; then
+  elif grep -q "ERROR: *55F01" "$W/stale.err"; then
     ok "the packaged extension refused the stale token $((token - 1))"
   else
     bad "the stale write failed for another reason: $(cat "$W/stale.err")"

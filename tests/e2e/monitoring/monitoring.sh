@@ -99,18 +99,40 @@ if psql -X -q -v ON_ERROR_STOP=1 -c "UPDATE reports SET body = 'stale', fence = 
 fi
 grep -q "55F01\|stale" "$W/stale.err" || { cat "$W/stale.err" >&2; fail "the stale write failed for another reason"; }
 
-exporter_port=$(pg_free_port)
-DATA_SOURCE_NAME="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE sslmode=disable" \
-  "$EXPORTER" --web.listen-address="127.0.0.1:$exporter_port" --extend.query-path="$QUERIES" \
-  --disable-default-metrics --disable-settings-metrics >"$W/exporter.log" 2>&1 &
-pids+=($!)
-exporter_has_stats() { curl -sf "http://127.0.0.1:$exporter_port/metrics" 2>/dev/null | grep -q '^pg_fence_stats_rejected_stale{'; }
-e2e_wait_for 20 exporter_has_stats || { tail -20 "$W/exporter.log" >&2; fail "the exporter never served pg_fence_stats_*"; }
+# start_on_free_port NAME READY CMD...: starts CMD (each "PORT" in it replaced
+# by a free loopback port) in the background until READY PORT succeeds
+# (20 s); another test may take the port between the check and the bind, so
+# a process that exits is started again on another port (3 tries). Sets
+# `port` and appends the pid to `pids`; its output goes to $W/NAME.log.
+start_on_free_port() {
+  local name=$1 ready=$2 try pid
+  shift 2
+  for try in 1 2 3; do
+    port=$(pg_free_port)
+    "${@//PORT/$port}" >"$W/$name.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    # Ready, or gone (the port was taken).
+    ready_or_gone() { "$ready" "$port" || ! kill -0 "$pid" 2>/dev/null; }
+    e2e_wait_for 20 ready_or_gone || { tail -20 "$W/$name.log" >&2; fail "$name did not get ready in 20 s"; }
+    kill -0 "$pid" 2>/dev/null && return 0
+    echo "$name exited on port $port (try $try): $(tail -n1 "$W/$name.log")" >&2
+  done
+  fail "$name could not be started (3 tries)"
+}
+
+exporter_has_stats() { curl -sf "http://127.0.0.1:$1/metrics" 2>/dev/null | grep -q '^pg_fence_stats_rejected_stale{'; }
+export DATA_SOURCE_NAME="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE sslmode=disable"
+start_on_free_port exporter exporter_has_stats "$EXPORTER" --web.listen-address=127.0.0.1:PORT \
+  --extend.query-path="$QUERIES" --disable-default-metrics --disable-settings-metrics
+exporter_port=$port
 curl -sf "http://127.0.0.1:$exporter_port/metrics" >"$W/exporter.metrics"
 grep -q "^pg_fence_stats_rejected_stale{.*name=\"reports\".*} 1\$" "$W/exporter.metrics" ||
   { grep pg_fence "$W/exporter.metrics" >&2; fail "the exporter's rejected_stale for reports is not 1"; }
 grep -q "^pg_fence_stats_last_accepted_token{.*name=\"reports\".*} $t2\$" "$W/exporter.metrics" ||
   fail "the exporter's last_accepted_token for reports is not $t2"
+grep -q '^pg_exporter_last_scrape_error 0$' "$W/exporter.metrics" ||
+  fail "the exporter reports a failed scrape: $(grep last_scrape_error "$W/exporter.metrics")"
 pass "postgres_exporter serves fence_stats (rejected_stale 1, last_accepted_token $t2)"
 
 # Every metric name in the rules and the dashboard is served live. A
@@ -123,7 +145,7 @@ grep -q '^pgfence_last_token$' "$W/live.names" || fail "no pgfence_last_token in
 # The names in the rules' expr: lines and the panels' expressions, with label
 # values ("...") taken out.
 { sed -n 's/^ *expr: //p' "$RULES"; jq -r '.panels[].targets[].expr' "$DASHBOARD"; } |
-  sed -E 's/"[^"]*"//g' | grep -oE '\b(pgfence|pg_fence)_[a-z_]+' | sort -u >"$W/used.names"
+  sed -E 's/"[^"]*"//g' | grep -oE '\b((pgfence|pg_fence|pg_exporter)_[a-z_]+|pg_up)\b' | sort -u >"$W/used.names"
 [[ $(sed -n 's/^ *expr: //p' "$RULES" | wc -l) == $(grep -c '^ *- alert:' "$RULES") ]] ||
   fail "not every rule has a one-line expr: (this check reads those lines)"
 missing=()
@@ -134,7 +156,6 @@ done <"$W/used.names"
 pass "all $(wc -l <"$W/used.names") metric names in the rules and the dashboard are served live"
 
 # --- 4. Prometheus scrapes them, with the rules loaded --------------------
-prom_port=$(pg_free_port)
 targets=$(printf "'%s'," "${members[@]}")
 cat >"$W/prometheus.yml" <<EOF
 global:
@@ -151,10 +172,10 @@ scrape_configs:
       - targets: ['127.0.0.1:$exporter_port']
 EOF
 promtool check config "$W/prometheus.yml" >/dev/null || fail "promtool check config"
-prometheus --config.file="$W/prometheus.yml" --storage.tsdb.path="$W/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$W/prometheus.log" 2>&1 &
-pids+=($!)
-PROM="http://127.0.0.1:$prom_port"
+prometheus_ready() { curl -sf "http://127.0.0.1:$1/-/ready" >/dev/null 2>&1; }
+start_on_free_port prometheus prometheus_ready prometheus --config.file="$W/prometheus.yml" \
+  --storage.tsdb.path="$W/tsdb" --web.listen-address=127.0.0.1:PORT
+PROM="http://127.0.0.1:$port"
 # query EXPR: the JSON answer of an instant query.
 query() { curl -sf --max-time 5 -G "$PROM/api/v1/query" --data-urlencode "query=$1"; }
 # Three scrapes of all four targets, so that rate() over the window has points.
@@ -183,3 +204,25 @@ pass "all $n panel queries return series from a live cluster and exporter"
 leaders=$(query 'sum(pgfence_is_leader{job="pgfence"})' | jq -r '.data.result[0].value[1]')
 [[ $leaders == 1 ]] || fail "sum(pgfence_is_leader) is $leaders, not 1"
 pass "one leader"
+
+# A healthy cluster raises no alert: none pending or firing once the start
+# (a member not yet heard from by its peers) has passed.
+no_alerts() { [[ $(query 'count(ALERTS)' | jq '.data.result | length') == 0 ]]; }
+e2e_wait_for 15 no_alerts || fail "alerts on a healthy cluster: $(query 'ALERTS' | jq -c '[.data.result[].metric | {alertname, alertstate, instance}]')"
+pass "a healthy cluster raises no alert"
+
+# pgfence_peers_reachable counts a peer only while its reports arrive: a
+# stopped (SIGSTOP) member, whose TCP connections stay up, drops out of the
+# others' count within a few seconds and comes back once resumed.
+stopped=$(e2e_member_pid "$W/cluster" 3)
+other=${members[0]}
+reachable_is() { [[ $(curl -sf "http://$other/metrics" | sed -n 's/^pgfence_peers_reachable //p') == "$1" ]]; }
+reachable_is 2 || fail "member 1 does not reach its 2 peers before the stop"
+kill -STOP "$stopped"
+if ! e2e_wait_for 10 reachable_is 1; then
+  kill -CONT "$stopped"
+  fail "a stopped member still counts as reachable after 10 s"
+fi
+kill -CONT "$stopped"
+e2e_wait_for 10 reachable_is 2 || fail "the resumed member is not reachable again after 10 s"
+pass "a stopped member leaves pgfence_peers_reachable and returns when resumed"
