@@ -15,19 +15,32 @@
 
 It stops at once, with a message on stderr and a distinct exit code, when
 PostgreSQL refuses the token (SQLSTATE 55F01: a newer holder wrote; exit 3)
-or when the lease is lost before a write (lease.lost; exit 7, nothing
-written). --no-lease-check writes even with a lost lease, to show the
-database refusing the stale token (as fence-worker's flag of that name).
+or when the lease is lost before a write (lease.lost, true from the lease's
+deadline - margin on; or a long --wait that left no time to confirm the
+lease: exit 7, nothing written). --no-lease-check writes even with a lost
+lease, to show the database refusing the stale token (as fence-worker's flag
+of that name). On a table that verifies proofs (fence_protect(...,
+lock_key => ...), docs/sql.md) a proof that does not verify is refused with
+55F02: exit 6.
 
 Coordinator endpoints, TLS and the bearer secret as fencectl's: --endpoints
 or $FENCE_ENDPOINTS, $FENCE_CACERT_FILE, $FENCE_CERT_FILE, $FENCE_KEY_FILE,
 $FENCE_BEARER_FILE. PostgreSQL: --dsn, else libpq's PG* environment.
 Run it with Debian's /usr/bin/python3 (python3-psycopg2).
 
-Exit codes (those of fence-worker, docs/guarantees.md):
-  0 done   1 other error   2 usage   3 stale token refused by PostgreSQL (55F01)
-  4 the key is held (or --wait ran out)   5 no coordinator member answered
-  6 PostgreSQL error other than a stale token   7 lease lost before a write
+Exit codes (those of fence-worker, coordinator/worker/options.h):
+  0  done
+  1  other error (a coordinator answer other than those below: bad request,
+     protocol error, table full)
+  2  usage error (bad flag, duration, endpoint list or credentials file)
+  3  stale token refused by PostgreSQL (55F01): a newer holder wrote
+  4  the key is held by someone else, or --wait ran out (HeldError)
+  5  no coordinator member answered (UnavailableError)
+  6  PostgreSQL error other than a stale token (connection, --setup, 55F02)
+  7  the lease was lost before a write, nothing written (lease.lost, or
+     LeaseLostError when a long wait left no time to confirm the lease)
+  8  not authorized: the coordinator refused the credentials (401) or the
+     key (403) (NotAuthorizedError)
 """
 
 import argparse
@@ -43,7 +56,7 @@ import psycopg2.errorcodes  # noqa: E402
 import pgfence  # noqa: E402
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_STALE = 0, 1, 2, 3
-EXIT_HELD, EXIT_UNAVAILABLE, EXIT_PG, EXIT_LOST = 4, 5, 6, 7
+EXIT_HELD, EXIT_UNAVAILABLE, EXIT_PG, EXIT_LOST, EXIT_NOT_AUTHORIZED = 4, 5, 6, 7, 8
 STALE_TOKEN = "55F01"
 
 SETUP_SQL = """
@@ -61,6 +74,21 @@ def say(text):
 def fail(code, text):
     print(f"worker {os.getpid()}: {text}", file=sys.stderr, flush=True)
     return code
+
+
+def exit_code_of(error):
+    """The exit code for an exception that ended the worker (see the module's
+    docstring); None for one that is not ours to map (a bug: it propagates)."""
+    if isinstance(error, psycopg2.Error):
+        return EXIT_STALE if error.pgcode == STALE_TOKEN else EXIT_PG
+    if isinstance(error, ValueError):  # durations, endpoints, TLS and bearer files
+        return EXIT_USAGE
+    for cls, code in ((pgfence.HeldError, EXIT_HELD), (pgfence.UnavailableError, EXIT_UNAVAILABLE),
+                      (pgfence.LeaseLostError, EXIT_LOST), (pgfence.NotAuthorizedError, EXIT_NOT_AUTHORIZED),
+                      (pgfence.FenceError, EXIT_OTHER)):
+        if isinstance(error, cls):
+            return code
+    return None
 
 
 def write_report(conn, lease, report_id, body):
@@ -90,13 +118,15 @@ def work(args, conn):
                     return fail(EXIT_STALE, f"STALE TOKEN: PostgreSQL refused token {lease.token} for report "
                                             f"{args.report_id} (SQLSTATE 55F01): {e.pgerror.strip()}; "
                                             "a newer holder wrote, stopping")
-                return fail(EXIT_PG, f"PostgreSQL error {e.pgcode}: {(e.pgerror or str(e)).strip()}")
+                raise  # main() reports it (exit 6)
             say(f"wrote report {args.report_id} with token {lease.token} ({i + 1}/{args.writes})")
         return EXIT_OK
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog="Exit codes" + __doc__.split("Exit codes", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--setup", action="store_true", help="create pg_fence and the reports table, then exit")
     p.add_argument("--key", help="lock key, e.g. report:7")
     p.add_argument("--report-id", type=int, help="the row of reports to write")
@@ -124,14 +154,15 @@ def main(argv):
         if not args.key or args.report_id is None or args.writes < 1:
             return fail(EXIT_USAGE, "--key and --report-id are required (and --writes at least 1)")
         return work(args, conn)
-    except (ValueError, TypeError) as e:
-        return fail(EXIT_USAGE, f"usage: {e}")
-    except pgfence.HeldError as e:
-        return fail(EXIT_HELD, f"{args.key} is held: {e}")
-    except pgfence.UnavailableError as e:
-        return fail(EXIT_UNAVAILABLE, str(e))
-    except pgfence.FenceError as e:
-        return fail(EXIT_OTHER, f"{e.kind}: {e}")
+    except (ValueError, pgfence.FenceError, psycopg2.Error) as e:
+        code = exit_code_of(e)
+        if code == EXIT_LOST:
+            return fail(code, f"LEASE LOST: {args.key}: {e}; stopping without writing")
+        if code == EXIT_HELD:
+            return fail(code, f"{args.key} is held: {e}")
+        if isinstance(e, psycopg2.Error):
+            return fail(code, f"PostgreSQL error {e.pgcode}: {(e.pgerror or str(e)).strip()}")
+        return fail(code, f"usage: {e}" if code == EXIT_USAGE else f"{e.kind}: {e}")
     finally:
         conn.close()
 

@@ -132,6 +132,21 @@ def _tls_context(ca_file, cert_file, key_file):
     return ctx
 
 
+def _drift_ppm(value):
+    """max_clock_drift_ppm as an int within [0, MAX_CLOCK_DRIFT_PPM_LIMIT]: an
+    int or a str of digits ("50000"); anything else is a ValueError."""
+    why = f"max_clock_drift_ppm is {value!r}, must be an integer within [0, {MAX_CLOCK_DRIFT_PPM_LIMIT}]"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(why)  # a float or None: no silent truncation
+    try:
+        ppm = int(value)
+    except ValueError:
+        raise ValueError(why) from None
+    if not 0 <= ppm <= MAX_CLOCK_DRIFT_PPM_LIMIT:
+        raise ValueError(why)
+    return ppm
+
+
 class _Options:
     """Validated settings shared by a Client's transport (times in seconds)."""
 
@@ -148,10 +163,7 @@ class _Options:
         self.backoff_max_s = parse_duration_ms(backoff_max) / 1000
         self.max_redirects = int(max_redirects)
         self.max_attempts = int(max_attempts)
-        if not 0 <= max_clock_drift_ppm <= MAX_CLOCK_DRIFT_PPM_LIMIT:
-            raise ValueError(f"max_clock_drift_ppm is {max_clock_drift_ppm}, must be within "
-                             f"[0, {MAX_CLOCK_DRIFT_PPM_LIMIT}]")
-        self.max_clock_drift_ppm = int(max_clock_drift_ppm)
+        self.max_clock_drift_ppm = _drift_ppm(max_clock_drift_ppm)
         self.ca_file = ca_file if ca_file is not None else os.environ.get(CA_FILE_ENV, "")
         self.cert_file = cert_file if cert_file is not None else os.environ.get(CERT_FILE_ENV, "")
         self.key_file = key_file if key_file is not None else os.environ.get(KEY_FILE_ENV, "")
@@ -174,7 +186,7 @@ class _Options:
                          attempt_timeout=attempt_timeout, keepalive_attempt_timeout=keepalive_attempt_timeout,
                          probe_timeout=probe_timeout, backoff_initial=backoff_initial, backoff_max=backoff_max,
                          max_redirects=max_redirects, max_attempts=max_attempts,
-                         max_clock_drift_ppm=max_clock_drift_ppm, ca_file=self.ca_file,
+                         max_clock_drift_ppm=self.max_clock_drift_ppm, ca_file=self.ca_file,
                          cert_file=self.cert_file, key_file=self.key_file, bearer=bearer)
 
     def ssl_context(self):

@@ -34,7 +34,7 @@ class Endpoint(collections.namedtuple("Endpoint", "host port tls")):
 
 
 def _invalid(text, why):
-    return ValueError(f"invalid endpoint {text!r}: {why} (expected HOST:PORT, e.g. 127.0.0.1:7001)")
+    return ValueError(f"invalid endpoint {text!r}: {why} (expected HOST:PORT, e.g. 127.0.0.1:7501)")
 
 
 def parse_endpoint(text):

@@ -1,34 +1,41 @@
 """Holding a lock while work runs: pgfence.lock() and HeldLock.
 
     with pgfence.lock("report:7", lease="10s") as lease:
+        if lease.lost: stop              # true from deadline - margin on
         write_with(lease.token)          # and lease.proof when the cluster signs
-        if lease.lost: stop
 
 What a HeldLock does, as `fencectl run` (docs/cli.md):
 
-1. acquires the key (`lease`, `wait`, `owner` as Client.acquire); if a third
-   of the usable lease has passed since the acquire was sent (a long wait), a
-   keepalive confirms the lease before the HeldLock is handed out;
-2. keeps the lease alive from a background thread every third of the usable
-   lease (send time of the last success + usable / 3), each keepalive request
-   to one member given lease / 8 (at least 100ms, at most 3s) so that a
+1. acquires the key (`lease`, `wait`, `owner` as Client.acquire); if the
+   first keepalive was due by the time a long wait ended, a keepalive
+   confirms the lease before the HeldLock is handed out (LeaseLostError if
+   it fails, or if the answer came after deadline - margin);
+2. keeps the lease alive from a background thread every third of the time
+   the lease is usable before it counts as lost (send time of the last
+   success + (usable - margin) / 3, usable = lease x (1 - rho)), each
+   keepalive request to one member given lease / 8 (at least 100ms, at most 3s) so that a
    stopped leader is left in time, retrying after a failure that is not a
    refusal every min(200ms, lease / 20);
 3. the deadline is the send time of the last successful acquire or keepalive
    + lease x (1 - rho) (Client's rule; rho = max_clock_drift_ppm / 1e6, 5% by
    default). `lost` turns true when a keepalive is refused (not held, held,
-   bad request, not authorized), and at the deadline if no keepalive
-   succeeded by then: `lost` compares time.monotonic() with the deadline
-   itself, and a watchdog thread waiting on the deadline sets `lost_event`
-   and calls `on_lost` then. Once lost, a lease stays lost;
+   bad request, not authorized), and at `lost_at` = deadline - margin if no
+   keepalive succeeded by then (margin: lease / 10, at least 10ms, as
+   `fencectl run`'s; the `margin` argument of lock()/hold() changes it):
+   `lost` compares time.monotonic() with lost_at itself, and a watchdog
+   thread waiting on lost_at sets `lost_event` and calls `on_lost` then. So
+   the holder learns of the loss while the deadline is still `margin` away,
+   time to stop a write in progress. Once lost, a lease stays lost;
 4. on exit from the `with` block (normally or by an exception) the threads
    stop and the lock is released (a failed release is logged on the
    "pgfence" logger, never raised, so the block's own exception is kept).
 
-The deadline is the local promise: stop writing with the token by then. A
-write that lands later anyway is what the fence in PostgreSQL refuses.
+The deadline is the hard bound, the local promise: stop writing with the
+token by then (`lost` turns true `margin` earlier). A write that lands later
+anyway is what the fence in PostgreSQL refuses.
 """
 
+import collections
 import logging
 import threading
 import time
@@ -39,10 +46,41 @@ from .duration import parse_duration_ms
 
 _log = logging.getLogger("pgfence")
 _RETRY_PAUSE_S = 0.2
-_DEADLINE_PASSED = "no successful keepalive by the lease's deadline"
+_DEADLINE_PASSED = "no successful keepalive by the lease's deadline - margin"
 _RELEASE_TIMEOUT_S = 1.0  # best effort, as fencectl run
 # A keepalive refusal is final: the lock is not ours any more.
 _REFUSALS = (errors.NotHeldError, errors.HeldError, errors.BadRequestError, errors.NotAuthorizedError)
+_MIN_MARGIN_MS = 10  # as fencectl run's kMinMargin
+
+
+class LeaseTimes(collections.namedtuple("LeaseTimes", "last_sent lost_at deadline")):
+    """One consistent reading of a HeldLock's times (time.monotonic()):
+    last_sent (send time of the last successful acquire or keepalive),
+    lost_at (deadline - margin: `lost` is true from then on) and deadline."""
+
+    __slots__ = ()
+
+
+def default_margin_ms(lease_ms):
+    """fencectl run's margin: lease / 10, at least 10ms."""
+    return max(_MIN_MARGIN_MS, lease_ms // 10)
+
+
+def _margin_ms(margin, lease_ms):
+    """The margin in ms: `margin` (a duration) if given, else the default."""
+    return default_margin_ms(lease_ms) if margin is None else parse_duration_ms(margin)
+
+
+def check_margin(margin, lease, max_clock_drift_ppm):
+    """ValueError unless `margin` (a duration, or None for the default) is
+    shorter than the usable lease (lease x (1 - rho)): else the lease would be
+    lost as soon as it is granted. Called before the acquire."""
+    lease_ms = parse_duration_ms(lease)
+    ms = _margin_ms(margin, lease_ms)
+    usable_ms = usable_lease(lease_ms, max_clock_drift_ppm) * 1000
+    if ms >= usable_ms:
+        raise ValueError(f"margin of {ms}ms must be shorter than the usable lease ({usable_ms:.0f}ms = "
+                         f"{lease_ms}ms x (1 - rho)): the lease would be lost at once")
 
 
 class HeldLock:
@@ -50,12 +88,15 @@ class HeldLock:
     pgfence.lock(); a context manager that releases on exit.
 
     Attributes: key, token, proof ("" unless the cluster signs grants), owner,
-    lease_ms, lost_event (a threading.Event set once lost), keepalives (the
-    number that succeeded). Properties: deadline and last_sent (monotonic),
-    lost, lost_reason.
+    lease_ms, margin (seconds), lost_event (a threading.Event set once lost),
+    keepalives (the number that succeeded). Properties (monotonic times):
+    deadline, lost_at (deadline - margin), last_sent; lost, lost_reason.
+    times() reads the three times at once (they move with each keepalive).
     """
 
-    def __init__(self, client, acquired, on_lost=None):
+    def __init__(self, client, acquired, on_lost=None, margin=None):
+        """`margin`: a duration ("500ms", a timedelta), or None for lease /
+        10 (at least 10ms); hold() checks it is shorter than the usable lease."""
         self.key = acquired.key
         self.token = acquired.token
         self.proof = acquired.proof
@@ -66,6 +107,7 @@ class HeldLock:
         self._client = client
         self._on_lost = on_lost
         self._usable = usable_lease(acquired.lease_ms, client.max_clock_drift_ppm)
+        self.margin = _margin_ms(margin, acquired.lease_ms) / 1000
         attempt_ms = min(3000, max(100, acquired.lease_ms // 8))
         self._attempt_s = attempt_ms / 1000
         self._keeper_client = client.copy(keepalive_attempt_timeout=f"{attempt_ms}ms")
@@ -75,16 +117,29 @@ class HeldLock:
         self._released = False
         self._last_sent = acquired.sent_at
         self._deadline = acquired.deadline
-        self._next_keepalive = acquired.sent_at + self._usable / 3
+        self._lost_at = self._deadline - min(self._usable, self.margin)
+        self._next_keepalive = acquired.sent_at + (self._usable - min(self._usable, self.margin)) / 3
         self._threads = []
 
     # -- what the holder reads ------------------------------------------------
 
     @property
     def deadline(self):
-        """time.monotonic() by which writing with the token must stop."""
+        """time.monotonic() by which writing with the token must stop: the hard bound."""
         with self._cond:
             return self._deadline
+
+    @property
+    def lost_at(self):
+        """time.monotonic() from which `lost` is true: deadline - margin."""
+        with self._cond:
+            return self._lost_at
+
+    def times(self):
+        """LeaseTimes(last_sent, lost_at, deadline), read together: a
+        keepalive succeeding in between cannot mix two leases' times."""
+        with self._cond:
+            return LeaseTimes(self._last_sent, self._lost_at, self._deadline)
 
     @property
     def last_sent(self):
@@ -94,21 +149,21 @@ class HeldLock:
 
     @property
     def lost(self):
-        """True once a keepalive was refused or the deadline has passed."""
+        """True once a keepalive was refused or lost_at (deadline - margin) has come."""
         with self._cond:
-            return bool(self._lost_reason) or time.monotonic() >= self._deadline
+            return bool(self._lost_reason) or time.monotonic() >= self._lost_at
 
     @property
     def lost_reason(self):
         """Why the lease is lost ("" while it is not)."""
         with self._cond:
-            if not self._lost_reason and time.monotonic() >= self._deadline:
+            if not self._lost_reason and time.monotonic() >= self._lost_at:
                 return _DEADLINE_PASSED
             return self._lost_reason
 
     def remaining(self):
-        """Seconds left to the deadline (negative once past)."""
-        return self.deadline - time.monotonic()
+        """Seconds left until `lost` turns true, at lost_at (negative once past)."""
+        return self.lost_at - time.monotonic()
 
     def check(self):
         """Raises LeaseLostError if the lease is lost; call it before a write."""
@@ -174,14 +229,15 @@ class HeldLock:
         """A keepalive sent at `sent_at` succeeded; its deadline is `until`
         (capped at the acquired lease's usable length)."""
         with self._cond:
-            if self._lost_reason or time.monotonic() >= self._deadline:
+            if self._lost_reason or time.monotonic() >= self._lost_at:
                 late = True  # too late: the holder may already have stopped; stay lost
             else:
                 late = False
                 held = min(max(until - sent_at, 0.0), self._usable)
                 self._last_sent = sent_at
                 self._deadline = sent_at + held
-                self._next_keepalive = sent_at + held / 3
+                self._lost_at = self._deadline - min(held, self.margin)
+                self._next_keepalive = sent_at + (held - min(held, self.margin)) / 3
                 self.keepalives += 1
                 self._cond.notify_all()
         if late:
@@ -198,9 +254,9 @@ class HeldLock:
         return False
 
     def _watch(self):
-        """Sets lost at the deadline unless a keepalive moved it first."""
+        """Sets lost at lost_at unless a keepalive moved it first."""
         with self._cond:
-            expired = self._wait_for(lambda: self._deadline)
+            expired = self._wait_for(lambda: self._lost_at)
         if expired:
             self._mark_lost(_DEADLINE_PASSED)
 
@@ -209,7 +265,7 @@ class HeldLock:
             with self._cond:
                 if not self._wait_for(lambda: self._next_keepalive):
                     return
-                deadline = self._deadline
+                deadline = self._lost_at  # a success later than this would not count
             if time.monotonic() >= deadline:
                 return  # the watchdog marks it lost
             try:
@@ -218,7 +274,7 @@ class HeldLock:
                 self._mark_lost(f"keepalive refused: {e}")
                 return
             except errors.FenceError as e:
-                _log.warning("keepalive of %s failed (%s); lease deadline in %dms", self.key, e,
+                _log.warning("keepalive of %s failed (%s); lease lost in %dms", self.key, e,
                              (deadline - time.monotonic()) * 1000)
                 with self._cond:
                     self._next_keepalive = time.monotonic() + min(_RETRY_PAUSE_S, self.lease_ms / 20000)
@@ -226,16 +282,24 @@ class HeldLock:
             self._confirmed(k.sent_at, k.deadline)
 
 
-def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None):
+def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None, *, margin=None):
     """Acquires `key` with `client` and returns a HeldLock whose lease is kept
-    alive until release(). Raises what Client.acquire raises, and
-    LeaseLostError when a long wait left no time to confirm the lease."""
+    alive until release(). `margin`: how long before the deadline `lost`
+    turns true (a duration; None: lease / 10, at least 10ms); ValueError,
+    before any request, unless it is shorter than lease x (1 - rho). Raises
+    what Client.acquire raises, and LeaseLostError when a long wait left no
+    time to confirm the lease (the answer came after deadline - margin, or
+    the confirming keepalive failed)."""
+    check_margin(margin, lease, client.max_clock_drift_ppm)
     acquired = client.acquire(key, lease=lease, wait=wait, owner=owner)
-    held = HeldLock(client, acquired, on_lost)
-    if time.monotonic() >= acquired.sent_at + held._usable / 3:
+    held = HeldLock(client, acquired, on_lost, margin)
+    if time.monotonic() >= held._next_keepalive:
         # A waited acquire answered late: confirm the lease before handing it out.
+        lost_at = held.lost_at
         try:
-            k = held._keeper_client.keepalive(key, acquired.token, deadline=acquired.deadline)
+            if time.monotonic() >= lost_at:
+                raise errors.LeaseLostError("the wait ended after the lease's deadline - margin")
+            k = held._keeper_client.keepalive(key, acquired.token, deadline=lost_at)
             held._confirmed(k.sent_at, k.deadline)
         except errors.FenceError as e:
             held._mark_lost(f"the lease could not be confirmed after the wait: {e}")
@@ -248,10 +312,12 @@ def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None):
 
 
 class _LockContext:
-    def __init__(self, key, lease, wait, owner, client, on_lost, options):
+    def __init__(self, key, lease, wait, owner, client, on_lost, margin, options):
         parse_duration_ms(lease)  # a bad duration is reported at the call, before any request
         parse_duration_ms(wait)
-        self._args = (key, lease, wait, owner, on_lost)
+        if margin is not None:
+            parse_duration_ms(margin)  # hold() checks it against the lease
+        self._args = (key, lease, wait, owner, on_lost, margin)
         self._client = client
         self._options = options
         self._own_client = None
@@ -261,9 +327,9 @@ class _LockContext:
         client = self._client
         if client is None:
             client = self._own_client = Client(**self._options)
-        key, lease, wait, owner, on_lost = self._args
+        key, lease, wait, owner, on_lost, margin = self._args
         try:
-            self._held = hold(client, key, lease, wait, owner, on_lost)
+            self._held = hold(client, key, lease, wait, owner, on_lost, margin=margin)
         except BaseException:
             if self._own_client is not None:
                 self._own_client.close()
@@ -279,7 +345,7 @@ class _LockContext:
         return False
 
 
-def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, **options):
+def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None, **options):
     """A context manager that holds `key` for the duration of a `with` block:
 
         with pgfence.lock("report:7", lease="10s", wait="30s") as lease:
@@ -290,5 +356,8 @@ def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, *
     an exception. `client`: a Client to use; else one is made from `options`
     (Client's keyword arguments, e.g. endpoints=..., ca_file=..., bearer_file=...).
     `on_lost(held_lock)` is called once, from a background thread, when the
-    lease is lost. Defaults as fencectl's: lease 10s, wait 30s."""
-    return _LockContext(key, lease, wait, owner, client, on_lost, options)
+    lease is lost. `margin`: `lease.lost` turns true that long before the
+    deadline (a duration; default lease / 10, at least 10ms, as `fencectl
+    run`); it must be shorter than lease x (1 - rho) (ValueError on entering,
+    before any request). Defaults as fencectl's: lease 10s, wait 30s."""
+    return _LockContext(key, lease, wait, owner, client, on_lost, margin, options)

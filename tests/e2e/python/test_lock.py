@@ -3,9 +3,10 @@
 acquisitions; the lock is released when the block ends and when it raises;
 the background keepalive keeps a short lease past its length; a waiting
 lock() gets the key when its holder leaves; a refused keepalive makes the
-lease lost at once; and with every member stopped, lease.lost turns true at
-the deadline (send of the last successful keepalive + lease x (1 - rho)),
-checked against time.monotonic()."""
+lease lost at once; a margin that leaves no usable lease is refused before
+any request; and with every member stopped, lease.lost turns true at
+deadline - margin, before the deadline (send of the last successful
+keepalive + lease x (1 - rho)), checked against time.monotonic()."""
 
 import signal
 import threading
@@ -46,12 +47,30 @@ class LockTest(unittest.TestCase):
     def test_keepalive_holds_past_the_lease(self):
         with self.lock("keep:k", lease="600ms", wait="0s") as lease:
             acquired_deadline = lease.deadline
-            # 600ms lease, keepalive every 190ms: 4 keepalives take the holder well past the first lease.
+            # 600ms lease, margin 60ms, keepalive every (570 - 60) / 3 = 170ms: 4 keepalives take
+            # the holder well past the first lease.
             harness.wait_until(3, lambda: lease.keepalives >= 4 or lease.lost, "four keepalives")
             self.assertFalse(lease.lost, lease.lost_reason)
             self.assertGreater(time.monotonic(), acquired_deadline + 0.1)
-            self.assertAlmostEqual(lease.deadline, lease.last_sent + 0.57, delta=1e-6)
+            self.assertAlmostEqual(lease.margin, 0.06)
+            t = lease.times()  # one reading: a keepalive may succeed meanwhile
+            self.assertAlmostEqual(t.deadline, t.last_sent + 0.57, delta=1e-6)
+            self.assertAlmostEqual(t.lost_at, t.deadline - 0.06, delta=1e-6)
             self.assertEqual(self.client.get("keep:k").token, lease.token)
+
+    def test_margin_is_checked_before_any_request(self):
+        for margin in ("950ms", "2s", "-1s"):  # 950ms: all of a 1s lease x (1 - 5%)
+            with self.assertRaises(ValueError, msg=margin):
+                with self.lock("margin:k", lease="1s", wait="0s", margin=margin):
+                    pass
+        with self.assertRaises(TypeError):
+            self.lock("margin:k", lease="1s", margin=0.5)
+        with self.assertRaises(pgfence.NotFoundError, msg="a refused margin acquired the key"):
+            self.client.get("margin:k")
+        with self.lock("margin:k", lease="1s", wait="0s", margin="300ms") as lease:
+            t = lease.times()
+            self.assertEqual(lease.margin, 0.3)
+            self.assertAlmostEqual(t.lost_at, t.deadline - 0.3, delta=1e-6)
 
     def test_waiting_lock_gets_the_key(self):
         got = []
@@ -70,7 +89,7 @@ class LockTest(unittest.TestCase):
         called = []
         with self.lock("refused:k", lease="3s", wait="0s", on_lost=called.append) as lease:
             self.client.release("refused:k", lease.token)  # someone else ends it
-            # The next keepalive (a third of 2.85s after the last) is refused: lost, long before the deadline.
+            # The next keepalive ((2.85s - 0.3s) / 3 after the last) is refused: lost, long before the deadline.
             self.assertTrue(lease.lost_event.wait(2.0), "lease not lost after a refused keepalive")
             self.assertLess(time.monotonic(), lease.deadline)
             self.assertTrue(lease.lost)
@@ -79,31 +98,40 @@ class LockTest(unittest.TestCase):
                 lease.check()
         self.assertEqual(called, [lease])
 
-    def test_zz_lost_by_the_deadline_when_the_cluster_stops(self):  # last: it stops the cluster
+    def test_zz_lost_before_the_deadline_when_the_cluster_stops(self):  # last: it stops the cluster
         called = []
-        with self.lock("lost:k", lease="1s", wait="0s", on_lost=called.append) as lease:
+
+        def on_lost(held):  # from the watchdog thread, right after it set lost
+            called.append((time.monotonic(), held.lost, held))
+        # A 2s lease with a 1s margin: lost at last_sent + 0.9s, deadline at last_sent + 1.9s.
+        with self.lock("lost:k", lease="2s", wait="0s", margin="1s", on_lost=on_lost) as lease:
             harness.wait_until(3, lambda: lease.keepalives >= 1, "a first keepalive")
             for i in range(1, 4):
                 self.cluster.signal(i, signal.SIGSTOP)
             try:
                 stopped_at = time.monotonic()
-                # From here no keepalive can succeed: the deadline is fixed by the last success.
-                deadline = lease.deadline
-                self.assertAlmostEqual(deadline, lease.last_sent + 0.95, delta=1e-6)
-                self.assertLessEqual(deadline, stopped_at + 0.95)
-                fired = lease.lost_event.wait(deadline - time.monotonic() + 1.0)
-                fired_at = time.monotonic()
-                self.assertTrue(fired, "lost_event not set within 1s after the deadline")
+                # Bounded: a keepalive in flight now was sent before stopped_at, so lost_at <
+                # stopped_at + 0.9s whatever it answers; none sent later can succeed.
+                self.assertTrue(lease.lost_event.wait(3.0), "lost_event not set within 3s of stopping the cluster")
+                # Read the times only now, once lost: they are final (a success after lost_at
+                # does not count), and one reading gives the three together.
+                t = lease.times()
+                self.assertAlmostEqual(t.deadline, t.last_sent + 1.9, delta=1e-6)
+                self.assertAlmostEqual(t.lost_at, t.deadline - 1.0, delta=1e-6)
+                self.assertLess(t.last_sent, stopped_at)
+                harness.wait_until(2, lambda: called, "on_lost called")
+                fired_at, lost_then, _ = called[0]
+                self.assertTrue(lost_then)
+                # Not before deadline - margin (keepalives failed, none was refused) ...
+                self.assertGreaterEqual(fired_at, t.lost_at)
+                # ... and before the deadline: a timer at lost_at (1s of slack for a loaded machine).
+                self.assertLess(fired_at, t.deadline, f"lost {fired_at - t.deadline:.3f}s after the deadline")
                 self.assertTrue(lease.lost)
-                # Not before the deadline (keepalives failed, none was refused) ...
-                self.assertGreaterEqual(fired_at, deadline)
-                # ... and at it: a timer, not the next failed keepalive (lease/8 = 125ms per attempt).
-                self.assertLess(fired_at - deadline, 0.25, f"lost {fired_at - deadline:.3f}s after the deadline")
-                self.assertIn("deadline", lease.lost_reason)
-                self.assertEqual(lease.deadline, deadline, "the deadline moved while every member was stopped")
+                self.assertIn("deadline - margin", lease.lost_reason)
+                self.assertEqual(lease.times(), t, "the times moved after the lease was lost")
             finally:
                 harness.sigcont_all(self.cluster)
-        self.assertEqual(called, [lease])
+        self.assertEqual([c[2] for c in called], [lease])
 
 
 if __name__ == "__main__":

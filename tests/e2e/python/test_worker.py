@@ -7,20 +7,63 @@ real PostgreSQL with pg_fence (the seed scenario of DESIGN.md):
   A, resumed with --no-lease-check, writes with its stale token: PostgreSQL
   refuses it (55F01), A exits 3, and the row holds B's write and token;
 - worker C, paused the same way but checking its lease, finds lease.lost on
-  resuming, exits 7 and writes nothing.
-The cluster signs its grants (--token-signing-key-file): the client hands
-out the acquire answer's proof (lease.proof), and the worker sends it."""
+  resuming, exits 7 and writes nothing;
+- worker D, queued behind a holder for longer than its lease's usable time,
+  gets the key too late to use it: LeaseLostError from lock(), exit 7;
+- the worker's exit codes for each error are fence-worker's.
+The cluster signs its grants (--token-signing-key-file) and PostgreSQL
+trusts its public key for its cluster ID (fence_trust_key); the reports
+table verifies proofs (fence_protect(..., lock_key => 'report:{report_id}')).
+The client hands out the acquire answer's proof (lease.proof), the worker
+sends it, and B's write passes only because it verifies; a proof for another
+key, a corrupted one or none is refused with 55F02 (tests/e2e/proof/pg_proof.sh
+checks the extension itself more widely)."""
 
 import os
 import re
 import signal
 import subprocess
+import sys
+import time
 import unittest
 
 import harness
 from harness import pgfence
+import psycopg2  # noqa: E402  (Debian's python3-psycopg2: harness.PYTHON runs this file)
+
+sys.path.insert(0, os.path.dirname(harness.WORKER))
+import worker as example  # noqa: E402  (clients/python/examples/worker.py)
 
 EXIT_STALE, EXIT_LOST = 3, 7
+BAD_PROOF = "55F02"
+
+
+def sql(query, params=()):
+    """One statement with psycopg2 (PG* from harness.Postgres); its rows."""
+    conn = psycopg2.connect("")
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(query, params)
+            return cur.fetchall() if cur.description else []
+    finally:
+        conn.close()
+
+
+def write_row(report_id, token, proof):
+    """The worker's UPDATE of one report with `token` and `proof` ("" sends
+    none) -> the SQLSTATE of its error, or "00000"."""
+    conn = psycopg2.connect("")
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SELECT set_config('pg_fence.token', %s, true)", (str(token),))
+            if proof:
+                cur.execute("SELECT set_config('pg_fence.proof', %s, true)", (proof,))
+            cur.execute("UPDATE reports SET body = %s WHERE report_id = %s", (f"token {token}", report_id))
+        return "00000"
+    except psycopg2.Error as e:
+        return e.pgcode
+    finally:
+        conn.close()
 
 
 class WorkerTest(unittest.TestCase):
@@ -31,11 +74,19 @@ class WorkerTest(unittest.TestCase):
         subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], check=True,
                        capture_output=True, timeout=30)
         os.chmod(key, 0o600)
+        public_pem = subprocess.run(["openssl", "pkey", "-in", key, "-pubout"], check=True,
+                                    capture_output=True, text=True, timeout=30).stdout
         cls.cluster = harness.Cluster("cluster", flags=f"--token-signing-key-file {key}")
         os.environ["FENCE_ENDPOINTS"] = cls.cluster.endpoints
         cls.client = pgfence.Client()
         r = cls.worker("--setup").communicate(timeout=30)
         assert "reports table ready" in r[0], r
+        # PostgreSQL trusts the cluster's key, and the reports table verifies proofs for the
+        # worker's lock keys (report:<report_id>), as tests/e2e/proof/pg_proof.sh.
+        cluster_id = cls.client.status()["cluster_id"]
+        kid = sql("SELECT fence_trust_key(%s, %s::numeric)", (public_pem, cluster_id))[0][0]
+        assert re.fullmatch(r"[0-9a-f]{16}", kid), kid
+        sql("SELECT fence_protect('reports', lock_key => 'report:{report_id}')")
 
     @staticmethod
     def worker(*args):
@@ -67,6 +118,7 @@ class WorkerTest(unittest.TestCase):
         b = self.worker("--key", "report:7", "--report-id", "7", "--body", "worker-B", "--lease", "2s",
                         "--wait", "5s")
         out, err = b.communicate(timeout=30)
+        # The table verifies proofs: B's write passes only with a proof that verifies for report:7.
         self.assertEqual(b.returncode, 0, f"worker B: {out} {err}")
         b_token = int(re.search(r"wrote report 7 with token (\d+)", out).group(1))
         self.assertGreater(b_token, a_token)
@@ -85,6 +137,51 @@ class WorkerTest(unittest.TestCase):
         with pgfence.lock("report:9", lease="2s", wait="0s") as held:
             self.assertRegex(held.proof, r"^v1\.")
             self.assertNotEqual(held.proof, lease.proof)
+
+    def test_wrong_proof_is_refused(self):
+        lease = self.client.acquire("report:7", lease="10s", wait="5s")
+        other = self.client.acquire("report:9", lease="10s", wait="5s")
+        try:
+            sig = lease.proof.rsplit(".", 1)[1]
+            i = len(sig) // 2  # a middle character: the last one also carries padding bits
+            corrupted = lease.proof[:-len(sig)] + sig[:i] + ("A" if sig[i] != "A" else "B") + sig[i + 1:]
+            before = sql("SELECT body, fence FROM reports WHERE report_id = 7")
+            for what, proof in (("report:9's proof", other.proof), ("a corrupted proof", corrupted),
+                                ("no proof", "")):
+                self.assertEqual(write_row(7, lease.token, proof), BAD_PROOF, what)
+            self.assertEqual(sql("SELECT body, fence FROM reports WHERE report_id = 7"), before, "row 7 changed")
+            self.assertEqual(write_row(7, lease.token, lease.proof), "00000", "report:7's own proof")
+            self.assertEqual(sql("SELECT fence FROM reports WHERE report_id = 7"), [(lease.token,)])
+        finally:
+            self.client.release("report:7", lease.token)
+            self.client.release("report:9", other.token)
+
+    def test_long_wait_lost_lease_stops_worker(self):
+        holder = self.client.acquire("report:6", lease="10s")
+        d = self.worker("--key", "report:6", "--report-id", "6", "--body", "worker-D", "--lease", "1s",
+                        "--wait", "10s")
+        self.addCleanup(lambda: (d.poll() is None) and d.kill())
+        harness.wait_until(10, lambda: self.cluster.waiters(self.client) >= 1, "worker D queued")
+        # D sent its acquire before it was queued; its lease counts from that send, so it is
+        # lost 1s x 0.95 - 100ms = 850ms later. Release only after 1s: D's grant comes too late.
+        queued_at = time.monotonic()
+        time.sleep(max(0.0, queued_at + 1.0 - time.monotonic()))
+        self.client.release("report:6", holder.token)
+        out, err = d.communicate(timeout=30)
+        self.assertEqual(d.returncode, EXIT_LOST, f"worker D: {out} {err}")
+        self.assertIn("LEASE LOST", err)
+        self.assertNotIn("acquired", out)
+        self.assertEqual(sql("SELECT count(*) FROM reports WHERE report_id = 6"), [(0,)])
+
+    def test_exit_codes_are_fence_workers(self):  # coordinator/worker/options.h; 3 (55F01): above
+        cases = [(pgfence.HeldError("held", 409), 4), (pgfence.UnavailableError("down"), 5),
+                 (pgfence.LeaseLostError("lost"), 7), (pgfence.NotAuthorizedError("no", 403), 8),
+                 (pgfence.NotAuthorizedError("who", 401), 8), (pgfence.BadRequestError("bad", 400), 1),
+                 (pgfence.TableFullError("full", 507), 1), (pgfence.ProtocolError("?"), 1),
+                 (ValueError("invalid duration"), 2), (psycopg2.OperationalError("down"), 6),
+                 (KeyError("a bug"), None)]
+        for error, code in cases:
+            self.assertEqual(example.exit_code_of(error), code, repr(error))
 
     def test_lost_lease_stops_worker(self):
         harness.psql("INSERT INTO reports VALUES (8, 'initial', 0) ON CONFLICT DO NOTHING")
