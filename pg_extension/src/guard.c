@@ -43,6 +43,10 @@
  * ctid); a DELETE of exactly that version by the same command is the move,
  * already judged, and is not asked for a token again.  The memo is cleared
  * when a (sub)transaction aborts.
+ *
+ * Re-fencing (raise.c): fence_raise's own UPDATE, which sets the fence
+ * column to the token being raised to, is judged by the same order rule but
+ * asks for no token proof and is not counted in fence_stats.
  */
 #include "postgres.h"
 
@@ -409,6 +413,7 @@ fence_guard(PG_FUNCTION_ARGS)
 	GuardConfig *config;
 	bool		is_delete;
 	bool		stamp = false;
+	bool		raising = false;
 	int64		fence;
 	int64		token;
 
@@ -426,7 +431,11 @@ fence_guard(PG_FUNCTION_ARGS)
 	if (!is_delete &&
 		bms_is_member(config->attnum - FirstLowInvalidHeapAttributeNumber,
 					  trigdata->tg_updatedcols))
+	{
 		token = TokenFromNewRow(rel, trigdata->tg_newtuple, config->attnum);
+		/* fence_raise's own statement: the owner's act, needs no proof */
+		raising = FenceRaiseAdmits(rel, token);
+	}
 	else
 	{
 		const char *column =
@@ -436,13 +445,13 @@ fence_guard(PG_FUNCTION_ARGS)
 		stamp = !is_delete;
 	}
 	FenceCheckToken(token, "incoming token");
-	if (config->template != NULL)
+	if (config->template != NULL && !raising)
 		CheckRowProof(rel, config, trigdata, token, is_delete);
 
 	if (!FenceAdmits(config->mode, fence, token))
 		RejectStaleRow(rel, config, token, fence);
 
-	if (suppress_accept_relid != RelationGetRelid(rel))
+	if (!raising && suppress_accept_relid != RelationGetRelid(rel))
 		FenceStatsAccepted(RelationGetRelid(rel), NULL, token);
 
 	if (is_delete)

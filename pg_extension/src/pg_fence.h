@@ -67,6 +67,10 @@ extern SPIPlanPtr FencePrepareKeptPlan(const char *sql, int nargs,
 extern void FenceCheckRelkind(Relation rel);
 extern AttrNumber FenceValidateColumn(Relation rel, const char *colname);
 
+/* raise.c: re-fencing after a failover (fence_raise, fence_raise_resources) */
+extern bool FenceRaiseAdmits(Relation rel, int64 token);
+extern void FenceCheckOwner(Oid relid);
+
 /* guard.c: abort callbacks; lets fenced_update avoid counting one write twice */
 extern void FenceGuardInit(void);
 extern Oid	FenceGuardSuppressAcceptStats(Oid relid);

@@ -40,6 +40,12 @@
  * with require_proof is only stricter, and one without it is what
  * fence_advance would insert.  TRUNCATE fires no row trigger; it needs the
  * TRUNCATE privilege.
+ *
+ * fence_raise_resources (1.2) re-fences every resource after a database
+ * failover, as fence_raise (raise.c) does a table: one UPDATE that sets
+ * every fence below the token to the token, run under own_write_depth so
+ * that resources requiring proofs are raised too.  Only the owner of
+ * fence_resources (or a superuser) may run it.
  */
 #include "postgres.h"
 
@@ -58,6 +64,7 @@ PG_FUNCTION_INFO_V1(fence_admit);
 PG_FUNCTION_INFO_V1(fence_current);
 PG_FUNCTION_INFO_V1(fence_require_proof);
 PG_FUNCTION_INFO_V1(fence_resources_guard);
+PG_FUNCTION_INFO_V1(fence_raise_resources);
 
 /* The extension's table of per-resource fences */
 #define RESOURCE_TABLE		"fence_resources"
@@ -335,6 +342,28 @@ fence_current(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Run one of pg_fence's own statements on fence_resources, which
+ * fence_resources_guard lets through (own_write_depth); the SPI result
+ */
+static int
+ExecuteOwnWrite(const char *sql, int nargs, Oid *argtypes, Datum *values)
+{
+	int			ret;
+
+	own_write_depth++;
+	PG_TRY();
+	{
+		ret = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		own_write_depth--;
+	}
+	PG_END_TRY();
+	return ret;
+}
+
+/*
  * fence_require_proof(resource, required): whether fence_admit and
  * fence_advance need a token proof for the resource; creates the
  * resource (fence 0) if it has no row yet
@@ -357,16 +386,7 @@ fence_require_proof(PG_FUNCTION_ARGS)
 	sql = psprintf("INSERT INTO %s AS r (resource, fence, require_proof) VALUES ($1, 0, $2) "
 				   "ON CONFLICT (resource) DO UPDATE SET require_proof = EXCLUDED.require_proof",
 				   quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE));
-	own_write_depth++;
-	PG_TRY();
-	{
-		ret = SPI_execute_with_args(sql, 2, argtypes, values, NULL, false, 0);
-	}
-	PG_FINALLY();
-	{
-		own_write_depth--;
-	}
-	PG_END_TRY();
+	ret = ExecuteOwnWrite(sql, 2, argtypes, values);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
 			 SPI_result_code_string(ret));
@@ -492,4 +512,39 @@ fence_resources_guard(PG_FUNCTION_ARGS)
 							"and its require_proof.");
 	}
 	return PointerGetDatum(oldtuple);
+}
+
+/*
+ * fence_raise_resources(token): set every resource fence below token to
+ * token; returns the number of resources raised
+ */
+Datum
+fence_raise_resources(PG_FUNCTION_ARGS)
+{
+	Oid			nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1];
+	int64		token;
+	uint64		raised;
+	char	   *sql;
+	int			ret;
+
+	FenceCheckNotNull(fcinfo, 0, "token");
+	token = PG_GETARG_INT64(0);
+	FenceCheckToken(token, "token argument");
+	FenceCheckOwner(get_relname_relid(RESOURCE_TABLE, nspid));
+
+	values[0] = Int64GetDatum(token);
+	sql = psprintf("UPDATE %s AS r SET fence = $1, updated_at = pg_catalog.now() "
+				   "WHERE r.fence OPERATOR(pg_catalog.<) $1",
+				   quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pg_fence: SPI_connect failed");
+	ret = ExecuteOwnWrite(sql, 1, argtypes, values);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
+			 SPI_result_code_string(ret));
+	raised = SPI_processed;
+	SPI_finish();
+	PG_RETURN_INT64((int64) raised);
 }

@@ -1,15 +1,17 @@
 -- upgrade: a database created with version 1.0 keeps its fences, triggers
--- and resources through ALTER EXTENSION pg_fence UPDATE, and ends up with
--- the same extension objects as a fresh install of 1.1.
+-- and resources through ALTER EXTENSION pg_fence UPDATE (to 1.1, then to
+-- 1.2), and ends up with the same extension objects as a fresh install of
+-- 1.2.
 --
 -- The main value is the behaviour checks on fences that existed before the
--- update (stale and newer tokens on an old guard, old resources, the new
--- fence_resources_guard on an old resource row).  The \dx+ ... comparison
--- guards less than it seems: a fresh CREATE EXTENSION runs the 1.0 script
--- and then this same 1.0--1.1 script, so today the two can differ only
--- through data the script meets (tables, rows, triggers of a used 1.0
--- database); it becomes a real check once a later version ships its own
--- install script or the upgrade path gains more steps.
+-- update (stale and newer tokens on an old guard, old resources, the
+-- fence_resources_guard of 1.1 on an old resource row, 1.2's fence_raise
+-- on an old guard and old resources).  The \dx+ ... comparison guards less
+-- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
+-- same 1.0--1.1 and 1.1--1.2 scripts, so the two can differ only through
+-- data the scripts meet (tables, rows, triggers of a used 1.0 database);
+-- it becomes a real check once a later version ships its own install
+-- script.
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS regress_fence_upgraded;
 DROP DATABASE IF EXISTS regress_fence_fresh;
@@ -25,7 +27,7 @@ CREATE TABLE up (id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0)
 INSERT INTO up VALUES (1, 'a'), (2, 'b');
 SELECT fence_protect('up');
 UPDATE up SET body = 'a1', fence = 10 WHERE id = 1;
--- the 1.1 library serves version 1.0's functions
+-- the current library serves version 1.0's functions
 SELECT fenced_update('up', '{"id": 2}', '{"body": "b1"}', 5);
 SELECT fence_advance('job', 20);
 SELECT fence_admit('job', 20);
@@ -33,7 +35,7 @@ SELECT fence_current('job');
 SELECT kind, relation, resource, accepted, rejected_stale
   FROM fence_stats ORDER BY kind, relation::text, resource;
 
-ALTER EXTENSION pg_fence UPDATE;
+ALTER EXTENSION pg_fence UPDATE TO '1.1';
 SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
 -- fences, trigger and resources are intact
 SELECT * FROM up ORDER BY id;
@@ -57,7 +59,18 @@ SELECT * FROM up ORDER BY id;
 SELECT kind, relation, resource, accepted, rejected_stale, rejected_proof
   FROM fence_stats ORDER BY kind, relation::text, resource;
 
--- the same objects, definitions, comments and privileges as a fresh 1.1
+ALTER EXTENSION pg_fence UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+-- 1.2 re-fences the guard and resources that 1.0 created
+SELECT fence_raise('up', 50);
+SELECT fence_raise_resources(50);
+SELECT * FROM up ORDER BY id;
+SELECT resource, fence, require_proof FROM fence_resources;
+UPDATE up SET body = 'stale', fence = 49 WHERE id = 2;
+\echo SQLSTATE :SQLSTATE
+UPDATE up SET body = 'b51', fence = 51 WHERE id = 2;
+
+-- the same objects, definitions, comments and privileges as a fresh 1.2
 \o :tmp/upgraded.txt
 \dx+ pg_fence
 \df+ fence*

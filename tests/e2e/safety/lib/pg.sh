@@ -1,9 +1,16 @@
 # shellcheck shell=bash
 # A throwaway PostgreSQL for the demo and the end-to-end tests (sourced).
 #
-#   pg_throwaway_start DIR   initdb + pg_ctl start on a free loopback port, with
-#                            pg_fence preloaded; exports PGHOST PGPORT PGUSER
-#                            PGDATABASE so psql and libpq need no arguments.
+#   pg_throwaway_start DIR [NAME=VALUE...]
+#                            initdb + pg_ctl start on a free loopback port, with
+#                            pg_fence preloaded and the given server settings
+#                            (e.g. wal_level=logical); exports PGHOST PGPORT
+#                            PGUSER PGDATABASE so psql and libpq need no
+#                            arguments, and writes the port to DIR/pg/port.
+#   pg_throwaway_launch DIR [NAME=VALUE...]
+#                            the start without the initdb: starts the data
+#                            directory DIR/pg/data made otherwise (e.g. by
+#                            pg_basebackup, as the server's owner).
 #   pg_throwaway_stop DIR    stops it (immediate) and is safe to call twice.
 #
 # Works as root (the server runs as the `postgres` user, which Debian's
@@ -64,7 +71,8 @@ pg_free_port() {
 }
 
 pg_throwaway_start() {
-  local dir=$1 bindir port i opts
+  local dir=$1 bindir
+  shift
   bindir=$(pg_bindir) || return 1
   if [[ ! -f "$(pg_config --pkglibdir)/pg_fence.so" ]]; then
     echo "pg.sh: pg_fence is not installed in $(pg_config --pkglibdir) (run: make -C pg_extension install)" >&2
@@ -79,8 +87,20 @@ pg_throwaway_start() {
   if [[ -n "${PG_NETNS:-}" ]]; then
     echo "host all all ${PG_TRUST_NET:?PG_TRUST_NET must be set with PG_NETNS} trust" >>"$dir/pg/data/pg_hba.conf"
   fi
+  pg_throwaway_launch "$dir" "$@"
+}
+
+pg_throwaway_launch() {
+  local dir=$1 bindir port i opts setting
+  shift
+  bindir=$(pg_bindir) || return 1
   opts="-c listen_addresses=${PG_LISTEN:-127.0.0.1} -c unix_socket_directories='$dir/pg'"
   opts+=" -c shared_preload_libraries=pg_fence -c fsync=off -c max_connections=60"
+  for setting in "$@"; do
+    [[ $setting == *=* && $setting != *"'"* ]] ||
+      { echo "pg.sh: a setting is NAME=VALUE without single quotes, not: $setting" >&2; return 1; }
+    opts+=" -c ${setting%%=*}='${setting#*=}'"
+  done
   for ((i = 0; i < 5; i++)); do
     if [[ -n "${PG_NETNS:-}" ]]; then port=5432; else port=$(pg_free_port) || return 1; fi
     if pg_server_as_owner "$bindir/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 \
