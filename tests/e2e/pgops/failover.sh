@@ -12,10 +12,10 @@
 #      checked); afterwards every token issued before the failover is
 #      refused (55F01) and the next holder's token 11 is accepted;
 #   3. the other remedy, synchronous replication (synchronous_standby_names,
-#      synchronous_commit = on): the same failover keeps the fence 10, and
-#      token 9 is refused without re-fencing. The standby is not stopped
-#      before the write here: a synchronous commit waits for it, and that
-#      wait is what keeps the fence.
+#      synchronous_commit = on): with the standby stopped, the write with
+#      token 10 waits for it (SyncRep) instead of returning; once the standby
+#      is back it returns, and the same failover keeps the fence 10: token 9
+#      is refused without re-fencing.
 # No coordinator: the tokens are literals. Needs pg_fence installed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -52,11 +52,11 @@ new_standby() {
   mkdir -p "$dir/pg"
   chmod 711 "$dir"
   [[ $(id -u) -eq 0 ]] && chown postgres: "$dir/pg"
-  pg_as_owner "$(pg_bindir)/pg_basebackup" -h 127.0.0.1 -p "$(cat "$primary/pg/port")" -U postgres \
-    -D "$dir/pg/data" -R -X stream --checkpoint=fast --no-sync >"$dir/pg/basebackup.log" 2>&1 ||
+  (cd / && pg_as_owner "$(pg_bindir)/pg_basebackup" -h 127.0.0.1 -p "$(cat "$primary/pg/port")" -U postgres \
+    -D "$dir/pg/data" -R -X stream --checkpoint=fast --no-sync) >"$dir/pg/basebackup.log" 2>&1 ||
     fail "pg_basebackup failed: $(tail -n 5 "$dir/pg/basebackup.log")"
   pg_throwaway_launch "$dir" || fail "the standby in $dir did not start"
-  e2e_wait_for 20 test "$(on "$dir" sql -c 'SELECT status FROM pg_stat_wal_receiver')" = streaming ||
+  e2e_wait_for 20 prints streaming on "$dir" sql -c 'SELECT status FROM pg_stat_wal_receiver' ||
     fail "the standby in $dir does not stream from the primary within 20 s"
 }
 
@@ -67,7 +67,7 @@ fail_over() {
   if [[ ! -f $2/pg/data/postmaster.pid ]]; then
     pg_throwaway_launch "$2" || fail "the standby in $2 did not start again"
   fi
-  pg_as_owner "$(pg_bindir)/pg_ctl" -D "$2/pg/data" -w -t 30 promote >/dev/null ||
+  (cd / && pg_as_owner "$(pg_bindir)/pg_ctl" -D "$2/pg/data" -w -t 30 promote) >/dev/null ||
     fail "the standby in $2 was not promoted"
   [[ $(on "$2" sql -c 'SELECT pg_is_in_recovery()') == f ]] || fail "the promoted server is still in recovery"
 }
@@ -85,7 +85,7 @@ state() { on "$1" sql -c "SELECT string_agg(report_id || ':' || fence, ',' ORDER
 # 1. Asynchronous replication loses the last fence ----------------------------
 new_primary "$W/a-primary"
 new_standby "$W/a-standby" "$W/a-primary"
-e2e_wait_for 20 test "$(state "$W/a-standby")" = '7:5,8:5 5' || fail "the standby did not replay fence 5"
+e2e_wait_for 20 prints '7:5,8:5 5' state "$W/a-standby" || fail "the standby did not replay fence 5"
 pg_throwaway_stop "$W/a-standby"
 write_10 "$W/a-primary"
 [[ $(state "$W/a-primary") == '7:10,8:5 10' ]] || fail "the primary does not hold fence 10: $(state "$W/a-primary")"
@@ -123,10 +123,19 @@ new_primary "$W/s-primary"
 new_standby "$W/s-standby" "$W/s-primary"
 on "$W/s-primary" sql -c "ALTER SYSTEM SET synchronous_standby_names = '*'" \
   -c 'ALTER SYSTEM SET synchronous_commit = on' -c 'SELECT pg_reload_conf()' >/dev/null
-e2e_wait_for 20 test "$(on "$W/s-primary" sql -c 'SELECT sync_state FROM pg_stat_replication')" = sync ||
+e2e_wait_for 20 prints sync on "$W/s-primary" sql -c 'SELECT sync_state FROM pg_stat_replication' ||
   fail "the standby did not become synchronous within 20 s"
-timeout 30 bash -c "$(declare -f on sql fail write_10); write_10 '$W/s-primary'" ||
-  fail "the synchronous write with token 10 did not commit within 30 s"
+# With the standby stopped the commit waits for it (it would return at once,
+# and be lost by the failover, under asynchronous replication).
+pg_throwaway_stop "$W/s-standby"
+timeout 60 bash -c "$(declare -f on sql fail write_10); write_10 '$W/s-primary'" &
+writer=$!
+e2e_wait_for 20 prints 1 on "$W/s-primary" sql -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" ||
+  fail "the write with token 10 did not wait for the stopped synchronous standby (no SyncRep wait)"
+kill -0 "$writer" 2>/dev/null || fail "the write with token 10 returned while the synchronous standby was stopped"
+pg_throwaway_launch "$W/s-standby" || fail "the synchronous standby did not start again"
+wait "$writer" || fail "the synchronous write with token 10 did not commit once the standby was back"
+pass "a synchronous commit waited for the stopped standby (SyncRep) and returned once it was back"
 fail_over "$W/s-primary" "$W/s-standby"
 [[ $(state "$W/s-standby") == '7:10,8:5 10' ]] ||
   fail "the promoted synchronous standby does not hold fence 10: $(state "$W/s-standby")"

@@ -8,6 +8,8 @@
 #   sql ARGS...            psql, quiet, unaligned, stop on the first error
 #   sqlstate CMD ARGS...   run a psql wrapper (sql, on DIR sql, ...) and print
 #                          the SQLSTATE of its first error, 00000 if none
+#   prints EXPECTED CMD... CMD prints exactly EXPECTED (run anew each time, for
+#                          e2e_wait_for: e2e_wait_for 20 prints 0 sub -c ...)
 #   fail MSG / pass MSG    one line of the test's verdict; fail exits 1
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -33,6 +35,12 @@ on() {
 }
 
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+
+prints() {
+  local expected=$1
+  shift
+  [[ $("$@" 2>/dev/null) == "$expected" ]]
+}
 
 sqlstate() {
   local out

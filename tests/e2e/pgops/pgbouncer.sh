@@ -54,9 +54,26 @@ SQL
 
 # PgBouncer refuses to run as root: it runs as the server's owner, with its
 # own ini and auth file, on a free loopback port, without a Unix socket.
+# Another test may take the port between the check and the bind, and
+# pgbouncer -d exits 0 even then: it counts as started once its log says it
+# listens on the port; else it is started again on another (3 tries).
 mkdir -p "$W/bouncer"
-bport=$(pg_free_port) || fail "no free port for pgbouncer"
-cat >"$W/bouncer/pgbouncer.ini" <<INI
+echo '"postgres" ""' >"$W/bouncer/userlist.txt"
+# bouncer_state: listening, failed (it logged that it cannot listen, or it
+# exited), or nothing yet
+bouncer_state() {
+  if grep -q "listening on 127.0.0.1:$bport" "$W/bouncer/pgbouncer.log" 2>/dev/null; then
+    echo listening
+  elif grep -q 'FATAL' "$W/bouncer/pgbouncer.log" 2>/dev/null ||
+       { [[ -f $W/bouncer/pgbouncer.pid ]] && ! kill -0 "$(cat "$W/bouncer/pgbouncer.pid")" 2>/dev/null; }; then
+    echo failed
+  fi
+}
+bouncer_settled() { [[ -n $(bouncer_state) ]]; }
+for try in 1 2 3; do
+  bport=$(pg_free_port) || fail "no free port for pgbouncer"
+  rm -f "$W/bouncer/pgbouncer.log" "$W/bouncer/pgbouncer.pid"
+  cat >"$W/bouncer/pgbouncer.ini" <<INI
 [databases]
 fenced = host=127.0.0.1 port=$PGPORT dbname=postgres user=postgres
 
@@ -73,10 +90,15 @@ max_client_conn = 20
 logfile = $W/bouncer/pgbouncer.log
 pidfile = $W/bouncer/pgbouncer.pid
 INI
-echo '"postgres" ""' >"$W/bouncer/userlist.txt"
-[[ $(id -u) -eq 0 ]] && chown -R postgres: "$W/bouncer"
-pg_as_owner "$PGBOUNCER" -d "$W/bouncer/pgbouncer.ini" ||
-  fail "pgbouncer did not start: $(tail -n 5 "$W/bouncer/pgbouncer.log" 2>/dev/null)"
+  [[ $(id -u) -eq 0 ]] && chown -R postgres: "$W/bouncer"
+  (cd / && pg_as_owner "$PGBOUNCER" -d "$W/bouncer/pgbouncer.ini") ||
+    fail "pgbouncer did not start: $(tail -n 5 "$W/bouncer/pgbouncer.log" 2>/dev/null)"
+  e2e_wait_for 10 bouncer_settled || fail "pgbouncer neither listens nor failed within 10 s"
+  [[ $(bouncer_state) == listening ]] && break
+  echo "pgbouncer could not listen on port $bport (try $try): $(grep FATAL "$W/bouncer/pgbouncer.log" | tail -n 1)" >&2
+  [[ -f $W/bouncer/pgbouncer.pid ]] && kill "$(cat "$W/bouncer/pgbouncer.pid")" 2>/dev/null
+  ((try < 3)) || fail "pgbouncer could not listen on a free port (3 tries)"
+done
 e2e_wait_for 10 psql -X -h 127.0.0.1 -p "$bport" -d fenced -c 'SELECT 1' ||
   fail "pgbouncer does not answer on port $bport: $(tail -n 5 "$W/bouncer/pgbouncer.log")"
 
