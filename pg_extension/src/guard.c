@@ -44,9 +44,11 @@
  * already judged, and is not asked for a token again.  The memo is cleared
  * when a (sub)transaction aborts.
  *
- * Re-fencing (raise.c): fence_raise's own UPDATE, which sets the fence
- * column to the token being raised to, is judged by the same order rule but
- * asks for no token proof and is not counted in fence_stats.
+ * Re-fencing (raise.c): while fence_raise runs, an UPDATE of the raised
+ * table that only raises a row's fence (below the token) to the token --
+ * what fence_raise's own statement does -- is judged by the same order
+ * rule but asks for no token proof and is not counted in fence_stats.
+ * FenceRaiseAdmits returns at once when no raise is running.
  */
 #include "postgres.h"
 
@@ -433,8 +435,8 @@ fence_guard(PG_FUNCTION_ARGS)
 					  trigdata->tg_updatedcols))
 	{
 		token = TokenFromNewRow(rel, trigdata->tg_newtuple, config->attnum);
-		/* fence_raise's own statement: the owner's act, needs no proof */
-		raising = FenceRaiseAdmits(rel, token);
+		/* a change fence_raise's statement makes: the owner's act, no proof */
+		raising = FenceRaiseAdmits(rel, trigdata, config->attnum, token);
 	}
 	else
 	{

@@ -68,8 +68,11 @@ extern void FenceCheckRelkind(Relation rel);
 extern AttrNumber FenceValidateColumn(Relation rel, const char *colname);
 
 /* raise.c: re-fencing after a failover (fence_raise, fence_raise_resources) */
-extern bool FenceRaiseAdmits(Relation rel, int64 token);
+struct TriggerData;
+extern bool FenceRaiseAdmits(Relation rel, struct TriggerData *trigdata,
+							 AttrNumber attnum, int64 token);
 extern void FenceCheckOwner(Oid relid);
+extern void FenceCheckRowSecurity(Oid relid);
 
 /* guard.c: abort callbacks; lets fenced_update avoid counting one write twice */
 extern void FenceGuardInit(void);

@@ -45,7 +45,8 @@
  * failover, as fence_raise (raise.c) does a table: one UPDATE that sets
  * every fence below the token to the token, run under own_write_depth so
  * that resources requiring proofs are raised too.  Only the owner of
- * fence_resources (or a superuser) may run it.
+ * fence_resources (or a superuser) may run it, and not while row level
+ * security applies to the caller there (FenceCheckRowSecurity).
  */
 #include "postgres.h"
 
@@ -522,6 +523,7 @@ Datum
 fence_raise_resources(PG_FUNCTION_ARGS)
 {
 	Oid			nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
+	Oid			relid;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1];
 	int64		token;
@@ -532,7 +534,9 @@ fence_raise_resources(PG_FUNCTION_ARGS)
 	FenceCheckNotNull(fcinfo, 0, "token");
 	token = PG_GETARG_INT64(0);
 	FenceCheckToken(token, "token argument");
-	FenceCheckOwner(get_relname_relid(RESOURCE_TABLE, nspid));
+	relid = get_relname_relid(RESOURCE_TABLE, nspid);
+	FenceCheckOwner(relid);
+	FenceCheckRowSecurity(relid);
 
 	values[0] = Int64GetDatum(token);
 	sql = psprintf("UPDATE %s AS r SET fence = $1, updated_at = pg_catalog.now() "

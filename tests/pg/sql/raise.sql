@@ -1,9 +1,12 @@
 -- raise: fence_raise and fence_raise_resources re-fence after a database
 -- failover.  Every fence below the token becomes the token (also on a
--- verifying table and on resources that require proofs, without a proof);
+-- verifying table and on resources that require proofs, without a proof,
+-- for the raise's own row changes only);
 -- fences at or above it are untouched; the result counts what was raised;
 -- afterwards tokens issued before are refused as if a write with the token
--- had been accepted.  Owner or superuser only.
+-- had been accepted.  Owner or superuser only.  Refused rather than done
+-- in part: row level security that applies to the caller (42501), a
+-- verifying table partitioned on its fence column (0A000).
 -- Runs in a database of its own: fence_raise_resources raises every
 -- resource of the database.
 SET client_min_messages = warning;
@@ -112,6 +115,37 @@ SELECT fence_raise('v', 2000);
 DROP TRIGGER copy_fence ON v;
 SELECT * FROM v ORDER BY report_id;
 SELECT * FROM w;
+-- on its own table, too, only the changes the raise makes itself are
+-- exempt: an UPDATE that only raises a fence below the token to the token.
+-- A trigger that, during the raise, moves another row to another lock key
+-- and writes the token into it needs a proof (55F02) -- also in
+-- same_generation mode, where the token is admitted by the order rule
+CREATE TABLE sgv (report_id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0);
+INSERT INTO sgv VALUES (7, 'a'), (9, 'b');
+SELECT fence_protect('sgv', mode => 'same_generation', lock_key => 'report:{report_id}');
+CREATE FUNCTION move_report_9() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE sgv SET body = 'x', report_id = 99, fence = NEW.fence WHERE report_id = 9;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER move_9 AFTER UPDATE ON sgv FOR EACH ROW EXECUTE FUNCTION move_report_9();
+SELECT fence_raise('sgv', 100);
+\echo SQLSTATE :SQLSTATE
+DROP TRIGGER move_9 ON sgv;
+-- so does the raise's own row when a BEFORE trigger of the table changes
+-- another column of it
+CREATE FUNCTION stamp_body() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.body := NEW.body || '!';
+  RETURN NEW;
+END $$;
+CREATE TRIGGER stamp BEFORE UPDATE ON sgv FOR EACH ROW EXECUTE FUNCTION stamp_body();
+SELECT fence_raise('sgv', 100);
+\echo SQLSTATE :SQLSTATE
+DROP TRIGGER stamp ON sgv;
+SELECT * FROM sgv ORDER BY report_id;
+SELECT fence_raise('sgv', 100);
+SELECT * FROM sgv ORDER BY report_id;
 
 -- A partitioned table -------------------------------------------------------
 
@@ -131,6 +165,35 @@ SELECT t.tgrelid::regclass AS rel, fence_raise(t.tgrelid, 70) AS raised
   FROM pg_trigger AS t
  WHERE t.tgname = 'zzz_fence_guard' AND t.tgparentid = 0
  ORDER BY t.tgrelid::regclass::text;
+
+-- Partitioned on the fence column: raising moves rows between partitions.
+-- A table that does not verify proofs is raised; a verifying one is
+-- refused up front (0A000): its guard would ask a proof for each move's
+-- INSERT.  Also when a partition under it is partitioned on the fence.
+CREATE TABLE pf (id int, fence bigint NOT NULL DEFAULT 0) PARTITION BY RANGE (fence);
+CREATE TABLE pf_low PARTITION OF pf FOR VALUES FROM (0) TO (100);
+CREATE TABLE pf_high PARTITION OF pf FOR VALUES FROM (100) TO (MAXVALUE);
+INSERT INTO pf VALUES (1, 0), (2, 150);
+SELECT fence_protect('pf');
+SELECT fence_raise('pf', 120);
+SELECT tableoid::regclass AS partition, * FROM pf ORDER BY id;
+CREATE TABLE pfv (id int, fence bigint NOT NULL DEFAULT 0) PARTITION BY RANGE (fence);
+CREATE TABLE pfv_low PARTITION OF pfv FOR VALUES FROM (0) TO (100);
+CREATE TABLE pfv_high PARTITION OF pfv FOR VALUES FROM (100) TO (MAXVALUE);
+INSERT INTO pfv VALUES (1);
+SELECT fence_protect('pfv', lock_key => 'pf:{id}');
+SELECT fence_raise('pfv', 120);
+\echo SQLSTATE :SQLSTATE
+CREATE TABLE pfs (id int, fence bigint NOT NULL DEFAULT 0) PARTITION BY RANGE (id);
+CREATE TABLE pfs1 PARTITION OF pfs FOR VALUES FROM (0) TO (10) PARTITION BY RANGE ((fence / 100));
+CREATE TABLE pfs1a PARTITION OF pfs1 FOR VALUES FROM (0) TO (1);
+CREATE TABLE pfs1b PARTITION OF pfs1 FOR VALUES FROM (1) TO (MAXVALUE);
+INSERT INTO pfs VALUES (1);
+SELECT fence_protect('pfs', lock_key => 'pf:{id}');
+SELECT fence_raise('pfs', 120);
+\echo SQLSTATE :SQLSTATE
+SELECT tableoid::regclass AS partition, * FROM pfv UNION ALL
+SELECT tableoid::regclass, * FROM pfs ORDER BY 1;
 
 -- Resources -----------------------------------------------------------------
 
@@ -170,6 +233,15 @@ SELECT fence_raise_resources(-5);
 CREATE TABLE plain (id int, fence bigint NOT NULL DEFAULT 0);
 SELECT fence_raise('plain', 10);
 \echo SQLSTATE :SQLSTATE
+-- a trigger named like the guard that runs another function
+CREATE FUNCTION not_the_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN NEW;
+END $$;
+CREATE TRIGGER zzz_fence_guard BEFORE UPDATE ON plain
+  FOR EACH ROW EXECUTE FUNCTION not_the_guard();
+SELECT fence_raise('plain', 10);
+\echo SQLSTATE :SQLSTATE
 -- not a table
 CREATE VIEW tv AS SELECT * FROM t;
 SELECT fence_raise('tv', 10);
@@ -205,6 +277,27 @@ SET ROLE regress_raise_owner;
 SELECT fence_raise('owned', 10);
 RESET ROLE;
 SELECT * FROM owned;
+-- row level security that applies to the owner (FORCE) would hide rows
+-- from the raise: refused (42501) rather than raising the visible ones
+CREATE TABLE secret (id int, fence bigint NOT NULL DEFAULT 0);
+INSERT INTO secret VALUES (1), (2);
+SELECT fence_protect('secret');
+ALTER TABLE secret OWNER TO regress_raise_owner;
+CREATE POLICY only_1 ON secret USING (id = 1);
+ALTER TABLE secret ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+SET ROLE regress_raise_owner;
+SELECT fence_raise('secret', 10);
+\echo SQLSTATE :SQLSTATE
+RESET ROLE;
+SELECT * FROM secret ORDER BY id;
+-- a superuser bypasses it: every row is raised
+SELECT fence_raise('secret', 10);
+-- without FORCE the owner sees every row
+ALTER TABLE secret NO FORCE ROW LEVEL SECURITY;
+SET ROLE regress_raise_owner;
+SELECT fence_raise('secret', 20);
+RESET ROLE;
+SELECT * FROM secret ORDER BY id;
 SELECT max(fence) AS t_fence_after_refusals FROM t;
 
 \c contrib_regression
