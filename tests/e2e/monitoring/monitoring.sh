@@ -11,8 +11,9 @@
 #      PostgreSQL with pg_fence (promtool passes rules naming metrics that do
 #      not exist; this does not);
 #   4. Debian's prometheus scrapes that cluster and exporter with the rules
-#      loaded: every rule evaluates without error, and every panel's PromQL
-#      returns series.
+#      loaded: every rule evaluates without error, every panel's PromQL
+#      returns series with the labels its legend shows, a healthy cluster
+#      raises no alert, and a stopped member leaves pgfence_peers_reachable.
 # Needs pg_fence installed (make test does) and Debian's prometheus,
 # prometheus-postgres-exporter and jq (make deps).
 set -euo pipefail
@@ -189,16 +190,23 @@ rules_ok() {
 e2e_wait_for 20 rules_ok || { curl -sf "$PROM/api/v1/rules" | jq '.data.groups[].rules[] | select(.health != "ok")' >&2; fail "a rule does not evaluate"; }
 pass "Prometheus evaluates all $(curl -sf "$PROM/api/v1/rules" | jq '[.data.groups[].rules[]] | length') rules without error"
 
-# Each panel's PromQL, with Grafana's $__rate_interval as 30s, returns series.
+# Each panel's PromQL, with Grafana's $__rate_interval as 30s, returns series,
+# and every series has the labels its legend names ({{instance}}, ...): a
+# `by (label)` of a label the metric does not have still returns a series,
+# without the label.
 n=0
-while IFS=$'\t' read -r title expr; do
+while IFS=$'\t' read -r title expr legend; do
   q=${expr//\$__rate_interval/30s}
   answer=$(query "$q") || fail "panel '$title': the query failed: $q"
   [[ $(jq -r '.status' <<<"$answer") == success ]] || fail "panel '$title': $(jq -r '.error' <<<"$answer"): $q"
   [[ $(jq '.data.result | length' <<<"$answer") -gt 0 ]] || fail "panel '$title': no series for $q"
+  for label in $(grep -oE '\{\{ *[a-z_]+ *\}\}' <<<"$legend" | tr -d '{} '); do
+    jq -e --arg l "$label" '.data.result | all(.metric[$l] != null)' <<<"$answer" >/dev/null ||
+      fail "panel '$title': a series lacks the label '$label' its legend shows: $q"
+  done
   n=$((n + 1))
-done < <(jq -r '.panels[] | .title as $t | .targets[] | [$t, .expr] | @tsv' "$DASHBOARD")
-pass "all $n panel queries return series from a live cluster and exporter"
+done < <(jq -r '.panels[] | .title as $t | .targets[] | [$t, .expr, .legendFormat] | @tsv' "$DASHBOARD")
+pass "all $n panel queries return series, with the labels their legends show, from a live cluster and exporter"
 
 # The leader panel's query sees exactly one leader.
 leaders=$(query 'sum(pgfence_is_leader{job="pgfence"})' | jq -r '.data.result[0].value[1]')
