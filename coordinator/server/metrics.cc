@@ -65,7 +65,7 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     metric(out, "pgfence_token_max", "gauge",
            "The largest token the cluster can grant (bigint's largest value); grants past it are refused.", lock::kMaxToken);
     metric(out, "pgfence_peers", "gauge", "Other members in the configuration in force.", g.peers);
-    metric(out, "pgfence_peers_reachable", "gauge", "Other members whose outgoing peer connection is up.", g.peers_reachable);
+    metric(out, "pgfence_peers_reachable", "gauge", "Other members reachable: the connection to them is up and their member reports arrive.", g.peers_reachable);
     out += "# HELP pgfence_build_info The release this member runs (value 1).\n# TYPE pgfence_build_info gauge\n"
            "pgfence_build_info{version=\"" PGFENCE_VERSION "\"} 1\n";
     metric(out, "pgfence_peer_frames_dropped_total", "counter", "Raft messages dropped by the transport (queue full or peer unreachable).", g.peer_frames_dropped);

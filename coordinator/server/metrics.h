@@ -19,7 +19,7 @@ struct Gauges {  // sampled at render time
     std::uint64_t last_token = 0;   // the largest token granted (applied lock table)
     std::uint64_t token_floor = 0;  // the applied table's token floor
     std::uint64_t peers = 0;            // other members in the configuration in force
-    std::uint64_t peers_reachable = 0;  // ... whose outgoing peer connection is up
+    std::uint64_t peers_reachable = 0;  // ... of them reachable (Member::Impl::peer_reachable)
     std::uint64_t peer_frames_dropped = 0;
     std::uint64_t http_connections = 0;
     std::uint64_t client_tls_failures = 0;  // TLS handshakes refused on the HTTP API
