@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# pg-test.sh: build and install pg_fence, then run its PostgreSQL tests
-# against throwaway servers (pg_virtualenv -t, works as root):
+# pg-test.sh: build and install pg_fence for one PostgreSQL major, then run
+# its PostgreSQL tests against throwaway servers (pg_virtualenv -t, works as
+# root):
 #
 #   1. preloaded server (shared_preload_libraries = pg_fence, and a small
 #      pg_fence.max_tracked so the stats bound is testable):
-#        pg_regress           tests/pg/sql/*.sql except nopreload*.sql
-#        pg_isolation_regress tests/pg/specs/*.spec
+#        make installcheck    pg_regress tests/pg/sql/*.sql except nopreload*,
+#                             pg_isolation_regress tests/pg/specs/*.spec
 #        dump_restore         pg_dump keeps fence_trusted_keys and require_proof
-#   2. server without preload: pg_regress tests/pg/sql/nopreload*.sql
+#   2. server without preload: make installcheck runs tests/pg/sql/nopreload*.sql
 #      (fencing works; fence_stats says what to configure)
 #
+# The extension is built out of tree (in $OUT/build, warnings are errors), so
+# builds for several majors never share objects. PG_CONFIG picks the major
+# (default: the host's 15); scripts/pg-matrix.sh runs this script for every
+# tested major, inside a chroot for those the host does not carry.
 # Prints each test's result and ends with "pg: N passed, M failed"; exits
 # non-zero on any failure, after printing the regression.diffs.
 # Outputs go to build/pg-tests (override with PG_TEST_OUT).
@@ -88,28 +93,24 @@ SQL
   fi
 }
 
-# Runs inside pg_virtualenv (PGHOST, PGPORT, PGUSER... are set).
+# make in the out-of-tree build directory of this major
+ext_make() {
+  make -s -C "$OUT/build" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" \
+    PG_CONFIG="$PG_CONFIG" "$@"
+}
+
+# Runs inside pg_virtualenv (PGHOST, PGPORT, PGUSER... are set): the Makefile
+# picks the tests that fit the server (preloaded or not).
 run_inside() {
   local mode=$1 status=0
   if [[ $mode == preload ]]; then
-    # shellcheck disable=SC2046
-    "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/regress" \
-      --dbname=contrib_regression $(list_tests "$TESTS/sql" sql preload) || status=1
-    # trust_concurrent.spec gets the shared vector's public key (the PEM's
-    # one base64 line) and proof from these settings: the server cannot be
-    # relied on to read files of the checkout (its user may not enter it).
-    local pub_b64 proof
-    pub_b64=$(grep -v '^-----' "$PG_FENCE_VECTORS/token_proof_v1.pub" | tr -d '\n')
-    proof=$(sed -n 's/^proof=//p' "$PG_FENCE_VECTORS/token_proof_v1.txt")
-    # shellcheck disable=SC2046
-    PGOPTIONS="-c pg_fence_test.pub_b64=$pub_b64 -c pg_fence_test.proof=$proof" \
-    "$PG_ISOLATION_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/isolation" \
-      --dbname=isolation_regression $(list_tests "$TESTS/specs" spec preload) || status=1
+    # regress and isolation apart: one installcheck stops at the first failure
+    ext_make installcheck ISOLATION= || status=1
+    ext_make installcheck REGRESS= || status=1
     dump_restore_test || status=1
   else
-    # shellcheck disable=SC2046
-    "$PG_REGRESS" --inputdir="$TESTS" --outputdir="$OUT/nopreload" \
-      --dbname=contrib_regression $(list_tests "$TESTS/sql" sql nopreload) || status=1
+    mkdir -p "$OUT/nopreload"
+    ext_make installcheck EXTRA_REGRESS_OPTS="--outputdir=$OUT/nopreload" || status=1
   fi
   return $status
 }
@@ -135,37 +136,21 @@ if [[ -n $(missing_tools) ]]; then
   find_pg_tools
 fi
 if [[ -n $(missing_tools) ]]; then
-  echo "pg-test: not found: $(missing_tools | xargs); install postgresql-15 and postgresql-server-dev-15 (scripts/install-deps.sh)" >&2
-  echo "pg: 0 passed, 1 failed"
-  exit 1
-fi
-
-echo "== building and installing pg_fence (warnings are errors)"
-# clean first: objects built earlier without -Werror would not be rebuilt
-if ! { make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" clean &&
-       make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" FENCE_CFLAGS=-Werror &&
-       make -s -C "$ROOT/pg_extension" PG_CONFIG="$PG_CONFIG" install >/dev/null; }; then
-  echo "pg-test: building or installing pg_fence failed (see above)" >&2
+  echo "pg-test: not found: $(missing_tools | xargs); install postgresql-$PG_VERSION_MAJOR and postgresql-server-dev-$PG_VERSION_MAJOR (scripts/install-deps.sh)" >&2
   echo "pg: 0 passed, 1 failed"
   exit 1
 fi
 
 rm -rf "$OUT"
-mkdir -p "$OUT"
+mkdir -p "$OUT/build/src"
+echo "== building and installing pg_fence for PostgreSQL $PG_VERSION_MAJOR (warnings are errors)"
+if ! { ext_make FENCE_CFLAGS=-Werror && ext_make install >/dev/null; }; then
+  echo "pg-test: building or installing pg_fence failed (see above)" >&2
+  echo "pg: 0 passed, 1 failed"
+  exit 1
+fi
 status=0
-
-# Token proofs (tests/pg/sql/proof.sql, upgrade.sql): the shared test vector
-# is read from tests/vectors; more proofs are signed with its private key
-# by tests/pg/sign-proof.sh; a second key pair, for key rotation, is RFC
-# 8032's test 2 key (fixed, so its key id in the expected output is too).
-mkdir -p "$OUT/keys" "$OUT/tmp"
-perl -e 'print pack("H*", $ARGV[0])' \
-  302e020100300506032b6570042204204ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb |
-  openssl pkey -inform DER -out "$OUT/keys/second.key"
 export PG_FENCE_VECTORS=$ROOT/tests/vectors
-export PG_FENCE_SIGN=$TESTS/sign-proof.sh
-export PG_FENCE_KEYS=$OUT/keys
-export PG_FENCE_TMP=$OUT/tmp
 
 # Full output goes to the logs; the terminal gets it without pg_regress's
 # database setup chatter.
@@ -180,9 +165,12 @@ echo "== pg_regress without shared_preload_libraries"
 pg_virtualenv -t -v "$PG_VERSION_MAJOR" \
   bash "$ROOT/scripts/pg-test.sh" --inside nopreload 2>&1 | tee "$OUT/nopreload.log" | quiet || status=1
 
-# pg_regress prints "test NAME ... ok" (or "     NAME ... ok" in groups).
-passed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE '^(test +| +)[^ ]+ +\.\.\. ok' || true)
-failed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE '^(test +| +)[^ ]+ +\.\.\. FAILED' || true)
+# pg_regress prints "test NAME ... ok" (or "     NAME ... ok" in groups) up
+# to PostgreSQL 15, and TAP ("ok 3 - NAME", "not ok 3 - NAME") from 16 on.
+ok_line='^((test +| +)[^ ]+ +\.\.\. ok|ok +[0-9]+ +[-+] )'
+failed_line='^((test +| +)[^ ]+ +\.\.\. FAILED|not ok +[0-9]+ +[-+] )'
+passed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE "$ok_line" || true)
+failed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE "$failed_line" || true)
 expected=$(( 1 + $(list_tests "$TESTS/sql" sql preload | wc -l) +
              $(list_tests "$TESTS/specs" spec preload | wc -l) +
              $(list_tests "$TESTS/sql" sql nopreload | wc -l) ))
@@ -194,7 +182,7 @@ fi
 (( failed == 0 )) || status=1
 
 if (( status != 0 )); then
-  for diffs in "$OUT"/*/regression.diffs; do
+  for diffs in $(find "$OUT" -name regression.diffs | sort); do
     [[ -s $diffs ]] || continue
     echo "== $diffs"
     cat "$diffs"

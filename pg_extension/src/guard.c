@@ -142,7 +142,7 @@ static void
 RememberAdmittedRow(Relation rel, HeapTuple oldtuple)
 {
 	admitted_row.valid = true;
-	admitted_row.lxid = MyProc->lxid;
+	admitted_row.lxid = FenceLocalXid();
 	admitted_row.cid = GetCurrentCommandId(false);
 	admitted_row.relid = RelationGetRelid(rel);
 	admitted_row.tid = oldtuple->t_self;
@@ -155,7 +155,7 @@ IsAdmittedRowMove(Relation rel, HeapTuple oldtuple)
 	bool		match;
 
 	match = admitted_row.valid &&
-		admitted_row.lxid == MyProc->lxid &&
+		admitted_row.lxid == FenceLocalXid() &&
 		admitted_row.cid == GetCurrentCommandId(false) &&
 		admitted_row.relid == RelationGetRelid(rel) &&
 		ItemPointerIsValid(&oldtuple->t_self) &&

@@ -126,8 +126,8 @@ CheckTokenSetting(char **newval, void **extra, GucSource source)
 						  "SET LOCAL pg_fence.token = 42.");
 		return false;
 	}
-	/* PostgreSQL 15 frees GUC "extra" data with free() */
-	copy = (FenceTokenSetting *) malloc(sizeof(FenceTokenSetting));
+	/* released by the GUC machinery: allocated as this major frees it */
+	copy = (FenceTokenSetting *) FenceGucMalloc(sizeof(FenceTokenSetting));
 	if (copy == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);

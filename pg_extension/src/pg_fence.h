@@ -12,6 +12,7 @@
 
 #include "postgres.h"
 
+#include "compat.h"
 #include "fmgr.h"
 #include "executor/spi.h"
 #include "utils/relcache.h"

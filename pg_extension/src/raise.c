@@ -163,7 +163,7 @@ FenceRaiseAdmits(Relation rel, TriggerData *trigdata, AttrNumber attnum,
 void
 FenceCheckOwner(Oid relid)
 {
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!FenceOwnsRelation(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER,
 					   get_relkind_objtype(get_rel_relkind(relid)),
 					   get_rel_name(relid));

@@ -7,12 +7,17 @@ RESET client_min_messages;
 
 SELECT extversion, extrelocatable FROM pg_extension WHERE extname = 'pg_fence';
 
--- every object that belongs to the extension
+-- every object that belongs to the extension (but the row types of its
+-- tables and views and the array types, which follow from them: PostgreSQL
+-- 17 and later record those as members too, 15 does not)
 SELECT pg_describe_object(classid, objid, 0) AS object
-  FROM pg_depend
+  FROM pg_depend d
  WHERE refclassid = 'pg_extension'::regclass
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_fence')
    AND deptype = 'e'
+   AND NOT EXISTS (SELECT FROM pg_type t
+                    WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                      AND (t.typrelid <> 0 OR t.typcategory = 'A'))
  ORDER BY 1;
 
 -- every function has a COMMENT, none is SECURITY DEFINER
