@@ -8,37 +8,43 @@
 #                            stops the unit's instances before removal
 #   fencectl                 /usr/bin/fencectl and its manual page
 #   fence-worker             /usr/bin/fence-worker and its manual page
-#   postgresql-15-pg-fence   the pg_fence extension (library, control file, SQL)
+#   postgresql-N-pg-fence    the pg_fence extension (library, control file,
+#                            SQL) for PostgreSQL N: one package per major whose
+#                            server headers are present, 15 on the host, 17 and
+#                            18 in the chroots of scripts/pg-chroot.sh once
+#                            they have been made (make test makes them)
 #
 #   scripts/make-deb.sh [OUT_DIR]     (default OUT_DIR: $BUILD/deb, BUILD=build)
+#   scripts/make-deb.sh --pg-extension OUT_DIR
+#                                     only postgresql-N-pg-fence, for the
+#                                     PostgreSQL of the pg_config in PATH (what
+#                                     the first form runs inside each chroot)
 #
-# The files come from `cmake --install` (per component) and
-# `make -C pg_extension install`, both with DESTDIR set to a staging tree, and
-# from deploy/systemd/ (the unit names /usr/bin, so make install leaves it out);
-# programs are stripped; Depends comes from dpkg-shlibdeps. Prints the path
-# of each package made.
+# The files come from `cmake --install` (per component) and the extension's
+# `make install` (built out of tree, for each major), both with DESTDIR set to
+# a staging tree, and from deploy/systemd/ (the unit names /usr/bin, so make
+# install leaves it out); programs are stripped; Depends comes from
+# dpkg-shlibdeps on the system the package is for. Prints the path of each
+# package made.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$ROOT/$BUILD"
+PG_ONLY=0
+if [[ ${1:-} == --pg-extension ]]; then
+  PG_ONLY=1
+  shift
+  [[ -n ${1:-} ]] || { echo "make-deb: --pg-extension needs an output directory" >&2; exit 1; }
+fi
 OUT=${1:-$BUILD/deb}
 die() { echo "make-deb: $*" >&2; exit 1; }
 
 for tool in dpkg-deb dpkg-shlibdeps; do
   command -v "$tool" >/dev/null || die "$tool not found (apt-get install dpkg-dev)"
 done
-for prog in coordinator/server/fence-coordinator coordinator/cli/fencectl coordinator/worker/fence-worker; do
-  [[ -x "$BUILD/$prog" ]] || die "$BUILD/$prog is not built (run make build)"
-  [[ -f "$BUILD/man/$(basename "$prog").1" ]] || die "$BUILD/man/$(basename "$prog").1 is missing (help2man: run make deps, then make build)"
-done
-[[ -f "$ROOT/pg_extension/pg_fence.so" ]] || die "pg_extension/pg_fence.so is not built (run make build)"
-
 version=$(sed -n 's/^project(pgfence VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
 [[ -n $version ]] || die "no project(pgfence VERSION ...) in CMakeLists.txt"
-built=$("$BUILD/coordinator/server/fence-coordinator" --version)
-[[ $built == *" $version" ]] || die "the build is of another version ($built), not $version: rebuild"
 arch=$(dpkg --print-architecture)
-pg_major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 
 W=$(mktemp -d /tmp/pgfence-deb.XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -71,6 +77,39 @@ EOF
   dpkg-deb --root-owner-group -Zxz --build "$stage" "$OUT/${name}_${version}_${arch}.deb" >/dev/null
   echo "$OUT/${name}_${version}_${arch}.deb"
 }
+
+# extension_package: postgresql-N-pg-fence for the PostgreSQL of pg_config,
+# built out of tree (the objects of one major never meet another's).
+extension_package() {
+  local pg_major so
+  pg_major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+  mkdir -p "$W/pgbuild/src"
+  make -s -C "$W/pgbuild" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" >/dev/null
+  make -s -C "$W/pgbuild" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" \
+    install DESTDIR="$W/stage-pg" >/dev/null
+  so=$(find "$W/stage-pg" -name 'pg_fence.so' | head -n1)
+  [[ -n $so ]] || die "the extension's make install put no pg_fence.so under DESTDIR"
+  strip --strip-unneeded "$so"
+  package "postgresql-$pg_major-pg-fence" "$W/stage-pg" \
+    "postgresql-$pg_major, $(shlib_depends -e"$so")" \
+    "pg_fence: fencing tokens for PostgreSQL $pg_major
+ The pg_fence extension (CREATE EXTENSION pg_fence) refuses a write whose
+ fencing token is not newer than the fence already stored, so a paused
+ former lock holder cannot overwrite a newer one; it can also verify that a
+ token was issued by a trusted pgfence cluster for the row's lock."
+}
+
+if ((PG_ONLY)); then
+  extension_package
+  exit 0
+fi
+
+for prog in coordinator/server/fence-coordinator coordinator/cli/fencectl coordinator/worker/fence-worker; do
+  [[ -x "$BUILD/$prog" ]] || die "$BUILD/$prog is not built (run make build)"
+  [[ -f "$BUILD/man/$(basename "$prog").1" ]] || die "$BUILD/man/$(basename "$prog").1 is missing (help2man: run make deps, then make build)"
+done
+built=$("$BUILD/coordinator/server/fence-coordinator" --version)
+[[ $built == *" $version" ]] || die "the build is of another version ($built), not $version: rebuild"
 
 # The three programs, one cmake --install component each.
 for component in coordinator fencectl worker; do
@@ -135,15 +174,9 @@ package fence-worker "$W/stage-worker" \
  fence-worker takes a pgfence lock and writes to PostgreSQL with its fencing
  token; the end-to-end tests and the demo run it."
 
-# The extension, as PGXS installs it.
-make -s -C "$ROOT/pg_extension" install DESTDIR="$W/stage-pg" >/dev/null
-so=$(find "$W/stage-pg" -name 'pg_fence.so' | head -n1)
-[[ -n $so ]] || die "make -C pg_extension install put no pg_fence.so under DESTDIR"
-strip --strip-unneeded "$so"
-package "postgresql-$pg_major-pg-fence" "$W/stage-pg" \
-  "postgresql-$pg_major, $(shlib_depends -e"$so")" \
-  "pg_fence: fencing tokens for PostgreSQL $pg_major
- The pg_fence extension (CREATE EXTENSION pg_fence) refuses a write whose
- fencing token is not newer than the fence already stored, so a paused
- former lock holder cannot overwrite a newer one; it can also verify that a
- token was issued by a trusted pgfence cluster for the row's lock."
+# The extension: the host's major here, the others inside their chroots.
+extension_package
+for suite in trixie sid; do
+  bash "$ROOT/scripts/pg-chroot.sh" ready "$suite" || continue
+  bash "$ROOT/scripts/pg-chroot.sh" run "$suite" bash "$ROOT/scripts/make-deb.sh" --pg-extension "$OUT"
+done

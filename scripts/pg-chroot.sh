@@ -5,14 +5,26 @@
 #   pg-chroot.sh ensure SUITE       make the chroot of SUITE (trixie: PostgreSQL 17,
 #                                   sid: 18) when it is missing, half-made or broken;
 #                                   prints its path
+#   pg-chroot.sh ready SUITE        exits 0 when the chroot is made and sound
 #   pg-chroot.sh path SUITE         prints the path (made or not)
 #   pg-chroot.sh major SUITE        prints the PostgreSQL major SUITE carries
 #   pg-chroot.sh with SUITE CMD...  runs CMD (a host command) in a private mount
 #                                   and PID namespace in which the chroot has /proc,
 #                                   /dev, /dev/shm, /dev/pts, the host's /tmp and
 #                                   this checkout (at the same paths) mounted;
-#                                   CMD finds the chroot in $PG_CHROOT and runs
-#                                   commands there with `chroot "$PG_CHROOT" ...`
+#                                   CMD finds the chroot in $PG_CHROOT (its major
+#                                   in $PG_CHROOT_MAJOR) and runs commands there
+#                                   with `chroot "$PG_CHROOT" ...`; and $PATH
+#                                   starts with $PG_CHROOT_BIN, a wrapper for each
+#                                   of the chroot's PostgreSQL programs (psql,
+#                                   pg_ctl, pg_dump, ..., pgbouncer) that runs it
+#                                   there, in the caller's directory, as the
+#                                   chroot's postgres user when
+#                                   PG_CHROOT_AS_OWNER=1 (tests/e2e/safety/lib/pg.sh)
+#   pg-chroot.sh run SUITE [NAME=VALUE...] CMD...
+#                                   `with`, running CMD inside the chroot, as
+#                                   root, in a clean environment (PATH, HOME,
+#                                   LANG=C.UTF-8 and the NAME=VALUEs given)
 #   pg-chroot.sh clean [SUITE]      removes the chroot(s)
 #
 # The chroots live outside the checkout, in $PGFENCE_CHROOT_CACHE (default
@@ -188,6 +200,31 @@ with_chroot() {
     mkdir -p "$r$PGFENCE_ROOT"
     mount --bind "$PGFENCE_ROOT" "$r$PGFENCE_ROOT"
     cp /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null || true
+    # the wrappers, on a tmpfs of this namespace only
+    w=/run/pgfence-chroot
+    mkdir -p "$w"
+    mount -t tmpfs -o mode=0755 pgfence-chroot "$w"
+    mkdir "$w/bin"
+    cat >"$w/run" <<"RUN"
+#!/bin/sh
+# run PROGRAM ARGS...: PROGRAM of the chroot, in the caller directory (the
+# chroot shares /tmp and the checkout), as postgres when PG_CHROOT_AS_OWNER=1
+prog=$1
+shift
+if [ "${PG_CHROOT_AS_OWNER:-0}" = 1 ]; then
+  set -- runuser -u postgres -- "$prog" "$@"
+else
+  set -- "$prog" "$@"
+fi
+exec chroot "$PG_CHROOT" /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$PWD" "$@"
+RUN
+    chmod 0755 "$w/run"
+    for prog in "$r/usr/lib/postgresql/$PG_CHROOT_MAJOR/bin/"* "$r/usr/sbin/pgbouncer"; do
+      [ -x "$prog" ] || continue
+      printf "#!/bin/sh\nexec %s %s \"\$@\"\n" "$w/run" "${prog#"$r"}" >"$w/bin/${prog##*/}"
+      chmod 0755 "$w/bin/${prog##*/}"
+    done
+    export PG_CHROOT_BIN=$w/bin PATH=$w/bin:$PATH
     set +e
     "$@"
   ' _ "$@"
@@ -195,11 +232,16 @@ with_chroot() {
 
 case ${1:-} in
   ensure) ensure "${2:?usage: pg-chroot.sh ensure SUITE}" ;;
+  ready) suite_major "${2:?usage: pg-chroot.sh ready SUITE}" >/dev/null && healthy "$2" ;;
+  run)
+    shift
+    with_chroot "${1:?usage: pg-chroot.sh run SUITE [NAME=VALUE...] CMD...}" \
+      bash -c 'exec chroot "$PG_CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"' _ "${@:2}" ;;
   path) chroot_path "${2:?usage: pg-chroot.sh path SUITE}" ;;
   major) suite_major "${2:?usage: pg-chroot.sh major SUITE}" ;;
   with) shift; with_chroot "${1:?usage: pg-chroot.sh with SUITE CMD...}" "${@:2}" ;;
   clean)
     if [[ -n ${2:-} ]]; then remove_tree "$(chroot_path "$2")"; else for s in trixie sid; do remove_tree "$(chroot_path "$s")"; done; fi ;;
-  -h|--help|help|"") sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command '$1' (ensure, path, major, with, clean; --help)" ;;
+  -h|--help|help|"") sed -n '2,/^set -euo/p' "$0" | sed '$d'  | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$1' (ensure, ready, path, major, with, run, clean; --help)" ;;
 esac

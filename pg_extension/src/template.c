@@ -69,7 +69,7 @@ KeyColumn(Relation rel, const char *template, const char *name,
 				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
 				 errmsg("column \"%s\" of lock key template \"%s\" is a generated column",
 						name, template),
-				 errdetail("A BEFORE trigger sees a stored generated column as NULL, so "
+				 errdetail("A BEFORE trigger sees a generated column (stored or virtual) as NULL, so "
 						   "no INSERT or UPDATE of table \"%s\" would have a lock key.",
 						   RelationGetRelationName(rel)),
 				 errhint("Name the columns it is generated from instead.")));

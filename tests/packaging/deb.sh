@@ -12,7 +12,10 @@
 #      runs CREATE EXTENSION pg_fence from the package's files and refuses a
 #      stale write;
 #   4. dpkg purges them, their files are gone, and the development build's
-#      extension is installed again (make -C pg_extension install).
+#      extension is installed again (make -C pg_extension install);
+#   5. in each chroot of scripts/pg-chroot.sh that has been made (trixie: 17,
+#      sid: 18), its postgresql-N-pg-fence is installed, used and purged there
+#      (tests/packaging/pg-deb.sh).
 # Needs root. Ends with "packages: N passed, N failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -194,4 +197,24 @@ else
   cat "$W/dev-install.log" >&2
   bad "make -C pg_extension install failed: the development extension is not back"
 fi
+
+# --- 5. the extension's packages for the chroots' majors ----------------------------
+for suite in trixie sid; do
+  bash "$ROOT/scripts/pg-chroot.sh" ready "$suite" || continue
+  major=$(bash "$ROOT/scripts/pg-chroot.sh" major "$suite")
+  f=$(ls "$W/deb/postgresql-$major-pg-fence_${version}_"*.deb 2>/dev/null | head -n1)
+  if [[ -z $f ]]; then bad "no package postgresql-$major-pg-fence $version was made in the $suite chroot"; continue; fi
+  ok "make-deb: postgresql-$major-pg-fence $version ($(du -h "$f" | cut -f1)) made in the $suite chroot"
+  out=$(bash "$ROOT/scripts/pg-chroot.sh" run "$suite" \
+          bash "$ROOT/tests/packaging/pg-deb.sh" "$f" "$ROOT/build/pg-tests-$major/build" 2>&1)
+  echo "$out" | grep -E '^(PASS|FAIL):'
+  counts=$(sed -nE 's/^pg-deb: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' <<<"$out" | tail -n1)
+  if [[ -z $counts ]]; then
+    echo "$out" >&2
+    bad "tests/packaging/pg-deb.sh in the $suite chroot printed no result"
+    continue
+  fi
+  passed=$((passed + ${counts% *}))
+  failed=$((failed + ${counts#* }))
+done
 finish

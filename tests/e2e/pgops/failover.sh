@@ -51,7 +51,7 @@ new_standby() {
   local dir=$1 primary=$2
   mkdir -p "$dir/pg"
   chmod 711 "$dir"
-  [[ $(id -u) -eq 0 ]] && chown postgres: "$dir/pg"
+  pg_give_to_owner "$dir/pg"
   (cd / && pg_as_owner "$(pg_bindir)/pg_basebackup" -h 127.0.0.1 -p "$(cat "$primary/pg/port")" -U postgres \
     -D "$dir/pg/data" -R -X stream --checkpoint=fast --no-sync) >"$dir/pg/basebackup.log" 2>&1 ||
     fail "pg_basebackup failed: $(tail -n 5 "$dir/pg/basebackup.log")"

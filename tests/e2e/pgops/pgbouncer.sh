@@ -90,7 +90,7 @@ max_client_conn = 20
 logfile = $W/bouncer/pgbouncer.log
 pidfile = $W/bouncer/pgbouncer.pid
 INI
-  [[ $(id -u) -eq 0 ]] && chown -R postgres: "$W/bouncer"
+  pg_give_to_owner "$W/bouncer"
   (cd / && pg_as_owner "$PGBOUNCER" -d "$W/bouncer/pgbouncer.ini") ||
     fail "pgbouncer did not start: $(tail -n 5 "$W/bouncer/pgbouncer.log" 2>/dev/null)"
   e2e_wait_for 10 bouncer_settled || fail "pgbouncer neither listens nor failed within 10 s"

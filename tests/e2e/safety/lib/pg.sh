@@ -22,9 +22,19 @@
 # on PG_LISTEN:5432 and trusts PG_TRUST_NET (a CIDR); PGHOST is then the Unix
 # socket directory (which no network cut reaches), for the harness's own queries,
 # and PG_TCP_HOST/PGPORT are what clients in other namespaces connect to.
+#
+# In a chroot of another PostgreSQL major (scripts/pg-chroot.sh with SUITE
+# ...: PG_CHROOT and PG_CHROOT_BIN set), the server and every PostgreSQL
+# program (psql, pg_dump, pgbouncer, ...) are the chroot's: PG_CHROOT_BIN
+# holds wrappers that run them there, and comes first in PATH; the data
+# directory lives under /tmp, which the chroot shares.
+#
+#   pg_give_to_owner PATH... chown -R PATHs to the server's owner (the
+#                            chroot's postgres user in a chroot)
 
 pg_bindir() {
   local d
+  if [[ -n "${PG_CHROOT_BIN:-}" ]]; then echo "$PG_CHROOT_BIN"; return 0; fi
   d=$(pg_config --bindir 2>/dev/null) || true
   if [[ -x "$d/pg_ctl" ]]; then echo "$d"; return 0; fi
   for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
@@ -36,10 +46,20 @@ pg_bindir() {
 
 # pg_as_owner CMD...: runs CMD as the server's owner (postgres when we are root).
 pg_as_owner() {
-  if [[ $(id -u) -eq 0 ]]; then
+  if [[ -n "${PG_CHROOT_BIN:-}" ]]; then
+    PG_CHROOT_AS_OWNER=1 "$@"
+  elif [[ $(id -u) -eq 0 ]]; then
     runuser -u postgres -- "$@"
   else
     "$@"
+  fi
+}
+
+pg_give_to_owner() {
+  if [[ -n "${PG_CHROOT:-}" ]]; then
+    chroot "$PG_CHROOT" chown -R postgres: "$@"
+  elif [[ $(id -u) -eq 0 ]]; then
+    chown -R postgres: "$@"
   fi
 }
 
@@ -74,13 +94,13 @@ pg_throwaway_start() {
   local dir=$1 bindir
   shift
   bindir=$(pg_bindir) || return 1
-  if [[ ! -f "$(pg_config --pkglibdir)/pg_fence.so" ]]; then
-    echo "pg.sh: pg_fence is not installed in $(pg_config --pkglibdir) (run: make -C pg_extension install)" >&2
+  if [[ ! -f "${PG_CHROOT:-}$(pg_config --pkglibdir)/pg_fence.so" ]]; then
+    echo "pg.sh: pg_fence is not installed in ${PG_CHROOT:-}$(pg_config --pkglibdir) (run: make -C pg_extension install)" >&2
     return 1
   fi
   mkdir -p "$dir/pg"
   chmod 711 "$dir"
-  [[ $(id -u) -eq 0 ]] && chown postgres: "$dir/pg"
+  pg_give_to_owner "$dir/pg"
   pg_as_owner "$bindir/initdb" -D "$dir/pg/data" -U postgres -A trust -E UTF8 \
     --locale=C --no-sync >"$dir/pg/initdb.log" 2>&1 ||
     { echo "pg.sh: initdb failed, see $dir/pg/initdb.log:" >&2; tail -n 5 "$dir/pg/initdb.log" >&2; return 1; }
