@@ -4,9 +4,11 @@
 #
 #   suites: ctest in build/ (unit, simulation, end-to-end), ctest in build-asan/
 #   (ASan+UBSan build of the unit tests and a shorter simulation), the
-#   PostgreSQL tests (pg_regress + isolation on a throwaway server), a short
-#   libFuzzer run of every decoder, and last the Debian packages (built,
-#   installed, run and removed; tests/packaging/deb.sh).
+#   PostgreSQL matrix (pg_regress + isolation on throwaway servers of 15, 17
+#   and 18, the last two in Debian chroots, and the end-to-end suites next to
+#   17; scripts/pg-matrix.sh), a short libFuzzer run of every decoder, and
+#   last the Debian packages (built, installed, run and removed, one
+#   extension package per major; tests/packaging/deb.sh).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${JOBS:-2}
@@ -73,9 +75,9 @@ if [[ -d "$root/build-asan" ]]; then
   run_ctest coordinator-asan "$root/build-asan" -LE e2e
 fi
 
-if [[ -x "$root/scripts/pg-test.sh" || -f "$root/scripts/pg-test.sh" ]]; then
-  log "pg_fence: pg_regress and isolation tests on a throwaway PostgreSQL"
-  run_counted pg bash "$root/scripts/pg-test.sh"
+if [[ -f "$root/scripts/pg-matrix.sh" ]]; then
+  log "pg_fence: the PostgreSQL matrix (15, 17, 18)"
+  run_counted pg-matrix env BUILD="$root/build" bash "$root/scripts/pg-matrix.sh"
 fi
 
 if [[ -f "$root/scripts/fuzz.sh" ]]; then

@@ -131,11 +131,22 @@ pg_throwaway_launch() {
         export PGHOST=$dir/pg PG_TCP_HOST=$PG_LISTEN
       fi
       echo "$port" >"$dir/pg/port"
+      pg_check_major || return 1
       return 0
     fi
   done
   echo "pg.sh: PostgreSQL did not start, see $dir/pg/server.log:" >&2
   tail -n 10 "$dir/pg/server.log" >&2
+  return 1
+}
+
+# pg_check_major: in a chroot, the server that answers is the chroot's major
+pg_check_major() {
+  [[ -n "${PG_CHROOT_MAJOR:-}" ]] || return 0
+  local v
+  v=$(psql -X -At -c 'SHOW server_version_num' 2>&1)
+  [[ $v =~ ^[0-9]+$ && $((v / 10000)) == "$PG_CHROOT_MAJOR" ]] && return 0
+  echo "pg.sh: the server on port $PGPORT is not PostgreSQL $PG_CHROOT_MAJOR (server_version_num: $v)" >&2
   return 1
 }
 
