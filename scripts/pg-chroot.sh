@@ -189,7 +189,7 @@ with_chroot() {
   (($# > 0)) || die "with: no command"
   dir=$(ensure "$suite")
   PG_CHROOT=$dir PG_CHROOT_SUITE=$suite PG_CHROOT_MAJOR=$(suite_major "$suite") PGFENCE_ROOT=$ROOT \
-  exec unshare --mount --propagation private --pid --fork --mount-proc -- bash -c '
+  exec unshare --mount --propagation private --pid --fork --kill-child --mount-proc -- bash -c '
     set -e
     r=$PG_CHROOT
     mount -t proc proc "$r/proc"

@@ -10,7 +10,9 @@
 #
 # The chroots are made once by scripts/pg-chroot.sh (in /var/cache/pgfence;
 # a few minutes each the first time) and every mount they need lives only
-# while a run does. A chroot that cannot be made is a failure, not a skip.
+# while a run does (tests/pgmatrix/chroot_selftest.sh checks that, and that a
+# half-made chroot is never used, after the first chroot's pg-test). A chroot
+# that cannot be made is a failure, not a skip.
 #
 #   PG_MATRIX="15 17 18"    the majors to test (default: all three)
 #   PG_MATRIX_E2E="17"      the majors whose end-to-end suites run (after
@@ -23,7 +25,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MAJORS=${PG_MATRIX:-15 17 18}
-E2E_MAJORS=${PG_MATRIX_E2E:-17}
+E2E_MAJORS=${PG_MATRIX_E2E-17}
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$ROOT/$BUILD"
 # the end-to-end suites of pg_fence next to a server (ctest names)
@@ -54,7 +56,7 @@ count() {
 # last_counts FILE REGEX: "P F" from the last "N passed, M failed" line
 # matching REGEX in FILE, or nothing
 last_counts() {
-  grep -E "$2" "$1" | tail -n1 | sed -E 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1 \2/'
+  grep -E "$2" "$1" | tail -n1 | sed -E 's/^(.*[^0-9])?([0-9]+) passed, ([0-9]+) failed.*$/\2 \3/'
 }
 
 # pg_test MAJOR: scripts/pg-test.sh for MAJOR, on the host or in its chroot
@@ -84,6 +86,20 @@ pg_test() {
   count "pg $major" "$1" "$2" $(( $(date +%s) - start ))
 }
 
+# selftest SUITE: scripts/pg-chroot.sh's promises (tests/pgmatrix/chroot_selftest.sh)
+selftest() {
+  local suite=$1 start out counts
+  start=$(date +%s)
+  out=$(mktemp)
+  log "the chroots' mechanics ($suite)"
+  bash "$ROOT/tests/pgmatrix/chroot_selftest.sh" "$suite" 2>&1 | tee "$out"
+  counts=$(last_counts "$out" '^chroot: [0-9]+ passed, [0-9]+ failed')
+  rm -f "$out"
+  [[ -n $counts ]] || counts="0 1"
+  set -- $counts
+  count "chroot mechanics" "$1" "$2" $(( $(date +%s) - start ))
+}
+
 # e2e MAJOR: the end-to-end suites with MAJOR's server (from its chroot)
 e2e() {
   local major=$1 suite start out counts total bad
@@ -106,8 +122,14 @@ e2e() {
   count "e2e $major" $((total - bad)) "$bad" $(( $(date +%s) - start ))
 }
 
+selftest_done=0
 for major in $MAJORS; do
   pg_test "$major"
+  suite=$(suite_of "$major" 2>/dev/null) || suite=host
+  if [[ $suite != host ]] && ((selftest_done == 0)) && bash "$ROOT/scripts/pg-chroot.sh" ready "$suite"; then
+    selftest "$suite"
+    selftest_done=1
+  fi
   if [[ " $E2E_MAJORS " == *" $major "* ]]; then e2e "$major"; fi
 done
 
