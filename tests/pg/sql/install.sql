@@ -49,8 +49,8 @@ SELECT has_table_privilege('public', 'fence_trusted_keys', 'SELECT') AS public_r
        has_function_privilege('public', 'fence_require_proof(text,boolean)',
                               'EXECUTE') AS public_requires_proof;
 
--- the settings and their defaults
-SELECT name, setting, context, vartype, min_val, max_val
+-- the settings and their defaults (boot_val: the server's own setting may differ)
+SELECT name, boot_val, context, vartype, min_val, max_val
   FROM pg_settings WHERE name LIKE 'pg_fence.%' ORDER BY name;
 
 -- the outcome type
