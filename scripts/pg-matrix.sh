@@ -4,8 +4,9 @@
 #   15  the host's server (Debian 12): scripts/pg-test.sh
 #   17  Debian 13 "trixie" in a chroot: scripts/pg-test.sh there, then the
 #       end-to-end suites that run PostgreSQL next to the coordinator
-#       (PgBouncer, logical replication, failover, token proofs, the demo,
-#       pg_repack) with the chroot's server and programs
+#       (PgBouncer, logical replication, failover, pg_repack, the 15 -> 17
+#       upgrade, token proofs, the demo, the Python worker) with the chroot's
+#       server and programs
 #   18  Debian "sid" in a chroot: scripts/pg-test.sh there
 #
 # The chroots are made once by scripts/pg-chroot.sh (in /var/cache/pgfence;
@@ -29,7 +30,7 @@ E2E_MAJORS=${PG_MATRIX_E2E-17}
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$ROOT/$BUILD"
 # the end-to-end suites of pg_fence next to a server (ctest names)
-E2E_TESTS='^(e2e_pgops_.*|e2e_proof_pg|e2e_demo)$'
+E2E_TESTS='^(e2e_pgops_.*|e2e_proof_pg|e2e_demo|e2e_python_worker)$'
 
 passed=0
 failed=0
