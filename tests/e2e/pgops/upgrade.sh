@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# A database using pg_fence upgraded from PostgreSQL 15 to a newer major the
-# way Debian's pg_upgradecluster does by default (-m dump): the newer major's
-# pg_dumpall --globals-only and pg_dump -Fc, run against the old server, and
-# pg_restore --create into a new server with pg_fence of the new major.
+# A database using pg_fence upgraded from PostgreSQL 15 to a newer major by
+# dump and restore, with the newer major's programs run against the old
+# server, two ways, each into a new server with pg_fence of the new major:
+#   1. by hand, the documented way across majors: pg_dumpall --globals-only
+#      and pg_dump -Fc, then pg_restore --create;
+#   2. the steps of Debian's pg_upgradecluster -m dump (its default method):
+#      pg_dumpall -s (every database's schema, guards included) into the new
+#      server, then pg_dump -Fc | pg_restore --data-only --disable-triggers
+#      --no-data-for-failed-tables per database. With the guards there before
+#      the data, --disable-triggers is what lets the verifying table's rows in:
+#      without it the guard refuses the COPY of a row with a fence (55F02),
+#      which the test shows first.
 # docs/operations.md ("Upgrading PostgreSQL to a new major") is the runbook.
 #
 # Runs only in chroot mode (scripts/pg-chroot.sh with trixie ..., as
-# scripts/pg-matrix.sh runs the e2e suites next to 17): the new server and
+# scripts/pg-matrix.sh runs the e2e suites next to 17): the new servers and
 # every PostgreSQL program are the chroot's (17 in trixie), the old server is
 # the host's PostgreSQL 15 (/usr/lib/postgresql/15/bin, with the host's
 # pg_fence build installed). On the host alone there is no newer major: it
@@ -17,11 +25,11 @@
 # named epoch, whose partitions carry cloned guards; resource fences, one
 # with require_proof; two trusted keys (the test vector's, bound to its
 # cluster, and one for any cluster); a role with UPDATE on a fenced table.
-# Checks, on the new major:
+# Checks, on the new major, after each way:
 #   - the inventory (every row of the fenced tables, every trigger with its
-#     mode, fence column and lock key template, clones included, every
-#     resource with require_proof, every trusted key, the extension version,
-#     the role's privilege) equals the old one;
+#     mode, fence column, lock key template and enabled state, clones
+#     included, every resource with require_proof, every trusted key, the
+#     extension version, the role's privilege) equals the old one;
 #   - the guards enforce: stale tokens refused (55F01, on the partitions
 #     too), a write without a proof refused (55F02), newer tokens accepted,
 #     one with a proof signed by the trusted vector key;
@@ -58,24 +66,25 @@ host_pg() {
 }
 
 W=$(pgops_workdir upgrade)
-mkdir -p "$W/old" "$W/new"
+mkdir -p "$W/old" "$W/new" "$W/cluster"
 cleanup() {
   local rc=$?
   host_pg pg_throwaway_stop "$W/old"
   pg_throwaway_stop "$W/new"
+  pg_throwaway_stop "$W/cluster"
   if ((rc == 0)); then rm -rf "$W"; else echo "kept: $W" >&2; fi
 }
 trap cleanup EXIT
 
 host_pg pg_throwaway_start "$W/old" || fail "the PostgreSQL $OLD_MAJOR server (host) did not start"
 pg_throwaway_start "$W/new" || fail "the PostgreSQL $NEW_MAJOR server (chroot) did not start"
+pg_throwaway_start "$W/cluster" || fail "the second PostgreSQL $NEW_MAJOR server (chroot) did not start"
 # (pg_throwaway_start exported PGDATABASE=postgres; the upgraded one is app)
 export PGDATABASE=app
 old() { on "$W/old" sql "$@"; }
-new() { on "$W/new" sql "$@"; }
 [[ $(old -d postgres -c 'SHOW server_version_num') == "${OLD_MAJOR}"* &&
-   $(new -d postgres -c 'SHOW server_version_num') == "${NEW_MAJOR}"* ]] ||
-  fail "the servers are not PostgreSQL $OLD_MAJOR and $NEW_MAJOR: $(old -d postgres -c 'SHOW server_version'), $(new -d postgres -c 'SHOW server_version')"
+   $(on "$W/new" sql -d postgres -c 'SHOW server_version_num') == "${NEW_MAJOR}"* ]] ||
+  fail "the servers are not PostgreSQL $OLD_MAJOR and $NEW_MAJOR: $(old -d postgres -c 'SHOW server_version'), $(on "$W/new" sql -d postgres -c 'SHOW server_version')"
 
 # sign TOKEN LOCK_KEY: a proof signed with the vector's key, for its cluster
 sign() { bash "$E2E_ROOT/tests/pg/sign-proof.sh" "$VECTORS/token_proof_v1.key" "$VECTOR_CLUSTER" "$1" "$2"; }
@@ -130,53 +139,93 @@ inventory "$W/old" >"$W/old.inventory"
 grep -q '^trigger|events_us|zzz_fence_guard|.*|t|' "$W/old.inventory" ||
   fail "the old database has no cloned guard on events_us: $(grep '^trigger' "$W/old.inventory")"
 
-# The upgrade: globals, then the database, with the new major's programs.
-dump() { (cd / && "$@"); }
-dump pg_dumpall -h 127.0.0.1 -p "$(cat "$W/old/pg/port")" -U postgres --globals-only -f "$W/globals.sql" ||
-  fail "pg_dumpall --globals-only ($NEW_MAJOR) from the $OLD_MAJOR server failed"
-dump pg_dump -h 127.0.0.1 -p "$(cat "$W/old/pg/port")" -U postgres -Fc -f "$W/app.dump" app ||
-  fail "pg_dump -Fc ($NEW_MAJOR) from the $OLD_MAJOR server failed"
-# the new server has its bootstrap role postgres already: that one CREATE
-# ROLE fails (pg_upgradecluster skips it likewise), nothing else may
-new -d postgres -v ON_ERROR_STOP=0 -f "$W/globals.sql" >/dev/null 2>"$W/globals.err" || true
-[[ $(grep -c 'ERROR' "$W/globals.err") == 1 ]] && grep -q 'role "postgres" already exists' "$W/globals.err" ||
-  fail "restoring the globals failed otherwise than on the existing role postgres: $(cat "$W/globals.err")"
-dump pg_restore -h 127.0.0.1 -p "$(cat "$W/new/pg/port")" -U postgres --create --exit-on-error \
-  -d postgres "$W/app.dump" 2>"$W/restore.err" ||
-  fail "pg_restore ($NEW_MAJOR) failed: $(cat "$W/restore.err")"
-pass "PostgreSQL $OLD_MAJOR -> $NEW_MAJOR: pg_dumpall --globals-only and pg_dump -Fc of $NEW_MAJOR from the $OLD_MAJOR server, pg_restore --create into $NEW_MAJOR"
+# The new major's programs against the old server (as pg_upgradecluster
+# runs them: get_program_path of the new version)
+from_old() { (cd / && "$@" -h 127.0.0.1 -p "$(cat "$W/old/pg/port")" -U postgres); }
 
-inventory "$W/new" >"$W/new.inventory"
-diff "$W/old.inventory" "$W/new.inventory" >"$W/inventory.diff" ||
-  fail "the upgrade changed what pg_fence keeps (< $OLD_MAJOR, > $NEW_MAJOR): $(head -n 20 "$W/inventory.diff")"
-pass "kept on $NEW_MAJOR: $(grep -c '^reports|\|^signed|\|^events|' "$W/new.inventory") fenced rows, $(grep -c '^trigger|' "$W/new.inventory") triggers (guards with mode, fence column and lock key, $(grep -c '^trigger|.*|t|[^|]*|[^|]*$' "$W/new.inventory") clones), $(grep -c '^resource|' "$W/new.inventory") resources ($(grep -c '^resource|.*|t$' "$W/new.inventory") with require_proof), $(grep -c '^trusted key|' "$W/new.inventory") trusted keys, extension $(sed -n 's/^extension|//p' "$W/new.inventory"), app_writer's UPDATE"
+# upgrade_by_dump DIR: the documented way across majors by hand: the newer
+# pg_dumpall --globals-only and pg_dump -Fc, pg_restore --create
+upgrade_by_dump() {
+  local dir=$1
+  from_old pg_dumpall --globals-only -f "$W/globals.sql" ||
+    fail "pg_dumpall --globals-only ($NEW_MAJOR) from the $OLD_MAJOR server failed"
+  from_old pg_dump -Fc -f "$W/app.dump" app || fail "pg_dump -Fc ($NEW_MAJOR) from the $OLD_MAJOR server failed"
+  # the new server has its bootstrap role postgres already: that one
+  # CREATE ROLE fails, nothing else may
+  on "$dir" sql -d postgres -v ON_ERROR_STOP=0 -f "$W/globals.sql" >/dev/null 2>"$W/globals.err" || true
+  [[ $(grep -c 'ERROR' "$W/globals.err") == 1 ]] && grep -q 'role "postgres" already exists' "$W/globals.err" ||
+    fail "restoring the globals failed otherwise than on the existing role postgres: $(cat "$W/globals.err")"
+  (cd / && pg_restore -h 127.0.0.1 -p "$(cat "$dir/pg/port")" -U postgres --create --exit-on-error      -d postgres "$W/app.dump") 2>"$W/restore.err" || fail "pg_restore ($NEW_MAJOR) failed: $(cat "$W/restore.err")"
+}
 
-# The guards enforce on the new major.
-[[ $(sqlstate new -c "UPDATE reports SET body = 'stale', fence = 1007 WHERE report_id = 7") == 55F01 ]] ||
-  fail "the same token 1007 on reports (strict) was not refused with 55F01 on $NEW_MAJOR"
-[[ $(sqlstate new -c "UPDATE reports SET body = 'newer', fence = 1008 WHERE report_id = 7") == 00000 ]] ||
-  fail "the newer token 1008 on reports was not accepted on $NEW_MAJOR"
-[[ $(sqlstate new -c "UPDATE events SET body = 'stale', epoch = 39 WHERE id = 2") == 55F01 ]] ||
-  fail "the stale epoch 39 on events_us was not refused with 55F01 on $NEW_MAJOR"
-[[ $(sqlstate new -c BEGIN -c 'SET LOCAL pg_fence.token = 31' -c "UPDATE events SET body = 'newer' WHERE id = 1" -c COMMIT) == 00000 ]] ||
-  fail "pg_fence.token 31 on events_eu was not accepted on $NEW_MAJOR"
-[[ $(new -c 'SELECT epoch FROM events WHERE id = 1') == 31 ]] || fail "the token 31 was not stamped into events_eu's epoch"
-pass "guards enforce on $NEW_MAJOR: reports same token 55F01, newer accepted; events (fence column epoch) stale 55F01 on partition events_us, pg_fence.token stamped on events_eu"
+# upgrade_like_pg_upgradecluster DIR: what pg_upgradecluster -m dump runs:
+# the schema of every database (pg_dumpall -s, without the CREATE ROLE of the
+# bootstrap superuser) into the new cluster, then each database's data
+# (pg_dump -Fc | pg_restore --data-only --disable-triggers
+# --no-data-for-failed-tables). The guards exist before the data comes:
+# without --disable-triggers, the verifying table's guard refuses the COPY
+# of a row with a fence and no proof (55F02), shown first.
+upgrade_like_pg_upgradecluster() {
+  local dir=$1 port
+  port=$(cat "$dir/pg/port")
+  from_old pg_dumpall -s --quote-all-identifiers -f "$W/schema.sql" ||
+    fail "pg_dumpall -s ($NEW_MAJOR) from the $OLD_MAJOR server failed"
+  sed -i -E '/^CREATE (ROLE|USER) "postgres";$/d' "$W/schema.sql"
+  on "$dir" sql -d postgres -f "$W/schema.sql" >/dev/null 2>"$W/schema.err" ||
+    fail "the schema of pg_dumpall -s did not restore: $(cat "$W/schema.err")"
+  from_old pg_dump -Fc --quote-all-identifiers -f "$W/app-data.dump" app ||
+    fail "pg_dump -Fc ($NEW_MAJOR) from the $OLD_MAJOR server failed"
+  ! (cd / && pg_restore -h 127.0.0.1 -p "$port" -U postgres --data-only --single-transaction \
+       --exit-on-error -d app "$W/app-data.dump") 2>"$W/data-with-triggers.err" &&
+    grep -q 'ERROR: *no fencing token proof for lock key "report:7" and token 500' "$W/data-with-triggers.err" ||
+    fail "a data-only restore with the guards enabled was not refused on signed's row 7 (fence 500, no proof): $(cat "$W/data-with-triggers.err")"
+  (cd / && pg_restore -h 127.0.0.1 -p "$port" -U postgres --data-only --disable-triggers \
+     --no-data-for-failed-tables --exit-on-error -d app "$W/app-data.dump") 2>"$W/data.err" ||
+    fail "pg_restore --data-only --disable-triggers ($NEW_MAJOR) failed: $(cat "$W/data.err")"
+}
 
-p7_499=$(sign 499 report:7) p7_600=$(sign 600 report:7)
-[[ $(sqlstate new -c "UPDATE signed SET body = 'no proof', fence = 600 WHERE report_id = 7") == 55F02 ]] ||
-  fail "a write without a proof on signed was not refused with 55F02 on $NEW_MAJOR"
-[[ $(sqlstate new -c BEGIN -c "SET LOCAL pg_fence.proof = '$p7_499'" -c "UPDATE signed SET body = 'stale', fence = 499 WHERE report_id = 7" -c COMMIT) == 55F01 ]] ||
-  fail "the stale token 499 with a valid proof on signed was not refused with 55F01 on $NEW_MAJOR"
-[[ $(sqlstate new -c BEGIN -c "SET LOCAL pg_fence.proof = '$p7_600'" -c "UPDATE signed SET body = 'newer', fence = 600 WHERE report_id = 7" -c COMMIT) == 00000 ]] ||
-  fail "the token 600 with a proof signed by the trusted vector key was not accepted on $NEW_MAJOR"
-pass "the verifying table enforces on $NEW_MAJOR: no proof 55F02, stale token with a valid proof 55F01, token 600 with a proof signed by the trusted key accepted"
+# verify DIR: the new server keeps and enforces what the old one had
+verify() {
+  local dir=$1 p7_499 p7_600 vector_proof
+  new() { on "$dir" sql "$@"; }
+  inventory "$dir" >"$dir.inventory"
+  diff "$W/old.inventory" "$dir.inventory" >"$dir.inventory.diff" ||
+    fail "the upgrade changed what pg_fence keeps (< $OLD_MAJOR, > $NEW_MAJOR): $(head -n 20 "$dir.inventory.diff")"
+  pass "kept on $NEW_MAJOR: $(grep -c '^reports|\|^signed|\|^events|' "$dir.inventory") fenced rows, $(grep -c '^trigger|' "$dir.inventory") triggers (guards with mode, fence column and lock key, $(grep -c '^trigger|.*|t|[^|]*|[^|]*$' "$dir.inventory") clones; all enabled), $(grep -c '^resource|' "$dir.inventory") resources ($(grep -c '^resource|.*|t$' "$dir.inventory") with require_proof), $(grep -c '^trusted key|' "$dir.inventory") trusted keys, extension $(sed -n 's/^extension|//p' "$dir.inventory"), app_writer's UPDATE"
 
-vector_proof=$(sed -n 's/^proof=//p' "$VECTORS/token_proof_v1.txt")
-[[ $(sqlstate new -c "SELECT fence_admit('job:1', 41)") == 55F01 ]] ||
-  fail "fence_admit('job:1', 41) below the resource fence 42 was not refused with 55F01 on $NEW_MAJOR"
-[[ $(sqlstate new -c "SELECT fence_advance('report:8', 900)") == 55F02 ]] ||
-  fail "fence_advance on the require_proof resource report:8 without a proof was not refused with 55F02 on $NEW_MAJOR"
-[[ $(new -c "SELECT fence_advance('report:8', 900, '$vector_proof')") == t ]] ||
-  fail "fence_advance('report:8', 900) with the vector's proof was not accepted on $NEW_MAJOR"
-pass "resources enforce on $NEW_MAJOR: job:1 token 41 55F01; report:8 (require_proof) without a proof 55F02, with the vector's proof for 900 accepted"
+  [[ $(sqlstate new -c "UPDATE reports SET body = 'stale', fence = 1007 WHERE report_id = 7") == 55F01 ]] ||
+    fail "the same token 1007 on reports (strict) was not refused with 55F01 on $NEW_MAJOR"
+  [[ $(sqlstate new -c "UPDATE reports SET body = 'newer', fence = 1008 WHERE report_id = 7") == 00000 ]] ||
+    fail "the newer token 1008 on reports was not accepted on $NEW_MAJOR"
+  [[ $(sqlstate new -c "UPDATE events SET body = 'stale', epoch = 39 WHERE id = 2") == 55F01 ]] ||
+    fail "the stale epoch 39 on events_us was not refused with 55F01 on $NEW_MAJOR"
+  [[ $(sqlstate new -c BEGIN -c 'SET LOCAL pg_fence.token = 31' -c "UPDATE events SET body = 'newer' WHERE id = 1" -c COMMIT) == 00000 ]] ||
+    fail "pg_fence.token 31 on events_eu was not accepted on $NEW_MAJOR"
+  [[ $(new -c 'SELECT epoch FROM events WHERE id = 1') == 31 ]] || fail "the token 31 was not stamped into events_eu's epoch"
+  pass "guards enforce on $NEW_MAJOR: reports same token 55F01, newer accepted; events (fence column epoch) stale 55F01 on partition events_us, pg_fence.token stamped on events_eu"
+
+  p7_499=$(sign 499 report:7) p7_600=$(sign 600 report:7)
+  [[ $(sqlstate new -c "UPDATE signed SET body = 'no proof', fence = 600 WHERE report_id = 7") == 55F02 ]] ||
+    fail "a write without a proof on signed was not refused with 55F02 on $NEW_MAJOR"
+  [[ $(sqlstate new -c BEGIN -c "SET LOCAL pg_fence.proof = '$p7_499'" -c "UPDATE signed SET body = 'stale', fence = 499 WHERE report_id = 7" -c COMMIT) == 55F01 ]] ||
+    fail "the stale token 499 with a valid proof on signed was not refused with 55F01 on $NEW_MAJOR"
+  [[ $(sqlstate new -c BEGIN -c "SET LOCAL pg_fence.proof = '$p7_600'" -c "UPDATE signed SET body = 'newer', fence = 600 WHERE report_id = 7" -c COMMIT) == 00000 ]] ||
+    fail "the token 600 with a proof signed by the trusted vector key was not accepted on $NEW_MAJOR"
+  pass "the verifying table enforces on $NEW_MAJOR: no proof 55F02, stale token with a valid proof 55F01, token 600 with a proof signed by the trusted key accepted"
+
+  vector_proof=$(sed -n 's/^proof=//p' "$VECTORS/token_proof_v1.txt")
+  [[ $(sqlstate new -c "SELECT fence_admit('job:1', 41)") == 55F01 ]] ||
+    fail "fence_admit('job:1', 41) below the resource fence 42 was not refused with 55F01 on $NEW_MAJOR"
+  [[ $(sqlstate new -c "SELECT fence_advance('report:8', 900)") == 55F02 ]] ||
+    fail "fence_advance on the require_proof resource report:8 without a proof was not refused with 55F02 on $NEW_MAJOR"
+  [[ $(new -c "SELECT fence_advance('report:8', 900, '$vector_proof')") == t ]] ||
+    fail "fence_advance('report:8', 900) with the vector's proof was not accepted on $NEW_MAJOR"
+  pass "resources enforce on $NEW_MAJOR: job:1 token 41 55F01; report:8 (require_proof) without a proof 55F02, with the vector's proof for 900 accepted"
+}
+
+upgrade_by_dump "$W/new"
+pass "PostgreSQL $OLD_MAJOR -> $NEW_MAJOR by hand: pg_dumpall --globals-only and pg_dump -Fc of $NEW_MAJOR from the $OLD_MAJOR server, pg_restore --create into $NEW_MAJOR"
+verify "$W/new"
+upgrade_like_pg_upgradecluster "$W/cluster"
+pass "PostgreSQL $OLD_MAJOR -> $NEW_MAJOR with the steps of pg_upgradecluster -m dump: pg_dumpall -s into $NEW_MAJOR, then pg_dump -Fc | pg_restore --data-only --disable-triggers (without --disable-triggers the verifying table's guard refuses the COPY of a fenced row, 55F02)"
+verify "$W/cluster"
