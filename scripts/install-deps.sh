@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git curl
-  postgresql-15 postgresql-client-15 postgresql-server-dev-15 postgresql-contrib libpq-dev pgbouncer
+  postgresql-15 postgresql-client-15 postgresql-server-dev-15 postgresql-contrib postgresql-15-repack libpq-dev pgbouncer
   libboost1.81-dev libboost-json1.81-dev libboost-test1.81-dev libjemalloc-dev libssl-dev openssl libsodium-dev
   clang-14 libclang-rt-14-dev
   iproute2 nftables faketime fiu-utils gnuplot-nox

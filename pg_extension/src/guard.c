@@ -6,7 +6,12 @@
  *	  writes without a valid token proof.
  *
  * Trigger arguments: (fence column, mode[, lock key template]), defaults
- * ('fence', 'strict', none).
+ * ('fence', 'strict', none).  The columns are found by name in the relation
+ * the trigger fires on, and checked there: a partition's guard is a clone of
+ * its partitioned table's, and a partition attached later may order its
+ * columns differently or, on PostgreSQL 15, which lets ATTACH PARTITION take
+ * one, have a generated column of that name (refused: the expression would
+ * overwrite the fence after the guard).
  *
  * Where the incoming token comes from:
  *	  UPDATE whose SET list names the fence column  -> NEW.<fence column>
@@ -225,6 +230,17 @@ ReadGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger,
 				 errmsg("fence column \"%s\" of table \"%s\" is not of type bigint",
 						column, RelationGetRelationName(rel)),
 				 errhint("Fence columns must be bigint NOT NULL.")));
+	/* fence_protect checked the table it protected, not this relation */
+	if (TupleDescAttr(tupdesc, attnum - 1)->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("fence column \"%s\" of table \"%s\" is a generated column",
+						column, RelationGetRelationName(rel)),
+				 errdetail("PostgreSQL computes a generated column after BEFORE triggers, "
+						   "so the fence the guard checks and stamps would be replaced "
+						   "by the column's expression."),
+				 errhint("Make the fence column a plain bigint NOT NULL column (a partition: "
+						 "detach it and attach a table whose fence column is plain).")));
 	config->attnum = (AttrNumber) attnum;
 	config->template = NULL;
 	if (trigger->tgnargs >= 3)

@@ -14,10 +14,20 @@
  * template as its third argument.  Without one it fires BEFORE UPDATE OR
  * DELETE with two arguments, as in version 1.0; protecting a table again
  * without lock_key turns verification off.
+ *
+ * Partitioned tables: PostgreSQL clones the trigger to every partition, those
+ * it has and those created (PARTITION OF) or attached (ATTACH PARTITION)
+ * later, and CREATE OR REPLACE replaces the clones too, including a guard a
+ * partition had of its own.  A clone follows its partitioned table, so
+ * fence_protect and fence_unprotect refuse a partition whose guard is one.
+ * ATTACH PARTITION of a table that has its own guard fails (the trigger
+ * exists); DETACH PARTITION drops the clone, and the detached table keeps
+ * its fences unguarded until it is protected again.
  */
 #include "postgres.h"
 
 #include "access/table.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -140,6 +150,53 @@ WarnAboutLaterTriggers(Relation rel, bool with_insert)
 	}
 }
 
+/* The highest partitioned table above partition relid that has a guard */
+static Oid
+GuardOrigin(Oid relid)
+{
+	Oid			origin = InvalidOid;
+	ListCell   *lc;
+
+	foreach(lc, get_partition_ancestors(relid))
+	{
+		if (OidIsValid(get_trigger_oid(lfirst_oid(lc), FENCE_TRIGGER_NAME, true)))
+			origin = lfirst_oid(lc);
+	}
+	return origin;
+}
+
+/*
+ * Raise 55000 when rel's guard is a clone of a partitioned table's:
+ * PostgreSQL neither replaces nor drops a cloned trigger on its own, and the
+ * partition is guarded the way its partitioned table is
+ */
+static void
+CheckGuardNotCloned(Relation rel)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	Oid			origin;
+
+	if (trigdesc == NULL || !rel->rd_rel->relispartition)
+		return;
+	for (int i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (strcmp(trigger->tgname, FENCE_TRIGGER_NAME) != 0 || !trigger->tgisclone)
+			continue;
+		origin = GuardOrigin(RelationGetRelid(rel));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("partition \"%s\" is guarded by the guard of partitioned table \"%s\"",
+						RelationGetRelationName(rel), get_rel_name(origin)),
+				 errdetail("A partitioned table's guard is cloned to every partition, with "
+						   "its fence column, mode and lock key; a clone cannot be "
+						   "replaced or dropped on its own."),
+				 errhint("Protect or unprotect \"%s\" (every partition), or detach the "
+						 "partition first.", get_rel_name(origin))));
+	}
+}
+
 /* Run one utility statement through SPI */
 static void
 ExecuteDdl(const char *sql)
@@ -182,6 +239,7 @@ fence_protect(PG_FUNCTION_ARGS)
 	/* the lock CREATE TRIGGER takes anyway; taking it now avoids an upgrade */
 	rel = table_open(relid, ShareRowExclusiveLock);
 	FenceCheckRelkind(rel);
+	CheckGuardNotCloned(rel);
 	attnum = FenceValidateColumn(rel, column);
 	if (template != NULL)
 		(void) FenceParseKeyTemplate(rel, template, attnum, CurrentMemoryContext);
@@ -219,6 +277,7 @@ fence_unprotect(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 
 	rel = table_open(relid, AccessShareLock);
+	CheckGuardNotCloned(rel);
 	sql = psprintf("DROP TRIGGER IF EXISTS %s ON %s",
 				   quote_identifier(FENCE_TRIGGER_NAME), FenceQualifiedRelName(rel));
 	table_close(rel, AccessShareLock);
