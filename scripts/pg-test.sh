@@ -22,6 +22,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../tests/e2e/safety/lib/pg.sh
+source "$ROOT/tests/e2e/safety/lib/pg.sh"   # pg_free_port
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 OUT=${PG_TEST_OUT:-$ROOT/build/pg-tests}
 TESTS=$ROOT/tests/pg
@@ -156,13 +158,16 @@ export PG_FENCE_VECTORS=$ROOT/tests/vectors
 # database setup chatter.
 quiet() { grep -vE '^(SET|DROP DATABASE|CREATE DATABASE|ALTER DATABASE|=+ (dropping|creating) database .*)$' || true; }
 
+# Each server on a free port: pg_virtualenv's own choice (5432 and up) knows
+# only the clusters of this system's /etc/postgresql, not a chroot's
+# neighbours or the host's.
 echo "== pg_regress + isolation, shared_preload_libraries = pg_fence"
-pg_virtualenv -t -v "$PG_VERSION_MAJOR" \
+pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
   -o shared_preload_libraries=pg_fence -o pg_fence.max_tracked=16 \
   bash "$ROOT/scripts/pg-test.sh" --inside preload 2>&1 | tee "$OUT/preload.log" | quiet || status=1
 
 echo "== pg_regress without shared_preload_libraries"
-pg_virtualenv -t -v "$PG_VERSION_MAJOR" \
+pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
   bash "$ROOT/scripts/pg-test.sh" --inside nopreload 2>&1 | tee "$OUT/nopreload.log" | quiet || status=1
 
 # pg_regress prints "test NAME ... ok" (or "     NAME ... ok" in groups) up

@@ -75,7 +75,9 @@ owners=$(dpkg -S "$ext_dir/pg_fence.control" "$lib" 2>/dev/null | cut -d: -f1 | 
 
 # --- 2. use it -------------------------------------------------------------------
 default_version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$ext_dir/pg_fence.control")
-sql_out=$(pg_virtualenv -t -v "$pg_major" bash "$0" --use 2>&1)
+# (on a free port: pg_virtualenv's own choice knows only this system's clusters)
+source "$ROOT/tests/e2e/safety/lib/pg.sh"
+sql_out=$(pg_virtualenv -t -v "$pg_major" -c "-p $(pg_free_port)" bash "$0" --use 2>&1)
 if [[ $(grep -x -- "$default_version" <<<"$sql_out") == "$default_version" && -n $default_version ]]; then
   ok "CREATE EXTENSION pg_fence from the package: version $default_version"
 else
