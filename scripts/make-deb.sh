@@ -21,7 +21,8 @@
 #                                     the first form runs inside each chroot)
 #
 # The files come from `cmake --install` (per component) and the extension's
-# `make install` (built out of tree, for each major), both with DESTDIR set to
+# `make install` (built in a copy of its sources, for each major), both with
+# DESTDIR set to
 # a staging tree, and from deploy/systemd/ (the unit names /usr/bin, so make
 # install leaves it out); programs are stripped; Depends comes from
 # dpkg-shlibdeps on the system the package is for. Prints the path of each
@@ -36,8 +37,10 @@ if [[ ${1:-} == --pg-extension ]]; then
   shift
   [[ -n ${1:-} ]] || { echo "make-deb: --pg-extension needs an output directory" >&2; exit 1; }
 fi
-OUT=${1:-$BUILD/deb}
+OUT=$(realpath -m "${1:-$BUILD/deb}")
 die() { echo "make-deb: $*" >&2; exit 1; }
+# shellcheck source=lib/pg-common.sh
+source "$ROOT/scripts/lib/pg-common.sh"
 
 for tool in dpkg-deb dpkg-shlibdeps; do
   command -v "$tool" >/dev/null || die "$tool not found (apt-get install dpkg-dev)"
@@ -79,14 +82,14 @@ EOF
 }
 
 # extension_package: postgresql-N-pg-fence for the PostgreSQL of pg_config,
-# built out of tree (the objects of one major never meet another's).
+# built in a copy of the sources (the objects of one major never meet another's).
 extension_package() {
   local pg_major so
-  pg_major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
-  mkdir -p "$W/pgbuild/src"
-  make -s -C "$W/pgbuild" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" >/dev/null
-  make -s -C "$W/pgbuild" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" \
-    install DESTDIR="$W/stage-pg" >/dev/null
+  pg_major=$(pg_major_of pg_config)
+  [[ -n $pg_major ]] || die "no pg_config in PATH (install postgresql-server-dev-N)"
+  pg_ext_stage "$W/pgsrc" || die "copying the extension's sources failed"
+  pg_ext_make "$W/pgsrc" >/dev/null
+  pg_ext_make "$W/pgsrc" install DESTDIR="$W/stage-pg" >/dev/null
   so=$(find "$W/stage-pg" -name 'pg_fence.so' | head -n1)
   [[ -n $so ]] || die "the extension's make install put no pg_fence.so under DESTDIR"
   strip --strip-unneeded "$so"
@@ -174,9 +177,20 @@ package fence-worker "$W/stage-worker" \
  fence-worker takes a pgfence lock and writes to PostgreSQL with its fencing
  token; the end-to-end tests and the demo run it."
 
-# The extension: the host's major here, the others inside their chroots.
+# The extension: the host's major here, the others inside their chroots
+# (written to $W, which the chroot shares, then moved to OUT).
 extension_package
 for suite in trixie sid; do
-  bash "$ROOT/scripts/pg-chroot.sh" ready "$suite" || continue
-  bash "$ROOT/scripts/pg-chroot.sh" run "$suite" bash "$ROOT/scripts/make-deb.sh" --pg-extension "$OUT"
+  if ! bash "$ROOT/scripts/pg-chroot.sh" ready "$suite"; then
+    echo "make-deb: no $suite chroot, so no postgresql-$(bash "$ROOT/scripts/pg-chroot.sh" major "$suite")-pg-fence" \
+         "(make test, or scripts/pg-chroot.sh ensure $suite, makes it)" >&2
+    continue
+  fi
+  mkdir -p "$W/out-$suite"
+  bash "$ROOT/scripts/pg-chroot.sh" run "$suite" bash "$ROOT/scripts/make-deb.sh" --pg-extension "$W/out-$suite" >/dev/null ||
+    die "building the extension's package in the $suite chroot failed"
+  for f in "$W/out-$suite"/*.deb; do
+    mv "$f" "$OUT/"
+    echo "$OUT/$(basename "$f")"
+  done
 done

@@ -9,7 +9,8 @@
 #   pg-chroot.sh path SUITE         prints the path (made or not)
 #   pg-chroot.sh major SUITE        prints the PostgreSQL major SUITE carries
 #   pg-chroot.sh with SUITE CMD...  runs CMD (a host command) in a private mount
-#                                   and PID namespace in which the chroot has /proc,
+#                                   and PID namespace in which a copy-on-write
+#                                   view of the chroot (below) has /proc,
 #                                   /dev, /dev/shm, /dev/pts, the host's /tmp and
 #                                   this checkout (at the same paths) mounted;
 #                                   CMD finds the chroot in $PG_CHROOT (its major
@@ -29,14 +30,20 @@
 #
 # The chroots live outside the checkout, in $PGFENCE_CHROOT_CACHE (default
 # /var/cache/pgfence/chroots), one directory per suite, made once with
-# debootstrap from the mirror apt already uses. A chroot is used only when its
-# stamp file (written last, naming the package list) matches this script's
-# list and the PostgreSQL it carries answers; anything else (a run killed
-# halfway, a changed list) is removed and made again. Every mount lives in a
-# namespace of its own (unshare), so the kernel undoes all of them, and ends
-# every process started there, when the command ends: also on failure, Ctrl-C
-# or SIGKILL. Needs root.
+# debootstrap from $PGFENCE_CHROOT_MIRROR (default: the Debian mirror of the
+# host's apt sources). A chroot is used only when its stamp file (written
+# last, naming the package list) matches this script's list and the
+# PostgreSQL it carries answers; anything else (a run killed halfway, a
+# changed list) is removed and made again. A run sees the chroot through an
+# overlay whose changes live in memory: what it installs there (pg_fence, a
+# package) is gone when it ends, so runs never see each other's state, and a
+# run holds a shared lock that keeps the chroot from being made again under
+# it. Every mount lives in a namespace of its own (unshare), so the kernel
+# undoes all of them, and ends every process started there, when the command
+# ends: also on failure, Ctrl-C or SIGKILL. Bounded: debootstrap and apt get
+# 30 minutes each, waiting for a lock 60. Needs root.
 set -euo pipefail
+shopt -s inherit_errexit
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${PGFENCE_CHROOT_CACHE:-/var/cache/pgfence/chroots}
@@ -78,11 +85,15 @@ mounts_under() {
   awk -v d="$1" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts
 }
 
-# remove_tree DIR: never follows a mount out of the tree (a mount left in the
-# host's namespace by something else is unmounted first, or the removal stops).
+# remove_tree DIR: removes DIR, which must lie inside the cache; never follows
+# a mount out of the tree (a mount left in the host's namespace by something
+# else is unmounted first, or the removal stops).
 remove_tree() {
-  local dir=$1 m
+  local dir=$1 m cache
   [[ -e $dir ]] || return 0
+  dir=$(realpath -e "$dir")
+  cache=$(realpath -e "$CACHE")
+  [[ $dir == "$cache"/?* ]] || die "refusing to remove $dir: not inside the cache $cache"
   for m in $(mounts_under "$dir" | sort -r); do
     umount -l "$m" || die "cannot unmount $m; remove $dir by hand"
   done
@@ -104,8 +115,8 @@ mirror_url() {
   if [[ -n $MIRROR ]]; then echo "$MIRROR"; return; fi
   # the first Debian URI of the host's apt sources
   local url
-  url=$(grep -hoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
-        grep -v security | head -n1 | tr -d ' ')
+  url=$(grep -shoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/* |
+        grep -v security | head -n1 | tr -d ' ' || true)
   echo "${url:-http://deb.debian.org/debian}"
 }
 
@@ -128,10 +139,10 @@ make_chroot() {
   echo "pg-chroot: making the $suite chroot (PostgreSQL $major) from $url in $dir; a few minutes, once" >&2
   # debootstrap mounts /proc and /sys in the target while it runs: in a
   # namespace of its own, those mounts end with it, however it ends.
-  if ! unshare --mount --propagation private -- \
+  if ! timeout 1800 unshare --mount --propagation private -- \
        debootstrap --variant=minbase --include=ca-certificates "$suite" "$tmp" "$url" >"$CACHE/$suite.debootstrap.log" 2>&1; then
     tail -n 20 "$CACHE/$suite.debootstrap.log" >&2
-    die "debootstrap $suite failed (log: $CACHE/$suite.debootstrap.log)"
+    die "debootstrap $suite failed or took over 30 minutes (log: $CACHE/$suite.debootstrap.log)"
   fi
   # Debian's postgresql-common creates a cluster when a server is installed:
   # not wanted here (the tests make throwaway ones).
@@ -145,17 +156,18 @@ make_chroot() {
   printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
   chmod 0755 "$tmp/usr/sbin/policy-rc.d"
   # shellcheck disable=SC2046
-  if ! unshare --mount --propagation private -- bash -c '
+  if ! timeout 1800 unshare --mount --propagation private -- bash -c '
         set -e
-        mount -t proc proc "$1/proc"
-        mount --rbind /dev "$1/dev"
-        cp /etc/resolv.conf "$1/etc/resolv.conf" 2>/dev/null || true
+        root=$1
         shift
-        chroot "'"$tmp"'" /usr/bin/env DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 \
+        mount -t proc proc "$root/proc"
+        mount --rbind /dev "$root/dev"
+        cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+        chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 \
           sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $*"
       ' _ "$tmp" $(suite_packages "$suite" | xargs) >"$CACHE/$suite.apt.log" 2>&1; then
     tail -n 20 "$CACHE/$suite.apt.log" >&2
-    die "installing PostgreSQL $major in the $suite chroot failed (log: $CACHE/$suite.apt.log)"
+    die "installing PostgreSQL $major in the $suite chroot failed or took over 30 minutes (log: $CACHE/$suite.apt.log)"
   fi
   chroot "$tmp" apt-get clean
   wanted_stamp "$suite" >"$tmp/.pgfence-chroot"
@@ -170,10 +182,10 @@ ensure() {
   [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, chroot, mounts)"
   if ! healthy "$suite"; then
     [[ -e $(chroot_path "$suite") ]] && echo "pg-chroot: the $suite chroot is half-made, outdated or broken: making it again" >&2
-    # one maker at a time (make test and make check-debian13 may both ask)
+    # one maker at a time, and none while a run uses the chroot
     mkdir -p "$CACHE"
     exec 9>"$CACHE/.$suite.lock"
-    flock 9
+    flock -w 3600 9 || die "the $suite chroot stayed locked (by another run or maker) for 60 minutes"
     healthy "$suite" || make_chroot "$suite"
     exec 9>&-
   fi
@@ -182,16 +194,27 @@ ensure() {
 
 # with SUITE CMD...: see the header. The inner script runs as PID 1 of a new
 # PID namespace: when it exits, every process left in the namespace is killed
-# and the namespace's mounts go with it.
+# and the namespace's mounts go with it. The overlay's upper layer, the
+# wrappers and the view itself live on a tmpfs mounted (in the namespace
+# only) on $CACHE/.run.
 with_chroot() {
   local suite=$1 dir
   shift
   (($# > 0)) || die "with: no command"
   dir=$(ensure "$suite")
-  PG_CHROOT=$dir PG_CHROOT_SUITE=$suite PG_CHROOT_MAJOR=$(suite_major "$suite") PGFENCE_ROOT=$ROOT \
+  mkdir -p "$CACHE/.run"
+  exec 9>"$CACHE/.$suite.lock"
+  flock -s -w 3600 9 || die "the $suite chroot stayed locked (being made) for 60 minutes"
+  healthy "$suite" || die "the $suite chroot changed before the run could start: run again"
+  PG_CHROOT_LOWER=$dir PG_CHROOT_SUITE=$suite PG_CHROOT_MAJOR=$(suite_major "$suite") \
+  PGFENCE_ROOT=$ROOT PG_CHROOT_BASE=$CACHE/.run \
   exec unshare --mount --propagation private --pid --fork --kill-child --mount-proc -- bash -c '
     set -e
-    r=$PG_CHROOT
+    b=$PG_CHROOT_BASE
+    mount -t tmpfs -o mode=0755 pgfence-chroot "$b"
+    mkdir "$b/upper" "$b/work" "$b/root" "$b/bin"
+    mount -t overlay overlay -o "lowerdir=$PG_CHROOT_LOWER,upperdir=$b/upper,workdir=$b/work" "$b/root"
+    r=$b/root
     mount -t proc proc "$r/proc"
     mount --rbind /dev "$r/dev"
     mount --make-rslave "$r/dev"
@@ -200,12 +223,8 @@ with_chroot() {
     mkdir -p "$r$PGFENCE_ROOT"
     mount --bind "$PGFENCE_ROOT" "$r$PGFENCE_ROOT"
     cp /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null || true
-    # the wrappers, on a tmpfs of this namespace only
-    w=/run/pgfence-chroot
-    mkdir -p "$w"
-    mount -t tmpfs -o mode=0755 pgfence-chroot "$w"
-    mkdir "$w/bin"
-    cat >"$w/run" <<"RUN"
+    export PG_CHROOT=$r
+    cat >"$b/run" <<"RUN"
 #!/bin/sh
 # run PROGRAM ARGS...: PROGRAM of the chroot, in the caller directory (the
 # chroot shares /tmp and the checkout), as postgres when PG_CHROOT_AS_OWNER=1
@@ -218,13 +237,14 @@ else
 fi
 exec chroot "$PG_CHROOT" /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$PWD" "$@"
 RUN
-    chmod 0755 "$w/run"
+    chmod 0755 "$b/run"
     for prog in "$r/usr/lib/postgresql/$PG_CHROOT_MAJOR/bin/"* "$r/usr/sbin/pgbouncer"; do
       [ -x "$prog" ] || continue
-      printf "#!/bin/sh\nexec %s %s \"\$@\"\n" "$w/run" "${prog#"$r"}" >"$w/bin/${prog##*/}"
-      chmod 0755 "$w/bin/${prog##*/}"
+      printf "#!/bin/sh\nexec %s %s \"\$@\"\n" "$b/run" "${prog#"$r"}" >"$b/bin/${prog##*/}"
+      chmod 0755 "$b/bin/${prog##*/}"
     done
-    export PG_CHROOT_BIN=$w/bin PATH=$w/bin:$PATH
+    export PG_CHROOT_BIN=$b/bin PATH=$b/bin:$PATH
+    unset PG_CHROOT_LOWER PG_CHROOT_BASE
     set +e
     "$@"
   ' _ "$@"
@@ -241,7 +261,12 @@ case ${1:-} in
   major) suite_major "${2:?usage: pg-chroot.sh major SUITE}" ;;
   with) shift; with_chroot "${1:?usage: pg-chroot.sh with SUITE CMD...}" "${@:2}" ;;
   clean)
-    if [[ -n ${2:-} ]]; then remove_tree "$(chroot_path "$2")"; else for s in trixie sid; do remove_tree "$(chroot_path "$s")"; done; fi ;;
+    if [[ -n ${2:-} ]]; then
+      suite_major "$2" >/dev/null
+      remove_tree "$(chroot_path "$2")"
+    else
+      for s in trixie sid; do remove_tree "$(chroot_path "$s")"; done
+    fi ;;
   -h|--help|help|"") sed -n '2,/^set -euo/p' "$0" | sed '$d'  | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$1' (ensure, ready, path, major, with, run, clean; --help)" ;;
 esac

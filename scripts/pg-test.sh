@@ -11,8 +11,8 @@
 #   2. server without preload: make installcheck runs tests/pg/sql/nopreload*.sql
 #      (fencing works; fence_stats says what to configure)
 #
-# The extension is built out of tree (in $OUT/build, warnings are errors), so
-# builds for several majors never share objects. PG_CONFIG picks the major
+# The extension is built from a copy of its sources (in $OUT/src, warnings
+# are errors), so builds for several majors never share objects. PG_CONFIG picks the major
 # (default: the host's 15); scripts/pg-matrix.sh runs this script for every
 # tested major, inside a chroot for those the host does not carry.
 # Prints each test's result and ends with "pg: N passed, M failed"; exits
@@ -23,7 +23,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../tests/e2e/safety/lib/pg.sh
-source "$ROOT/tests/e2e/safety/lib/pg.sh"   # pg_free_port
+source "$ROOT/scripts/lib/pg-common.sh"
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 OUT=${PG_TEST_OUT:-$ROOT/build/pg-tests}
 TESTS=$ROOT/tests/pg
@@ -32,7 +32,7 @@ find_pg_tools() {
   PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs 2>/dev/null || echo /nonexistent/x)")/..
   PG_REGRESS=$PGXS_DIR/test/regress/pg_regress
   PG_ISOLATION_REGRESS=$PGXS_DIR/test/isolation/pg_isolation_regress
-  PG_VERSION_MAJOR=$("$PG_CONFIG" --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/' || true)
+  PG_VERSION_MAJOR=$(pg_major_of "$PG_CONFIG")
 }
 find_pg_tools
 
@@ -95,11 +95,8 @@ SQL
   fi
 }
 
-# make in the out-of-tree build directory of this major
-ext_make() {
-  make -s -C "$OUT/build" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" \
-    PG_CONFIG="$PG_CONFIG" "$@"
-}
+# make in this major's copy of the sources
+ext_make() { PG_CONFIG=$PG_CONFIG pg_ext_make "$OUT/src" "$@"; }
 
 # Runs inside pg_virtualenv (PGHOST, PGPORT, PGUSER... are set): the Makefile
 # picks the tests that fit the server (preloaded or not).
@@ -144,7 +141,7 @@ if [[ -n $(missing_tools) ]]; then
 fi
 
 rm -rf "$OUT"
-mkdir -p "$OUT/build/src"
+pg_ext_stage "$OUT/src" || { echo "pg-test: copying the sources to $OUT/src failed" >&2; echo "pg: 0 passed, 1 failed"; exit 1; }
 echo "== building and installing pg_fence for PostgreSQL $PG_VERSION_MAJOR (warnings are errors)"
 if ! { ext_make FENCE_CFLAGS=-Werror && ext_make install >/dev/null; }; then
   echo "pg-test: building or installing pg_fence failed (see above)" >&2

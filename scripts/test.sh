@@ -12,40 +12,44 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${JOBS:-2}
+# shellcheck source=lib/pg-common.sh
+source "$root/scripts/lib/pg-common.sh"   # ctest_counts
 passed=0
 failed=0
+skipped=0
 failed_suites=()
 
 log() { printf '\n==== %s  %s\n' "$(date +%H:%M:%S)" "$*"; }
 
-# add_counts SUITE PASSED FAILED
+# add_counts SUITE PASSED FAILED [SKIPPED]
 add_counts() {
   passed=$((passed + $2))
   failed=$((failed + $3))
+  skipped=$((skipped + ${4:-0}))
   ((${3} == 0)) || failed_suites+=("$1")
 }
 
-# run_ctest SUITE BUILD_DIR [ctest args...]: parses ctest's own summary line.
+# run_ctest SUITE BUILD_DIR [ctest args...]: counts from ctest's own output
+# (a skipped test counts as skipped, not passed).
 run_ctest() {
   local suite=$1 dir=$2
   shift 2
-  local out
+  local out counts
   out=$(mktemp)
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 "$@" 2>&1 | tee "$out"
-  local line total bad
-  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -n1)
+  counts=$(ctest_counts "$out")
   rm -f "$out"
-  if [[ -z "$line" ]]; then
+  if [[ -z "$counts" ]]; then
     echo "test.sh: $suite: ctest printed no summary" >&2
     add_counts "$suite" 0 1
     return
   fi
-  bad=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
-  total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")
-  add_counts "$suite" $((total - bad)) "$bad"
+  # shellcheck disable=SC2086
+  add_counts "$suite" $counts
 }
 
-# run_counted SUITE CMD...: a script that ends with "<word>: N passed, N failed".
+# run_counted SUITE CMD...: a script that ends with "<word>: N passed, N failed"
+# (and ", N skipped" perhaps).
 run_counted() {
   local suite=$1
   shift
@@ -59,11 +63,12 @@ run_counted() {
     add_counts "$suite" 0 1
     return
   fi
-  local p f
+  local p f s
   p=$(sed -E 's/^([A-Za-z-]+: )?([0-9]+) passed, ([0-9]+) failed.*/\2/' <<<"$line")
   f=$(sed -E 's/^([A-Za-z-]+: )?([0-9]+) passed, ([0-9]+) failed.*/\3/' <<<"$line")
+  s=$(sed -nE 's/.* failed, ([0-9]+) skipped.*/\1/p' <<<"$line")
   if ((rc != 0 && f == 0)); then f=1; fi
-  add_counts "$suite" "$p" "$f"
+  add_counts "$suite" "$p" "$f" "${s:-0}"
 }
 
 start=$(date +%s)
@@ -89,12 +94,12 @@ fi
 # extension files, removes them, and installs the development build again.
 if [[ -f "$root/tests/packaging/deb.sh" ]]; then
   log "packages: build, install, run and remove the Debian packages"
-  run_counted packages env BUILD="$root/build" bash "$root/tests/packaging/deb.sh"
+  run_counted packages env BUILD="$root/build" PGFENCE_REQUIRE_CHROOTS=1 bash "$root/tests/packaging/deb.sh"
 fi
 
 log "finished in $(( $(date +%s) - start ))s"
 if ((${#failed_suites[@]} > 0)); then
   echo "failed suites: ${failed_suites[*]}"
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 ((failed == 0))

@@ -5,7 +5,7 @@
  *
  * Supported: 15, 16, 17 and 18.  15, 17 and 18 are built and tested (the
  * host's server and Debian's trixie and sid chroots: scripts/pg-matrix.sh);
- * 16 is built against its API (REL_16_STABLE's headers) but not run.
+ * 16 is written against REL_16_STABLE's API; neither built nor run here.
  *
  * What moved, and where it is used:
  *	  16  GUC "extra" data and string values live in a GUC memory context and

@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# The package postgresql-N-pg-fence, installed and used on the system it was
-# built for: the host, or a chroot of scripts/pg-chroot.sh (tests/packaging/
-# deb.sh runs this inside the trixie and sid chroots, for 17 and 18).
+# The package postgresql-N-pg-fence, installed and used on the release it was
+# built for: tests/packaging/deb.sh runs this inside the trixie and sid
+# chroots (scripts/pg-chroot.sh run SUITE ...), for 17 and 18, where what it
+# installs lasts only as long as the run.
 #
-#   pg-deb.sh PACKAGE.deb DEV_BUILD_DIR
+#   pg-deb.sh PACKAGE.deb
 #
 #   1. dpkg -i installs it; the control file and library belong to it;
 #   2. a throwaway server (pg_virtualenv) runs CREATE EXTENSION pg_fence from
 #      its files at the control file's default version, accepts token 10 and
 #      refuses token 9 with 55F01;
-#   3. dpkg -P removes it and its files, and the development build in
-#      DEV_BUILD_DIR (scripts/pg-test.sh's out-of-tree build, or a new one
-#      when missing) is installed again.
+#   3. dpkg -P removes it and its files.
 # Needs root. Ends with "pg-deb: N passed, N failed".
 set -uo pipefail
 
@@ -32,28 +31,17 @@ SQL
 fi
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-deb=${1:?usage: pg-deb.sh PACKAGE.deb DEV_BUILD_DIR}
-dev_build=${2:?usage: pg-deb.sh PACKAGE.deb DEV_BUILD_DIR}
-pg_major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+# shellcheck source=../../scripts/lib/pg-common.sh
+source "$ROOT/scripts/lib/pg-common.sh"
+VERDICT_NAME=pg-deb
+# shellcheck source=lib.sh
+source "$ROOT/tests/packaging/lib.sh"
+deb=${1:?usage: pg-deb.sh PACKAGE.deb}
+pg_major=$(pg_major_of pg_config)
 package=postgresql-$pg_major-pg-fence
-passed=0
-failed=0
 ok() { echo "PASS: PostgreSQL $pg_major: $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL: PostgreSQL $pg_major: $*" >&2; failed=$((failed + 1)); }
-finish() {
-  echo "pg-deb: $passed passed, $failed failed"
-  ((failed == 0))
-  exit
-}
-installed() { [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]; }
-dev_make() {
-  mkdir -p "$dev_build/src"
-  make -s -C "$dev_build" -f "$ROOT/pg_extension/Makefile" VPATH="$ROOT/pg_extension" "$@"
-}
-cleanup() {
-  installed "$package" && { dpkg -P "$package" >/dev/null 2>&1; dev_make install >/dev/null 2>&1; }
-}
-trap cleanup EXIT
+trap 'installed "$package" && dpkg -P "$package" >/dev/null 2>&1' EXIT
 
 [[ $(dpkg-deb -f "$deb" Package 2>/dev/null) == "$package" ]] || { bad "$deb is not a package $package"; finish; }
 installed "$package" && { bad "$package is installed already: remove it first (dpkg -P $package)"; finish; }
@@ -73,12 +61,10 @@ owners=$(dpkg -S "$ext_dir/pg_fence.control" "$lib" 2>/dev/null | cut -d: -f1 | 
 [[ $owners == "$package" ]] && ok "dpkg -i installed $package; pg_fence.control and pg_fence.so are its files" ||
   bad "pg_fence.control and pg_fence.so belong to '$owners', not $package"
 
-# --- 2. use it -------------------------------------------------------------------
+# --- 2. use it (on a free port: pg_virtualenv's own choice knows only this system's clusters)
 default_version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$ext_dir/pg_fence.control")
-# (on a free port: pg_virtualenv's own choice knows only this system's clusters)
-source "$ROOT/tests/e2e/safety/lib/pg.sh"
 sql_out=$(pg_virtualenv -t -v "$pg_major" -c "-p $(pg_free_port)" bash "$0" --use 2>&1)
-if [[ $(grep -x -- "$default_version" <<<"$sql_out") == "$default_version" && -n $default_version ]]; then
+if [[ -n $default_version ]] && grep -qx -- "$default_version" <<<"$sql_out"; then
   ok "CREATE EXTENSION pg_fence from the package: version $default_version"
 else
   bad "CREATE EXTENSION from the package failed: $sql_out"
@@ -90,7 +76,7 @@ else
   bad "the stale write was not refused with 55F01, or the row lost token 10's write: $sql_out"
 fi
 
-# --- 3. remove, and put the development build back --------------------------------
+# --- 3. remove ---------------------------------------------------------------------
 if out=$(dpkg -P "$package" 2>&1); then
   if [[ -e $ext_dir/pg_fence.control || -e $lib ]]; then
     bad "pg_fence's files are still there after dpkg -P"
@@ -99,10 +85,5 @@ if out=$(dpkg -P "$package" 2>&1); then
   fi
 else
   bad "dpkg -P failed: $out"
-fi
-if dev_make >/dev/null && dev_make install >/dev/null && [[ -f $ext_dir/pg_fence.control ]]; then
-  ok "the development build's extension is installed again"
-else
-  bad "installing the development build again failed"
 fi
 finish

@@ -4,8 +4,10 @@
 #   1. a half-made, outdated or broken chroot is never "ready" (so `ensure`
 #      makes it again instead of using it);
 #   2. `with` gives the chroot its mounts inside the command's own namespace:
-#      the host's namespace never has one, during or after the run;
-#   3. a run ended by SIGINT (Ctrl-C) or SIGKILL leaves no process of the
+#      the host's namespace never has one, during or after the run; what a run
+#      writes in the chroot is gone when it ends (the overlay);
+#   3. a run ended by SIGINT (Ctrl-C, to its process group) or SIGKILL (to
+#      unshare alone: --kill-child must do the rest) leaves no process of the
 #      namespace behind (the server a test started there included).
 #   pgmatrix/chroot_selftest.sh SUITE     (a suite whose chroot is made)
 # Needs root. Ends with "chroot: N passed, N failed".
@@ -16,6 +18,7 @@ source "$ROOT/tests/e2e/safety/lib/common.sh"
 suite=${1:?usage: chroot_selftest.sh SUITE}
 chroot_sh="$ROOT/scripts/pg-chroot.sh"
 real=$(bash "$chroot_sh" path "$suite")
+cache=$(dirname "$real")
 passed=0
 failed=0
 ok() { echo "PASS: $*"; passed=$((passed + 1)); }
@@ -28,8 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# host_mounts: mounts of this (the host's) namespace under the real chroot
-host_mounts() { awk -v d="$real" 'index($2, d) == 1' /proc/self/mounts | wc -l; }
+# host_mounts: mounts of this (the host's) namespace under the chroot cache
+host_mounts() { awk -v d="$cache" 'index($2, d) == 1' /proc/self/mounts | wc -l; }
 
 # --- 1. never ready unless whole -------------------------------------------------
 bash "$chroot_sh" ready "$suite" && ok "the made $suite chroot is ready" || bad "the made $suite chroot is not ready"
@@ -48,14 +51,20 @@ PGFENCE_CHROOT_CACHE=$fake bash "$chroot_sh" ready "$suite" &&
   ok "a chroot stamped with another package list is not ready"
 
 # --- 2. mounts only inside the run's namespace --------------------------------------
-inside=$(bash "$chroot_sh" with "$suite" bash -c 'awk -v d="$PG_CHROOT" "index(\$2, d) == 1" /proc/self/mounts | wc -l')
-if [[ $inside =~ ^[0-9]+$ ]] && ((inside >= 5)); then
-  ok "inside a run the chroot has its $inside mounts (proc, dev, dev/shm, tmp, the checkout)"
-else
-  bad "inside a run the chroot has '$inside' mounts, not at least 5"
-fi
-(($(host_mounts) == 0)) && ok "after a run the host's namespace has no mount under $real" ||
-  bad "$(host_mounts) mount(s) under $real remain in the host's namespace"
+# the mount points a run's chroot must have, each by name
+missing=$(bash "$chroot_sh" with "$suite" bash -c '
+  for m in "$PG_CHROOT" "$PG_CHROOT/proc" "$PG_CHROOT/dev" "$PG_CHROOT/dev/shm" "$PG_CHROOT/tmp" "$PG_CHROOT$PGFENCE_ROOT"; do
+    awk -v m="$m" "\$2 == m { found = 1 } END { exit !found }" /proc/self/mounts || echo "$m"
+  done
+  chroot "$PG_CHROOT" sh -c "echo written >/etc/pgfence-selftest"' 2>&1)
+[[ -z $missing ]] && ok "inside a run the chroot is an overlay with proc, dev, dev/shm, /tmp and the checkout mounted" ||
+  bad "inside a run these are not mount points: $missing"
+[[ ! -e $real/etc/pgfence-selftest ]] && ok "what a run wrote in the chroot did not reach the chroot itself" ||
+  bad "a run's write reached $real/etc/pgfence-selftest"
+seen=$(bash "$chroot_sh" with "$suite" bash -c 'ls "$PG_CHROOT/etc/pgfence-selftest" 2>&1')
+[[ $seen == *"No such file"* ]] && ok "the next run does not see it either" || bad "the next run sees the previous run's write: $seen"
+(($(host_mounts) == 0)) && ok "after a run the host's namespace has no mount under $cache" ||
+  bad "$(host_mounts) mount(s) under $cache remain in the host's namespace"
 
 # --- 3. SIGINT and SIGKILL end every process of the run -------------------------------
 for sig in INT KILL; do
@@ -71,9 +80,9 @@ for sig in INT KILL; do
     bad "SIG$sig: the run's process in the chroot did not start: $(cat "$W/run.out")"
     continue
   fi
-  (($(host_mounts) == 0)) && ok "SIG$sig: during a run the host's namespace has no mount under $real" ||
-    bad "SIG$sig: during a run $(host_mounts) mount(s) under $real are in the host's namespace"
-  kill -"$sig" -- "-$runner" 2>/dev/null
+  (($(host_mounts) == 0)) && ok "SIG$sig: during a run the host's namespace has no mount under $cache" ||
+    bad "SIG$sig: during a run $(host_mounts) mount(s) under $cache are in the host's namespace"
+  if [[ $sig == INT ]]; then kill -INT -- "-$runner"; else kill -KILL "$runner"; fi 2>/dev/null
   gone() { ! pgrep -f "^$marker" >/dev/null; }
   if e2e_wait_for 10 gone; then
     ok "SIG$sig to the run ended its process in the chroot"

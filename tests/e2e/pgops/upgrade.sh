@@ -60,7 +60,7 @@ export PGHOST=127.0.0.1 PGUSER=postgres
 host_pg() {
   (
     PATH=$OLD_BINDIR:${PATH//"$PG_CHROOT_BIN:"/}
-    unset PG_CHROOT PG_CHROOT_BIN
+    unset PG_CHROOT PG_CHROOT_BIN PG_CHROOT_MAJOR
     "$@"
   )
 }

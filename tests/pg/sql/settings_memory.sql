@@ -14,7 +14,7 @@ CREATE TABLE mem (id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0
 INSERT INTO mem VALUES (1, 'a');
 SELECT fence_protect('mem');
 
--- SET LOCAL, committed: the issue's reproduction
+-- SET LOCAL, committed: a guarded UPDATE in between
 BEGIN;
 SET LOCAL pg_fence.token = 50;
 UPDATE mem SET body = 'x' WHERE id = 1;

@@ -76,19 +76,9 @@ pg_server_as_owner() {
   fi
 }
 
-# pg_free_port: a loopback TCP port nobody listens on (bounded tries).
-pg_free_port() {
-  local i p
-  for ((i = 0; i < 50; i++)); do
-    p=$((20000 + RANDOM % 12000))   # below the ephemeral range (32768+)
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  echo "pg.sh: no free port found in 50 tries" >&2
-  return 1
-}
+# pg_free_port: a loopback TCP port nobody listens on (scripts/lib/pg-common.sh)
+# shellcheck source=../../../../scripts/lib/pg-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../../../scripts/lib/pg-common.sh"
 
 pg_throwaway_start() {
   local dir=$1 bindir
