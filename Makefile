@@ -137,7 +137,7 @@ bench-scale: deps
 
 # make check-debian13: make demo and the unit tests inside a Debian 13
 # (trixie) chroot, on a copy of this checkout in build-debian13/ (the host's
-# build/ is untouched); scripts/check-debian13.sh. About 25 minutes the
+# build/ is untouched); scripts/check-debian13.sh. About 15 minutes the
 # first time (the build), 2 after; not part of make test.
 check-debian13:
 	JOBS=$(JOBS) bash scripts/check-debian13.sh
