@@ -42,7 +42,9 @@ copy_checkout() {
   local list=$COPY/files.new
   mkdir -p "$COPY/src"
   git -C "$ROOT" ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' f; do [[ -f $ROOT/$f || -L $ROOT/$f ]] && printf '%s\0' "$f"; done >"$list"
+    while IFS= read -r -d '' f; do
+      if [[ -f $ROOT/$f || -L $ROOT/$f ]]; then printf '%s\0' "$f"; fi   # not a deleted tracked file
+    done >"$list"
   [[ -s $list ]] || die "git lists no file in $ROOT"
   if [[ -f $COPY/files ]]; then
     comm -z -23 <(sort -z "$COPY/files") <(sort -z "$list") |
