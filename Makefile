@@ -1,9 +1,11 @@
-# pgfence — the two commands a newcomer needs, on a fresh Debian 12 machine as root:
+# pgfence — the two commands a newcomer needs, on a fresh Debian 12 or 13 machine as root:
 #   make demo   install what is missing, build, show a stale write refused
-#   make test   install what is missing, build, run every test
+#   make test   install what is missing, build, run every test (warnings are errors)
 #
 # Other targets: deps build install deb sim faults soak fuzz bench bench-pg
-#                bench-pg-instr bench-coordinator bench-scale bench-wal clean help
+#                bench-pg-instr bench-coordinator bench-scale bench-wal
+#                check-debian13 clean help
+# Build options: JOBS=2 BUILD=build BUILD_TYPE=RelWithDebInfo CMAKE_FLAGS=... WERROR=ON|OFF
 
 JOBS        ?= 2
 BUILD       ?= build
@@ -17,33 +19,48 @@ SOAK_SEEDS  ?= 5000
 FAULT_SECONDS ?= 120
 FAULT_SEED    ?=
 CMAKE_FLAGS ?=
+# WERROR=ON|OFF sets the CMake option PGFENCE_WERROR (compiler warnings are
+# errors) in the build directory; empty keeps the directory's setting (in a
+# new one: ON with the tested g++ 12 and 14, OFF with any other compiler).
+# make test and make build-asan set ON, so make test and CI (.ci/run) fail on
+# any warning; make build, install and demo leave it, so a newer compiler's
+# new warning does not stop them. Switching it rebuilds the directory once.
+WERROR ?=
 # The sanitizer build covers every layer up to net/ (the decoders, the cores
 # and storage, where memory bugs would hide); server/ and above are built once.
 ASAN_MODULES ?= codec;raft;lock;member;auth;storage;log;net
 
 .PHONY: all help deps build build-asan install deb test demo sim faults soak fuzz \
-        bench bench-pg bench-pg-instr bench-coordinator bench-scale bench-wal clean
+        bench bench-pg bench-pg-instr bench-coordinator bench-scale bench-wal \
+        check-debian13 clean
+
+# werror_sync DIR: DIR's PGFENCE_WERROR made $(WERROR) when WERROR is set.
+werror_sync = $(if $(WERROR),@grep -qx 'PGFENCE_WERROR:BOOL=$(WERROR)' $(1)/CMakeCache.txt || \
+                cmake -S . -B $(1) -DPGFENCE_WERROR=$(WERROR) >/dev/null)
 
 all: build
 
 help:
-	@sed -n '1,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@bash scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(if $(WERROR),-DPGFENCE_WERROR=$(WERROR)) $(CMAKE_FLAGS)
 
 build: $(BUILD)/CMakeCache.txt
+	$(call werror_sync,$(BUILD))
 	cmake --build $(BUILD) -j$(JOBS)
 	$(MAKE) -C pg_extension -j$(JOBS)
 
 $(BUILD_ASAN)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGFENCE_SANITIZE=ON \
-	      "-DPGFENCE_MODULES=$(ASAN_MODULES)" $(CMAKE_FLAGS)
+	      "-DPGFENCE_MODULES=$(ASAN_MODULES)" -DPGFENCE_WERROR=$(WERROR) $(CMAKE_FLAGS)
 
+build-asan: WERROR = ON
 build-asan: $(BUILD_ASAN)/CMakeCache.txt
+	$(call werror_sync,$(BUILD_ASAN))
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
 # Installs the extension into the local PostgreSQL (PGXS) and the programs,
@@ -58,6 +75,7 @@ install: build
 deb: deps build
 	BUILD=$(BUILD) bash scripts/make-deb.sh
 
+test: WERROR = ON
 test: deps build build-asan
 	$(MAKE) -C pg_extension install
 	JOBS=$(JOBS) bash scripts/test.sh
@@ -117,6 +135,13 @@ bench-scale: deps
 	PGFENCE_BENCH_DEPS=1 bash scripts/install-deps.sh
 	JOBS=$(JOBS) bash bench/scale/run.sh
 
+# make check-debian13: make demo and the unit tests inside a Debian 13
+# (trixie) chroot, on a copy of this checkout in build-debian13/ (the host's
+# build/ is untouched); scripts/check-debian13.sh. About 15 minutes the
+# first time (the build), 2 after; not part of make test.
+check-debian13:
+	JOBS=$(JOBS) bash scripts/check-debian13.sh
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz build-debian13
 	-$(MAKE) -C pg_extension clean

@@ -4,7 +4,9 @@
 # Exits 0 if no target crashed, 1 if any did (its log tail and the crashing
 # input's path are printed), 2 on a usage or build problem.
 #
-# Environment: CXX_FUZZ (default clang++-14), FUZZ_BUILD_DIR (default
+# Warnings are errors (it runs in make test).
+# Environment: CXX_FUZZ (default the clang scripts/install-deps.sh installs:
+# clang++-14 on Debian 12, clang++-19 on 13), FUZZ_BUILD_DIR (default
 # <repo>/build-fuzz), FUZZ_MODULES (PGFENCE_MODULES for the build, default
 # "lock;storage;auth"), FUZZ_JOBS (default 2).
 # Corpora persist in build-fuzz/corpus/<target>; tests/fuzz/corpus/<target>,
@@ -26,18 +28,23 @@ seconds=$1
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-cxx=${CXX_FUZZ:-clang++-14}
 modules=${FUZZ_MODULES:-lock;storage;auth}
 jobs=${FUZZ_JOBS:-2}
+if [[ -n ${CXX_FUZZ:-} ]]; then
+    cxx=$CXX_FUZZ
+else
+    clang_major=$(bash "$root/scripts/install-deps.sh" --print | sed -n 's/^clang=//p') || exit 2
+    cxx=clang++-$clang_major
+fi
 
-command -v "$cxx" >/dev/null || { echo "fuzz.sh: compiler '$cxx' not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }
+command -v "$cxx" >/dev/null || { echo "fuzz.sh: compiler '$cxx' not found (scripts/install-deps.sh installs it)" >&2; exit 2; }
 
 mkdir -p "$build"
 cmake -S "$root" -B "$build" \
     -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" \
-    -DPGFENCE_FUZZ=ON -DPGFENCE_SANITIZE=ON \
+    -DPGFENCE_FUZZ=ON -DPGFENCE_SANITIZE=ON -DPGFENCE_WERROR=ON \
     -DPGFENCE_MODULES="$modules" >"$build/configure.log" 2>&1 \
     || { cat "$build/configure.log" >&2; echo "fuzz.sh: cmake configure failed" >&2; exit 2; }
 

@@ -414,7 +414,7 @@ BOOST_AUTO_TEST_CASE(a_config_outside_the_wave_batch_or_slice_bounds_is_refused)
         c.raft.cluster_id = 7;
         set(c);
         raft::MemoryStorage storage;
-        Core core(c, storage);
+        Core core(std::move(c), storage);
     };
     BOOST_CHECK_NO_THROW(build([](Config& c) { c.expiry_wave = kMaxExpiryWave; }));
     BOOST_CHECK_THROW(build([](Config& c) { c.expiry_wave = 0; }), std::invalid_argument);
