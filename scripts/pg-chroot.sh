@@ -62,7 +62,7 @@ suite_major() {
 # What a chroot carries: the server and its headers, what pg_fence builds
 # with, what its tests run (pg_virtualenv, perl, openssl), what the package
 # test needs (dpkg-shlibdeps, strip), and the DBA tools the e2e tests use.
-# make check-debian13 adds the coordinator's build dependencies on trixie.
+# On trixie also the coordinator's build dependencies, for make check-debian13.
 suite_packages() {
   local major
   major=$(suite_major "$1")
