@@ -130,10 +130,8 @@ outside() {
   echo "check-debian13: copying the checkout to $COPY/src"
   copy_checkout
   set +e
-  JOBS=$JOBS COPY_SRC=$COPY/src bash "$ROOT/scripts/pg-chroot.sh" with trixie bash -c '
-    exec chroot "$PG_CHROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" JOBS="$JOBS" \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      bash "$COPY_SRC/scripts/check-debian13.sh" --inside'
+  bash "$ROOT/scripts/pg-chroot.sh" run trixie TERM="${TERM:-dumb}" JOBS="$JOBS" \
+    bash "$COPY/src/scripts/check-debian13.sh" --inside
   rc=$?
   set -e
   echo "check-debian13: $( ((rc == 0)) && echo PASSED || echo "FAILED (exit $rc)") in $(($(now) - start)) s"

@@ -24,8 +24,8 @@
 #                                   PG_CHROOT_AS_OWNER=1 (tests/e2e/safety/lib/pg.sh)
 #   pg-chroot.sh run SUITE [NAME=VALUE...] CMD...
 #                                   `with`, running CMD inside the chroot, as
-#                                   root, in a clean environment (PATH, HOME,
-#                                   LANG=C.UTF-8 and the NAME=VALUEs given)
+#                                   root, in a clean environment (root's PATH,
+#                                   HOME, LANG=C.UTF-8 and the NAME=VALUEs given)
 #   pg-chroot.sh clean [SUITE]      removes the chroot(s)
 #
 # The chroots live outside the checkout, in $PGFENCE_CHROOT_CACHE (default
@@ -256,7 +256,7 @@ case ${1:-} in
   run)
     shift
     with_chroot "${1:?usage: pg-chroot.sh run SUITE [NAME=VALUE...] CMD...}" \
-      bash -c 'exec chroot "$PG_CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"' _ "${@:2}" ;;
+      bash -c 'exec chroot "$PG_CHROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"' _ "${@:2}" ;;
   path) chroot_path "${2:?usage: pg-chroot.sh path SUITE}" ;;
   major) suite_major "${2:?usage: pg-chroot.sh major SUITE}" ;;
   with) shift; with_chroot "${1:?usage: pg-chroot.sh with SUITE CMD...}" "${@:2}" ;;

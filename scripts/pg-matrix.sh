@@ -107,7 +107,7 @@ selftest() {
 
 # e2e MAJOR: the end-to-end suites with MAJOR's server (from its chroot)
 e2e() {
-  local major=$1 suite start out counts total bad
+  local major=$1 suite start out counts
   suite=$(suite_of "$major") || { count "e2e $major" 0 1 0; return; }
   start=$(date +%s)
   log "end-to-end suites next to PostgreSQL $major ($suite)"
