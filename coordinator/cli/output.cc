@@ -33,7 +33,8 @@ std::string lock_json(const client::LockInfo& lock) {
                                         {"token", lock.token},
                                         {"owner", lock.owner},
                                         {"lease_ms", lock.lease.count()},
-                                        {"ttl_ms", lock.ttl.count()}});
+                                        {"ttl_ms", lock.ttl.count()},
+                                        {"kid", lock.kid}});
 }
 
 std::string lease_json(const client::Lease& lease) {
@@ -44,13 +45,14 @@ std::string lease_json(const client::Lease& lease) {
 }
 
 const std::vector<std::string>& lock_header() {
-    static const std::vector<std::string> kHeader{"KEY", "TOKEN", "OWNER", "LEASE", "TTL"};
+    static const std::vector<std::string> kHeader{"KEY", "TOKEN", "OWNER", "LEASE", "TTL", "KID"};
     return kHeader;
 }
 
 std::vector<std::string> lock_row(const client::LockInfo& lock) {
     return {lock.key, std::to_string(lock.token), lock.owner.empty() ? "-" : lock.owner,
-            client::format_duration(lock.lease), std::to_string(lock.ttl.count()) + "ms"};
+            client::format_duration(lock.lease), std::to_string(lock.ttl.count()) + "ms",
+            lock.kid.empty() ? "-" : lock.kid};
 }
 
 std::string unreachable_json(const std::string& endpoint, const std::string& error) {

@@ -170,6 +170,7 @@ Result<LockInfo> lock_info_of(const json::object& o) {
     std::uint64_t lease_ms = 0, ttl_ms = 0;
     info.key = get_string(o, "key");
     info.owner = get_string(o, "owner");
+    info.kid = get_string(o, "kid");
     if (!get_u64(o, "token", info.token)) return protocol_error("lock without a numeric 'token'");
     get_u64(o, "lease_ms", lease_ms);
     get_u64(o, "ttl_ms", ttl_ms);

@@ -171,6 +171,10 @@ struct LockInfo {
     std::string owner;
     milliseconds lease{0};
     milliseconds ttl{0};
+    // The ID of the key that signed the proof last handed out for its lease
+    // (docs/http-api.md, GET /v1/locks): 16 hex digits, "none" or "unknown"
+    // ("" from a member that does not report it).
+    std::string kid;
 };
 
 struct MemberStatus {

@@ -104,6 +104,10 @@ struct KeptAlive {  // 200 {"key","token","ttl_ms"}
 struct LockView {
     lock::Lock lock;
     std::uint64_t ttl_ms = 0;  // of the leader's nominal lease deadline (0: ended)
+    // The ID of the key that signed the proof last handed out for the lease
+    // (member/lease.h: or "none", or "unknown" for a lease granted under a
+    // former leader).
+    std::string kid;
 };
 struct Locks {  // 200: one lock (the request named a key) or {"locks":[...]} (a page)
     bool one = false;

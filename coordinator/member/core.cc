@@ -198,8 +198,14 @@ void Core::response_written(RequestId id, bool ok, Time now) {
     if (it == unwritten_.end()) return;
     Unwritten u = std::move(it->second);
     unwritten_.erase(it);
-    if (!ok && is_leader()) phantom_release(u.key, u.token, u.fresh, u.deadline, now);
+    // Counted in a lease of this leadership (a later one restarted its
+    // leases, each answered for all it knows): one answer fewer stands.
+    if (ok || !is_leader() || u.term != leader_term_) return;
+    leases_.unanswered(u.key, u.token);
+    phantom_release(u.key, u.token, now);
 }
+
+void Core::set_proof_kid(std::string_view kid) { proof_kid_ = kid.empty() ? kNoProofKid : kid; }
 
 void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now*/) {
     if (shutting_down_) return;
@@ -357,9 +363,6 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
         for (const lock::Expire& x : m->locks) note(x.key, x.token);
     }
     if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
-    // A Grant that creates a lock is answered index + floor (the floor does
-    // not change on a Grant); an idempotent re-grant, the older token.
-    const lock::Token fresh_token = e.index + table_.token_floor();
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
     if (e.type == raft::EntryType::kConfig) on_config_applied(e);
     if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
@@ -374,10 +377,7 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
         deciding_index_ = e.index;
         deciding_term_ = e.term;
         deciding_result_ = &result;
-        const auto* granted = std::get_if<lock::Granted>(&result);
-        deciding_fresh_grant_ = granted != nullptr && granted->token == fresh_token;
         p.done(&result, now);
-        deciding_fresh_grant_ = false;
         deciding_id_ = 0;
         deciding_index_ = 0;
         deciding_term_ = 0;
@@ -575,6 +575,11 @@ void Core::take_backup(RequestId id) {
 }
 
 const Lease* Core::lease(std::string_view key) const { return leases_.find(key); }
+
+std::string Core::kid_of(std::string_view key, lock::Token token) const {
+    const Lease* l = leases_.find(key);
+    return l != nullptr && l->token == token ? l->kid : std::string(kUnknownProofKid);
+}
 
 std::uint64_t Core::ttl_ms(std::string_view key, Time now) const {
     const Lease* l = leases_.find(key);

@@ -103,11 +103,13 @@
 //   - Phantom release: a grant whose client went away before it applied
 //     (client_gone), or whose Granted answer could not be written, has its
 //     lease ended at once and is expired like any lease that ran out (the
-//     quorum round, then Expire). Not a Release: the same owner may hold that
-//     token through a retry's idempotent re-grant, which then keeps it if
-//     answered first (its lease restarts) and is refused if answered after.
-//     Only a grant that created the lock is a phantom: an idempotent re-grant
-//     nobody received leaves the lock to the owner that already held it.
+//     quorum round, then Expire) — unless an answer still promises that lease
+//     to a client (lease.h, Lease::answers: another Granted answer of the
+//     token not reported unwritten, a keepalive answered, or a lease a new
+//     leader restarted): a lease answered to anyone runs to its deadline.
+//     Not a Release: the same owner may hold that token through a retry's
+//     idempotent re-grant, which then keeps it if answered before the Expire
+//     is proposed (its lease restarts) and is refused if answered after.
 //   - Token floor: a new leader proposes SetTokenFloor{Config::token_floor}
 //     when the table's floor is lower.
 //   - Snapshots: a SaveSnapshot of the applied table, with the configuration
@@ -292,6 +294,10 @@ public:
     void persisted(Time now);
     void snapshot_saved(std::shared_ptr<const raft::Snapshot> snapshot, Time now);
     void begin_shutdown(const std::vector<raft::NodeId>& reachable, Time now);
+    // The ID of the key the shell signs token proofs with from now on
+    // (net/token_signer.h; "": it signs none): each Granted answer records
+    // it as its lease's kid (lease.h). Told at start and at every reload.
+    void set_proof_kid(std::string_view kid);
     void pump(Time now);
     Effects take_effects();
     // The same into `out` (cleared first): a caller that keeps one Effects
@@ -314,6 +320,9 @@ public:
     std::size_t proposal_count() const { return proposals_.size(); }
     const Lease* lease(std::string_view key) const;
     std::uint64_t ttl_ms(std::string_view key, Time now) const;  // 0 when not held or ended
+    // A leader's held leases by the kid of the proof last handed out for
+    // each (lease.h, kNoProofKid, kUnknownProofKid); empty elsewhere.
+    const std::map<std::string, std::size_t, std::less<>>& leases_by_kid() const { return leases_.by_kid(); }
     raft::Term leader_term() const { return leader_term_; }  // 0: not leading
     // The configuration in force: each member's addresses (from its context;
     // empty for a member of the first configuration) and, on the leader, its
@@ -344,12 +353,13 @@ private:
         Acquire acquire;
         Time deadline{};
     };
-    // A Granted answer handed to the shell, not yet reported written.
+    // A Granted answer handed to the shell, not yet reported written, and
+    // counted in its lease's answers (in `term`'s leadership; 0: answered
+    // while not leading, with no lease to count it in).
     struct Unwritten {
         std::string key;
         lock::Token token = 0;
-        bool fresh = false;  // the grant created the lock (not an idempotent re-grant)
-        Time deadline{};     // its lease's deadline when answered: a later restart means someone else holds it
+        raft::Term term = 0;
     };
 
     // core.cc
@@ -366,6 +376,7 @@ private:
     void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
     void on_removed(const std::string& key, lock::Token token, Time now);
     std::string owner_of(std::string_view key, lock::Token token) const;
+    std::string kid_of(std::string_view key, lock::Token token) const;  // its lease's, else kUnknownProofKid
     void observe_role(Time now);
     void become_leader(Time now);
     void lose_leadership(Time now);
@@ -401,11 +412,9 @@ private:
     void drop_all_waiters();
     void keepalive(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
-    // `deadline`: the lease's deadline as the phantom grant left it (nullopt:
-    // as it is now); a lease restarted since then (a retry's re-grant, a
-    // keepalive) is not cut.
-    void phantom_release(const std::string& key, lock::Token token, bool fresh, std::optional<Time> deadline,
-                         Time now);
+    // A grant of `key` with `token` reached nobody: its lease ends now
+    // unless an answer still promises it (Lease::answers).
+    void phantom_release(const std::string& key, lock::Token token, Time now);
     void list_locks(RequestId id, const ListLocks& req);
 
     // core_members.cc
@@ -447,6 +456,7 @@ private:
     raft::NodeId last_leader_ = raft::kNoNode;
     std::uint64_t ticks_ = 0;
     bool shutting_down_ = false;
+    std::string proof_kid_{kNoProofKid};  // set_proof_kid()
     bool failed_ = false;  // `fatal` was set: pump() does nothing more
     bool removed_ = false;  // this member's removal applied (Effects::removed told once)
     std::optional<raft::Configuration> reported_config_;  // the configuration last put in Effects
@@ -471,7 +481,6 @@ private:
     raft::Index deciding_index_ = 0;
     raft::Term deciding_term_ = 0;
     const lock::Result* deciding_result_ = nullptr;
-    bool deciding_fresh_grant_ = false;  // the entry being applied granted a lock that was not held before
 
     // Leadership confirmation: callbacks asked for during one batch share one
     // read_index() issued after them (flush_confirms, in pump), so each is

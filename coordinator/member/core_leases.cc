@@ -22,6 +22,7 @@ enum class Mutant : int {
     kKeepAliveExpiring = 2,  // KeepAlive answered for a lease whose Expire was proposed
     kWaitersLifo = 3,        // a new waiter is queued at the front
     kPhantomLeaked = 4,      // a phantom grant's lease is dropped: the lock is never expired
+    kPhantomCutsAnswered = 5,  // a phantom release cuts a lease answered to another request
 };
 constexpr Mutant kMutant = static_cast<Mutant>(PGFENCE_MEMBER_MUTANT);
 }  // namespace
@@ -187,6 +188,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
             return;
         }
         leases_.restart(req.key, req.token, now, config_.max_clock_drift_ppm);
+        leases_.answered(req.key, req.token);
         ++counters_.keepalives;
         log(LogLevel::kDebug, "keepalive",
             {{"key", req.key}, {"token", num(req.token)}, {"owner", owner_of(req.key, req.token)}});
@@ -214,18 +216,20 @@ void Core::release(RequestId id, const Release& req, Time now) {
 // retry), and then a re-grant answered before the Expire is proposed
 // restarts the lease and keeps the lock, one answered after it is refused
 // (on_grant_result). A Release would take the lock from under that retry.
-void Core::phantom_release(const std::string& key, lock::Token token, bool fresh, std::optional<Time> deadline,
-                           Time now) {
+// A lease some answer still promises (Lease::answers: a retry answered in
+// the same batch, with the very same deadline; a keepalive; a lease a new
+// leader restarted) is not cut at all.
+void Core::phantom_release(const std::string& key, lock::Token token, Time now) {
     const Lease* lease = leases_.find(key);
-    const bool restarted = deadline && lease != nullptr && lease->token == token && lease->deadline != *deadline;
-    if (!fresh || restarted) {
+    const bool held = lease != nullptr && lease->token == token;
+    if (held && lease->answered() && kMutant != Mutant::kPhantomCutsAnswered) {
         log(LogLevel::kInfo, "phantom_release",
             {{"key", key}, {"token", num(token)}, {"expiring", "false"},
-             {"reason", fresh ? "lease restarted since" : "re-grant of a held lock"}, {"owner", owner_of(key, token)}});
+             {"reason", "the lease was answered to a client"}, {"answers", num(lease->answers)},
+             {"owner", owner_of(key, token)}});
         return;
     }
     ++counters_.phantom_releases;
-    const bool held = lease != nullptr && lease->token == token;
     if constexpr (kMutant == Mutant::kPhantomLeaked) {
         if (held) leases_.erase(key, token);
         return;
@@ -257,13 +261,14 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
                 return;
             }
             out.one = true;
-            out.locks.push_back(LockView{*l, ttl_ms(l->key, now)});
+            out.locks.push_back(LockView{*l, ttl_ms(l->key, now), kid_of(l->key, l->token)});
         } else {
             const std::size_t limit = std::clamp<std::size_t>(req.limit, 1, kMaxListLimit);
             bool more = false;
             for (lock::Lock& l : table_.list_page(req.prefixes, req.after, limit, more)) {
                 const std::uint64_t ttl = ttl_ms(l.key, now);
-                out.locks.push_back(LockView{std::move(l), ttl});
+                std::string kid = kid_of(l.key, l.token);
+                out.locks.push_back(LockView{std::move(l), ttl, std::move(kid)});
             }
             if (more) out.next = out.locks.back().lock.key;
         }
@@ -334,11 +339,13 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             return;
         }
         if (gone) {
-            phantom_release(req.key, token, deciding_fresh_grant_, std::nullopt, now);
+            phantom_release(req.key, token, now);
             return;
         }
-        const Lease* held_lease = Core::lease(req.key);
-        unwritten_[id] = Unwritten{req.key, token, deciding_fresh_grant_, held_lease != nullptr ? held_lease->deadline : Time{}};
+        // Counted before it goes out: from here on the lease is promised to
+        // this client until the shell reports the answer unwritten.
+        const bool counted = leases_.answered(req.key, token, proof_kid_);
+        unwritten_[id] = Unwritten{req.key, token, counted ? leader_term_ : 0};
         respond(id, Granted{req.key, token, req.lease_ms, req.owner});
         return;
     }

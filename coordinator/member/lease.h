@@ -30,6 +30,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
 
 #include "lock/commands.h"
 
@@ -58,17 +61,38 @@ constexpr std::uint64_t expiry_margin_ms(std::uint64_t lease_ms, std::uint64_t m
 // the lease leaves the map when the Expire (or a Release) applies.
 enum class LeasePhase : std::uint8_t { kRunning, kConfirming, kExpiring };
 
+// The `kid` of a lease: the ID of the key that signed the token proof last
+// handed out with a Granted answer of it (net/token_signer.h; the shell tells
+// the core which key it signs with, Core::set_proof_kid), or one of these.
+// GET /v1/locks and the metric pgfence_leases_by_kid report it, so that a
+// key rotation can wait for the old key's leases to end (docs/security.md).
+inline constexpr std::string_view kNoProofKid = "none";          // no proof handed out (the member signs none, or no answer yet)
+inline constexpr std::string_view kUnknownProofKid = "unknown";  // restarted by a new leader: a former leader answered it
+
 // Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(lease_ms,
 // rho) except after a phantom release, which brings each of them forward to the moment
 // it ended the lease when it was later.
+//
+// `answers` counts the answers that promised this lease to a client and still
+// stand: the Granted answers handed out for it (its grant's and same-owner
+// re-grants' of its token) less those reported unwritten, and the keepalives
+// answered. A lease a new leader restarted starts at 1: a former leader may
+// have answered it. Phantom release cuts a lease only while it is 0, so a
+// lease answered to anyone is never cut before its deadline, whatever the
+// order of the writes reported (docs/guarantees.md, "Phantom locks").
 struct Lease {
     lock::Token token = 0;
     std::uint64_t lease_ms = 0;
     Time deadline{};   // (re)start + lease_ms: the nominal end, reported as ttl_ms
     Time expire_at{};  // deadline + margin: Expire is considered from here on
     LeasePhase phase = LeasePhase::kRunning;
+    std::uint32_t answers = 0;  // saturates at kMaxAnswers (then never cut)
+    std::string kid{kNoProofKid};  // see kNoProofKid above
+
+    static constexpr std::uint32_t kMaxAnswers = std::numeric_limits<std::uint32_t>::max();
 
     bool expiring() const { return phase == LeasePhase::kExpiring; }
+    bool answered() const { return answers > 0; }
 
     // (Re)starts the lease at `now`: on grant apply, keepalive, or a new leader's restart.
     void restart(Time now, std::uint64_t max_clock_drift_ppm) {

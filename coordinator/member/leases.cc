@@ -29,11 +29,24 @@ void LeaseSet::index(Map::iterator it) {
                                                                  : running_.insert(due).first;
 }
 
+void LeaseSet::count_kid(const std::string& kid, bool add) {
+    if (add) {
+        ++by_kid_[kid];
+        return;
+    }
+    auto it = by_kid_.find(kid);
+    if (it != by_kid_.end() && --it->second == 0) by_kid_.erase(it);
+}
+
 void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm) {
     clear();
     leases_.reserve(table.size());
     table.for_each([&](const lock::Lock& l) {
-        auto it = leases_.emplace(l.key, Slot{Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm), {}}).first;
+        Lease lease = Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm);
+        lease.answers = 1;  // a former leader may have answered it
+        lease.kid = kUnknownProofKid;
+        count_kid(lease.kid, true);
+        auto it = leases_.emplace(l.key, Slot{std::move(lease), {}}).first;
         index(it);
     });
 }
@@ -41,13 +54,44 @@ void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t m
 void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
                      std::uint64_t max_clock_drift_ppm) {
     auto it = leases_.find(key);
+    std::uint32_t answers = 0;
+    std::string kid{kNoProofKid};
     if (it == leases_.end()) {
         it = leases_.emplace(std::string(key), Slot{}).first;
     } else {
         unindex(it);
+        count_kid(it->second.lease.kid, false);
+        if (it->second.lease.token == token) {
+            answers = it->second.lease.answers;
+            kid = std::move(it->second.lease.kid);
+        }
     }
     it->second.lease = Lease::started(token, lease_ms, now, max_clock_drift_ppm);
+    it->second.lease.answers = answers;
+    it->second.lease.kid = std::move(kid);
+    count_kid(it->second.lease.kid, true);
     index(it);
+}
+
+bool LeaseSet::answered(std::string_view key, lock::Token token, std::string_view kid) {
+    Map::iterator it;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr) return false;
+    if (s->lease.answers < Lease::kMaxAnswers) ++s->lease.answers;
+    if (!kid.empty() && kid != s->lease.kid) {
+        count_kid(s->lease.kid, false);
+        s->lease.kid = kid;
+        count_kid(s->lease.kid, true);
+    }
+    return true;
+}
+
+const Lease* LeaseSet::unanswered(std::string_view key, lock::Token token) {
+    Map::iterator it;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr) return nullptr;
+    if (s->lease.answers > 0 && s->lease.answers < Lease::kMaxAnswers) --s->lease.answers;
+    return &s->lease;
 }
 
 bool LeaseSet::restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm) {
@@ -104,6 +148,7 @@ bool LeaseSet::erase(std::string_view key, lock::Token token) {
     Map::iterator it;
     if (find_token(key, token, &it) == nullptr) return false;
     unindex(it);
+    count_kid(it->second.lease.kid, false);
     leases_.erase(it);
     return true;
 }
@@ -111,6 +156,7 @@ bool LeaseSet::erase(std::string_view key, lock::Token token) {
 void LeaseSet::clear() {
     running_.clear();
     leases_.clear();
+    by_kid_.clear();
 }
 
 std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease>& out) {
@@ -127,13 +173,16 @@ std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease
 
 std::string LeaseSet::check_invariants() const {
     std::size_t running = 0;
+    std::map<std::string, std::size_t, std::less<>> kids;
     for (const auto& [key, slot] : leases_) {
+        ++kids[slot.lease.kid];
         if (slot.lease.phase != LeasePhase::kRunning) continue;
         ++running;
         if (slot.at->at != slot.lease.expire_at || &slot.at->lease->first != &key) {
             return "the running lease of " + key + " is not indexed at its expire_at";
         }
     }
+    if (kids != by_kid_) return "the leases by kid are not counted as they are held";
     if (running != running_.size()) {
         return "the expiry index holds " + std::to_string(running_.size()) + " leases, " +
                std::to_string(running) + " run";

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -71,13 +72,23 @@ public:
     // so each goes in at the end of the index when their expire_at only
     // grows (leases of one length): linear in the locks, else O(n log n).
     void start_all(const lock::LockTable& table, Time now, std::uint64_t max_clock_drift_ppm);
-    // Starts `key`'s lease at `now`, running, replacing any lease it had.
+    // Starts `key`'s lease at `now`, running, replacing any lease it had;
+    // a lease of the same token (a same-owner re-grant) keeps its answers.
     void start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
                std::uint64_t max_clock_drift_ppm);
     // Restarts `key`'s lease at `now` (a keepalive), its phase unchanged:
     // a lease being confirmed stays out of the index until set_running().
     // False (nothing changed) when `key` has no lease with `token`.
     bool restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm);
+    // One more answer promised `key`'s lease with `token` (a Granted answer
+    // handed out, whose proof `kid` signed; a keepalive answered, kid
+    // empty: the lease's kid stays); false when there is none.
+    bool answered(std::string_view key, lock::Token token, std::string_view kid = {});
+    // Held leases by kid (Lease::kid), kids with none left out.
+    const std::map<std::string, std::size_t, std::less<>>& by_kid() const { return by_kid_; }
+    // One Granted answer counted by answered() was not written: the lease,
+    // with one answer fewer (never below 0), or nullptr when there is none.
+    const Lease* unanswered(std::string_view key, lock::Token token);
     // Brings deadline and expire_at forward to `now` when later (a phantom
     // release), for a lease with `token` that is not kExpiring. False when
     // there is none.
@@ -110,7 +121,8 @@ public:
     std::size_t take_due(Time now, std::size_t limit, std::vector<DueLease>& out);
 
     // "" or the first broken: the index holds exactly the running leases,
-    // each at its expire_at. O(held): for tests and the simulation.
+    // each at its expire_at, and by_kid() counts every lease once. O(held):
+    // for tests and the simulation.
     std::string check_invariants() const;
 
 private:
@@ -135,7 +147,9 @@ private:
     Slot* find_token(std::string_view key, lock::Token token, Map::iterator* at);
     void unindex(Map::iterator it);
     void index(Map::iterator it);
+    void count_kid(const std::string& kid, bool add);
 
+    std::map<std::string, std::size_t, std::less<>> by_kid_;  // held leases by kid
     Map leases_;
     Index running_;  // every kRunning lease, by (expire_at, key)
 };

@@ -153,6 +153,7 @@ std::string Member::Impl::start() {
     http->set_tls(security.client_tls(), options.client_cert_auth);
     if (auto err = http->start(); !err.empty()) return err;
     loop.every(std::chrono::milliseconds(options.heartbeat_ms), [this] { on_tick(); });
+    core->set_proof_kid(security.signer() ? security.signer()->kid() : std::string());
     log_event(LogLevel::kInfo, "member_started",
               {{"id", log_value(options.id)}, {"cluster_id", log_value(options.cluster_id)},
                {"client_addr", options.client_addr}, {"applied", log_value(core->table().applied_index())},
@@ -401,6 +402,8 @@ void Member::Impl::reload_security() {
     }
     http->set_tls(security.client_tls(), options.client_cert_auth);
     transport->set_tls(security.peer_accept_tls(), security.peer_dial_tls());
+    // Grants answered from now on are signed by the key loaded now (answer()).
+    core->set_proof_kid(security.signer() ? security.signer()->kid() : std::string());
     log_event(LogLevel::kInfo, "reloaded",
               {{"failed", log_value(failed.size())},
                {"auth_file_digest", security.auth_enabled() ? security.policy()->digest() : std::string()},

@@ -31,7 +31,8 @@ void respond_error(const ExchangePtr& ex, unsigned status, const char* error, co
 
 json::object lock_json(const member::LockView& v) {
     const lock::Lock& l = v.lock;
-    return {{"key", l.key}, {"token", l.token}, {"owner", l.owner}, {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}};
+    return {{"key", l.key},           {"token", l.token},   {"owner", l.owner},
+            {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}, {"kid", v.kid}};
 }
 
 // {"key":…,"token":…,"lease_ms":…,"owner":…[,"proof":…]}: what a granted

@@ -194,6 +194,7 @@ std::string Member::Impl::metrics_text() const {
     g.applied_index = core->table().applied_index();
     g.last_token = core->table().last_token();
     g.token_floor = core->table().token_floor();
+    g.leases_by_kid = &core->leases_by_kid();
     for (const raft::ConfigMember& m : config.members) {
         if (m.id == options.id) continue;
         ++g.peers;

@@ -56,6 +56,15 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     metric(out, "pgfence_leader_changes_total", "counter", "Times the known leader changed.", c.leader_changes);
     metric(out, "pgfence_waiters", "gauge", "Acquires waiting in per-key FIFO queues.", g.waiters);
     metric(out, "pgfence_locks_held", "gauge", "Locks in the applied lock table.", g.locks_held);
+    // Kids are 16 hex digits, "none" or "unknown": nothing to escape in a label.
+    out += "# HELP pgfence_leases_by_kid Leases this leader holds, by the ID of the key that signed the token "
+           "proof last handed out for each (none: no proof; unknown: granted under a former leader).\n"
+           "# TYPE pgfence_leases_by_kid gauge\n";
+    if (g.leases_by_kid != nullptr) {
+        for (const auto& [kid, n] : *g.leases_by_kid) {
+            out += "pgfence_leases_by_kid{kid=\"" + kid + "\"} " + std::to_string(n) + "\n";
+        }
+    }
     metric(out, "pgfence_term", "gauge", "Current Raft term.", g.term);
     metric(out, "pgfence_is_leader", "gauge", "1 if this member is the leader.", g.is_leader ? 1 : 0);
     metric(out, "pgfence_commit_index", "gauge", "Raft commit index.", g.commit_index);

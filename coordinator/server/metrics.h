@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 
 #include "member/counters.h"
@@ -30,6 +32,9 @@ struct Gauges {  // sampled at render time
     std::uint64_t proofs_ready = 0;
     std::uint64_t proofs_waited = 0;
     std::uint64_t proofs_on_demand = 0;
+    // The leader's held leases by the kid of the proof last handed out for
+    // each (member/lease.h); null or empty on other members.
+    const std::map<std::string, std::size_t, std::less<>>* leases_by_kid = nullptr;
 };
 
 // The shell's own metrics; the core's counters (member/counters.h) are

@@ -18,8 +18,12 @@ void LeaseChecker::granted(int client, const std::string& key, lock::Token token
     if (auto e = early_releases_.find(key); e != early_releases_.end()) {
         if (auto r = e->second.find(token); r != e->second.end()) released_us = r->second;
     }
+    std::uint64_t expire_us = 0;
+    if (auto e = early_expires_.find(key); e != early_expires_.end()) {
+        if (auto x = e->second.find(token); x != e->second.end()) expire_us = x->second;
+    }
     auto [it, fresh] = tokens.try_emplace(
-        token, Held{client, now_us, std::min(sent_us + usable_us(lease_ms), released_us), released_us, {}});
+        token, Held{client, now_us, std::min(sent_us + usable_us(lease_ms), released_us), released_us, expire_us, sent_us, {}});
     tell(it->second, fresh ? "granted" : "re-granted", sent_us, lease_ms);
     if (fresh) {
         ++intervals_;
@@ -28,6 +32,7 @@ void LeaseChecker::granted(int client, const std::string& key, lock::Token token
         // An idempotent re-grant: the latest answered acquire decides, with its
         // own lease (the leader restarted the lease with it too).
         it->second.until_us = std::min(sent_us + usable_us(lease_ms), it->second.released_us);
+        it->second.promised_us = sent_us;
     }
     check(key, token);
 }
@@ -44,6 +49,7 @@ void LeaseChecker::kept_alive(int client, const std::string& key, lock::Token to
     Held* h = find(key, token);
     if (h == nullptr || h->client != client) return;
     h->until_us = std::min(sent_us + usable_us(lease_ms), h->released_us);  // the latest keepalive decides
+    h->promised_us = sent_us;
     tell(*h, "kept alive", sent_us, lease_ms);
     check(key, token);
 }
@@ -74,10 +80,28 @@ void LeaseChecker::released(const std::string& key, lock::Token token, std::uint
     if (early.size() > 4 * kTokensPerKey) early.erase(early.begin());
 }
 
+void LeaseChecker::expire_proposed(const std::string& key, lock::Token token, std::uint64_t now_us) {
+    Held* h = find(key, token);
+    if (h == nullptr) {
+        auto& early = early_expires_[key];
+        early[token] = now_us;
+        if (early.size() > 4 * kTokensPerKey) early.erase(early.begin());
+        return;
+    }
+    h->expire_us = std::max(h->expire_us, now_us);
+    check(key, token);
+}
+
 void LeaseChecker::check(const std::string& key, lock::Token token) {
     const auto& tokens = held_[key];
     const Held& mine = tokens.at(token);
     if (mine.from_us >= mine.until_us) return;
+    if (mine.expire_us != 0 && mine.expire_us >= mine.promised_us) {
+        ++expires_checked_;
+        require(!strict_ || mine.expire_us >= mine.until_us, "lease cut early: key ", key, " token ", token,
+                " answered to client ", mine.client, " for [", mine.from_us, "us, ", mine.until_us,
+                "us), but a leader proposed its Expire at ", mine.expire_us, "us, before its deadline: ", mine.story);
+    }
     for (const auto& [other, h] : tokens) {
         if (other == token || h.from_us >= h.until_us) continue;
         ++pairs_checked_;

@@ -51,6 +51,14 @@ public:
                      std::uint64_t sent_us);
     // A release of the token was sent at sent_us (by anyone).
     void released(const std::string& key, lock::Token token, std::uint64_t sent_us);
+    // A leader proposed Expire{key, token} at now_us. A lease answered to a
+    // client is never cut before its deadline: an Expire proposed after the
+    // send of the answered request that set the token's interval must come
+    // at or after the interval's end (strict only: beyond rho a leader's
+    // clock may run out early). An Expire proposed before that send (by a
+    // deposed leader, never committed) promised nothing about it.
+    void expire_proposed(const std::string& key, lock::Token token, std::uint64_t now_us);
+    std::uint64_t expires_checked() const { return expires_checked_; }  // Expire proposals checked against intervals
 
     std::uint64_t intervals() const { return intervals_; }  // held intervals seen
     std::uint64_t pairs_checked() const { return pairs_checked_; }  // pairs of live intervals of one key checked
@@ -62,6 +70,8 @@ private:
         std::uint64_t from_us = 0;
         std::uint64_t until_us = 0;  // from_us >= until_us: empty
         std::uint64_t released_us = UINT64_MAX;  // the first release sent: nothing is held past it
+        std::uint64_t expire_us = 0;             // the latest Expire proposed for the token (0: none)
+        std::uint64_t promised_us = 0;           // the send of the answered request that set until_us
         std::string story;           // what set the interval, for a failure's message
     };
     static constexpr std::size_t kTokensPerKey = 64;  // older intervals ended long ago
@@ -77,6 +87,9 @@ private:
     // Releases sent for a token whose grant no client had been told of yet
     // (a stale guess may hit a token granted meanwhile): first send, by key.
     std::map<std::string, std::map<lock::Token, std::uint64_t>> early_releases_;
+    // Expire proposals for a token no client had been told of yet, by key.
+    std::map<std::string, std::map<lock::Token, std::uint64_t>> early_expires_;
+    std::uint64_t expires_checked_ = 0;
     std::uint64_t intervals_ = 0;
     std::uint64_t pairs_checked_ = 0;
 };

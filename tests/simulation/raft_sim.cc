@@ -63,6 +63,7 @@ struct Flags {
     bool fault_free = false;
     bool beyond_rho = false;        // every seed's clocks beyond its rho
     bool membership = false;        // every seed changes its membership
+    bool twins = false;             // every seed sends twin acquires
     bool require_overlaps = false;  // fail unless the seeds beyond rho overlapped some leases
     bool require_counts = false;    // fail unless every count of the summary line is above zero
 };
@@ -78,12 +79,13 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
         const std::string arg = argv[i];
         std::uint64_t value = 0;
         if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps" ||
-            arg == "--require-counts" || arg == "--membership") {
+            arg == "--require-counts" || arg == "--membership" || arg == "--twins") {
             (arg == "--verbose"            ? flags.verbose
              : arg == "--fault-free"       ? flags.fault_free
              : arg == "--beyond-rho"       ? flags.beyond_rho
              : arg == "--require-overlaps" ? flags.require_overlaps
              : arg == "--membership"       ? flags.membership
+             : arg == "--twins"            ? flags.twins
                                            : flags.require_counts) = true;
             continue;
         }
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
     Flags flags;
     if (!parse_flags(argc, argv, flags)) {
         std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] "
-                     "[--beyond-rho] [--membership] [--require-overlaps] [--require-counts]\n");
+                     "[--beyond-rho] [--membership] [--twins] [--require-overlaps] [--require-counts]\n");
         return 2;
     }
     std::signal(SIGABRT, on_fatal_signal);
@@ -122,13 +124,14 @@ int main(int argc, char** argv) {
                   partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
                   waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
                   promotions = 0, removals = 0, leader_removals = 0, config_changes = 0, removed_stopped = 0,
-                  elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0;
+                  elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0, twins_unwritten = 0,
+                  answered_expires = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
         const pgfence::sim::RunResult r =
             pgfence::sim::run_simulation({seed, flags.steps, flags.members, flags.verbose, flags.fault_free,
-                                          flags.beyond_rho, flags.membership});
+                                          flags.beyond_rho, flags.membership, flags.twins});
         g_running = 0;
         steps += r.step;
         elections += r.elections;
@@ -153,6 +156,8 @@ int main(int argc, char** argv) {
         partitions += r.partitions;
         client_partitions += r.client_partitions;
         expires_checked += r.expires_checked;
+        answered_expires += r.answered_expires_checked;
+        twins_unwritten += r.twin_grants_unwritten;
         waiters_checked += r.waiter_order_checked;
         tokens_checked += r.fresh_tokens_checked;
         membership_seeds += r.membership ? 1 : 0;
@@ -193,11 +198,11 @@ int main(int argc, char** argv) {
             const std::string members =
                 flags.members != 0 ? " --members " + std::to_string(flags.members) : std::string();
             std::printf("reproduce with: make sim SEEDS=1 FROM=%llu   (or raft_sim --seeds 1 --from %llu "
-                        "--steps %llu%s%s%s%s --verbose)\n",
+                        "--steps %llu%s%s%s%s%s --verbose)\n",
                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
                         static_cast<unsigned long long>(flags.steps), members.c_str(),
                         flags.fault_free ? " --fault-free" : "", flags.beyond_rho ? " --beyond-rho" : "",
-                        flags.membership ? " --membership" : "");
+                        flags.membership ? " --membership" : "", flags.twins ? " --twins" : "");
         }
         std::fflush(stdout);
     }
@@ -226,7 +231,7 @@ int main(int argc, char** argv) {
                 "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu "
                 "membership_seeds=%llu members_added=%llu promotions=%llu removals=%llu leader_removals=%llu "
                 "config_changes=%llu removed_stopped=%llu one_voter_seeds=%llu elections_checked=%llu "
-                "commit_quorums_checked=%llu\n",
+                "commit_quorums_checked=%llu twin_grants_unwritten=%llu answered_expires_checked=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
                 static_cast<unsigned long long>(expires), static_cast<unsigned long long>(expire_batches),
@@ -243,7 +248,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(promotions), static_cast<unsigned long long>(removals),
                 static_cast<unsigned long long>(leader_removals), static_cast<unsigned long long>(config_changes),
                 static_cast<unsigned long long>(removed_stopped), static_cast<unsigned long long>(one_voter_seeds),
-                static_cast<unsigned long long>(elections_checked), static_cast<unsigned long long>(commit_quorums));
+                static_cast<unsigned long long>(elections_checked), static_cast<unsigned long long>(commit_quorums),
+                static_cast<unsigned long long>(twins_unwritten), static_cast<unsigned long long>(answered_expires));
     if (flags.require_counts) {
         const std::pair<const char*, std::uint64_t> counts[] = {
             {"grants", grants}, {"releases", releases}, {"expires", expires}, {"expire_batches", expire_batches},
@@ -257,7 +263,8 @@ int main(int argc, char** argv) {
             {"members_added", added}, {"promotions", promotions}, {"removals", removals},
             {"leader_removals", leader_removals}, {"config_changes", config_changes},
             {"removed_stopped", removed_stopped}, {"elections_checked", elections_checked},
-            {"commit_quorums_checked", commit_quorums}};
+            {"commit_quorums_checked", commit_quorums}, {"twin_grants_unwritten", twins_unwritten},
+            {"answered_expires_checked", answered_expires}};
         std::string zero;
         for (const auto& [name, value] : counts) {
             if (value == 0) zero += std::string(zero.empty() ? "" : ", ") + name;

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "history.h"
@@ -30,6 +31,7 @@ constexpr std::uint64_t kLivenessElectionTimeouts = 40;  // liveness bound, in e
 constexpr std::uint64_t kRhoPpm = member::kMaxClockDriftPpmLimit;
 constexpr std::uint64_t kBeyondRhoPpm = member::kDefaultMaxClockDriftPpm;
 constexpr double kBeyondRhoShare = 1.0 / 8;
+constexpr double kTwinShare = 0.25;  // seeds with twin acquires (all with --twins)
 constexpr double kMembershipShare = 3.0 / 8;  // seeds whose membership changes
 
 struct Event {
@@ -44,6 +46,8 @@ struct Event {
     std::uint64_t op_id = 0;
     raft::Message message;
     ClientRequest request;
+    std::optional<ClientRequest> twin;  // kClientRequest: a twin acquire's abandoned attempt, read with `request`
+    bool twin_gone_first = false;
     ClientReply reply;
     Workload::Write write;  // kClientWrite
     std::uint64_t sent_us = 0;  // kDeliver: when the message left
@@ -162,6 +166,12 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
                                             static_cast<std::size_t>(n_ + Admin::kMaxJoiners), faults_);
     workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), faults_.tick_us_base,
                                            rho_ppm_, !beyond_rho_, checker_.model(), root_.fork(4));
+    // Twin acquires (sim_workload.h) in some seeds, from their own stream
+    // like the clock mode: a seed without them draws everything as before.
+    SimRandom twin_random(options.seed ^ 0x7477696Eull);
+    if (options.twins || twin_random.chance(kTwinShare)) {
+        workload_->set_twins(0.05 * static_cast<double>(twin_random.between(1, 6)), twin_random.fork(1));
+    }
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
     admin_timeout_us_ = admin_random_.chance(0.4) ? admin_random_.between(1, 3) *
                                                         static_cast<std::uint64_t>(faults_.election_ticks) *
@@ -309,12 +319,14 @@ void Cluster::finish_result() {
     result_.beyond_rho = beyond_rho_;
     result_.lease_overlaps = workload_->leases().overlaps();
     result_.expires_checked = leader_checker_->expires_checked();
+    result_.answered_expires_checked = workload_->leases().expires_checked();
     result_.waiter_order_checked = leader_checker_->waiter_grants_checked();
     result_.fresh_tokens_checked = workload_->tokens().fresh_checked();
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
     result_.sim_time_us = now_us_;
     for (const auto& s : slots_) {
         result_.snapshots_installed += s.member->stats().snapshots_restored;
+        result_.twin_grants_unwritten += s.member->stats().twin_grants_unwritten;
         if (s.member->up()) add_counters(s.member->core().counters());
     }
     if (admin_ != nullptr) {
@@ -479,6 +491,7 @@ void Cluster::route(const Outbox& out) {
             schedule_in(delay, std::move(e));
         }
     }
+    for (const auto& [key, token] : out.expires_proposed) workload_->expire_proposed(key, token, now_us_);
     for (const auto& r : out.replies) {
         Event e;
         e.kind = Event::Kind::kClientReply;
@@ -571,7 +584,11 @@ void Cluster::handle_client_event(Event& e) {
             // promises a configuration that changes no more.
             if (e.request.client == Admin::kClient && !fault_phase_) return;
             Outbox out;
-            m.handle_client(e.request, out);
+            if (e.twin) {
+                m.handle_twins(*e.twin, e.request, e.twin_gone_first, out);
+            } else {
+                m.handle_client(e.request, out);
+            }
             after_step(e.member);
             pump(e.member, out);
             return;
@@ -611,6 +628,11 @@ void Cluster::handle_client_event(Event& e) {
             request.kind = Event::Kind::kClientRequest;
             request.member = send.member;
             request.request = send.request;
+            if (send.twin_attempt != 0) {
+                request.twin = send.request;
+                request.twin->attempt = send.twin_attempt;
+                request.twin_gone_first = send.twin_gone_first;
+            }
             schedule_in(network_->client_delay_us(net_random_), std::move(request));
             Event timeout;
             timeout.kind = Event::Kind::kClientTimeout;

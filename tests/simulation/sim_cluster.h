@@ -40,6 +40,9 @@ struct RunOptions {
     bool beyond_rho = false;
     // Membership changes in every seed (also drawn for three seeds in eight).
     bool membership = false;
+    // Twin acquires in every seed (also drawn for one seed in four): an
+    // acquire and its retry read in one turn, the first's connection closed.
+    bool twins = false;
 };
 
 struct RunResult {
@@ -78,6 +81,8 @@ struct RunResult {
     bool beyond_rho = false;                 // the run's clocks ran beyond its rho
     std::uint64_t lease_overlaps = 0;        // pairs of tokens of one key held at once (beyond rho only)
     std::uint64_t expires_checked = 0;       // leader_checker.h: Expire proposals checked
+    std::uint64_t answered_expires_checked = 0;  // lease_checker.h: Expires checked against answered leases
+    std::uint64_t twin_grants_unwritten = 0;     // twin acquires' Granted answers reported unwritten
     std::uint64_t waiter_order_checked = 0;  // waiter grants checked for arrival order
     std::uint64_t fresh_tokens_checked = 0;  // token_checker.h: fresh grants checked against earlier tokens
     // Membership (sim_admin.h, quorum_checker.h).

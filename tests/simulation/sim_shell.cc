@@ -92,6 +92,7 @@ void Member::end_process() {
     effects_.clear();
     pending_.clear();
     gone_.clear();
+    twins_.clear();
     leader_checker_.crashed(id());
 }
 
@@ -125,6 +126,21 @@ void Member::handle_client(const ClientRequest& request, Outbox& out) {
     const auto* acquire = std::get_if<member::Acquire>(&request.request);
     pending_[id] = Pending{request.client, request.op_id, request.attempt, acquire ? acquire->key : std::string()};
     core_->request(id, request.request, now());
+    after_input(out);
+}
+
+void Member::handle_twins(const ClientRequest& twin, const ClientRequest& request, bool gone_first, Outbox& out) {
+    const auto* acquire = std::get_if<member::Acquire>(&twin.request);
+    require(acquire != nullptr, "member ", id(), ": a twin request that is not an acquire");
+    const member::RequestId abandoned = next_request_++;
+    core_->request(abandoned, twin.request, now());
+    leader_checker_.acquire_gone(id(), acquire->key);  // its grant, if answered, is reported unwritten
+    gone_.insert(abandoned);
+    twins_.insert(abandoned);
+    if (gone_first) core_->client_gone(abandoned, now());
+    const member::RequestId rid = next_request_++;
+    pending_[rid] = Pending{request.client, request.op_id, request.attempt, acquire->key};
+    core_->request(rid, request.request, now());
     after_input(out);
 }
 
@@ -199,7 +215,7 @@ void Member::carry_out(Outbox& out) {
 // effects_ but its Persist: sends, the save, answers.
 void Member::carry_out_batch(Outbox& out) {
     require(effects_.fatal.empty(), "member ", id(), ": fatal: ", effects_.fatal);
-    tell_leader_checker();
+    tell_leader_checker(out);
     if (effects_.removed) removed_ = true;
     if (effects_.configuration) configuration_check_due_ = true;
     bool handover = false;  // this batch began a handover because the leader was asked to remove itself
@@ -226,8 +242,10 @@ void Member::carry_out_batch(Outbox& out) {
         if (it == pending_.end() && gone_.erase(a.id) > 0) {
             // Its client left: as the server, a grant nobody receives is
             // reported unwritten (a phantom: expired), anything else dropped.
+            const bool twin = twins_.erase(a.id) > 0;
             if (const auto* g = std::get_if<member::Granted>(&a.response)) {
                 ++stats_.grants_to_gone;
+                stats_.twin_grants_unwritten += twin ? 1 : 0;
                 leader_checker_.acquire_gone(id(), g->key);
                 core_->response_written(a.id, false, now());
             }
@@ -275,7 +293,7 @@ std::uint64_t number(const member::LogLine& line, std::string_view name) {
 // harmless: a batch is one instant, a KeptAlive and an Expire proposal of one
 // lease never share one in a correct core (either order then fails), and a
 // request is queued before it can be answered.
-void Member::tell_leader_checker() {
+void Member::tell_leader_checker(Outbox& out) {
     for (const member::LogLine& line : effects_.logs) {
         const std::string_view event = line.event;
         if (line.level != member::LogLevel::kInfo) continue;  // a leader's lines are info
@@ -288,6 +306,7 @@ void Member::tell_leader_checker() {
         } else if (event == "expire_proposed") {
             leader_checker_.expire_proposed(id(), std::string(field(line, "key")), number(line, "token"), clock_us_,
                                             now());
+            out.expires_proposed.emplace_back(std::string(field(line, "key")), number(line, "token"));
         } else if (event == "phantom_release" && field(line, "expiring") == "true") {
             leader_checker_.phantom_released(id(), std::string(field(line, "key")), number(line, "token"), now());
         }

@@ -63,6 +63,7 @@ struct ClientReply {
 struct Outbox {
     std::vector<raft::Message> messages;
     std::vector<ClientReply> replies;
+    std::vector<std::pair<std::string, lock::Token>> expires_proposed;  // (key, token), for the lease checker
 };
 
 struct MemberStats {
@@ -70,6 +71,7 @@ struct MemberStats {
     std::uint64_t snapshots_restored = 0;
     std::uint64_t compactions = 0;
     std::uint64_t grants_to_gone = 0;  // Granted answers for a client that had left
+    std::uint64_t twin_grants_unwritten = 0;  // of those, a twin acquire's (its connection abandoned)
     std::uint64_t handovers = 0;       // leaderships handed over because the leader was asked to remove itself
 };
 
@@ -106,6 +108,12 @@ public:
     // A peer's message, sent at sent_us (the simulation's clock).
     void step(const raft::Message& m, std::uint64_t sent_us, Outbox& out);
     void handle_client(const ClientRequest& request, Outbox& out);
+    // A twin acquire (sim_workload.h, Workload::Send::twin_attempt): `twin`
+    // and `request` read in one turn, `twin`'s connection closed at once.
+    // Its answer is reported unwritten; the core hears client_gone for it
+    // before anything applies when `gone_first`, else never (the failed
+    // write tells it).
+    void handle_twins(const ClientRequest& twin, const ClientRequest& request, bool gone_first, Outbox& out);
     // The client of op_id left: its requests here are reported gone.
     void client_gone(int client, std::uint64_t op_id, Outbox& out);
     bool transfer(raft::NodeId target);
@@ -146,7 +154,7 @@ private:
     void check_core();
     void check_quorums();  // the leader's election and commits, the configuration in force
     raft::Index previous_config_entry(raft::Index index) const;
-    void tell_leader_checker();  // the batch's log lines, queued ids and answers
+    void tell_leader_checker(Outbox& out);  // the batch's log lines, queued ids and answers
 
     member::Config config_;
     SafetyChecker& checker_;
@@ -166,6 +174,7 @@ private:
     member::Effects effects_;
     std::map<member::RequestId, Pending> pending_;
     std::set<member::RequestId> gone_;  // reported gone, possibly still answered (a few per client timeout)
+    std::set<member::RequestId> twins_;  // of gone_, twin acquires' (counted apart)
     member::RequestId next_request_ = 1;
 
     // For the checkers: the holder of the applying command's key before it.

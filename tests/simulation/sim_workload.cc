@@ -110,7 +110,15 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
         }
     }
     ++invoked_;
-    return resend(c, c.leader_guess, now_us);
+    const auto* twin = std::get_if<member::Acquire>(&c.request);
+    if (twin == nullptr || c.owner.empty() || twin_share_ == 0 || !twin_random_.chance(twin_share_)) {
+        return resend(c, c.leader_guess, now_us);
+    }
+    const int twin_attempt = ++c.attempt;  // abandoned: its answer is ignored, as any earlier attempt's
+    Send send = resend(c, c.leader_guess, now_us);
+    send.twin_attempt = twin_attempt;
+    send.twin_gone_first = twin_random_.chance(0.3);
+    return send;
 }
 
 Workload::Send Workload::resend(Client& c, std::size_t member, std::uint64_t now_us) {

@@ -47,7 +47,26 @@ public:
     struct Send {
         std::size_t member = 0;  // position of the member to send to
         ClientRequest request;
+        // A twin acquire: the same request also went, as this earlier attempt,
+        // over a connection the client abandons at once (an HTTP client that
+        // retried on a new connection before the first answer came). Both
+        // reach the member in one turn of its loop, so their Grants commit in
+        // one batch; the twin's answer is never written. 0: no twin.
+        int twin_attempt = 0;
+        bool twin_gone_first = false;  // the member notices the closed connection before the Grants apply
     };
+    // Twin acquires in this seed: a share of the acquires of clients with an
+    // owner, drawn from `random` (its own stream: seeds without twins draw
+    // everything else as before).
+    void set_twins(double share, SimRandom random) {
+        twin_share_ = share;
+        twin_random_ = random;
+    }
+    // Leases answered to a client must run to their deadline: the leader
+    // proposed Expire{key, token} at now_us.
+    void expire_proposed(const std::string& key, lock::Token token, std::uint64_t now_us) {
+        leases_.expire_proposed(key, token, now_us);
+    }
 
     // Starts the client's next operation (it must be idle).
     Send begin(int client, std::uint64_t now_us);
@@ -106,6 +125,8 @@ private:
     Send resend(Client& c, std::size_t member, std::uint64_t now_us);
     std::size_t guess();  // a random member, one not stopped
 
+    double twin_share_ = 0;
+    SimRandom twin_random_{0};
     std::size_t members_;
     std::vector<bool> stopped_;  // by position
     bool any_stopped_ = false;

@@ -4,7 +4,10 @@
 # exact version-1 message (cluster, token, key); `fencectl acquire -o json`
 # prints it and `fencectl run` exports it as FENCE_PROOF; a SIGHUP switches
 # every member to a new signing key while a client loop acquires, without a
-# failed acquire; a key readable by others is refused on reload and the old key stays.
+# failed acquire; a lease's kid (GET /v1/locks, fencectl get, the metric
+# pgfence_leases_by_kid) names the key of its proof, stays across a keepalive
+# and moves to the new key with a same-owner re-acquire, after which the old
+# kid's count is gone; a key readable by others is refused on reload and the old key stays.
 # (pg_fence's half, verification in PostgreSQL: tests/pg/sql/proof.sql and
 # tests/e2e/proof.)
 source "$(dirname "$0")/lib.sh"
@@ -65,6 +68,16 @@ read -r run_token run_proof <"$DIR/run.env"
 verify_proof "$DIR/old.pub" proof/run "$run_token" "$run_proof" || fail "FENCE_PROOF does not verify: $(cat "$DIR/run.env")"
 pass "fencectl run exports FENCE_PROOF, the grant's proof"
 
+# A lease held across the rotation, signed by the old key.
+old_kid=$(kid_of "$DIR/old.pub")
+h1=$(fctl acquire proof/held --lease 60s --owner w9 -o json) || fail "acquire proof/held: $h1"
+held_token=$(json_field "$h1" token)
+kid=$(json_field "$(fctl get proof/held -o json)" kid)
+[[ "$kid" == "$old_kid" ]] || fail "fencectl get proof/held reports kid '$kid', want the old key's $old_kid"
+leader=$(wait_leader 10) || fail "no leader"
+metric_at_least "$leader" "pgfence_leases_by_kid{kid=\"$old_kid\"}" 1 || fail "pgfence_leases_by_kid does not count proof/held under $old_kid"
+pass "a lease's kid is the old key's ($old_kid) in fencectl get and pgfence_leases_by_kid"
+
 # Rotation: a client loop acquires and releases 80 keys, one fencectl each,
 # while every member is switched to a new key; every proof it got verifies
 # under the old or the new key, and once all members reloaded, new grants
@@ -101,6 +114,23 @@ out=$(fctl acquire proof/after --lease 5s -o json) || fail "acquire after the ro
 verify_proof "$DIR/new.pub" proof/after "$(json_field "$out" token)" "$(json_field "$out" proof)" ||
     fail "a grant after the rotation is not signed by the new key: $out"
 pass "SIGHUP rotated the signing key during 80 acquires without an error ($old proofs under the old key, $new under the new)"
+
+# The held lease: a keepalive (no proof) keeps the old kid; a same-owner
+# re-acquire gets the same token with a new-key proof and moves the kid; the
+# old kid's count then goes (proof/owned's 5 s lease ends meanwhile).
+fctl keepalive proof/held "$held_token" >/dev/null || fail "keepalive proof/held"
+listed=$(curl -s -L -m 3 "${CURL_TLS[@]}" "$(url "$(wait_leader 10)" "/v1/locks?key=proof/held")")
+[[ "$(json_field "$listed" kid)" == "$old_kid" ]] || fail "after a keepalive GET /v1/locks shows kid other than $old_kid: $listed"
+h2=$(fctl acquire proof/held --lease 60s --owner w9 -o json) || fail "re-acquire proof/held: $h2"
+[[ "$(json_field "$h2" token)" == "$held_token" ]] || fail "the same owner got another token: $h1 / $h2"
+verify_proof "$DIR/new.pub" proof/held "$held_token" "$(json_field "$h2" proof)" || fail "the re-acquire's proof is not the new key's: $h2"
+kid=$(json_field "$(fctl get proof/held -o json)" kid)
+[[ "$kid" == "$new_kid" ]] || fail "after the re-acquire proof/held reports kid '$kid', want $new_kid"
+old_kid_gone() { [[ -z "$(metric "$(wait_leader 10)" "pgfence_leases_by_kid{kid=\"$old_kid\"}")" ]]; }
+wait_until 15 "no lease counted under the old kid $old_kid" old_kid_gone
+metric_at_least "$(wait_leader 10)" "pgfence_leases_by_kid{kid=\"$new_kid\"}" 1 || fail "proof/held is not counted under $new_kid"
+fctl release proof/held "$held_token" >/dev/null || fail "release proof/held"
+pass "a keepalive keeps the old kid; a same-owner re-acquire moves proof/held to $new_kid and the old kid's count goes to none"
 
 # A key readable by others is refused on reload; the loaded key stays.
 chmod 644 "$KEY_FILE"
