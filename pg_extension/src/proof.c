@@ -23,11 +23,13 @@
  * backend (proof text -> lock key, token), at most FENCE_VERIFIED_MAX of
  * them (all forgotten when full), and all forgotten whenever
  * fence_trusted_keys changes (trusted_keys.c), so a distrusted key's
- * proofs are refused from the next transaction on.
+ * proofs are refused from the next statement that checks a proof on.
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 
 #include "pg_fence.h"
@@ -281,7 +283,8 @@ RememberVerified(const char *proof, const char *lockkey, int64 token)
 static void
 CountRefusal(const FenceProofTarget *target)
 {
-	FenceStatsRejectedProof(target->relid, target->resource);
+	if (target != NULL)
+		FenceStatsRejectedProof(target->relid, target->resource);
 }
 
 /* Count and raise 55F02 for a lock key that cannot be built */
@@ -365,6 +368,48 @@ RefuseProof(const FenceProofTarget *target, ProofRefusal why, const char *text,
 }
 
 /*
+ * The bytes of lockkey a proof signs: its UTF-8 form, as the coordinator
+ * keeps keys.  Keys in another database encoding are converted (LATIN1
+ * "\xe9\xa9\xa9" is signed as the UTF-8 of those three characters, never as
+ * the UTF-8 character it happens to equal byte for byte); a SQL_ASCII
+ * database does not say which characters its bytes are, so a key with a
+ * non-ASCII byte is refused there.
+ */
+static const char *
+SignedLockKey(const FenceProofTarget *target, const char *lockkey)
+{
+	int			encoding = GetDatabaseEncoding();
+	char	   *utf8;
+
+	if (encoding == PG_UTF8)
+		return lockkey;
+	if (encoding == PG_SQL_ASCII)
+	{
+		for (const unsigned char *p = (const unsigned char *) lockkey; *p; p++)
+			if (*p >= 0x80)
+			{
+				CountRefusal(target);
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCE_PROOF),
+						 errmsg("lock key \"%s\" cannot be verified in a SQL_ASCII database: "
+								"it has non-ASCII bytes", lockkey),
+						 errdetail("Proofs sign the UTF-8 bytes of a lock key, and a SQL_ASCII "
+								   "database does not say which characters its bytes are."),
+						 errhint("Use ASCII lock keys, or a database whose encoding is "
+								 "not SQL_ASCII.")));
+			}
+		return lockkey;
+	}
+	utf8 = pg_server_to_any(lockkey, strlen(lockkey), PG_UTF8);
+	if (strlen(utf8) > FENCE_LOCK_KEY_MAXLEN)
+		FenceRefuseLockKey(target, ERRCODE_FENCE_PROOF,
+						   psprintf("lock key \"%s\" is %zu bytes long in UTF-8, more than %d",
+									lockkey, strlen(utf8), FENCE_LOCK_KEY_MAXLEN),
+						   "Proofs sign the UTF-8 bytes of a lock key.");
+	return utf8;
+}
+
+/*
  * Return if proof (text; NULL or '' = none) is a valid proof that the
  * coordinator granted token for lockkey; otherwise count and raise 55F02.
  */
@@ -380,13 +425,20 @@ FenceCheckProof(const FenceProofTarget *target, const char *text,
 
 	if (text == NULL || text[0] == '\0')
 		RefuseProof(target, PROOF_MISSING, text, NULL, NULL, lockkey, token, 0);
+	/*
+	 * A change of fence_trusted_keys committed by another backend takes
+	 * effect here, at the next statement that checks a proof, whatever this
+	 * transaction's isolation level: read the invalidations it sent (a
+	 * shared-memory flag test when there are none), which drop both caches.
+	 */
+	AcceptInvalidationMessages();
 	if (IsVerified(text, lockkey, token))
 		return;
 	reason = FenceParseProof(text, &proof);
 	if (reason != NULL)
 		RefuseProof(target, PROOF_MALFORMED, text, NULL, reason, lockkey, token, 0);
 
-	length = BuildMessage(message, proof.cluster_id, token, lockkey);
+	length = BuildMessage(message, proof.cluster_id, token, SignedLockKey(target, lockkey));
 	switch (FenceCheckSignature(target->nspid, &proof, message, length, &bound_cluster))
 	{
 		case FENCE_KEY_VERIFIED:

@@ -92,6 +92,9 @@ extern FenceKeyCheck FenceCheckSignature(Oid nspid, const FenceProof *proof,
 extern FenceKeyTemplate *FenceParseKeyTemplate(Relation rel, const char *template,
 											   AttrNumber fence_attnum,
 											   MemoryContext mcxt);
+extern void FenceCheckKeyTemplateUnambiguous(Relation rel, const char *template,
+											 const FenceKeyTemplate *t);
+/* target NULL: a refusal is raised but not counted */
 extern char *FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template,
 							   HeapTuple tuple, const FenceProofTarget *target);
 

@@ -242,7 +242,9 @@ fence_protect(PG_FUNCTION_ARGS)
 	CheckGuardNotCloned(rel);
 	attnum = FenceValidateColumn(rel, column);
 	if (template != NULL)
-		(void) FenceParseKeyTemplate(rel, template, attnum, CurrentMemoryContext);
+		FenceCheckKeyTemplateUnambiguous(rel, template,
+										 FenceParseKeyTemplate(rel, template, attnum,
+															   CurrentMemoryContext));
 	WarnAboutLaterTriggers(rel, template != NULL);
 
 	/* the guard function lives in the same schema as this function */

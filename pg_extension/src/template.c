@@ -13,18 +13,41 @@
  * The key of a row is the template with each column replaced by the text
  * form of the row's value; a NULL value, or a key longer than
  * FENCE_LOCK_KEY_MAXLEN bytes, is refused with SQLSTATE 55F02.
+ *
+ * Unambiguous templates: fence_protect accepts a template only if no two
+ * rows that differ in its columns can have the same key
+ * (FenceCheckKeyTemplateUnambiguous).  With columns c1..cn and the literal
+ * Li between ci and ci+1, the key can be read back from the left up to some
+ * column ck and from the right down to it:
+ *   - for i < k, Li begins with a byte that cannot occur in ci's text (ci
+ *     is then the longest prefix of bytes its type can print);
+ *   - for i > k, L(i-1) ends with a byte that cannot occur in ci's text;
+ *   - what is left, L(k-1) ck Lk, gives ck, as the literals are fixed.
+ * Integers print only "-0123456789", uuids only "-0123456789abcdef"; text
+ * and varchar can print any byte, so they can only be ck.  '{a}{b}' and
+ * '{a}-{b}' over integers are refused ((1, 23) and (12, 3) both give
+ * "123"), 'report:{a}:{b}' and '{name}/{id}' are accepted.
+ *
+ * fence_lock_key(rel, row) returns the key a row of rel is locked under.
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "parser/parse_relation.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/typcache.h"
 
 #include "pg_fence.h"
 #include "proof.h"
+
+PG_FUNCTION_INFO_V1(fence_lock_key);
+PG_FUNCTION_INFO_V1(fence_lock_key_problem);
 
 /* May a column of this type appear in a lock key template? */
 static bool
@@ -32,6 +55,26 @@ IsKeyColumnType(Oid typid)
 {
 	return typid == INT2OID || typid == INT4OID || typid == INT8OID ||
 		typid == TEXTOID || typid == VARCHAROID || typid == UUIDOID;
+}
+
+/* The bytes a key column's text can contain; NULL for any byte */
+static const char *
+KeyColumnBytes(Oid typid)
+{
+	if (typid == INT2OID || typid == INT4OID || typid == INT8OID)
+		return "-0123456789";
+	if (typid == UUIDOID)
+		return "-0123456789abcdef";
+	return NULL;
+}
+
+/* Can byte c never occur in the text of a column of type typid? */
+static bool
+NeverPrinted(Oid typid, char c)
+{
+	const char *bytes = KeyColumnBytes(typid);
+
+	return bytes != NULL && c != '\0' && strchr(bytes, c) == NULL;
 }
 
 /* Raise 22023 for a template that does not parse */
@@ -152,6 +195,81 @@ FenceParseKeyTemplate(Relation rel, const char *template, AttrNumber fence_attnu
 	return t;
 }
 
+/*
+ * NULL when two rows that differ in t's columns always have different keys
+ * (the rule is in the header comment), else why not (palloc'd).
+ */
+static char *
+KeyTemplateAmbiguity(Relation rel, const FenceKeyTemplate *t)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			ncols = 0;
+	AttrNumber *cols = palloc(sizeof(AttrNumber) * (t->nparts + 1));
+	const char **between = palloc0(sizeof(char *) * (t->nparts + 1));
+	int			left = 0;		/* c1..c(left) read from the left (0-based: cols[0..left-1]) */
+	int			right;			/* cols[right+1..] read from the right */
+	Form_pg_attribute lcol;
+	Form_pg_attribute rcol;
+	const char *lit;
+
+	/* between[i]: the literal after cols[i], NULL when none */
+	for (int i = 0; i < t->nparts; i++)
+	{
+		if (t->parts[i].attnum != 0)
+			cols[ncols++] = t->parts[i].attnum;
+		else if (ncols > 0)
+			between[ncols - 1] = t->parts[i].literal;
+	}
+	while (left < ncols - 1)
+	{
+		lit = between[left];
+		if (lit == NULL ||
+			!NeverPrinted(TupleDescAttr(tupdesc, cols[left] - 1)->atttypid, lit[0]))
+			break;
+		left++;
+	}
+	right = ncols - 1;
+	while (right > 0)
+	{
+		lit = between[right - 1];
+		if (lit == NULL ||
+			!NeverPrinted(TupleDescAttr(tupdesc, cols[right] - 1)->atttypid,
+						  lit[strlen(lit) - 1]))
+			break;
+		right--;
+	}
+	if (right <= left)
+		return NULL;
+	/* neither reading gets past the pair (cols[left], cols[left + 1]) */
+	lcol = TupleDescAttr(tupdesc, cols[left] - 1);
+	rcol = TupleDescAttr(tupdesc, cols[left + 1] - 1);
+	lit = between[left];
+	return psprintf("Columns \"%s\" (%s) and \"%s\" (%s) are separated by %s%s%s, which "
+					"does not tell where the first one's text ends.",
+					NameStr(lcol->attname), format_type_be(lcol->atttypid),
+					NameStr(rcol->attname), format_type_be(rcol->atttypid),
+					lit ? "\"" : "nothing", lit ? lit : "", lit ? "\"" : "");
+}
+
+/* Raise 22023 if two different rows could have the same key under t */
+void
+FenceCheckKeyTemplateUnambiguous(Relation rel, const char *template,
+								 const FenceKeyTemplate *t)
+{
+	char	   *why = KeyTemplateAmbiguity(rel, t);
+
+	if (why != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock key template \"%s\" is ambiguous: two different rows could "
+						"have the same lock key", template),
+				 errdetail_internal("%s", why),
+				 errhint("Separate columns with a character their text cannot contain, "
+						 "e.g. ':' or '/' ('report:{a}:{b}'); integers print digits and "
+						 "'-', uuids hex digits and '-'; a text or varchar column can have "
+						 "other columns on one side only.")));
+}
+
 /* The lock key of tuple under template (palloc'd); 55F02 if it has none */
 char *
 FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template, HeapTuple tuple,
@@ -189,4 +307,88 @@ FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template, HeapTuple tupl
 									key.len, FENCE_LOCK_KEY_MAXLEN),
 						   psprintf("The key begins \"%.64s\".", key.data));
 	return key.data;
+}
+
+/* The template of rel's verifying guard, parsed; NULL if it has none */
+static FenceKeyTemplate *
+GuardTemplate(Relation rel, const char **template)
+{
+	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+	{
+		Trigger    *guard = &rel->trigdesc->triggers[i];
+
+		if (strcmp(guard->tgname, FENCE_TRIGGER_NAME) == 0 && guard->tgnargs >= 3)
+		{
+			*template = guard->tgargs[2];
+			return FenceParseKeyTemplate(rel, guard->tgargs[2],
+										 attnameAttNum(rel, guard->tgargs[0], false),
+										 CurrentMemoryContext);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * fence_lock_key_problem(rel) -> text: NULL when rel's lock key template is
+ * unambiguous (or rel does not verify proofs), else why it is not.  For the
+ * upgrade to 1.3, which warns about tables protected before templates were
+ * checked, and drops it again.
+ */
+Datum
+fence_lock_key_problem(PG_FUNCTION_ARGS)
+{
+	Relation	rel = table_open(PG_GETARG_OID(0), AccessShareLock);
+	const char *template = NULL;
+	FenceKeyTemplate *t = GuardTemplate(rel, &template);
+	char	   *why = t ? KeyTemplateAmbiguity(rel, t) : NULL;
+
+	table_close(rel, AccessShareLock);
+	if (why == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("template \"%s\": %s", template, why)));
+}
+
+/*
+ * fence_lock_key(rel, row) -> text: the lock key a row of rel needs a proof
+ * for, from the template of rel's guard (22023 for a row of another type,
+ * 55000 for a table that does not verify proofs).
+ */
+Datum
+fence_lock_key(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	Relation	rel;
+	const char *template;
+	HeapTupleHeader row;
+	HeapTupleData tuple;
+	FenceKeyTemplate *t;
+	char	   *key;
+
+	FenceCheckNotNull(fcinfo, 0, "rel");
+	FenceCheckNotNull(fcinfo, 1, "row");
+	relid = PG_GETARG_OID(0);
+	rel = table_open(relid, AccessShareLock);
+	if (rowtype != rel->rd_rel->reltype)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("row is of type %s, not a row of table \"%s\"",
+						format_type_be(rowtype), RelationGetRelationName(rel)),
+				 errhint("Pass a row of the table, e.g. fence_lock_key('%s', r) FROM %s r.",
+						 RelationGetRelationName(rel), RelationGetRelationName(rel))));
+	t = GuardTemplate(rel, &template);
+	if (t == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" does not verify token proofs",
+						RelationGetRelationName(rel)),
+				 errhint("Protect it with fence_protect(..., lock_key => '...').")));
+	row = PG_GETARG_HEAPTUPLEHEADER(1);
+	tuple.t_len = HeapTupleHeaderGetDatumLength(row);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = relid;
+	tuple.t_data = row;
+	key = FenceBuildLockKey(rel, t, &tuple, NULL);
+	table_close(rel, AccessShareLock);
+	PG_RETURN_TEXT_P(cstring_to_text(key));
 }

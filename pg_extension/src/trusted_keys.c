@@ -15,9 +15,12 @@
  * to all backends: fence_trust_key and fence_distrust_key send it, and so
  * does the statement trigger fence_trusted_keys_changed for any other
  * INSERT, UPDATE, DELETE or TRUNCATE.  The relcache callback drops this
- * cache and the verified proofs (proof.c).  A backend processes
- * invalidations when a transaction starts, so a change is seen by every
- * transaction that starts after it commits.
+ * cache and the verified proofs (proof.c).  FenceCheckProof reads the
+ * invalidations that arrived before it checks a proof, and a load reads the
+ * table with a new snapshot, not the transaction's: a change committed in
+ * any backend is seen by the next statement that checks a proof in every
+ * backend, even inside a REPEATABLE READ or SERIALIZABLE transaction that
+ * began before it.
  *
  * A row whose public key does not parse, or whose key_id is not its key's
  * kid (only a direct INSERT can write one), is ignored with a WARNING.
@@ -39,6 +42,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/snapmgr.h"
 
 #include "pg_fence.h"
 #include "proof.h"
@@ -211,6 +215,7 @@ static void
 LoadTrustedKeys(Oid nspid)
 {
 	char	   *sql;
+	SPIPlanPtr	plan;
 	int			ret;
 	uint64		invalidations;
 
@@ -229,7 +234,13 @@ LoadTrustedKeys(Oid nspid)
 											  TRUSTED_KEYS_TABLE));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
-	ret = SPI_execute(sql, true, 0);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "pg_fence: reading %s failed: %s", TRUSTED_KEYS_TABLE,
+			 SPI_result_code_string(SPI_result));
+	/* every change committed so far, whatever the transaction's snapshot */
+	ret = SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							   true, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pg_fence: reading %s failed: %s", TRUSTED_KEYS_TABLE,
 			 SPI_result_code_string(ret));

@@ -1,14 +1,15 @@
 -- upgrade: a database created with version 1.0 keeps its fences, triggers
--- and resources through ALTER EXTENSION pg_fence UPDATE (to 1.1, then to
--- 1.2), and ends up with the same extension objects as a fresh install of
--- 1.2.
+-- and resources through ALTER EXTENSION pg_fence UPDATE (to 1.1, 1.2, then
+-- 1.3), and ends up with the same extension objects as a fresh install of
+-- 1.3.
 --
 -- The main value is the behaviour checks on fences that existed before the
 -- update (stale and newer tokens on an old guard, old resources, the
 -- fence_resources_guard of 1.1 on an old resource row, 1.2's fence_raise
--- on an old guard and old resources).  The \dx+ ... comparison guards less
+-- on an old guard and old resources, 1.3's warning about an ambiguous lock
+-- key template).  The \dx+ ... comparison guards less
 -- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
--- same 1.0--1.1 and 1.1--1.2 scripts, so the two can differ only through
+-- same 1.0--1.1, 1.1--1.2 and 1.2--1.3 scripts, so the two can differ only through
 -- data the scripts meet (tables, rows, triggers of a used 1.0 database);
 -- it becomes a real check once a later version ships its own install
 -- script.
@@ -59,7 +60,7 @@ SELECT * FROM up ORDER BY id;
 SELECT kind, relation, resource, accepted, rejected_stale, rejected_proof
   FROM fence_stats ORDER BY kind, relation::text, resource;
 
-ALTER EXTENSION pg_fence UPDATE;
+ALTER EXTENSION pg_fence UPDATE TO '1.2';
 SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
 -- 1.2 re-fences the guard and resources that 1.0 created
 SELECT fence_raise('up', 50);
@@ -70,7 +71,23 @@ UPDATE up SET body = 'stale', fence = 49 WHERE id = 2;
 \echo SQLSTATE :SQLSTATE
 UPDATE up SET body = 'b51', fence = 51 WHERE id = 2;
 
--- the same objects, definitions, comments and privileges as a fresh 1.2
+-- a guard whose template a release before 1.3 accepted, though two rows can
+-- have the same key under it ((1, 23) and (12, 3) are both "123"); the
+-- update to 1.3 warns about it, and the table keeps working
+CREATE TABLE amb (a int, b int, fence bigint NOT NULL DEFAULT 0);
+CREATE TRIGGER zzz_fence_guard BEFORE INSERT OR UPDATE OR DELETE ON amb
+  FOR EACH ROW EXECUTE FUNCTION fence_guard('fence', 'strict', '{a}{b}');
+INSERT INTO amb VALUES (1, 23, 0);
+ALTER EXTENSION pg_fence UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+SELECT fence_lock_key('amb', amb) FROM amb;
+-- 1.3 refuses the template from now on
+SELECT fence_protect('amb', lock_key => '{a}{b}');
+\echo SQLSTATE :SQLSTATE
+SELECT fence_protect('amb', lock_key => '{a}:{b}');
+SELECT fence_lock_key('amb', amb) FROM amb;
+
+-- the same objects, definitions, comments and privileges as a fresh 1.3
 \o :tmp/upgraded.txt
 \dx+ pg_fence
 \df+ fence*
