@@ -28,10 +28,11 @@
 // which Expire is considered (`expire_at`) adds it.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <string>
 #include <string_view>
 
 #include "lock/commands.h"
@@ -69,6 +70,25 @@ enum class LeasePhase : std::uint8_t { kRunning, kConfirming, kExpiring };
 inline constexpr std::string_view kNoProofKid = "none";          // no proof handed out (the member signs none, or no answer yet)
 inline constexpr std::string_view kUnknownProofKid = "unknown";  // restarted by a new leader: a former leader answered it
 
+// A lease's kid, kept inline (no allocation per held lock): at most kMax
+// bytes, the 16 hex digits of a kid or one of the names above; a longer
+// value is kept as kUnknownProofKid.
+class ProofKid {
+public:
+    static constexpr std::size_t kMax = 16;
+    ProofKid() : ProofKid(kNoProofKid) {}
+    explicit ProofKid(std::string_view kid) {
+        if (kid.size() > kMax) kid = kUnknownProofKid;
+        kid.copy(bytes_.data(), kid.size());
+        size_ = static_cast<std::uint8_t>(kid.size());
+    }
+    std::string_view view() const { return {bytes_.data(), size_}; }
+
+private:
+    std::array<char, kMax> bytes_{};
+    std::uint8_t size_ = 0;
+};
+
 // Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(lease_ms,
 // rho) except after a phantom release, which brings each of them forward to the moment
 // it ended the lease when it was later.
@@ -87,7 +107,7 @@ struct Lease {
     Time expire_at{};  // deadline + margin: Expire is considered from here on
     LeasePhase phase = LeasePhase::kRunning;
     std::uint32_t answers = 0;  // saturates at kMaxAnswers (then never cut)
-    std::string kid{kNoProofKid};  // see kNoProofKid above
+    ProofKid kid;  // see kNoProofKid above
 
     static constexpr std::uint32_t kMaxAnswers = std::numeric_limits<std::uint32_t>::max();
 

@@ -29,12 +29,13 @@ void LeaseSet::index(Map::iterator it) {
                                                                  : running_.insert(due).first;
 }
 
-void LeaseSet::count_kid(const std::string& kid, bool add) {
+void LeaseSet::count_kid(std::string_view kid, bool add) {
+    auto it = by_kid_.find(kid);
     if (add) {
-        ++by_kid_[kid];
+        if (it == by_kid_.end()) it = by_kid_.emplace(std::string(kid), 0).first;
+        ++it->second;
         return;
     }
-    auto it = by_kid_.find(kid);
     if (it != by_kid_.end() && --it->second == 0) by_kid_.erase(it);
 }
 
@@ -44,8 +45,8 @@ void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t m
     table.for_each([&](const lock::Lock& l) {
         Lease lease = Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm);
         lease.answers = 1;  // a former leader may have answered it
-        lease.kid = kUnknownProofKid;
-        count_kid(lease.kid, true);
+        lease.kid = ProofKid(kUnknownProofKid);
+        count_kid(lease.kid.view(), true);
         auto it = leases_.emplace(l.key, Slot{std::move(lease), {}}).first;
         index(it);
     });
@@ -55,21 +56,21 @@ void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t leas
                      std::uint64_t max_clock_drift_ppm) {
     auto it = leases_.find(key);
     std::uint32_t answers = 0;
-    std::string kid{kNoProofKid};
+    ProofKid kid;
     if (it == leases_.end()) {
         it = leases_.emplace(std::string(key), Slot{}).first;
     } else {
         unindex(it);
-        count_kid(it->second.lease.kid, false);
+        count_kid(it->second.lease.kid.view(), false);
         if (it->second.lease.token == token) {
             answers = it->second.lease.answers;
-            kid = std::move(it->second.lease.kid);
+            kid = it->second.lease.kid;
         }
     }
     it->second.lease = Lease::started(token, lease_ms, now, max_clock_drift_ppm);
     it->second.lease.answers = answers;
-    it->second.lease.kid = std::move(kid);
-    count_kid(it->second.lease.kid, true);
+    it->second.lease.kid = kid;
+    count_kid(it->second.lease.kid.view(), true);
     index(it);
 }
 
@@ -78,10 +79,10 @@ bool LeaseSet::answered(std::string_view key, lock::Token token, std::string_vie
     Slot* s = find_token(key, token, &it);
     if (s == nullptr) return false;
     if (s->lease.answers < Lease::kMaxAnswers) ++s->lease.answers;
-    if (!kid.empty() && kid != s->lease.kid) {
-        count_kid(s->lease.kid, false);
-        s->lease.kid = kid;
-        count_kid(s->lease.kid, true);
+    if (!kid.empty() && kid != s->lease.kid.view()) {
+        count_kid(s->lease.kid.view(), false);
+        s->lease.kid = ProofKid(kid);
+        count_kid(s->lease.kid.view(), true);
     }
     return true;
 }
@@ -148,7 +149,7 @@ bool LeaseSet::erase(std::string_view key, lock::Token token) {
     Map::iterator it;
     if (find_token(key, token, &it) == nullptr) return false;
     unindex(it);
-    count_kid(it->second.lease.kid, false);
+    count_kid(it->second.lease.kid.view(), false);
     leases_.erase(it);
     return true;
 }
@@ -175,7 +176,7 @@ std::string LeaseSet::check_invariants() const {
     std::size_t running = 0;
     std::map<std::string, std::size_t, std::less<>> kids;
     for (const auto& [key, slot] : leases_) {
-        ++kids[slot.lease.kid];
+        ++kids[std::string(slot.lease.kid.view())];
         if (slot.lease.phase != LeasePhase::kRunning) continue;
         ++running;
         if (slot.at->at != slot.lease.expire_at || &slot.at->lease->first != &key) {

@@ -147,7 +147,7 @@ private:
     Slot* find_token(std::string_view key, lock::Token token, Map::iterator* at);
     void unindex(Map::iterator it);
     void index(Map::iterator it);
-    void count_kid(const std::string& kid, bool add);
+    void count_kid(std::string_view kid, bool add);
 
     std::map<std::string, std::size_t, std::less<>> by_kid_;  // held leases by kid
     Map leases_;
