@@ -45,8 +45,8 @@ std::variant<Frame, FrameError> decode_frame_body(std::string_view body) {
     Frame f;
     f.cluster_id = r.u64("cluster id");
     const std::uint8_t kind = r.u8("frame kind");
-    if (kind != static_cast<std::uint8_t>(FrameKind::kMemberInfo) &&
-        kind != static_cast<std::uint8_t>(FrameKind::kRaft)) {
+    if (kind < static_cast<std::uint8_t>(FrameKind::kMemberInfo) ||
+        kind > static_cast<std::uint8_t>(FrameKind::kSeedInfo)) {
         return FrameError{"unknown frame kind " + std::to_string(kind)};
     }
     f.kind = static_cast<FrameKind>(kind);

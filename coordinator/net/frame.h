@@ -32,6 +32,7 @@ constexpr std::size_t kMaxFrameBytes = 64u << 20;            // snapshots larger
 enum class FrameKind : std::uint8_t {
     kMemberInfo = 1,  // payload: MemberInfo (member_info.h); first frame on a connection
     kRaft = 2,        // payload: one raft::Message (raft_codec.h)
+    kSeedInfo = 3,    // payload: SeedInfo (seed_info.h); after the handshake, to a member not running yet
 };
 
 struct Frame {

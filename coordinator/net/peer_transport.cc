@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "log/log.h"
 #include "net/accept_retry.h"
@@ -55,7 +56,10 @@ struct Shared {
     PeerTransport::MessageHandler on_message;
     PeerTransport::InfoHandler on_info;
     Counters stats;
+    PeerTransport::SeedHandler on_seed;
     std::string hello;  // encoded MemberInfo frame (event loop only)
+    std::string seed_frame;  // encoded SeedInfo frame, or empty (set by start())
+    std::set<std::uint64_t> heard;  // members whose handshake came since start (event loop only)
     // TLS (event loop only; null: plaintext): what incoming connections are
     // accepted with and outgoing ones dialed with, swapped by set_tls().
     TlsContextPtr tls_accept;
@@ -236,6 +240,10 @@ void Outgoing::on_secure() {
         std::lock_guard<std::mutex> guard(mutex_);
         connected_ = true;
         front_started_ = false;
+        if (!shared_->seed_frame.empty() && shared_->heard.count(peer_.id) == 0) {
+            queue_.push_front(shared_->seed_frame);
+            queued_bytes_ += shared_->seed_frame.size();
+        }
         queue_.push_front(shared_->hello);
         queued_bytes_ += shared_->hello.size();
         write_some_locked();
@@ -483,6 +491,7 @@ private:
 
     bool handle_buffered();
     bool handle(const Frame& f);
+    void close_quietly();  // not a fault: nothing logged or counted
     void drop(const std::string& why);
 
     boost::beast::tcp_stream stream_;  // plaintext reads time out through it; TLS ones through timer_
@@ -651,7 +660,27 @@ bool Incoming::handle_buffered() {
 }
 
 bool Incoming::handle(const Frame& f) {
-    if (f.cluster_id != shared_->options.cluster_id) {
+    if (shared_->options.handshakes_only && f.kind == FrameKind::kSeedInfo) {
+        auto info = decode_seed_info(f.payload);
+        if (auto* err = std::get_if<std::string>(&info)) {
+            drop(*err);
+            return false;
+        }
+        if ((cert_id_ && std::get<SeedInfo>(info).member_id != *cert_id_) ||
+            (peer_id_ != 0 && std::get<SeedInfo>(info).member_id != peer_id_)) {
+            drop("seed info of member " + std::to_string(std::get<SeedInfo>(info).member_id) +
+                 " on the connection of member " + std::to_string(cert_id_ ? *cert_id_ : peer_id_));
+            return false;
+        }
+        if (shared_->on_seed) shared_->on_seed(f.cluster_id, std::get<SeedInfo>(info));
+        close_quietly();
+        return false;
+    }
+    if (shared_->options.handshakes_only && f.kind != FrameKind::kMemberInfo) {
+        close_quietly();
+        return false;
+    }
+    if (!shared_->options.handshakes_only && f.cluster_id != shared_->options.cluster_id) {
         drop("frame for cluster " + std::to_string(f.cluster_id) + ", this member is in cluster " +
              std::to_string(shared_->options.cluster_id));
         return false;
@@ -670,8 +699,11 @@ bool Incoming::handle(const Frame& f) {
         }
         peer_id_ = std::get<MemberInfo>(info).id;
         shared_->on_info(std::get<MemberInfo>(info));
+        // Handshakes only: the SeedInfo frame may follow; nothing else is read.
+        if (!shared_->options.handshakes_only) shared_->heard.insert(peer_id_);
         return true;
     }
+    if (f.kind == FrameKind::kSeedInfo) return true;  // for a member not running yet: not this one
     auto msg = decode_message(f.payload, f.cluster_id);
     if (auto* err = std::get_if<CodecError>(&msg)) {
         drop("bad raft message: " + err->message);
@@ -685,6 +717,11 @@ bool Incoming::handle(const Frame& f) {
     }
     shared_->on_message(std::move(m));
     return true;
+}
+
+void Incoming::close_quietly() {
+    error_code ignored;
+    stream_.socket().close(ignored);
 }
 
 void Incoming::drop(const std::string& why) {
@@ -770,6 +807,7 @@ PeerTransport::~PeerTransport() { stop(); }
 std::string PeerTransport::start(const MemberInfo& hello) {
     Shared& s = *impl_->shared;
     s.hello = encode_frame(s.options.cluster_id, FrameKind::kMemberInfo, encode_member_info(hello));
+    if (!s.options.seed_info.empty()) s.seed_frame = encode_frame(s.options.cluster_id, FrameKind::kSeedInfo, s.options.seed_info);
     error_code ec;
     const auto addr = asio::ip::make_address(s.options.listen_host, ec);
     if (ec) return "bad peer listen host '" + s.options.listen_host + "': " + ec.message();
@@ -786,6 +824,8 @@ std::string PeerTransport::start(const MemberInfo& hello) {
     set_peers(s.options.peers);
     return {};
 }
+
+void PeerTransport::set_seed_handler(SeedHandler on_seed) { impl_->shared->on_seed = std::move(on_seed); }
 
 void PeerTransport::set_peers(const std::vector<PeerAddress>& peers) {
     Impl& impl = *impl_;

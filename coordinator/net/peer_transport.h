@@ -17,6 +17,9 @@
 // queue is full the oldest frame is dropped and counted (Raft tolerates loss),
 // never one whose first bytes are already on the wire. While a peer is
 // unreachable its messages are dropped and counted instead of queued.
+// The seed of a cluster also sends a SeedInfo frame after the handshake to
+// every member it has not heard a handshake from since start (seed_info.h);
+// a running member ignores one.
 // Incoming: frames of another cluster, another version, over kMaxFrameBytes or
 // that fail to decode close the connection (logged, counted); idle incoming
 // connections are closed after idle_timeout; at most 4 x peers + 16 incoming
@@ -56,6 +59,7 @@
 #include <vector>
 
 #include "net/member_info.h"
+#include "net/seed_info.h"
 #include "net/tls.h"
 #include "raft/types.h"
 
@@ -83,6 +87,13 @@ struct TransportOptions {
     std::chrono::milliseconds backoff_min{20};
     std::chrono::milliseconds backoff_max{1000};
     std::chrono::milliseconds idle_timeout{30000};
+    // Sent after the handshake to each member not heard from since start()
+    // (seed_info.h), when this member is the seed of its cluster; empty: never.
+    std::string seed_info;  // encoded SeedInfo payload
+    // A member that does not know its cluster yet (server/ask_seed.h): only
+    // handshakes and SeedInfo frames, of any cluster, are read (to on_info
+    // and the seed handler); any other frame closes the connection unread.
+    bool handshakes_only = false;
 };
 
 struct TransportStats {
@@ -99,6 +110,8 @@ class PeerTransport {
 public:
     using MessageHandler = std::function<void(raft::Message)>;
     using InfoHandler = std::function<void(const MemberInfo&)>;
+    // A SeedInfo frame and the cluster ID it came with (handshakes_only).
+    using SeedHandler = std::function<void(std::uint64_t cluster_id, const SeedInfo&)>;
 
     PeerTransport(boost::asio::io_context& io, TransportOptions options, MessageHandler on_message,
                   InfoHandler on_info);
@@ -130,6 +143,9 @@ public:
     // to swap in reloaded files: new connections use them, open ones keep theirs.
     // Event loop only.
     void set_tls(TlsContextPtr accept, TlsContextPtr dial);
+
+    // Where SeedInfo frames go (handshakes_only; before start()).
+    void set_seed_handler(SeedHandler on_seed);
 
     bool connected(std::uint64_t peer) const;
     TransportStats stats() const;

@@ -12,22 +12,36 @@
 //   - A version 1 identity (no first configuration recorded) takes its first
 //     configuration from --peers, checked against the cluster ID as before,
 //     and records it (voters only, as the releases before wrote them).
+//   - A new generation — every --restore and every --force-new-cluster —
+//     has a cluster ID no earlier cluster can have (64 random bits, never 0
+//     nor the ID of the cluster its state came from) and a token floor above
+//     every token an earlier restore of the same state could have issued:
+//     the state's last token + --restore-token-headroom + the wall clock at
+//     the restore in microseconds since the epoch (docs/guarantees.md,
+//     "Every restore a new generation"). The seed chooses both and records
+//     them (with where the state came from) in its identity's origin.
+//   - The seed: the member with the lowest ID in --peers (with
+//     --force-new-cluster, this member alone). The other members of a new
+//     generation, or of a new cluster with a random ID, ask it (the shell:
+//     server/ask_seed.h) and take its cluster ID and floor; they refuse to
+//     start when its first configuration is not theirs, or when it restored
+//     another state (compared by cluster ID and index) or none.
 //   - --restore FILE (no identity yet; --peers names the new members): a
-//     new cluster whose ID is derived as for --peers but also from the
-//     backup's cluster ID and index (so it never equals the old one), whose
-//     first snapshot is the backup's table with tokens moved above its last
-//     token + --restore-token-headroom. Every member restores the same file.
-//     Once the directory exists, --restore is a bootstrap flag not used.
-//   - --force-new-cluster (an identity): this member alone, as a new cluster
-//     (a new ID) whose first snapshot is its own state (replay_log) with the
-//     same token rule; the caller moves the old directory aside.
+//     new generation whose first snapshot is the backup's table with the
+//     floor above. Every member restores the same file. Once the directory
+//     exists, --restore is a bootstrap flag not used.
+//   - --force-new-cluster (an identity): this member alone, as a new
+//     generation whose first snapshot is its own state (replay_log) with the
+//     same floor rule; the caller moves the old directory aside.
 //   - No identity: with --peers, a new cluster whose first configuration is
 //     the --peers list (each member's peer address in its context, so members
-//     added later learn them from the log) and whose ID is --cluster-id or
-//     derived from the list and --initial-cluster-token; with --join, a
-//     member the cluster has added (else it refuses to start), whose first
-//     configuration is empty (it learns the cluster's from the leader).
-// Pure: no I/O (the caller reads the identity file and asks the cluster).
+//     added later learn them from the log) and whose ID is --cluster-id, or
+//     derived from the list and --initial-cluster-token when one is given,
+//     else random (the seed's); with --join, a member the cluster has added
+//     (else it refuses to start), whose first configuration is empty (it
+//     learns the cluster's from the leader).
+// Pure: no I/O (the caller reads the identity file, the backup, the clock
+// and the OS's randomness, and asks the cluster or the seed).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +76,26 @@ struct RestoreSource {
     raft::Snapshot state;          // index >= 1: the lock table at that index
 };
 
+// What the seed of a new cluster answered (GET /v1/members/seed): its identity.
+struct SeedAnswer {
+    std::uint64_t member_id = 0;
+    std::uint64_t cluster_id = 0;
+    raft::Configuration first_config;       // its contexts: the members' peer addresses
+    std::optional<storage::Origin> origin;  // a new generation's
+};
+
+// What a start draws on besides its flags, read by the shell.
+struct StartInputs {
+    std::optional<storage::Identity> stored;  // the data directory's identity, if it has one
+    std::optional<JoinAnswer> join;           // with --join, when one was had
+    // --restore: the backup; --force-new-cluster: this member's state (the
+    // directory whose identity is `stored`).
+    std::optional<RestoreSource> restore;
+    std::optional<SeedAnswer> seed;  // a member that is not the seed: its answer, when one was had
+    std::uint64_t random = 0;        // 64 bits from the OS: the seed's new cluster ID
+    std::uint64_t now_us = 0;        // wall clock, microseconds since the epoch: the seed's floor
+};
+
 struct StartPlan {
     storage::Identity identity;  // what the data directory holds, or is created with
     // A restored cluster's first snapshot, written (with term `first_term`)
@@ -75,21 +109,29 @@ struct StartPlan {
     std::vector<std::string> notes;  // flags that were given but are not used, and why
 };
 
-// Fills `out` from the flags, the identity read from the data directory (if
-// any) and the join answer (with --join, when one was had). Returns "" or
-// why the member cannot start, naming the flag or the file.
-// `restore`: with --restore (the backup) or --force-new-cluster (this
-// member's state; `stored` is the identity of the directory it came from).
-std::string plan_start(const Options& options, const std::optional<storage::Identity>& stored,
-                       const std::optional<JoinAnswer>& join, StartPlan& out,
-                       const std::optional<RestoreSource>& restore = std::nullopt);
+// The member whose answer this start takes its cluster ID (and floor) from:
+// the seed, when this member has no identity yet and starts a new
+// generation or a new cluster without --cluster-id and
+// --initial-cluster-token; this member itself with --force-new-cluster; 0
+// when no seed is involved (a restart, --join, a derived ID).
+std::uint64_t seed_of(const Options& options, bool has_identity);
 
-// The first snapshot of a restored cluster: the lock table of `from` with
-// its token floor raised so that every token granted from now on exceeds
-// from's last token + headroom (a SetTokenFloor applied at from's index + 1),
-// and `config` as its configuration. "" or why not (a table that does not
-// restore, tokens that would pass the largest one).
-std::string restored_snapshot(const raft::Snapshot& from, std::uint64_t headroom, const raft::Configuration& config,
+// Fills `out` from the flags and `in`. Returns "" or why the member cannot
+// start, naming the flag or the file.
+std::string plan_start(const Options& options, const StartInputs& in, StartPlan& out);
+
+// The token floor of a new generation made from `from` at `now_us`:
+// from's last token + headroom + now_us, where the first grants (index + 2
+// on) stay within lock::kMaxToken. "" or why not, with the values.
+std::string generation_floor(const raft::Snapshot& from, std::uint64_t headroom, std::uint64_t now_us,
+                             std::uint64_t& out);
+
+// The first snapshot of a new generation: the lock table of `from` with
+// its token floor raised to `floor` (a SetTokenFloor applied at from's
+// index + 1: every token granted from now on exceeds it), and `config` as
+// its configuration. "" or why not (a table that does not restore, a floor
+// below its last token, tokens that would pass the largest one).
+std::string restored_snapshot(const raft::Snapshot& from, std::uint64_t floor, const raft::Configuration& config,
                               raft::Snapshot& out);
 
 // The state of a data directory's member with every entry of its log

@@ -1,14 +1,18 @@
 // fence-coordinator: one member of a pgfence cluster. See --help.
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <sys/random.h>
 
 #include "client/client.h"
 #include "log/log.h"
 #include "pgfence_version.h"
+#include "server/ask_seed.h"
 #include "server/bootstrap.h"
 #include "server/member.h"
 #include "server/options.h"
@@ -160,6 +164,25 @@ std::string take_own_state(const server::Options& opts, const std::optional<stor
     return {};
 }
 
+// 64 bits from the OS's randomness (getrandom(2)): a new cluster's ID.
+std::string os_random(std::uint64_t& out) {
+    unsigned char* p = reinterpret_cast<unsigned char*>(&out);
+    std::size_t got = 0;
+    while (got < sizeof out) {
+        const ssize_t n = getrandom(p + got, sizeof out - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::string("getrandom: ") + std::strerror(errno);
+        got += static_cast<std::size_t>(n);
+    }
+    return {};
+}
+
+std::uint64_t wall_clock_us() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,7 +214,9 @@ int main(int argc, char** argv) {
         log::log_event(log::LogLevel::kError, "storage_open_failed", {{"dir", opts.data_dir}, {"error", e.what()}});
         return 1;
     }
-    std::optional<server::JoinAnswer> join;
+    server::StartInputs in;
+    in.stored = stored;
+    std::optional<server::JoinAnswer>& join = in.join;
     // A joined member asks again while it may not have its configuration yet.
     const bool joined = stored && stored->first_config && stored->first_config->members.empty();
     if (!opts.join.empty() && (!stored || joined)) {
@@ -203,7 +228,7 @@ int main(int argc, char** argv) {
             log::log_event(log::LogLevel::kWarn, "join_unanswered", {{"error", err}, {"using", "the log"}});
         }
     }
-    std::optional<server::RestoreSource> restore;
+    std::optional<server::RestoreSource>& restore = in.restore;
     if (!opts.restore_file.empty() && !stored) {
         if (err = read_backup(opts.restore_file, restore); !err.empty()) {
             std::fprintf(stderr, "fence-coordinator: --restore %s: %s\n", opts.restore_file.c_str(), err.c_str());
@@ -216,8 +241,22 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
+    // A new cluster whose ID is not derived: the seed chooses it (and a new
+    // generation's floor) from these; the other members ask the seed.
+    if (const std::uint64_t seed = server::seed_of(opts, stored.has_value()); seed == opts.id) {
+        if (err = os_random(in.random); !err.empty()) {
+            std::fprintf(stderr, "fence-coordinator: a new cluster ID: %s\n", err.c_str());
+            return 1;
+        }
+        in.now_us = wall_clock_us();
+    } else if (seed != 0) {
+        if (err = server::ask_seed(opts, seed, server::kSeedWait, in.seed); !err.empty()) {
+            std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
+            return 1;
+        }
+    }
     server::StartPlan plan;
-    if (err = server::plan_start(opts, stored, join, plan, restore); !err.empty()) {
+    if (err = server::plan_start(opts, in, plan); !err.empty()) {
         std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
         return 2;
     }
@@ -232,6 +271,7 @@ int main(int argc, char** argv) {
                         {"from_index", log::log_value(restore->state.meta.index)},
                         {"cluster_id", log::log_value(plan.identity.cluster_id)},
                         {"token_headroom", log::log_value(opts.restore_token_headroom)},
+                        {"token_floor", log::log_value(plan.identity.origin->token_floor)},
                         {"old_dir", opts.force_new_cluster ? aside_of(opts.data_dir) : std::string()}});
     }
     for (const std::string& note : plan.notes) log::log_event(log::LogLevel::kWarn, "flag_not_used", {{"note", note}});

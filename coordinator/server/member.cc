@@ -20,6 +20,26 @@ using log::LogLevel;
 
 namespace {
 
+// What this member tells members that are not running yet (net/seed_info.h)
+// when it is the seed of its cluster: the lowest ID of its first
+// configuration. Empty otherwise (a member that joined has none).
+std::string seed_info_of(const storage::Identity& identity, std::uint64_t self) {
+    if (!identity.first_config || identity.first_config->members.empty()) return {};
+    for (const raft::ConfigMember& m : identity.first_config->members) {
+        if (m.id < self) return {};
+    }
+    net::SeedInfo info;
+    info.member_id = self;
+    info.first_config = *identity.first_config;
+    if (identity.origin) {
+        info.restored = true;
+        info.from_cluster = identity.origin->from_cluster;
+        info.from_index = identity.origin->from_index;
+        info.token_floor = identity.origin->token_floor;
+    }
+    return net::encode_seed_info(info);
+}
+
 // Holds the log for one persist or snapshot save. Two at once (the loop and
 // the writer thread) would interleave writes to the log: a broken invariant,
 // fatal (logged as `fatal`, exit 70, like the loop's own broken invariants;
@@ -137,6 +157,7 @@ std::string Member::Impl::start() {
     topts.listen_host = std::string(listen.host);
     topts.listen_port = listen.port;
     topts.peers = peers_to_dial(true);
+    topts.seed_info = seed_info_of(plan.identity, options.id);
     transport = std::make_unique<net::PeerTransport>(
         io, topts, [this](raft::Message m) { on_peer_message(std::move(m)); },
         [this](const net::MemberInfo& info) { on_member_info(info); });

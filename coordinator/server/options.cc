@@ -293,8 +293,12 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          with, and refuses to start if it was not added. Instead of
                          --peers; restarts may keep it.
   --initial-cluster-token T
-                         bootstrap only: mixed into the derived cluster ID, so two
-                         clusters started with the same --peers differ (as etcd's)
+                         bootstrap only: the cluster ID is derived from --peers and T
+                         (every member alike, as etcd's). Without it (and without
+                         --cluster-id) the ID is random: the seed, the lowest ID in
+                         --peers, draws it, and every other member waits (at most
+                         120 s, logged) for the seed to dial its peer address and
+                         send it, so start the seed too
   --client-addr H:P      where this member serves the HTTP API (with --join: may be
                          left out, and must otherwise match, the address it was
                          added with). Members learn each other's client address
@@ -311,15 +315,20 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --max-wait N           largest wait_ms (default 300000)
   --restore FILE         bootstrap a new cluster from a backup (fencectl snapshot save):
                          every member of the new cluster is started with the same FILE
-                         and --peers, on an empty --data-dir. The new cluster has a new
-                         ID (old members are refused) and its tokens start above the
-                         backup's last token + --restore-token-headroom. Ignored (logged)
-                         once the data directory exists.
+                         and --peers, on an empty --data-dir. Every restore is a new
+                         generation: the seed (lowest ID in --peers) draws a random ID
+                         (old members and earlier restores are refused) and starts
+                         tokens above the backup's last token + --restore-token-headroom
+                         + the time in microseconds since the epoch; the other members
+                         take both from the seed (they wait for it, as without
+                         --initial-cluster-token). Not with --cluster-id. Ignored
+                         (logged) once the data directory exists.
   --force-new-cluster    (no value) after the loss of quorum: this member's data
                          directory (moved aside to DIR.before-force-new-cluster) becomes
                          a new one-member cluster with every entry of its log applied, a
-                         new ID, and tokens above its last token + the headroom. Add
-                         members to it with fencectl member add and --join.
+                         random ID, and tokens above its last token + the headroom + the
+                         time in microseconds (as --restore). Add members to it with
+                         fencectl member add and --join.
   --restore-token-headroom N
                          tokens skipped above the last token of a --restore or
                          --force-new-cluster (default 1000000000000): grants made after
@@ -329,7 +338,8 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          SetTokenFloor{N}; the floor never decreases)
   --cluster-id N         bootstrap only: the cluster ID checked on every peer frame;
                          default: derived (FNV-1a 64) from the sorted --peers list and
-                         --initial-cluster-token. Afterwards read from the data directory.
+                         --initial-cluster-token when one is given, else random (from the
+                         seed). Afterwards read from the data directory.
   --snapshot-every N     snapshot the lock table once N entries were applied since the
                          last snapshot, at least (default 10000; 16..10000000)
   --snapshot-log-percent P

@@ -32,16 +32,18 @@ struct Options {
     // the peer addresses of members whose configuration entry has none (a
     // cluster bootstrapped by a release that did not record them).
     std::vector<PeerSpec> peers;
-    std::string initial_cluster_token;  // bootstrap only: mixed into the derived cluster ID
+    // Bootstrap only: the cluster ID is derived from peers and it; empty
+    // (and no cluster_id): random, the seed's (server/bootstrap.h).
+    std::string initial_cluster_token;
     // A member added to a running cluster: client endpoints (URLs or
     // HOST:PORT, comma-separated) to ask for its identity and addresses.
     std::string join;
     std::string client_addr;      // host:port of this member's HTTP API (with --join: may be left to the cluster)
     // Bootstrap of a new cluster from a backup file (storage/backup.h), or
     // (force_new_cluster) of a one-member cluster from this member's own data
-    // directory after the loss of quorum. Either way the new cluster has a
-    // new ID and its tokens start above the state's last token plus
-    // restore_token_headroom.
+    // directory after the loss of quorum. Either way the new cluster is a
+    // new generation (server/bootstrap.h): a random ID, tokens above the
+    // state's last token plus restore_token_headroom plus the time.
     std::string restore_file;
     bool force_new_cluster = false;
     std::uint64_t restore_token_headroom = kDefaultRestoreTokenHeadroom;
@@ -52,7 +54,7 @@ struct Options {
     std::uint64_t max_lease_ms = 300000;
     std::uint64_t max_wait_ms = 300000;
     std::uint64_t token_floor = 0;
-    std::uint64_t cluster_id = 0;  // bootstrap only; 0: derived from the peer list and the token
+    std::uint64_t cluster_id = 0;  // bootstrap only; 0: derived (with a token) or random
     std::uint64_t snapshot_every = 10000;
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
     std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct

@@ -82,7 +82,7 @@ class DurableStorage final : public raft::Storage {
     static std::unique_ptr<DurableStorage> open(const std::string& dir, std::uint64_t cluster_id,
                                                 raft::NodeId member_id,
                                                 const StorageOptions& options = {}) {
-        return open(dir, Identity{cluster_id, member_id, std::nullopt}, options);
+        return open(dir, Identity{cluster_id, member_id, std::nullopt, std::nullopt}, options);
     }
 
     // The directory's identity as it is on disk now.

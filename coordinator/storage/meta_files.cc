@@ -56,10 +56,18 @@ std::string_view open_file_body(std::string_view bytes, std::uint32_t magic, con
 }  // namespace
 
 std::string encode_identity(const Identity& id) {
-    std::string out = begin_file(kIdentityMagic, id.first_config ? kIdentityVersion : 1);
+    // The oldest version that holds it: a release before origins reads a
+    // cluster that was not restored.
+    const bool origin = id.first_config && id.origin;
+    std::string out = begin_file(kIdentityMagic, origin ? kIdentityVersion : id.first_config ? 2 : 1);
     codec::put_u64(out, id.cluster_id);
     codec::put_u64(out, id.member_id);
     if (id.first_config) codec::put_string(out, raft::encode_configuration(*id.first_config));
+    if (origin) {
+        codec::put_u64(out, id.origin->from_cluster);
+        codec::put_u64(out, id.origin->from_index);
+        codec::put_u64(out, id.origin->token_floor);
+    }
     end_file(out);
     return out;
 }
@@ -105,6 +113,13 @@ Identity decode_identity(std::string_view bytes, const std::string& path) {
         if (std::string why = raft::decode_configuration(config, *id.first_config); !why.empty()) {
             corrupt(path, 5 + at, "first configuration: " + why);
         }
+    }
+    if (version >= 3) {
+        Origin o;
+        o.from_cluster = in.u64();
+        o.from_index = in.u64();
+        o.token_floor = in.u64();
+        id.origin = o;
     }
     if (!in.ok() || in.remaining() != 0) {
         corrupt(path, 5, "wrong body length");

@@ -13,7 +13,7 @@
 namespace pgfence::storage {
 
 inline constexpr std::uint8_t kMetaVersion = 1;          // hard state
-inline constexpr std::uint8_t kIdentityVersion = 2;      // with the first configuration; else version 1 (wal.h)
+inline constexpr std::uint8_t kIdentityVersion = 3;      // with an origin; 2: with the first configuration; 1 (wal.h)
 inline constexpr std::uint8_t kSnapshotVersion = 2;      // learners or contexts; else version 1 (wal.h)
 inline constexpr std::uint32_t kIdentityMagic = 0x44494650;   // "PFID"
 inline constexpr std::uint32_t kHardStateMagic = 0x53484650;  // "PFHS"
@@ -23,6 +23,18 @@ inline constexpr std::size_t kMaxSnapshotMembers = 1024;
 inline constexpr const char* kIdentityFile = "identity";
 inline constexpr const char* kHardStateFile = "hardstate";
 inline constexpr const char* kSnapshotFile = "snapshot";
+
+// Where a restored cluster's first state came from (--restore: a backup;
+// --force-new-cluster: a member's data directory), and the token floor its
+// seed chose for it (server/bootstrap.h). A member that has not restored
+// the state itself asks the seed for these and compares them with its own
+// backup.
+struct Origin {
+    std::uint64_t from_cluster = 0;  // the cluster the state was taken from
+    std::uint64_t from_index = 0;    // the state's log index in that cluster
+    std::uint64_t token_floor = 0;   // every token of the new cluster is above it
+    bool operator==(const Origin&) const = default;
+};
 
 // Who a data directory belongs to, fixed when the member is created.
 // first_config: the cluster's configuration at index 0 (the one no log entry
@@ -34,6 +46,7 @@ struct Identity {
     std::uint64_t cluster_id = 0;
     std::uint64_t member_id = 0;
     std::optional<raft::Configuration> first_config;
+    std::optional<Origin> origin;  // a restored cluster's (version 3; needs first_config)
     bool operator==(const Identity&) const = default;
 };
 

@@ -14,9 +14,13 @@
 // identity, hardstate and snapshot are replaced atomically: written to
 // <name>.tmp, fdatasynced, renamed over <name>, directory fsynced. Each is
 //   [u32 magic][u8 version][body][u32 CRC32C of everything before it]
-//   identity  magic "PFID"  version 2  body: u64 cluster_id, u64 member_id,
+//   identity  magic "PFID"  version 3 (a restored cluster's, else 2)  body:
+//                           u64 cluster_id, u64 member_id,
 //                           u32 config_length, configuration (raft::encode_configuration:
-//                           the configuration at index 0; no members: joined a cluster)
+//                           the configuration at index 0; no members: joined a cluster),
+//                           u64 from_cluster, u64 from_index, u64 token_floor
+//                           (storage::Origin: where the restored state came from)
+//             version 2: version 3 without the origin
 //             version 1: u64 cluster_id, u64 member_id
 //   hardstate magic "PFHS"  version 1  body: u64 term, u64 vote, u64 commit
 //   snapshot  magic "PFSN"  version 2 (when the configuration has learners or

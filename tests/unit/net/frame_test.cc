@@ -1,8 +1,9 @@
-// Frames: header round trip, bounds on the length, version, kind; MemberInfo.
+// Frames: header round trip, bounds on the length, version, kind; MemberInfo; SeedInfo.
 #include <boost/test/unit_test.hpp>
 
 #include "net/frame.h"
 #include "net/member_info.h"
+#include "net/seed_info.h"
 
 using namespace pgfence::net;
 
@@ -35,6 +36,29 @@ BOOST_AUTO_TEST_CASE(wrong_version_and_unknown_kind_are_refused) {
     f[0] = static_cast<char>(kFrameVersion);
     f[9] = 42;
     BOOST_TEST(std::get<FrameError>(decode_frame_body(f)).message.find("kind 42") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(seed_info_round_trips_and_rejects_garbage) {
+    SeedInfo info;
+    info.member_id = 1;
+    info.first_config = pgfence::raft::Configuration::of_voters({1, 2, 3});
+    info.first_config.members[1].context = "addresses";
+    info.restored = true;
+    info.from_cluster = 555;
+    info.from_index = 10;
+    info.token_floor = 1'700'000'000'001'010ull;
+    const std::string bytes = encode_seed_info(info);
+    auto decoded = decode_seed_info(bytes);
+    BOOST_REQUIRE(std::holds_alternative<SeedInfo>(decoded));
+    BOOST_TEST((std::get<SeedInfo>(decoded) == info));
+    // Framed as its own kind, which decodes.
+    const std::string f = encode_frame(7, FrameKind::kSeedInfo, bytes).substr(kLengthPrefixBytes);
+    BOOST_TEST((std::get<Frame>(decode_frame_body(f)).kind == FrameKind::kSeedInfo));
+    BOOST_TEST(std::holds_alternative<std::string>(decode_seed_info(bytes.substr(0, bytes.size() - 1))));
+    BOOST_TEST(std::holds_alternative<std::string>(decode_seed_info(bytes + "x")));
+    std::string bad = bytes;
+    bad[0] = 2;
+    BOOST_TEST(std::get<std::string>(decode_seed_info(bad)).find("version 2") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(member_info_round_trips_and_rejects_garbage) {

@@ -439,7 +439,7 @@ void Cluster::Impl::start(Delays delays) {
         }
         Options o = member_options(n.id, std::move(peers), n.http);
         StartPlan plan;
-        if (auto err = validate_options(o); !err.empty() || !(err = plan_start(o, std::nullopt, std::nullopt, plan)).empty()) {
+        if (auto err = validate_options(o); !err.empty() || !(err = plan_start(o, StartInputs{}, plan)).empty()) {
             start_error = err;
             return;
         }

@@ -29,7 +29,7 @@ BOOST_AUTO_TEST_CASE(missing_directory_becomes_a_new_member) {
     BOOST_TEST(s->snapshot().empty());
     BOOST_TEST(s->entries(1, 1).empty());
     BOOST_TEST(s->warnings().empty());
-    BOOST_TEST((load_identity(dir.path()) == Identity{kCluster, kMember, std::nullopt}));
+    BOOST_TEST((load_identity(dir.path()) == Identity{kCluster, kMember, std::nullopt, std::nullopt}));
 }
 
 BOOST_AUTO_TEST_CASE(empty_existing_directory_becomes_a_new_member) {
@@ -61,23 +61,48 @@ raft::Configuration three_voters_with_addresses() {
 
 BOOST_AUTO_TEST_CASE(identity_records_the_first_configuration) {
     TempDir dir;
-    const Identity id{kCluster, kMember, three_voters_with_addresses()};
+    const Identity id{kCluster, kMember, three_voters_with_addresses(), std::nullopt};
     DurableStorage::open(dir.path(), id);
     BOOST_TEST((load_identity(dir.path()) == id));
     // Read back by an open that names only cluster and member.
     BOOST_TEST((open_storage(dir.path())->identity() == id));
     // A joined member's first configuration has no members.
     TempDir joined;
-    DurableStorage::open(joined.path(), Identity{kCluster, kMember, raft::Configuration{}});
+    DurableStorage::open(joined.path(), Identity{kCluster, kMember, raft::Configuration{}, std::nullopt});
     const std::optional<Identity> back = load_identity(joined.path());
     BOOST_TEST((back && back->first_config && back->first_config->members.empty()));
+}
+
+BOOST_AUTO_TEST_CASE(a_restored_clusters_identity_records_its_origin_in_version_3) {
+    TempDir dir;
+    const Identity id{kCluster, kMember, three_voters_with_addresses(),
+                      Origin{555, 10, 1'700'000'000'001'010ull}};
+    DurableStorage::open(dir.path(), id);
+    BOOST_TEST(static_cast<int>(read_whole_file(dir.file("identity"), 4096)[4]) == 3);
+    BOOST_TEST((load_identity(dir.path()) == id));
+    BOOST_TEST((open_storage(dir.path())->identity() == id));
+    // A cluster that was not restored keeps writing version 2 (older releases read it).
+    TempDir plain;
+    DurableStorage::open(plain.path(), Identity{kCluster, kMember, three_voters_with_addresses(), std::nullopt});
+    BOOST_TEST(static_cast<int>(read_whole_file(plain.file("identity"), 4096)[4]) == 2);
+    // An origin cut short is corruption.
+    std::string bytes = encode_identity(id);
+    bytes.resize(bytes.size() - 4 - 8);
+    codec::put_u32(bytes, crc32c(bytes));
+    write_file_atomically(plain.path(), "identity", bytes);
+    try {
+        load_identity(plain.path());
+        BOOST_TEST(false, "loaded an origin cut short");
+    } catch (const StorageError& e) {
+        BOOST_TEST(message_has(e, "wrong body length"));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(version_1_identity_is_upgraded_once_and_a_different_first_configuration_refused) {
     TempDir dir;
     open_storage(dir.path())->persist(nullptr, nullptr, make_entries(1, 2, 1));  // version 1: no configuration
     BOOST_TEST(static_cast<int>(read_whole_file(dir.file("identity"), 4096)[4]) == 1);
-    const Identity id{kCluster, kMember, raft::Configuration::of_voters({1, 2, 3})};
+    const Identity id{kCluster, kMember, raft::Configuration::of_voters({1, 2, 3}), std::nullopt};
     auto s = DurableStorage::open(dir.path(), id);
     BOOST_TEST((s->identity() == id));
     BOOST_TEST(s->last_index() == 2u);  // the log is kept
@@ -85,7 +110,7 @@ BOOST_AUTO_TEST_CASE(version_1_identity_is_upgraded_once_and_a_different_first_c
     s.reset();
     BOOST_TEST(static_cast<int>(read_whole_file(dir.file("identity"), 4096)[4]) == 2);
     try {
-        DurableStorage::open(dir.path(), Identity{kCluster, kMember, three_voters_with_addresses()});
+        DurableStorage::open(dir.path(), Identity{kCluster, kMember, three_voters_with_addresses(), std::nullopt});
         BOOST_TEST(false, "opened with another first configuration");
     } catch (const StorageError& e) {
         BOOST_TEST(message_has(e, "another first configuration"));
@@ -98,7 +123,7 @@ BOOST_AUTO_TEST_CASE(identity_with_a_bad_first_configuration_is_refused) {
     make_dir(dir.path());
     // A well-formed file (its CRC matches) whose configuration does not decode:
     // its version byte (after magic, version, two ids and the length) is 7.
-    std::string bytes = encode_identity(Identity{kCluster, kMember, three_voters_with_addresses()});
+    std::string bytes = encode_identity(Identity{kCluster, kMember, three_voters_with_addresses(), std::nullopt});
     bytes[5 + 16 + 4] = 7;
     bytes.resize(bytes.size() - 4);
     codec::put_u32(bytes, crc32c(bytes));
