@@ -32,7 +32,11 @@ BEGIN
         BEGIN
             problem := fence_lock_key_problem(guarded);
         EXCEPTION WHEN OTHERS THEN
-            problem := SQLERRM;
+            RAISE WARNING 'pg_fence: the lock key template of table % cannot be used: %',
+                guarded, SQLERRM
+                USING HINT = 'Every write of the table fails until it is protected again '
+                             'with a template that names its columns.';
+            CONTINUE;
         END;
         IF problem IS NOT NULL THEN
             RAISE WARNING 'pg_fence: the lock key template of table % is ambiguous', guarded

@@ -137,6 +137,13 @@ raft::Configuration first_configuration(const std::vector<PeerSpec>& peers) {
     return config;
 }
 
+std::string check_seed_clock(std::uint64_t now_us) {
+    if (now_us >= kEarliestSeedClockUs) return {};
+    return "the wall clock reads " + std::to_string(now_us) +
+           " microseconds since the epoch, before 2026-01-01 (" + std::to_string(kEarliestSeedClockUs) +
+           "): a new generation's token floor is taken from it; set the clock and start again";
+}
+
 std::string generation_floor(const raft::Snapshot& from, std::uint64_t headroom, std::uint64_t now_us,
                              std::uint64_t& out) {
     lock::LockTable table;

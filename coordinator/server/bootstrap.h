@@ -120,6 +120,16 @@ std::uint64_t seed_of(const Options& options, bool has_identity);
 // start, naming the flag or the file.
 std::string plan_start(const Options& options, const StartInputs& in, StartPlan& out);
 
+// The earliest wall clock a seed accepts for a new generation's floor:
+// 2026-01-01T00:00:00Z, in microseconds since the epoch. A clock reset to
+// 1970 would otherwise bring the floor down to the backup's last token +
+// headroom, which an earlier restore of the same backup may have passed.
+inline constexpr std::uint64_t kEarliestSeedClockUs = 1'767'225'600'000'000ull;
+
+// "" when `now_us` can be a seed's clock (at or after kEarliestSeedClockUs),
+// else why not, with the value.
+std::string check_seed_clock(std::uint64_t now_us);
+
 // The token floor of a new generation made from `from` at `now_us`:
 // from's last token + headroom + now_us, where the first grants (index + 2
 // on) stay within lock::kMaxToken. "" or why not, with the values.

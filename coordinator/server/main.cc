@@ -249,6 +249,12 @@ int main(int argc, char** argv) {
             return 1;
         }
         in.now_us = wall_clock_us();
+        if (restore) {
+            if (err = server::check_seed_clock(in.now_us); !err.empty()) {
+                std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());
+                return 1;
+            }
+        }
     } else if (seed != 0) {
         if (err = server::ask_seed(opts, seed, server::kSeedWait, in.seed); !err.empty()) {
             std::fprintf(stderr, "fence-coordinator: %s\n", err.c_str());

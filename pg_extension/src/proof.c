@@ -373,7 +373,9 @@ RefuseProof(const FenceProofTarget *target, ProofRefusal why, const char *text,
  * "\xe9\xa9\xa9" is signed as the UTF-8 of those three characters, never as
  * the UTF-8 character it happens to equal byte for byte); a SQL_ASCII
  * database does not say which characters its bytes are, so a key with a
- * non-ASCII byte is refused there.
+ * non-ASCII byte is refused there, and so is a key that does not come back
+ * unchanged from UTF-8 (an encoding with two byte sequences for one
+ * character).  A character with no UTF-8 form raises PostgreSQL's 22P05.
  */
 static const char *
 SignedLockKey(const FenceProofTarget *target, const char *lockkey)
@@ -401,6 +403,13 @@ SignedLockKey(const FenceProofTarget *target, const char *lockkey)
 		return lockkey;
 	}
 	utf8 = pg_server_to_any(lockkey, strlen(lockkey), PG_UTF8);
+	/* an encoding that maps two byte sequences to one character cannot key */
+	if (strcmp(pg_any_to_server(utf8, strlen(utf8), PG_UTF8), lockkey) != 0)
+		FenceRefuseLockKey(target, ERRCODE_FENCE_PROOF,
+						   psprintf("lock key \"%s\" does not convert to UTF-8 and back "
+									"unchanged in database encoding %s",
+									lockkey, GetDatabaseEncodingName()),
+						   "Another key of the same characters would accept the same proofs.");
 	if (strlen(utf8) > FENCE_LOCK_KEY_MAXLEN)
 		FenceRefuseLockKey(target, ERRCODE_FENCE_PROOF,
 						   psprintf("lock key \"%s\" is %zu bytes long in UTF-8, more than %d",

@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(a_late_failed_write_does_not_cut_the_lease_a_retry_restarte
     BOOST_TEST(h.logged(l, "phantom_release", "reason", "the lease was answered to a client"));
 }
 
-// Issue 39, item 4. The first acquire and the same owner's retry commit in
+// The first acquire and the same owner's retry commit in
 // one batch and apply at one `now`, so both answers name one lease with one
 // deadline; the first answer is then not written (its client gave up). The
 // lease answered to the retry must run its full length, whichever of the
@@ -254,7 +254,7 @@ BOOST_AUTO_TEST_CASE(a_failed_write_does_not_cut_a_lease_answered_to_a_retry_of_
     }
 }
 
-// Issue 39, item 5: each lease's kid is the key that signed the proof last
+// Each lease's kid is the key that signed the proof last
 // handed out for it; a re-grant after a rotation moves it to the new key, a
 // keepalive (no proof) does not, and a new leader cannot know it.
 BOOST_AUTO_TEST_CASE(a_lease_reports_the_kid_of_its_last_answer_and_moves_on_a_re_grant_after_rotation) {

@@ -334,6 +334,13 @@ BOOST_AUTO_TEST_CASE(a_restore_whose_tokens_would_pass_the_largest_is_refused) {
     BOOST_TEST(has(plan_start(o, restore_at(1, 10), p), "would pass the largest token"));
 }
 
+BOOST_AUTO_TEST_CASE(a_seed_clock_before_2026_is_refused) {
+    BOOST_TEST(check_seed_clock(kEarliestSeedClockUs) == "");
+    BOOST_TEST(check_seed_clock(1'800'000'000'000'000ull) == "");
+    BOOST_TEST(has(check_seed_clock(1'000'000), "the wall clock reads 1000000 microseconds since the epoch, before 2026-01-01"));
+    BOOST_TEST(has(check_seed_clock(kEarliestSeedClockUs - 1), "set the clock"));
+}
+
 BOOST_AUTO_TEST_CASE(a_restore_never_takes_a_given_cluster_id) {
     Options o = three(1);
     o.restore_file = "/backups/x.bak";
