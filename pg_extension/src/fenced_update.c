@@ -413,8 +413,9 @@ DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
 		ErrorKeyNotUnique(call->rel);
 	if (!CallPasses(call, stored))
 	{
-		FenceStatsRejected(relid, NULL, call->token, stored->token,
-						   FENCE_PATH_FENCED_UPDATE);
+		FencePair	in = {call->token, call->has_seq, call->seq};
+
+		FenceStatsRejected(relid, NULL, &in, stored, FENCE_PATH_FENCED_UPDATE);
 		return "stale";
 	}
 	return NULL;

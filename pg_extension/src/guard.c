@@ -434,8 +434,7 @@ RejectStalePair(Relation rel, GuardConfig *config, const FencePair *in,
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 
-	FenceStatsRejected(RelationGetRelid(rel), NULL, in->token, stored->token,
-					   FENCE_PATH_GUARD);
+	FenceStatsRejected(RelationGetRelid(rel), NULL, in, stored, FENCE_PATH_GUARD);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token %s for table \"%s\" (fence is %s)",
@@ -462,9 +461,11 @@ RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence)
 {
 	const char *column =
 		NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
+	FencePair	in = {token, false, 0};
+	FencePair	stored = {fence, false, 0};
 
 	/* Shared-memory counters are not transactional: count before raising. */
-	FenceStatsRejected(RelationGetRelid(rel), NULL, token, fence, FENCE_PATH_GUARD);
+	FenceStatsRejected(RelationGetRelid(rel), NULL, &in, &stored, FENCE_PATH_GUARD);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token " INT64_FORMAT " for table \"%s\" (fence is "

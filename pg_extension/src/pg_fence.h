@@ -106,8 +106,8 @@ extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
 /* stats.c: shared-memory counters and the rejection LOG line */
 extern void FenceStatsInit(void);
 extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);
-extern void FenceStatsRejected(Oid relid, const char *resource, int64 token,
-							   int64 fence, FencePath path);
+extern void FenceStatsRejected(Oid relid, const char *resource, const FencePair *in,
+							   const FencePair *fence, FencePath path);
 extern void FenceStatsRejectedProof(Oid relid, const char *resource);
 
 #endif							/* PG_FENCE_H */

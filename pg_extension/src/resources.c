@@ -402,8 +402,7 @@ Advance(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 
 	if (!ResourceAdmits(resource, &in, &state))
 	{
-		FenceStatsRejected(InvalidOid, resource, in.token, state.fence.token,
-						   FENCE_PATH_ADVANCE);
+		FenceStatsRejected(InvalidOid, resource, &in, &state.fence, FENCE_PATH_ADVANCE);
 		PG_RETURN_BOOL(false);
 	}
 	FenceStatsAccepted(InvalidOid, resource, in.token);
@@ -443,8 +442,7 @@ Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 	if (!ResourceAdmits(resource, &in, &state))
 	{
 		/* Shared-memory counters are not transactional: count first. */
-		FenceStatsRejected(InvalidOid, resource, in.token, state.fence.token,
-						   FENCE_PATH_ADMIT);
+		FenceStatsRejected(InvalidOid, resource, &in, &state.fence, FENCE_PATH_ADMIT);
 		RejectStaleAdmit(resource, &in, &state.fence);
 	}
 	FenceStatsAccepted(InvalidOid, resource, in.token);

@@ -30,10 +30,10 @@ UPDATE sq SET body = 'third', fence = 42, fence_seq = 3 WHERE id = 1;
 UPDATE sq SET body = 'new holder', fence = 43, fence_seq = 0 WHERE id = 1;
 SELECT * FROM sq ORDER BY id;
 -- an older token is refused whatever its sequence; the hint differs
-\set VERBOSITY verbose
 UPDATE sq SET body = 'old holder', fence = 42, fence_seq = 99 WHERE id = 1;
+\echo SQLSTATE :SQLSTATE
 UPDATE sq SET body = 'replay', fence = 43, fence_seq = 0 WHERE id = 1;
-\set VERBOSITY default
+\echo SQLSTATE :SQLSTATE
 
 -- the pair from the settings: pg_fence.token and pg_fence.seq, stamped
 BEGIN;
