@@ -191,6 +191,36 @@ UPDATE plain SET f = 9 WHERE id = 1;
 \echo SQLSTATE :SQLSTATE
 DROP TRIGGER zzz_fence_guard ON plain;
 
+-- the LOG line of a sequenced rejection names both pairs (shown here by
+-- client_min_messages = log)
+SET client_min_messages = log;
+UPDATE sq SET body = 'logged', fence = 45, fence_seq = 0 WHERE id = 1;
+SELECT fenced_update('sq', '{"id": 2}', '{"body": "logged"}', 46, 0);
+RESET client_min_messages;
+
+-- a partitioned table: the guard (four arguments) is cloned to every
+-- partition, and a row moving between partitions is judged once, on its
+-- UPDATE, with both columns stamped
+CREATE TABLE psq (id int, part int, body text,
+                  fence bigint NOT NULL DEFAULT 0, fence_seq bigint NOT NULL DEFAULT 0)
+  PARTITION BY LIST (part);
+CREATE TABLE psq_1 PARTITION OF psq FOR VALUES IN (1);
+CREATE TABLE psq_2 PARTITION OF psq FOR VALUES IN (2);
+INSERT INTO psq VALUES (1, 1, 'p');
+SELECT fence_protect('psq', mode => 'sequenced');
+SELECT tgrelid::regclass, tgnargs FROM pg_trigger
+ WHERE tgname = 'zzz_fence_guard' AND tgrelid IN ('psq'::regclass, 'psq_1'::regclass, 'psq_2'::regclass)
+ ORDER BY 1;
+BEGIN;
+SET LOCAL pg_fence.token = 5;
+SET LOCAL pg_fence.seq = 2;
+UPDATE psq SET part = 2, body = 'moved' WHERE id = 1;
+COMMIT;
+SELECT tableoid::regclass, * FROM psq;
+UPDATE psq SET part = 1, body = 'moved back late', fence = 5, fence_seq = 1 WHERE id = 1;
+\echo SQLSTATE :SQLSTATE
+SELECT tableoid::regclass, * FROM psq;
+
 -- upgrading a same_generation table in place: one transaction
 CREATE TABLE up (id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0);
 INSERT INTO up VALUES (1, 'a');
@@ -334,7 +364,7 @@ SELECT kind, relation, resource, accepted, rejected_stale
  ORDER BY kind, relation::text, resource;
 
 SET client_min_messages = warning;
-DROP TABLE sq, plain, badseq, dropped, up, vsq;
+DROP TABLE sq, plain, badseq, dropped, up, vsq, psq;
 DROP FUNCTION IF EXISTS sequenced_fn();
 DELETE FROM fence_resources WHERE resource LIKE 'job:%';
 DELETE FROM fence_trusted_keys;
