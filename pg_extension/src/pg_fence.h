@@ -103,6 +103,9 @@ extern void FenceCheckRowSecurity(Oid relid);
 extern void FenceGuardInit(void);
 extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
 
+/* resources.c: lets fence_resources_guard (resources_guard.c) admit pg_fence's own writes */
+extern bool FenceResourcesOwnWrite(void);
+
 /* stats.c: shared-memory counters and the rejection LOG line */
 extern void FenceStatsInit(void);
 extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);
