@@ -18,6 +18,12 @@
 #                        half of the pair is newer, so a newer token costs
 #                        what a newer sequence under one token does
 #
+# Its baseline (bench/pg/instructions.sh only):
+#
+#   plain+seq            the fence_guard+seq UPDATE on the same table without
+#                        a trigger: what the wider row and the longer SET list
+#                        cost, which a sequenced table pays whatever checks it
+#
 # Candidate trigger shapes that issue 17 measured against fence_guard
 # (bench/pg/instructions.sh only; none of them is what fence_protect
 # installs, and each gives up something docs/sql.md promises, see
@@ -59,6 +65,9 @@ BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard fenc
 # accepted count; the AFTER triggers cannot write pg_fence.token into NEW
 # and are not fired on the source partition of a row that moves.
 BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
+# Measured by instructions only: fence_guard+seq minus it is the guard's
+# cost on a sequenced table.
+BENCH_SEQ_VARIANTS="plain+seq"
 # Measured by instructions only; need the proofs instructions.sh signs.
 BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set"
 # The token every fence_guard+proof UPDATE writes, and the proofs' lock key
@@ -101,7 +110,7 @@ bench_table_sql() {
   local variant=$1 table=$2 rows=$3
   local stale='NEW.fence IS NULL OR NEW.fence <= OLD.fence' seq_column=''
   # only the sequenced table has the second column: the others stay as they were measured
-  [[ $variant == fence_guard+seq ]] && seq_column=', fence_seq bigint NOT NULL DEFAULT 0'
+  [[ $variant == *+seq ]] && seq_column=', fence_seq bigint NOT NULL DEFAULT 0'
   printf '%s\n\n' \
     "CREATE TABLE $table (id int PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0$seq_column);" \
     "INSERT INTO $table SELECT i, 0, 0 FROM generate_series(1, $rows) AS i;"
@@ -133,7 +142,7 @@ bench_statement() {
   case $variant in
     fenced_update*)
       echo "SELECT fenced_update('$table', jsonb_build_object('id', CAST($id AS int)), jsonb_build_object('balance', CAST($bal AS int)), CAST($tok AS bigint));" ;;
-    fence_guard+seq)
+    *+seq)
       echo "UPDATE $table SET balance = $bal, fence = $tok, fence_seq = $tok WHERE id = $id;" ;;
     *)
       echo "UPDATE $table SET balance = $bal, fence = $tok WHERE id = $id;" ;;
