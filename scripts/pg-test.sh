@@ -55,12 +55,14 @@ list_tests() { # dir ext [nopreload|preload]
 # proofs still needs them after a restore into a new database (the restore
 # COPYs the row, which fence_resources_guard allows; afterwards it refuses a
 # direct UPDATE of require_proof), and the shared vector's proof verifies
-# there.  Prints a pg_regress-style result.
+# there.  It keeps a resource's sequence number too (1.3): the replay of the
+# stored (token, seq) is refused after the restore.  Prints a
+# pg_regress-style result.
 dump_restore_test() {
   local db=regress_fence_dump restored=regress_fence_restored log=$OUT/dump_restore.log
   local proof got="" want refused="" guarded=""
   proof=$(sed -n 's/^proof=//p' "$PG_FENCE_VECTORS/token_proof_v1.txt")
-  want=$'21fe31dfa154a261|12345678901234567890\nreport:8|0|t\nt'
+  want=$'21fe31dfa154a261|12345678901234567890\nreport:8|0|t\nt\n42|3\nf\nt'
   {
     dropdb --if-exists "$db" && dropdb --if-exists "$restored" &&
     createdb "$db" && createdb "$restored" &&
@@ -69,12 +71,16 @@ dump_restore_test() {
 CREATE EXTENSION pg_fence;
 SELECT fence_trust_key(:'pub', 12345678901234567890);
 SELECT fence_require_proof('report:8');
+SELECT fence_advance('job:seq', 42, 3);
 SQL
     pg_dump -d "$db" | psql -X -q -v ON_ERROR_STOP=1 -d "$restored" &&
     got=$(psql -X -At -v ON_ERROR_STOP=1 -d "$restored" -v proof="$proof" <<'SQL'
 SELECT key_id, cluster_id FROM fence_trusted_keys;
-SELECT resource, fence, require_proof FROM fence_resources;
+SELECT resource, fence, require_proof FROM fence_resources WHERE resource = 'report:8';
 SELECT fence_advance('report:8', 900, :'proof');
+SELECT fence_current('job:seq'), fence_current_seq('job:seq');
+SELECT fence_advance('job:seq', 42, 3);
+SELECT fence_advance('job:seq', 42, 4);
 SQL
     )
     echo "$got"

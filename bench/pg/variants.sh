@@ -11,6 +11,18 @@
 #                        on an unprotected table (its WHERE fence < token is
 #                        the fence)
 #   fenced_update+guard  the same on a protected table (both checks)
+#   fence_guard+seq      UPDATE t SET balance = BAL, fence = TOK, fence_seq = TOK
+#                        on a table protected in mode sequenced (issue 40):
+#                        every UPDATE writes a newer (token, seq) pair.  The
+#                        guard reads both columns of OLD and NEW whichever
+#                        half of the pair is newer, so a newer token costs
+#                        what a newer sequence under one token does
+#
+# Its baseline (bench/pg/instructions.sh only):
+#
+#   plain+seq            the fence_guard+seq UPDATE on the same table without
+#                        a trigger: what the wider row and the longer SET list
+#                        cost, which a sequenced table pays whatever checks it
 #
 # Candidate trigger shapes that issue 17 measured against fence_guard
 # (bench/pg/instructions.sh only; none of them is what fence_protect
@@ -48,11 +60,14 @@
 # both read one statement at a time.
 
 # shellcheck disable=SC2034  # read by the scripts that source this file
-BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard"
+BENCH_VARIANTS="plain fence_guard plpgsql fenced_update fenced_update+guard fence_guard+seq"
 # Measured by instructions only.  The WHEN clauses skip fence_stats'
 # accepted count; the AFTER triggers cannot write pg_fence.token into NEW
 # and are not fired on the source partition of a row that moves.
 BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
+# Measured by instructions only: fence_guard+seq minus it is the guard's
+# cost on a sequenced table.
+BENCH_SEQ_VARIANTS="plain+seq"
 # Measured by instructions only; need the proofs instructions.sh signs.
 BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set"
 # The token every fence_guard+proof UPDATE writes, and the proofs' lock key
@@ -93,11 +108,15 @@ SQL
 # TABLE with ROWS rows of fence 0, with the trigger VARIANT needs, vacuumed.
 bench_table_sql() {
   local variant=$1 table=$2 rows=$3
-  local stale='NEW.fence IS NULL OR NEW.fence <= OLD.fence'
+  local stale='NEW.fence IS NULL OR NEW.fence <= OLD.fence' seq_column=''
+  # only the sequenced table has the second column: the others stay as they were measured
+  [[ $variant == *+seq ]] && seq_column=', fence_seq bigint NOT NULL DEFAULT 0'
   printf '%s\n\n' \
-    "CREATE TABLE $table (id int PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0);" \
+    "CREATE TABLE $table (id int PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0$seq_column);" \
     "INSERT INTO $table SELECT i, 0, 0 FROM generate_series(1, $rows) AS i;"
   case $variant in
+    fence_guard+seq)
+      printf '%s\n\n' "SELECT fence_protect('$table', mode => 'sequenced');" ;;
     fence_guard | fenced_update+guard | fence_guard+set)
       printf '%s\n\n' "SELECT fence_protect('$table');" ;;
     fence_guard+proof)
@@ -123,6 +142,8 @@ bench_statement() {
   case $variant in
     fenced_update*)
       echo "SELECT fenced_update('$table', jsonb_build_object('id', CAST($id AS int)), jsonb_build_object('balance', CAST($bal AS int)), CAST($tok AS bigint));" ;;
+    *+seq)
+      echo "UPDATE $table SET balance = $bal, fence = $tok, fence_seq = $tok WHERE id = $id;" ;;
     *)
       echo "UPDATE $table SET balance = $bal, fence = $tok WHERE id = $id;" ;;
   esac

@@ -21,7 +21,10 @@
  * result channel (the fence_guard trigger, fence_admit) raise 55F01.
  *
  * fenced_update is always strict (fence < token), whatever mode the table
- * is protected with.  It runs with the caller's privileges: GRANTs and
+ * is protected with.  Its sequenced form (1.3, C function fenced_update_seq:
+ * a seq argument after the token, and seq_column) is always lexicographic:
+ * the row is written when (fence, seq column) < (token, seq), and both are
+ * set.  It runs with the caller's privileges: GRANTs and
  * row-level security apply as for a hand-written UPDATE.
  *
  * Token proofs: on a table that verifies them (fence_protect with a lock
@@ -53,6 +56,7 @@
 #include "proof.h"
 
 PG_FUNCTION_INFO_V1(fenced_update);
+PG_FUNCTION_INFO_V1(fenced_update_seq);
 
 /* Conditional UPDATEs one call runs before calling the row suppressed */
 #define FU_MAX_ATTEMPTS			3
@@ -69,9 +73,26 @@ typedef struct FuCall
 {
 	Relation	rel;
 	int64		token;
+	bool		has_seq;		/* the sequenced form */
+	int64		seq;
 	FuPlanKey	key;
 	FuPair		pairs[FU_MAX_COLUMNS];	/* key pairs, then change pairs */
 } FuCall;
+
+/* Where the arguments of the two SQL forms are (-1: absent) */
+typedef struct FuArgPositions
+{
+	int			seq;
+	int			fence_column;
+	int			seq_column;
+	int			proof;
+} FuArgPositions;
+
+/* fenced_update(rel, key, changes, token, fence_column[, proof]) */
+static const FuArgPositions strict_args = {-1, 4, -1, 5};
+
+/* fenced_update(rel, key, changes, token, seq, fence_column, seq_column, proof) */
+static const FuArgPositions seq_args = {4, 5, 6, 7};
 
 /* Context of an error while converting a value, for errcontext() */
 typedef struct FuConvertContext
@@ -159,6 +180,12 @@ ResolveColumns(FuCall *call)
 					 errmsg("changes must not set the fence column \"%s\"",
 							call->pairs[i].name),
 					 errhint("fenced_update sets the fence column to the token argument.")));
+		if (!is_key && key->seq_attnum != 0 && key->attnums[i] == key->seq_attnum)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("changes must not set the sequence column \"%s\"",
+							call->pairs[i].name),
+					 errhint("fenced_update sets the sequence column to the seq argument.")));
 		if (is_key && call->pairs[i].value.type == jbvNull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -168,9 +195,24 @@ ResolveColumns(FuCall *call)
 	}
 }
 
+/* The token and, in the sequenced form, the sequence argument */
+static void
+ReadTokenArguments(FunctionCallInfo fcinfo, const FuArgPositions *pos, FuCall *call)
+{
+	FenceCheckNotNull(fcinfo, 3, "token");
+	call->token = PG_GETARG_INT64(3);
+	FenceCheckToken(call->token, "token argument");
+	call->has_seq = pos->seq >= 0;
+	if (!call->has_seq)
+		return;
+	FenceCheckNotNull(fcinfo, pos->seq, "seq");
+	call->seq = PG_GETARG_INT64(pos->seq);
+	FenceCheckSeq(call->seq, "seq argument");
+}
+
 /* Open the table and parse all arguments into call */
 static void
-ReadArguments(FunctionCallInfo fcinfo, FuCall *call)
+ReadArguments(FunctionCallInfo fcinfo, const FuArgPositions *pos, FuCall *call)
 {
 	Oid			relid;
 	int			nkeys;
@@ -178,11 +220,11 @@ ReadArguments(FunctionCallInfo fcinfo, FuCall *call)
 	FenceCheckNotNull(fcinfo, 0, "rel");
 	FenceCheckNotNull(fcinfo, 1, "key");
 	FenceCheckNotNull(fcinfo, 2, "changes");
-	FenceCheckNotNull(fcinfo, 3, "token");
-	FenceCheckNotNull(fcinfo, 4, "fence_column");
+	ReadTokenArguments(fcinfo, pos, call);
+	FenceCheckNotNull(fcinfo, pos->fence_column, "fence_column");
+	if (pos->seq_column >= 0)
+		FenceCheckNotNull(fcinfo, pos->seq_column, "seq_column");
 	relid = PG_GETARG_OID(0);
-	call->token = PG_GETARG_INT64(3);
-	FenceCheckToken(call->token, "token argument");
 
 	CheckUpdatePrivilege(relid);
 	/* the lock the UPDATE takes anyway; keep it until the end of the transaction */
@@ -192,7 +234,11 @@ ReadArguments(FunctionCallInfo fcinfo, FuCall *call)
 	memset(&call->key, 0, sizeof(FuPlanKey));
 	call->key.relid = relid;
 	call->key.fence_attnum = FenceValidateColumn(call->rel,
-												 NameStr(*PG_GETARG_NAME(4)));
+												 NameStr(*PG_GETARG_NAME(pos->fence_column)));
+	if (pos->seq_column >= 0)
+		call->key.seq_attnum = FenceValidateSeqColumn(call->rel,
+													  NameStr(*PG_GETARG_NAME(pos->seq_column)),
+													  call->key.fence_attnum);
 	nkeys = ReadObject(call, PG_GETARG_JSONB_P(1), "key", 0);
 	call->key.nkeys = (int16) nkeys;
 	call->key.nchanges = (int16) ReadObject(call, PG_GETARG_JSONB_P(2), "changes", nkeys);
@@ -263,6 +309,8 @@ ConvertValues(FuCall *call, FuPlan *plan, Datum *values, char *nulls)
 	error_context_stack = errcallback.previous;
 	values[ncolumns] = Int64GetDatum(call->token);
 	nulls[ncolumns] = ' ';
+	values[ncolumns + 1] = Int64GetDatum(call->seq);
+	nulls[ncolumns + 1] = ' ';
 }
 
 /* Run the conditional UPDATE; returns the number of rows it changed */
@@ -290,9 +338,12 @@ RunUpdate(FuCall *call, FuPlan *plan, Datum *values, char *nulls)
 	return SPI_processed;
 }
 
-/* Run the probe: number of rows matching the key (0..2), fence of the first */
+/*
+ * Run the probe: number of rows matching the key (0..2); the fence (and
+ * sequence) of the first
+ */
 static uint64
-RunProbe(FuPlan *plan, Datum *values, char *nulls, int64 *fence)
+RunProbe(FuPlan *plan, Datum *values, char *nulls, FencePair *stored)
 {
 	bool		isnull;
 	int			ret;
@@ -301,10 +352,26 @@ RunProbe(FuPlan *plan, Datum *values, char *nulls, int64 *fence)
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pg_fence: fenced_update's probe failed: %s",
 			 SPI_result_code_string(ret));
-	if (SPI_processed > 0)
-		*fence = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 1, &isnull));
+	if (SPI_processed == 0)
+		return 0;
+	stored->token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	stored->has_seq = plan->key.seq_attnum != 0;
+	if (stored->has_seq)
+		stored->seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 2, &isnull));
 	return SPI_processed;
+}
+
+/* Does the call's token (and sequence) pass the stored fence? */
+static bool
+CallPasses(FuCall *call, const FencePair *stored)
+{
+	FencePair	in = {call->token, call->has_seq, call->seq};
+
+	if (!call->has_seq)
+		return FenceAdmits(FENCE_MODE_STRICT, stored->token, call->token);
+	return FencePairAfter(&in, stored);
 }
 
 /* Raise 21000: the key matched several rows (the abort undoes any write) */
@@ -325,7 +392,7 @@ ErrorKeyNotUnique(Relation rel)
  */
 static const char *
 DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
-			  Datum *values, char *nulls, int64 *fence)
+			  Datum *values, char *nulls, FencePair *stored)
 {
 	Oid			relid = RelationGetRelid(call->rel);
 	uint64		matching;
@@ -334,19 +401,21 @@ DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
 		ErrorKeyNotUnique(call->rel);
 	if (processed == 1)
 	{
-		if (!plan->key_is_unique && RunProbe(plan, values, nulls, fence) > 1)
+		if (!plan->key_is_unique && RunProbe(plan, values, nulls, stored) > 1)
 			ErrorKeyNotUnique(call->rel);
 		FenceStatsAccepted(relid, NULL, call->token);
 		return "applied";
 	}
-	matching = RunProbe(plan, values, nulls, fence);
+	matching = RunProbe(plan, values, nulls, stored);
 	if (matching == 0)
 		return "not_found";
 	if (matching > 1)
 		ErrorKeyNotUnique(call->rel);
-	if (!FenceAdmits(FENCE_MODE_STRICT, *fence, call->token))
+	if (!CallPasses(call, stored))
 	{
-		FenceStatsRejected(relid, NULL, call->token, *fence, FENCE_PATH_FENCED_UPDATE);
+		FencePair	in = {call->token, call->has_seq, call->seq};
+
+		FenceStatsRejected(relid, NULL, &in, stored, FENCE_PATH_FENCED_UPDATE);
 		return "stale";
 	}
 	return NULL;
@@ -354,13 +423,16 @@ DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
 
 /* Raise 55000: the row passes the fence, yet the UPDATE never changed it */
 static void
-ErrorUpdateSuppressed(Relation rel, int64 fence, int64 token)
+ErrorUpdateSuppressed(FuCall *call, const FencePair *stored)
 {
+	FencePair	in = {call->token, call->has_seq, call->seq};
+
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("fenced_update did not change the row of table \"%s\" although "
-					"its fence " INT64_FORMAT " is older than token " INT64_FORMAT,
-					RelationGetRelationName(rel), fence, token),
+					"its fence %s is older than token %s",
+					RelationGetRelationName(call->rel), FencePairString(stored),
+					FencePairString(&in)),
 			 errdetail("The UPDATE was tried %d times.  A BEFORE trigger that returned "
 					   "NULL, or a row-level security policy that allows reading but "
 					   "not updating the row, suppressed it.", FU_MAX_ATTEMPTS),
@@ -377,19 +449,19 @@ ErrorUpdateSuppressed(Relation rel, int64 fence, int64 token)
 static const char *
 RunUntilDecided(FuCall *call, FuPlan *plan, Datum *values, char *nulls)
 {
-	int64		fence = 0;
+	FencePair	stored = {0, false, 0};
 
 	for (int attempt = 1; attempt <= FU_MAX_ATTEMPTS; attempt++)
 	{
 		uint64		processed = RunUpdate(call, plan, values, nulls);
 		const char *outcome = DecideOutcome(call, plan, processed, values, nulls,
-											&fence);
+											&stored);
 
 		if (outcome != NULL)
 			return outcome;
 		CHECK_FOR_INTERRUPTS();
 	}
-	ErrorUpdateSuppressed(call->rel, fence, call->token);
+	ErrorUpdateSuppressed(call, &stored);
 	pg_unreachable();
 }
 
@@ -405,26 +477,26 @@ OutcomeDatum(FunctionCallInfo fcinfo, const char *label)
 
 /* The proof argument (version 1.1), or NULL: use pg_fence.proof */
 static const char *
-ProofArg(FunctionCallInfo fcinfo)
+ProofArg(FunctionCallInfo fcinfo, const FuArgPositions *pos)
 {
-	if (PG_NARGS() < 6 || PG_ARGISNULL(5))
+	if (PG_NARGS() <= pos->proof || PG_ARGISNULL(pos->proof))
 		return NULL;
-	return text_to_cstring(PG_GETARG_TEXT_PP(5));
+	return text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
 }
 
-/* fenced_update(rel, key, changes, token, fence_column, proof) -> fence_outcome */
-Datum
-fenced_update(PG_FUNCTION_ARGS)
+/* Both SQL forms of fenced_update; pos says where their arguments are */
+static Datum
+FencedUpdate(FunctionCallInfo fcinfo, const FuArgPositions *pos)
 {
 	FuCall	   *call = palloc0(sizeof(FuCall));
-	Datum		values[FU_MAX_COLUMNS + 1];
-	char		nulls[FU_MAX_COLUMNS + 1];
+	Datum		values[FU_MAX_COLUMNS + 2];
+	char		nulls[FU_MAX_COLUMNS + 2];
 	FuPlan	   *plan;
 	const char *outcome;
-	const char *proof = ProofArg(fcinfo);
+	const char *proof = ProofArg(fcinfo, pos);
 	const char *previous_proof = NULL;
 
-	ReadArguments(fcinfo, call);
+	ReadArguments(fcinfo, pos, call);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	plan = FuLookupPlan(call->rel, &call->key);
@@ -446,4 +518,21 @@ fenced_update(PG_FUNCTION_ARGS)
 	SPI_finish();
 	table_close(call->rel, NoLock);
 	PG_RETURN_DATUM(OutcomeDatum(fcinfo, outcome));
+}
+
+/* fenced_update(rel, key, changes, token, fence_column, proof) -> fence_outcome */
+Datum
+fenced_update(PG_FUNCTION_ARGS)
+{
+	return FencedUpdate(fcinfo, &strict_args);
+}
+
+/*
+ * fenced_update(rel, key, changes, token, seq, fence_column, seq_column,
+ * proof) -> fence_outcome (1.3)
+ */
+Datum
+fenced_update_seq(PG_FUNCTION_ARGS)
+{
+	return FencedUpdate(fcinfo, &seq_args);
 }

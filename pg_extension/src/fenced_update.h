@@ -26,6 +26,7 @@ typedef struct FuPlanKey
 {
 	Oid			relid;
 	AttrNumber	fence_attnum;
+	AttrNumber	seq_attnum;		/* 0: no sequence (the strict form) */
 	int16		nkeys;
 	int16		nchanges;
 	AttrNumber	attnums[FU_MAX_COLUMNS];
@@ -43,8 +44,9 @@ typedef struct FuColumn
 
 /*
  * A cached plan.  Parameters of update: $1..$nkeys key values, then the
- * change values, then the token.  probe takes the key values and returns
- * the fence of at most two matching rows.
+ * change values, then the token (and, with a sequence column, the
+ * sequence).  probe takes the key values and returns the fence (and
+ * sequence) of at most two matching rows.
  */
 typedef struct FuPlan
 {

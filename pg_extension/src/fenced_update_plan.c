@@ -6,6 +6,12 @@
  *	   WHERE k1 = $1 AND ... AND fence < $n
  *	  SELECT fence FROM s.t WHERE k1 = $1 AND ... LIMIT 2
  *
+ * and, with a sequence ($m, 1.3), the lexicographic form
+ *
+ *	  UPDATE s.t SET c1 = $k+1, ..., fence = $n, seq = $m
+ *	   WHERE k1 = $1 AND ... AND (fence < $n OR (fence = $n AND seq < $m))
+ *	  SELECT fence, seq FROM s.t WHERE k1 = $1 AND ... LIMIT 2
+ *
  * Identifiers are quoted, the table is schema-qualified and operators are
  * named with OPERATOR(schema.op), so the statements mean the same under
  * any search_path.  Plans are prepared with SPI_prepare and kept with
@@ -201,39 +207,52 @@ AppendKeyCondition(StringInfo sql, Relation rel, const FuPlanKey *key)
 	}
 }
 
+/* The quoted name of column attnum */
+static const char *
+QuotedColumn(Relation rel, AttrNumber attnum)
+{
+	return quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname));
+}
+
 /* SQL of the conditional UPDATE */
 static char *
 BuildUpdateSql(Relation rel, const FuPlanKey *key)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	const char *fence = quote_identifier(
-		NameStr(TupleDescAttr(tupdesc, key->fence_attnum - 1)->attname));
+	const char *fence = QuotedColumn(rel, key->fence_attnum);
 	int			token_param = key->nkeys + key->nchanges + 1;
 	StringInfoData sql;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "UPDATE %s SET ", FenceQualifiedRelName(rel));
 	for (int i = key->nkeys; i < key->nkeys + key->nchanges; i++)
-		appendStringInfo(&sql, "%s = $%d, ",
-						 quote_identifier(NameStr(TupleDescAttr(tupdesc, key->attnums[i] - 1)->attname)),
-						 i + 1);
-	appendStringInfo(&sql, "%s = $%d WHERE ", fence, token_param);
+		appendStringInfo(&sql, "%s = $%d, ", QuotedColumn(rel, key->attnums[i]), i + 1);
+	appendStringInfo(&sql, "%s = $%d", fence, token_param);
+	if (key->seq_attnum != 0)
+		appendStringInfo(&sql, ", %s = $%d", QuotedColumn(rel, key->seq_attnum),
+						 token_param + 1);
+	appendStringInfoString(&sql, " WHERE ");
 	AppendKeyCondition(&sql, rel, key);
-	appendStringInfo(&sql, " AND %s OPERATOR(pg_catalog.<) $%d", fence, token_param);
+	if (key->seq_attnum == 0)
+		appendStringInfo(&sql, " AND %s OPERATOR(pg_catalog.<) $%d", fence, token_param);
+	else
+		appendStringInfo(&sql, " AND (%s OPERATOR(pg_catalog.<) $%d OR (%s "
+						 "OPERATOR(pg_catalog.=) $%d AND %s OPERATOR(pg_catalog.<) $%d))",
+						 fence, token_param, fence, token_param,
+						 QuotedColumn(rel, key->seq_attnum), token_param + 1);
 	return sql.data;
 }
 
-/* SQL of the probe: the fence of at most two rows matching the key */
+/* SQL of the probe: the fence (and sequence) of at most two rows matching the key */
 static char *
 BuildProbeSql(Relation rel, const FuPlanKey *key)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
 	StringInfoData sql;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s FROM %s WHERE ",
-					 quote_identifier(NameStr(TupleDescAttr(tupdesc, key->fence_attnum - 1)->attname)),
-					 FenceQualifiedRelName(rel));
+	appendStringInfo(&sql, "SELECT %s", QuotedColumn(rel, key->fence_attnum));
+	if (key->seq_attnum != 0)
+		appendStringInfo(&sql, ", %s", QuotedColumn(rel, key->seq_attnum));
+	appendStringInfo(&sql, " FROM %s WHERE ", FenceQualifiedRelName(rel));
 	AppendKeyCondition(&sql, rel, key);
 	appendStringInfoString(&sql, " LIMIT 2");
 	return sql.data;
@@ -268,7 +287,8 @@ static void
 BuildPlan(Relation rel, const FuPlanKey *key, FuPlan *plan)
 {
 	int			ncolumns = key->nkeys + key->nchanges;
-	Oid			argtypes[FU_MAX_COLUMNS + 1];
+	Oid			argtypes[FU_MAX_COLUMNS + 2];
+	int			nparams = ncolumns + (key->seq_attnum != 0 ? 2 : 1);
 	char	   *update_sql = BuildUpdateSql(rel, key);
 	char	   *probe_sql = BuildProbeSql(rel, key);
 	SPIPlanPtr	update;
@@ -277,7 +297,8 @@ BuildPlan(Relation rel, const FuPlanKey *key, FuPlan *plan)
 	for (int i = 0; i < ncolumns; i++)
 		argtypes[i] = TupleDescAttr(RelationGetDescr(rel), key->attnums[i] - 1)->atttypid;
 	argtypes[ncolumns] = INT8OID;
-	update = FencePrepareKeptPlan(update_sql, ncolumns + 1, argtypes);
+	argtypes[ncolumns + 1] = INT8OID;
+	update = FencePrepareKeptPlan(update_sql, nparams, argtypes);
 	PG_TRY();
 	{
 		probe = FencePrepareKeptPlan(probe_sql, key->nkeys, argtypes);

@@ -5,8 +5,10 @@
  *	  protected with a lock key template; BEFORE INSERT OR UPDATE OR DELETE)
  *	  writes without a valid token proof.
  *
- * Trigger arguments: (fence column, mode[, lock key template]), defaults
- * ('fence', 'strict', none).  The columns are found by name in the relation
+ * Trigger arguments: (fence column, mode[, lock key template[, sequence
+ * column]]), defaults ('fence', 'strict', none, 'fence_seq').  A sequenced
+ * guard (mode 'sequenced') has all four; its template is '' when the table
+ * does not verify proofs.  The columns are found by name in the relation
  * the trigger fires on, and checked there: a partition's guard is a clone of
  * its partitioned table's, and a partition attached later may order its
  * columns differently or, on PostgreSQL 15, which lets ATTACH PARTITION take
@@ -21,6 +23,13 @@
  * TriggerData->tg_updatedcols tells whether the statement named the column.
  * Comparing NEW with OLD could not tell "not set" from "set to the same
  * value", and would let a tokenless UPDATE through in same_generation mode.
+ *
+ * Sequenced tables order the writes of one token too: a write is admitted
+ * when its (token, sequence) pair is after the row's (fence, sequence
+ * column) in lexicographic order (FencePairAfter), and both are stamped.
+ * The sequence comes, like the token, from the sequence column in the SET
+ * list, else from pg_fence.seq (stamped into NEW); a DELETE takes
+ * pg_fence.seq.  No sequence is an error (55000), as no token is.
  *
  * Concurrency: the executor locks the target row and, under READ COMMITTED,
  * re-fetches its latest committed version before BEFORE ROW triggers run,
@@ -75,14 +84,15 @@
 
 PG_FUNCTION_INFO_V1(fence_guard);
 
-/* Most arguments fence_guard accepts: (fence column, mode, lock key template) */
-#define GUARD_MAX_ARGS	3
+/* Most arguments fence_guard accepts: (fence column, mode, template, sequence column) */
+#define GUARD_MAX_ARGS	4
 
 /* Per-statement cache of the trigger's parsed arguments (in fn_extra) */
 typedef struct GuardConfig
 {
 	Oid			tgoid;			/* trigger this was computed for */
 	AttrNumber	attnum;			/* fence column */
+	AttrNumber	seq_attnum;		/* sequence column; 0 unless sequenced */
 	FenceMode	mode;
 	FenceKeyTemplate *template; /* NULL: the table does not verify proofs */
 	Oid			nspid;			/* schema of the extension */
@@ -99,6 +109,15 @@ typedef struct GuardAdmittedRow
 } GuardAdmittedRow;
 
 static GuardAdmittedRow admitted_row = {false};
+
+/* The (token, sequence) of one UPDATE or DELETE, and what to stamp into NEW */
+typedef struct GuardWrite
+{
+	FencePair	in;				/* has_seq only on a sequenced table */
+	bool		stamp_token;	/* the token came from pg_fence.token */
+	bool		stamp_seq;		/* the sequence came from pg_fence.seq (or a raise) */
+	bool		raising;		/* fence_raise's own change (raise.c) */
+} GuardWrite;
 
 /*
  * Relation whose accepted writes fenced_update is already counting: while
@@ -193,23 +212,60 @@ CheckGuardProtocol(FunctionCallInfo fcinfo)
 				 errhint("Use fence_protect() to create the trigger.")));
 }
 
-/* Parse the trigger's arguments and find the fence column */
+/*
+ * Attribute number of the guard's column name (what: "fence", "sequence")
+ * in the relation the trigger fires on, checked there: fence_protect
+ * checked the table it protected, not this relation
+ */
+static AttrNumber
+GuardColumn(Relation rel, const char *name, const char *what)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			attnum = SPI_fnumber(tupdesc, name);
+
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("%s column \"%s\" of table \"%s\" does not exist",
+						what, name, RelationGetRelationName(rel)),
+				 errhint("Protect the table again with fence_protect().")));
+	if (TupleDescAttr(tupdesc, attnum - 1)->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s column \"%s\" of table \"%s\" is not of type bigint",
+						what, name, RelationGetRelationName(rel)),
+				 errhint("%s columns must be bigint NOT NULL.",
+						 strcmp(what, "fence") == 0 ? "Fence" : "Sequence")));
+	if (TupleDescAttr(tupdesc, attnum - 1)->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("%s column \"%s\" of table \"%s\" is a generated column",
+						what, name, RelationGetRelationName(rel)),
+				 errdetail("PostgreSQL computes a generated column after BEFORE triggers, "
+						   "so the %s the guard checks and stamps would be replaced "
+						   "by the column's expression.", what),
+				 errhint("Make the %s column a plain bigint NOT NULL column (a partition: "
+						 "detach it and attach a table whose %s column is plain).",
+						 what, what)));
+	return (AttrNumber) attnum;
+}
+
+/* Parse the trigger's arguments and find the fence (and sequence) column */
 static void
 ReadGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger,
 				GuardConfig *config)
 {
 	const char *column = FENCE_DEFAULT_COLUMN;
 	const char *mode = "strict";
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	int			attnum;
+	const char *template = FenceGuardTemplateArg(trigger);
 
 	if (trigger->tgnargs > GUARD_MAX_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("fence_guard: expected at most %d arguments, got %d",
 						GUARD_MAX_ARGS, trigger->tgnargs),
-				 errhint("Arguments are (fence column, mode, lock key template); "
-						 "use fence_protect().")));
+				 errhint("Arguments are (fence column, mode, lock key template, "
+						 "sequence column); use fence_protect().")));
 	if (trigger->tgnargs >= 1)
 		column = trigger->tgargs[0];
 	if (trigger->tgnargs >= 2)
@@ -217,35 +273,20 @@ ReadGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger,
 
 	config->tgoid = trigger->tgoid;
 	config->mode = FenceParseMode(mode);
-	attnum = SPI_fnumber(tupdesc, column);
-	if (attnum <= 0)
+	config->attnum = GuardColumn(rel, column, "fence");
+	config->seq_attnum = 0;
+	if (config->mode == FENCE_MODE_SEQUENCED)
+		config->seq_attnum = GuardColumn(rel, trigger->tgnargs >= 4 ?
+										 trigger->tgargs[3] : FENCE_DEFAULT_SEQ_COLUMN,
+										 "sequence");
+	else if (trigger->tgnargs >= 4)
 		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("fence column \"%s\" of table \"%s\" does not exist",
-						column, RelationGetRelationName(rel)),
-				 errhint("Protect the table again with fence_protect().")));
-	if (TupleDescAttr(tupdesc, attnum - 1)->atttypid != INT8OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("fence column \"%s\" of table \"%s\" is not of type bigint",
-						column, RelationGetRelationName(rel)),
-				 errhint("Fence columns must be bigint NOT NULL.")));
-	/* fence_protect checked the table it protected, not this relation */
-	if (TupleDescAttr(tupdesc, attnum - 1)->attgenerated != '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
-				 errmsg("fence column \"%s\" of table \"%s\" is a generated column",
-						column, RelationGetRelationName(rel)),
-				 errdetail("PostgreSQL computes a generated column after BEFORE triggers, "
-						   "so the fence the guard checks and stamps would be replaced "
-						   "by the column's expression."),
-				 errhint("Make the fence column a plain bigint NOT NULL column (a partition: "
-						 "detach it and attach a table whose fence column is plain).")));
-	config->attnum = (AttrNumber) attnum;
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_guard: a sequence column is only for mode 'sequenced'"),
+				 errhint("Use fence_protect() to create the trigger.")));
 	config->template = NULL;
-	if (trigger->tgnargs >= 3)
-		config->template = FenceParseKeyTemplate(rel, trigger->tgargs[2],
-												 config->attnum,
+	if (template != NULL)
+		config->template = FenceParseKeyTemplate(rel, template, config->attnum,
 												 fcinfo->flinfo->fn_mcxt);
 	config->nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
 }
@@ -265,9 +306,9 @@ GetGuardConfig(FunctionCallInfo fcinfo, Relation rel, Trigger *trigger)
 	return config;
 }
 
-/* The fence stored in the row about to be changed (never NULL) */
+/* The fence (or sequence: what) stored in the row about to be changed (never NULL) */
 static int64
-StoredFence(Relation rel, HeapTuple oldtuple, AttrNumber attnum)
+StoredValue(Relation rel, HeapTuple oldtuple, AttrNumber attnum, const char *what)
 {
 	bool		isnull;
 	Datum		value;
@@ -276,12 +317,29 @@ StoredFence(Relation rel, HeapTuple oldtuple, AttrNumber attnum)
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fence column \"%s\" of table \"%s\" is NULL in the row being changed",
+				 errmsg("%s column \"%s\" of table \"%s\" is NULL in the row being changed",
+						what,
 						NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
 						RelationGetRelationName(rel)),
-				 errhint("Run fence_unprotect(), set NULL fences to 0, make the column "
-						 "NOT NULL, then fence_protect() again.")));
+				 errhint("Run fence_unprotect(), set NULL %ss to 0, make the column "
+						 "NOT NULL, then fence_protect() again.",
+						 strcmp(what, "fence") == 0 ? "fence" : "sequence")));
 	return DatumGetInt64(value);
+}
+
+/* The row's (fence, sequence) pair; the sequence only on a sequenced table */
+static FencePair
+StoredPair(Relation rel, GuardConfig *config, HeapTuple oldtuple)
+{
+	FencePair	stored = {0, false, 0};
+
+	stored.token = StoredValue(rel, oldtuple, config->attnum, "fence");
+	if (config->seq_attnum != 0)
+	{
+		stored.has_seq = true;
+		stored.seq = StoredValue(rel, oldtuple, config->seq_attnum, "sequence");
+	}
+	return stored;
 }
 
 /* pg_fence.token, or a clear error naming what is missing */
@@ -324,15 +382,90 @@ TokenFromNewRow(Relation rel, HeapTuple newtuple, AttrNumber attnum)
 	return DatumGetInt64(value);
 }
 
+/* pg_fence.seq, or a clear error: a sequenced table orders every write */
+static int64
+RequireSessionSeq(Relation rel, GuardConfig *config, bool is_delete)
+{
+	const char *column =
+		NameStr(TupleDescAttr(RelationGetDescr(rel), config->seq_attnum - 1)->attname);
+	int64		seq;
+
+	if (FenceSessionSeq(&seq))
+		return seq;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("no fencing sequence number for %s on sequenced table \"%s\"",
+					is_delete ? "DELETE" : "UPDATE", RelationGetRelationName(rel)),
+			 is_delete ?
+			 errdetail("A DELETE takes its sequence number from pg_fence.seq, which is "
+					   "not set.") :
+			 errdetail("The UPDATE does not set the sequence column \"%s\" and "
+					   "pg_fence.seq is not set.", column),
+			 errhint("Number your writes under one token: run SET LOCAL pg_fence.seq = "
+					 "<next number> in the transaction first%s.",
+					 is_delete ? "" : ", or set the sequence column in the UPDATE")));
+	pg_unreachable();
+}
+
+/* NEW.<sequence column> of an UPDATE that named it in its SET list */
+static int64
+SeqFromNewRow(Relation rel, HeapTuple newtuple, AttrNumber attnum)
+{
+	bool		isnull;
+	Datum		value;
+
+	value = heap_getattr(newtuple, attnum, RelationGetDescr(rel), &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fencing sequence number must not be NULL"),
+				 errdetail("The UPDATE sets sequence column \"%s\" of table \"%s\" to NULL.",
+						   NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+						   RelationGetRelationName(rel)),
+				 errhint("Set the sequence column to the number of this write under "
+						 "your token.")));
+	return DatumGetInt64(value);
+}
+
+/* Count, log and raise 55F01 for a (token, sequence) not after the row's */
+static void
+RejectStalePair(Relation rel, GuardConfig *config, const FencePair *in,
+				const FencePair *stored)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	FenceStatsRejected(RelationGetRelid(rel), NULL, in, stored, FENCE_PATH_GUARD);
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_STALE),
+			 errmsg("stale fencing token %s for table \"%s\" (fence is %s)",
+					FencePairString(in), RelationGetRelationName(rel),
+					FencePairString(stored)),
+			 errdetail("Columns \"%s\", \"%s\" of the row hold %s; mode sequenced admits "
+					   "only a newer token, or token " INT64_FORMAT " with a sequence "
+					   "number greater than " INT64_FORMAT ".",
+					   NameStr(TupleDescAttr(tupdesc, config->attnum - 1)->attname),
+					   NameStr(TupleDescAttr(tupdesc, config->seq_attnum - 1)->attname),
+					   FencePairString(stored), stored->token, stored->seq),
+			 in->token == stored->token ?
+			 errhint("This write is older than, or a replay of, one already accepted "
+					 "under your token: drop it. A write that is really new needs the "
+					 "next sequence number (after 9223372036854775807, a new token).") :
+			 errhint("A newer lock holder has written this row: stop writing, "
+					 "and acquire the lock again before retrying."),
+			 errtablecol(rel, config->attnum)));
+}
+
 /* Count, log and raise 55F01 for a stale token */
 static void
 RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence)
 {
 	const char *column =
 		NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
+	FencePair	in = {token, false, 0};
+	FencePair	stored = {fence, false, 0};
 
 	/* Shared-memory counters are not transactional: count before raising. */
-	FenceStatsRejected(RelationGetRelid(rel), NULL, token, fence, FENCE_PATH_GUARD);
+	FenceStatsRejected(RelationGetRelid(rel), NULL, &in, &stored, FENCE_PATH_GUARD);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token " INT64_FORMAT " for table \"%s\" (fence is "
@@ -347,19 +480,29 @@ RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence)
 			 errtablecol(rel, config->attnum)));
 }
 
-/* NEW with the fence column set to token (palloc'd copy) */
+/* NEW with the token and sequence the guard took from the settings (palloc'd copy) */
 static HeapTuple
-StampToken(Relation rel, HeapTuple newtuple, AttrNumber attnum, int64 token)
+StampRow(Relation rel, GuardConfig *config, HeapTuple newtuple, const GuardWrite *write)
 {
-	int			columns[1];
-	Datum		values[1];
-	bool		nulls[1];
+	int			columns[2];
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int			n = 0;
 
-	columns[0] = attnum;
-	values[0] = Int64GetDatum(token);
-	nulls[0] = false;
+	if (write->stamp_token)
+	{
+		columns[n] = config->attnum;
+		values[n++] = Int64GetDatum(write->in.token);
+	}
+	if (write->stamp_seq)
+	{
+		columns[n] = config->seq_attnum;
+		values[n++] = Int64GetDatum(write->in.seq);
+	}
+	if (n == 0)
+		return newtuple;
 	return heap_modify_tuple_by_cols(newtuple, RelationGetDescr(rel),
-									 1, columns, values, nulls);
+									 n, columns, values, nulls);
 }
 
 /*
@@ -422,6 +565,71 @@ GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
 	return PointerGetDatum(newtuple);
 }
 
+/* Does the UPDATE's SET list name column attnum? */
+static bool
+SetListNames(TriggerData *trigdata, AttrNumber attnum)
+{
+	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+						 trigdata->tg_updatedcols);
+}
+
+/*
+ * The token of an UPDATE or DELETE and, on a sequenced table, its
+ * sequence number: from NEW when the SET list names the column, else from
+ * the setting (stamped into NEW by an UPDATE).  fence_raise's own change
+ * brings no sequence: it is stamped 0, as if (token, 0) had been written.
+ */
+static GuardWrite
+IncomingWrite(Relation rel, GuardConfig *config, TriggerData *trigdata, bool is_delete)
+{
+	GuardWrite	write = {{0, false, 0}, false, false, false};
+
+	if (!is_delete && SetListNames(trigdata, config->attnum))
+	{
+		write.in.token = TokenFromNewRow(rel, trigdata->tg_newtuple, config->attnum);
+		/* a change fence_raise's statement makes: the owner's act, no proof */
+		write.raising = FenceRaiseAdmits(rel, trigdata, config->attnum, write.in.token);
+	}
+	else
+	{
+		const char *column =
+			NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
+
+		write.in.token = RequireSessionToken(rel, column, is_delete);
+		write.stamp_token = !is_delete;
+	}
+	FenceCheckToken(write.in.token, "incoming token");
+	if (config->seq_attnum == 0)
+		return write;
+	write.in.has_seq = true;
+	if (write.raising)
+		write.stamp_seq = true; /* seq 0 */
+	else if (!is_delete && SetListNames(trigdata, config->seq_attnum))
+		write.in.seq = SeqFromNewRow(rel, trigdata->tg_newtuple, config->seq_attnum);
+	else
+	{
+		write.in.seq = RequireSessionSeq(rel, config, is_delete);
+		write.stamp_seq = !is_delete;
+	}
+	FenceCheckSeq(write.in.seq, "incoming sequence number");
+	return write;
+}
+
+/* Raise 55F01 (after counting it) unless the write passes the row's fence */
+static void
+CheckOrder(Relation rel, GuardConfig *config, const GuardWrite *write, HeapTuple oldtuple)
+{
+	FencePair	stored = StoredPair(rel, config, oldtuple);
+
+	if (config->mode == FENCE_MODE_SEQUENCED)
+	{
+		if (!FencePairAfter(&write->in, &stored))
+			RejectStalePair(rel, config, &write->in, &stored);
+	}
+	else if (!FenceAdmits(config->mode, stored.token, write->in.token))
+		RejectStaleRow(rel, config, write->in.token, stored.token);
+}
+
 /* Trigger: admit the change only if its token passes the row's fence */
 Datum
 fence_guard(PG_FUNCTION_ARGS)
@@ -429,11 +637,8 @@ fence_guard(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	GuardConfig *config;
+	GuardWrite	write;
 	bool		is_delete;
-	bool		stamp = false;
-	bool		raising = false;
-	int64		fence;
-	int64		token;
 
 	CheckGuardProtocol(fcinfo);
 	rel = trigdata->tg_relation;
@@ -444,39 +649,17 @@ fence_guard(PG_FUNCTION_ARGS)
 	/* the row movement of a row this command's UPDATE already admitted */
 	if (is_delete && IsAdmittedRowMove(rel, trigdata->tg_trigtuple))
 		return PointerGetDatum(trigdata->tg_trigtuple);
-	fence = StoredFence(rel, trigdata->tg_trigtuple, config->attnum);
 
-	if (!is_delete &&
-		bms_is_member(config->attnum - FirstLowInvalidHeapAttributeNumber,
-					  trigdata->tg_updatedcols))
-	{
-		token = TokenFromNewRow(rel, trigdata->tg_newtuple, config->attnum);
-		/* a change fence_raise's statement makes: the owner's act, no proof */
-		raising = FenceRaiseAdmits(rel, trigdata, config->attnum, token);
-	}
-	else
-	{
-		const char *column =
-			NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
+	write = IncomingWrite(rel, config, trigdata, is_delete);
+	if (config->template != NULL && !write.raising)
+		CheckRowProof(rel, config, trigdata, write.in.token, is_delete);
+	CheckOrder(rel, config, &write, trigdata->tg_trigtuple);
 
-		token = RequireSessionToken(rel, column, is_delete);
-		stamp = !is_delete;
-	}
-	FenceCheckToken(token, "incoming token");
-	if (config->template != NULL && !raising)
-		CheckRowProof(rel, config, trigdata, token, is_delete);
-
-	if (!FenceAdmits(config->mode, fence, token))
-		RejectStaleRow(rel, config, token, fence);
-
-	if (!raising && suppress_accept_relid != RelationGetRelid(rel))
-		FenceStatsAccepted(RelationGetRelid(rel), NULL, token);
+	if (!write.raising && suppress_accept_relid != RelationGetRelid(rel))
+		FenceStatsAccepted(RelationGetRelid(rel), NULL, write.in.token);
 
 	if (is_delete)
 		return PointerGetDatum(trigdata->tg_trigtuple);
 	RememberAdmittedRow(rel, trigdata->tg_trigtuple);
-	if (stamp)
-		return PointerGetDatum(StampToken(rel, trigdata->tg_newtuple,
-										  config->attnum, token));
-	return PointerGetDatum(trigdata->tg_newtuple);
+	return PointerGetDatum(StampRow(rel, config, trigdata->tg_newtuple, &write));
 }

@@ -6,6 +6,9 @@
  *	  pg_fence.token           the session's fencing token ('' = none),
  *	                           normally set with SET LOCAL per transaction;
  *	                           never a server/database/role/function default
+ *	  pg_fence.seq             the write's sequence number under its token
+ *	                           ('' = none), for sequenced tables; the same
+ *	                           rules as the token
  *	  pg_fence.proof           the token proof of the session or transaction
  *	                           ('' = none; proof.h), same rules as the token
  *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
@@ -17,6 +20,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/reltrigger.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -43,8 +47,10 @@ bool		fence_log_rejections = true;
 int			fence_max_tracked = FENCE_MAX_TRACKED_DEFAULT;
 
 static char *fence_token_string = NULL;
+static char *fence_seq_string = NULL;
 static char *fence_proof_string = NULL;
 static FenceTokenSetting fence_token = {false, 0};
+static FenceTokenSetting fence_seq = {false, 0};
 
 void		_PG_init(void);
 
@@ -102,28 +108,37 @@ IsSessionTokenSource(GucSource source)
 	}
 }
 
-/* GUC check hook of pg_fence.token: accept '' or a non-negative bigint */
+/*
+ * Check a pg_fence.token or pg_fence.seq value (what names it in messages):
+ * '' or a non-negative bigint, and never a default of the server, database,
+ * role or function
+ */
 static bool
-CheckTokenSetting(char **newval, void **extra, GucSource source)
+CheckNumberSetting(char **newval, void **extra, GucSource source,
+				   const char *what, const char *example)
 {
 	FenceTokenSetting parsed;
 	FenceTokenSetting *copy;
 
 	if (!ParseTokenString(*newval ? *newval : "", &parsed))
 	{
-		GUC_check_errdetail("pg_fence.token must be empty or an integer "
-							"between 0 and 9223372036854775807.");
-		GUC_check_errhint("Use the fencing token your lease was granted with, "
-						  "e.g. SET LOCAL pg_fence.token = 42.");
+		GUC_check_errdetail("pg_fence.%s must be empty or an integer "
+							"between 0 and 9223372036854775807.", what);
+		GUC_check_errhint("Use the %s, e.g. SET LOCAL pg_fence.%s = %s.",
+						  strcmp(what, "seq") == 0 ?
+						  "sequence number of this write under its token" :
+						  "fencing token your lease was granted with",
+						  what, example);
 		return false;
 	}
 	if (parsed.is_set && !IsSessionTokenSource(source))
 	{
-		GUC_check_errdetail("A fencing token belongs to one lock grant; it cannot be a "
+		GUC_check_errdetail("A fencing %s belongs to one lock grant; it cannot be a "
 							"default in postgresql.conf, ALTER SYSTEM, ALTER DATABASE/ROLE "
-							"... SET or a function's SET clause.");
+							"... SET or a function's SET clause.",
+							strcmp(what, "seq") == 0 ? "sequence" : "token");
 		GUC_check_errhint("Set it in the transaction that writes: "
-						  "SET LOCAL pg_fence.token = 42.");
+						  "SET LOCAL pg_fence.%s = %s.", what, example);
 		return false;
 	}
 	/* released by the GUC machinery: allocated as this major frees it */
@@ -136,6 +151,20 @@ CheckTokenSetting(char **newval, void **extra, GucSource source)
 	*copy = parsed;
 	*extra = copy;
 	return true;
+}
+
+/* GUC check hook of pg_fence.token: accept '' or a non-negative bigint */
+static bool
+CheckTokenSetting(char **newval, void **extra, GucSource source)
+{
+	return CheckNumberSetting(newval, extra, source, "token", "42");
+}
+
+/* GUC check hook of pg_fence.seq: accept '' or a non-negative bigint */
+static bool
+CheckSeqSetting(char **newval, void **extra, GucSource source)
+{
+	return CheckNumberSetting(newval, extra, source, "seq", "3");
 }
 
 /* GUC check hook of pg_fence.proof: accept '' or a well-formed v1 proof */
@@ -185,6 +214,16 @@ AssignTokenSetting(const char *newval, void *extra)
 		fence_token.is_set = false;
 }
 
+/* GUC assign hook of pg_fence.seq: publish the parsed value */
+static void
+AssignSeqSetting(const char *newval, void *extra)
+{
+	if (extra != NULL)
+		fence_seq = *(FenceTokenSetting *) extra;
+	else
+		fence_seq.is_set = false;
+}
+
 /* Define the module's settings and, when preloaded, its shared memory */
 void
 _PG_init(void)
@@ -199,6 +238,19 @@ _PG_init(void)
 							   0,
 							   CheckTokenSetting,
 							   AssignTokenSetting,
+							   NULL);
+
+	DefineCustomStringVariable("pg_fence.seq",
+							   "Sequence number of the current transaction's writes under its token.",
+							   "Used by fence_guard on tables protected in mode sequenced when an "
+							   "UPDATE does not set the sequence column, and by every DELETE. "
+							   "Empty means no sequence.",
+							   &fence_seq_string,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   CheckSeqSetting,
+							   AssignSeqSetting,
 							   NULL);
 
 	DefineCustomStringVariable("pg_fence.proof",
@@ -257,6 +309,29 @@ FenceSessionToken(int64 *token)
 	return true;
 }
 
+/* The session's sequence number from pg_fence.seq; false when none is set */
+bool
+FenceSessionSeq(int64 *seq)
+{
+	if (!fence_seq.is_set)
+		return false;
+	*seq = fence_seq.token;
+	return true;
+}
+
+/* Raise 22023 unless seq is a valid (non-negative) sequence number */
+void
+FenceCheckSeq(int64 seq, const char *argname)
+{
+	if (seq < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fencing sequence number must not be negative"),
+				 errdetail("The %s is " INT64_FORMAT ".", argname, seq),
+				 errhint("Number the writes under one token 0, 1, 2, ...; "
+						 "sequence numbers are 0 or greater.")));
+}
+
 /* Raise 22023 unless token is a valid (non-negative) fencing token */
 void
 FenceCheckToken(int64 token, const char *argname)
@@ -277,11 +352,14 @@ FenceParseMode(const char *mode)
 		return FENCE_MODE_STRICT;
 	if (strcmp(mode, "same_generation") == 0)
 		return FENCE_MODE_SAME_GENERATION;
+	if (strcmp(mode, "sequenced") == 0)
+		return FENCE_MODE_SEQUENCED;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid fence mode \"%s\"", mode),
-			 errhint("Use 'strict' (only newer tokens) or 'same_generation' "
-					 "(newer or equal tokens).")));
+			 errhint("Use 'strict' (only newer tokens), 'same_generation' "
+					 "(newer or equal tokens) or 'sequenced' (newer (token, sequence) "
+					 "pairs).")));
 	pg_unreachable();
 }
 
@@ -289,16 +367,65 @@ FenceParseMode(const char *mode)
 const char *
 FenceModeName(FenceMode mode)
 {
-	return mode == FENCE_MODE_STRICT ? "strict" : "same_generation";
+	switch (mode)
+	{
+		case FENCE_MODE_STRICT:
+			return "strict";
+		case FENCE_MODE_SAME_GENERATION:
+			return "same_generation";
+		case FENCE_MODE_SEQUENCED:
+			return "sequenced";
+	}
+	return "strict";
 }
 
 /* The fence rule itself: does a row or resource at fence admit token? */
 bool
 FenceAdmits(FenceMode mode, int64 fence, int64 token)
 {
+	Assert(mode != FENCE_MODE_SEQUENCED);	/* FencePairAfter decides those */
 	if (mode == FENCE_MODE_SAME_GENERATION)
 		return fence <= token;
 	return fence < token;
+}
+
+/*
+ * The sequenced rule: is incoming after stored in (token, seq) order?  A
+ * newer token with any sequence, or the same token with a larger one.  A
+ * stored pair without a sequence (a resource written without one) ranks
+ * below every sequence of its token; an incoming pair without one is never
+ * after a stored pair of its own token (it cannot be ordered there).
+ */
+bool
+FencePairAfter(const FencePair *incoming, const FencePair *stored)
+{
+	if (incoming->token != stored->token)
+		return incoming->token > stored->token;
+	if (!incoming->has_seq)
+		return false;
+	return !stored->has_seq || incoming->seq > stored->seq;
+}
+
+/* "(42, 3)", or "42" for a pair without a sequence (palloc'd) */
+char *
+FencePairString(const FencePair *pair)
+{
+	if (!pair->has_seq)
+		return psprintf(INT64_FORMAT, pair->token);
+	return psprintf("(" INT64_FORMAT ", " INT64_FORMAT ")", pair->token, pair->seq);
+}
+
+/*
+ * The lock key template argument of a guard trigger, or NULL: the third
+ * argument, which a sequenced guard without a template leaves empty (its
+ * fourth is the sequence column)
+ */
+const char *
+FenceGuardTemplateArg(const Trigger *guard)
+{
+	if (guard->tgnargs < 3 || guard->tgargs[2][0] == '\0')
+		return NULL;
+	return guard->tgargs[2];
 }
 
 /* Name of the code path that took a decision, for the LOG line */

@@ -29,6 +29,9 @@
 /* Default name of the fence column */
 #define FENCE_DEFAULT_COLUMN		"fence"
 
+/* Default name of the sequence column of a sequenced table */
+#define FENCE_DEFAULT_SEQ_COLUMN	"fence_seq"
+
 /* Resource names are 1..FENCE_RESOURCE_MAXLEN bytes, like coordinator keys */
 #define FENCE_RESOURCE_MAXLEN		512
 
@@ -36,8 +39,21 @@
 typedef enum FenceMode
 {
 	FENCE_MODE_STRICT,			/* stored fence < token */
-	FENCE_MODE_SAME_GENERATION	/* stored fence <= token */
+	FENCE_MODE_SAME_GENERATION, /* stored fence <= token */
+	FENCE_MODE_SEQUENCED		/* (fence, seq) < (token, seq), lexicographic */
 } FenceMode;
+
+/*
+ * A write's place in the order of a sequenced fence: the token, and the
+ * holder's own sequence number under that token.  has_seq is false for a
+ * write (or a stored resource fence) without a sequence.
+ */
+typedef struct FencePair
+{
+	int64		token;
+	bool		has_seq;
+	int64		seq;
+} FencePair;
 
 /* Where a fence decision was taken; named in the LOG line */
 typedef enum FencePath
@@ -49,14 +65,20 @@ typedef enum FencePath
 } FencePath;
 
 /* pg_fence.c: settings and helpers shared by every feature */
+struct Trigger;
 extern bool fence_log_rejections;
 extern int	fence_max_tracked;
 
 extern bool FenceSessionToken(int64 *token);
+extern bool FenceSessionSeq(int64 *seq);
 extern void FenceCheckToken(int64 token, const char *argname);
+extern void FenceCheckSeq(int64 seq, const char *argname);
 extern FenceMode FenceParseMode(const char *mode);
 extern const char *FenceModeName(FenceMode mode);
 extern bool FenceAdmits(FenceMode mode, int64 fence, int64 token);
+extern bool FencePairAfter(const FencePair *incoming, const FencePair *stored);
+extern char *FencePairString(const FencePair *pair);
+extern const char *FenceGuardTemplateArg(const struct Trigger *guard);
 extern const char *FencePathName(FencePath path);
 extern char *FenceQualifiedRelName(Relation rel);
 extern void FenceCheckNotNull(FunctionCallInfo fcinfo, int argno,
@@ -67,6 +89,8 @@ extern SPIPlanPtr FencePrepareKeptPlan(const char *sql, int nargs,
 /* protect.c: validation shared with fenced_update */
 extern void FenceCheckRelkind(Relation rel);
 extern AttrNumber FenceValidateColumn(Relation rel, const char *colname);
+extern AttrNumber FenceValidateSeqColumn(Relation rel, const char *colname,
+										 AttrNumber fence_attnum);
 
 /* raise.c: re-fencing after a failover (fence_raise, fence_raise_resources) */
 struct TriggerData;
@@ -79,11 +103,14 @@ extern void FenceCheckRowSecurity(Oid relid);
 extern void FenceGuardInit(void);
 extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
 
+/* resources.c: lets fence_resources_guard (resources_guard.c) admit pg_fence's own writes */
+extern bool FenceResourcesOwnWrite(void);
+
 /* stats.c: shared-memory counters and the rejection LOG line */
 extern void FenceStatsInit(void);
 extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);
-extern void FenceStatsRejected(Oid relid, const char *resource, int64 token,
-							   int64 fence, FencePath path);
+extern void FenceStatsRejected(Oid relid, const char *resource, const FencePair *in,
+							   const FencePair *fence, FencePath path);
 extern void FenceStatsRejectedProof(Oid relid, const char *resource);
 
 #endif							/* PG_FENCE_H */

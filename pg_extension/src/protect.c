@@ -61,9 +61,13 @@ FenceCheckRelkind(Relation rel)
 				 errdetail("Only tables and partitioned tables can be fenced.")));
 }
 
-/* Attribute number of a bigint NOT NULL fence column; errors otherwise */
-AttrNumber
-FenceValidateColumn(Relation rel, const char *colname)
+/*
+ * Attribute number of a bigint NOT NULL column of rel that the guard reads
+ * and stamps; errors otherwise.  what names its role in messages ("fence",
+ * "sequence").
+ */
+static AttrNumber
+ValidateBigintColumn(Relation rel, const char *colname, const char *what)
 {
 	const char *relname = RelationGetRelationName(rel);
 	int			attnum = attnameAttNum(rel, colname, false);
@@ -72,38 +76,68 @@ FenceValidateColumn(Relation rel, const char *colname)
 	if (attnum == InvalidAttrNumber && attnameAttNum(rel, colname, true) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("system column \"%s\" cannot be a fence column", colname)));
+				 errmsg("system column \"%s\" cannot be a %s column", colname, what)));
 	if (attnum == InvalidAttrNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("fence column \"%s\" of table \"%s\" does not exist",
-						colname, relname),
+				 errmsg("%s column \"%s\" of table \"%s\" does not exist",
+						what, colname, relname),
 				 errhint("Add it first: ALTER TABLE %s ADD COLUMN %s bigint NOT NULL DEFAULT 0;",
 						 FenceQualifiedRelName(rel), quote_identifier(colname))));
 	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 	if (attr->atttypid != INT8OID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("fence column \"%s\" of table \"%s\" must be of type bigint, not %s",
-						colname, relname, format_type_be(attr->atttypid)),
-				 errhint("Fencing tokens are bigint; use a bigint NOT NULL column.")));
+				 errmsg("%s column \"%s\" of table \"%s\" must be of type bigint, not %s",
+						what, colname, relname, format_type_be(attr->atttypid)),
+				 errhint("%s are bigint; use a bigint NOT NULL column.",
+						 strcmp(what, "fence") == 0 ? "Fencing tokens" : "Sequence numbers")));
 	if (attr->attgenerated != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
-				 errmsg("fence column \"%s\" of table \"%s\" must not be a generated column",
-						colname, relname)));
+				 errmsg("%s column \"%s\" of table \"%s\" must not be a generated column",
+						what, colname, relname)));
 	if (!attr->attnotnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("fence column \"%s\" of table \"%s\" must be NOT NULL",
-						colname, relname),
-				 errdetail("A NULL fence cannot be compared with a token."),
+				 errmsg("%s column \"%s\" of table \"%s\" must be NOT NULL",
+						what, colname, relname),
+				 errdetail("A NULL %s cannot be compared with a %s.", what,
+						   strcmp(what, "fence") == 0 ? "token" : "write's sequence"),
 				 errhint("Run: UPDATE %s SET %s = 0 WHERE %s IS NULL; "
 						 "ALTER TABLE %s ALTER COLUMN %s SET NOT NULL;",
 						 FenceQualifiedRelName(rel), quote_identifier(colname),
 						 quote_identifier(colname), FenceQualifiedRelName(rel),
 						 quote_identifier(colname))));
 	return (AttrNumber) attnum;
+}
+
+/* Attribute number of a bigint NOT NULL fence column; errors otherwise */
+AttrNumber
+FenceValidateColumn(Relation rel, const char *colname)
+{
+	return ValidateBigintColumn(rel, colname, "fence");
+}
+
+/*
+ * Attribute number of the bigint NOT NULL sequence column of a sequenced
+ * table, which must not be its fence column (fence_attnum); errors otherwise
+ */
+AttrNumber
+FenceValidateSeqColumn(Relation rel, const char *colname, AttrNumber fence_attnum)
+{
+	AttrNumber	attnum = ValidateBigintColumn(rel, colname, "sequence");
+
+	if (attnum == fence_attnum)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sequence column \"%s\" of table \"%s\" is its fence column",
+						colname, RelationGetRelationName(rel)),
+				 errdetail("A sequenced table stores the token and the sequence number "
+						   "in two columns."),
+				 errhint("Add one: ALTER TABLE %s ADD COLUMN fence_seq bigint NOT NULL "
+						 "DEFAULT 0;", FenceQualifiedRelName(rel))));
+	return attnum;
 }
 
 /* Raise 42501 unless the current user may create triggers on relid */
@@ -211,7 +245,35 @@ ExecuteDdl(const char *sql)
 	SPI_finish();
 }
 
-/* fence_protect(rel, fence_column, mode, lock_key): install or replace the guard */
+/*
+ * The seq_column argument (1.3, argument 4): the sequence column of a
+ * sequenced table (default fence_seq), NULL for the other modes, which
+ * refuse one
+ */
+static const char *
+SeqColumnArg(FunctionCallInfo fcinfo, FenceMode mode)
+{
+	const char *seq_column = NULL;
+
+	if (PG_NARGS() >= 5 && !PG_ARGISNULL(4))
+		seq_column = pstrdup(NameStr(*PG_GETARG_NAME(4)));
+	if (mode != FENCE_MODE_SEQUENCED && seq_column != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seq_column is only for mode 'sequenced', not '%s'",
+						FenceModeName(mode)),
+				 errhint("Pass mode => 'sequenced', or leave seq_column out.")));
+	if (mode == FENCE_MODE_SEQUENCED && seq_column == NULL)
+		seq_column = FENCE_DEFAULT_SEQ_COLUMN;
+	return seq_column;
+}
+
+/*
+ * fence_protect(rel, fence_column, mode, lock_key, seq_column): install or
+ * replace the guard.  Its arguments: (fence column, mode) and, with a lock
+ * key template, the template; a sequenced guard has four, (fence column,
+ * 'sequenced', template or '', sequence column).
+ */
 Datum
 fence_protect(PG_FUNCTION_ARGS)
 {
@@ -219,6 +281,7 @@ fence_protect(PG_FUNCTION_ARGS)
 	const char *column;
 	const char *mode;
 	const char *template = NULL;
+	const char *seq_column;
 	AttrNumber	attnum;
 	Relation	rel;
 	StringInfoData sql;
@@ -230,7 +293,7 @@ fence_protect(PG_FUNCTION_ARGS)
 	relid = PG_GETARG_OID(0);
 	column = NameStr(*PG_GETARG_NAME(1));
 	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	(void) FenceParseMode(mode);
+	seq_column = SeqColumnArg(fcinfo, FenceParseMode(mode));
 	/* version 1.0 of the SQL function has no lock_key */
 	if (PG_NARGS() >= 4 && !PG_ARGISNULL(3))
 		template = text_to_cstring(PG_GETARG_TEXT_PP(3));
@@ -241,6 +304,8 @@ fence_protect(PG_FUNCTION_ARGS)
 	FenceCheckRelkind(rel);
 	CheckGuardNotCloned(rel);
 	attnum = FenceValidateColumn(rel, column);
+	if (seq_column != NULL)
+		(void) FenceValidateSeqColumn(rel, seq_column, attnum);
 	if (template != NULL)
 		FenceCheckKeyTemplateUnambiguous(rel, template,
 										 FenceParseKeyTemplate(rel, template, attnum,
@@ -252,14 +317,17 @@ fence_protect(PG_FUNCTION_ARGS)
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "CREATE OR REPLACE TRIGGER %s BEFORE %s ON %s "
-					 "FOR EACH ROW EXECUTE FUNCTION %s(%s, %s%s%s)",
+					 "FOR EACH ROW EXECUTE FUNCTION %s(%s, %s",
 					 quote_identifier(FENCE_TRIGGER_NAME),
 					 template ? "INSERT OR UPDATE OR DELETE" : "UPDATE OR DELETE",
 					 FenceQualifiedRelName(rel),
 					 quote_qualified_identifier(extschema, "fence_guard"),
-					 quote_literal_cstr(column), quote_literal_cstr(mode),
-					 template ? ", " : "",
-					 template ? quote_literal_cstr(template) : "");
+					 quote_literal_cstr(column), quote_literal_cstr(mode));
+	if (template != NULL || seq_column != NULL)
+		appendStringInfo(&sql, ", %s", quote_literal_cstr(template ? template : ""));
+	if (seq_column != NULL)
+		appendStringInfo(&sql, ", %s", quote_literal_cstr(seq_column));
+	appendStringInfoChar(&sql, ')');
 	table_close(rel, NoLock);
 	ExecuteDdl(sql.data);
 	PG_RETURN_VOID();

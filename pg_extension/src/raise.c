@@ -351,7 +351,7 @@ fence_raise(PG_FUNCTION_ARGS)
 	(void) FenceValidateColumn(rel, column);
 	FenceCheckRowSecurity(relid);
 	/* a lock key template, the third argument, makes the guard verify proofs */
-	if (guard->tgnargs >= 3)
+	if (FenceGuardTemplateArg(guard) != NULL)
 		CheckNotPartitionedOnFence(rel, column);
 	/*
 	 * A partitioned table's UPDATE reaches its partitions, whose guards are

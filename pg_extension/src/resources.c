@@ -20,6 +20,20 @@
  * logs it) so a worker can stop cleanly; fence_admit guards a transaction
  * and therefore raises, which aborts that transaction.
  *
+ * Sequences (1.3: fence_admit/fence_advance(resource, token, seq[, proof]),
+ * C functions fence_admit_seq and fence_advance_seq; the column seq, NULL
+ * when the stored fence came without one) order one token's calls:
+ *	  stored (F, s0) and (T, s)    advanced iff T > F, or T = F and s > s0
+ *	  stored (F, NULL) and (T, s)  advanced iff T >= F: no sequence ranks
+ *	                               below every sequence of its token
+ *	  stored (F, s0) and T alone   T > F advances to (T, NULL); T = F is
+ *	                               refused (55000): a call without a
+ *	                               sequence cannot be ordered among
+ *	                               sequenced ones; T < F is stale
+ * An equal pair is a replay: stale, unlike an equal token alone.  The
+ * upsert's WHERE is that rule; the row it returns, or reads when the WHERE
+ * refused, tells which case it was.
+ *
  * A resource with require_proof (set by fence_require_proof) also needs a
  * token proof for (resource name, token): the proof argument, else
  * pg_fence.proof.  The upsert returns require_proof with the fence, from
@@ -30,20 +44,14 @@
  *
  * The application role may write fence_resources directly (the functions
  * are SECURITY INVOKER and need INSERT and UPDATE on it), so in 1.1 the
- * row trigger fence_resources_guard keeps it from undoing require_proof:
- * unless one of pg_fence's statements below is running (own_write_depth),
- * it refuses with 42501
- *	  an UPDATE that changes require_proof,
- *	  an UPDATE of a require_proof row that changes its fence or resource,
- *	  a DELETE of a require_proof row.
- * INSERTs stay allowed: pg_dump restores the table with COPY, a new row
- * with require_proof is only stricter, and one without it is what
- * fence_advance would insert.  TRUNCATE fires no row trigger; it needs the
- * TRUNCATE privilege.
+ * row trigger fence_resources_guard (resources_guard.c) keeps it from
+ * undoing require_proof, except while one of pg_fence's statements below
+ * is running (own_write_depth, FenceResourcesOwnWrite).
  *
  * fence_raise_resources (1.2) re-fences every resource after a database
  * failover, as fence_raise (raise.c) does a table: one UPDATE that sets
- * every fence below the token to the token, run under own_write_depth so
+ * every fence below the token to the token (and, from 1.3, its seq to
+ * NULL), run under own_write_depth so
  * that resources requiring proofs are raised too.  Only the owner of
  * fence_resources (or a superuser) may run it, and not while row level
  * security applies to the caller there (FenceCheckRowSecurity).
@@ -51,7 +59,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
@@ -62,31 +69,52 @@
 
 PG_FUNCTION_INFO_V1(fence_advance);
 PG_FUNCTION_INFO_V1(fence_admit);
+PG_FUNCTION_INFO_V1(fence_advance_seq);
+PG_FUNCTION_INFO_V1(fence_admit_seq);
 PG_FUNCTION_INFO_V1(fence_current);
+PG_FUNCTION_INFO_V1(fence_current_seq);
 PG_FUNCTION_INFO_V1(fence_require_proof);
-PG_FUNCTION_INFO_V1(fence_resources_guard);
 PG_FUNCTION_INFO_V1(fence_raise_resources);
 
 /* The extension's table of per-resource fences */
 #define RESOURCE_TABLE		"fence_resources"
 
+/* Which columns fence_resources has: what the installed version's script made */
+typedef enum ResourceColumns
+{
+	RESOURCE_COLUMNS_1_0,		/* resource, fence, updated_at */
+	RESOURCE_COLUMNS_1_1,		/* + require_proof */
+	RESOURCE_COLUMNS_1_3		/* + seq */
+} ResourceColumns;
+
 /* Prepared statements over fence_resources, kept for the session */
 typedef struct ResourcePlans
 {
 	Oid			nspid;			/* schema the plans were built for */
-	bool		with_proof;		/* built for 1.1 (require_proof exists) */
-	SPIPlanPtr	upsert;			/* ($1 resource, $2 token) -> fence, require_proof */
-	SPIPlanPtr	current;		/* ($1 resource) -> fence, require_proof */
+	ResourceColumns columns;	/* the table they were built for */
+	SPIPlanPtr	upsert;			/* ($1 resource, $2 token, $3 seq) -> fence, require_proof, seq */
+	SPIPlanPtr	current;		/* ($1 resource) -> fence, require_proof, seq */
 } ResourcePlans;
 
 /* A resource's row as the plans return it */
 typedef struct ResourceState
 {
-	int64		fence;
+	FencePair	fence;			/* has_seq: seq is not NULL */
 	bool		require_proof;
+	bool		advanced;		/* the upsert wrote the row */
 } ResourceState;
 
-static ResourcePlans plans = {InvalidOid, false, NULL, NULL};
+/* Where the arguments of the two SQL forms of fence_admit/fence_advance are */
+typedef struct ResourceArgPositions
+{
+	int			seq;			/* -1: the form without a sequence */
+	int			proof;
+} ResourceArgPositions;
+
+static const ResourceArgPositions token_args = {-1, 2};
+static const ResourceArgPositions seq_args = {2, 3};
+
+static ResourcePlans plans = {InvalidOid, RESOURCE_COLUMNS_1_0, NULL, NULL};
 
 /*
  * How many of pg_fence's own statements on fence_resources are running in
@@ -95,6 +123,13 @@ static ResourcePlans plans = {InvalidOid, false, NULL, NULL};
  * that statement fails.
  */
 static int	own_write_depth = 0;
+
+/* Is one of pg_fence's own statements on fence_resources running? */
+bool
+FenceResourcesOwnWrite(void)
+{
+	return own_write_depth > 0;
+}
 
 /* Raise 22023 unless name is 1..FENCE_RESOURCE_MAXLEN bytes, no controls */
 static void
@@ -129,30 +164,48 @@ ResourceArg(FunctionCallInfo fcinfo)
 	return resource;
 }
 
-/* The validated token argument (argument 1) */
-static int64
-TokenArg(FunctionCallInfo fcinfo)
+/* The validated token (argument 1) and, in the sequenced form, sequence */
+static FencePair
+PairArgs(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 {
-	int64		token;
+	FencePair	in = {0, false, 0};
 
 	FenceCheckNotNull(fcinfo, 1, "token");
-	token = PG_GETARG_INT64(1);
-	FenceCheckToken(token, "token argument");
-	return token;
+	in.token = PG_GETARG_INT64(1);
+	FenceCheckToken(in.token, "token argument");
+	if (pos->seq < 0)
+		return in;
+	FenceCheckNotNull(fcinfo, pos->seq, "seq");
+	in.has_seq = true;
+	in.seq = PG_GETARG_INT64(pos->seq);
+	FenceCheckSeq(in.seq, "seq argument");
+	return in;
 }
 
-/*
- * Build the session's plans for the extension installed in schema nspid;
- * with_proof: version 1.1 (fence_resources has require_proof)
- */
-static void
-EnsurePlans(Oid nspid, bool with_proof)
+/* Which columns fence_resources in schema nspid has */
+static ResourceColumns
+InstalledColumns(Oid nspid)
 {
-	Oid			argtypes[2] = {TEXTOID, INT8OID};
-	char	   *table;
-	const char *require = with_proof ? "r.require_proof" : "false";
+	Oid			relid = get_relname_relid(RESOURCE_TABLE, nspid);
 
-	if (plans.nspid == nspid && plans.with_proof == with_proof &&
+	if (!OidIsValid(relid) || get_attnum(relid, "require_proof") == InvalidAttrNumber)
+		return RESOURCE_COLUMNS_1_0;
+	if (get_attnum(relid, "seq") == InvalidAttrNumber)
+		return RESOURCE_COLUMNS_1_1;
+	return RESOURCE_COLUMNS_1_3;
+}
+
+/* Build the session's plans for the extension installed in schema nspid */
+static void
+EnsurePlans(Oid nspid)
+{
+	Oid			argtypes[3] = {TEXTOID, INT8OID, INT8OID};
+	ResourceColumns columns = InstalledColumns(nspid);
+	char	   *table;
+	const char *require = columns >= RESOURCE_COLUMNS_1_1 ? "r.require_proof" : "false";
+	bool		with_seq = columns >= RESOURCE_COLUMNS_1_3;
+
+	if (plans.nspid == nspid && plans.columns == columns &&
 		plans.upsert != NULL && plans.current != NULL)
 		return;
 	if (plans.upsert != NULL)
@@ -163,40 +216,42 @@ EnsurePlans(Oid nspid, bool with_proof)
 	plans.nspid = InvalidOid;
 
 	table = quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE);
+	/* the rule of the file comment; before 1.3, fence < token alone */
 	plans.upsert = FencePrepareKeptPlan(psprintf(
-		"INSERT INTO %s AS r (resource, fence, updated_at) "
-		"VALUES ($1, $2, pg_catalog.now()) "
+		"INSERT INTO %s AS r (resource, fence, updated_at%s) "
+		"VALUES ($1, $2, pg_catalog.now()%s) "
 		"ON CONFLICT (resource) DO UPDATE "
-		"SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at "
-		"WHERE r.fence OPERATOR(pg_catalog.<) EXCLUDED.fence "
-		"RETURNING r.fence, %s", table, require), 2, argtypes);
+		"SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at%s "
+		"WHERE r.fence OPERATOR(pg_catalog.<) EXCLUDED.fence%s "
+		"RETURNING r.fence, %s, %s", table,
+		with_seq ? ", seq" : "", with_seq ? ", $3" : "",
+		with_seq ? ", seq = EXCLUDED.seq" : "",
+		with_seq ? " OR (r.fence OPERATOR(pg_catalog.=) EXCLUDED.fence "
+		"AND EXCLUDED.seq IS NOT NULL "
+		"AND (r.seq IS NULL OR r.seq OPERATOR(pg_catalog.<) EXCLUDED.seq))" :
+		"",
+		require, with_seq ? "r.seq" : "NULL::pg_catalog.int8"), 3, argtypes);
 	plans.current = FencePrepareKeptPlan(psprintf(
-		"SELECT r.fence, %s FROM %s AS r WHERE r.resource OPERATOR(pg_catalog.=) $1",
-		require, table), 1, argtypes);
+		"SELECT r.fence, %s, %s FROM %s AS r WHERE r.resource OPERATOR(pg_catalog.=) $1",
+		require, with_seq ? "r.seq" : "NULL::pg_catalog.int8", table), 1, argtypes);
 	plans.nspid = nspid;
-	plans.with_proof = with_proof;
+	plans.columns = columns;
 }
 
-/* Fence and require_proof from the first row of SPI_tuptable */
+/* Fence, require_proof and seq from the first row of SPI_tuptable */
 static void
 ReadState(ResourceState *state)
 {
+	HeapTuple	row = SPI_tuptable->vals[0];
+	TupleDesc	tupdesc = SPI_tuptable->tupdesc;
 	bool		isnull;
+	Datum		seq;
 
-	state->fence = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1, &isnull));
-	state->require_proof = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-													  SPI_tuptable->tupdesc, 2, &isnull));
-}
-
-/* Does fence_resources in schema nspid have require_proof (version 1.1)? */
-static bool
-HasRequireProofColumn(Oid nspid)
-{
-	Oid			relid = get_relname_relid(RESOURCE_TABLE, nspid);
-
-	return OidIsValid(relid) &&
-		get_attnum(relid, "require_proof") != InvalidAttrNumber;
+	state->fence.token = DatumGetInt64(SPI_getbinval(row, tupdesc, 1, &isnull));
+	state->require_proof = DatumGetBool(SPI_getbinval(row, tupdesc, 2, &isnull));
+	seq = SPI_getbinval(row, tupdesc, 3, &isnull);
+	state->fence.has_seq = !isnull;
+	state->fence.seq = isnull ? 0 : DatumGetInt64(seq);
 }
 
 /* Run plans.current; true and *state set if the resource is known */
@@ -218,27 +273,30 @@ ReadFence(const char *resource, bool read_only, ResourceState *state)
 }
 
 /*
- * Advance the resource's fence to token if it is newer, lock the row until
- * the end of the transaction, and return the fence now stored (with
- * require_proof).
+ * Advance the resource's fence to the incoming pair if it is after it, lock
+ * the row until the end of the transaction, and return the row now stored
  */
 static ResourceState
-LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, int64 token)
+LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *in)
 {
-	Datum		values[2];
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
 	ResourceState state;
 	int			ret;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
-	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid), PG_NARGS() >= 3);
+	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
 
 	values[0] = CStringGetTextDatum(resource);
-	values[1] = Int64GetDatum(token);
+	values[1] = Int64GetDatum(in->token);
+	values[2] = Int64GetDatum(in->seq);
+	if (!in->has_seq)
+		nulls[2] = 'n';
 	own_write_depth++;
 	PG_TRY();
 	{
-		ret = SPI_execute_plan(plans.upsert, values, NULL, false, 1);
+		ret = SPI_execute_plan(plans.upsert, values, nulls, false, 1);
 	}
 	PG_FINALLY();
 	{
@@ -248,7 +306,8 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, int64 token)
 	if (ret != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "pg_fence: updating fence_resources failed: %s",
 			 SPI_result_code_string(ret));
-	if (SPI_processed > 0)
+	state.advanced = SPI_processed > 0;
+	if (state.advanced)
 		ReadState(&state);
 	/* not advanced: the row exists and we hold its lock, so read it */
 	else if (!ReadFence(resource, false, &state))
@@ -258,88 +317,203 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, int64 token)
 }
 
 /*
- * Lock and advance as above, then, if the resource requires proofs, check
- * the proof argument (argument 2; NULL or absent: pg_fence.proof)
+ * Raise 22023 for a proof argument that is a number: a sequence number
+ * passed as an untyped parameter (or a literal in quotes) resolves to the
+ * form without a sequence, where it would be taken for a proof, and
+ * ignored on a resource that requires none
  */
-static int64
-LockAdvanceAndVerify(FunctionCallInfo fcinfo, const char *resource, int64 token)
+static void
+CheckProofNotSeq(const char *proof)
 {
-	ResourceState state = LockAndAdvance(fcinfo, resource, token);
+	size_t		len = strlen(proof);
+
+	if (len == 0 || strspn(proof, "0123456789") != len)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("proof argument \"%s\" is a number, not a token proof", proof),
+			 errdetail("A sequence number given as an untyped parameter or a quoted "
+					   "literal is taken for the proof argument of the form without "
+					   "a sequence."),
+			 errhint("Pass the sequence number as a bigint: seq => $3, or $3::bigint.")));
+}
+
+/*
+ * Lock and advance as above, then, if the resource requires proofs, check
+ * the proof argument (NULL or absent: pg_fence.proof)
+ */
+static ResourceState
+LockAdvanceAndVerify(FunctionCallInfo fcinfo, const ResourceArgPositions *pos,
+					 const char *resource, const FencePair *in)
+{
+	ResourceState state;
 	FenceProofTarget target;
 	const char *proof;
 
+	if (pos->seq < 0 && PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
+		CheckProofNotSeq(text_to_cstring(PG_GETARG_TEXT_PP(pos->proof)));
+	state = LockAndAdvance(fcinfo, resource, in);
 	if (!state.require_proof)
-		return state.fence;
+		return state;
 	target.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
 	target.relid = InvalidOid;
 	target.resource = resource;
 	proof = FenceCurrentProof();
-	if (PG_NARGS() >= 3 && !PG_ARGISNULL(2))
-		proof = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	FenceCheckProof(&target, proof, resource, token);
-	return state.fence;
+	if (PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
+		proof = text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
+	FenceCheckProof(&target, proof, resource, in->token);
+	return state;
 }
 
-/* fence_advance(resource, token): publish a generation; false if stale */
-Datum
-fence_advance(PG_FUNCTION_ARGS)
+/*
+ * Is the call admitted?  Advanced, or an equal token without a sequence
+ * on a fence stored without one; 55000 for a call without a sequence
+ * under a token the resource has a sequence for (see the file comment)
+ */
+static bool
+ResourceAdmits(const char *resource, const FencePair *in, const ResourceState *state)
+{
+	if (state->advanced)
+		return true;
+	if (in->has_seq || state->fence.token != in->token)
+		return false;
+	if (!state->fence.has_seq)
+		return true;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("no fencing sequence number for token " INT64_FORMAT
+					" on resource \"%s\"", in->token, resource),
+			 errdetail("The resource's fence is %s: calls under token " INT64_FORMAT
+					   " are ordered by their sequence numbers, and this one has none.",
+					   FencePairString(&state->fence), in->token),
+			 errhint("Pass the next sequence number: fence_admit(resource, token, seq) "
+					 "or fence_advance(resource, token, seq).")));
+	pg_unreachable();
+}
+
+/* fence_advance's two forms: publish a generation; false if stale */
+static Datum
+Advance(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 {
 	char	   *resource = ResourceArg(fcinfo);
-	int64		token = TokenArg(fcinfo);
-	int64		fence = LockAdvanceAndVerify(fcinfo, resource, token);
+	FencePair	in = PairArgs(fcinfo, pos);
+	ResourceState state = LockAdvanceAndVerify(fcinfo, pos, resource, &in);
 
-	if (fence > token)
+	if (!ResourceAdmits(resource, &in, &state))
 	{
-		FenceStatsRejected(InvalidOid, resource, token, fence, FENCE_PATH_ADVANCE);
+		FenceStatsRejected(InvalidOid, resource, &in, &state.fence, FENCE_PATH_ADVANCE);
 		PG_RETURN_BOOL(false);
 	}
-	FenceStatsAccepted(InvalidOid, resource, token);
+	FenceStatsAccepted(InvalidOid, resource, in.token);
 	PG_RETURN_BOOL(true);
 }
 
-/* fence_admit(resource, token): admit this transaction or raise 55F01 */
+/* Raise 55F01 for a stale fence_admit (already counted) */
+static void
+RejectStaleAdmit(const char *resource, const FencePair *in, const FencePair *fence)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_STALE),
+			 errmsg("stale fencing token %s for resource \"%s\" (fence is %s)",
+					FencePairString(in), resource, FencePairString(fence)),
+			 fence->has_seq && fence->token == in->token ?
+			 errdetail("fence_admit admits only a newer token, or token " INT64_FORMAT
+					   " with a sequence number greater than " INT64_FORMAT ".",
+					   fence->token, fence->seq) :
+			 errdetail("fence_admit admits only tokens greater than or equal "
+					   "to the resource's fence " INT64_FORMAT ".", fence->token),
+			 fence->token == in->token ?
+			 errhint("This call is older than, or a replay of, one already admitted "
+					 "under your token: drop it. A call that is really new needs the "
+					 "next sequence number (after 9223372036854775807, a new token).") :
+			 errhint("A newer lock holder has been admitted: stop working on "
+					 "this resource, and acquire the lock again before retrying.")));
+}
+
+/* fence_admit's two forms: admit this transaction or raise 55F01 */
+static Datum
+Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
+{
+	char	   *resource = ResourceArg(fcinfo);
+	FencePair	in = PairArgs(fcinfo, pos);
+	ResourceState state = LockAdvanceAndVerify(fcinfo, pos, resource, &in);
+
+	if (!ResourceAdmits(resource, &in, &state))
+	{
+		/* Shared-memory counters are not transactional: count first. */
+		FenceStatsRejected(InvalidOid, resource, &in, &state.fence, FENCE_PATH_ADMIT);
+		RejectStaleAdmit(resource, &in, &state.fence);
+	}
+	FenceStatsAccepted(InvalidOid, resource, in.token);
+	PG_RETURN_VOID();
+}
+
+/* fence_advance(resource, token[, proof]): publish a generation; false if stale */
+Datum
+fence_advance(PG_FUNCTION_ARGS)
+{
+	return Advance(fcinfo, &token_args);
+}
+
+/* fence_admit(resource, token[, proof]): admit this transaction or raise 55F01 */
 Datum
 fence_admit(PG_FUNCTION_ARGS)
 {
-	char	   *resource = ResourceArg(fcinfo);
-	int64		token = TokenArg(fcinfo);
-	int64		fence = LockAdvanceAndVerify(fcinfo, resource, token);
+	return Admit(fcinfo, &token_args);
+}
 
-	if (fence > token)
-	{
-		/* Shared-memory counters are not transactional: count first. */
-		FenceStatsRejected(InvalidOid, resource, token, fence, FENCE_PATH_ADMIT);
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_STALE),
-				 errmsg("stale fencing token " INT64_FORMAT " for resource \"%s\" "
-						"(fence is " INT64_FORMAT ")", token, resource, fence),
-				 errdetail("fence_admit admits only tokens greater than or equal "
-						   "to the resource's fence " INT64_FORMAT ".", fence),
-				 errhint("A newer lock holder has been admitted: stop working on "
-						 "this resource, and acquire the lock again before retrying.")));
-	}
-	FenceStatsAccepted(InvalidOid, resource, token);
-	PG_RETURN_VOID();
+/* fence_advance(resource, token, seq[, proof]) (1.3) */
+Datum
+fence_advance_seq(PG_FUNCTION_ARGS)
+{
+	return Advance(fcinfo, &seq_args);
+}
+
+/* fence_admit(resource, token, seq[, proof]) (1.3) */
+Datum
+fence_admit_seq(PG_FUNCTION_ARGS)
+{
+	return Admit(fcinfo, &seq_args);
+}
+
+/* The resource's stored row (read-only, the statement's snapshot); false if unknown */
+static bool
+ReadCurrent(FunctionCallInfo fcinfo, ResourceState *state)
+{
+	char	   *resource = ResourceArg(fcinfo);
+	bool		found;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pg_fence: SPI_connect failed");
+	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
+	found = ReadFence(resource, true, state);
+	SPI_finish();
+	return found;
 }
 
 /* fence_current(resource): the stored fence, NULL if the resource is unknown */
 Datum
 fence_current(PG_FUNCTION_ARGS)
 {
-	char	   *resource = ResourceArg(fcinfo);
 	ResourceState state;
-	bool		found;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pg_fence: SPI_connect failed");
-	/* fence_current has one signature in 1.0 and 1.1: ask the catalog */
-	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid),
-				HasRequireProofColumn(get_func_namespace(fcinfo->flinfo->fn_oid)));
-	found = ReadFence(resource, true, &state);
-	SPI_finish();
-	if (!found)
+	if (!ReadCurrent(fcinfo, &state))
 		PG_RETURN_NULL();
-	PG_RETURN_INT64(state.fence);
+	PG_RETURN_INT64(state.fence.token);
+}
+
+/*
+ * fence_current_seq(resource) (1.3): the stored sequence number, NULL if
+ * the resource is unknown or its fence was stored without one
+ */
+Datum
+fence_current_seq(PG_FUNCTION_ARGS)
+{
+	ResourceState state;
+
+	if (!ReadCurrent(fcinfo, &state) || !state.fence.has_seq)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(state.fence.seq);
 }
 
 /*
@@ -395,126 +569,6 @@ fence_require_proof(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* Column colname of a fence_resources row (not NULL: the table says so) */
-static Datum
-ResourceColumn(Relation rel, HeapTuple tuple, const char *colname)
-{
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	int			attnum = SPI_fnumber(tupdesc, colname);
-	bool		isnull;
-	Datum		value;
-
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of table \"%s\" does not exist",
-						colname, RelationGetRelationName(rel)),
-				 errhint("Update the extension: ALTER EXTENSION pg_fence UPDATE.")));
-	value = heap_getattr(tuple, attnum, tupdesc, &isnull);
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("column \"%s\" of table \"%s\" is NULL",
-						colname, RelationGetRelationName(rel))));
-	return value;
-}
-
-/* Raise 42501 for a direct write to the row of resource, which requires proofs */
-static void
-RefuseProofRowWrite(const char *resource, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("resource \"%s\" requires token proofs: only pg_fence's functions "
-					"may change its fence or remove its row of fence_resources", resource),
-			 errdetail_internal("%s", detail),
-			 errhint("Advance its fence with fence_admit or fence_advance and the token's "
-					 "proof, or stop requiring proofs first with "
-					 "fence_require_proof(%s, false).", quote_literal_cstr(resource))));
-}
-
-/* fence_resources_guard's check of a direct UPDATE of resource's row */
-static void
-CheckResourceUpdate(Relation rel, const char *resource, HeapTuple oldtuple,
-					HeapTuple newtuple)
-{
-	bool		old_required = DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof"));
-	bool		new_required = DatumGetBool(ResourceColumn(rel, newtuple, "require_proof"));
-	int64		old_fence;
-	int64		new_fence;
-	char	   *new_resource;
-
-	if (new_required != old_required)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only fence_require_proof may change whether resource \"%s\" "
-						"requires token proofs", resource),
-				 errdetail("The UPDATE sets require_proof from %s to %s.",
-						   old_required ? "true" : "false",
-						   new_required ? "true" : "false"),
-				 errhint("Run SELECT fence_require_proof(%s, %s); it is superuser only "
-						 "unless granted.", quote_literal_cstr(resource),
-						 new_required ? "true" : "false")));
-	if (!old_required)
-		return;
-	old_fence = DatumGetInt64(ResourceColumn(rel, oldtuple, "fence"));
-	new_fence = DatumGetInt64(ResourceColumn(rel, newtuple, "fence"));
-	if (new_fence != old_fence)
-		RefuseProofRowWrite(resource,
-							psprintf("The UPDATE sets its fence from " INT64_FORMAT
-									 " to " INT64_FORMAT ".", old_fence, new_fence));
-	new_resource = TextDatumGetCString(ResourceColumn(rel, newtuple, "resource"));
-	if (strcmp(new_resource, resource) != 0)
-		RefuseProofRowWrite(resource,
-							psprintf("The UPDATE renames the resource to \"%s\".",
-									 new_resource));
-}
-
-/*
- * Trigger (BEFORE UPDATE OR DELETE ON fence_resources, FOR EACH ROW): keep
- * direct writes from undoing require_proof (see the file comment)
- */
-Datum
-fence_resources_guard(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Relation	rel;
-	HeapTuple	oldtuple;
-	char	   *resource;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("fence_resources_guard: not called by trigger manager")));
-	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
-		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ||
-		  TRIGGER_FIRED_BY_DELETE(trigdata->tg_event)))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("fence_resources_guard: must be fired BEFORE UPDATE OR DELETE, "
-						"FOR EACH ROW")));
-	rel = trigdata->tg_relation;
-	oldtuple = trigdata->tg_trigtuple;
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-	{
-		if (own_write_depth == 0)
-		{
-			resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
-			CheckResourceUpdate(rel, resource, oldtuple, trigdata->tg_newtuple);
-		}
-		return PointerGetDatum(trigdata->tg_newtuple);
-	}
-	if (own_write_depth == 0 &&
-		DatumGetBool(ResourceColumn(rel, oldtuple, "require_proof")))
-	{
-		resource = TextDatumGetCString(ResourceColumn(rel, oldtuple, "resource"));
-		RefuseProofRowWrite(resource, "A DELETE would remove the resource's fence "
-							"and its require_proof.");
-	}
-	return PointerGetDatum(oldtuple);
-}
-
 /*
  * fence_raise_resources(token): set every resource fence below token to
  * token; returns the number of resources raised
@@ -539,9 +593,11 @@ fence_raise_resources(PG_FUNCTION_ARGS)
 	FenceCheckRowSecurity(relid);
 
 	values[0] = Int64GetDatum(token);
-	sql = psprintf("UPDATE %s AS r SET fence = $1, updated_at = pg_catalog.now() "
+	/* as if a call with token and no sequence had been admitted */
+	sql = psprintf("UPDATE %s AS r SET fence = $1, updated_at = pg_catalog.now()%s "
 				   "WHERE r.fence OPERATOR(pg_catalog.<) $1",
-				   quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE));
+				   quote_qualified_identifier(get_namespace_name(nspid), RESOURCE_TABLE),
+				   InstalledColumns(nspid) >= RESOURCE_COLUMNS_1_3 ? ", seq = NULL" : "");
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	ret = ExecuteOwnWrite(sql, 1, argtypes, values);

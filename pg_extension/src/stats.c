@@ -274,28 +274,30 @@ FenceStatsRejectedProof(Oid relid, const char *resource)
 	CountDecision(relid, resource, FENCE_STATS_NO_TOKEN, STATS_REJECTED_PROOF);
 }
 
-/* Record a stale token and write the LOG line; the caller then decides */
+/*
+ * Record a stale token and write the LOG line; the caller then decides.
+ * A pair with a sequence (sequenced fences) is written "(token, seq)".
+ */
 void
-FenceStatsRejected(Oid relid, const char *resource, int64 token, int64 fence,
-				   FencePath path)
+FenceStatsRejected(Oid relid, const char *resource, const FencePair *in,
+				   const FencePair *fence, FencePath path)
 {
-	CountDecision(relid, resource, token, STATS_REJECTED_STALE);
+	CountDecision(relid, resource, in->token, STATS_REJECTED_STALE);
 	if (!fence_log_rejections)
 		return;
 	if (OidIsValid(relid))
 		ereport(LOG,
-				(errmsg("pg_fence: %s rejected stale token " INT64_FORMAT
-						" for relation %s: fence is " INT64_FORMAT,
-						FencePathName(path), token,
+				(errmsg("pg_fence: %s rejected stale token %s for relation %s: fence is %s",
+						FencePathName(path), FencePairString(in),
 						quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 												   get_rel_name(relid)),
-						fence),
+						FencePairString(fence)),
 				 errhidestmt(true), errhidecontext(true)));
 	else
 		ereport(LOG,
-				(errmsg("pg_fence: %s rejected stale token " INT64_FORMAT
-						" for resource \"%s\": fence is " INT64_FORMAT,
-						FencePathName(path), token, resource, fence),
+				(errmsg("pg_fence: %s rejected stale token %s for resource \"%s\": fence is %s",
+						FencePathName(path), FencePairString(in), resource,
+						FencePairString(fence)),
 				 errhidestmt(true), errhidecontext(true)));
 }
 

@@ -317,7 +317,8 @@ GuardTemplate(Relation rel, const char **template)
 	{
 		Trigger    *guard = &rel->trigdesc->triggers[i];
 
-		if (strcmp(guard->tgname, FENCE_TRIGGER_NAME) == 0 && guard->tgnargs >= 3)
+		if (strcmp(guard->tgname, FENCE_TRIGGER_NAME) == 0 &&
+			FenceGuardTemplateArg(guard) != NULL)
 		{
 			*template = guard->tgargs[2];
 			return FenceParseKeyTemplate(rel, guard->tgargs[2],

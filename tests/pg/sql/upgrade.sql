@@ -7,7 +7,8 @@
 -- update (stale and newer tokens on an old guard, old resources, the
 -- fence_resources_guard of 1.1 on an old resource row, 1.2's fence_raise
 -- on an old guard and old resources, 1.3's warning about an ambiguous lock
--- key template).  The \dx+ ... comparison guards less
+-- key template, 1.3's sequenced fences on an old resource row and an old
+-- guard's table turned sequenced in place).  The \dx+ ... comparison guards less
 -- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
 -- same 1.0--1.1, 1.1--1.2 and 1.2--1.3 scripts, so the two can differ only through
 -- data the scripts meet (tables, rows, triggers of a used 1.0 database);
@@ -86,6 +87,24 @@ SELECT fence_protect('amb', lock_key => '{a}{b}');
 \echo SQLSTATE :SQLSTATE
 SELECT fence_protect('amb', lock_key => '{a}:{b}');
 SELECT fence_lock_key('amb', amb) FROM amb;
+-- 1.3's sequenced fences on what 1.0 created: the old resource rows have
+-- no sequence (NULL, below every sequence of their token), and the old
+-- guard's table becomes sequenced in place
+SELECT resource, fence, seq FROM fence_resources ORDER BY resource;
+SELECT fence_require_proof('job', false);
+SELECT fence_admit('job', 50, 1);
+SELECT fence_admit('job', 50, 1);
+\echo SQLSTATE :SQLSTATE
+SELECT fence_advance('job', 50, proof => NULL);
+\echo SQLSTATE :SQLSTATE
+BEGIN;
+ALTER TABLE up ADD COLUMN fence_seq bigint NOT NULL DEFAULT 0;
+SELECT fence_protect('up', mode => 'sequenced');
+COMMIT;
+UPDATE up SET body = 'b2', fence = 51, fence_seq = 2 WHERE id = 2;
+UPDATE up SET body = 'b1 late', fence = 51, fence_seq = 1 WHERE id = 2;
+\echo SQLSTATE :SQLSTATE
+SELECT * FROM up ORDER BY id;
 
 -- the same objects, definitions, comments and privileges as a fresh 1.3
 \o :tmp/upgraded.txt
