@@ -42,7 +42,7 @@
 # SET line per UPDATE, which cancels).
 #
 # Goals (issue 17): fence_guard at most 1.05 x plain per UPDATE, and fewer
-# than plpgsql; (issue 40) fence_guard+seq at most 1.05 x fence_guard
+# than plpgsql; for mode sequenced, fence_guard+seq at most 1.05 x fence_guard
 # (plain+seq, the same UPDATE without a trigger, splits the difference into
 # the sequence column's own cost and the guard's).  The first is out of reach for a trigger: PostgreSQL's own
 # cost of a BEFORE ROW trigger (the row lock) is about 0.07 x plain, of an
@@ -308,7 +308,7 @@ after_breakdown >"$OUT/after.txt"
       printf "  %s fence_guard %.3f x plain (goal: at most 1.05)\n", (g <= 1.05 * plain ? "PASS" : "FAIL"), g / plain
       printf "  %s fence_guard %.3f x plpgsql (goal: below 1)\n", (g < l ? "PASS" : "FAIL"), g / l
       q = upd["fence_guard+seq"]; qp = upd["plain+seq"]
-      print "goal (issue 40), instructions per UPDATE:"
+      print "goal (mode sequenced), instructions per UPDATE:"
       printf "  %s fence_guard+seq %.3f x fence_guard, %.0f more (goal: at most 1.05)\n", (q <= 1.05 * g ? "PASS" : "FAIL"), q / g, q - g
       printf "  of which the wider row and SET list (plain+seq - plain): %.0f; the guard on it (fence_guard+seq - plain+seq): %.0f, against fence_guard - plain: %.0f\n", qp - plain, q - qp, g - plain
     }' after="$OUT/after.txt" "$results" "$OUT/triggers.txt"

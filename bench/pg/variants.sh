@@ -12,7 +12,7 @@
 #                        the fence)
 #   fenced_update+guard  the same on a protected table (both checks)
 #   fence_guard+seq      UPDATE t SET balance = BAL, fence = TOK, fence_seq = TOK
-#                        on a table protected in mode sequenced (issue 40):
+#                        on a table protected in mode sequenced:
 #                        every UPDATE writes a newer (token, seq) pair.  The
 #                        guard reads both columns of OLD and NEW whichever
 #                        half of the pair is newer, so a newer token costs

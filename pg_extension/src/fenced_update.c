@@ -484,6 +484,51 @@ ProofArg(FunctionCallInfo fcinfo, const FuArgPositions *pos)
 	return text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
 }
 
+/* The mode argument of rel's guard, or NULL when it has none */
+static const char *
+GuardModeOf(Relation rel)
+{
+	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+	{
+		const Trigger *t = &rel->trigdesc->triggers[i];
+
+		if (strcmp(t->tgname, FENCE_TRIGGER_NAME) == 0)
+			return t->tgnargs >= 2 ? t->tgargs[1] : "strict";
+	}
+	return NULL;
+}
+
+/*
+ * Raise 55000 when the form called does not match rel's guard: the form
+ * without seq on a sequenced table (its WHERE would judge by the token
+ * alone and report a holder's next write as stale), the form with seq on a
+ * table guarded in another mode (the guard would refuse what the WHERE
+ * admitted, raising instead of returning stale).
+ */
+static void
+CheckFormMatchesGuard(Relation rel, const FuArgPositions *pos)
+{
+	const char *mode = GuardModeOf(rel);
+	bool		sequenced = mode != NULL && strcmp(mode, "sequenced") == 0;
+
+	if (pos->seq < 0 && sequenced)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no fencing sequence number for fenced_update on sequenced table \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("The table orders writes by (token, sequence number); this form "
+						   "of fenced_update passes a token only."),
+				 errhint("Pass the sequence number: fenced_update(rel, key, changes, token, "
+						 "seq => <next number>).")));
+	if (pos->seq >= 0 && mode != NULL && !sequenced)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fenced_update with a sequence number on table \"%s\", which is "
+						"protected in mode %s", RelationGetRelationName(rel), mode),
+				 errhint("Call fenced_update without seq, or protect the table with "
+						 "mode => 'sequenced'.")));
+}
+
 /* Both SQL forms of fenced_update; pos says where their arguments are */
 static Datum
 FencedUpdate(FunctionCallInfo fcinfo, const FuArgPositions *pos)
@@ -497,6 +542,7 @@ FencedUpdate(FunctionCallInfo fcinfo, const FuArgPositions *pos)
 	const char *previous_proof = NULL;
 
 	ReadArguments(fcinfo, pos, call);
+	CheckFormMatchesGuard(call->rel, pos);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	plan = FuLookupPlan(call->rel, &call->key);

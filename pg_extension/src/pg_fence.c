@@ -328,7 +328,7 @@ FenceCheckSeq(int64 seq, const char *argname)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("fencing sequence number must not be negative"),
 				 errdetail("The %s is " INT64_FORMAT ".", argname, seq),
-				 errhint("Number the writes under one token 0, 1, 2, ...; "
+				 errhint("Number the writes under one token 1, 2, 3, ...; "
 						 "sequence numbers are 0 or greater.")));
 }
 

@@ -15,7 +15,7 @@ SELECT fence_protect('sq', mode => 'sequenced');
 -- seq_column defaults to fence_seq; the guard gets four arguments
 SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'sq'::regclass;
 
--- the seed of issue 40: (42, 1) delayed, (42, 2) committed first, then the
+-- the seed document's case: (42, 1) delayed, (42, 2) committed first, then the
 -- delayed (42, 1) arrives: refused, and the message names both pairs
 UPDATE sq SET body = 'second', fence = 42, fence_seq = 2 WHERE id = 1;
 UPDATE sq SET body = 'first', fence = 42, fence_seq = 1 WHERE id = 1;
@@ -140,11 +140,26 @@ SELECT fenced_update('sq', '{"id": 2}', '{"body": "x"}', 46, NULL);
 SELECT fenced_update('sq', '{"id": 2}', '{"body": "x"}', 46, -1);
 \echo SQLSTATE :SQLSTATE
 SELECT * FROM sq WHERE id = 2;
--- the strict form on a sequenced table: the guard needs a sequence
+-- the form without seq on a sequenced table is refused (55000), also with
+-- pg_fence.seq set: its WHERE would judge by the token alone and report the
+-- holder's second write under one token as stale
 SELECT fenced_update('sq', '{"id": 2}', '{"body": "strict"}', 47);
 \echo SQLSTATE :SQLSTATE
--- the old positional calls still reach the old form
+BEGIN;
+SET LOCAL pg_fence.seq = 1;
+SELECT fenced_update('sq', '{"id": 2}', '{"body": "strict"}', 47);
+\echo SQLSTATE :SQLSTATE
+ROLLBACK;
+-- the old positional call reaches the old form (refused here, as above)
 SELECT fenced_update('sq', '{"id": 2}', '{"body": "old form"}', 1, 'fence');
+-- the sequenced form on a table protected in another mode is refused (55000)
+CREATE TABLE strict_t (id int PRIMARY KEY, body text, fence bigint NOT NULL DEFAULT 0,
+                       fence_seq bigint NOT NULL DEFAULT 0);
+INSERT INTO strict_t VALUES (1, 'a', 0, 0);
+SELECT fence_protect('strict_t');
+SELECT fenced_update('strict_t', '{"id": 1}', '{"body": "b"}', 5, 1);
+\echo SQLSTATE :SQLSTATE
+DROP TABLE strict_t;
 -- the sequenced form on an unprotected table, with other column names
 CREATE TABLE plain (id int PRIMARY KEY, body text, f bigint NOT NULL DEFAULT 0,
                     s bigint NOT NULL DEFAULT 0);

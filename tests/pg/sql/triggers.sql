@@ -90,6 +90,11 @@ CREATE TRIGGER bad_args BEFORE UPDATE ON tr_bad FOR EACH ROW
 UPDATE tr_bad SET other = 1 WHERE id = 1;
 \echo SQLSTATE :SQLSTATE
 DROP TRIGGER bad_args ON tr_bad;
+CREATE TRIGGER bad_args BEFORE UPDATE ON tr_bad FOR EACH ROW
+  EXECUTE FUNCTION fence_guard('fence', 'sequenced', 'key', 'fence_seq', 'more');
+UPDATE tr_bad SET other = 1 WHERE id = 1;
+\echo SQLSTATE :SQLSTATE
+DROP TRIGGER bad_args ON tr_bad;
 CREATE TRIGGER bad_mode BEFORE UPDATE ON tr_bad FOR EACH ROW
   EXECUTE FUNCTION fence_guard('fence', 'sometimes');
 UPDATE tr_bad SET other = 1 WHERE id = 1;
