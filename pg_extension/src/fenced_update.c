@@ -488,14 +488,11 @@ ProofArg(FunctionCallInfo fcinfo, const FuArgPositions *pos)
 static const char *
 GuardModeOf(Relation rel)
 {
-	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
-	{
-		const Trigger *t = &rel->trigdesc->triggers[i];
+	const Trigger *guard = FenceFindGuard(rel);
 
-		if (strcmp(t->tgname, FENCE_TRIGGER_NAME) == 0)
-			return t->tgnargs >= 2 ? t->tgargs[1] : "strict";
-	}
-	return NULL;
+	if (guard == NULL)
+		return NULL;
+	return guard->tgnargs >= 2 ? guard->tgargs[1] : "strict";
 }
 
 /*

@@ -415,6 +415,16 @@ FencePairString(const FencePair *pair)
 	return psprintf("(" INT64_FORMAT ", " INT64_FORMAT ")", pair->token, pair->seq);
 }
 
+/* rel's trigger named FENCE_TRIGGER_NAME (its guard), or NULL */
+const Trigger *
+FenceFindGuard(Relation rel)
+{
+	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+		if (strcmp(rel->trigdesc->triggers[i].tgname, FENCE_TRIGGER_NAME) == 0)
+			return &rel->trigdesc->triggers[i];
+	return NULL;
+}
+
 /*
  * The lock key template argument of a guard trigger, or NULL: the third
  * argument, which a sequenced guard without a template leaves empty (its

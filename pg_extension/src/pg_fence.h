@@ -78,6 +78,7 @@ extern const char *FenceModeName(FenceMode mode);
 extern bool FenceAdmits(FenceMode mode, int64 fence, int64 token);
 extern bool FencePairAfter(const FencePair *incoming, const FencePair *stored);
 extern char *FencePairString(const FencePair *pair);
+extern const struct Trigger *FenceFindGuard(Relation rel);
 extern const char *FenceGuardTemplateArg(const struct Trigger *guard);
 extern const char *FencePathName(FencePath path);
 extern char *FenceQualifiedRelName(Relation rel);

@@ -191,7 +191,7 @@ FenceCheckRowSecurity(Oid relid)
 
 /* Is trigger's function pg_fence's fence_guard (in the schema nspid)? */
 static bool
-RunsFenceGuard(Trigger *trigger, Oid nspid)
+RunsFenceGuard(const Trigger *trigger, Oid nspid)
 {
 	char	   *name = get_func_name(trigger->tgfoid);
 
@@ -203,36 +203,29 @@ RunsFenceGuard(Trigger *trigger, Oid nspid)
  * rel's guard trigger; 55000 if it has none, or if its trigger of that name
  * runs another function than pg_fence's fence_guard (in the schema nspid)
  */
-static Trigger *
+static const Trigger *
 GuardTrigger(Relation rel, Oid nspid)
 {
-	TriggerDesc *trigdesc = rel->trigdesc;
+	const Trigger *trigger = FenceFindGuard(rel);
 
-	for (int i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
-	{
-		Trigger    *trigger = &trigdesc->triggers[i];
-
-		if (strcmp(trigger->tgname, FENCE_TRIGGER_NAME) != 0)
-			continue;
-		if (!RunsFenceGuard(trigger, nspid))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("table \"%s\" is not protected by pg_fence",
-							RelationGetRelationName(rel)),
-					 errdetail("Its trigger \"%s\" runs %s, not pg_fence's %s().",
-							   FENCE_TRIGGER_NAME, format_procedure(trigger->tgfoid),
-							   FENCE_GUARD_FUNCTION),
-					 errhint("Drop that trigger and protect the table with "
-							 "fence_protect().")));
-		return trigger;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("table \"%s\" is not protected by pg_fence",
-					RelationGetRelationName(rel)),
-			 errdetail("It has no trigger \"%s\".", FENCE_TRIGGER_NAME),
-			 errhint("Protect it with fence_protect() first.")));
-	pg_unreachable();
+	if (trigger == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is not protected by pg_fence",
+						RelationGetRelationName(rel)),
+				 errdetail("It has no trigger \"%s\".", FENCE_TRIGGER_NAME),
+				 errhint("Protect it with fence_protect() first.")));
+	if (!RunsFenceGuard(trigger, nspid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is not protected by pg_fence",
+						RelationGetRelationName(rel)),
+				 errdetail("Its trigger \"%s\" runs %s, not pg_fence's %s().",
+						   FENCE_TRIGGER_NAME, format_procedure(trigger->tgfoid),
+						   FENCE_GUARD_FUNCTION),
+				 errhint("Drop that trigger and protect the table with "
+						 "fence_protect().")));
+	return trigger;
 }
 
 /* Does the partition key of the partitioned table rel use column attnum? */
@@ -332,7 +325,7 @@ fence_raise(PG_FUNCTION_ARGS)
 	Oid			relid;
 	int64		token;
 	Relation	rel;
-	Trigger    *guard;
+	const Trigger *guard;
 	char	   *column;
 	char	   *sql;
 

@@ -313,20 +313,14 @@ FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template, HeapTuple tupl
 static FenceKeyTemplate *
 GuardTemplate(Relation rel, const char **template)
 {
-	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
-	{
-		Trigger    *guard = &rel->trigdesc->triggers[i];
+	const Trigger *guard = FenceFindGuard(rel);
 
-		if (strcmp(guard->tgname, FENCE_TRIGGER_NAME) == 0 &&
-			FenceGuardTemplateArg(guard) != NULL)
-		{
-			*template = guard->tgargs[2];
-			return FenceParseKeyTemplate(rel, guard->tgargs[2],
-										 attnameAttNum(rel, guard->tgargs[0], false),
-										 CurrentMemoryContext);
-		}
-	}
-	return NULL;
+	if (guard == NULL || FenceGuardTemplateArg(guard) == NULL)
+		return NULL;
+	*template = guard->tgargs[2];
+	return FenceParseKeyTemplate(rel, guard->tgargs[2],
+								 attnameAttNum(rel, guard->tgargs[0], false),
+								 CurrentMemoryContext);
 }
 
 /*
