@@ -25,11 +25,12 @@ struct CommandSpec {
 // member: positional counts are checked per subcommand (validate_member).
 constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 
-constexpr std::array<CommandSpec, 9> kCommands{{
+constexpr std::array<CommandSpec, 10> kCommands{{
     {"acquire", 1, "KEY", true, false, true, false},
     {"release", 2, "KEY TOKEN", false, false, false, false},
     {"keepalive", 2, "KEY TOKEN", false, false, true, false},
     {"run", 1, "KEY", true, true, false, true},
+    {"seq", 0, "", false, false, false, false},
     {"get", 1, "KEY", false, false, true, false},
     {"list", 0, "", false, false, true, false},
     {"status", 0, "", false, false, true, false},

@@ -14,6 +14,8 @@ commands:
   keepalive KEY TOKEN      reset the lease of a held lock; prints the remaining ttl
   run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
                            hold the lock while CMD runs (see fencectl run --help)
+  seq                      inside run's CMD: the next write number of its lease, for
+                           pg_fence's sequenced mode (see fencectl seq --help)
   get KEY [-o json]        show one lock
   list [--prefix P] [-o json]  show all locks (or those whose key starts with P)
   status [-o json]         show every member: id, role (learners too), term, leader, commit, applied
@@ -97,9 +99,10 @@ exit: 0 kept, 4 lease lost (not held with that token any more), 5 cluster unavai
 
 constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
 
-Acquires KEY, then runs CMD with FENCE_KEY and FENCE_TOKEN in its environment
-(and FENCE_PROOF, the grant's proof, when the cluster signs grants), in its own
-process group. While CMD runs, the lease is kept alive every third
+Acquires KEY, then runs CMD with FENCE_KEY, FENCE_TOKEN and FENCE_SEQ_FILE in
+its environment (and FENCE_PROOF, the grant's proof, when the cluster signs
+grants), in its own process group. FENCE_SEQ_FILE is what `fencectl seq` counts
+in: CMD calls it for the sequence number of each write to a sequenced table. While CMD runs, the lease is kept alive every third
 of the lease. The local deadline is the send time of the last successful
 acquire or keepalive + lease x (1 - rho) (rho: --max-clock-drift-ppm, default
 5%); CMD never runs past it. If a keepalive is refused, or none succeeded by
@@ -115,6 +118,28 @@ CMD exits, the lock is released.
 exit: CMD's exit status (128+N if CMD died of signal N); 4 if the lease was
 lost (CMD was terminated); 3 held, 5 unavailable (CMD never started);
 127 CMD not found, 126 CMD not executable
+)";
+
+constexpr const char* kSeq = R"(usage: fencectl seq
+
+Inside the CMD of `fencectl run`: prints the next write number of its lease,
+1, 2, 3, ..., for pg_fence's sequenced mode, where a write is accepted only
+when (token, sequence) is newer than the pair the row stores, so a delayed or
+retried write of the same holder cannot overwrite a later one:
+
+  fencectl run report:7 -- sh -c '
+    psql -c "BEGIN; SET LOCAL pg_fence.token = $FENCE_TOKEN;
+             SET LOCAL pg_fence.seq = $(fencectl seq); UPDATE ...; COMMIT;"'
+
+The counter lives in the file FENCE_SEQ_FILE (made by run, removed when it
+ends), taken under a lock: every process CMD starts (subshells, pipelines,
+xargs -P) gets a number no other one got, each larger than every number handed
+out before it was asked. Draw the number right before the write it numbers.
+Contacts no member.
+
+exit: 0 printed; 4 the lease is lost (run is stopping CMD: start no new write);
+2 FENCE_SEQ_FILE is not set, or belongs to another FENCE_TOKEN; 1 the file
+cannot be read or written, or the sequence is exhausted
 )";
 
 constexpr const char* kGet = R"(usage: fencectl get KEY [-o json]
@@ -203,6 +228,7 @@ std::string help_text(const std::string& command) {
     if (command == "release") return kRelease;
     if (command == "keepalive") return kKeepalive;
     if (command == "run") return kRun;
+    if (command == "seq") return kSeq;
     if (command == "get") return kGet;
     if (command == "list") return kList;
     if (command == "status") return kStatus;

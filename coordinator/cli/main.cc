@@ -8,6 +8,7 @@
 #include "cli/exit_codes.h"
 #include "cli/help.h"
 #include "cli/run_command.h"
+#include "cli/seq_file.h"
 #include "pgfence_version.h"
 
 int main(int argc, char** argv) {
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
         std::cout << help_text(args.command);
         return kExitOk;
     }
+    if (args.command == "seq") return seq_command(std::cout, std::cerr);  // no cluster involved
     pgfence::client::Options options;
     std::string error;
     if (!client_options(args, options, error)) {

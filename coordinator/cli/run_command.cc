@@ -5,6 +5,7 @@
 #include "cli/child_process.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/seq_file.h"
 
 namespace pgfence::cli {
 namespace {
@@ -110,6 +111,41 @@ void stop_child(ChildProcess& child, const LeaseClock& lc) {
     child.terminate(std::min(lc.grace, left));
 }
 
+// Starts CMD with the lease's environment and keeps the lease while it runs;
+// releases at the end. Returns run's exit code.
+int hold_while_child_runs(const Args& args, client::Client& c, const client::Lease& acquired, LeaseClock& lc,
+                          const SeqFile& seq, std::ostream& err) {
+    const std::string& key = args.positional[0];
+    const std::uint64_t token = acquired.token;
+    std::string error;
+    std::vector<std::string> env{"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token),
+                                 std::string(kSeqFileEnv) + "=" + seq.path};
+    if (!acquired.proof.empty()) env.push_back("FENCE_PROOF=" + acquired.proof);
+    auto child = ChildProcess::spawn(args.child, env, error);
+    if (!child) {
+        err << "fencectl run: cannot start '" << args.child[0] << "': " << error << '\n';
+        release_quietly(c, args, token, err);
+        return kExitOther;
+    }
+    const std::string lost = hold(c, args, token, lc, *child, err);
+    if (lost.empty()) {
+        release_quietly(c, args, token, err);
+        return child->exit_code();
+    }
+    err << "fencectl run: lease of " << key << " token " << token << " lost (" << lost
+        << "); terminating pid " << child->pid() << '\n';
+    if (std::string why = mark_seq_file_lost(seq.path); !why.empty()) {
+        err << "fencectl run: warning: cannot mark the sequence file lost: " << why << '\n';
+    }
+    stop_child(*child, lc);
+    client::Options quick = c.options();
+    quick.timeout = std::min(quick.timeout, kReleaseOnLoss);
+    quick.attempt_timeout = std::min(quick.attempt_timeout, kReleaseOnLoss);
+    client::Client releaser(quick);
+    release_quietly(releaser, args, token, err);
+    return kExitLostLease;
+}
+
 }  // namespace
 
 int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
@@ -129,29 +165,17 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
         release_quietly(c, args, token, err);
         return code;
     }
-    std::string error;
-    std::vector<std::string> env{"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token)};
-    if (!acquired.value().proof.empty()) env.push_back("FENCE_PROOF=" + acquired.value().proof);
-    auto child = ChildProcess::spawn(args.child, env, error);
-    if (!child) {
-        err << "fencectl run: cannot start '" << args.child[0] << "': " << error << '\n';
+    SeqFile seq;
+    if (std::string why = create_seq_file(token, seq); !why.empty()) {
+        err << "fencectl run: cannot make the sequence file for fencectl seq: " << why
+            << " (set TMPDIR to a writable directory)\n";
+        remove_seq_file(seq);
         release_quietly(c, args, token, err);
         return kExitOther;
     }
-    const std::string lost = hold(c, args, token, lc, *child, err);
-    if (lost.empty()) {
-        release_quietly(c, args, token, err);
-        return child->exit_code();
-    }
-    err << "fencectl run: lease of " << key << " token " << token << " lost (" << lost
-        << "); terminating pid " << child->pid() << '\n';
-    stop_child(*child, lc);
-    client::Options quick = c.options();
-    quick.timeout = std::min(quick.timeout, kReleaseOnLoss);
-    quick.attempt_timeout = std::min(quick.attempt_timeout, kReleaseOnLoss);
-    client::Client releaser(quick);
-    release_quietly(releaser, args, token, err);
-    return kExitLostLease;
+    const int code_after = hold_while_child_runs(args, c, acquired.value(), lc, seq, err);
+    remove_seq_file(seq);
+    return code_after;
 }
 
 }  // namespace pgfence::cli

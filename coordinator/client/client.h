@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "client/endpoints.h"
+#include "client/sequence.h"
 #include "member/lease.h"
 
 namespace pgfence::client {
@@ -153,6 +154,11 @@ struct Lease {
     std::uint64_t max_clock_drift_ppm = kDefaultMaxClockDriftPpm;  // the client's rho
     // Stop using the lease by then: sent_at + lease * (1 - rho).
     Clock::time_point deadline() const { return sent_at + usable_lease(lease, max_clock_drift_ppm); }
+    // The grant's write numbers for pg_fence's sequenced mode (client/sequence.h):
+    // 1, 2, 3, ... from any thread; copies of a Lease share one sequence.
+    // nullopt once the last bigint was handed out.
+    std::shared_ptr<WriteSequence> sequence = std::make_shared<WriteSequence>();
+    std::optional<std::int64_t> next_seq() const { return sequence->next(); }
 };
 
 struct KeepaliveResult {

@@ -3,8 +3,9 @@
 //
 //   worker,event,key,token,send_ns,ack_ns,path,outcome,value
 //
-// event:   acquire | write | release | keepalive (one line per KeepAlive
-//          request the keepalive thread makes)
+// event:   acquire | write | replay | release | keepalive (one line per
+//          KeepAlive request the keepalive thread makes). A replay is the
+//          sequenced path's first write sent again after the later ones.
 // send_ns: CLOCK_MONOTONIC (steady_clock) nanoseconds when the request was
 //          sent: an acquire's first request (for one that failed: when the
 //          call began, and ack_ns when it gave up); a keepalive's request (taken
@@ -15,10 +16,11 @@
 //          Every process on one machine reads the same clock, so the end-to-end
 //          checker can order acquires across workers.
 // path:    the write path for acquire and write; empty for release and keepalive.
-// outcome: acquire ok|held|unavailable|error; write accepted|stale|not_found|
-//          error|lease_lost; release ok|not_held|error; keepalive ok|not_held|error.
-// value:   the counter after an accepted write; a keepalive's ttl in ms when
-//          ok; else 0.
+// outcome: acquire ok|held|unavailable|error; write and replay accepted|stale|
+//          not_found|error (write also lease_lost); release ok|not_held|error;
+//          keepalive ok|not_held|error.
+// value:   the counter after an accepted write; a replay's sequence number;
+//          a keepalive's ttl in ms when ok; else 0.
 //
 // Threading: open() before any other thread uses the log; write() may be
 // called from any thread (the worker's main thread and its keepalive

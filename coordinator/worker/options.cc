@@ -25,10 +25,12 @@ std::string parse_mode(std::string_view text, Mode& out) {
         out = Mode::kFencedUpdate;
     } else if (text == "admit") {
         out = Mode::kAdmit;
+    } else if (text == "sequenced") {
+        out = Mode::kSequenced;
     } else if (text == "mixed") {
         out = Mode::kMixed;
     } else {
-        return bad("--mode", text, "expected guard, fenced_update, admit or mixed");
+        return bad("--mode", text, "expected guard, fenced_update, admit, sequenced or mixed");
     }
     return {};
 }
@@ -150,6 +152,8 @@ const char* to_string(Mode mode) {
             return "fenced_update";
         case Mode::kAdmit:
             return "admit";
+        case Mode::kSequenced:
+            return "sequenced";
         case Mode::kMixed:
             return "mixed";
     }

@@ -21,7 +21,8 @@ enum class Mode : std::uint8_t {
     kGuard,         // UPDATE ... SET n = n + 1, fence = $token  (the fence_guard trigger)
     kFencedUpdate,  // SELECT ... FOR UPDATE, then fenced_update(..., $token)
     kAdmit,         // fence_admit('ledger:K', $token), then two plain tables
-    kMixed,         // one of the three above, chosen at random per iteration
+    kSequenced,     // kSequencedWrites numbered writes to worker_sequenced, then a replay of the first
+    kMixed,         // one of the four above, chosen at random per iteration
 };
 
 const char* to_string(Mode mode);
@@ -38,6 +39,10 @@ enum ExitCode : int {
     kExitLeaseLost = 7,    // the keepalive found the lease gone before the write; nothing written
     kExitNotAuthorized = 8,  // the coordinator refused the credentials (401) or the key (403)
 };
+
+// Writes per lease on the sequenced path: (token, 1), (token, 2), ... then
+// (token, 1) once more, the delayed duplicate the fence must refuse.
+constexpr int kSequencedWrites = 2;
 
 // Bounds on what the command line may ask for.
 constexpr std::size_t kMaxKeys = 64;

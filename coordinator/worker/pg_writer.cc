@@ -106,6 +106,14 @@ WriteResult fenced_update_step(PGconn* conn, const std::string& key, const std::
     return accepted(next);
 }
 
+// sequenced: the trigger compares (token, seq) in the SET list with the row's pair.
+WriteResult sequenced_step(PGconn* conn, const std::string& key, const std::string& tok, std::int64_t seq) {
+    Res r = run<3>(conn, kSequencedSql, {key, tok, std::to_string(seq)});
+    if (!ok(r)) return failure(conn, r);
+    if (PQntuples(r.get()) != 1) return no_row("no row for key '" + key + "'");
+    return accepted(first_int(r));
+}
+
 // admit: the resource fence admits the transaction, then two plain tables.
 WriteResult admit_step(PGconn* conn, const std::string& key, const std::string& tok) {
     Res r = run<2>(conn, kAdmitSql, {key, tok});
@@ -116,7 +124,8 @@ WriteResult admit_step(PGconn* conn, const std::string& key, const std::string& 
 }
 
 // The fenced statement(s) of one path; on success `value` is the new counter.
-WriteResult fenced_step(PGconn* conn, Mode path, const std::string& key, const std::string& tok) {
+WriteResult fenced_step(PGconn* conn, Mode path, const std::string& key, const std::string& tok,
+                        std::int64_t seq) {
     switch (path) {
         case Mode::kGuard:
             return guard_step(conn, key, tok);
@@ -124,6 +133,8 @@ WriteResult fenced_step(PGconn* conn, Mode path, const std::string& key, const s
             return fenced_update_step(conn, key, tok);
         case Mode::kAdmit:
             return admit_step(conn, key, tok);
+        case Mode::kSequenced:
+            return sequenced_step(conn, key, tok, seq);
         case Mode::kMixed:
             break;
     }
@@ -190,7 +201,7 @@ std::string PgWriter::setup() {
 }
 
 std::string PgWriter::ensure_key(const std::string& key) {
-    for (const char* sql : {kEnsureKeySql, kEnsureLedgerASql, kEnsureLedgerBSql}) {
+    for (const char* sql : {kEnsureKeySql, kEnsureSequencedSql, kEnsureLedgerASql, kEnsureLedgerBSql}) {
         Res r = run<1>(conn_.get(), sql, {key});
         if (!ok(r)) {
             return "cannot create the rows of key '" + key +
@@ -200,16 +211,17 @@ std::string PgWriter::ensure_key(const std::string& key) {
     return {};
 }
 
-WriteResult PgWriter::write(Mode path, const std::string& key, std::uint64_t token,
+WriteResult PgWriter::write(Mode path, const std::string& key, std::uint64_t token, std::int64_t seq,
                             const std::string& worker) {
     PGconn* conn = conn_.get();
     const std::string tok = std::to_string(token);
     if (Res b(PQexec(conn, "BEGIN")); !ok(b)) return failure(conn, b);
-    WriteResult w = fenced_step(conn, path, key, tok);
+    if (path != Mode::kSequenced) seq = 0;
+    WriteResult w = fenced_step(conn, path, key, tok, seq);
     if (w.outcome != WriteOutcome::kAccepted) return abort_with(conn, w);
-    const std::string fence = path == Mode::kAdmit ? "resource" : "row";
-    Res a = run<6>(conn, kAuditSql,
-                   {key, fence, tok, worker, std::to_string(w.value), to_string(path)});
+    const char* fence = path == Mode::kAdmit ? "resource" : path == Mode::kSequenced ? "sequenced" : "row";
+    Res a = run<7>(conn, kAuditSql,
+                   {key, fence, tok, std::to_string(seq), worker, std::to_string(w.value), to_string(path)});
     if (!ok(a)) return abort_with(conn, failure(conn, a));
     Res c(PQexec(conn, "COMMIT"));
     if (!ok(c)) return failure(conn, c);

@@ -1,7 +1,7 @@
-// fence-worker's PostgreSQL side: the schema and the three ways a fencing
+// fence-worker's PostgreSQL side: the schema and the four ways a fencing
 // token reaches a row. Every write is one transaction that (1) does the
 // fenced write, (2) takes an audit id from a sequence and (3) appends
-// (key, fence, token, worker, value, path) to worker_audit. Because the fence
+// (key, fence, token, seq, worker, value, path) to worker_audit. Because the fence
 // row (or resource row) stays locked until commit, writers of one key are
 // serialized there, and the audit ids of one key follow commit order.
 //
@@ -19,7 +19,7 @@ struct pg_conn;
 namespace pgfence::worker {
 
 enum class WriteOutcome : std::uint8_t {
-    kAccepted,  // committed: the token was newer than the fence
+    kAccepted,  // committed: the token (with seq: the pair) was newer than the fence
     kStale,     // refused: 55F01 or fenced_update() returned 'stale'
     kNotFound,  // the key's row is missing (run --setup / ensure_key)
     kError,     // anything else; message says what
@@ -50,8 +50,9 @@ class PgWriter {
     // Inserts the key's rows (n = 0, fence = 0) if they are missing.
     std::string ensure_key(const std::string& key);
 
-    // One fenced read-modify-write through `path` (not kMixed).
-    WriteResult write(Mode path, const std::string& key, std::uint64_t token,
+    // One fenced read-modify-write through `path` (not kMixed); `seq` is the
+    // write's sequence number on kSequenced (1..), ignored on the others.
+    WriteResult write(Mode path, const std::string& key, std::uint64_t token, std::int64_t seq,
                       const std::string& worker);
 
   private:

@@ -10,14 +10,21 @@ CREATE TABLE IF NOT EXISTS worker_counters (
     n     bigint NOT NULL DEFAULT 0,
     fence bigint NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS worker_sequenced (
+    key       text PRIMARY KEY,
+    n         bigint NOT NULL DEFAULT 0,
+    fence     bigint NOT NULL DEFAULT 0,
+    fence_seq bigint NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS worker_ledger_a (key text PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS worker_ledger_b (key text PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
 CREATE SEQUENCE IF NOT EXISTS worker_audit_id;
 CREATE TABLE IF NOT EXISTS worker_audit (
     id           bigint PRIMARY KEY,  -- nextval taken after the fenced write: commit order per key
     key          text   NOT NULL,
-    fence        text   NOT NULL CHECK (fence IN ('row', 'resource')),
+    fence        text   NOT NULL CHECK (fence IN ('row', 'resource', 'sequenced')),
     token        bigint NOT NULL,
+    seq          bigint,              -- the write's sequence number (sequenced path only)
     worker       text   NOT NULL,
     value        bigint NOT NULL,     -- the counter after this increment
     path         text   NOT NULL,
@@ -30,12 +37,20 @@ BEGIN
                      AND p.proname = 'fence_guard') THEN
         PERFORM fence_protect('worker_counters');
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+                   WHERE t.tgrelid = 'worker_sequenced'::regclass
+                     AND p.proname = 'fence_guard') THEN
+        PERFORM fence_protect('worker_sequenced', mode => 'sequenced');
+    END IF;
 END
 $do$;
 )sql";
 
 const char* const kEnsureKeySql =
     "INSERT INTO worker_counters (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
+
+const char* const kEnsureSequencedSql =
+    "INSERT INTO worker_sequenced (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
 
 const char* const kEnsureLedgerASql =
     "INSERT INTO worker_ledger_a (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
@@ -44,6 +59,10 @@ const char* const kEnsureLedgerBSql =
 
 const char* const kGuardSql =
     "UPDATE worker_counters SET n = n + 1, fence = $2::bigint WHERE key = $1 RETURNING n";
+
+const char* const kSequencedSql =
+    "UPDATE worker_sequenced SET n = n + 1, fence = $2::bigint, fence_seq = $3::bigint WHERE key = $1 "
+    "RETURNING n";
 
 const char* const kReadForUpdateSql = "SELECT n FROM worker_counters WHERE key = $1 FOR UPDATE";
 const char* const kFencedUpdateSql =
@@ -55,7 +74,7 @@ const char* const kLedgerASql = "UPDATE worker_ledger_a SET n = n + 1 WHERE key 
 const char* const kLedgerBSql = "UPDATE worker_ledger_b SET n = n + 1 WHERE key = $1 RETURNING n";
 
 const char* const kAuditSql =
-    "INSERT INTO worker_audit (id, key, fence, token, worker, value, path) "
-    "VALUES (nextval('worker_audit_id'), $1, $2, $3::bigint, $4, $5::bigint, $6)";
+    "INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path) "
+    "VALUES (nextval('worker_audit_id'), $1, $2, $3::bigint, NULLIF($4::bigint, 0), $5, $6::bigint, $7)";
 
 }  // namespace pgfence::worker

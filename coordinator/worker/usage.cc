@@ -27,7 +27,11 @@ Options:
                                         fenced_update('worker_counters', key, {n: n+1}, $token)
                          admit          fence_admit('ledger:K', $token), then +1 on both
                                         worker_ledger_a and worker_ledger_b (two plain tables)
-                         mixed          one of the three, at random per iteration
+                         sequenced      UPDATE worker_sequenced SET n = n + 1, fence = $token,
+                                        fence_seq = $seq, for seq 1 and 2 of the lease (a
+                                        table in pg_fence's mode 'sequenced'); then seq 1
+                                        again, as a delayed duplicate: it must be refused
+                         mixed          one of the four, at random per iteration
   --lease D            lease length (default 2s; 100ms..1h); D is like 500ms, 2s, 1m
   --wait D             queue behind the current holder up to D (default 0: fail if held)
   --work D             pretend to work for D between acquire and write (default 0)
@@ -46,7 +50,7 @@ Options:
   --worker-id W        name written to the audit table and the log (default fence-worker-PID)
   --log FILE           append one CSV line per event:
                          worker,event,key,token,send_ns,ack_ns,path,outcome,value
-                       event is acquire|write|release|keepalive; send_ns/ack_ns are
+                       event is acquire|write|replay|release|keepalive; send_ns/ack_ns are
                        CLOCK_MONOTONIC nanoseconds of the request's send and of its
                        answer (acquire: its first send; keepalive: one line per
                        request, ack_ns 0 when nothing answered, value = ttl ms)
@@ -65,13 +69,15 @@ Options:
   --version            the release version
 
 Schema (created by --setup): worker_counters(key, n, fence) protected by
-fence_protect; worker_ledger_a/b(key, n); worker_audit(id, key, fence, token,
+fence_protect; worker_sequenced(key, n, fence, fence_seq) protected in mode
+sequenced; worker_ledger_a/b(key, n); worker_audit(id, key, fence, token, seq,
 worker, value, path, committed_at) where id is taken from a sequence inside the
-transaction after the fenced write, so per key and fence it follows commit order.
+transaction after the fenced write, so per key and fence it follows commit order
+(fence is row, resource or sequenced; seq is set on the sequenced path only).
 
 Exit codes:
   0  all iterations done (with --keep-going: the loop ran to its end)
-  1  internal error
+  1  internal error, or a delayed duplicate of our own sequenced write was accepted
   2  usage error
   3  stale token refused by PostgreSQL (55F01): a newer holder wrote
   4  the key is held by someone else, or --wait ran out

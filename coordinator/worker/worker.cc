@@ -68,8 +68,8 @@ int Worker::failed(int code) {
 
 Mode Worker::pick_path() {
     if (o_.mode != Mode::kMixed) return o_.mode;
-    static constexpr Mode kPaths[] = {Mode::kGuard, Mode::kFencedUpdate, Mode::kAdmit};
-    return kPaths[rng_() % 3];
+    static constexpr Mode kPaths[] = {Mode::kGuard, Mode::kFencedUpdate, Mode::kAdmit, Mode::kSequenced};
+    return kPaths[rng_() % std::size(kPaths)];
 }
 
 const std::string& Worker::pick_key() {
@@ -92,9 +92,10 @@ int Worker::prepare() {
     return kExitOk;
 }
 
-int Worker::write_with(const client::Lease& lease, Mode path, bool lease_lost) {
+int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, bool lease_lost, bool& accepted) {
     Event e{"write", lease.key, lease.token, {}, {}, to_string(path), "", 0};
-    const std::string tok = std::to_string(lease.token);
+    const std::string tok = std::to_string(lease.token) + (seq > 0 ? " seq " + std::to_string(seq) : "");
+    accepted = false;
     if (lease_lost) {
         e.outcome = "lease_lost";
         log_.write(e);
@@ -112,13 +113,14 @@ int Worker::write_with(const client::Lease& lease, Mode path, bool lease_lost) {
         }
     }
     e.sent_at = std::chrono::steady_clock::now();
-    const WriteResult w = db_.write(path, lease.key, lease.token, o_.worker_id);
+    const WriteResult w = db_.write(path, lease.key, lease.token, seq, o_.worker_id);
     e.acked_at = std::chrono::steady_clock::now();
     e.outcome = to_string(w.outcome);
     e.value = w.value;
     log_.write(e);
     if (w.outcome == WriteOutcome::kAccepted) {
         ++stats_.accepted;
+        accepted = true;
         say("token " + tok + " accepted by PostgreSQL (" + to_string(path) + "): " + lease.key +
             " counter is now " + std::to_string(w.value));
         return kExitOk;
@@ -132,6 +134,50 @@ int Worker::write_with(const client::Lease& lease, Mode path, bool lease_lost) {
     ++stats_.db_errors;
     say(std::string("database ") + to_string(w.outcome) + " on " + lease.key + ": " + w.message);
     return failed(kExitDatabase);
+}
+
+int Worker::write_sequenced(const client::Lease& lease, const std::function<bool()>& lease_lost) {
+    std::int64_t first = 0;
+    for (int n = 0; n < kSequencedWrites; ++n) {
+        const std::optional<std::int64_t> seq = lease.next_seq();
+        if (!seq) {  // a fresh lease's sequence is far from the bigint limit
+            say("internal: the sequence of token " + std::to_string(lease.token) + " is exhausted");
+            return kExitInternal;
+        }
+        if (first == 0) first = *seq;
+        bool accepted = false;
+        const int code = write_with(lease, Mode::kSequenced, *seq, lease_lost(), accepted);
+        if (!accepted) return code;
+    }
+    return lease_lost() ? static_cast<int>(kExitOk) : replay(lease, first);
+}
+
+// The first write again, after the later ones committed, as a network that
+// delayed it (or a driver that retried it) would send it: the sequenced fence
+// must refuse it with 55F01. Logged as a "replay" event whose value is its seq.
+int Worker::replay(const client::Lease& lease, std::int64_t seq) {
+    Event e{"replay", lease.key, lease.token, {}, {}, to_string(Mode::kSequenced), "", seq};
+    const std::string pair = "(token " + std::to_string(lease.token) + ", seq " + std::to_string(seq) + ")";
+    e.sent_at = std::chrono::steady_clock::now();
+    const WriteResult w = db_.write(Mode::kSequenced, lease.key, lease.token, seq, o_.worker_id);
+    e.acked_at = std::chrono::steady_clock::now();
+    e.outcome = to_string(w.outcome);
+    log_.write(e);
+    switch (w.outcome) {
+        case WriteOutcome::kStale:
+            ++stats_.replays_refused;
+            say("delayed duplicate " + pair + " on " + lease.key + " refused, as it must be");
+            return kExitOk;
+        case WriteOutcome::kAccepted:
+            ++stats_.replays_accepted;
+            say("BUG: delayed duplicate " + pair + " on " + lease.key +
+                " was accepted after a later write of the same holder");
+            return failed(kExitInternal);
+        default:
+            ++stats_.db_errors;
+            say(std::string("database ") + to_string(w.outcome) + " on the replay " + pair + ": " + w.message);
+            return failed(kExitDatabase);
+    }
 }
 
 void Worker::release(const client::Lease& lease) {
@@ -176,7 +222,9 @@ int Worker::iteration(long i) {
     {
         Keepalive keepalive(client_options_, lease, &log_);
         if (o_.work.count() > 0) std::this_thread::sleep_for(o_.work);
-        code = write_with(lease, path, o_.lease_check && keepalive.lost());
+        const auto lost = [&] { return o_.lease_check && keepalive.lost(); };
+        bool accepted = false;
+        code = path == Mode::kSequenced ? write_sequenced(lease, lost) : write_with(lease, path, 0, lost(), accepted);
         stats_.renewals += keepalive.renewals();
     }
     release(lease);
@@ -202,9 +250,11 @@ int Worker::run() {
     }
     std::printf(
         "fence-worker %s: %ld iterations, %ld acquired, %ld accepted, %ld stale, %ld held, "
-        "%ld unavailable, %ld lease_lost, %ld db_errors, %ld keepalives\n",
+        "%ld unavailable, %ld lease_lost, %ld db_errors, %ld keepalives, %ld replays refused, "
+        "%ld replays accepted\n",
         o_.worker_id.c_str(), stats_.iterations, stats_.acquired, stats_.accepted, stats_.stale,
-        stats_.held, stats_.unavailable, stats_.lease_lost, stats_.db_errors, stats_.renewals);
+        stats_.held, stats_.unavailable, stats_.lease_lost, stats_.db_errors, stats_.renewals,
+        stats_.replays_refused, stats_.replays_accepted);
     std::fflush(stdout);
     return code;
 }

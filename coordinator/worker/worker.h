@@ -1,6 +1,8 @@
 // The fence-worker loop: for each iteration
 //   acquire (a lease and a token) -> start the keepalive thread -> work ->
 //   fenced write in PostgreSQL -> stop the keepalive -> release.
+// On the sequenced path the fenced write is kSequencedWrites numbered writes,
+// then the first of them sent again (a "replay"), which must be refused.
 // Every step is narrated on stdout (unless --quiet) and logged to --log.
 //
 // Threading: run() on the main thread; a Keepalive thread per held lease.
@@ -8,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -21,6 +24,7 @@ namespace pgfence::worker {
 struct Stats {
     long iterations = 0, acquired = 0, accepted = 0, stale = 0;
     long held = 0, unavailable = 0, lease_lost = 0, db_errors = 0, renewals = 0;
+    long replays_refused = 0, replays_accepted = 0;
 };
 
 class Worker {
@@ -33,9 +37,13 @@ class Worker {
   private:
     int prepare();
     int iteration(long i);
-    // Outcome of one fenced write with the lease held; returns an exit code
-    // (kExitOk when the loop may go on).
-    int write_with(const client::Lease& lease, Mode path, bool lease_lost);
+    // Outcome of one fenced write with the lease held (`seq`: its sequence
+    // number on the sequenced path, else 0); returns an exit code (kExitOk
+    // when the loop may go on) and sets `accepted` when PostgreSQL took it.
+    int write_with(const client::Lease& lease, Mode path, std::int64_t seq, bool lease_lost, bool& accepted);
+    // The sequenced path: numbered writes, then the replay of the first.
+    int write_sequenced(const client::Lease& lease, const std::function<bool()>& lease_lost);
+    int replay(const client::Lease& lease, std::int64_t seq);
     void release(const client::Lease& lease);
     int failed(int code);
     Mode pick_path();

@@ -6,7 +6,7 @@
 -- lease) and rho_ppm (the clock-rate bound rho, docs/guarantees.md).
 -- Output: one line per check, "check|<name>|<violations>|<first example>".
 -- A check passes when its violation count is 0. run.sh counts the check lines
--- (8): adding or removing a check here means changing that number there.
+-- (9): adding or removing a check here means changing that number there.
 \set ON_ERROR_STOP 1
 \pset format unaligned
 \pset tuples_only on
@@ -14,15 +14,26 @@
 
 -- 1. Per key and fence, accepted tokens strictly increase in commit order
 --    (audit ids are taken inside the fenced transaction, after the fence
---    row/resource lock: per key they follow commit order).
+--    row/resource lock: per key they follow commit order); on the sequenced
+--    fence, accepted (token, seq) pairs do, in lexicographic order (seq is
+--    NULL elsewhere, and compares as 0: there it is the token alone).
 WITH s AS (
-  SELECT key, fence, id, token,
-         lag(token) OVER (PARTITION BY key, fence ORDER BY id) AS prev
-    FROM worker_audit)
+  SELECT key, fence, id, token, coalesce(seq, 0) AS seq,
+         lag(token) OVER w AS prev, lag(coalesce(seq, 0)) OVER w AS prev_seq
+    FROM worker_audit
+  WINDOW w AS (PARTITION BY key, fence ORDER BY id))
 SELECT 'check', 'tokens_increase_in_commit_order', count(*),
-       coalesce(min(format('key %s fence %s: token %s committed after %s (audit id %s)',
-                           key, fence, token, prev, id)), '')
-  FROM s WHERE prev IS NOT NULL AND token <= prev;
+       coalesce(min(format('key %s fence %s: (token %s, seq %s) committed after (%s, %s) (audit id %s)',
+                           key, fence, token, seq, prev, prev_seq, id)), '')
+  FROM s WHERE prev IS NOT NULL AND (token, seq) <= (prev, prev_seq);
+
+-- 1b. A holder's own delayed duplicate is refused: the sequenced path's
+--     replay of its first write, sent after its later writes committed, was
+--     never accepted.
+SELECT 'check', 'delayed_duplicates_refused', count(*),
+       coalesce(min(format('%s: replay of (token %s, seq %s) on key %s was accepted',
+                           worker, token, value, key)), '')
+  FROM e2e_events WHERE event = 'replay' AND outcome = 'accepted';
 
 -- 2. No lost update: the n-th accepted increment of a key left the counter at n,
 --    and the counters equal the number of accepted increments.
@@ -36,10 +47,12 @@ SELECT 'check', 'increments_are_consecutive', count(*),
   FROM s WHERE value <> nth;
 
 SELECT 'check', 'counter_equals_accepted_increments', count(*),
-       coalesce(min(format('key %s: counter %s, accepted %s', c.key, c.n, a.accepted)), '')
-  FROM worker_counters c
+       coalesce(min(format('key %s fence %s: counter %s, accepted %s', c.key, c.fence, c.n, a.accepted)), '')
+  FROM (SELECT key, n, 'row' AS fence FROM worker_counters
+        UNION ALL
+        SELECT key, n, 'sequenced' FROM worker_sequenced) c
   LEFT JOIN LATERAL (SELECT count(*) AS accepted FROM worker_audit w
-                      WHERE w.key = c.key AND w.fence = 'row') a ON true
+                      WHERE w.key = c.key AND w.fence = c.fence) a ON true
  WHERE c.n <> a.accepted;
 
 SELECT 'check', 'ledgers_equal_admitted_increments', count(*),
@@ -152,6 +165,8 @@ SELECT 'figure', 'writes_accepted', count(*) FROM worker_audit;
 SELECT 'figure', 'writes_accepted_guard', count(*) FROM worker_audit WHERE path = 'guard';
 SELECT 'figure', 'writes_accepted_fenced_update', count(*) FROM worker_audit WHERE path = 'fenced_update';
 SELECT 'figure', 'writes_accepted_admit', count(*) FROM worker_audit WHERE path = 'admit';
+SELECT 'figure', 'writes_accepted_sequenced', count(*) FROM worker_audit WHERE path = 'sequenced';
+SELECT 'figure', 'delayed_duplicates_refused', count(*) FROM e2e_events WHERE event = 'replay' AND outcome = 'stale';
 SELECT 'figure', 'stale_rejections', count(*) FROM e2e_events WHERE event = 'write' AND outcome = 'stale';
 SELECT 'figure', 'stale_rejections_by_path',
        coalesce(string_agg(path || '=' || n, ' ' ORDER BY path), 'none')

@@ -64,7 +64,7 @@ w1,write,a,12,0,0,guard,accepted,2
 CSV
 for c in tokens_increase_in_commit_order increments_are_consecutive counter_equals_accepted_increments \
          ledgers_equal_admitted_increments acquired_tokens_grow accepted_tokens_were_granted \
-         accepted_writes_are_audited one_holder_at_a_time_within_rho; do
+         accepted_writes_are_audited one_holder_at_a_time_within_rho delayed_duplicates_refused; do
   expect "clean history" "$c" 0
 done
 
@@ -91,6 +91,31 @@ expect "ledgers disagree" ledgers_equal_admitted_increments 1
 psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, worker, value, path)
                VALUES (5, 'a', 'resource', 20, 'w5', 1, 'admit'), (6, 'a', 'resource', 20, 'w6', 2, 'admit')"
 expect "token 20 twice on the resource fence (and 11 after 12)" tokens_increase_in_commit_order 2
+
+# The sequenced fence orders (token, seq) pairs: (30, 1), (30, 2), (31, 1) is
+# in order, a refused replay is no violation.
+psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
+INSERT INTO worker_sequenced (key, n, fence, fence_seq) VALUES ('s', 3, 31, 1);
+INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path) VALUES
+  (7, 's', 'sequenced', 30, 1, 'w7', 1, 'sequenced'), (8, 's', 'sequenced', 30, 2, 'w7', 2, 'sequenced'),
+  (9, 's', 'sequenced', 31, 1, 'w8', 3, 'sequenced');
+SQL
+echo "w7,replay,s,30,0,0,sequenced,stale,1" >>"$WORK/events.csv"
+expect "(30,1) (30,2) (31,1) in order" tokens_increase_in_commit_order 2
+expect "a refused replay" delayed_duplicates_refused 0
+expect_figure "... is counted" delayed_duplicates_refused 1
+expect "the sequenced counter equals its increments" counter_equals_accepted_increments 1
+# w8's replay of (31, 1) accepted after (31, 1): the pair did not increase.
+psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path)
+               VALUES (10, 's', 'sequenced', 31, 1, 'w8', 4, 'sequenced')"
+echo "w8,replay,s,31,0,0,sequenced,accepted,1" >>"$WORK/events.csv"
+expect "(31,1) twice on the sequenced fence" tokens_increase_in_commit_order 3
+expect "an accepted replay" delayed_duplicates_refused 1
+expect "sequenced counter 3 but 4 increments" counter_equals_accepted_increments 2
+# A newer seq of an older token is no newer pair: (30, 9) after (31, 1).
+psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path)
+               VALUES (11, 's', 'sequenced', 30, 9, 'w7', 5, 'sequenced')"
+expect "(30,9) after (31,1)" tokens_increase_in_commit_order 4
 
 # One holder at a time (key c, tokens from 100, times from 10000: the checks
 # above see nothing new). A worker holds from its acquire's answer to the

@@ -10,14 +10,18 @@
 # pwrite ENOSPC) and worker pauses. Every fault proves it took effect; all are
 # healed before the end, then a liveness phase.
 #
-# The workers loop over a few keys with 1 s leases through all three write
-# paths (fence_guard trigger, fenced_update(), fence_admit over two tables),
+# The workers loop over a few keys with 1 s leases through all four write
+# paths (fence_guard trigger, fenced_update(), fence_admit over two tables, and
+# a sequenced table written twice per lease, then sent its first write again as
+# a delayed duplicate),
 # keep their leases alive, and keep writing after losing them (--no-lease-check),
 # as a paused holder does. Their logs are the history: every acquire, keepalive,
 # release and write with CLOCK_MONOTONIC send/answer times taken by the workers
 # (never by a member, whose clock may be faked). check.sql checks it:
-#   (a) per key and fence, accepted tokens strictly increase in commit order,
-#       and nothing accepted was lost (counters equal the accepted increments);
+#   (a) per key and fence, accepted tokens (on the sequenced table: (token,
+#       seq) pairs) strictly increase in commit order, no holder's delayed
+#       duplicate was accepted, and nothing accepted was lost (counters equal
+#       the accepted increments);
 #   (b) every acknowledged acquire got a token larger than every token
 #       acknowledged before it was sent; the database accepted only granted tokens;
 #   (c) within rho, no two workers held a key at once ("held": from the
@@ -27,7 +31,7 @@
 #   (d) after the heal a fresh acquire succeeds within a bound, every member
 #       applied every acknowledged grant, and writes are accepted again.
 # Besides the random worker pauses, the seed scenario is forced once per write
-# path (nem_forced_stale): those three workers must exit 3.
+# path (nem_forced_stale): those four workers must exit 3.
 #
 # usage: run.sh [--seconds N] [--seed S] [--workers W] [--keys K] [--plan-only] [--break reissue]
 #   --plan-only prints the seed's fault schedule and exits (no root needed).
@@ -309,12 +313,14 @@ while IFS='|' read -r kind name violations example; do
   if [[ "$violations" == 0 ]]; then check "$name" 1 "0 violations"; else
     check "$name" 0 "$violations violations, e.g. $example"; fi
 done <"$WORK/check.out"
-check check_sql_ran_every_check "NSQL == 8" "$NSQL of the 8 checks of check.sql reported"
+check check_sql_ran_every_check "NSQL == 9" "$NSQL of the 9 checks of check.sql reported"
 # The per-key checks above are only as good as the writes behind them.
 W_GUARD=${FIG[writes_accepted_guard]:-0} W_FU=${FIG[writes_accepted_fenced_update]:-0}
-W_ADMIT=${FIG[writes_accepted_admit]:-0}
-check every_write_path_accepted_writes "W_GUARD > 0 && W_FU > 0 && W_ADMIT > 0" \
-  "accepted: guard $W_GUARD, fenced_update $W_FU, admit $W_ADMIT"
+W_ADMIT=${FIG[writes_accepted_admit]:-0} W_SEQ=${FIG[writes_accepted_sequenced]:-0}
+check every_write_path_accepted_writes "W_GUARD > 0 && W_FU > 0 && W_ADMIT > 0 && W_SEQ > 0" \
+  "accepted: guard $W_GUARD, fenced_update $W_FU, admit $W_ADMIT, sequenced $W_SEQ"
+DUPS=${FIG[delayed_duplicates_refused]:-0}
+check delayed_duplicates_were_sent "DUPS > 0" "$DUPS delayed duplicates of a holder's own write refused"
 STALE=${FIG[stale_rejections]:-0}
 FS_STALE=${FIG[fence_stats_rejected_stale]:-0}
 check stale_rejections_happened "STALE > 0" \
@@ -323,8 +329,8 @@ KA=${FIG[keepalives_ok]:-0}
 check keepalives_happened "KA > 0" "$KA keepalives answered ok (${FIG[keepalives_failed]:-0} failed)"
 FORCED_OK=0
 [[ -f "$WORK/forced-stale.log" ]] && FORCED_OK=$(awk '$2 != "-" && $3 == 3' "$WORK/forced-stale.log" | wc -l)
-check stale_worker_stopped_on_every_path "FORCED_OK == 3" \
-  "$FORCED_OK of 3 forced stale writers (guard, fenced_update, admit) were refused and exited 3: $(tr '\n' ';' <"$WORK/forced-stale.log" 2>/dev/null)"
+check stale_worker_stopped_on_every_path "FORCED_OK == 4" \
+  "$FORCED_OK of 4 forced stale writers (guard, fenced_update, admit, sequenced) were refused and exited 3: $(tr '\n' ';' <"$WORK/forced-stale.log" 2>/dev/null)"
 check fence_stats_counted_every_rejection "FS_STALE >= STALE" "fence_stats $FS_STALE >= workers' $STALE"
 touch "$WORK/faults.log"
 NEM_FAILS=0

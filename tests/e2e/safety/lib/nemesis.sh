@@ -603,6 +603,7 @@ nem_forced_acquired() {
 nem_forced_finish() {
   local path=$1 pid=$3 token t0 fence=row rc=0
   [[ "$path" == admit ]] && fence=resource
+  [[ "$path" == sequenced ]] && fence=sequenced
   t0=$(e2e_ms)
   token=$(grep ',acquire,' "$WORK/wforced-$path-$2.csv" | head -n 1 | cut -d, -f4)
   nem_newer_written() {
@@ -645,6 +646,7 @@ nem_worker_loop() {
   nem_forced_stale guard
   nem_forced_stale fenced_update
   nem_forced_stale admit
+  nem_forced_stale sequenced
   while [[ ! -f "$WORK/nemesis.done" ]] && ((n < 10000)); do
     nem_rand 200 1200
     nem_sleep_ms "$NEM_R"
