@@ -6,12 +6,19 @@
 
 1. takes the lock KEY (pgfence.lock: acquire, then keepalive in the background);
 2. pretends to work for --work (the report is being computed);
-3. writes the report in one transaction that carries the fencing token:
+3. writes the report in one transaction that carries the fencing token and
+   the write's sequence number under it (lease.next_seq(): 1, 2, 3, ...):
        SELECT set_config('pg_fence.token', TOKEN, true)     -- SET LOCAL pg_fence.token
+       SELECT set_config('pg_fence.seq', SEQ, true)         -- SET LOCAL pg_fence.seq
        [SELECT set_config('pg_fence.proof', PROOF, true)]    -- when the cluster signs grants
-       UPDATE reports SET body = BODY WHERE report_id = ID   -- pg_fence's guard checks the token
-   (a row that does not exist yet is inserted first with fence 0);
+       UPDATE reports SET body = BODY WHERE report_id = ID   -- pg_fence's guard checks both
+   (a row that does not exist yet is inserted first with fence 0, sequence 0);
 4. repeats 2-3 --writes times, then releases the lock.
+
+The reports table is protected in pg_fence's `sequenced` mode (docs/sql.md):
+a write is accepted when (token, seq) is after the row's pair, so the
+holder's later writes with its token pass, and its own earlier write, if it
+landed late, would not overwrite a later one.
 
 It stops at once, with a message on stderr and a distinct exit code, when
 PostgreSQL refuses the token (SQLSTATE 55F01: a newer holder wrote; exit 3)
@@ -63,7 +70,8 @@ SETUP_SQL = """
 CREATE EXTENSION IF NOT EXISTS pg_fence;
 CREATE TABLE IF NOT EXISTS reports (report_id int PRIMARY KEY, body text NOT NULL DEFAULT '',
                                     fence bigint NOT NULL DEFAULT 0);
-SELECT fence_protect('reports');
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS fence_seq bigint NOT NULL DEFAULT 0 CHECK (fence_seq >= 0);
+SELECT fence_protect('reports', mode => 'sequenced');
 """
 
 
@@ -92,14 +100,18 @@ def exit_code_of(error):
 
 
 def write_report(conn, lease, report_id, body):
-    """One transaction carrying the token; psycopg2 errors propagate."""
+    """One transaction carrying the token and the next sequence number; the
+    number it used; psycopg2 errors propagate."""
+    seq = lease.next_seq()
     with conn:  # commits, or rolls back on an exception
         with conn.cursor() as cur:
             cur.execute("SELECT set_config('pg_fence.token', %s, true)", (str(lease.token),))
+            cur.execute("SELECT set_config('pg_fence.seq', %s, true)", (str(seq),))
             if lease.proof:
                 cur.execute("SELECT set_config('pg_fence.proof', %s, true)", (lease.proof,))
             cur.execute("INSERT INTO reports (report_id) VALUES (%s) ON CONFLICT DO NOTHING", (report_id,))
             cur.execute("UPDATE reports SET body = %s WHERE report_id = %s", (body, report_id))
+    return seq
 
 
 def work(args, conn):
@@ -112,14 +124,14 @@ def work(args, conn):
                 return fail(EXIT_LOST, f"LEASE LOST: {args.key} token {lease.token}: {lease.lost_reason}; "
                                        "stopping without writing")
             try:
-                write_report(conn, lease, args.report_id, args.body)
+                seq = write_report(conn, lease, args.report_id, args.body)
             except psycopg2.Error as e:
                 if e.pgcode == STALE_TOKEN:
                     return fail(EXIT_STALE, f"STALE TOKEN: PostgreSQL refused token {lease.token} for report "
                                             f"{args.report_id} (SQLSTATE 55F01): {e.pgerror.strip()}; "
                                             "a newer holder wrote, stopping")
                 raise  # main() reports it (exit 6)
-            say(f"wrote report {args.report_id} with token {lease.token} ({i + 1}/{args.writes})")
+            say(f"wrote report {args.report_id} with token {lease.token} seq {seq} ({i + 1}/{args.writes})")
         return EXIT_OK
 
 
@@ -149,7 +161,7 @@ def main(argv):
         if args.setup:
             with conn, conn.cursor() as cur:
                 cur.execute(SETUP_SQL)
-            say("reports table ready (pg_fence guard installed)")
+            say("reports table ready (pg_fence guard installed, mode sequenced)")
             return EXIT_OK
         if not args.key or args.report_id is None or args.writes < 1:
             return fail(EXIT_USAGE, "--key and --report-id are required (and --writes at least 1)")

@@ -4,6 +4,7 @@
 
     with pgfence.lock("report:7", lease="10s") as lease:   # endpoints: $FENCE_ENDPOINTS
         cur.execute("SELECT set_config('pg_fence.token', %s, true)", (str(lease.token),))
+        cur.execute("SELECT set_config('pg_fence.seq', %s, true)", (str(lease.next_seq()),))  # sequenced mode
         ...
 
     c = pgfence.Client("127.0.0.1:7501,127.0.0.1:7502,127.0.0.1:7503")
@@ -14,9 +15,11 @@
 
 Client (pgfence.client) is the HTTP API with the C++ client's retries,
 redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a
-lock with a background keepalive as `fencectl run` does; errors are the
-classes of pgfence.errors; durations ("10s", "500ms") and endpoint lists
-("h:p,https://h:p") are spelled as fencectl's.
+lock with a background keepalive as `fencectl run` does, and number the
+writes made with its token for pg_fence's sequenced mode (next_seq(): 1, 2,
+3, ... up to MAX_SEQ); errors are the classes of pgfence.errors; durations
+("10s", "500ms") and endpoint lists ("h:p,https://h:p") are spelled as
+fencectl's.
 """
 
 from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, Client, KeepaliveResult, Lease, LockInfo,
@@ -25,12 +28,12 @@ from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
 from .errors import (BadRequestError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
                      NotFoundError, NotHeldError, ProtocolError, TableFullError, UnavailableError)
-from .holder import HeldLock, hold, lock
+from .holder import MAX_SEQ, HeldLock, hold, lock
 
 __all__ = [
     "Client", "Lease", "KeepaliveResult", "LockInfo", "HeldLock", "lock", "hold", "usable_lease",
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
     "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError",
-    "NotAuthorizedError", "LeaseLostError",
+    "NotAuthorizedError", "LeaseLostError", "MAX_SEQ",
 ]

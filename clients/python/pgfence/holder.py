@@ -3,6 +3,7 @@
     with pgfence.lock("report:7", lease="10s") as lease:
         if lease.lost: stop              # true from deadline - margin on
         write_with(lease.token)          # and lease.proof when the cluster signs
+        write_with(lease.token, lease.next_seq())   # a sequenced table: 1, 2, 3, ...
 
 What a HeldLock does, as `fencectl run` (docs/cli.md):
 
@@ -33,6 +34,20 @@ What a HeldLock does, as `fencectl run` (docs/cli.md):
 The deadline is the hard bound, the local promise: stop writing with the
 token by then (`lost` turns true `margin` earlier). A write that lands later
 anyway is what the fence in PostgreSQL refuses.
+
+Sequence numbers, for pg_fence's `sequenced` mode (docs/sql.md, "Mode
+sequenced"): PostgreSQL accepts a write when (token, seq) is after the stored
+pair, so a holder's own delayed write cannot overwrite a newer one, and the
+server never numbers writes itself. next_seq() hands out 1, 2, 3, ... (0 is
+the stored floor), each number once, from any thread; last_seq is the last
+one handed out (0 before the first). Numbers order the writes as they are
+handed out, not as they commit: a write that lands after one with a larger
+number is refused (55F01 naming the holder's own token) and is to be dropped.
+The counter belongs to the HeldLock, not to the token: an owner that gets its
+token back in another HeldLock (a new process that re-acquires with the same
+`owner`) must go on above the last sequence it used under that token, which
+this counter does not know. After MAX_SEQ (PostgreSQL's bigint maximum)
+next_seq() raises ValueError, never wraps: only a newer token is accepted then.
 """
 
 import collections
@@ -51,6 +66,7 @@ _RELEASE_TIMEOUT_S = 1.0  # best effort, as fencectl run
 # A keepalive refusal is final: the lock is not ours any more.
 _REFUSALS = (errors.NotHeldError, errors.HeldError, errors.BadRequestError, errors.NotAuthorizedError)
 _MIN_MARGIN_MS = 10  # as fencectl run's kMinMargin
+MAX_SEQ = 9223372036854775807  # PostgreSQL's bigint maximum: the largest pg_fence.seq
 
 
 class LeaseTimes(collections.namedtuple("LeaseTimes", "last_sent lost_at deadline")):
@@ -92,6 +108,10 @@ class HeldLock:
     keepalives (the number that succeeded). Properties (monotonic times):
     deadline, lost_at (deadline - margin), last_sent; lost, lost_reason.
     times() reads the three times at once (they move with each keepalive).
+    next_seq() numbers the writes made with the token (1, 2, 3, ...) and
+    last_seq is the last number handed out (see the module's docstring).
+
+    Threading: next_seq() and the properties may be called from any thread.
     """
 
     def __init__(self, client, acquired, on_lost=None, margin=None):
@@ -120,6 +140,8 @@ class HeldLock:
         self._lost_at = self._deadline - min(self._usable, self.margin)
         self._next_keepalive = acquired.sent_at + (self._usable - min(self._usable, self.margin)) / 3
         self._threads = []
+        self._seq_mutex = threading.Lock()
+        self._seq = 0  # the last sequence number handed out; 0 <= _seq <= MAX_SEQ
 
     # -- what the holder reads ------------------------------------------------
 
@@ -169,6 +191,25 @@ class HeldLock:
         """Raises LeaseLostError if the lease is lost; call it before a write."""
         if self.lost:
             raise errors.LeaseLostError(f"lease of {self.key} token {self.token} lost: {self.lost_reason}")
+
+    def next_seq(self):
+        """The next sequence number for a write with this token: 1 first, then
+        each call one more, never the same number twice (also across threads).
+        ValueError once MAX_SEQ has been handed out: the token is used up."""
+        with self._seq_mutex:
+            if self._seq >= MAX_SEQ:
+                raise ValueError(f"no sequence number left for {self.key} token {self.token}: "
+                                 f"{MAX_SEQ} (PostgreSQL's bigint maximum, the largest pg_fence.seq) "
+                                 "was handed out already; release and acquire the lock again for "
+                                 "a newer token")
+            self._seq += 1
+            return self._seq
+
+    @property
+    def last_seq(self):
+        """The last number next_seq() returned; 0 before the first call."""
+        with self._seq_mutex:
+            return self._seq
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -6,9 +6,13 @@ lock() gets the key when its holder leaves; a refused keepalive makes the
 lease lost at once; a margin that leaves no usable lease is refused before
 any request; and with every member stopped, lease.lost turns true at
 deadline - margin, before the deadline (send of the last successful
-keepalive + lease x (1 - rho)), checked against time.monotonic()."""
+keepalive + lease x (1 - rho)), checked against time.monotonic().
+A lease's sequence numbers (next_seq) start at 1 and grow by one, per lease;
+threads calling next_seq at once get each number of 1..N once; after MAX_SEQ
+next_seq raises ValueError and hands out nothing more."""
 
 import signal
+import sys
 import threading
 import time
 import unittest
@@ -97,6 +101,54 @@ class LockTest(unittest.TestCase):
             with self.assertRaises(pgfence.LeaseLostError):
                 lease.check()
         self.assertEqual(called, [lease])
+
+    def test_seq_starts_at_one_and_grows_per_lease(self):
+        with self.lock("seq:a", lease="2s", wait="0s") as a, self.lock("seq:b", lease="2s", wait="0s") as b:
+            self.assertEqual((a.last_seq, b.last_seq), (0, 0))
+            self.assertEqual([a.next_seq() for _ in range(3)], [1, 2, 3])
+            self.assertEqual(a.last_seq, 3)
+            self.assertEqual((b.next_seq(), b.last_seq), (1, 1), "the second lease does not count from 1")
+            self.assertEqual((a.next_seq(), a.last_seq), (4, 4))
+
+    def test_seq_from_many_threads_is_each_number_once(self):
+        threads_n, calls_n = 8, 5000
+        got = [[] for _ in range(threads_n)]
+        start = threading.Barrier(threads_n)
+        with self.lock("seq:threads", lease="5s", wait="0s") as lease:
+            def take(mine):
+                start.wait()
+                for _ in range(calls_n):
+                    mine.append(lease.next_seq())
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(1e-6)  # switch threads often: one between a read and a store shows as a duplicate
+            try:
+                threads = [threading.Thread(target=take, args=(got[i],)) for i in range(threads_n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(30)
+            finally:
+                sys.setswitchinterval(interval)
+            self.assertFalse(any(t.is_alive() for t in threads), "next_seq threads still running after 30s")
+            numbers = [n for mine in got for n in mine]
+            total = threads_n * calls_n
+            self.assertEqual(len(numbers), total)
+            twice = len(numbers) - len(set(numbers))
+            self.assertEqual(twice, 0, f"{twice} of {total} numbers were handed out more than once")
+            self.assertEqual(set(numbers), set(range(1, total + 1)))
+            for mine in got:  # each thread sees its own numbers grow
+                self.assertEqual(mine, sorted(mine))
+            self.assertEqual(lease.last_seq, total)
+
+    def test_seq_past_the_bigint_maximum_raises(self):
+        self.assertEqual(pgfence.MAX_SEQ, 2**63 - 1)
+        with self.lock("seq:max", lease="2s", wait="0s") as lease:
+            lease._seq = pgfence.MAX_SEQ - 2  # as if that many had been handed out
+            self.assertEqual([lease.next_seq(), lease.next_seq()], [pgfence.MAX_SEQ - 1, pgfence.MAX_SEQ])
+            for _ in range(2):  # and stays used up: no wrap to 0 or 1, no number past the maximum
+                with self.assertRaisesRegex(ValueError, "9223372036854775807"):
+                    lease.next_seq()
+            self.assertEqual(lease.last_seq, pgfence.MAX_SEQ)
 
     def test_zz_lost_before_the_deadline_when_the_cluster_stops(self):  # last: it stops the cluster
         called = []

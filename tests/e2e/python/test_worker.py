@@ -10,10 +10,15 @@ real PostgreSQL with pg_fence (the seed scenario of DESIGN.md):
   resuming, exits 7 and writes nothing;
 - worker D, queued behind a holder for longer than its lease's usable time,
   gets the key too late to use it: LeaseLostError from lock(), exit 7;
-- the worker's exit codes for each error are fence-worker's.
+- the worker's exit codes for each error are fence-worker's;
+- the reports table is sequenced: a worker's --writes 3 are numbered 1, 2, 3
+  by lease.next_seq() and all land; one write per number handed out by a
+  lease lands with that number, and a delayed write of the same lease with
+  an earlier number is refused (55F01) without changing the row.
 The cluster signs its grants (--token-signing-key-file) and PostgreSQL
 trusts its public key for its cluster ID (fence_trust_key); the reports
-table verifies proofs (fence_protect(..., lock_key => 'report:{report_id}')).
+table verifies proofs (fence_protect(..., mode => 'sequenced', lock_key =>
+'report:{report_id}')).
 The client hands out the acquire answer's proof (lease.proof), the worker
 sends it, and B's write passes only because it verifies; a proof for another
 key, a corrupted one or none is refused with 55F02 (tests/e2e/proof/pg_proof.sh
@@ -35,7 +40,7 @@ sys.path.insert(0, os.path.dirname(harness.WORKER))
 import worker as example  # noqa: E402  (clients/python/examples/worker.py)
 
 EXIT_STALE, EXIT_LOST = 3, 7
-BAD_PROOF = "55F02"
+STALE, BAD_PROOF = "55F01", "55F02"
 
 
 def sql(query, params=()):
@@ -49,16 +54,18 @@ def sql(query, params=()):
         conn.close()
 
 
-def write_row(report_id, token, proof):
-    """The worker's UPDATE of one report with `token` and `proof` ("" sends
-    none) -> the SQLSTATE of its error, or "00000"."""
+def write_row(report_id, token, proof, seq, body=None):
+    """The worker's UPDATE of one report with `token`, `seq` and `proof` (""
+    sends none) -> the SQLSTATE of its error, or "00000"."""
     conn = psycopg2.connect("")
     try:
         with conn, conn.cursor() as cur:
             cur.execute("SELECT set_config('pg_fence.token', %s, true)", (str(token),))
+            cur.execute("SELECT set_config('pg_fence.seq', %s, true)", (str(seq),))
             if proof:
                 cur.execute("SELECT set_config('pg_fence.proof', %s, true)", (proof,))
-            cur.execute("UPDATE reports SET body = %s WHERE report_id = %s", (f"token {token}", report_id))
+            cur.execute("UPDATE reports SET body = %s WHERE report_id = %s",
+                        (body or f"token {token} seq {seq}", report_id))
         return "00000"
     except psycopg2.Error as e:
         return e.pgcode
@@ -86,7 +93,7 @@ class WorkerTest(unittest.TestCase):
         cluster_id = cls.client.status()["cluster_id"]
         kid = sql("SELECT fence_trust_key(%s, %s::numeric)", (public_pem, cluster_id))[0][0]
         assert re.fullmatch(r"[0-9a-f]{16}", kid), kid
-        sql("SELECT fence_protect('reports', lock_key => 'report:{report_id}')")
+        sql("SELECT fence_protect('reports', mode => 'sequenced', lock_key => 'report:{report_id}')")
 
     @staticmethod
     def worker(*args):
@@ -148,9 +155,9 @@ class WorkerTest(unittest.TestCase):
             before = sql("SELECT body, fence FROM reports WHERE report_id = 7")
             for what, proof in (("report:9's proof", other.proof), ("a corrupted proof", corrupted),
                                 ("no proof", "")):
-                self.assertEqual(write_row(7, lease.token, proof), BAD_PROOF, what)
+                self.assertEqual(write_row(7, lease.token, proof, 1), BAD_PROOF, what)
             self.assertEqual(sql("SELECT body, fence FROM reports WHERE report_id = 7"), before, "row 7 changed")
-            self.assertEqual(write_row(7, lease.token, lease.proof), "00000", "report:7's own proof")
+            self.assertEqual(write_row(7, lease.token, lease.proof, 1), "00000", "report:7's own proof")
             self.assertEqual(sql("SELECT fence FROM reports WHERE report_id = 7"), [(lease.token,)])
         finally:
             self.client.release("report:7", lease.token)
@@ -182,6 +189,28 @@ class WorkerTest(unittest.TestCase):
                  (KeyError("a bug"), None)]
         for error, code in cases:
             self.assertEqual(example.exit_code_of(error), code, repr(error))
+
+    def test_sequenced_writes(self):
+        w = self.worker("--key", "report:5", "--report-id", "5", "--body", "worker-E", "--lease", "2s",
+                        "--wait", "5s", "--writes", "3")
+        out, err = w.communicate(timeout=30)
+        self.assertEqual(w.returncode, 0, f"worker E: {out} {err}")
+        seqs = [int(n) for n in re.findall(r"wrote report 5 with token \d+ seq (\d+)", out)]
+        self.assertEqual(seqs, [1, 2, 3], out)
+        self.assertEqual(harness.psql("SELECT body || ' ' || fence_seq FROM reports WHERE report_id = 5"),
+                         "worker-E 3")
+        harness.psql("INSERT INTO reports VALUES (4, 'initial', 0, 0) ON CONFLICT DO NOTHING")
+        with pgfence.lock("report:4", lease="5s", wait="5s") as lease:
+            for _ in range(3):  # one real write per number handed out
+                seq = lease.next_seq()
+                self.assertEqual(write_row(4, lease.token, lease.proof, seq), "00000", f"seq {seq}")
+                self.assertEqual(sql("SELECT fence, fence_seq FROM reports WHERE report_id = 4"),
+                                 [(lease.token, seq)])
+            self.assertEqual(lease.last_seq, 3)
+            # The lease's first write, delayed until after its third: refused, the row keeps the third.
+            self.assertEqual(write_row(4, lease.token, lease.proof, 1, body="late"), STALE)
+            self.assertEqual(sql("SELECT body, fence, fence_seq FROM reports WHERE report_id = 4"),
+                             [(f"token {lease.token} seq 3", lease.token, 3)])
 
     def test_lost_lease_stops_worker(self):
         harness.psql("INSERT INTO reports VALUES (8, 'initial', 0) ON CONFLICT DO NOTHING")
