@@ -408,7 +408,11 @@ Advance(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 	PG_RETURN_BOOL(true);
 }
 
-/* Raise 55F01 for a stale fence_admit (already counted) */
+/*
+ * Raise 55F01 for a stale fence_admit (already counted).  A fence stored
+ * with a sequence is stated as a pair whatever the caller's token, as the
+ * guard states a sequenced row's.
+ */
 static void
 RejectStaleAdmit(const char *resource, const FencePair *in, const FencePair *fence)
 {
@@ -416,7 +420,7 @@ RejectStaleAdmit(const char *resource, const FencePair *in, const FencePair *fen
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token %s for resource \"%s\" (fence is %s)",
 					FencePairString(in), resource, FencePairString(fence)),
-			 fence->has_seq && fence->token == in->token ?
+			 fence->has_seq ?
 			 errdetail("fence_admit admits only a newer token, or token " INT64_FORMAT
 					   " with a sequence number greater than " INT64_FORMAT ".",
 					   fence->token, fence->seq) :

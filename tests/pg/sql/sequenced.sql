@@ -206,11 +206,12 @@ UPDATE plain SET f = 9 WHERE id = 1;
 \echo SQLSTATE :SQLSTATE
 DROP TRIGGER zzz_fence_guard ON plain;
 
--- the LOG line of a sequenced rejection names both pairs (shown here by
--- client_min_messages = log)
+-- the LOG line of a sequenced rejection names both pairs, under the same
+-- token and under an older one (shown here by client_min_messages = log)
 SET client_min_messages = log;
 UPDATE sq SET body = 'logged', fence = 45, fence_seq = 0 WHERE id = 1;
 SELECT fenced_update('sq', '{"id": 2}', '{"body": "logged"}', 46, 0);
+SELECT fenced_update('sq', '{"id": 2}', '{"body": "logged"}', 45, 9);
 RESET client_min_messages;
 
 -- a partitioned table: the guard (four arguments) is cloned to every
@@ -313,10 +314,17 @@ SELECT fence_admit('job:1', 42);
 \echo SQLSTATE :SQLSTATE
 SELECT fence_advance('job:1', 42);
 \echo SQLSTATE :SQLSTATE
--- an older token is stale, with or without a sequence
+-- an older token is stale, with or without a sequence; the message names
+-- both (the stored one a pair), the detail what the stored pair admits,
+-- and so does the LOG line (shown here by client_min_messages = log)
+SET client_min_messages = log;
 SELECT fence_admit('job:1', 41, 100);
 \echo SQLSTATE :SQLSTATE
+SELECT fence_admit('job:1', 41);
+\echo SQLSTATE :SQLSTATE
+SELECT fence_advance('job:1', 41, 100);
 SELECT fence_advance('job:1', 41);
+RESET client_min_messages;
 -- a newer token without a sequence stores (43, NULL) ...
 SELECT fence_admit('job:1', 43);
 SELECT fence_current('job:1'), fence_current_seq('job:1');
