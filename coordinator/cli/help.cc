@@ -99,10 +99,11 @@ exit: 0 kept, 4 lease lost (not held with that token any more), 5 cluster unavai
 
 constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
 
-Acquires KEY, then runs CMD with FENCE_KEY, FENCE_TOKEN and FENCE_SEQ_FILE in
-its environment (and FENCE_PROOF, the grant's proof, when the cluster signs
-grants), in its own process group. FENCE_SEQ_FILE is what `fencectl seq` counts
-in: CMD calls it for the sequence number of each write to a sequenced table. While CMD runs, the lease is kept alive every third
+Acquires KEY, then runs CMD with FENCE_KEY, FENCE_TOKEN, FENCE_SEQ_FILE and
+FENCECTL (this fencectl's path) in its environment (and FENCE_PROOF, the
+grant's proof, when the cluster signs grants), in its own process group.
+FENCE_SEQ_FILE is what `"$FENCECTL" seq` counts in: CMD calls it for the
+sequence number of each write to a sequenced table. While CMD runs, the lease is kept alive every third
 of the lease. The local deadline is the send time of the last successful
 acquire or keepalive + lease x (1 - rho) (rho: --max-clock-drift-ppm, default
 5%); CMD never runs past it. If a keepalive is refused, or none succeeded by
@@ -128,18 +129,26 @@ when (token, sequence) is newer than the pair the row stores, so a delayed or
 retried write of the same holder cannot overwrite a later one:
 
   fencectl run report:7 -- sh -c '
-    psql -c "BEGIN; SET LOCAL pg_fence.token = $FENCE_TOKEN;
-             SET LOCAL pg_fence.seq = $(fencectl seq); UPDATE ...; COMMIT;"'
+    seq=$("$FENCECTL" seq) || exit
+    psql -v ON_ERROR_STOP=1 -v token="$FENCE_TOKEN" -v seq="$seq" -f write.sql'
+
+  (write.sql: BEGIN; SET LOCAL pg_fence.token = :token;
+   SET LOCAL pg_fence.seq = :seq; UPDATE ...; COMMIT;)
+
+Take the number into a variable and check its status: inside another
+command's argument, $(fencectl seq) loses its exit status. Draw the number
+right before the write it numbers.
 
 The counter lives in the file FENCE_SEQ_FILE (made by run, removed when it
 ends), taken under a lock: every process CMD starts (subshells, pipelines,
 xargs -P) gets a number no other one got, each larger than every number handed
-out before it was asked. Draw the number right before the write it numbers.
-Contacts no member.
+out before it was asked. Numbers start at 1 for every run, also when --owner
+gives run its token back. Contacts no member.
 
-exit: 0 printed; 4 the lease is lost (run is stopping CMD: start no new write);
-2 FENCE_SEQ_FILE is not set, or belongs to another FENCE_TOKEN; 1 the file
-cannot be read or written, or the sequence is exhausted
+exit: 0 printed; 4 the lease is lost or run has ended (start no new write);
+2 FENCE_SEQ_FILE is not set, belongs to another FENCE_TOKEN, or FENCE_TOKEN
+is not a token; 1 the file cannot be read, locked (5s) or written, or the
+sequence is exhausted
 )";
 
 constexpr const char* kGet = R"(usage: fencectl get KEY [-o json]

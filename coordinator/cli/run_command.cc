@@ -1,6 +1,7 @@
 #include "cli/run_command.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
@@ -52,6 +53,12 @@ struct LeaseClock {
 };
 
 long long ms_until(Clock::time_point t) { return duration_cast<milliseconds>(t - Clock::now()).count(); }
+
+void end_quietly(const SeqFile& seq, SeqEnd how, std::ostream& err) {
+    if (std::string why = seq.end(how); !why.empty()) {
+        err << "fencectl run: warning: cannot mark the sequence file: " << why << '\n';
+    }
+}
 
 void release_quietly(client::Client& c, const Args& args, std::uint64_t token, std::ostream& err) {
     auto r = c.release(args.positional[0], token);
@@ -111,15 +118,24 @@ void stop_child(ChildProcess& child, const LeaseClock& lc) {
     child.terminate(std::min(lc.grace, left));
 }
 
+// The path of this fencectl, exported to CMD as FENCECTL so that it can call
+// `"$FENCECTL" seq` when fencectl is not on PATH ("" if unknown).
+std::string own_path() {
+    std::error_code ec;
+    const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string() : p.string();
+}
+
 // Starts CMD with the lease's environment and keeps the lease while it runs;
-// releases at the end. Returns run's exit code.
+// ends the sequence file's lease and releases at the end. Returns run's exit code.
 int hold_while_child_runs(const Args& args, client::Client& c, const client::Lease& acquired, LeaseClock& lc,
                           const SeqFile& seq, std::ostream& err) {
     const std::string& key = args.positional[0];
     const std::uint64_t token = acquired.token;
     std::string error;
-    std::vector<std::string> env{"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token),
-                                 std::string(kSeqFileEnv) + "=" + seq.path};
+    std::vector<std::string> env{"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token)};
+    if (!seq.path().empty()) env.push_back(std::string(kSeqFileEnv) + "=" + seq.path());
+    if (const std::string self = own_path(); !self.empty()) env.push_back("FENCECTL=" + self);
     if (!acquired.proof.empty()) env.push_back("FENCE_PROOF=" + acquired.proof);
     auto child = ChildProcess::spawn(args.child, env, error);
     if (!child) {
@@ -129,14 +145,13 @@ int hold_while_child_runs(const Args& args, client::Client& c, const client::Lea
     }
     const std::string lost = hold(c, args, token, lc, *child, err);
     if (lost.empty()) {
+        end_quietly(seq, SeqEnd::kEnded, err);  // what CMD left running draws no more numbers
         release_quietly(c, args, token, err);
         return child->exit_code();
     }
     err << "fencectl run: lease of " << key << " token " << token << " lost (" << lost
         << "); terminating pid " << child->pid() << '\n';
-    if (std::string why = mark_seq_file_lost(seq.path); !why.empty()) {
-        err << "fencectl run: warning: cannot mark the sequence file lost: " << why << '\n';
-    }
+    end_quietly(seq, SeqEnd::kLost, err);
     stop_child(*child, lc);
     client::Options quick = c.options();
     quick.timeout = std::min(quick.timeout, kReleaseOnLoss);
@@ -165,17 +180,13 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
         release_quietly(c, args, token, err);
         return code;
     }
-    SeqFile seq;
-    if (std::string why = create_seq_file(token, seq); !why.empty()) {
-        err << "fencectl run: cannot make the sequence file for fencectl seq: " << why
+    SeqFile seq;  // removed when run returns
+    if (std::string why = seq.create(token); !why.empty()) {
+        err << "fencectl run: warning: no sequence file, so fencectl seq will not work in CMD: " << why
             << " (set TMPDIR to a writable directory)\n";
-        remove_seq_file(seq);
-        release_quietly(c, args, token, err);
-        return kExitOther;
+        seq.remove();
     }
-    const int code_after = hold_while_child_runs(args, c, acquired.value(), lc, seq, err);
-    remove_seq_file(seq);
-    return code_after;
+    return hold_while_child_runs(args, c, acquired.value(), lc, seq, err);
 }
 
 }  // namespace pgfence::cli

@@ -7,7 +7,9 @@ std::optional<std::int64_t> WriteSequence::next() {
     for (;;) {
         const std::optional<std::int64_t> n = seq_after(last);
         if (!n) return std::nullopt;
-        if (last_.compare_exchange_weak(last, *n, std::memory_order_acq_rel, std::memory_order_relaxed)) return n;
+        if (last_.compare_exchange_weak(last, *n, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed))
+            return n;
     }
 }
 

@@ -22,7 +22,7 @@ namespace pgfence::client {
 constexpr std::int64_t kMaxSeq = INT64_MAX;
 
 class WriteSequence {
-public:
+  public:
     // The next number is `last` + 1; with `last` outside 0..kMaxSeq - 1,
     // next() answers nullopt.
     explicit WriteSequence(std::int64_t last = 0) : last_(last) {}
@@ -35,7 +35,7 @@ public:
     // The last number handed out (0 before the first).
     std::int64_t last() const { return last_.load(std::memory_order_acquire); }
 
-private:
+  private:
     std::atomic<std::int64_t> last_{0};
 };
 

@@ -30,6 +30,11 @@ CREATE TABLE IF NOT EXISTS worker_audit (
     path         text   NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- a worker_audit made by an older fence-worker gains what the sequenced path writes
+ALTER TABLE worker_audit ADD COLUMN IF NOT EXISTS seq bigint;
+ALTER TABLE worker_audit DROP CONSTRAINT IF EXISTS worker_audit_fence_check;
+ALTER TABLE worker_audit ADD CONSTRAINT worker_audit_fence_check
+    CHECK (fence IN ('row', 'resource', 'sequenced'));
 DO $do$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid

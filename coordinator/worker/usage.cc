@@ -78,6 +78,7 @@ transaction after the fenced write, so per key and fence it follows commit order
 Exit codes:
   0  all iterations done (with --keep-going: the loop ran to its end)
   1  internal error, or a delayed duplicate of our own sequenced write was accepted
+     (with --keep-going that is logged and counted instead)
   2  usage error
   3  stale token refused by PostgreSQL (55F01): a newer holder wrote
   4  the key is held by someone else, or --wait ran out

@@ -30,7 +30,7 @@ SELECT 'check', 'tokens_increase_in_commit_order', count(*),
 -- 1b. A holder's own delayed duplicate is refused: the sequenced path's
 --     replay of its first write, sent after its later writes committed, was
 --     never accepted.
-SELECT 'check', 'delayed_duplicates_refused', count(*),
+SELECT 'check', 'no_delayed_duplicate_accepted', count(*),
        coalesce(min(format('%s: replay of (token %s, seq %s) on key %s was accepted',
                            worker, token, value, key)), '')
   FROM e2e_events WHERE event = 'replay' AND outcome = 'accepted';
@@ -166,7 +166,7 @@ SELECT 'figure', 'writes_accepted_guard', count(*) FROM worker_audit WHERE path 
 SELECT 'figure', 'writes_accepted_fenced_update', count(*) FROM worker_audit WHERE path = 'fenced_update';
 SELECT 'figure', 'writes_accepted_admit', count(*) FROM worker_audit WHERE path = 'admit';
 SELECT 'figure', 'writes_accepted_sequenced', count(*) FROM worker_audit WHERE path = 'sequenced';
-SELECT 'figure', 'delayed_duplicates_refused', count(*) FROM e2e_events WHERE event = 'replay' AND outcome = 'stale';
+SELECT 'figure', 'replays_refused', count(*) FROM e2e_events WHERE event = 'replay' AND outcome = 'stale';
 SELECT 'figure', 'stale_rejections', count(*) FROM e2e_events WHERE event = 'write' AND outcome = 'stale';
 SELECT 'figure', 'stale_rejections_by_path',
        coalesce(string_agg(path || '=' || n, ' ' ORDER BY path), 'none')

@@ -64,7 +64,7 @@ w1,write,a,12,0,0,guard,accepted,2
 CSV
 for c in tokens_increase_in_commit_order increments_are_consecutive counter_equals_accepted_increments \
          ledgers_equal_admitted_increments acquired_tokens_grow accepted_tokens_were_granted \
-         accepted_writes_are_audited one_holder_at_a_time_within_rho delayed_duplicates_refused; do
+         accepted_writes_are_audited one_holder_at_a_time_within_rho no_delayed_duplicate_accepted; do
   expect "clean history" "$c" 0
 done
 
@@ -102,15 +102,15 @@ INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path) VALUE
 SQL
 echo "w7,replay,s,30,0,0,sequenced,stale,1" >>"$WORK/events.csv"
 expect "(30,1) (30,2) (31,1) in order" tokens_increase_in_commit_order 2
-expect "a refused replay" delayed_duplicates_refused 0
-expect_figure "... is counted" delayed_duplicates_refused 1
+expect "a refused replay" no_delayed_duplicate_accepted 0
+expect_figure "... is counted" replays_refused 1
 expect "the sequenced counter equals its increments" counter_equals_accepted_increments 1
 # w8's replay of (31, 1) accepted after (31, 1): the pair did not increase.
 psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path)
                VALUES (10, 's', 'sequenced', 31, 1, 'w8', 4, 'sequenced')"
 echo "w8,replay,s,31,0,0,sequenced,accepted,1" >>"$WORK/events.csv"
 expect "(31,1) twice on the sequenced fence" tokens_increase_in_commit_order 3
-expect "an accepted replay" delayed_duplicates_refused 1
+expect "an accepted replay" no_delayed_duplicate_accepted 1
 expect "sequenced counter 3 but 4 increments" counter_equals_accepted_increments 2
 # A newer seq of an older token is no newer pair: (30, 9) after (31, 1).
 psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, seq, worker, value, path)

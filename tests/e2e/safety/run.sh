@@ -319,7 +319,7 @@ W_GUARD=${FIG[writes_accepted_guard]:-0} W_FU=${FIG[writes_accepted_fenced_updat
 W_ADMIT=${FIG[writes_accepted_admit]:-0} W_SEQ=${FIG[writes_accepted_sequenced]:-0}
 check every_write_path_accepted_writes "W_GUARD > 0 && W_FU > 0 && W_ADMIT > 0 && W_SEQ > 0" \
   "accepted: guard $W_GUARD, fenced_update $W_FU, admit $W_ADMIT, sequenced $W_SEQ"
-DUPS=${FIG[delayed_duplicates_refused]:-0}
+DUPS=${FIG[replays_refused]:-0}
 check delayed_duplicates_were_sent "DUPS > 0" "$DUPS delayed duplicates of a holder's own write refused"
 STALE=${FIG[stale_rejections]:-0}
 FS_STALE=${FIG[fence_stats_rejected_stale]:-0}
