@@ -2,14 +2,46 @@
 
 #include <boost/json.hpp>
 #include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
 #include <set>
+#include <tuple>
 
-#include "cli/exit_codes.h"
+#include "client/duration.h"
+
+#include "client/exit_codes.h"
 #include "cli/output.h"
 #include "cli/snapshot_command.h"
 
 namespace pgfence::cli {
 namespace json = boost::json;
+
+namespace {
+
+// Where the endpoints came from, as the user set them (or did not).
+std::string endpoints_source(const Args& args) {
+    if (!args.endpoints.empty()) return "from --endpoints";
+    if (const char* env = std::getenv("FENCE_ENDPOINTS"); env != nullptr && *env != '\0') {
+        return "from FENCE_ENDPOINTS";
+    }
+    return "the default endpoints: FENCE_ENDPOINTS is not set and no --endpoints given";
+}
+
+// The line fencectl prints once a call keeps retrying: which endpoints, from
+// where, what failed, and until when it goes on.
+std::function<void(const std::string&)> retry_notice(const Args& args, const client::Options& options) {
+    std::string tried;
+    for (const client::Endpoint& e : options.endpoints) tried += (tried.empty() ? "" : ",") + e.to_string();
+    std::string until = "--timeout " + client::format_duration(options.timeout);
+    if (args.command == "acquire") until += " + --wait " + client::format_duration(args.wait.value_or(kDefaultWait));
+    return [line = "no pgfence member answered yet at " + tried + " (" + endpoints_source(args) + "); retrying for up to " +
+                   until + "; last error: "](const std::string& why) {
+        std::cerr << "fencectl: " << line << why << std::endl;
+    };
+}
+
+}  // namespace
 
 bool client_options(const Args& args, client::Options& options, std::string& error) {
     client::EndpointsParse parsed = client::endpoints_from(args.endpoints);
@@ -25,6 +57,8 @@ bool client_options(const Args& args, client::Options& options, std::string& err
     options.timeout = args.timeout.value_or(kDefaultTimeout);
     options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
     options.max_clock_drift_ppm = args.max_clock_drift_ppm.value_or(client::kDefaultMaxClockDriftPpm);
+    // run has its own warnings while it holds a lease; status asks each endpoint once.
+    if (args.command != "run" && args.command != "status") options.on_retry = retry_notice(args, options);
     if (args.command == "run") {
         // A stopped or cut-off leader must not eat the lease: give each
         // keepalive request an eighth of it before trying the next member, so
@@ -47,8 +81,24 @@ int exit_code_of(const client::Error& error, const std::string& command) {
         case client::ErrorKind::kNotAuthorized: return kExitNotAuthorized;
         case client::ErrorKind::kUnknownMember: return kExitUnknownMember;
         case client::ErrorKind::kRefused: return kExitRefused;
+        case client::ErrorKind::kNotPgfence: return kExitNotPgfence;
     }
     return kExitOther;
+}
+
+namespace {
+
+}  // namespace
+
+std::string in_flag_terms(const client::Error& error, const Args& args) {
+    if (error.kind != client::ErrorKind::kBadRequest) return error.message;
+    for (auto [field, flag, value] : {std::tuple{"'lease_ms'", "--lease", args.lease.value_or(kDefaultLease)},
+                                      std::tuple{"'wait_ms'", "--wait", args.wait.value_or(kDefaultWait)}}) {
+        if (error.message.find(field) == std::string::npos) continue;
+        return std::string(flag) + " " + client::format_duration(value) + " refused by the cluster (" + error.message +
+               ")";
+    }
+    return error.message;
 }
 
 namespace {
@@ -56,7 +106,9 @@ namespace {
 int fail(const client::Error& error, const Args& args, std::ostream& err) {
     err << "fencectl " << args.command << ": ";
     const std::string key = args.positional.empty() ? "" : args.positional[0];
-    if (error.kind == client::ErrorKind::kNotFound) {
+    if (error.kind == client::ErrorKind::kBadRequest) {
+        err << in_flag_terms(error, args) << '\n';
+    } else if (error.kind == client::ErrorKind::kNotFound) {
         err << "no lock on '" << key << "' (" << error.message << ")\n";
     } else if (error.kind == client::ErrorKind::kNotHeld) {
         err << "'" << key << "' is not held with token " << args.token << " (" << error.message << ")\n";
@@ -140,8 +192,9 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
         auto r = c.status_of(todo[i]);
         if (!r) {
             last = r.error();
-            members.push_back(json::parse(unreachable_json(name, r.error().message)));
-            rows.push_back({"-", "unreachable", "-", "-", "-", "-", name});
+            const char* role = r.error().kind == client::ErrorKind::kNotPgfence ? "not pgfence" : "unreachable";
+            members.push_back(json::parse(unreachable_json(name, role, r.error().message)));
+            rows.push_back({"-", role, "-", "-", "-", "-", name});
             continue;
         }
         any = true;

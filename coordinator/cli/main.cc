@@ -5,7 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/help.h"
 #include "cli/run_command.h"
 #include "cli/seq_file.h"

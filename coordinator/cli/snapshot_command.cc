@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/output.h"
 #include "lock/table.h"
 #include "storage/backup.h"

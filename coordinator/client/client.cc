@@ -24,6 +24,7 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kBadRequest: return "bad_request";
         case ErrorKind::kUnavailable: return "unavailable";
         case ErrorKind::kProtocol: return "protocol";
+        case ErrorKind::kNotPgfence: return "not_pgfence";
         case ErrorKind::kNotAuthorized: return "not_authorized";
         case ErrorKind::kUnknownMember: return "unknown_member";
         case ErrorKind::kRefused: return "refused";
@@ -141,12 +142,28 @@ std::string get_string(const json::object& o, const char* name) { return scalar_
 
 Error protocol_error(const std::string& what) { return {ErrorKind::kProtocol, what, 0}; }
 
+// Every answer of a pgfence member's API is a JSON object: anything else came
+// from something that is not one (a web server, a proxy's error page).
+Error not_pgfence(const CallResult& r) {
+    const std::string& body = r.response.body;
+    std::string shown;
+    for (const char c : body.substr(0, 80)) shown.push_back(c == '\n' || c == '\r' ? ' ' : c);
+    return {ErrorKind::kNotPgfence,
+            r.answered_by + " is not a pgfence member: it answered HTTP " + std::to_string(r.response.status) +
+                (body.empty() ? std::string(" with an empty body")
+                              : " with \"" + shown + (body.size() > 80 ? "...\"" : "\"")) +
+                " (check --endpoints or FENCE_ENDPOINTS)",
+            r.response.status};
+}
+
 // Maps a non-200 final answer to an Error. `not_found_kind` distinguishes get from release/keepalive.
-Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
+Error error_of(const CallResult& call, ErrorKind not_found_kind) {
+    const HttpResponse& r = call.response;
     const Parsed p = parse_object(r.body);
-    std::string detail = p.error.empty() ? get_string(p.object, "message") : "";
-    const std::string code = p.error.empty() ? get_string(p.object, "error") : "";
-    if (detail.empty()) detail = code.empty() ? r.body.substr(0, 200) : code;
+    if (!p.error.empty()) return not_pgfence(call);
+    std::string detail = get_string(p.object, "message");
+    const std::string code = get_string(p.object, "error");
+    if (detail.empty()) detail = code;
     switch (r.status) {
         case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
         case kStatusNotFound:
@@ -163,6 +180,13 @@ Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
             return {ErrorKind::kProtocol,
                     "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};
     }
+}
+
+// The JSON object of a 200 answer, or the Error of an answer that is none.
+Result<json::object> body_of(const CallResult& r) {
+    Parsed p = parse_object(r.response.body);
+    if (!p.error.empty()) return not_pgfence(r);
+    return std::move(p.object);
 }
 
 Result<LockInfo> lock_info_of(const json::object& o) {
@@ -195,37 +219,33 @@ std::vector<Endpoint> member_endpoints_of(const json::value* members) {
     return out;
 }
 
-Result<MemberStatus> member_status_of(const std::string& body, const Endpoint& asked) {
-    Parsed p = parse_object(body);
-    if (!p.error.empty()) return protocol_error(asked.to_string() + ": " + p.error);
+Result<MemberStatus> member_status_of(const json::object& o, const std::string& body, const Endpoint& asked) {
     MemberStatus s;
     s.endpoint = asked.to_string();
-    s.id = get_string(p.object, "id");
-    s.role = get_string(p.object, "role");
-    s.leader = get_string(p.object, "leader");
-    get_u64(p.object, "term", s.term);
-    get_u64(p.object, "commit_index", s.commit_index);
-    get_u64(p.object, "applied_index", s.applied_index);
-    if (const json::value* v = p.object.if_contains("voter"); v && v->is_bool()) s.voter = v->get_bool();
-    s.member_endpoints = member_endpoints_of(p.object.if_contains("members"));
+    s.id = get_string(o, "id");
+    s.role = get_string(o, "role");
+    s.leader = get_string(o, "leader");
+    get_u64(o, "term", s.term);
+    get_u64(o, "commit_index", s.commit_index);
+    get_u64(o, "applied_index", s.applied_index);
+    if (const json::value* v = o.if_contains("voter"); v && v->is_bool()) s.voter = v->get_bool();
+    s.member_endpoints = member_endpoints_of(o.if_contains("members"));
     s.json = body;
     return s;
 }
 
-Result<MemberList> member_list_of(const std::string& body) {
-    Parsed p = parse_object(body);
-    if (!p.error.empty()) return protocol_error(p.error);
+Result<MemberList> member_list_of(const json::object& o, const std::string& body) {
     MemberList out;
-    const std::string cluster = get_string(p.object, "cluster_id");
+    const std::string cluster = get_string(o, "cluster_id");
     if (!cluster.empty()) {
         const auto [end, ec] = std::from_chars(cluster.data(), cluster.data() + cluster.size(), out.cluster_id);
         if (ec != std::errc() || end != cluster.data() + cluster.size()) {
             return protocol_error("members answer with a bad 'cluster_id': " + cluster);
         }
     }
-    get_u64(p.object, "config_index", out.config_index);
-    get_u64(p.object, "leader", out.leader);
-    const json::value* members = p.object.if_contains("members");
+    get_u64(o, "config_index", out.config_index);
+    get_u64(o, "leader", out.leader);
+    const json::value* members = o.if_contains("members");
     if (!members || !members->is_array()) return protocol_error("members answer without a 'members' array");
     for (const json::value& v : members->get_array()) {
         if (!v.is_object()) return protocol_error("'members' holds a non-object");
@@ -287,16 +307,17 @@ public:
         call.deadline = Clock::now() + o.timeout + req.wait;
         CallResult r = transport_.perform(call);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        const json::object& o_body = p.value();
         Lease lease;
         std::uint64_t lease_ms = 0;
-        if (!get_u64(p.object, "token", lease.token)) return protocol_error("acquire answer without 'token'");
-        if (!get_u64(p.object, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
+        if (!get_u64(o_body, "token", lease.token)) return protocol_error("acquire answer without 'token'");
+        if (!get_u64(o_body, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
         lease.key = req.key;
-        lease.owner = get_string(p.object, "owner");
-        lease.proof = get_string(p.object, "proof");
+        lease.owner = get_string(o_body, "owner");
+        lease.proof = get_string(o_body, "proof");
         lease.lease = milliseconds(lease_ms);
         lease.sent_at = r.first_sent_at;
         lease.received_at = Clock::now();
@@ -307,7 +328,8 @@ public:
     Result<Released> release(const std::string& key, std::uint64_t token) {
         CallResult r = post("/v1/release", {{"key", key}, {"token", token}});
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotHeld);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
+        if (Result<json::object> p = body_of(r); !p) return p.error();
         return Released{};
     }
 
@@ -315,12 +337,12 @@ public:
                                       std::optional<Clock::time_point> deadline) {
         CallResult r = post("/v1/keepalive", {{"key", key}, {"token", token}}, deadline);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotHeld);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
         KeepaliveResult k;
         std::uint64_t ttl_ms = 0;
-        if (!get_u64(p.object, "ttl_ms", ttl_ms)) return protocol_error("keepalive answer without 'ttl_ms'");
+        if (!get_u64(p.value(), "ttl_ms", ttl_ms)) return protocol_error("keepalive answer without 'ttl_ms'");
         k.key = key;
         k.token = token;
         k.ttl = milliseconds(ttl_ms);
@@ -332,10 +354,10 @@ public:
     Result<LockInfo> get_lock(const std::string& key) {
         CallResult r = get("/v1/locks?key=" + url_encode(key));
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
-        return lock_info_of(p.object);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return lock_info_of(p.value());
     }
 
     Result<std::vector<LockInfo>> list(const std::string& prefix) {
@@ -345,10 +367,10 @@ public:
             CallResult r = get("/v1/locks?prefix=" + url_encode(prefix) + "&after=" + url_encode(after) +
                                "&limit=" + std::to_string(kListPageSize));
             if (!r.answered) return r.error;
-            if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-            Parsed p = parse_object(r.response.body);
-            if (!p.error.empty()) return protocol_error(p.error);
-            const json::value* locks = p.object.if_contains("locks");
+            if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+            Result<json::object> p = body_of(r);
+            if (!p) return p.error();
+            const json::value* locks = p.value().if_contains("locks");
             if (!locks || !locks->is_array()) return protocol_error("list answer without a 'locks' array");
             for (const json::value& v : locks->get_array()) {
                 if (!v.is_object()) return protocol_error("'locks' holds a non-object");
@@ -357,7 +379,7 @@ public:
                 // A member that does not page answers every lock: keep the prefix's.
                 if (info.value().key.starts_with(prefix)) out.push_back(std::move(info.value()));
             }
-            const json::value* next = p.object.if_contains("next");
+            const json::value* next = p.value().if_contains("next");
             if (next == nullptr) return out;
             // The next page starts after this one's last key: it must move on.
             if (!next->is_string() || next->get_string().empty() || std::string(next->get_string()) <= after) {
@@ -379,8 +401,10 @@ public:
         call.retry = false;
         CallResult r = transport_.perform_at(endpoint, call);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        return member_status_of(r.response.body, endpoint);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return member_status_of(p.value(), r.response.body, endpoint);
     }
 
     Result<MemberStatus> status() {
@@ -397,8 +421,10 @@ public:
         if (!r.answered) return r.error;
         // 404 unknown_member is mapped by error_of; any other 404 (an older
         // release without these endpoints) is not an answer about a member.
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kProtocol);
-        return member_list_of(r.response.body);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kProtocol);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return member_list_of(p.value(), r.response.body);
     }
 
     Result<std::string> snapshot(milliseconds timeout) {
@@ -411,7 +437,7 @@ public:
         call.deadline = Clock::now() + timeout;
         CallResult r = transport_.perform(call);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
         return std::move(r.response.body);
     }
 

@@ -94,4 +94,9 @@ status=$(fencectl --timeout 2s status) || fail "status with one member down exit
 [[ $(grep -c unreachable <<<"$status") == 1 ]] || fail "dead member $victim not shown unreachable: $status"
 t=$(fencectl acquire after-kill --lease 5s --wait 0s) || fail "acquire with one member down"
 fencectl release after-kill "$t"
+
+# A lease the cluster refuses is named by the flag the user typed.
+expect_code 2 fencectl acquire too-long --lease 1h --wait 0s
+grep -q "^fencectl acquire: --lease 1h refused by the cluster (bad request: field 'lease_ms' is 3600000" "$WORK/last.err" ||
+  fail "--lease 1h refused as: $(cat "$WORK/last.err")"
 echo "PASS [$TEST_NAME]"
