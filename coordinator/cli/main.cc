@@ -12,6 +12,7 @@
 #include "pgfence_version.h"
 
 int main(int argc, char** argv) {
+    using namespace pgfence;
     using namespace pgfence::cli;
     const std::vector<std::string> words(argv + 1, argv + argc);
     const ArgsParse parsed = parse_args(words);

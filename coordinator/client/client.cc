@@ -234,18 +234,18 @@ Result<MemberStatus> member_status_of(const json::object& o, const std::string& 
     return s;
 }
 
-Result<MemberList> member_list_of(const json::object& o, const std::string& body) {
+Result<MemberList> member_list_of(const json::object& answer, const std::string& body) {
     MemberList out;
-    const std::string cluster = get_string(o, "cluster_id");
+    const std::string cluster = get_string(answer, "cluster_id");
     if (!cluster.empty()) {
         const auto [end, ec] = std::from_chars(cluster.data(), cluster.data() + cluster.size(), out.cluster_id);
         if (ec != std::errc() || end != cluster.data() + cluster.size()) {
             return protocol_error("members answer with a bad 'cluster_id': " + cluster);
         }
     }
-    get_u64(o, "config_index", out.config_index);
-    get_u64(o, "leader", out.leader);
-    const json::value* members = o.if_contains("members");
+    get_u64(answer, "config_index", out.config_index);
+    get_u64(answer, "leader", out.leader);
+    const json::value* members = answer.if_contains("members");
     if (!members || !members->is_array()) return protocol_error("members answer without a 'members' array");
     for (const json::value& v : members->get_array()) {
         if (!v.is_object()) return protocol_error("'members' holds a non-object");

@@ -361,7 +361,7 @@ BOOST_AUTO_TEST_CASE(a_call_that_keeps_retrying_is_noticed_once_after_the_first_
     BOOST_TEST((notices[0].second < 200ms + kSlack));  // well within client::kRetryNoticeAfter on a quiet machine
     FakeServer good([](const FakeRequest&) { return granted(4); });
     auto quiet = options_for({good.endpoint()});
-    quiet.on_retry = [&](const std::string& why) { notices.emplace_back(why, {}); };
+    quiet.on_retry = [&](const std::string& why) { notices.emplace_back(why, test::Clock::duration{}); };
     client::Client c2(quiet);
     BOOST_TEST(c2.acquire({"k", 5s, 0ms, ""}).ok());
     BOOST_TEST(notices.size() == 1u);
