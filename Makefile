@@ -65,9 +65,11 @@ build-asan: $(BUILD_ASAN)/CMakeCache.txt
 	$(call werror_sync,$(BUILD_ASAN))
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
-# Installs the extension into the local PostgreSQL (PGXS) and the programs,
-# their manual pages and the systemd unit (under CMAKE_INSTALL_PREFIX,
-# default /usr/local; DESTDIR=... stages them elsewhere).
+# Installs the extension into the PostgreSQL of the first pg_config in PATH
+# (PGXS; PG_CONFIG=... another) and the programs and their manual pages under
+# CMAKE_INSTALL_PREFIX (default /usr/local); DESTDIR=... stages both. The
+# systemd unit comes with the package only (docs/operations.md, "Installing
+# from source: make install").
 install: build
 	$(MAKE) -C pg_extension install
 	cmake --install $(BUILD)
