@@ -29,13 +29,14 @@ from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, Client, KeepaliveResult, Lease
 from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
 from .errors import (BadRequestError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
-                     NotFoundError, NotHeldError, ProtocolError, TableFullError, UnavailableError)
+                     NotFoundError, NotHeldError, NotPgfenceError, ProtocolError, TableFullError,
+                     UnavailableError)
 from .holder import MAX_SEQ, HeldLock, hold, lock
 
 __all__ = [
     "Client", "Lease", "KeepaliveResult", "LockInfo", "HeldLock", "lock", "hold", "usable_lease",
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
-    "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError",
+    "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",
     "NotAuthorizedError", "LeaseLostError", "MAX_SEQ", "exitcodes",
 ]

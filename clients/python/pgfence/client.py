@@ -223,13 +223,23 @@ def _bad_answer(call, endpoint, what):
     return call.error(errors.ProtocolError, f"{call.subject}: the answer of {endpoint} {what}", endpoint=endpoint)
 
 
-def _object(body, call, endpoint):
+def _not_pgfence(call, endpoint, status, body):
+    """NotPgfenceError: every answer of a member's API is a JSON object, so
+    `body` came from something else on the port (a web server, a proxy)."""
+    shown = body[:80].decode("utf-8", "replace").replace("\n", " ").replace("\r", " ")
+    what = "an empty body" if not body else f'"{shown}{"..." if len(body) > 80 else ""}"'
+    return call.error(errors.NotPgfenceError, f"{call.subject}: {endpoint} is not a pgfence member: it answered "
+                                              f"HTTP {status} with {what} (check the endpoints or FENCE_ENDPOINTS)",
+                      status, endpoint)
+
+
+def _object(body, call, endpoint, status=200):
     try:
         value = json.loads(body)
-    except ValueError as e:
-        raise _bad_answer(call, endpoint, f"is not JSON ({e}): {body[:200]!r}") from None
+    except ValueError:
+        value = None
     if not isinstance(value, dict):
-        raise _bad_answer(call, endpoint, f"is not a JSON object: {body[:200]!r}")
+        raise _not_pgfence(call, endpoint, status, body)
     return value
 
 
@@ -287,12 +297,9 @@ def _raise_for(result, call, not_found):
     """Raises the error for a final answer other than 200. `not_found`: the
     class for 404 (NotFoundError for get, NotHeldError for release/keepalive)."""
     response, endpoint = result.response, result.endpoint
-    try:
-        obj = _object(response.body, call, endpoint)
-    except errors.ProtocolError:
-        obj = {}
+    obj = _object(response.body, call, endpoint, response.status)
     code = _text(obj, "error")
-    detail = _text(obj, "message") or code or response.body[:200].decode("utf-8", "replace")
+    detail = _text(obj, "message") or code
     status = response.status
     if status == 400:
         raise call.error(errors.BadRequestError, _bad_request(call, detail), status, endpoint)

@@ -97,6 +97,14 @@ class ProtocolError(FenceError):
     kind = "protocol"
 
 
+class NotPgfenceError(FenceError):
+    """What answered on an endpoint is not a pgfence member: its answer is
+    not a JSON object (a web server's page, a proxy's error)."""
+
+    kind = "not_pgfence"
+    exit_code = exitcodes.EXIT_NOT_PGFENCE
+
+
 class TableFullError(ProtocolError):
     """507 table_full: the lock table is full; nothing was granted."""
 

@@ -1,5 +1,6 @@
-"""Exit codes of pgfence's tools: fencectl's (coordinator/cli/exit_codes.h),
-and 10 and 11 for the database's answer to a fenced write. The example
+"""Exit codes of pgfence's tools: the same numbers as every pgfence tool's
+(coordinator/client/exit_codes.h): fencectl's, and 10 and 11 for the
+database's answer to a fenced write. The example
 worker (clients/python/examples/worker.py) exits with them; so should a
 tool built on this package.
 
@@ -20,6 +21,7 @@ tool built on this package.
 | 10   | EXIT_STALE          | PostgreSQL refused the token: SQLSTATE 55F01, or fenced_update   |
 |      |                     | answered 'stale'                                                 |
 | 11   | EXIT_DATABASE       | a database error other than a stale token                        |
+| 12   | EXIT_NOT_PGFENCE    | what answered on an endpoint is not a pgfence member             |
 
 Every FenceError carries its code as `exit_code` (pgfence.errors).
 """
@@ -36,3 +38,4 @@ EXIT_UNKNOWN_MEMBER = 8
 EXIT_REFUSED = 9
 EXIT_STALE = 10
 EXIT_DATABASE = 11
+EXIT_NOT_PGFENCE = 12

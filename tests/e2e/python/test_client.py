@@ -158,6 +158,39 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((e.exception.key, e.exception.token, e.exception.exit_code), ("msg:z", 7, 5))
         down.close()
 
+    def test_a_web_server_is_not_a_pgfence_member(self):
+        """An HTTP server whose answers are not JSON objects is reported as
+        NotPgfenceError (exit 12) naming it, never as a missing lock."""
+        import http.server
+
+        class Page(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                body = b"<!DOCTYPE HTML>\n<html><body>Not Found</body></html>"
+                self.send_response(404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            endpoint = f"127.0.0.1:{server.server_address[1]}"
+            web = pgfence.Client(endpoint, timeout="2s")
+            for call in (lambda: web.get("web:1"), lambda: web.acquire("web:1", lease="5s", wait="0s")):
+                with self.assertRaises(pgfence.NotPgfenceError) as e:
+                    call()
+                self.assertIn(f"{endpoint} is not a pgfence member: it answered HTTP 404 with "
+                              f'"<!DOCTYPE HTML> <html>', str(e.exception))
+                self.assertEqual((e.exception.key, e.exception.exit_code, e.exception.endpoint),
+                                 ("web:1", 12, endpoint))
+            web.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+
     def test_wait_is_granted_on_release(self):
         c = self.client
         first = c.acquire("wait:k", lease="5s")
