@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <set>
-#include <tuple>
 
 #include "client/duration.h"
 
@@ -33,9 +33,12 @@ std::string endpoints_source(const Args& args) {
 std::function<void(const std::string&)> retry_notice(const Args& args, const client::Options& options) {
     std::string tried;
     for (const client::Endpoint& e : options.endpoints) tried += (tried.empty() ? "" : ",") + e.to_string();
-    std::string until = "--timeout " + client::format_duration(options.timeout);
+    // The deadline the command's call really has (snapshot save has its own default).
+    std::string until = "--timeout " + client::format_duration(args.command == "snapshot"
+                                                                   ? args.timeout.value_or(kSnapshotTimeout)
+                                                                   : options.timeout);
     if (args.command == "acquire") until += " + --wait " + client::format_duration(args.wait.value_or(kDefaultWait));
-    return [line = "no pgfence member answered yet at " + tried + " (" + endpoints_source(args) + "); retrying for up to " +
+    return [line = "no usable answer yet from " + tried + " (" + endpoints_source(args) + "); retrying for up to " +
                    until + "; last error: "](const std::string& why) {
         std::cerr << "fencectl: " << line << why << std::endl;
     };
@@ -71,34 +74,11 @@ bool client_options(const Args& args, client::Options& options, std::string& err
 }
 
 int exit_code_of(const client::Error& error, const std::string& command) {
-    switch (error.kind) {
-        case client::ErrorKind::kHeld: return kExitHeld;
-        case client::ErrorKind::kNotHeld: return command == "keepalive" ? kExitLostLease : kExitNotFound;
-        case client::ErrorKind::kNotFound: return kExitNotFound;
-        case client::ErrorKind::kBadRequest: return kExitUsage;
-        case client::ErrorKind::kUnavailable: return kExitUnavailable;
-        case client::ErrorKind::kProtocol: return kExitOther;
-        case client::ErrorKind::kNotAuthorized: return kExitNotAuthorized;
-        case client::ErrorKind::kUnknownMember: return kExitUnknownMember;
-        case client::ErrorKind::kRefused: return kExitRefused;
-        case client::ErrorKind::kNotPgfence: return kExitNotPgfence;
-    }
-    return kExitOther;
+    return client::exit_code_of(error.kind, command == "keepalive");
 }
 
-namespace {
-
-}  // namespace
-
 std::string in_flag_terms(const client::Error& error, const Args& args) {
-    if (error.kind != client::ErrorKind::kBadRequest) return error.message;
-    for (auto [field, flag, value] : {std::tuple{"'lease_ms'", "--lease", args.lease.value_or(kDefaultLease)},
-                                      std::tuple{"'wait_ms'", "--wait", args.wait.value_or(kDefaultWait)}}) {
-        if (error.message.find(field) == std::string::npos) continue;
-        return std::string(flag) + " " + client::format_duration(value) + " refused by the cluster (" + error.message +
-               ")";
-    }
-    return error.message;
+    return client::in_flag_terms(error, args.lease.value_or(kDefaultLease), args.wait.value_or(kDefaultWait));
 }
 
 namespace {
@@ -186,13 +166,16 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
     std::vector<std::vector<std::string>> rows;
     client::Error last{client::ErrorKind::kUnavailable, "no endpoints", 0};
     bool any = false;
+    std::optional<client::Error> foreign;  // the first endpoint that is not a pgfence member
     for (std::size_t i = 0; i < todo.size() && i < client::kMaxEndpoints; ++i) {
         const std::string name = todo[i].to_string();
         if (!asked.insert(name).second) continue;
         auto r = c.status_of(todo[i]);
         if (!r) {
             last = r.error();
-            const char* role = r.error().kind == client::ErrorKind::kNotPgfence ? "not pgfence" : "unreachable";
+            const bool not_member = r.error().kind == client::ErrorKind::kNotPgfence;
+            if (not_member && !foreign) foreign = r.error();
+            const char* role = not_member ? "not pgfence" : "unreachable";
             members.push_back(json::parse(unreachable_json(name, role, r.error().message)));
             rows.push_back({"-", role, "-", "-", "-", "-", name});
             continue;
@@ -211,7 +194,10 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
     } else {
         print_table(out, {"ID", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "ENDPOINT"}, rows);
     }
-    return any ? kExitOk : fail(last, args, err);
+    if (any) return kExitOk;
+    // Something answered, but nothing that is a member: that says more than the last endpoint's error.
+    if (foreign) last = *foreign;
+    return fail(last, args, err);
 }
 
 int member(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {

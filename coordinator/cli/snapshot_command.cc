@@ -16,9 +16,6 @@ namespace json = boost::json;
 
 namespace {
 
-// A backup's timeout when --timeout is not given: a large table takes a while.
-constexpr milliseconds kSnapshotTimeout{120'000};
-
 std::string utc_text(std::uint64_t unix_ms) {
     const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
     std::tm tm{};

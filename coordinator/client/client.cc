@@ -1,5 +1,8 @@
 #include "client/client.h"
 
+#include "client/duration.h"
+#include "client/exit_codes.h"
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
@@ -30,6 +33,64 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kRefused: return "refused";
     }
     return "unknown";
+}
+
+int exit_code_of(ErrorKind kind, bool lease_call) {
+    switch (kind) {
+        case ErrorKind::kHeld: return kExitHeld;
+        case ErrorKind::kNotHeld: return lease_call ? kExitLostLease : kExitNotFound;
+        case ErrorKind::kNotFound: return kExitNotFound;
+        case ErrorKind::kBadRequest: return kExitUsage;
+        case ErrorKind::kUnavailable: return kExitUnavailable;
+        case ErrorKind::kProtocol: return kExitOther;
+        case ErrorKind::kNotAuthorized: return kExitNotAuthorized;
+        case ErrorKind::kUnknownMember: return kExitUnknownMember;
+        case ErrorKind::kRefused: return kExitRefused;
+        case ErrorKind::kNotPgfence: return kExitNotPgfence;
+    }
+    return kExitOther;
+}
+
+namespace {
+
+// The numbers after `prefix` in `text`: "... [500, 300000]" -> 500, 300000.
+std::vector<std::uint64_t> numbers_after(const std::string& text, const std::string& prefix) {
+    std::vector<std::uint64_t> out;
+    auto at = text.find(prefix);
+    if (at == std::string::npos) return out;
+    const char* p = text.data() + at + prefix.size();
+    const char* end = text.data() + text.size();
+    while (p < end) {
+        if (*p < '0' || *p > '9') {
+            ++p;
+            continue;
+        }
+        std::uint64_t n = 0;
+        const auto [next, ec] = std::from_chars(p, end, n);
+        if (ec != std::errc()) break;
+        out.push_back(n);
+        p = next;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string in_flag_terms(const Error& error, milliseconds lease, milliseconds wait) {
+    if (error.kind != ErrorKind::kBadRequest) return error.message;
+    const auto ms = [](std::uint64_t n) { return format_duration(milliseconds(static_cast<std::int64_t>(n))); };
+    // "field 'lease_ms' is N, must be within [LOW, HIGH]" (net/api_request.cc)
+    if (const auto n = numbers_after(error.message, "field 'lease_ms' is "); n.size() == 3) {
+        return "--lease " + format_duration(lease) + " is " + (n[0] < n[1] ? "shorter" : "longer") +
+               " than the cluster allows: it grants leases from " + ms(n[1]) + " to " + ms(n[2]) +
+               " (fence-coordinator --min-lease and --max-lease)";
+    }
+    // "field 'wait_ms' is N, must be at most MAX"
+    if (const auto n = numbers_after(error.message, "field 'wait_ms' is "); n.size() == 2) {
+        return "--wait " + format_duration(wait) + " is longer than the cluster allows: it waits at most " + ms(n[1]) +
+               " (fence-coordinator --max-wait)";
+    }
+    return error.message;
 }
 
 EndpointsParse endpoints_from(const std::string& flag) {
@@ -142,17 +203,18 @@ std::string get_string(const json::object& o, const char* name) { return scalar_
 
 Error protocol_error(const std::string& what) { return {ErrorKind::kProtocol, what, 0}; }
 
-// Every answer of a pgfence member's API is a JSON object: anything else came
-// from something that is not one (a web server, a proxy's error page).
+// Every answer of a pgfence member's API is a JSON object, and every error it
+// answers names its `error`: anything else came from something that is not a
+// member (a web server, a proxy's error page, a JSON gateway).
 Error not_pgfence(const CallResult& r) {
     const std::string& body = r.response.body;
     std::string shown;
-    for (const char c : body.substr(0, 80)) shown.push_back(c == '\n' || c == '\r' ? ' ' : c);
+    for (const char c : body.substr(0, 80)) shown.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
     return {ErrorKind::kNotPgfence,
             r.answered_by + " is not a pgfence member: it answered HTTP " + std::to_string(r.response.status) +
                 (body.empty() ? std::string(" with an empty body")
                               : " with \"" + shown + (body.size() > 80 ? "...\"" : "\"")) +
-                " (check --endpoints or FENCE_ENDPOINTS)",
+                " (check the endpoints)",
             r.response.status};
 }
 
@@ -160,9 +222,9 @@ Error not_pgfence(const CallResult& r) {
 Error error_of(const CallResult& call, ErrorKind not_found_kind) {
     const HttpResponse& r = call.response;
     const Parsed p = parse_object(r.body);
-    if (!p.error.empty()) return not_pgfence(call);
+    const std::string code = p.error.empty() ? get_string(p.object, "error") : "";
+    if (code.empty()) return not_pgfence(call);
     std::string detail = get_string(p.object, "message");
-    const std::string code = get_string(p.object, "error");
     if (detail.empty()) detail = code;
     switch (r.status) {
         case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
@@ -329,7 +391,10 @@ public:
         CallResult r = post("/v1/release", {{"key", key}, {"token", token}});
         if (!r.answered) return r.error;
         if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
-        if (Result<json::object> p = body_of(r); !p) return p.error();
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        const json::value* released = p.value().if_contains("released");
+        if (released == nullptr || !released->is_bool() || !released->get_bool()) return not_pgfence(r);
         return Released{};
     }
 

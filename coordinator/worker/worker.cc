@@ -28,19 +28,6 @@ std::string now_text() {
     return buf;
 }
 
-int exit_code_of(client::ErrorKind kind) {
-    switch (kind) {
-        case client::ErrorKind::kHeld:
-            return kExitHeld;
-        case client::ErrorKind::kUnavailable:
-            return kExitUnavailable;
-        case client::ErrorKind::kNotAuthorized:
-            return kExitNotAuthorized;
-        default:
-            return kExitOther;
-    }
-}
-
 }  // namespace
 
 void request_stop() {
@@ -209,8 +196,8 @@ int Worker::iteration(long i) {
                                                               : "error";
         log_.write(e);
         ++(kind == client::ErrorKind::kHeld ? stats_.held : stats_.unavailable);
-        say("could not acquire " + key + ": " + r.error().message);
-        return failed(exit_code_of(kind));
+        say("could not acquire " + key + ": " + client::in_flag_terms(r.error(), o_.lease, o_.wait));
+        return failed(client::exit_code_of(kind));
     }
     const client::Lease& lease = r.value();
     ++stats_.acquired;

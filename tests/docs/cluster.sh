@@ -5,10 +5,9 @@
 #   - a DIR under /tmp/ is put under $DOCTEST_TMP instead (the run's own
 #     directory), so that an example never touches a cluster of yours;
 #   - start picks free ports (FENCE_BASE_PORT, unless the example set it) and
-#     tries another range, up to 3 times, when a member could not bind;
-#   - start prints its endpoints line as `export FENCE_ENDPOINTS=...`, which
-#     is what `eval "$(scripts/cluster.sh start DIR 3)"` needs, whether
-#     scripts/cluster.sh prints that form or `FENCE_ENDPOINTS=...`.
+#     tries another range, up to 3 times, when a member could not bind.
+# Its output is scripts/cluster.sh's own (the `export FENCE_ENDPOINTS=...`
+# line the README's `eval` runs).
 set -uo pipefail
 here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,15 +26,13 @@ if ((dir_at > 0)) && [[ -n ${DOCTEST_TMP:-} && ${args[dir_at]} == /tmp/* ]]; the
   args[dir_at]=$DOCTEST_TMP/${args[dir_at]#/tmp/}
 fi
 if [[ ${args[0]:-} != start || -n ${FENCE_BASE_PORT:-} ]]; then
-  out=$(bash "$real" "${args[@]}")
-  rc=$?
-  [[ -n $out ]] && sed 's/^FENCE_ENDPOINTS=/export FENCE_ENDPOINTS=/' <<<"$out"
-  exit $rc
+  bash "$real" "${args[@]}"
+  exit $?
 fi
 for attempt in 1 2 3; do
   FENCE_BASE_PORT=$(e2e_free_base_port 9) || exit 1
   if out=$(FENCE_BASE_PORT=$FENCE_BASE_PORT bash "$real" "${args[@]}"); then
-    sed 's/^FENCE_ENDPOINTS=/export FENCE_ENDPOINTS=/' <<<"$out"
+    echo "$out"
     exit 0
   fi
   echo "doctest cluster.sh: start on base port $FENCE_BASE_PORT failed (attempt $attempt)" >&2

@@ -299,6 +299,8 @@ def _raise_for(result, call, not_found):
     response, endpoint = result.response, result.endpoint
     obj = _object(response.body, call, endpoint, response.status)
     code = _text(obj, "error")
+    if not code:  # every error of a member's API names its `error`
+        raise _not_pgfence(call, endpoint, response.status, response.body)
     detail = _text(obj, "message") or code
     status = response.status
     if status == 400:
@@ -438,6 +440,8 @@ class Client:
                             deadline)
         if result.response.status != 200:
             _raise_for(result, call, errors.NotHeldError)
+        if _object(result.response.body, call, result.endpoint).get("released") is not True:
+            raise _not_pgfence(call, result.endpoint, 200, result.response.body)
 
     def keepalive(self, key, token, deadline=None):
         """Resets the lease of `key` held with `token` -> KeepaliveResult;

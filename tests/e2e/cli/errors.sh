@@ -18,10 +18,10 @@ for from in flag env; do
   start_ns=$(date +%s%N)
   if [[ $from == flag ]]; then
     fencectl --endpoints "127.0.0.1:$closed" --timeout 4s get k >/dev/null 2>"$WORK/$from.err" &
-    want="no pgfence member answered yet at 127.0.0.1:$closed (from --endpoints); retrying for up to --timeout 4s"
+    want="no usable answer yet from 127.0.0.1:$closed (from --endpoints); retrying for up to --timeout 4s"
   else
     FENCE_ENDPOINTS="127.0.0.1:$closed" fencectl --timeout 4s get k >/dev/null 2>"$WORK/$from.err" &
-    want="no pgfence member answered yet at 127.0.0.1:$closed (from FENCE_ENDPOINTS); retrying for up to --timeout 4s"
+    want="no usable answer yet from 127.0.0.1:$closed (from FENCE_ENDPOINTS); retrying for up to --timeout 4s"
   fi
   pid=$!
   wait_until 3 "the retry notice ($from)" notice_seen "$WORK/$from.err" "$want"
@@ -30,7 +30,7 @@ for from in flag env; do
   code=0
   wait "$pid" || code=$?
   ((code == 5)) || fail "no member ($from): exit $code, want 5 ($(cat "$WORK/$from.err"))"
-  [[ $(grep -c "no pgfence member answered yet" "$WORK/$from.err") == 1 ]] || fail "the notice is not once: $(cat "$WORK/$from.err")"
+  [[ $(grep -c "no usable answer yet" "$WORK/$from.err") == 1 ]] || fail "the notice is not once: $(cat "$WORK/$from.err")"
   grep -q "cluster unavailable" "$WORK/$from.err" || fail "no final error ($from): $(cat "$WORK/$from.err")"
 done
 echo "[$TEST_NAME] retry notice after ${seen_ms}ms"
@@ -42,6 +42,8 @@ wait_until 10 "the web server on $web" curl -s -o /dev/null "http://127.0.0.1:$w
 expect_code 12 fencectl --endpoints "127.0.0.1:$web" status
 grep -q "not pgfence" "$WORK/last.out" || fail "status row: $(cat "$WORK/last.out")"
 grep -q "no lock" "$WORK/last.err" && fail "status said 'no lock': $(cat "$WORK/last.err")"
+expect_code 12 fencectl --endpoints "127.0.0.1:$web,127.0.0.1:$closed" status
+grep -q "no usable answer" "$WORK/last.err" && fail "status printed the retry notice: $(cat "$WORK/last.err")"
 expect_code 12 fencectl --endpoints "127.0.0.1:$web" acquire report:7 --wait 0s
 grep -q "^fencectl acquire: 127.0.0.1:$web is not a pgfence member: it answered HTTP 501" "$WORK/last.err" ||
   fail "acquire against a web server said: $(cat "$WORK/last.err")"

@@ -367,6 +367,19 @@ BOOST_AUTO_TEST_CASE(a_call_that_keeps_retrying_is_noticed_once_after_the_first_
     BOOST_TEST(notices.size() == 1u);
 }
 
+// A call whose deadline comes before its first round has failed ends
+// without a notice: the final error says it all.
+BOOST_AUTO_TEST_CASE(no_notice_when_the_deadline_comes_first) {
+    StoppedMember stopped;
+    auto o = options_for({stopped.endpoint()});
+    o.timeout = 200ms;  // shorter than the 300ms probe
+    int notices = 0;
+    o.on_retry = [&](const std::string&) { ++notices; };
+    client::Client c(o);
+    BOOST_TEST(!c.get("k").ok());
+    BOOST_TEST(notices == 0);
+}
+
 // Three silent members (SIGSTOPped ones) are noticed after one round of
 // probes (300ms each by default), within a second, while the call goes on.
 BOOST_AUTO_TEST_CASE(a_silent_cluster_is_noticed_within_a_second) {

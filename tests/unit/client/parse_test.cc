@@ -260,7 +260,16 @@ BOOST_AUTO_TEST_CASE(a_refused_lease_is_said_in_the_flags_terms) {
     const client::Error lease{client::ErrorKind::kBadRequest,
                               "bad request: field 'lease_ms' is 3600000, must be within [500, 300000]", 400};
     BOOST_TEST(cli::in_flag_terms(lease, p.args) ==
-               "--lease 1h refused by the cluster (bad request: field 'lease_ms' is 3600000, must be within [500, 300000])");
+               "--lease 1h is longer than the cluster allows: it grants leases from 500ms to 5m "
+               "(fence-coordinator --min-lease and --max-lease)");
+    const cli::ArgsParse brief = parse({"acquire", "k", "--lease", "100ms", "--wait", "10m"});
+    const client::Error short_lease{client::ErrorKind::kBadRequest,
+                                    "bad request: field 'lease_ms' is 100, must be within [500, 300000]", 400};
+    BOOST_TEST(cli::in_flag_terms(short_lease, brief.args).starts_with("--lease 100ms is shorter than the cluster allows"));
+    const client::Error wait{client::ErrorKind::kBadRequest, "bad request: field 'wait_ms' is 600000, must be at most 300000",
+                             400};
+    BOOST_TEST(cli::in_flag_terms(wait, brief.args) ==
+               "--wait 10m is longer than the cluster allows: it waits at most 5m (fence-coordinator --max-wait)");
     const client::Error other{client::ErrorKind::kBadRequest, "bad request: key: too long", 400};
     BOOST_TEST(cli::in_flag_terms(other, p.args) == other.message);
     const client::Error held{client::ErrorKind::kHeld, "held 'lease_ms'", 409};
