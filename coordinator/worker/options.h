@@ -30,7 +30,8 @@ const char* to_string(Mode mode);
 
 // Exit codes: the project's one scheme (client/exit_codes.h); fence-worker
 // ends with kExitOk, kExitOther, kExitUsage, kExitHeld, kExitLostLease,
-// kExitUnavailable, kExitNotAuthorized, kExitStale or kExitDatabase.
+// kExitUnavailable, kExitNotAuthorized, kExitStale, kExitDatabase or
+// kExitNotPgfence.
 
 // Writes per lease on the sequenced path: (token, 1), (token, 2), ... then
 // (token, 1) once more, the delayed duplicate the fence must refuse.
