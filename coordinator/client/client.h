@@ -120,16 +120,16 @@ const char* to_string(ErrorKind kind);
 // rather than from release (not found).
 int exit_code_of(ErrorKind kind, bool lease_call = false);
 
-// An acquire's 400 about its lease or wait, in the terms of the flags the
-// user typed (`--lease 1h is longer than the cluster allows: it grants
-// leases from 500ms to 5m`); any other error's message as it is.
-std::string in_flag_terms(const Error& error, milliseconds lease, milliseconds wait);
-
 struct Error {
     ErrorKind kind = ErrorKind::kProtocol;
     std::string message;  // says what happened, with the server's message when it sent one
     int http_status = 0;  // 0 when no HTTP answer was involved
 };
+
+// An acquire's 400 about its lease or wait, in the terms of the flags the
+// user typed (`--lease 1h is longer than the cluster allows: it grants
+// leases from 500ms to 5m`); any other error's message as it is.
+std::string in_flag_terms(const Error& error, milliseconds lease, milliseconds wait);
 
 // Either a value or an Error.
 template <class T>
