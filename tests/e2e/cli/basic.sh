@@ -55,7 +55,8 @@ fencectl release job "$next"
 expect_code 2 fencectl acquire job --lease 10x
 grep -q "'10x'" "$WORK/last.err" || fail "usage error does not name '10x': $(cat "$WORK/last.err")"
 expect_code 2 fencectl acquire job --lease 100ms --wait 0s
-grep -q "lease_ms" "$WORK/last.err" || fail "400 message does not name lease_ms: $(cat "$WORK/last.err")"
+grep -q "^fencectl acquire: --lease 100ms is shorter than the cluster allows" "$WORK/last.err" ||
+  fail "the server's 400 is not said in --lease's terms: $(cat "$WORK/last.err")"
 expect_code 2 fencectl frobnicate
 fencectl --help | grep -q "exit codes" || fail "--help lacks exit codes"
 
