@@ -6,6 +6,7 @@
 #                bench-pg-instr bench-coordinator bench-scale bench-wal
 #                check-debian13 clean help
 # Build options: JOBS=2 BUILD=build BUILD_TYPE=RelWithDebInfo CMAKE_FLAGS=... WERROR=ON|OFF
+#                V=1 (make demo: show the build's output as it comes)
 
 JOBS        ?= 2
 BUILD       ?= build
@@ -40,8 +41,9 @@ werror_sync = $(if $(WERROR),@grep -qx 'PGFENCE_WERROR:BOOL=$(WERROR)' $(1)/CMak
 
 all: build
 
+# The comment block at the top of this file, up to its first other line.
 help:
-	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '/^#/!q; s/^# \{0,1\}//p' Makefile
 
 deps:
 	@bash scripts/install-deps.sh
@@ -63,9 +65,11 @@ build-asan: $(BUILD_ASAN)/CMakeCache.txt
 	$(call werror_sync,$(BUILD_ASAN))
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
-# Installs the extension into the local PostgreSQL (PGXS) and the programs,
-# their manual pages and the systemd unit (under CMAKE_INSTALL_PREFIX,
-# default /usr/local; DESTDIR=... stages them elsewhere).
+# Installs the extension into the PostgreSQL of the first pg_config in PATH
+# (PGXS; PG_CONFIG=... another) and the programs and their manual pages under
+# CMAKE_INSTALL_PREFIX (default /usr/local); DESTDIR=... stages both. The
+# systemd unit comes with the package only (docs/operations.md, "Installing
+# from source: make install").
 install: build
 	$(MAKE) -C pg_extension install
 	cmake --install $(BUILD)
@@ -80,9 +84,15 @@ test: deps build build-asan
 	$(MAKE) -C pg_extension install
 	JOBS=$(JOBS) bash scripts/test.sh
 
-demo: deps build
-	$(MAKE) -C pg_extension install
-	bash scripts/demo.sh
+# The story comes first: the build and the install of pg_fence print one line
+# each (scripts/quiet.sh), their output goes to $(BUILD)/make-demo-STEP.log and
+# is shown in full only when the step fails; V=1 shows it as it comes. deps
+# stays visible: it prints one line, or the packages it installs.
+demo_step = V=$(V) bash scripts/quiet.sh $(BUILD)/make-demo-$(1).log "make demo: $(2)"
+demo: deps
+	@$(call demo_step,build,building (JOBS=$(JOBS))) $(MAKE) --no-print-directory build
+	@$(call demo_step,install,installing pg_fence into PostgreSQL) $(MAKE) --no-print-directory -C pg_extension install
+	@bash scripts/demo.sh
 
 # make sim SEEDS=N FROM=S: simulation seeds S..S+N-1, non-zero exit on any failure.
 sim: $(BUILD)/CMakeCache.txt

@@ -4,13 +4,16 @@
 #   scripts/cluster.sh start DIR [N] [--tls]
 #                                      start N (default 3) members, data under DIR/<id>/,
 #                                      pid in DIR/<id>.pid, log in DIR/<id>.log; waits
-#                                      (bounded) for a leader, then prints exactly one line
-#                                      FENCE_ENDPOINTS=127.0.0.1:p1,...
+#                                      (bounded) for a leader, then prints exactly one line,
+#                                      for eval or to paste into a shell:
+#                                      export FENCE_ENDPOINTS=127.0.0.1:p1,...
+#                                      Refuses (exit 2, pid files untouched) while a member
+#                                      started from DIR still runs: stop DIR first.
 #                                      --tls: certificates made in DIR/tls/ (scripts/make-certs.sh:
 #                                      CA DIR/tls/ca.pem, client certificate client-admin.pem);
 #                                      the HTTP API serves TLS (client certificates checked
 #                                      against DIR/tls/ca.pem when asked for), the peers speak
-#                                      mutual TLS, and the line is FENCE_ENDPOINTS=https://...
+#                                      mutual TLS, and the line is export FENCE_ENDPOINTS=https://...
 #   scripts/cluster.sh join DIR ID     start member ID (1..9), already added to the cluster
 #                                      (fencectl member add ID --peer-addr 127.0.0.1:BASE+ID
 #                                      --client-addr 127.0.0.1:BASE+100+ID), with --join
@@ -99,6 +102,23 @@ stop_member() {  # DIR ID
     rm -f "$pidfile"
 }
 
+# The members of DIR whose pid file names a running fence-coordinator, as
+# "ID (pid PID)" items separated by commas. A pid file whose process is gone, or whose pid now
+# belongs to another program, names no running member.
+running_members() {  # DIR
+    local pidfile pid out=()
+    for pidfile in "$1"/*.pid; do
+        [[ -f "$pidfile" ]] || continue
+        pid=$(cat "$pidfile")
+        [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid" || continue
+        # comm holds the first 15 bytes of the program's name.
+        [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == fence-coordinat* ]] || continue
+        out+=("$(basename "$pidfile" .pid) (pid $pid)")
+    done
+    local IFS=,
+    echo "${out[*]}"
+}
+
 # Fails, with the end of its log, if a member started from DIR has exited.
 members_alive() {  # DIR
     local dir=$1 pidfile pid
@@ -175,6 +195,11 @@ cmd_start() {
     bin=$(find_bin) || exit 2
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
+    # Before anything in DIR is written: a second start would overwrite the
+    # pid files, and stop would no longer find the members still running.
+    local running
+    running=$(running_members "$dir")
+    [[ -z "$running" ]] || die "members of $dir are still running: ${running//,/, }; stop them first: $0 stop $dir"
     if ((tls)); then "$ROOT/scripts/make-certs.sh" "$dir/tls" "$n" admin || exit 2; fi
     cat >"$dir/cluster.env" <<ENV
 N=$n
@@ -186,7 +211,7 @@ FLAGS="${FENCE_COORDINATOR_FLAGS:-}"
 ENV
     for ((i = 1; i <= n; i++)); do start_member "$dir" "$i"; done
     wait_leader "$dir" || exit 1
-    echo "FENCE_ENDPOINTS=$(endpoints "$dir")"
+    echo "export FENCE_ENDPOINTS=$(endpoints "$dir")"
 }
 
 cmd_join() {

@@ -16,7 +16,7 @@
 # Everything it starts is stopped on exit, also on Ctrl-C. Exit status 0 only
 # if, in both scenes, PostgreSQL refused the stale write (SQLSTATE 55F01) and
 # the row holds B's report; scene 1: fence_stats counted one stale rejection
-# and fence-worker A stopped (exit 3); scene 2: the two writes without a valid
+# and fence-worker A stopped (exit 10, stale); scene 2: the two writes without a valid
 # proof were refused (55F02) and counted.
 #
 # Environment: BUILD (build directory, default build) or E2E_BUILD_DIR, or the
@@ -140,15 +140,15 @@ cat >"$WORK/acquire.sh" <<'WORKER'
 # acquire.sh LEASE: acquires $KEY; prints "TOKEN" and, with VERIFY=1, the
 # statement that hands the grant's proof to PostgreSQL, on a second line.
 if [[ "${VERIFY:-0}" == 1 ]]; then
-  json=$("$FENCECTL_BIN" acquire "$KEY" --lease "$1" --wait 0s -o json) || exit 10
+  json=$("$FENCECTL_BIN" acquire "$KEY" --lease "$1" --wait 0s -o json) || exit   # fencectl's own exit code
   sed -n 's/.*"token":\([0-9]*\).*/\1/p' <<<"$json"
   echo "SET LOCAL pg_fence.proof = '$(sed -n 's/.*"proof":"\([^"]*\)".*/\1/p' <<<"$json")';"
 else
-  "$FENCECTL_BIN" acquire "$KEY" --lease "$1" --wait 0s || exit 10
+  "$FENCECTL_BIN" acquire "$KEY" --lease "$1" --wait 0s || exit   # fencectl's own exit code
 fi
 WORKER
 cat >"$WORK/worker-a.sh" <<'WORKER'
-grant=$(bash "$WORK/acquire.sh" "$LEASE") || exit 10
+grant=$(bash "$WORK/acquire.sh" "$LEASE") || exit   # fencectl's own exit code
 token=$(head -n 1 <<<"$grant") proof=$(sed -n 2p <<<"$grant")
 echo "$token" >"$SCENE/a.token.tmp" && mv "$SCENE/a.token.tmp" "$SCENE/a.token"
 sleep 3   # preparing the report
@@ -159,7 +159,7 @@ echo $? >"$SCENE/a.rc"
 WORKER
 # Worker B: acquire, write with its token, release.
 cat >"$WORK/worker-b.sh" <<'WORKER'
-grant=$(bash "$WORK/acquire.sh" 10s) || exit 10
+grant=$(bash "$WORK/acquire.sh" 10s) || exit   # fencectl's own exit code
 token=$(head -n 1 <<<"$grant") proof=$(sed -n 2p <<<"$grant")
 echo "$token" >"$SCENE/b.token"
 psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "BEGIN" -c "$proof" -c \
@@ -253,7 +253,7 @@ step "fencectl status: the cluster"
 fencectl status 2>&1 | show
 
 # --- Epilogue: the same timeline with fence-worker, the pattern in one program --
-# Returns 0 if worker A stopped on the stale token (exit 3) after B wrote.
+# Returns 0 if worker A stopped on the stale token (exit 10) after B wrote.
 worker_epilogue() {
   local key=report:8 a_rc=0
   step "Epilogue: the same story with fence-worker (coordinator/worker), the whole pattern in one program"
@@ -275,8 +275,8 @@ worker_epilogue() {
   wait "$W_PID" || a_rc=$?
   W_PID=""
   show <"$WORK/wa.out"
-  note "worker-A exit status $a_rc (3 = stale token refused: a newer holder wrote)"
-  ((a_rc == 3))
+  note "worker-A exit status $a_rc (10 = stale token refused: a newer holder wrote)"
+  ((a_rc == 10))
 }
 EPILOGUE=skipped
 if [[ -n "$WORKER_BIN" ]]; then

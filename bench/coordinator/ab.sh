@@ -49,10 +49,10 @@ for ((b = 1; b <= BLOCKS; b++)); do
     declare -A EP=()
     line=$(FENCE_BIN_DIR=${BIN[$first]} FENCE_COORDINATOR_FLAGS=${FLAGS[$first]} FENCE_BASE_PORT=$PORT \
         "$ROOT/scripts/cluster.sh" start "$W/$first" 3)
-    EP[$first]=${line#FENCE_ENDPOINTS=}
+    EP[$first]=${line#export FENCE_ENDPOINTS=}
     line=$(FENCE_BIN_DIR=${BIN[$second]} FENCE_COORDINATOR_FLAGS=${FLAGS[$second]} FENCE_BASE_PORT=$((PORT + 200)) \
         "$ROOT/scripts/cluster.sh" start "$W/$second" 3)
-    EP[$second]=${line#FENCE_ENDPOINTS=}
+    EP[$second]=${line#export FENCE_ENDPOINTS=}
     for ((r = 1; r <= ROUNDS; r++)); do
         if ((r % 2)); then order="A B"; else order="B A"; fi
         for v in $order; do

@@ -130,12 +130,12 @@ start_etcd() {  # BASE [TLS-DIR]: sets ETCD_ENDPOINTS (a TLS-DIR from cluster.sh
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }  # field NAME LINE
 
 line=$(FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" start "$WORK/pgfence" 3)
-PG_ENDPOINTS=${line#FENCE_ENDPOINTS=}
+PG_ENDPOINTS=${line#export FENCE_ENDPOINTS=}
 start_etcd "$ETCD_BASE"
 echo "pgfence: $PG_ENDPOINTS   etcd $("$ETCD" --version | head -1 | awk '{print $3}'): $ETCD_ENDPOINTS"
 if ((TLS)); then
     line=$(FENCE_BASE_PORT=$((PG_BASE + 200)) "$ROOT/scripts/cluster.sh" start "$WORK/pgfence-tls" 3 --tls)
-    PG_TLS_ENDPOINTS=${line#FENCE_ENDPOINTS=}
+    PG_TLS_ENDPOINTS=${line#export FENCE_ENDPOINTS=}
     CACERT="$WORK/pgfence-tls/tls/ca.pem"
     plain_etcd=$ETCD_ENDPOINTS
     start_etcd $((ETCD_BASE + 50)) "$WORK/pgfence-tls/tls"

@@ -194,7 +194,7 @@ pg_start() {  # DIR BASE: sets PG_ENDPOINTS
     # --max-expire-batch 1024: every member is of this release (docs/operations.md, Upgrades).
     line=$(FENCE_BASE_PORT=$2 FENCE_COORDINATOR_FLAGS="--max-connections 12000 --max-lease 3600000 --max-expire-batch 1024" \
         "$ROOT/scripts/cluster.sh" start "$1" 3)
-    PG_ENDPOINTS=${line#FENCE_ENDPOINTS=}
+    PG_ENDPOINTS=${line#export FENCE_ENDPOINTS=}
     PG_DIR=$1
     PG_PORT0=$(($2 + 100))
 }

@@ -50,6 +50,12 @@ struct Parser {
     ArgsParse out;
     std::vector<std::string> given;  // flags seen, by canonical name
 
+    // run's CMD goes after "--": said when run's words do not parse without it.
+    std::string run_hint() const {
+        if (out.args.command != "run" || !out.args.child.empty()) return {};
+        return "; run's command goes after '--': fencectl run KEY [FLAGS] -- CMD [ARGS...]";
+    }
+
     bool error(std::string message) {
         if (out.error.empty()) out.error = std::move(message);
         return false;
@@ -131,7 +137,7 @@ struct Parser {
             "--bearer-file", "--peer-addr", "--client-addr", "--prefix"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
-        if (!known) return error("unknown flag '" + name + "' (see fencectl --help)");
+        if (!known) return error("unknown flag '" + name + "' (see fencectl --help)" + run_hint());
         if (!inline_value) {
             if (i + 1 >= argv.size()) return error("flag " + name + " needs a value");
             value = argv[++i];
@@ -234,7 +240,7 @@ struct Parser {
         } else if (a.positional.size() != c->positional) {
             std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +
-                         " argument(s)");
+                         " argument(s)" + run_hint());
         }
         if (c->child && a.child.empty()) return error("run: missing '-- CMD [ARGS...]'");
         if (!c->child && !a.child.empty()) return error(a.command + ": unexpected '--'");

@@ -2,14 +2,49 @@
 
 #include <boost/json.hpp>
 #include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <optional>
 #include <set>
 
-#include "cli/exit_codes.h"
+#include "client/duration.h"
+
+#include "client/exit_codes.h"
 #include "cli/output.h"
 #include "cli/snapshot_command.h"
 
 namespace pgfence::cli {
 namespace json = boost::json;
+
+namespace {
+
+// Where the endpoints came from, as the user set them (or did not).
+std::string endpoints_source(const Args& args) {
+    if (!args.endpoints.empty()) return "from --endpoints";
+    if (const char* env = std::getenv("FENCE_ENDPOINTS"); env != nullptr && *env != '\0') {
+        return "from FENCE_ENDPOINTS";
+    }
+    return "the default endpoints: FENCE_ENDPOINTS is not set and no --endpoints given";
+}
+
+// The line fencectl prints once a call keeps retrying: which endpoints, from
+// where, what failed, and until when it goes on.
+std::function<void(const std::string&)> retry_notice(const Args& args, const client::Options& options) {
+    std::string tried;
+    for (const client::Endpoint& e : options.endpoints) tried += (tried.empty() ? "" : ",") + e.to_string();
+    // The deadline the command's call really has (snapshot save has its own default).
+    std::string until = "--timeout " + client::format_duration(args.command == "snapshot"
+                                                                   ? args.timeout.value_or(kSnapshotTimeout)
+                                                                   : options.timeout);
+    if (args.command == "acquire") until += " + --wait " + client::format_duration(args.wait.value_or(kDefaultWait));
+    return [line = "no usable answer yet from " + tried + " (" + endpoints_source(args) + "); retrying for up to " +
+                   until + "; last error: "](const std::string& why) {
+        std::cerr << "fencectl: " << line << why << std::endl;
+    };
+}
+
+}  // namespace
 
 bool client_options(const Args& args, client::Options& options, std::string& error) {
     client::EndpointsParse parsed = client::endpoints_from(args.endpoints);
@@ -25,6 +60,8 @@ bool client_options(const Args& args, client::Options& options, std::string& err
     options.timeout = args.timeout.value_or(kDefaultTimeout);
     options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
     options.max_clock_drift_ppm = args.max_clock_drift_ppm.value_or(client::kDefaultMaxClockDriftPpm);
+    // run has its own warnings while it holds a lease; status asks each endpoint once.
+    if (args.command != "run" && args.command != "status") options.on_retry = retry_notice(args, options);
     if (args.command == "run") {
         // A stopped or cut-off leader must not eat the lease: give each
         // keepalive request an eighth of it before trying the next member, so
@@ -37,18 +74,11 @@ bool client_options(const Args& args, client::Options& options, std::string& err
 }
 
 int exit_code_of(const client::Error& error, const std::string& command) {
-    switch (error.kind) {
-        case client::ErrorKind::kHeld: return kExitHeld;
-        case client::ErrorKind::kNotHeld: return command == "keepalive" ? kExitLostLease : kExitNotFound;
-        case client::ErrorKind::kNotFound: return kExitNotFound;
-        case client::ErrorKind::kBadRequest: return kExitUsage;
-        case client::ErrorKind::kUnavailable: return kExitUnavailable;
-        case client::ErrorKind::kProtocol: return kExitOther;
-        case client::ErrorKind::kNotAuthorized: return kExitNotAuthorized;
-        case client::ErrorKind::kUnknownMember: return kExitUnknownMember;
-        case client::ErrorKind::kRefused: return kExitRefused;
-    }
-    return kExitOther;
+    return client::exit_code_of(error.kind, command == "keepalive");
+}
+
+std::string in_flag_terms(const client::Error& error, const Args& args) {
+    return client::in_flag_terms(error, args.lease.value_or(kDefaultLease), args.wait.value_or(kDefaultWait));
 }
 
 namespace {
@@ -56,7 +86,9 @@ namespace {
 int fail(const client::Error& error, const Args& args, std::ostream& err) {
     err << "fencectl " << args.command << ": ";
     const std::string key = args.positional.empty() ? "" : args.positional[0];
-    if (error.kind == client::ErrorKind::kNotFound) {
+    if (error.kind == client::ErrorKind::kBadRequest) {
+        err << in_flag_terms(error, args) << '\n';
+    } else if (error.kind == client::ErrorKind::kNotFound) {
         err << "no lock on '" << key << "' (" << error.message << ")\n";
     } else if (error.kind == client::ErrorKind::kNotHeld) {
         err << "'" << key << "' is not held with token " << args.token << " (" << error.message << ")\n";
@@ -134,14 +166,18 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
     std::vector<std::vector<std::string>> rows;
     client::Error last{client::ErrorKind::kUnavailable, "no endpoints", 0};
     bool any = false;
+    std::optional<client::Error> foreign;  // the first endpoint that is not a pgfence member
     for (std::size_t i = 0; i < todo.size() && i < client::kMaxEndpoints; ++i) {
         const std::string name = todo[i].to_string();
         if (!asked.insert(name).second) continue;
         auto r = c.status_of(todo[i]);
         if (!r) {
             last = r.error();
-            members.push_back(json::parse(unreachable_json(name, r.error().message)));
-            rows.push_back({"-", "unreachable", "-", "-", "-", "-", name});
+            const bool not_member = r.error().kind == client::ErrorKind::kNotPgfence;
+            if (not_member && !foreign) foreign = r.error();
+            const char* role = not_member ? "not pgfence" : "unreachable";
+            members.push_back(json::parse(unreachable_json(name, role, r.error().message)));
+            rows.push_back({"-", role, "-", "-", "-", "-", name});
             continue;
         }
         any = true;
@@ -158,7 +194,10 @@ int status(const Args& args, client::Client& c, std::ostream& out, std::ostream&
     } else {
         print_table(out, {"ID", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "ENDPOINT"}, rows);
     }
-    return any ? kExitOk : fail(last, args, err);
+    if (any) return kExitOk;
+    // Something answered, but nothing that is a member: that says more than the last endpoint's error.
+    if (foreign) last = *foreign;
+    return fail(last, args, err);
 }
 
 int member(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {

@@ -16,6 +16,10 @@ bool client_options(const Args& args, client::Options& options, std::string& err
 // Exit code for an error from `command` (keepalive's not_held means a lost lease).
 int exit_code_of(const client::Error& error, const std::string& command);
 
+// The error's message; a 400 about lease_ms or wait_ms says it in the terms
+// of the flag the user typed (--lease 1h refused by the cluster (...)).
+std::string in_flag_terms(const client::Error& error, const Args& args);
+
 // Runs acquire, release, keepalive, get, list or status.
 int run_simple_command(const Args& args, client::Client& client, std::ostream& out, std::ostream& err);
 

@@ -61,6 +61,12 @@ exit codes:
   8  member: no member of that ID in the configuration
   9  member: the change is refused now (another one is in progress, the learner has
      not caught up, it is already a member...; the message says which)
+  12 what answered on an endpoint is not a pgfence member (a web server, a proxy)
+  (10 and 11 are fence-worker's: stale token, database error; one scheme for every tool)
+
+While no member answers, fencectl says once on stderr, within about a second,
+which endpoints it tries and where they came from, and keeps trying until
+--timeout (acquire: plus --wait).
 )";
 
 constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
@@ -173,7 +179,8 @@ row per member: id, role, term, leader, commit index, applied index. A member
 that does not answer is shown as unreachable. With -o json, prints
 {"members":[...]} with each member's own /v1/status answer.
 
-exit: 0 if at least one member answered, 5 if none did
+exit: 0 if at least one member answered, 5 if none did, 12 if what answered
+is not a pgfence member (shown as "not pgfence")
 )";
 
 constexpr const char* kMember = R"help(usage: fencectl member list [-o json]

@@ -5,13 +5,14 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/help.h"
 #include "cli/run_command.h"
 #include "cli/seq_file.h"
 #include "pgfence_version.h"
 
 int main(int argc, char** argv) {
+    using namespace pgfence;
     using namespace pgfence::cli;
     const std::vector<std::string> words(argv + 1, argv + argc);
     const ArgsParse parsed = parse_args(words);

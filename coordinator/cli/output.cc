@@ -55,8 +55,8 @@ std::vector<std::string> lock_row(const client::LockInfo& lock) {
             lock.kid.empty() ? "-" : lock.kid};
 }
 
-std::string unreachable_json(const std::string& endpoint, const std::string& error) {
-    return json::serialize(json::object{{"endpoint", endpoint}, {"role", "unreachable"}, {"error", error}});
+std::string unreachable_json(const std::string& endpoint, const std::string& role, const std::string& error) {
+    return json::serialize(json::object{{"endpoint", endpoint}, {"role", role}, {"error", error}});
 }
 
 }  // namespace pgfence::cli

@@ -18,7 +18,8 @@ std::string lease_json(const client::Lease& lease);
 std::vector<std::string> lock_row(const client::LockInfo& lock);
 const std::vector<std::string>& lock_header();
 
-// A member that answered (its own JSON) or not ({"endpoint","error"}).
-std::string unreachable_json(const std::string& endpoint, const std::string& error);
+// A member that answered (its own JSON) or not ({"endpoint","role","error"}, role
+// "unreachable" or "not pgfence").
+std::string unreachable_json(const std::string& endpoint, const std::string& role, const std::string& error);
 
 }  // namespace pgfence::cli

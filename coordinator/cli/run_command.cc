@@ -5,7 +5,7 @@
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/seq_file.h"
 
 namespace pgfence::cli {
@@ -169,7 +169,7 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
                                      args.owner};
     auto acquired = c.acquire(req);
     if (!acquired) {
-        err << "fencectl run: " << acquired.error().message << '\n';
+        err << "fencectl run: " << in_flag_terms(acquired.error(), args) << '\n';
         return exit_code_of(acquired.error(), "acquire");
     }
     const std::uint64_t token = acquired.value().token;

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "cli/args.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "client/sequence.h"
 
 namespace pgfence::cli {

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/output.h"
 #include "lock/table.h"
 #include "storage/backup.h"
@@ -15,9 +15,6 @@ namespace pgfence::cli {
 namespace json = boost::json;
 
 namespace {
-
-// A backup's timeout when --timeout is not given: a large table takes a while.
-constexpr milliseconds kSnapshotTimeout{120'000};
 
 std::string utc_text(std::uint64_t unix_ms) {
     const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);

@@ -9,6 +9,9 @@
 
 namespace pgfence::cli {
 
+// A backup's timeout when --timeout is not given: a large table takes a while.
+constexpr milliseconds kSnapshotTimeout{120'000};
+
 // save: asks the leader for a backup (GET /v1/snapshot), checks it, and
 // writes FILE atomically (FILE.tmp, fsync, rename): FILE is either the old
 // file or the whole new backup. status: reads FILE, checks it and says what

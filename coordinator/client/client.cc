@@ -1,5 +1,8 @@
 #include "client/client.h"
 
+#include "client/duration.h"
+#include "client/exit_codes.h"
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
@@ -24,11 +27,70 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kBadRequest: return "bad_request";
         case ErrorKind::kUnavailable: return "unavailable";
         case ErrorKind::kProtocol: return "protocol";
+        case ErrorKind::kNotPgfence: return "not_pgfence";
         case ErrorKind::kNotAuthorized: return "not_authorized";
         case ErrorKind::kUnknownMember: return "unknown_member";
         case ErrorKind::kRefused: return "refused";
     }
     return "unknown";
+}
+
+int exit_code_of(ErrorKind kind, bool lease_call) {
+    switch (kind) {
+        case ErrorKind::kHeld: return kExitHeld;
+        case ErrorKind::kNotHeld: return lease_call ? kExitLostLease : kExitNotFound;
+        case ErrorKind::kNotFound: return kExitNotFound;
+        case ErrorKind::kBadRequest: return kExitUsage;
+        case ErrorKind::kUnavailable: return kExitUnavailable;
+        case ErrorKind::kProtocol: return kExitOther;
+        case ErrorKind::kNotAuthorized: return kExitNotAuthorized;
+        case ErrorKind::kUnknownMember: return kExitUnknownMember;
+        case ErrorKind::kRefused: return kExitRefused;
+        case ErrorKind::kNotPgfence: return kExitNotPgfence;
+    }
+    return kExitOther;
+}
+
+namespace {
+
+// The numbers after `prefix` in `text`: "... [500, 300000]" -> 500, 300000.
+std::vector<std::uint64_t> numbers_after(const std::string& text, const std::string& prefix) {
+    std::vector<std::uint64_t> out;
+    auto at = text.find(prefix);
+    if (at == std::string::npos) return out;
+    const char* p = text.data() + at + prefix.size();
+    const char* end = text.data() + text.size();
+    while (p < end) {
+        if (*p < '0' || *p > '9') {
+            ++p;
+            continue;
+        }
+        std::uint64_t n = 0;
+        const auto [next, ec] = std::from_chars(p, end, n);
+        if (ec != std::errc()) break;
+        out.push_back(n);
+        p = next;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string in_flag_terms(const Error& error, milliseconds lease, milliseconds wait) {
+    if (error.kind != ErrorKind::kBadRequest) return error.message;
+    const auto ms = [](std::uint64_t n) { return format_duration(milliseconds(static_cast<std::int64_t>(n))); };
+    // "field 'lease_ms' is N, must be within [LOW, HIGH]" (net/api_request.cc)
+    if (const auto n = numbers_after(error.message, "field 'lease_ms' is "); n.size() == 3) {
+        return "--lease " + format_duration(lease) + " is " + (n[0] < n[1] ? "shorter" : "longer") +
+               " than the cluster allows: it grants leases from " + ms(n[1]) + " to " + ms(n[2]) +
+               " (fence-coordinator --min-lease and --max-lease)";
+    }
+    // "field 'wait_ms' is N, must be at most MAX"
+    if (const auto n = numbers_after(error.message, "field 'wait_ms' is "); n.size() == 2) {
+        return "--wait " + format_duration(wait) + " is longer than the cluster allows: it waits at most " + ms(n[1]) +
+               " (fence-coordinator --max-wait)";
+    }
+    return error.message;
 }
 
 EndpointsParse endpoints_from(const std::string& flag) {
@@ -141,12 +203,29 @@ std::string get_string(const json::object& o, const char* name) { return scalar_
 
 Error protocol_error(const std::string& what) { return {ErrorKind::kProtocol, what, 0}; }
 
+// Every answer of a pgfence member's API is a JSON object, and every error it
+// answers names its `error`: anything else came from something that is not a
+// member (a web server, a proxy's error page, a JSON gateway).
+Error not_pgfence(const CallResult& r) {
+    const std::string& body = r.response.body;
+    std::string shown;
+    for (const char c : body.substr(0, 80)) shown.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
+    return {ErrorKind::kNotPgfence,
+            r.answered_by + " is not a pgfence member: it answered HTTP " + std::to_string(r.response.status) +
+                (body.empty() ? std::string(" with an empty body")
+                              : " with \"" + shown + (body.size() > 80 ? "...\"" : "\"")) +
+                " (check the endpoints)",
+            r.response.status};
+}
+
 // Maps a non-200 final answer to an Error. `not_found_kind` distinguishes get from release/keepalive.
-Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
+Error error_of(const CallResult& call, ErrorKind not_found_kind) {
+    const HttpResponse& r = call.response;
     const Parsed p = parse_object(r.body);
-    std::string detail = p.error.empty() ? get_string(p.object, "message") : "";
     const std::string code = p.error.empty() ? get_string(p.object, "error") : "";
-    if (detail.empty()) detail = code.empty() ? r.body.substr(0, 200) : code;
+    if (code.empty()) return not_pgfence(call);
+    std::string detail = get_string(p.object, "message");
+    if (detail.empty()) detail = code;
     switch (r.status) {
         case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
         case kStatusNotFound:
@@ -163,6 +242,13 @@ Error error_of(const HttpResponse& r, ErrorKind not_found_kind) {
             return {ErrorKind::kProtocol,
                     "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};
     }
+}
+
+// The JSON object of a 200 answer, or the Error of an answer that is none.
+Result<json::object> body_of(const CallResult& r) {
+    Parsed p = parse_object(r.response.body);
+    if (!p.error.empty()) return not_pgfence(r);
+    return std::move(p.object);
 }
 
 Result<LockInfo> lock_info_of(const json::object& o) {
@@ -195,37 +281,33 @@ std::vector<Endpoint> member_endpoints_of(const json::value* members) {
     return out;
 }
 
-Result<MemberStatus> member_status_of(const std::string& body, const Endpoint& asked) {
-    Parsed p = parse_object(body);
-    if (!p.error.empty()) return protocol_error(asked.to_string() + ": " + p.error);
+Result<MemberStatus> member_status_of(const json::object& o, const std::string& body, const Endpoint& asked) {
     MemberStatus s;
     s.endpoint = asked.to_string();
-    s.id = get_string(p.object, "id");
-    s.role = get_string(p.object, "role");
-    s.leader = get_string(p.object, "leader");
-    get_u64(p.object, "term", s.term);
-    get_u64(p.object, "commit_index", s.commit_index);
-    get_u64(p.object, "applied_index", s.applied_index);
-    if (const json::value* v = p.object.if_contains("voter"); v && v->is_bool()) s.voter = v->get_bool();
-    s.member_endpoints = member_endpoints_of(p.object.if_contains("members"));
+    s.id = get_string(o, "id");
+    s.role = get_string(o, "role");
+    s.leader = get_string(o, "leader");
+    get_u64(o, "term", s.term);
+    get_u64(o, "commit_index", s.commit_index);
+    get_u64(o, "applied_index", s.applied_index);
+    if (const json::value* v = o.if_contains("voter"); v && v->is_bool()) s.voter = v->get_bool();
+    s.member_endpoints = member_endpoints_of(o.if_contains("members"));
     s.json = body;
     return s;
 }
 
-Result<MemberList> member_list_of(const std::string& body) {
-    Parsed p = parse_object(body);
-    if (!p.error.empty()) return protocol_error(p.error);
+Result<MemberList> member_list_of(const json::object& answer, const std::string& body) {
     MemberList out;
-    const std::string cluster = get_string(p.object, "cluster_id");
+    const std::string cluster = get_string(answer, "cluster_id");
     if (!cluster.empty()) {
         const auto [end, ec] = std::from_chars(cluster.data(), cluster.data() + cluster.size(), out.cluster_id);
         if (ec != std::errc() || end != cluster.data() + cluster.size()) {
             return protocol_error("members answer with a bad 'cluster_id': " + cluster);
         }
     }
-    get_u64(p.object, "config_index", out.config_index);
-    get_u64(p.object, "leader", out.leader);
-    const json::value* members = p.object.if_contains("members");
+    get_u64(answer, "config_index", out.config_index);
+    get_u64(answer, "leader", out.leader);
+    const json::value* members = answer.if_contains("members");
     if (!members || !members->is_array()) return protocol_error("members answer without a 'members' array");
     for (const json::value& v : members->get_array()) {
         if (!v.is_object()) return protocol_error("'members' holds a non-object");
@@ -287,16 +369,17 @@ public:
         call.deadline = Clock::now() + o.timeout + req.wait;
         CallResult r = transport_.perform(call);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        const json::object& o_body = p.value();
         Lease lease;
         std::uint64_t lease_ms = 0;
-        if (!get_u64(p.object, "token", lease.token)) return protocol_error("acquire answer without 'token'");
-        if (!get_u64(p.object, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
+        if (!get_u64(o_body, "token", lease.token)) return protocol_error("acquire answer without 'token'");
+        if (!get_u64(o_body, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
         lease.key = req.key;
-        lease.owner = get_string(p.object, "owner");
-        lease.proof = get_string(p.object, "proof");
+        lease.owner = get_string(o_body, "owner");
+        lease.proof = get_string(o_body, "proof");
         lease.lease = milliseconds(lease_ms);
         lease.sent_at = r.first_sent_at;
         lease.received_at = Clock::now();
@@ -307,7 +390,11 @@ public:
     Result<Released> release(const std::string& key, std::uint64_t token) {
         CallResult r = post("/v1/release", {{"key", key}, {"token", token}});
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotHeld);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        const json::value* released = p.value().if_contains("released");
+        if (released == nullptr || !released->is_bool() || !released->get_bool()) return not_pgfence(r);
         return Released{};
     }
 
@@ -315,12 +402,12 @@ public:
                                       std::optional<Clock::time_point> deadline) {
         CallResult r = post("/v1/keepalive", {{"key", key}, {"token", token}}, deadline);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotHeld);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
         KeepaliveResult k;
         std::uint64_t ttl_ms = 0;
-        if (!get_u64(p.object, "ttl_ms", ttl_ms)) return protocol_error("keepalive answer without 'ttl_ms'");
+        if (!get_u64(p.value(), "ttl_ms", ttl_ms)) return protocol_error("keepalive answer without 'ttl_ms'");
         k.key = key;
         k.token = token;
         k.ttl = milliseconds(ttl_ms);
@@ -332,10 +419,10 @@ public:
     Result<LockInfo> get_lock(const std::string& key) {
         CallResult r = get("/v1/locks?key=" + url_encode(key));
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        Parsed p = parse_object(r.response.body);
-        if (!p.error.empty()) return protocol_error(p.error);
-        return lock_info_of(p.object);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return lock_info_of(p.value());
     }
 
     Result<std::vector<LockInfo>> list(const std::string& prefix) {
@@ -345,10 +432,10 @@ public:
             CallResult r = get("/v1/locks?prefix=" + url_encode(prefix) + "&after=" + url_encode(after) +
                                "&limit=" + std::to_string(kListPageSize));
             if (!r.answered) return r.error;
-            if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-            Parsed p = parse_object(r.response.body);
-            if (!p.error.empty()) return protocol_error(p.error);
-            const json::value* locks = p.object.if_contains("locks");
+            if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+            Result<json::object> p = body_of(r);
+            if (!p) return p.error();
+            const json::value* locks = p.value().if_contains("locks");
             if (!locks || !locks->is_array()) return protocol_error("list answer without a 'locks' array");
             for (const json::value& v : locks->get_array()) {
                 if (!v.is_object()) return protocol_error("'locks' holds a non-object");
@@ -357,7 +444,7 @@ public:
                 // A member that does not page answers every lock: keep the prefix's.
                 if (info.value().key.starts_with(prefix)) out.push_back(std::move(info.value()));
             }
-            const json::value* next = p.object.if_contains("next");
+            const json::value* next = p.value().if_contains("next");
             if (next == nullptr) return out;
             // The next page starts after this one's last key: it must move on.
             if (!next->is_string() || next->get_string().empty() || std::string(next->get_string()) <= after) {
@@ -379,8 +466,10 @@ public:
         call.retry = false;
         CallResult r = transport_.perform_at(endpoint, call);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
-        return member_status_of(r.response.body, endpoint);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return member_status_of(p.value(), r.response.body, endpoint);
     }
 
     Result<MemberStatus> status() {
@@ -397,8 +486,10 @@ public:
         if (!r.answered) return r.error;
         // 404 unknown_member is mapped by error_of; any other 404 (an older
         // release without these endpoints) is not an answer about a member.
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kProtocol);
-        return member_list_of(r.response.body);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kProtocol);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return member_list_of(p.value(), r.response.body);
     }
 
     Result<std::string> snapshot(milliseconds timeout) {
@@ -411,7 +502,7 @@ public:
         call.deadline = Clock::now() + timeout;
         CallResult r = transport_.perform(call);
         if (!r.answered) return r.error;
-        if (r.response.status != kStatusOk) return error_of(r.response, ErrorKind::kNotFound);
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
         return std::move(r.response.body);
     }
 

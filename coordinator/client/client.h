@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,7 +92,13 @@ struct Options {
     // Sent as `Authorization: Bearer ...` on every request when not empty
     // (a member with --auth-file). Never logged or put in an error message.
     std::string bearer;
+    // Called at most once per call, on the calling thread, when the call goes
+    // on retrying after every endpoint failed once or kRetryNoticeAfter
+    // passed without an answer: the last failure. fencectl prints it.
+    std::function<void(const std::string& last_error)> on_retry;
 };
+
+constexpr milliseconds kRetryNoticeAfter{1'000};
 
 enum class ErrorKind : std::uint8_t {
     kHeld,         // 409: the key is held by someone else (or the wait ran out)
@@ -103,15 +110,26 @@ enum class ErrorKind : std::uint8_t {
     kNotAuthorized,  // 401 (no or unknown credentials) or 403 (no permission on that key); see http_status
     kUnknownMember,  // 404 unknown_member: no member of that ID in the configuration
     kRefused,        // 409 member_change_refused: the membership change is not allowed now (message says why)
+    kNotPgfence,     // an endpoint answered HTTP that is not a pgfence member's (a body that is not a JSON object)
 };
 
 const char* to_string(ErrorKind kind);
+
+// The exit code of every pgfence tool (client/exit_codes.h) for an error of
+// this kind; `lease_call` says a not_held came from keepalive (a lost lease)
+// rather than from release (not found).
+int exit_code_of(ErrorKind kind, bool lease_call = false);
 
 struct Error {
     ErrorKind kind = ErrorKind::kProtocol;
     std::string message;  // says what happened, with the server's message when it sent one
     int http_status = 0;  // 0 when no HTTP answer was involved
 };
+
+// An acquire's 400 about its lease or wait, in the terms of the flags the
+// user typed (`--lease 1h is longer than the cluster allows: it grants
+// leases from 500ms to 5m`); any other error's message as it is.
+std::string in_flag_terms(const Error& error, milliseconds lease, milliseconds wait);
 
 // Either a value or an Error.
 template <class T>

@@ -143,6 +143,7 @@ Transport::Step Transport::attempt(const Endpoint& first, const Call& call, Call
             return Step::kNextEndpoint;
         }
         out.answered = true;
+        out.answered_by = target.to_string();
         out.response = std::move(r.response);
         out.sent_at = r.sent_at;
         if (call.follow_redirects) leader_ = target;
@@ -157,11 +158,19 @@ CallResult Transport::perform(const Call& call) {
     std::size_t failures_in_row = 0;
     probing_ = options_.probe_timeout.count() > 0;
     probe_timeout_ = options_.probe_timeout;
+    const auto start = Clock::now();
+    bool noticed = !options_.on_retry;
     while (out.attempts < options_.max_attempts && Clock::now() < call.deadline) {
         const Step step = attempt(pick_endpoint(), call, out, why);
         if (step == Step::kAnswered) return out;
         note_failure();
         if (!call.retry) break;
+        const bool round_failed = failures_in_row + 1 >= options_.endpoints.size();
+        if (!noticed && (round_failed || Clock::now() - start >= kRetryNoticeAfter) &&
+            out.attempts < options_.max_attempts && Clock::now() < call.deadline) {
+            noticed = true;
+            options_.on_retry(why);
+        }
         if (++failures_in_row < options_.endpoints.size()) continue;
         failures_in_row = 0;
         probe_timeout_ = std::min(probe_timeout_ * 2, std::max(options_.probe_timeout, options_.attempt_timeout));

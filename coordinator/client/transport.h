@@ -7,7 +7,8 @@
 // the next endpoint is tried; once every endpoint has failed in a row the
 // transport sleeps (exponential backoff, capped, never past the deadline).
 // Before the first request on a new connection the member is probed with
-// GET /healthz under Options::probe_timeout (see there).
+// GET /healthz under Options::probe_timeout (see there). Options::on_retry
+// hears once per call that it goes on retrying.
 #pragma once
 
 #include <functional>
@@ -41,6 +42,7 @@ struct CallResult {
     Clock::time_point first_sent_at;  // first byte of the first attempt that went out
     Clock::time_point sent_at;        // first byte of the attempt that was answered
     int attempts = 0;
+    std::string answered_by;          // HOST:PORT of the member that answered (when answered)
 };
 
 class Transport {

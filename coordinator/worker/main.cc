@@ -28,25 +28,25 @@ int run(int argc, char** argv) {
     const worker::ParseResult parsed = worker::parse_options(argc, argv);
     if (parsed.help) {
         std::fputs(worker::usage().c_str(), stdout);
-        return worker::kExitOk;
+        return kExitOk;
     }
     if (parsed.version) {
         std::fputs("fence-worker (pgfence) " PGFENCE_VERSION "\n", stdout);
-        return worker::kExitOk;
+        return kExitOk;
     }
     if (!parsed.options) {
         std::fprintf(stderr, "%s\n", parsed.error.c_str());
-        return worker::kExitUsage;
+        return kExitUsage;
     }
     if (parsed.options->print_clock) {
         const auto now = std::chrono::steady_clock::now().time_since_epoch();
         std::printf("%lld\n", static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
-        return worker::kExitOk;
+        return kExitOk;
     }
     const client::EndpointsParse endpoints = client::endpoints_from(parsed.options->endpoints);
     if (!endpoints.error.empty()) {
         std::fprintf(stderr, "fence-worker: %s\n", endpoints.error.c_str());
-        return worker::kExitUsage;
+        return kExitUsage;
     }
     client::Options copts;
     copts.endpoints = endpoints.endpoints;
@@ -54,7 +54,7 @@ int run(int argc, char** argv) {
     const worker::Options& wo = *parsed.options;
     if (auto why = client::load_credentials(wo.cacert, wo.cert, wo.key, wo.bearer_file, copts); !why.empty()) {
         std::fprintf(stderr, "fence-worker: %s\n", why.c_str());
-        return worker::kExitUsage;
+        return kExitUsage;
     }
     install_handlers();
     worker::Worker w(*parsed.options, copts);
@@ -68,6 +68,6 @@ int main(int argc, char** argv) {
         return run(argc, argv);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fence-worker: internal error: %s\n", e.what());
-        return pgfence::worker::kExitInternal;
+        return pgfence::kExitOther;
     }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/exit_codes.h"
 
 namespace pgfence::worker {
 
@@ -27,18 +28,10 @@ enum class Mode : std::uint8_t {
 
 const char* to_string(Mode mode);
 
-// Exit codes (documented in --help and docs/guarantees.md).
-enum ExitCode : int {
-    kExitOk = 0,
-    kExitInternal = 1,     // unexpected failure (a bug, or out of memory)
-    kExitUsage = 2,        // bad command line
-    kExitStale = 3,        // PostgreSQL refused our token (55F01): a newer holder wrote
-    kExitHeld = 4,         // the key is held by someone else / the wait ran out
-    kExitUnavailable = 5,  // no coordinator member answered usefully
-    kExitDatabase = 6,     // PostgreSQL failed for another reason (connection, schema, timeout)
-    kExitLeaseLost = 7,    // the keepalive found the lease gone before the write; nothing written
-    kExitNotAuthorized = 8,  // the coordinator refused the credentials (401) or the key (403)
-};
+// Exit codes: the project's one scheme (client/exit_codes.h); fence-worker
+// ends with kExitOk, kExitOther, kExitUsage, kExitHeld, kExitLostLease,
+// kExitUnavailable, kExitNotAuthorized, kExitStale, kExitDatabase or
+// kExitNotPgfence.
 
 // Writes per lease on the sequenced path: (token, 1), (token, 2), ... then
 // (token, 1) once more, the delayed duplicate the fence must refuse.

@@ -75,17 +75,19 @@ worker, value, path, committed_at) where id is taken from a sequence inside the
 transaction after the fenced write, so per key and fence it follows commit order
 (fence is row, resource or sequenced; seq is set on the sequenced path only).
 
-Exit codes:
-  0  all iterations done (with --keep-going: the loop ran to its end)
-  1  internal error, or a delayed duplicate of our own sequenced write was accepted
-     (with --keep-going that is logged and counted instead)
-  2  usage error
-  3  stale token refused by PostgreSQL (55F01): a newer holder wrote
-  4  the key is held by someone else, or --wait ran out
-  5  no coordinator member answered (cluster unavailable)
-  6  PostgreSQL error other than a stale token (connection, schema, timeout)
-  7  the lease was lost before the write; nothing was written
-  8  not authorized: the coordinator refused the credentials (401) or the key (403)
+Exit codes (the same numbers as fencectl's, docs/cli.md):
+  0   all iterations done (with --keep-going: the loop ran to its end)
+  1   internal error, or a delayed duplicate of our own sequenced write was accepted
+      (with --keep-going that is logged and counted instead)
+  2   usage error, or the coordinator refused the request as invalid (e.g. a --lease
+      outside its bounds)
+  3   the key is held by someone else, or --wait ran out
+  4   the lease was lost before the write; nothing was written
+  5   no coordinator member answered (cluster unavailable)
+  7   not authorized: the coordinator refused the credentials (401) or the key (403)
+  10  stale token refused by PostgreSQL (55F01): a newer holder wrote
+  11  PostgreSQL error other than a stale token (connection, schema, timeout)
+  12  what answered on an endpoint is not a pgfence member
 )";
 }
 

@@ -28,19 +28,6 @@ std::string now_text() {
     return buf;
 }
 
-int exit_code_of(client::ErrorKind kind) {
-    switch (kind) {
-        case client::ErrorKind::kHeld:
-            return kExitHeld;
-        case client::ErrorKind::kUnavailable:
-            return kExitUnavailable;
-        case client::ErrorKind::kNotAuthorized:
-            return kExitNotAuthorized;
-        default:
-            return kExitInternal;
-    }
-}
-
 }  // namespace
 
 void request_stop() {
@@ -101,7 +88,7 @@ int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, 
         log_.write(e);
         ++stats_.lease_lost;
         say("lease on " + lease.key + " (token " + tok + ") is gone before the write; not writing");
-        return failed(kExitLeaseLost);
+        return failed(kExitLostLease);
     }
     if (!db_.connected()) {
         if (std::string err = db_.connect(o_.conninfo, o_.worker_id); !err.empty()) {
@@ -142,7 +129,7 @@ int Worker::write_sequenced(const client::Lease& lease, const std::function<bool
         const std::optional<std::int64_t> seq = lease.next_seq();
         if (!seq) {  // a fresh lease's sequence is far from the bigint limit
             say("internal: the sequence of token " + std::to_string(lease.token) + " is exhausted");
-            return kExitInternal;
+            return kExitOther;
         }
         if (first == 0) first = *seq;
         bool accepted = false;
@@ -172,7 +159,7 @@ int Worker::replay(const client::Lease& lease, std::int64_t seq) {
             ++stats_.replays_accepted;
             say("BUG: delayed duplicate " + pair + " on " + lease.key +
                 " was accepted after a later write of the same holder");
-            return failed(kExitInternal);
+            return failed(kExitOther);
         default:
             ++stats_.db_errors;
             say(std::string("database ") + to_string(w.outcome) + " on the replay " + pair + ": " + w.message);
@@ -209,8 +196,8 @@ int Worker::iteration(long i) {
                                                               : "error";
         log_.write(e);
         ++(kind == client::ErrorKind::kHeld ? stats_.held : stats_.unavailable);
-        say("could not acquire " + key + ": " + r.error().message);
-        return failed(exit_code_of(kind));
+        say("could not acquire " + key + ": " + client::in_flag_terms(r.error(), o_.lease, o_.wait));
+        return failed(client::exit_code_of(kind));
     }
     const client::Lease& lease = r.value();
     ++stats_.acquired;

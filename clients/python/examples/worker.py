@@ -21,33 +21,37 @@ holder's later writes with its token pass, and its own earlier write, if it
 landed late, would not overwrite a later one.
 
 It stops at once, with a message on stderr and a distinct exit code, when
-PostgreSQL refuses the token (SQLSTATE 55F01: a newer holder wrote; exit 3)
+PostgreSQL refuses the token (SQLSTATE 55F01: a newer holder wrote; exit 10)
 or when the lease is lost before a write (lease.lost, true from the lease's
 deadline - margin on; or a long --wait that left no time to confirm the
-lease: exit 7, nothing written). --no-lease-check writes even with a lost
+lease: exit 4, nothing written). --no-lease-check writes even with a lost
 lease, to show the database refusing the stale token (as fence-worker's flag
 of that name). On a table that verifies proofs (fence_protect(...,
 lock_key => ...), docs/sql.md) a proof that does not verify is refused with
-55F02: exit 6.
+55F02: exit 11.
 
 Coordinator endpoints, TLS and the bearer secret as fencectl's: --endpoints
 or $FENCE_ENDPOINTS, $FENCE_CACERT_FILE, $FENCE_CERT_FILE, $FENCE_KEY_FILE,
 $FENCE_BEARER_FILE. PostgreSQL: --dsn, else libpq's PG* environment.
 Run it with Debian's /usr/bin/python3 (python3-psycopg2).
 
-Exit codes (those of fence-worker, coordinator/worker/options.h):
-  0  done
-  1  other error (a coordinator answer other than those below: bad request,
-     protocol error, table full)
-  2  usage error (bad flag, duration, endpoint list or credentials file)
-  3  stale token refused by PostgreSQL (55F01): a newer holder wrote
-  4  the key is held by someone else, or --wait ran out (HeldError)
-  5  no coordinator member answered (UnavailableError)
-  6  PostgreSQL error other than a stale token (connection, --setup, 55F02)
-  7  the lease was lost before a write, nothing written (lease.lost, or
-     LeaseLostError when a long wait left no time to confirm the lease)
-  8  not authorized: the coordinator refused the credentials (401) or the
-     key (403) (NotAuthorizedError)
+Exit codes (pgfence's scheme, fencectl's codes: pgfence.exitcodes; each
+FenceError's exit_code):
+  0   done
+  1   other error (a protocol error, a full lock table)
+  2   usage error (bad flag, duration, endpoint list or credentials file), or
+      a request the coordinator refused as invalid (BadRequestError: a
+      --lease or --wait out of the cluster's bounds)
+  3   the key is held by someone else, or --wait ran out (HeldError)
+  4   the lease was lost before a write, nothing written (lease.lost, or
+      LeaseLostError when a long wait left no time to confirm the lease)
+  5   no coordinator member answered (UnavailableError)
+  7   not authorized: the coordinator refused the credentials (401) or the
+      key (403) (NotAuthorizedError)
+  10  stale token refused by PostgreSQL (55F01): a newer holder wrote
+  11  PostgreSQL error other than a stale token (connection, --setup, 55F02)
+(6, 8 and 9 of the scheme, not found, unknown member and refused member
+change, do not occur here.)
 """
 
 import argparse
@@ -61,9 +65,8 @@ import psycopg2  # noqa: E402  (after the path: the package lives beside this ex
 import psycopg2.errorcodes  # noqa: E402
 
 import pgfence  # noqa: E402
+from pgfence.exitcodes import EXIT_DATABASE, EXIT_LEASE_LOST, EXIT_OK, EXIT_STALE, EXIT_USAGE  # noqa: E402
 
-EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_STALE = 0, 1, 2, 3
-EXIT_HELD, EXIT_UNAVAILABLE, EXIT_PG, EXIT_LOST, EXIT_NOT_AUTHORIZED = 4, 5, 6, 7, 8
 STALE_TOKEN = "55F01"
 
 SETUP_SQL = """
@@ -88,14 +91,11 @@ def exit_code_of(error):
     """The exit code for an exception that ended the worker (see the module's
     docstring); None for one that is not ours to map (a bug: it propagates)."""
     if isinstance(error, psycopg2.Error):
-        return EXIT_STALE if error.pgcode == STALE_TOKEN else EXIT_PG
+        return EXIT_STALE if error.pgcode == STALE_TOKEN else EXIT_DATABASE
     if isinstance(error, ValueError):  # durations, endpoints, TLS and bearer files
         return EXIT_USAGE
-    for cls, code in ((pgfence.HeldError, EXIT_HELD), (pgfence.UnavailableError, EXIT_UNAVAILABLE),
-                      (pgfence.LeaseLostError, EXIT_LOST), (pgfence.NotAuthorizedError, EXIT_NOT_AUTHORIZED),
-                      (pgfence.FenceError, EXIT_OTHER)):
-        if isinstance(error, cls):
-            return code
+    if isinstance(error, pgfence.FenceError):
+        return error.exit_code
     return None
 
 
@@ -121,8 +121,8 @@ def work(args, conn):
         for i in range(args.writes):
             time.sleep(pgfence.parse_duration_ms(args.work) / 1000)
             if lease.lost and not args.no_lease_check:
-                return fail(EXIT_LOST, f"LEASE LOST: {args.key} token {lease.token}: {lease.lost_reason}; "
-                                       "stopping without writing")
+                return fail(EXIT_LEASE_LOST, f"LEASE LOST: {args.key!r} token {lease.token}: "
+                                             f"{lease.lost_reason}; stopping without writing")
             try:
                 seq = write_report(conn, lease, args.report_id, args.body)
             except psycopg2.Error as e:
@@ -130,7 +130,7 @@ def work(args, conn):
                     return fail(EXIT_STALE, f"STALE TOKEN: PostgreSQL refused token {lease.token} for report "
                                             f"{args.report_id} (SQLSTATE 55F01): {e.pgerror.strip()}; "
                                             "a newer holder wrote, stopping")
-                raise  # main() reports it (exit 6)
+                raise  # main() reports it (exit 11)
             say(f"wrote report {args.report_id} with token {lease.token} seq {seq} ({i + 1}/{args.writes})")
         return EXIT_OK
 
@@ -156,7 +156,7 @@ def main(argv):
     try:
         conn = psycopg2.connect(args.dsn)
     except psycopg2.Error as e:
-        return fail(EXIT_PG, f"cannot connect to PostgreSQL: {str(e).strip()}")
+        return fail(EXIT_DATABASE, f"cannot connect to PostgreSQL: {str(e).strip()}")
     try:
         if args.setup:
             with conn, conn.cursor() as cur:
@@ -168,13 +168,11 @@ def main(argv):
         return work(args, conn)
     except (ValueError, pgfence.FenceError, psycopg2.Error) as e:
         code = exit_code_of(e)
-        if code == EXIT_LOST:
-            return fail(code, f"LEASE LOST: {args.key}: {e}; stopping without writing")
-        if code == EXIT_HELD:
-            return fail(code, f"{args.key} is held: {e}")
+        if code == EXIT_LEASE_LOST:
+            return fail(code, f"LEASE LOST: {e}; stopping without writing")
         if isinstance(e, psycopg2.Error):
             return fail(code, f"PostgreSQL error {e.pgcode}: {(e.pgerror or str(e)).strip()}")
-        return fail(code, f"usage: {e}" if code == EXIT_USAGE else f"{e.kind}: {e}")
+        return fail(code, f"{e.kind}: {e}" if isinstance(e, pgfence.FenceError) else f"usage: {e}")
     finally:
         conn.close()
 

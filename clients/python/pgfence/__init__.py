@@ -17,23 +17,26 @@ Client (pgfence.client) is the HTTP API with the C++ client's retries,
 redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a
 lock with a background keepalive as `fencectl run` does, and number the
 writes made with its token for pg_fence's sequenced mode (next_seq(): 1, 2,
-3, ... up to MAX_SEQ); errors are the classes of pgfence.errors; durations
+3, ... up to MAX_SEQ); errors are the classes of pgfence.errors, each with
+the code a tool exits with for it (pgfence.exitcodes, fencectl's); durations
 ("10s", "500ms") and endpoint lists ("h:p,https://h:p") are spelled as
 fencectl's.
 """
 
+from . import exitcodes
 from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, Client, KeepaliveResult, Lease, LockInfo,
                      usable_lease)
 from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
 from .errors import (BadRequestError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
-                     NotFoundError, NotHeldError, ProtocolError, TableFullError, UnavailableError)
+                     NotFoundError, NotHeldError, NotPgfenceError, ProtocolError, TableFullError,
+                     UnavailableError)
 from .holder import MAX_SEQ, HeldLock, hold, lock
 
 __all__ = [
     "Client", "Lease", "KeepaliveResult", "LockInfo", "HeldLock", "lock", "hold", "usable_lease",
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
-    "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError",
-    "NotAuthorizedError", "LeaseLostError", "MAX_SEQ",
+    "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",
+    "NotAuthorizedError", "LeaseLostError", "MAX_SEQ", "exitcodes",
 ]

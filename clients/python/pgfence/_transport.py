@@ -55,10 +55,12 @@ class Response:
 
 
 class CallResult:
-    """What perform() got: `response` (a final answer) or `error` (why none)."""
+    """What perform() got: `response` (a final answer, from `endpoint`) or
+    `error` (why none)."""
 
     def __init__(self):
         self.response = None
+        self.endpoint = None  # the member that gave `response`
         self.error = ""
         self.first_sent_at = None  # first send of the call: the conservative start of a lease
         self.attempts = 0
@@ -247,6 +249,7 @@ class Transport:
             if r.status == 503:
                 return False, f"{target} answered 503 {_quote(r.body)}"
             out.response = r
+            out.endpoint = target
             if follow_redirects:
                 self.leader = target
             return True, why

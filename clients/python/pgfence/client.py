@@ -17,7 +17,10 @@ The same contract as the C++ client (coordinator/client/client.h):
   expire the lease before send + lease in real time (it waits lease x
   (1 + rho) on its own clock; docs/guarantees.md, "Clocks: what is assumed").
   Stop writing with the token by then; beyond it only the fence protects.
-- Errors are the exceptions of pgfence.errors.
+- Errors are the exceptions of pgfence.errors. Their messages name the key,
+  the token and the member that answered where they are known, and a lease
+  or wait the cluster refuses as the caller gave it (lease='1h'), not as
+  the HTTP field that carried it.
 
 TLS and credentials, as fencectl takes them: ca_file, cert_file, key_file and
 bearer_file default to $FENCE_CACERT_FILE, $FENCE_CERT_FILE, $FENCE_KEY_FILE
@@ -33,14 +36,15 @@ not wait behind another's long call (a waiting acquire) uses copy().
 import dataclasses
 import json
 import os
+import re
 import ssl
 import threading
 import time
 import urllib.parse
 
-from . import errors
+from . import errors, exitcodes
 from ._transport import Transport, dumps
-from .duration import parse_duration_ms
+from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint
 
 DEFAULT_MAX_CLOCK_DRIFT_PPM = 50_000  # 5%, fence-coordinator's default --max-clock-drift-ppm
@@ -195,20 +199,54 @@ class _Options:
         return self._ssl
 
 
-def _object(body):
+class _Call:
+    """What a call is about, for its errors: the operation, the key, the
+    caller's token and the lease and wait as the caller gave them."""
+
+    def __init__(self, op, key=None, token=None, lease=None, wait=None, about=""):
+        self.op = op
+        # "acquire 'report:7'", "keepalive 'report:7' token 18", "list (prefix 'job:')", ...
+        self.subject = " ".join(part for part in (op, None if key is None else repr(key),
+                                                  None if token is None else f"token {token}", about) if part)
+        self.key = key
+        self.token = token
+        self.lease = lease
+        self.wait = wait
+
+    def error(self, cls, message, status=0, endpoint=None, token=None, **extra):
+        return cls(message, status, key=self.key, token=self.token if token is None else token,
+                   endpoint=None if endpoint is None else str(endpoint), **extra)
+
+
+def _bad_answer(call, endpoint, what):
+    """ProtocolError: the answer of `endpoint` to `call` <what>."""
+    return call.error(errors.ProtocolError, f"{call.subject}: the answer of {endpoint} {what}", endpoint=endpoint)
+
+
+def _not_pgfence(call, endpoint, status, body):
+    """NotPgfenceError: every answer of a member's API is a JSON object, so
+    `body` came from something else on the port (a web server, a proxy)."""
+    shown = body[:80].decode("utf-8", "replace").replace("\n", " ").replace("\r", " ")
+    what = "an empty body" if not body else f'"{shown}{"..." if len(body) > 80 else ""}"'
+    return call.error(errors.NotPgfenceError, f"{call.subject}: {endpoint} is not a pgfence member: it answered "
+                                              f"HTTP {status} with {what} (check the endpoints or FENCE_ENDPOINTS)",
+                      status, endpoint)
+
+
+def _object(body, call, endpoint, status=200):
     try:
         value = json.loads(body)
-    except ValueError as e:
-        raise errors.ProtocolError(f"answer is not JSON ({e}): {body[:200]!r}") from None
+    except ValueError:
+        value = None
     if not isinstance(value, dict):
-        raise errors.ProtocolError(f"answer is not a JSON object: {body[:200]!r}")
+        raise _not_pgfence(call, endpoint, status, body)
     return value
 
 
-def _uint(obj, name, what):
+def _uint(obj, name, call, endpoint):
     value = obj.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise errors.ProtocolError(f"{what} without a numeric {name!r}: {obj!r:.200}")
+        raise _bad_answer(call, endpoint, f"has no numeric {name!r}: {obj!r:.200}")
     return value
 
 
@@ -217,33 +255,83 @@ def _text(obj, name):
     return "" if value is None else str(value)
 
 
-def _raise_for(response, not_found):
+# The server's messages read here: a 400 for a lease or wait out of bounds
+# (coordinator/net/api_request.cc) and a 409 naming the holder's token
+# (coordinator/member/core_leases.cc). Any other is passed on as it is.
+_LEASE_BOUNDS = re.compile(r"field 'lease_ms' is (\d+), must be within \[(\d+), (\d+)\]")
+_WAIT_BOUND = re.compile(r"field 'wait_ms' is (\d+), must be at most (\d+)")
+_HELD_WITH = re.compile(r"key is held with token (\d+)")
+
+
+def _bad_request(call, detail):
+    """The 400's message: a lease or wait out of bounds in the caller's terms
+    (the argument as given, the bounds as durations), else the server's."""
+    m = _LEASE_BOUNDS.fullmatch(detail)
+    if m and call.lease is not None:
+        asked, low, high = (int(g) for g in m.groups())
+        return (f"{call.subject}: lease={call.lease!r} is {'shorter' if asked < low else 'longer'} than the "
+                f"cluster allows: it grants leases from {format_duration_ms(low)} to "
+                f"{format_duration_ms(high)} (fence-coordinator --min-lease and --max-lease)")
+    m = _WAIT_BOUND.fullmatch(detail)
+    if m and call.wait is not None:
+        return (f"{call.subject}: wait={call.wait!r} is longer than the cluster allows: it waits at most "
+                f"{format_duration_ms(int(m.group(2)))} (fence-coordinator --max-wait)")
+    return f"{call.subject}: bad request: {detail}"
+
+
+def _held(call, detail, endpoint):
+    """HeldError for a 409 on acquire, naming the key (and the holder's token)."""
+    m = _HELD_WITH.fullmatch(detail)
+    if m:
+        holder = int(m.group(1))
+        return call.error(errors.HeldError, f"{call.key!r} is held with token {holder}", 409, endpoint,
+                          token=holder)
+    if detail == "wait timed out" and call.wait is not None:
+        waited = format_duration_ms(parse_duration_ms(call.wait))
+        return call.error(errors.HeldError, f"{call.key!r} is still held after a wait of {waited} "
+                                            f"(wait timed out)", 409, endpoint)
+    return call.error(errors.HeldError, f"{call.key!r} was not granted: {detail or 'held'}", 409, endpoint)
+
+
+def _raise_for(result, call, not_found):
     """Raises the error for a final answer other than 200. `not_found`: the
     class for 404 (NotFoundError for get, NotHeldError for release/keepalive)."""
-    try:
-        obj = _object(response.body)
-    except errors.ProtocolError:
-        obj = {}
+    response, endpoint = result.response, result.endpoint
+    obj = _object(response.body, call, endpoint, response.status)
     code = _text(obj, "error")
-    detail = _text(obj, "message") or code or response.body[:200].decode("utf-8", "replace")
+    if not code:  # every error of a member's API names its `error`
+        raise _not_pgfence(call, endpoint, response.status, response.body)
+    detail = _text(obj, "message") or code
     status = response.status
     if status == 400:
-        raise errors.BadRequestError(f"bad request: {detail}", status)
+        raise call.error(errors.BadRequestError, _bad_request(call, detail), status, endpoint)
+    if status == 404 and not_found is errors.NotHeldError:
+        lost = call.op == "keepalive"
+        message = (f"{call.key!r} is not held with token {call.token}"
+                   f"{' any more: the lease is lost' if lost else ''} ({detail or 'not held'})")
+        raise call.error(errors.NotHeldError, message, status, endpoint,
+                         exit_code=exitcodes.EXIT_LEASE_LOST if lost else None)
+    if status == 404 and call.key is not None:
+        raise call.error(not_found, f"no lock on {call.key!r} ({detail or 'not found'})", status, endpoint)
     if status == 404:
-        raise not_found(detail or "not found", status)
+        raise call.error(not_found, f"{call.subject}: {endpoint} answered 404: {detail or 'not found'}",
+                         status, endpoint)
     if status == 409:
-        raise errors.HeldError(detail or "held", status)
+        raise _held(call, detail, endpoint)
     if status == 401:
-        raise errors.NotAuthorizedError(f"not authenticated: {detail}", status)
+        raise call.error(errors.NotAuthorizedError, f"{call.subject}: not authenticated by {endpoint}: {detail}",
+                         status, endpoint)
     if status == 403:
-        raise errors.NotAuthorizedError(f"not authorized: {detail}", status)
+        raise call.error(errors.NotAuthorizedError, f"{call.subject}: not authorized by {endpoint}: {detail}",
+                         status, endpoint)
     if status == 507:
-        raise errors.TableFullError(f"lock table full: {detail}", status)
-    raise errors.ProtocolError(f"unexpected HTTP status {status}: {detail}", status)
+        raise call.error(errors.TableFullError, f"{call.subject}: lock table full: {detail}", status, endpoint)
+    raise call.error(errors.ProtocolError, f"{call.subject}: unexpected HTTP status {status} from {endpoint}: "
+                                           f"{detail}", status, endpoint)
 
 
-def _lock_info(obj):
-    return LockInfo(key=_text(obj, "key"), token=_uint(obj, "token", "lock"), owner=_text(obj, "owner"),
+def _lock_info(obj, call, endpoint):
+    return LockInfo(key=_text(obj, "key"), token=_uint(obj, "token", call, endpoint), owner=_text(obj, "owner"),
                     lease_ms=obj.get("lease_ms", 0), ttl_ms=obj.get("ttl_ms", 0))
 
 
@@ -296,22 +384,23 @@ class Client:
         self.close()
         return False
 
-    def _perform(self, make, seconds, deadline=None):
+    def _perform(self, make, seconds, call, deadline=None):
         end = time.monotonic() + seconds
         if deadline is not None:
             end = min(end, deadline)
         with self._mutex:
             result = self._transport.perform(make, end)
         if result.response is None:
-            raise errors.UnavailableError(result.error)
+            raise call.error(errors.UnavailableError, f"{call.subject}: {result.error}")
         return result
 
-    def _post(self, path, body, attempt_s, deadline=None):
+    def _post(self, path, body, attempt_s, call, deadline=None):
         data = dumps(body)
-        return self._perform(lambda: ("POST", path, data, attempt_s), self._opts.timeout_s, deadline)
+        return self._perform(lambda: ("POST", path, data, attempt_s), self._opts.timeout_s, call, deadline)
 
-    def _get(self, target):
-        return self._perform(lambda: ("GET", target, None, self._opts.attempt_timeout_s), self._opts.timeout_s)
+    def _get(self, target, call):
+        return self._perform(lambda: ("GET", target, None, self._opts.attempt_timeout_s), self._opts.timeout_s,
+                             call)
 
     def acquire(self, key, lease="10s", wait="0s", owner=""):
         """Takes the lock on `key` -> Lease. With `wait` > 0 a held key is
@@ -323,6 +412,7 @@ class Client:
         lease_ms = parse_duration_ms(lease)
         wait_s = parse_duration_ms(wait) / 1000
         wait_end = time.monotonic() + wait_s
+        call = _Call("acquire", key, lease=lease, wait=wait)
 
         def make():
             left_ms = max(0, int((wait_end - time.monotonic()) * 1000))
@@ -331,13 +421,13 @@ class Client:
                 body["owner"] = owner
             return "POST", "/v1/acquire", dumps(body), self._opts.attempt_timeout_s + left_ms / 1000
 
-        result = self._perform(make, self._opts.timeout_s + wait_s)
+        result = self._perform(make, self._opts.timeout_s + wait_s, call)
         r = result.response
         if r.status != 200:
-            _raise_for(r, errors.NotFoundError)
-        obj = _object(r.body)
+            _raise_for(result, call, errors.NotFoundError)
+        obj = _object(r.body, call, result.endpoint)
         granted_ms = obj.get("lease_ms", lease_ms)
-        return Lease(key=key, token=_uint(obj, "token", "acquire answer"),
+        return Lease(key=key, token=_uint(obj, "token", call, result.endpoint),
                      lease_ms=granted_ms if isinstance(granted_ms, int) else lease_ms,
                      owner=_text(obj, "owner"), proof=_text(obj, "proof"), sent_at=result.first_sent_at,
                      received_at=time.monotonic(), max_clock_drift_ppm=self._opts.max_clock_drift_ppm)
@@ -345,58 +435,65 @@ class Client:
     def release(self, key, token, deadline=None):
         """Releases `key` if it is held with `token`; NotHeldError otherwise.
         `deadline` (time.monotonic()) cuts the call short."""
-        r = self._post("/v1/release", {"key": key, "token": token}, self._opts.attempt_timeout_s,
-                       deadline).response
-        if r.status != 200:
-            _raise_for(r, errors.NotHeldError)
+        call = _Call("release", key, token)
+        result = self._post("/v1/release", {"key": key, "token": token}, self._opts.attempt_timeout_s, call,
+                            deadline)
+        if result.response.status != 200:
+            _raise_for(result, call, errors.NotHeldError)
+        if _object(result.response.body, call, result.endpoint).get("released") is not True:
+            raise _not_pgfence(call, result.endpoint, 200, result.response.body)
 
     def keepalive(self, key, token, deadline=None):
         """Resets the lease of `key` held with `token` -> KeepaliveResult;
         NotHeldError once it is not held with that token (the lease is lost:
         stop). `deadline` (time.monotonic()) cuts the call short."""
+        call = _Call("keepalive", key, token)
         result = self._post("/v1/keepalive", {"key": key, "token": token},
-                            self._opts.keepalive_attempt_timeout_s, deadline)
+                            self._opts.keepalive_attempt_timeout_s, call, deadline)
         r = result.response
         if r.status != 200:
-            _raise_for(r, errors.NotHeldError)
-        obj = _object(r.body)
-        return KeepaliveResult(key=key, token=token, ttl_ms=_uint(obj, "ttl_ms", "keepalive answer"),
+            _raise_for(result, call, errors.NotHeldError)
+        obj = _object(r.body, call, result.endpoint)
+        return KeepaliveResult(key=key, token=token, ttl_ms=_uint(obj, "ttl_ms", call, result.endpoint),
                                sent_at=r.sent_at, max_clock_drift_ppm=self._opts.max_clock_drift_ppm)
 
     def get(self, key):
         """The lock on `key` -> LockInfo; NotFoundError when nobody holds it."""
-        r = self._get("/v1/locks?key=" + urllib.parse.quote(key, safe="")).response
-        if r.status != 200:
-            _raise_for(r, errors.NotFoundError)
-        return _lock_info(_object(r.body))
+        call = _Call("get", key)
+        result = self._get("/v1/locks?key=" + urllib.parse.quote(key, safe=""), call)
+        if result.response.status != 200:
+            _raise_for(result, call, errors.NotFoundError)
+        return _lock_info(_object(result.response.body, call, result.endpoint), call, result.endpoint)
 
     def list(self, prefix=""):
         """Every held lock whose key starts with `prefix`, sorted by key, asked
         for page by page: not one snapshot (a lock changed meanwhile may show or
         not). Under --auth-file only the keys the caller may read."""
         out, after = [], ""
+        call = _Call("list", about=f"(prefix {prefix!r})" if prefix else "")
         while True:
             query = urllib.parse.urlencode({"prefix": prefix, "after": after, "limit": LIST_PAGE_SIZE})
-            r = self._get("/v1/locks?" + query).response
-            if r.status != 200:
-                _raise_for(r, errors.NotFoundError)
-            obj = _object(r.body)
+            result = self._get("/v1/locks?" + query, call)
+            if result.response.status != 200:
+                _raise_for(result, call, errors.NotFoundError)
+            src = result.endpoint
+            obj = _object(result.response.body, call, src)
             locks = obj.get("locks")
             if not isinstance(locks, list):
-                raise errors.ProtocolError("list answer without a 'locks' array")
+                raise _bad_answer(call, src, "has no 'locks' array")
             for item in locks:
                 if not isinstance(item, dict):
-                    raise errors.ProtocolError("'locks' holds a non-object")
-                info = _lock_info(item)
+                    raise _bad_answer(call, src, "has a non-object in 'locks'")
+                info = _lock_info(item, call, src)
                 if info.key.startswith(prefix):
                     out.append(info)
             nxt = obj.get("next")
             if nxt is None:
                 return out
             if not isinstance(nxt, str) or not nxt or nxt <= after:
-                raise errors.ProtocolError(f"list answer with a 'next' that is not a key after {after!r}")
+                raise _bad_answer(call, src, f"has a 'next' that is not a key after {after!r}")
             if len(out) > MAX_LISTED_LOCKS:
-                raise errors.ProtocolError(f"list answer of more than {MAX_LISTED_LOCKS} locks")
+                raise _bad_answer(call, src, f"makes the list longer than {MAX_LISTED_LOCKS} locks")
             after = nxt
 
     def status_of(self, endpoint):
@@ -405,15 +502,16 @@ class Client:
         if not isinstance(endpoint, Endpoint):
             endpoint = parse_endpoint(endpoint)
         seconds = min(self._opts.timeout_s, self._opts.attempt_timeout_s)
+        call = _Call("status", about=f"of {endpoint}")
         with self._mutex:
             result = self._transport.perform_at(
                 endpoint, lambda: ("GET", "/v1/status", None, self._opts.attempt_timeout_s),
                 time.monotonic() + seconds)
         if result.response is None:
-            raise errors.UnavailableError(result.error)
+            raise call.error(errors.UnavailableError, result.error, endpoint=endpoint)
         if result.response.status != 200:
-            _raise_for(result.response, errors.NotFoundError)
-        return _object(result.response.body)
+            _raise_for(result, call, errors.NotFoundError)
+        return _object(result.response.body, call, endpoint)
 
     def status(self):
         """/v1/status of the first member that answers (any role), as a dict."""

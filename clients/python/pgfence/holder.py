@@ -190,7 +190,8 @@ class HeldLock:
     def check(self):
         """Raises LeaseLostError if the lease is lost; call it before a write."""
         if self.lost:
-            raise errors.LeaseLostError(f"lease of {self.key} token {self.token} lost: {self.lost_reason}")
+            raise errors.LeaseLostError(f"lease of {self.key!r} token {self.token} lost: {self.lost_reason}",
+                                        key=self.key, token=self.token)
 
     def next_seq(self):
         """The next sequence number for a write with this token: 1 first, then
@@ -198,7 +199,7 @@ class HeldLock:
         ValueError once MAX_SEQ has been handed out: the token is used up."""
         with self._seq_mutex:
             if self._seq >= MAX_SEQ:
-                raise ValueError(f"no sequence number left for {self.key} token {self.token}: "
+                raise ValueError(f"no sequence number left for {self.key!r} token {self.token}: "
                                  f"{MAX_SEQ} (PostgreSQL's bigint maximum, the largest pg_fence.seq) "
                                  "was handed out already; release and acquire the lock again for "
                                  "a newer token")
@@ -239,7 +240,7 @@ class HeldLock:
         except errors.NotHeldError:
             pass  # expired or released already
         except errors.FenceError as e:
-            _log.warning("release of %s token %s failed: %s", self.key, self.token, e)
+            _log.warning("release of %r token %s failed: %s", self.key, self.token, e)
         finally:
             releaser.close()
             self._keeper_client.close()
@@ -264,7 +265,7 @@ class HeldLock:
             try:
                 self._on_lost(self)
             except Exception:  # a callback's failure must not stop the keeper
-                _log.exception("on_lost callback of %s failed", self.key)
+                _log.exception("on_lost callback of %r token %s failed", self.key, self.token)
 
     def _confirmed(self, sent_at, until):
         """A keepalive sent at `sent_at` succeeded; its deadline is `until`
@@ -315,7 +316,7 @@ class HeldLock:
                 self._mark_lost(f"keepalive refused: {e}")
                 return
             except errors.FenceError as e:
-                _log.warning("keepalive of %s failed (%s); lease lost in %dms", self.key, e,
+                _log.warning("%s; the lease is lost in %dms unless a keepalive succeeds", e,
                              (deadline - time.monotonic()) * 1000)
                 with self._cond:
                     self._next_keepalive = time.monotonic() + min(_RETRY_PAUSE_S, self.lease_ms / 20000)
@@ -339,7 +340,8 @@ def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None, *, margin
         lost_at = held.lost_at
         try:
             if time.monotonic() >= lost_at:
-                raise errors.LeaseLostError("the wait ended after the lease's deadline - margin")
+                raise errors.LeaseLostError("the wait ended after the lease's deadline - margin", key=key,
+                                            token=acquired.token)
             k = held._keeper_client.keepalive(key, acquired.token, deadline=lost_at)
             held._confirmed(k.sent_at, k.deadline)
         except errors.FenceError as e:
@@ -347,7 +349,8 @@ def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None, *, margin
         if held.lost:
             reason = held.lost_reason
             held.release()
-            raise errors.LeaseLostError(f"lease of {key} token {acquired.token} lost before use: {reason}")
+            raise errors.LeaseLostError(f"lease of {key!r} token {acquired.token} lost before use: {reason}",
+                                        key=key, token=acquired.token)
     held._start()
     return held
 

@@ -55,7 +55,8 @@ fencectl release job "$next"
 expect_code 2 fencectl acquire job --lease 10x
 grep -q "'10x'" "$WORK/last.err" || fail "usage error does not name '10x': $(cat "$WORK/last.err")"
 expect_code 2 fencectl acquire job --lease 100ms --wait 0s
-grep -q "lease_ms" "$WORK/last.err" || fail "400 message does not name lease_ms: $(cat "$WORK/last.err")"
+grep -q "^fencectl acquire: --lease 100ms is shorter than the cluster allows" "$WORK/last.err" ||
+  fail "the server's 400 is not said in --lease's terms: $(cat "$WORK/last.err")"
 expect_code 2 fencectl frobnicate
 fencectl --help | grep -q "exit codes" || fail "--help lacks exit codes"
 
@@ -94,4 +95,9 @@ status=$(fencectl --timeout 2s status) || fail "status with one member down exit
 [[ $(grep -c unreachable <<<"$status") == 1 ]] || fail "dead member $victim not shown unreachable: $status"
 t=$(fencectl acquire after-kill --lease 5s --wait 0s) || fail "acquire with one member down"
 fencectl release after-kill "$t"
+
+# A lease the cluster refuses is named by the flag the user typed.
+expect_code 2 fencectl acquire too-long --lease 1h --wait 0s
+grep -q "^fencectl acquire: --lease 1h is longer than the cluster allows: it grants leases from " "$WORK/last.err" ||
+  fail "--lease 1h refused as: $(cat "$WORK/last.err")"
 echo "PASS [$TEST_NAME]"

@@ -48,8 +48,8 @@ trap cleanup EXIT
 start_cluster() {
     local line
     line=$("$CLUSTER" start "$WORK/cluster" "${1:-3}") || fail "cluster.sh start failed"
-    [[ "$line" == FENCE_ENDPOINTS=* ]] || fail "cluster.sh printed '$line'"
-    export FENCE_ENDPOINTS="${line#FENCE_ENDPOINTS=}"
+    [[ "$line" == "export FENCE_ENDPOINTS="* ]] || fail "cluster.sh printed '$line'"
+    export FENCE_ENDPOINTS="${line#export FENCE_ENDPOINTS=}"
 }
 
 # member_pids: pids of every member.

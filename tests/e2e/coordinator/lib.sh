@@ -31,8 +31,8 @@ cluster_start() {  # N [extra flags]
     N=${1:-3}
     local out
     out=$(FENCE_COORDINATOR_FLAGS="$FAST_FLAGS ${2:-}" "$CLUSTER" start "$DIR" "$N") || fail "cluster did not start"
-    [[ "$out" == FENCE_ENDPOINTS=* ]] || fail "cluster.sh printed '$out'"
-    export FENCE_ENDPOINTS=${out#FENCE_ENDPOINTS=}
+    [[ "$out" == "export FENCE_ENDPOINTS="* ]] || fail "cluster.sh printed '$out'"
+    export FENCE_ENDPOINTS=${out#export FENCE_ENDPOINTS=}
 }
 
 client_port() { echo $((BASE + 100 + $1)); }

@@ -2,18 +2,25 @@
 # The operator's monitoring kit (deploy/), checked by the real tools against
 # live metrics:
 #   1. promtool check rules and promtool test rules (deploy/prometheus/), and
-#      promtool check config of the example configuration;
+#      promtool check config of the example configuration; the rules that
+#      rules-for-jobs.sh writes for jobs named otherwise (none of the default
+#      job names left in them);
 #   2. the Grafana dashboard's JSON, with jq: panels, ids, grid positions,
-#      targets with a PromQL expression and a refId, the datasource variable;
+#      targets with a PromQL expression and a refId, the datasource variable,
+#      the job variables, and every query's job matcher one of them (no
+#      job name written into the dashboard);
 #   3. every metric name the rules and the dashboard use is served by a live
 #      3-member cluster's /metrics, or by a live prometheus-postgres-exporter
 #      running deploy/postgres_exporter/pgfence-queries.yaml against a real
 #      PostgreSQL with pg_fence (promtool passes rules naming metrics that do
 #      not exist; this does not);
-#   4. Debian's prometheus scrapes that cluster and exporter with the rules
-#      loaded: every rule evaluates without error, every panel's PromQL
-#      returns series with the labels its legend shows, a healthy cluster
-#      raises no alert, and a stopped member leaves pgfence_peers_reachable.
+#   4. Debian's prometheus scrapes that cluster and exporter under job names
+#      that are not the defaults, with the rules rules-for-jobs.sh wrote for
+#      them: every rule evaluates without error, every panel's PromQL (its
+#      job variables set to those names) returns series with the labels its
+#      legend shows, a healthy cluster raises no alert, and a stopped member
+#      leaves pgfence_peers_reachable and makes PgfenceMemberDown and
+#      PgfencePeersUnreachable pending.
 # Needs pg_fence installed (make test does) and Debian's prometheus,
 # prometheus-postgres-exporter and jq (make deps).
 set -euo pipefail
@@ -28,6 +35,8 @@ FENCECTL=${FENCECTL_BIN:?set FENCECTL_BIN}
 export FENCE_COORDINATOR_BIN=${FENCE_COORDINATOR_BIN:?set FENCE_COORDINATOR_BIN}
 DEPLOY="$E2E_ROOT/deploy"
 RULES="$DEPLOY/prometheus/pgfence.rules.yml"
+# The scrape jobs of section 4: not the defaults (pgfence, pgfence_postgres).
+COORD_JOB=fence-coordinators PG_JOB=fenced-postgres
 DASHBOARD="$DEPLOY/grafana/pgfence-dashboard.json"
 QUERIES="$DEPLOY/postgres_exporter/pgfence-queries.yaml"
 EXPORTER=${POSTGRES_EXPORTER_BIN:-/usr/bin/prometheus-postgres-exporter}
@@ -56,11 +65,26 @@ promtool check rules "$RULES" >"$W/promtool-check.out" 2>&1 || { cat "$W/promtoo
 promtool check config "$DEPLOY/prometheus/prometheus.example.yml" >"$W/promtool-config.out" 2>&1 ||
   { cat "$W/promtool-config.out" >&2; fail "promtool check config prometheus.example.yml"; }
 pass "promtool check rules, test rules, and check config of the example configuration"
+bash "$DEPLOY/prometheus/rules-for-jobs.sh" "$COORD_JOB" "$PG_JOB" >"$W/rules.yml" 2>"$W/rules-for-jobs.err" ||
+  { cat "$W/rules-for-jobs.err" >&2; fail "rules-for-jobs.sh $COORD_JOB $PG_JOB"; }
+promtool check rules "$W/rules.yml" >"$W/promtool-check-jobs.out" 2>&1 ||
+  { cat "$W/promtool-check-jobs.out" >&2; fail "promtool check rules of the rules for $COORD_JOB and $PG_JOB"; }
+if grep -nE 'job *(=|!=|=~|!~) *"pgfence(_postgres)?"' "$W/rules.yml" >&2; then
+  fail "rules-for-jobs.sh left default job matchers (above)"
+fi
+[[ $(grep -c "job=\"$COORD_JOB\"" "$W/rules.yml") == $(grep -c 'job="pgfence"' "$RULES") &&
+   $(grep -c "job=\"$PG_JOB\"" "$W/rules.yml") == $(grep -c 'job="pgfence_postgres"' "$RULES") ]] ||
+  fail "rules-for-jobs.sh did not rewrite every job matcher"
+pass "rules-for-jobs.sh: the rules for jobs $COORD_JOB and $PG_JOB pass promtool check rules"
 
 # --- 2. the dashboard's shape --------------------------------------------
 jq -e '
   (.title | type == "string") and (.uid | type == "string") and
   (.templating.list | any(.name == "datasource" and .type == "datasource" and .query == "prometheus")) and
+  (.templating.list | any(.name == "job" and .type == "query" and .datasource.uid == "${datasource}" and
+                          .query == "label_values(pgfence_is_leader, job)")) and
+  (.templating.list | any(.name == "postgres_job" and .type == "query" and .datasource.uid == "${datasource}" and
+                          .query == "label_values(pg_fence_stats_accepted, job)")) and
   (.panels | type == "array" and length > 0) and
   ([.panels[].id] | length == (unique | length)) and
   (.panels | all(
@@ -72,6 +96,16 @@ jq -e '
      (.targets | all((.expr | type == "string" and length > 0) and (.refId | type == "string")))))
 ' "$DASHBOARD" >/dev/null || fail "the dashboard's JSON does not have the expected shape ($DASHBOARD)"
 pass "dashboard JSON: $(jq '.panels | length' "$DASHBOARD") panels, $(jq '[.panels[].targets[]] | length' "$DASHBOARD") queries"
+# Every query selects its job through a variable, never by name.
+jq -r '.panels[].targets[].expr' "$DASHBOARD" >"$W/panel.exprs"
+if grep -noE 'job *(=|!=|=~|!~) *"[^"]*"' "$W/panel.exprs" | grep -vE ':job="\$(job|postgres_job)"$' >&2; then
+  fail "dashboard queries with a job matcher other than job=\"\$job\" or job=\"\$postgres_job\" (above)"
+fi
+if grep -nvE 'job="\$(job|postgres_job)"' "$W/panel.exprs" >&2; then
+  fail "dashboard queries that select no job (above)"
+fi
+! grep -n 'job=\\"pgfence' "$DASHBOARD" >&2 || fail "the dashboard names a scrape job in a matcher (above)"
+pass "every dashboard query selects its job through \$job or \$postgres_job"
 
 # --- 3. a live cluster, PostgreSQL and exporter --------------------------
 e2e_cluster_start "$W/cluster" 3 >/dev/null
@@ -163,12 +197,12 @@ global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files:
-  - $RULES
+  - $W/rules.yml
 scrape_configs:
-  - job_name: pgfence
+  - job_name: $COORD_JOB
     static_configs:
       - targets: [${targets%,}]
-  - job_name: pgfence_postgres
+  - job_name: $PG_JOB
     static_configs:
       - targets: ['127.0.0.1:$exporter_port']
 EOF
@@ -190,13 +224,16 @@ rules_ok() {
 e2e_wait_for 20 rules_ok || { curl -sf "$PROM/api/v1/rules" | jq '.data.groups[].rules[] | select(.health != "ok")' >&2; fail "a rule does not evaluate"; }
 pass "Prometheus evaluates all $(curl -sf "$PROM/api/v1/rules" | jq '[.data.groups[].rules[]] | length') rules without error"
 
-# Each panel's PromQL, with Grafana's $__rate_interval as 30s, returns series,
+# Each panel's PromQL, with Grafana's $__rate_interval as 30s and the job
+# variables set to this Prometheus's job names, returns series,
 # and every series has the labels its legend names ({{instance}}, ...): a
 # `by (label)` of a label the metric does not have still returns a series,
 # without the label.
 n=0
 while IFS=$'\t' read -r title expr legend; do
   q=${expr//\$__rate_interval/30s}
+  q=${q//\$postgres_job/$PG_JOB}
+  q=${q//\$job/$COORD_JOB}
   answer=$(query "$q") || fail "panel '$title': the query failed: $q"
   [[ $(jq -r '.status' <<<"$answer") == success ]] || fail "panel '$title': $(jq -r '.error' <<<"$answer"): $q"
   [[ $(jq '.data.result | length' <<<"$answer") -gt 0 ]] || fail "panel '$title': no series for $q"
@@ -209,7 +246,7 @@ done < <(jq -r '.panels[] | .title as $t | .targets[] | [$t, .expr, .legendForma
 pass "all $n panel queries return series, with the labels their legends show, from a live cluster and exporter"
 
 # The leader panel's query sees exactly one leader.
-leaders=$(query 'sum(pgfence_is_leader{job="pgfence"})' | jq -r '.data.result[0].value[1]')
+leaders=$(query "sum(pgfence_is_leader{job=\"$COORD_JOB\"})" | jq -r '.data.result[0].value[1]')
 [[ $leaders == 1 ]] || fail "sum(pgfence_is_leader) is $leaders, not 1"
 pass "one leader"
 
@@ -221,7 +258,9 @@ pass "a healthy cluster raises no alert"
 
 # pgfence_peers_reachable counts a peer only while its reports arrive: a
 # stopped (SIGSTOP) member, whose TCP connections stay up, drops out of the
-# others' count within a few seconds and comes back once resumed.
+# others' count within a few seconds and comes back once resumed. Meanwhile
+# the rules for the renamed jobs see it: PgfenceMemberDown (its scrape times
+# out) and PgfencePeersUnreachable turn pending.
 stopped=$(e2e_member_pid "$W/cluster" 3)
 other=${members[0]}
 reachable_is() { [[ $(curl -sf "http://$other/metrics" | sed -n 's/^pgfence_peers_reachable //p') == "$1" ]]; }
@@ -231,6 +270,12 @@ if ! e2e_wait_for 10 reachable_is 1; then
   kill -CONT "$stopped"
   fail "a stopped member still counts as reachable after 10 s"
 fi
+pending_alerts='count by (alertname) (ALERTS{alertstate="pending",job="'$COORD_JOB'",alertname=~"PgfenceMemberDown|PgfencePeersUnreachable"})'
+both_pending() { [[ $(query "$pending_alerts" | jq '.data.result | length') == 2 ]]; }
+if ! e2e_wait_for 15 both_pending; then
+  kill -CONT "$stopped"
+  fail "with a member stopped, not both of PgfenceMemberDown and PgfencePeersUnreachable are pending for job $COORD_JOB: $(query 'ALERTS' | jq -c '[.data.result[].metric | {alertname, alertstate, job, instance}]')"
+fi
 kill -CONT "$stopped"
 e2e_wait_for 10 reachable_is 2 || fail "the resumed member is not reachable again after 10 s"
-pass "a stopped member leaves pgfence_peers_reachable and returns when resumed"
+pass "a stopped member leaves pgfence_peers_reachable (PgfenceMemberDown and PgfencePeersUnreachable pending for job $COORD_JOB) and returns when resumed"

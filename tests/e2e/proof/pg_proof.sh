@@ -108,7 +108,8 @@ new_kid=$(sql -v pem="$(cat "$W/new.pub")" -v cid="$cluster_id" <<<"SELECT fence
 (
   for i in $(seq 1 60); do
     r=$(( i % 5 + 2 ))
-    g=$(fctl acquire "report:$r" --lease 5s --wait 5s -o json 2>&1) || { echo "acquire $i: $g" >>"$W/loop.err"; continue; }
+    g=$(fctl acquire "report:$r" --lease 5s --wait 5s -o json 2>"$W/acquire.err") ||
+      { echo "acquire $i: $g $(cat "$W/acquire.err")" >>"$W/loop.err"; continue; }
     t=$(field token "$g") p=$(field proof "$g")
     s=$(write_row reports "$r" "$t" "$p")
     [[ "$s" == 00000 ]] || echo "write $i (report $r, token $t, ${p:0:20}): $s" >>"$W/loop.err"

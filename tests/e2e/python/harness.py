@@ -84,7 +84,7 @@ class Cluster:
                            FENCE_COORDINATOR_FLAGS=f"{FAST_FLAGS} {flags}", **(env or {}))
             cmd = ["bash", CLUSTER_SH, "start", self.dir, str(n)] + (["--tls"] if tls else [])
             r = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=60)
-            line = [x for x in r.stdout.splitlines() if x.startswith("FENCE_ENDPOINTS=")]
+            line = [x for x in r.stdout.splitlines() if x.startswith("export FENCE_ENDPOINTS=")]
             # cluster.sh returns once there is a leader, even when one member died on bind.
             if r.returncode == 0 and line and self._all_listening():
                 self.endpoints = line[-1].split("=", 1)[1]

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """The Python client's calls against a real 3-member cluster on loopback:
 acquire / keepalive / get / list / release / status with their answers and
-lease deadlines; held, not_held, not_found and bad_request errors; endpoints
+lease deadlines; held, not_held, not_found and bad_request errors, whose
+messages name the key, the token and a refused lease or wait as the caller
+gave it, and whose exit codes are fencectl's; endpoints
 from FENCE_ENDPOINTS; a follower's 307 followed to the leader; a stopped
 (SIGSTOPped) leader left for the other members; no member answering ->
 UnavailableError."""
 
+import datetime
 import http.client
 import itertools
 import json
@@ -89,12 +92,104 @@ class ClientTest(unittest.TestCase):
             c.get("err:x")
         with self.assertRaises(pgfence.BadRequestError) as e:
             c.acquire("err:y", lease="10ms")
-        self.assertIn("lease_ms", str(e.exception))
+        self.assertIn("lease='10ms'", str(e.exception))
         self.assertEqual(e.exception.http_status, 400)
         with self.assertRaises(pgfence.BadRequestError):
             c.acquire("", lease="1s")
         with self.assertRaises(ValueError):
             c.acquire("err:y", lease="1.5s")
+
+    def test_error_messages(self):
+        """Each error says what happened to which key and token, like fencectl,
+        and carries them (key, token, endpoint) and fencectl's exit code."""
+        c = self.client
+        held = c.acquire("msg:x", lease="5s")
+        endpoints = self.cluster.endpoints.split(",")
+        try:
+            with self.assertRaises(pgfence.HeldError) as e:
+                c.acquire("msg:x", lease="5s", wait="0s")
+            self.assertEqual(str(e.exception), f"'msg:x' is held with token {held.token}")
+            self.assertEqual((e.exception.key, e.exception.token, e.exception.exit_code), ("msg:x", held.token, 3))
+            self.assertIn(e.exception.endpoint, endpoints)
+            with self.assertRaises(pgfence.HeldError) as e:
+                c.acquire("msg:x", lease="5s", wait="200ms")
+            self.assertEqual(str(e.exception), "'msg:x' is still held after a wait of 200ms (wait timed out)")
+            stale = held.token + 1000
+            with self.assertRaises(pgfence.NotHeldError) as e:
+                c.release("msg:x", stale)
+            self.assertEqual(str(e.exception), f"'msg:x' is not held with token {stale} (not_held)")
+            self.assertEqual((e.exception.key, e.exception.token, e.exception.exit_code), ("msg:x", stale, 6))
+            with self.assertRaises(pgfence.NotHeldError) as e:
+                c.keepalive("msg:x", stale)
+            self.assertEqual(str(e.exception),
+                             f"'msg:x' is not held with token {stale} any more: the lease is lost (not_held)")
+            self.assertEqual(e.exception.exit_code, 4)
+        finally:
+            c.release("msg:x", held.token)
+        with self.assertRaises(pgfence.NotFoundError) as e:
+            c.get("msg:none")
+        self.assertEqual(str(e.exception), "no lock on 'msg:none' (not_held)")
+        self.assertEqual((e.exception.key, e.exception.exit_code), ("msg:none", 6))
+        # A lease or wait out of the cluster's bounds, in the caller's terms (the harness's
+        # members run with --min-lease 500 and the default --max-lease and --max-wait, 5m).
+        for lease, side in (("1h", "longer"), ("100ms", "shorter")):
+            with self.assertRaises(pgfence.BadRequestError) as e:
+                c.acquire("msg:y", lease=lease)
+            self.assertEqual(str(e.exception),
+                             f"acquire 'msg:y': lease='{lease}' is {side} than the cluster allows: it grants "
+                             "leases from 500ms to 5m (fence-coordinator --min-lease and --max-lease)")
+            self.assertEqual((e.exception.key, e.exception.exit_code), ("msg:y", 2))
+        with self.assertRaises(pgfence.BadRequestError) as e:
+            c.acquire("msg:y", lease=datetime.timedelta(hours=1))
+        self.assertIn("lease=datetime.timedelta(seconds=3600) is longer", str(e.exception))
+        with self.assertRaises(pgfence.BadRequestError) as e:
+            c.acquire("msg:y", lease="1s", wait="10m")
+        self.assertEqual(str(e.exception), "acquire 'msg:y': wait='10m' is longer than the cluster allows: it "
+                                           "waits at most 5m (fence-coordinator --max-wait)")
+        with self.assertRaises(pgfence.BadRequestError) as e:
+            c.acquire("", lease="1s")
+        self.assertTrue(str(e.exception).startswith("acquire '': bad request: field 'key' is invalid"),
+                        str(e.exception))
+        down = pgfence.Client("127.0.0.1:1", timeout="300ms")
+        with self.assertRaises(pgfence.UnavailableError) as e:
+            down.keepalive("msg:z", 7)
+        self.assertTrue(str(e.exception).startswith("keepalive 'msg:z' token 7: cluster unavailable: "),
+                        str(e.exception))
+        self.assertEqual((e.exception.key, e.exception.token, e.exception.exit_code), ("msg:z", 7, 5))
+        down.close()
+
+    def test_a_web_server_is_not_a_pgfence_member(self):
+        """An HTTP server whose answers are not JSON objects is reported as
+        NotPgfenceError (exit 12) naming it, never as a missing lock."""
+        import http.server
+
+        class Page(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                body = b"<!DOCTYPE HTML>\n<html><body>Not Found</body></html>"
+                self.send_response(404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            endpoint = f"127.0.0.1:{server.server_address[1]}"
+            web = pgfence.Client(endpoint, timeout="2s")
+            for call in (lambda: web.get("web:1"), lambda: web.acquire("web:1", lease="5s", wait="0s")):
+                with self.assertRaises(pgfence.NotPgfenceError) as e:
+                    call()
+                self.assertIn(f"{endpoint} is not a pgfence member: it answered HTTP 404 with "
+                              f'"<!DOCTYPE HTML> <html>', str(e.exception))
+                self.assertEqual((e.exception.key, e.exception.exit_code, e.exception.endpoint),
+                                 ("web:1", 12, endpoint))
+            web.close()
+        finally:
+            server.shutdown()
+            server.server_close()
 
     def test_wait_is_granted_on_release(self):
         c = self.client

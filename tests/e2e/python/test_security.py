@@ -88,11 +88,16 @@ class SecurityTest(unittest.TestCase):
             anonymous.acquire("report/3", lease="2s")
         self.assertEqual(e.exception.http_status, 401)
         self.assertIn("not authenticated", str(e.exception))
+        self.assertTrue(str(e.exception).startswith(
+            f"acquire 'report/3': not authenticated by {e.exception.endpoint}: "), str(e.exception))
+        self.assertIn(e.exception.endpoint, self.cluster.endpoints.split(","))
+        self.assertEqual((e.exception.key, e.exception.exit_code), ("report/3", 7))
         w1 = pgfence.Client(self.cluster.endpoints, ca_file=self.ca, bearer_file=self.bearer_file)
         with self.assertRaises(pgfence.NotAuthorizedError) as e:
             w1.acquire("job/1", lease="2s")
         self.assertEqual(e.exception.http_status, 403)
         self.assertIn("no lock permission on key 'job/1'", str(e.exception))
+        self.assertTrue(str(e.exception).startswith("acquire 'job/1': not authorized by https://"), str(e.exception))
         with self.assertRaises(pgfence.NotAuthorizedError):
             w1.status()
         self.assertEqual([i.key for i in admin.list()], [], "a refused acquire left a lock")

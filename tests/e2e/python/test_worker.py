@@ -5,12 +5,16 @@ real PostgreSQL with pg_fence (the seed scenario of DESIGN.md):
 - worker A acquires report:7 and is paused (SIGSTOP) until the coordinator
   no longer holds its lease; worker B acquires (a larger token) and writes;
   A, resumed with --no-lease-check, writes with its stale token: PostgreSQL
-  refuses it (55F01), A exits 3, and the row holds B's write and token;
+  refuses it (55F01), A exits 10, and the row holds B's write and token;
 - worker C, paused the same way but checking its lease, finds lease.lost on
-  resuming, exits 7 and writes nothing;
+  resuming, exits 4 and writes nothing;
 - worker D, queued behind a holder for longer than its lease's usable time,
-  gets the key too late to use it: LeaseLostError from lock(), exit 7;
-- the worker's exit codes for each error are fence-worker's;
+  gets the key too late to use it: LeaseLostError from lock(), exit 4;
+- worker F finds its key held (--wait 0s): exit 3, with a message naming
+  the key and the holder's token; worker G asks for a lease the cluster
+  does not grant: exit 2, naming --lease's value as given;
+- the worker's exit codes for each error are pgfence's scheme, fencectl's
+  codes (pgfence.exitcodes);
 - the reports table is sequenced: a worker's --writes 3 are numbered 1, 2, 3
   by lease.next_seq() and all land; one write per number handed out by a
   lease lands with that number, and a delayed write of the same lease with
@@ -39,7 +43,7 @@ import psycopg2  # noqa: E402  (Debian's python3-psycopg2: harness.PYTHON runs t
 sys.path.insert(0, os.path.dirname(harness.WORKER))
 import worker as example  # noqa: E402  (clients/python/examples/worker.py)
 
-EXIT_STALE, EXIT_LOST = 3, 7
+EXIT_USAGE, EXIT_HELD, EXIT_LOST, EXIT_STALE = 2, 3, 4, 10
 STALE, BAD_PROOF = "55F01", "55F02"
 
 
@@ -180,15 +184,39 @@ class WorkerTest(unittest.TestCase):
         self.assertNotIn("acquired", out)
         self.assertEqual(sql("SELECT count(*) FROM reports WHERE report_id = 6"), [(0,)])
 
-    def test_exit_codes_are_fence_workers(self):  # coordinator/worker/options.h; 3 (55F01): above
-        cases = [(pgfence.HeldError("held", 409), 4), (pgfence.UnavailableError("down"), 5),
-                 (pgfence.LeaseLostError("lost"), 7), (pgfence.NotAuthorizedError("no", 403), 8),
-                 (pgfence.NotAuthorizedError("who", 401), 8), (pgfence.BadRequestError("bad", 400), 1),
-                 (pgfence.TableFullError("full", 507), 1), (pgfence.ProtocolError("?"), 1),
-                 (ValueError("invalid duration"), 2), (psycopg2.OperationalError("down"), 6),
-                 (KeyError("a bug"), None)]
+    def test_exit_codes_are_fencectls(self):  # pgfence.exitcodes; 10 (55F01) end to end: above
+        class Stale(psycopg2.DatabaseError):
+            pgcode = STALE
+
+        class BadProof(psycopg2.DatabaseError):
+            pgcode = BAD_PROOF
+        cases = [(pgfence.HeldError("held", 409), 3), (pgfence.LeaseLostError("lost"), 4),
+                 (pgfence.UnavailableError("down"), 5), (pgfence.NotFoundError("none", 404), 6),
+                 (pgfence.NotHeldError("not held", 404), 6),
+                 (pgfence.NotHeldError("lost", 404, exit_code=4), 4),
+                 (pgfence.NotAuthorizedError("no", 403), 7), (pgfence.NotAuthorizedError("who", 401), 7),
+                 (pgfence.BadRequestError("bad", 400), 2), (pgfence.TableFullError("full", 507), 1),
+                 (pgfence.ProtocolError("?"), 1), (pgfence.FenceError("?"), 1),
+                 (ValueError("invalid duration"), 2), (Stale("stale"), 10), (BadProof("proof"), 11),
+                 (psycopg2.OperationalError("down"), 11), (KeyError("a bug"), None)]
         for error, code in cases:
             self.assertEqual(example.exit_code_of(error), code, repr(error))
+        self.assertEqual((pgfence.exitcodes.EXIT_UNKNOWN_MEMBER, pgfence.exitcodes.EXIT_REFUSED), (8, 9))
+
+    def test_held_and_refused_lease_exit_codes(self):
+        holder = self.client.acquire("report:3", lease="10s")
+        try:
+            f = self.worker("--key", "report:3", "--report-id", "3", "--lease", "2s", "--wait", "0s")
+            out, err = f.communicate(timeout=30)
+            self.assertEqual(f.returncode, EXIT_HELD, f"worker F: {out} {err}")
+            self.assertIn(f"held: 'report:3' is held with token {holder.token}", err)
+        finally:
+            self.client.release("report:3", holder.token)
+        g = self.worker("--key", "report:3", "--report-id", "3", "--lease", "1h", "--wait", "0s")
+        out, err = g.communicate(timeout=30)
+        self.assertEqual(g.returncode, EXIT_USAGE, f"worker G: {out} {err}")
+        self.assertIn("acquire 'report:3': lease='1h' is longer than the cluster allows", err)
+        self.assertNotIn("lease_ms", err)
 
     def test_sequenced_writes(self):
         w = self.worker("--key", "report:5", "--report-id", "5", "--body", "worker-E", "--lease", "2s",

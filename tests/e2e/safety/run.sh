@@ -31,7 +31,7 @@
 #   (d) after the heal a fresh acquire succeeds within a bound, every member
 #       applied every acknowledged grant, and writes are accepted again.
 # Besides the random worker pauses, the seed scenario is forced once per write
-# path (nem_forced_stale): those four workers must exit 3.
+# path (nem_forced_stale): those four workers must exit 10 (stale).
 #
 # usage: run.sh [--seconds N] [--seed S] [--workers W] [--keys K] [--plan-only] [--break reissue]
 #   --plan-only prints the seed's fault schedule and exits (no root needed).
@@ -328,9 +328,9 @@ check stale_rejections_happened "STALE > 0" \
 KA=${FIG[keepalives_ok]:-0}
 check keepalives_happened "KA > 0" "$KA keepalives answered ok (${FIG[keepalives_failed]:-0} failed)"
 FORCED_OK=0
-[[ -f "$WORK/forced-stale.log" ]] && FORCED_OK=$(awk '$2 != "-" && $3 == 3' "$WORK/forced-stale.log" | wc -l)
+[[ -f "$WORK/forced-stale.log" ]] && FORCED_OK=$(awk '$2 != "-" && $3 == 10' "$WORK/forced-stale.log" | wc -l)
 check stale_worker_stopped_on_every_path "FORCED_OK == 4" \
-  "$FORCED_OK of 4 forced stale writers (guard, fenced_update, admit, sequenced) were refused and exited 3: $(tr '\n' ';' <"$WORK/forced-stale.log" 2>/dev/null)"
+  "$FORCED_OK of 4 forced stale writers (guard, fenced_update, admit, sequenced) were refused and exited 10: $(tr '\n' ';' <"$WORK/forced-stale.log" 2>/dev/null)"
 check fence_stats_counted_every_rejection "FS_STALE >= STALE" "fence_stats $FS_STALE >= workers' $STALE"
 touch "$WORK/faults.log"
 NEM_FAILS=0

@@ -20,7 +20,8 @@ expect() {
   fi
 }
 
-expect help_lists_exit_codes 0 "3  stale token refused by PostgreSQL (55F01)" --help
+expect help_lists_exit_codes 0 "10  stale token refused by PostgreSQL (55F01)" --help
+expect help_says_the_scheme_is_fencectls 0 "the same numbers as fencectl's" --help
 expect help_names_modes 0 "fenced_update" --help
 expect missing_key 2 "--key is required" --lease 2s
 expect bad_mode 2 "invalid --mode 'fast'" --key k --mode fast

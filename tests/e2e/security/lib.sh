@@ -26,8 +26,8 @@ tls_cluster_start() {  # N [extra flags]
     N=${1:-3}
     local out
     out=$(FENCE_COORDINATOR_FLAGS="$FAST_FLAGS ${2:-}" "$CLUSTER" start "$DIR" "$N" --tls) || fail "TLS cluster did not start"
-    [[ "$out" == FENCE_ENDPOINTS=https://* ]] || fail "cluster.sh --tls printed '$out'"
-    export FENCE_ENDPOINTS=${out#FENCE_ENDPOINTS=}
+    [[ "$out" == "export FENCE_ENDPOINTS=https://"* ]] || fail "cluster.sh --tls printed '$out'"
+    export FENCE_ENDPOINTS=${out#export FENCE_ENDPOINTS=}
     CURL_TLS=(--cacert "$TLS_DIR/ca.pem" --cert "$TLS_DIR/client-admin.pem" --key "$TLS_DIR/client-admin-key.pem")
 }
 

@@ -84,7 +84,8 @@ pass "a lease's kid is the old key's ($old_kid) in fencectl get and pgfence_leas
 # carry the new kid.
 (
     for i in $(seq 1 80); do
-        o=$(fctl acquire "proof/k$i" --lease 5s -o json 2>&1) || { echo "acquire $i: $o" >>"$DIR/loop.err"; continue; }
+        o=$(fctl acquire "proof/k$i" --lease 5s -o json 2>"$DIR/acquire.err") ||
+            { echo "acquire $i: $o $(cat "$DIR/acquire.err")" >>"$DIR/loop.err"; continue; }
         echo "proof/k$i $(json_field "$o" token) $(json_field "$o" proof)" >>"$DIR/loop.out"
         fctl release "proof/k$i" "$(json_field "$o" token)" >/dev/null 2>&1 || echo "release $i failed" >>"$DIR/loop.err"
         sleep 0.05

@@ -18,7 +18,9 @@ leader=$(wait_leader 10) || fail "no leader"
 run_pid=$!
 (
     for i in $(seq 1 60); do
-        t=$("$FENCECTL" --endpoints "$FENCE_ENDPOINTS" "${CA[@]}" acquire "reload/k$i" --lease 5s 2>&1) || { echo "acquire $i: $t"; continue; }
+        # stderr apart: a retry notice there is no error, and must not end up in the token
+        t=$("$FENCECTL" --endpoints "$FENCE_ENDPOINTS" "${CA[@]}" acquire "reload/k$i" --lease 5s 2>"$DIR/acquire.err") ||
+            { echo "acquire $i: $t $(cat "$DIR/acquire.err")"; continue; }
         "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" "${CA[@]}" release "reload/k$i" "$t" >/dev/null 2>&1 || echo "release $i failed"
         sleep 0.1
     done

@@ -317,7 +317,85 @@ BOOST_AUTO_TEST_CASE(errors_map_to_kinds_with_the_servers_message) {
     BOOST_TEST(bad.error().message.find("token: must be") != std::string::npos, bad.error().message);
     BOOST_TEST((c.get("a b/c").error().kind == client::ErrorKind::kNotFound));
     BOOST_TEST(s.requests().back().target == "/v1/locks?key=a%20b%2Fc");
-    BOOST_TEST((c.list().error().kind == client::ErrorKind::kProtocol));
+    BOOST_TEST((c.list().error().kind == client::ErrorKind::kNotPgfence));
+}
+
+// Every answer of a member's API is a JSON object: a web server's page on the
+// port is "not a pgfence member", whatever its status, naming the endpoint.
+BOOST_AUTO_TEST_CASE(an_answer_that_is_not_a_json_object_is_not_a_pgfence_member) {
+    FakeServer web([](const FakeRequest& q) {
+        if (q.target == "/v1/acquire") return reply(404, "<!DOCTYPE HTML>\n<html><body>Not Found</body></html>");
+        if (q.target == "/v1/status") return reply(200, "<html>status page</html>");
+        if (q.target == "/v1/release") return reply(200, "");
+        return reply(200, "[1, 2]");
+    });
+    client::Client c(options_for({web.endpoint()}));
+    const auto acquired = c.acquire({"k", 5s, 0ms, ""});
+    BOOST_TEST_REQUIRE(!acquired.ok());
+    BOOST_TEST((acquired.error().kind == client::ErrorKind::kNotPgfence));
+    const std::string& m = acquired.error().message;
+    BOOST_TEST(m.find(web.endpoint().to_string() + " is not a pgfence member: it answered HTTP 404 with \"<!DOCTYPE HTML> <html>") == 0u, m);
+    BOOST_TEST((c.status_of(web.endpoint()).error().kind == client::ErrorKind::kNotPgfence));
+    const auto released = c.release("k", 1);
+    BOOST_TEST((released.error().kind == client::ErrorKind::kNotPgfence));
+    BOOST_TEST(released.error().message.find("with an empty body") != std::string::npos, released.error().message);
+    BOOST_TEST((c.get("k").error().kind == client::ErrorKind::kNotPgfence));  // JSON, but not an object
+    BOOST_TEST(std::string(client::to_string(client::ErrorKind::kNotPgfence)) == "not_pgfence");
+}
+
+// A call that keeps failing says so once, after the first round of endpoints
+// (here at once: both refuse connections), with the last error; a call that
+// succeeds says nothing.
+BOOST_AUTO_TEST_CASE(a_call_that_keeps_retrying_is_noticed_once_after_the_first_round) {
+    auto o = options_for({dead_endpoint(), dead_endpoint()});
+    o.timeout = 800ms;
+    std::vector<std::pair<std::string, test::Clock::duration>> notices;
+    const auto start = test::Clock::now();
+    o.on_retry = [&](const std::string& why) { notices.emplace_back(why, test::Clock::now() - start); };
+    client::Client c(o);
+    const auto r = c.get("k");
+    BOOST_TEST_REQUIRE(!r.ok());
+    BOOST_TEST((r.error().kind == client::ErrorKind::kUnavailable));
+    BOOST_TEST_REQUIRE(notices.size() == 1u);
+    BOOST_TEST(notices[0].first.find("127.0.0.1:") != std::string::npos, notices[0].first);
+    BOOST_TEST((notices[0].second < 200ms + kSlack));  // well within client::kRetryNoticeAfter on a quiet machine
+    FakeServer good([](const FakeRequest&) { return granted(4); });
+    auto quiet = options_for({good.endpoint()});
+    quiet.on_retry = [&](const std::string& why) { notices.emplace_back(why, test::Clock::duration{}); };
+    client::Client c2(quiet);
+    BOOST_TEST(c2.acquire({"k", 5s, 0ms, ""}).ok());
+    BOOST_TEST(notices.size() == 1u);
+}
+
+// A call whose deadline comes before its first round has failed ends
+// without a notice: the final error says it all.
+BOOST_AUTO_TEST_CASE(no_notice_when_the_deadline_comes_first) {
+    StoppedMember stopped;
+    auto o = options_for({stopped.endpoint()});
+    o.timeout = 200ms;  // shorter than the 300ms probe
+    int notices = 0;
+    o.on_retry = [&](const std::string&) { ++notices; };
+    client::Client c(o);
+    BOOST_TEST(!c.get("k").ok());
+    BOOST_TEST(notices == 0);
+}
+
+// Three silent members (SIGSTOPped ones) are noticed after one round of
+// probes (300ms each by default), within a second, while the call goes on.
+BOOST_AUTO_TEST_CASE(a_silent_cluster_is_noticed_within_a_second) {
+    StoppedMember a, b, c3;
+    auto o = options_for({a.endpoint(), b.endpoint(), c3.endpoint()});
+    o.timeout = 3s;
+    std::vector<test::Clock::duration> at;
+    const auto start = test::Clock::now();
+    o.on_retry = [&](const std::string&) { at.push_back(test::Clock::now() - start); };
+    client::Client c(o);
+    BOOST_TEST(!c.get("k").ok());
+    const auto took = test::Clock::now() - start;
+    BOOST_TEST_REQUIRE(at.size() == 1u);
+    BOOST_TEST((at[0] >= 3 * o.probe_timeout));
+    BOOST_TEST((at[0] < client::kRetryNoticeAfter + kSlack));
+    BOOST_TEST((took >= 2500ms));  // and the call went on after the notice
 }
 
 // list() asks page after page, each after the last key of the one before,

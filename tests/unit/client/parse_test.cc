@@ -11,7 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "client/duration.h"
 #include "client/endpoints.h"
 
@@ -217,17 +217,63 @@ BOOST_AUTO_TEST_CASE(max_clock_drift_ppm_reaches_the_client_options) {
 BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {
     using client::ErrorKind;
     auto code = [](ErrorKind k, const char* cmd) { return cli::exit_code_of({k, "", 0}, cmd); };
-    BOOST_TEST(code(ErrorKind::kHeld, "acquire") == cli::kExitHeld);
-    BOOST_TEST(code(ErrorKind::kNotHeld, "keepalive") == cli::kExitLostLease);
-    BOOST_TEST(code(ErrorKind::kNotHeld, "release") == cli::kExitNotFound);
-    BOOST_TEST(code(ErrorKind::kNotFound, "get") == cli::kExitNotFound);
-    BOOST_TEST(code(ErrorKind::kBadRequest, "acquire") == cli::kExitUsage);
-    BOOST_TEST(code(ErrorKind::kUnavailable, "list") == cli::kExitUnavailable);
-    BOOST_TEST(code(ErrorKind::kProtocol, "list") == cli::kExitOther);
-    BOOST_TEST(code(ErrorKind::kNotAuthorized, "acquire") == cli::kExitNotAuthorized);
+    BOOST_TEST(code(ErrorKind::kHeld, "acquire") == pgfence::kExitHeld);
+    BOOST_TEST(code(ErrorKind::kNotHeld, "keepalive") == pgfence::kExitLostLease);
+    BOOST_TEST(code(ErrorKind::kNotHeld, "release") == pgfence::kExitNotFound);
+    BOOST_TEST(code(ErrorKind::kNotFound, "get") == pgfence::kExitNotFound);
+    BOOST_TEST(code(ErrorKind::kBadRequest, "acquire") == pgfence::kExitUsage);
+    BOOST_TEST(code(ErrorKind::kUnavailable, "list") == pgfence::kExitUnavailable);
+    BOOST_TEST(code(ErrorKind::kProtocol, "list") == pgfence::kExitOther);
+    BOOST_TEST(code(ErrorKind::kNotAuthorized, "acquire") == pgfence::kExitNotAuthorized);
     BOOST_TEST(code(ErrorKind::kNotAuthorized, "keepalive") == 7);
-    BOOST_TEST(code(ErrorKind::kUnknownMember, "member") == cli::kExitUnknownMember);
-    BOOST_TEST(code(ErrorKind::kRefused, "member") == cli::kExitRefused);
+    BOOST_TEST(code(ErrorKind::kUnknownMember, "member") == pgfence::kExitUnknownMember);
+    BOOST_TEST(code(ErrorKind::kRefused, "member") == pgfence::kExitRefused);
+    BOOST_TEST(code(ErrorKind::kNotPgfence, "status") == pgfence::kExitNotPgfence);
+    BOOST_TEST(pgfence::kExitNotPgfence == 12);
+}
+
+BOOST_AUTO_TEST_CASE(the_one_exit_code_scheme_gives_each_number_one_meaning) {
+    const std::vector<int> codes{pgfence::kExitOk,          pgfence::kExitOther,        pgfence::kExitUsage,
+                                 pgfence::kExitHeld,        pgfence::kExitLostLease,    pgfence::kExitUnavailable,
+                                 pgfence::kExitNotFound,    pgfence::kExitNotAuthorized, pgfence::kExitUnknownMember,
+                                 pgfence::kExitRefused,     pgfence::kExitStale,        pgfence::kExitDatabase,
+                                 pgfence::kExitNotPgfence};
+    for (std::size_t i = 0; i < codes.size(); ++i) BOOST_TEST(codes[i] == static_cast<int>(i));  // 0..12, in order
+}
+
+BOOST_AUTO_TEST_CASE(run_without_the_double_dash_says_where_the_command_goes) {
+    for (const std::vector<std::string>& words :
+         {std::vector<std::string>{"run", "report:7", "sh", "-c", "true"}, std::vector<std::string>{"run", "report:7", "true"},
+          std::vector<std::string>{"run", "report:7", "--lease", "5s", "ls", "-l"}}) {
+        const cli::ArgsParse p = parse(words);
+        BOOST_TEST(p.error.find("run's command goes after '--': fencectl run KEY [FLAGS] -- CMD [ARGS...]") !=
+                       std::string::npos,
+                   p.error);
+    }
+    BOOST_TEST(parse({"acquire", "k", "-c"}).error.find("after '--'") == std::string::npos);  // only for run
+    BOOST_TEST(parse({"run", "k", "--", "sh", "-c", "true"}).error.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_lease_is_said_in_the_flags_terms) {
+    const cli::ArgsParse p = parse({"acquire", "k", "--lease", "1h"});
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    const client::Error lease{client::ErrorKind::kBadRequest,
+                              "bad request: field 'lease_ms' is 3600000, must be within [500, 300000]", 400};
+    BOOST_TEST(cli::in_flag_terms(lease, p.args) ==
+               "--lease 1h is longer than the cluster allows: it grants leases from 500ms to 5m "
+               "(fence-coordinator --min-lease and --max-lease)");
+    const cli::ArgsParse brief = parse({"acquire", "k", "--lease", "100ms", "--wait", "10m"});
+    const client::Error short_lease{client::ErrorKind::kBadRequest,
+                                    "bad request: field 'lease_ms' is 100, must be within [500, 300000]", 400};
+    BOOST_TEST(cli::in_flag_terms(short_lease, brief.args).starts_with("--lease 100ms is shorter than the cluster allows"));
+    const client::Error wait{client::ErrorKind::kBadRequest, "bad request: field 'wait_ms' is 600000, must be at most 300000",
+                             400};
+    BOOST_TEST(cli::in_flag_terms(wait, brief.args) ==
+               "--wait 10m is longer than the cluster allows: it waits at most 5m (fence-coordinator --max-wait)");
+    const client::Error other{client::ErrorKind::kBadRequest, "bad request: key: too long", 400};
+    BOOST_TEST(cli::in_flag_terms(other, p.args) == other.message);
+    const client::Error held{client::ErrorKind::kHeld, "held 'lease_ms'", 409};
+    BOOST_TEST(cli::in_flag_terms(held, p.args) == held.message);
 }
 
 BOOST_AUTO_TEST_CASE(member_subcommands_parse_and_name_what_is_wrong) {

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "cli/args.h"
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/run_command.h"
 #include "fake_server.h"
 
@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(refused_keepalive_terminates_the_child) {
         return granted();
     });
     const Run r = run_fencectl(s, {"--", "sleep", "30"});
-    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(r.code == kExitLostLease, r.err);
     BOOST_TEST(r.err.find("keepalive refused") != std::string::npos, r.err);
     BOOST_TEST((r.took < 200ms + kSlack));  // first keepalive at lease/3, then SIGTERM: sleep dies at once
 }
@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_lost_lease_is_marked_in_the_sequence_file_before_the_chil
     const Run r = run_fencectl(s, {"--", "sh", "-c",
                                    "trap 'ls \"${FENCE_SEQ_FILE%/seq}\" > " + out.string() +
                                        "; exit 0' TERM; while :; do sleep 0.05; done"});
-    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(r.code == kExitLostLease, r.err);
     BOOST_TEST(read_file(out) == "lost\nseq\n");  // fencectl seq refuses from then on (exit 4)
 }
 
@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(silent_cluster_terminates_the_child_by_the_local_deadline) 
     // The child ignores SIGTERM, so it takes the SIGKILL; each tick is the wall time in ns.
     const std::string script = "trap '' TERM; while :; do date +%s%N >> " + ticks.string() + "; sleep 0.02; done";
     const Run r = run_fencectl(s, {"--", "sh", "-c", script});
-    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(r.code == kExitLostLease, r.err);
     BOOST_TEST(r.err.find("local lease deadline") != std::string::npos, r.err);
     // The child is dead BEFORE the lease deadline (acquire's send time + 600ms,
     // and the send came after `started`), although it ignores SIGTERM and
@@ -179,7 +179,7 @@ BOOST_AUTO_TEST_CASE(held_lock_never_starts_the_child) {
     TempDir dir;
     const auto marker = dir.path / "started";
     const Run r = run_fencectl(s, {"--", "touch", marker.string()});
-    BOOST_TEST(r.code == cli::kExitHeld, r.err);
+    BOOST_TEST(r.code == kExitHeld, r.err);
     BOOST_TEST(!std::filesystem::exists(marker));
 }
 
@@ -203,7 +203,7 @@ BOOST_AUTO_TEST_CASE(late_grant_is_confirmed_before_the_child_starts) {
     TempDir dir;
     const auto marker = dir.path / "started";
     const Run r = run_fencectl(s, {"--", "touch", marker.string()});
-    BOOST_TEST(r.code == cli::kExitLostLease, r.err);
+    BOOST_TEST(r.code == kExitLostLease, r.err);
     BOOST_TEST(!std::filesystem::exists(marker));
     const auto reqs = s.requests();
     BOOST_TEST_REQUIRE(reqs.size() >= 2u);

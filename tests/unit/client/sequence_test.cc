@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "cli/exit_codes.h"
+#include "client/exit_codes.h"
 #include "cli/seq_file.h"
 #include "client/client.h"
 
@@ -198,7 +198,7 @@ BOOST_AUTO_TEST_CASE(a_lost_or_ended_lease_hands_out_nothing_more) {
         BOOST_TEST(f.file.end(how).empty());
         const cli::SeqDraw d = cli::draw_seq(f.file.path(), 77);
         BOOST_TEST(!d.seq.has_value());
-        BOOST_TEST(d.exit_code == cli::kExitLostLease);
+        BOOST_TEST(d.exit_code == kExitLostLease);
         BOOST_TEST(
             d.error.find(how == cli::SeqEnd::kLost ? "is lost" : "has ended") != std::string::npos,
             d.error);
@@ -215,7 +215,7 @@ BOOST_AUTO_TEST_CASE(a_removed_file_means_the_run_has_ended) {
     }
     const cli::SeqDraw d = cli::draw_seq(path, 77);
     BOOST_TEST(!d.seq.has_value());
-    BOOST_TEST(d.exit_code == cli::kExitLostLease);
+    BOOST_TEST(d.exit_code == kExitLostLease);
     BOOST_TEST(d.error.find("has ended") != std::string::npos, d.error);
 }
 
@@ -230,7 +230,7 @@ BOOST_AUTO_TEST_CASE(marking_never_waits_for_the_lock_and_drawing_waits_a_bounde
     const auto took = std::chrono::steady_clock::now() - start;
     ::close(fd);
     BOOST_TEST(!d.seq.has_value());
-    BOOST_TEST(d.exit_code == cli::kExitOther);
+    BOOST_TEST(d.exit_code == kExitOther);
     BOOST_TEST(d.error.find("not free within 200ms") != std::string::npos, d.error);
     BOOST_TEST((took >= std::chrono::milliseconds(200)));
     BOOST_TEST((took < std::chrono::seconds(5)));
@@ -240,7 +240,7 @@ BOOST_AUTO_TEST_CASE(another_tokens_file_is_refused) {
     SeqFixture f;
     const cli::SeqDraw d = cli::draw_seq(f.file.path(), 78);
     BOOST_TEST(!d.seq.has_value());
-    BOOST_TEST(d.exit_code == cli::kExitUsage);
+    BOOST_TEST(d.exit_code == kExitUsage);
     BOOST_TEST(d.error.find("belongs to token 77, but FENCE_TOKEN is 78") != std::string::npos,
                d.error);
     BOOST_TEST(read_all(f.file.path()) == line(0));  // nothing drawn
@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(an_exhausted_sequence_is_refused_not_wrapped) {
     BOOST_TEST(cli::draw_seq(f.file.path(), 77).seq.value() == client::kMaxSeq);
     const cli::SeqDraw d = cli::draw_seq(f.file.path(), 77);
     BOOST_TEST(!d.seq.has_value());
-    BOOST_TEST(d.exit_code == cli::kExitOther);
+    BOOST_TEST(d.exit_code == kExitOther);
     BOOST_TEST(d.error.find("exhausted") != std::string::npos, d.error);
     BOOST_TEST(read_all(f.file.path()) == line(client::kMaxSeq));
 }
@@ -266,7 +266,7 @@ BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_sequence_file_is_refused_quoting_what_
         overwrite(f.file.path(), bad);
         const cli::SeqDraw d = cli::draw_seq(f.file.path(), 77);
         BOOST_TEST(!d.seq.has_value(), bad);
-        BOOST_TEST(d.exit_code == cli::kExitOther);
+        BOOST_TEST(d.exit_code == kExitOther);
         BOOST_TEST(d.error.find(f.file.path()) != std::string::npos, d.error);
         BOOST_TEST(d.error.find("holds \"" + bad.substr(0, 4)) != std::string::npos, d.error);
     }
@@ -290,22 +290,22 @@ BOOST_AUTO_TEST_CASE(removing_takes_the_file_its_marks_and_its_directory) {
 BOOST_AUTO_TEST_CASE(the_command_prints_the_number_alone_or_says_what_is_wrong) {
     SeqFixture f;
     const SeqRun ok = seq_command_with(f.file.path().c_str(), "77");
-    BOOST_TEST(ok.code == cli::kExitOk, ok.err);
+    BOOST_TEST(ok.code == kExitOk, ok.err);
     BOOST_TEST(ok.out == "1\n");
     BOOST_TEST(ok.err.empty());
     const SeqRun unset = seq_command_with(nullptr, "77");
-    BOOST_TEST(unset.code == cli::kExitUsage);
+    BOOST_TEST(unset.code == kExitUsage);
     BOOST_TEST(unset.out.empty());
     BOOST_TEST(unset.err.find("FENCE_SEQ_FILE is not set") != std::string::npos, unset.err);
     const SeqRun bad_token = seq_command_with(f.file.path().c_str(), "seven");
-    BOOST_TEST(bad_token.code == cli::kExitUsage);
+    BOOST_TEST(bad_token.code == kExitUsage);
     BOOST_TEST(bad_token.err.find("FENCE_TOKEN 'seven' is not a token") != std::string::npos,
                bad_token.err);
     const SeqRun other = seq_command_with(f.file.path().c_str(), "78");
-    BOOST_TEST(other.code == cli::kExitUsage);
+    BOOST_TEST(other.code == kExitUsage);
     BOOST_TEST(f.file.end(cli::SeqEnd::kLost).empty());
     const SeqRun lost = seq_command_with(f.file.path().c_str(), nullptr);
-    BOOST_TEST(lost.code == cli::kExitLostLease);
+    BOOST_TEST(lost.code == kExitLostLease);
     BOOST_TEST(lost.out.empty());
     BOOST_TEST(lost.err.find("fencectl seq: the lease of token 77 is lost") == 0u, lost.err);
 }

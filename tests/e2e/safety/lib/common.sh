@@ -103,9 +103,10 @@ e2e_cluster_start() {
       export FENCE_BASE_PORT
     fi
     if out=$(bash "$script" start "$dir" "$n" 2>"$dir.cluster-start.err"); then
-      line=$(grep -E '^FENCE_ENDPOINTS=' <<<"$out" | tail -n 1)
-      if [[ -n "$line" ]] && e2e_wait_for 15 e2e_all_members_answer "${line#FENCE_ENDPOINTS=}"; then
-        export FENCE_ENDPOINTS=${line#FENCE_ENDPOINTS=}
+      line=$(grep -E '^export FENCE_ENDPOINTS=' <<<"$out" | tail -n 1)
+      line=${line#export FENCE_ENDPOINTS=}
+      if [[ -n "$line" ]] && e2e_wait_for 15 e2e_all_members_answer "$line"; then
+        export FENCE_ENDPOINTS=$line
         return 0
       fi
     fi

@@ -550,7 +550,7 @@ nem_pause_worker() {
 # holder, the taker could make it wait in the queue, and a holder counts its
 # lease from its send: the wait would use up the window). Once a newer token
 # is committed on the same fence the stopped worker gets SIGCONT: its write
-# must be refused (exit 3). Appends "PATH TOKEN EXIT" (or "PATH - why it could
+# must be refused (exit 10, stale). Appends "PATH TOKEN EXIT" (or "PATH - why it could
 # not run") to $WORK/forced-stale.log.
 nem_forced_stale() {
   local path=$1 attempt pid
