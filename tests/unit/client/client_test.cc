@@ -181,7 +181,9 @@ BOOST_AUTO_TEST_CASE(lease_counts_from_the_first_attempt_when_an_answer_was_lost
 }
 
 BOOST_AUTO_TEST_CASE(follows_redirect_and_remembers_the_leader) {
-    FakeServer leader([](const FakeRequest&) { return granted(5); });
+    FakeServer leader([](const FakeRequest& q) {
+        return q.target == "/v1/release" ? reply(200, R"({"released":true})") : granted(5);
+    });
     FakeServer follower([&](const FakeRequest& q) {
         return redirect_to(leader.url(q.target));
     });
