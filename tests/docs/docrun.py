@@ -318,7 +318,23 @@ def kill_group(proc):
     proc.wait()
 
 
-class ShellSession:
+class Interpreter:
+    """What both sessions share: a child interpreter fed on its stdin."""
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        """Ends the interpreter: end of input, then a kill if it lingers."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
+                kill_group(self.proc)
+
+
+class ShellSession(Interpreter):
     """One bash per file: variables, functions and the directory carry from
     block to block. A block stops at its first failing command (an ERR trap
     that returns from the sourced block, which also covers functions and
@@ -376,16 +392,8 @@ class ShellSession:
                 return
             time.sleep(0.01)
 
-    def alive(self):
-        return self.proc.poll() is None
-
     def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (subprocess.TimeoutExpired, BrokenPipeError):
-                kill_group(self.proc)
+        self.stop()
         self.log.close()
 
 
@@ -416,7 +424,7 @@ while True:
 '''
 
 
-class PythonSession:
+class PythonSession(Interpreter):
     """One Python interpreter per file: every block runs in the same globals."""
 
     def __init__(self, env, cwd, work):
@@ -451,16 +459,8 @@ class PythonSession:
         ans = json.loads(line)
         return ans["ok"], ans["output"], ([] if ans["ok"] else ans["error"].rstrip().split("\n"))
 
-    def alive(self):
-        return self.proc.poll() is None
-
     def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (subprocess.TimeoutExpired, BrokenPipeError):
-                kill_group(self.proc)
+        self.stop()
         os.close(self.reply)
         self.log.close()
 
@@ -550,6 +550,9 @@ def run_file(path, args, env0, counts):
     cwd = os.path.join(work, "repo")
     shadow_root(args.root, cwd, args.fencectl_build)
     env = dict(env0, PGDATABASE=f"doctest_{name}", TMPDIR=tmp, DOCTEST_TMP=tmp)
+    if path == "README.md" and env.get("DOCTEST_BIN"):
+        # A newcomer's shell has no fencectl: the quick start must find it.
+        env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if d != env["DOCTEST_BIN"])
     make_database(env["PGDATABASE"], env)
     sessions = {}
     try:

@@ -11,7 +11,8 @@
 # It starts a throwaway PostgreSQL with pg_fence (tests/e2e/safety/lib/pg.sh;
 # make test installs the extension) and a 3-member cluster on free ports, puts
 # fencectl, fence-coordinator and fence-worker (FENCE_WORKER_BIN) first in
-# PATH, exports PGHOST, PGPORT, PGUSER, FENCE_ENDPOINTS and FENCE_BIN_DIR,
+# PATH (but not for README.md, whose quick start must put fencectl on PATH
+# itself, as a newcomer's shell has it nowhere), exports PGHOST, PGPORT, PGUSER, FENCE_ENDPOINTS and FENCE_BIN_DIR,
 # runs the runner's self-test (below), then tests/docs/docrun.py on the
 # files. It prints PASS or FAIL with file:line per block (a failure with what
 # the block printed and what was expected) and ends with "N passed, N
@@ -120,7 +121,7 @@ mkdir -p "$W/bin"
 ln -s "$(readlink -f "$FENCECTL")" "$W/bin/fencectl"
 ln -s "$(readlink -f "$COORDINATOR")" "$W/bin/fence-coordinator"
 [[ -n $WORKER ]] && ln -s "$(readlink -f "$WORKER")" "$W/bin/fence-worker"
-export PATH="$W/bin:$PATH"
+export PATH="$W/bin:$PATH" DOCTEST_BIN="$W/bin"
 FENCE_BIN_DIR=$(dirname "$(readlink -f "$COORDINATOR")")
 export FENCE_BIN_DIR
 # build/ in the examples: the build tree this fencectl comes from.
