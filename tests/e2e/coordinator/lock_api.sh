@@ -64,7 +64,7 @@ get "$F" "/v1/locks?key=other"
 
 post "$L" /v1/release "{\"key\":\"report:7\",\"token\":$T}"
 [[ $HTTP_CODE == 200 && "$(json_field "$HTTP_BODY" released)" == true ]] || fail "release: $HTTP_CODE $HTTP_BODY"
-# Every lock event's log line names key, token and owner (DESIGN.md).
+# Every lock event's log line names key, token and owner (docs/operations.md, "Logs").
 release_logged() { grep -q "event=release key=report:7 token=$T released=true owner=worker-a" "$DIR/$L.log"; }
 wait_until 5 "the leader logs the release with its owner" release_logged
 post "$L" /v1/release "{\"key\":\"report:7\",\"token\":$T}"

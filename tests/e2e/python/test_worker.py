@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """clients/python/examples/worker.py end to end, with a real cluster and a
-real PostgreSQL with pg_fence (the seed scenario of DESIGN.md):
+real PostgreSQL with pg_fence (the timeline of README.md and docs/design.md):
 
 - worker A acquires report:7 and is paused (SIGSTOP) until the coordinator
   no longer holds its lease; worker B acquires (a larger token) and writes;

@@ -7,7 +7,7 @@
 #     (b) fails; the fences hold (PostgreSQL refused every lower token). Not
 #     tokens_increase_in_commit_order: once the rebuilt cluster counts up to a
 #     token it issued before the wipe, two holders carry that token, and
-#     fence_admit admits an equal token by design (DESIGN.md), so (a) may fail too;
+#     fence_admit admits an equal token by design (docs/sql.md), so (a) may fail too;
 #   early: every member's clocks run 2 x real time while members and workers
 #     assume rho = 0, so the leader expires leases early:
 #     one_holder_at_a_time_within_rho (c) fails; the fences (a) hold;
