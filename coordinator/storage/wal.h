@@ -112,9 +112,9 @@
 // gap in seq or in indexes — is corruption: open fails with the file and byte
 // offset, and nothing is truncated.
 // Consequences: a bit flip in the very last record is indistinguishable from
-// a torn write and is cut (the rule); an unsynced write that reached
-// the disk out of order (a later page without an earlier one) makes the member
-// refuse to start rather than guess. Either way nothing durable *and* followed
+// a torn write and is cut (the torn-tail rule above); an unsynced write that
+// reached the disk out of order (a later page without an earlier one) makes the
+// member refuse to start rather than guess. Either way nothing durable *and* followed
 // by later durable data is ever dropped silently.
 //
 // Failures: after any I/O error while writing (write, fdatasync, creating or
