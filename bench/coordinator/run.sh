@@ -49,7 +49,9 @@ ETCD=${ETCD_BIN:-$(command -v etcd || true)}
 [[ "$BENCH_ROUNDS_N" =~ ^[1-9]$ ]] || { echo "run.sh: BENCH_ROUNDS must be 1-9, got '$BENCH_ROUNDS_N'" >&2; exit 2; }
 
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    # Warnings are not errors here: g++ 12 at -O3 reports a false -Wrestrict inside
+    # std::string (server/bootstrap.cc); make test is where warnings stop a build.
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPGFENCE_WERROR=OFF >/dev/null
     cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator
     GRPC_BENCH_BIN=""
     # The target exists only where its dependencies were found (bench/etcd_grpc/CMakeLists.txt).

@@ -111,7 +111,9 @@ done
 LARGEST=${LOCKS[${#LOCKS[@]} - 1]}
 
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    # Warnings are not errors here: g++ 12 at -O3 reports a false -Wrestrict inside
+    # std::string (server/bootstrap.cc); make test is where warnings stop a build.
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPGFENCE_WERROR=OFF >/dev/null
     # on stderr: stdout is the report
     cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator bench_scale >&2
     # etcd's gRPC client, where the gRPC packages are installed (the target exists then).
