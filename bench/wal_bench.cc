@@ -8,7 +8,7 @@
 //   raw      write(100 bytes) + fdatasync in a loop: the physical limit
 //   batch-N  DurableStorage::persist() of N entries of 100 bytes (one fdatasync each)
 //   recovery DurableStorage::open() of a log of N entries (written in batches of 1000)
-// Goals (issue 4): batch-1 within 1.2x of raw; batch-256 records/s >= 100x batch-1.
+// Goals: batch-1 within 1.2x of raw; batch-256 records/s >= 100x batch-1.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/pg/instructions.sh: instructions the backend executes per UPDATE for
-# each variant of bench/pg/variants.sh (BENCH_VARIANTS, then the trigger
-# shapes issue 17 weighed, BENCH_CANDIDATE_VARIANTS), counted by valgrind
+# each variant of bench/pg/variants.sh (BENCH_VARIANTS, then the candidate
+# trigger shapes, BENCH_CANDIDATE_VARIANTS), counted by valgrind
 # (callgrind) on `postgres --single`.  Other load on the machine cannot
 # move this figure, as it moves tps (run by make bench-pg and make
 # bench-pg-instr).
@@ -34,14 +34,14 @@
 # for the AFTER ROW candidates, queuing the event (ExecARUpdateTriggers),
 # firing it (AfterTriggerEndQuery) and the function.
 #
-# Token proofs (issue 18): BENCH_PROOF_VARIANTS, with proofs for tokens
+# Token proofs: BENCH_PROOF_VARIANTS, with proofs for tokens
 # 1 .. N2 and BENCH_PROOF_TOKEN signed first (tests/pg/sign-proof.sh, about
 # 20 ms each).  Their cost per UPDATE: fence_guard+proof - fence_guard (a
 # proof found in the session's cache), and fence_guard+proof_fresh -
 # fence_guard+set (a proof verified every time; both runs also execute a
 # SET line per UPDATE, which cancels).
 #
-# Goals (issue 17): fence_guard at most 1.05 x plain per UPDATE, and fewer
+# Goals: fence_guard at most 1.05 x plain per UPDATE, and fewer
 # than plpgsql; for mode sequenced, fence_guard+seq at most 1.05 x fence_guard
 # (plain+seq, the same UPDATE without a trigger, splits the difference into
 # the sequence column's own cost and the guard's).  The first is out of reach for a trigger: PostgreSQL's own
@@ -297,14 +297,14 @@ after_breakdown >"$OUT/after.txt"
       print ""
       printf "budget of the 1.05 goal: %.0f instructions per UPDATE above plain\n", 0.05 * plain
       print ""
-      print "token proofs (issue 18), per UPDATE above their baseline:"
+      print "token proofs, per UPDATE above their baseline:"
       hit = upd["fence_guard+proof"] - upd["fence_guard"]
       fresh = upd["fence_guard+proof_fresh"] - upd["fence_guard+set"]
       printf "  the same proof in every transaction (SET once; a session cache hit): %.0f instructions (fence_guard+proof - fence_guard, %.3f x plain)\n", hit, hit / plain
       printf "  fresh proof per transaction (Ed25519 verify): %.0f instructions (fence_guard+proof_fresh - fence_guard+set, %.3f x plain)\n", fresh, fresh / plain
       g = upd["fence_guard"]; l = upd["plpgsql"]
       print ""
-      print "goals (issue 17), instructions per UPDATE:"
+      print "goals, instructions per UPDATE:"
       printf "  %s fence_guard %.3f x plain (goal: at most 1.05)\n", (g <= 1.05 * plain ? "PASS" : "FAIL"), g / plain
       printf "  %s fence_guard %.3f x plpgsql (goal: below 1)\n", (g < l ? "PASS" : "FAIL"), g / l
       q = upd["fence_guard+seq"]; qp = upd["plain+seq"]

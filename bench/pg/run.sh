@@ -179,7 +179,7 @@ report() {
           med["fenced_update"], (med["fenced_update"] >= 1 / 1.5 ? "met" : "MISSED"))
       }
       print ""
-      print "goals (issue 2), on the median of the per-round ratios: fence_guard >= 0.95 x plain; fence_guard > plpgsql; fenced_update >= plain / 1.5"
+      print "goals, on the median of the per-round ratios: fence_guard >= 0.95 x plain; fence_guard > plpgsql; fenced_update >= plain / 1.5"
       for (c = 1; c <= nc; c++) print goals[c]
     }' "$1"
 }

@@ -24,7 +24,7 @@
 #                        a trigger: what the wider row and the longer SET list
 #                        cost, which a sequenced table pays whatever checks it
 #
-# Candidate trigger shapes that issue 17 measured against fence_guard
+# Candidate trigger shapes measured against fence_guard
 # (bench/pg/instructions.sh only; none of them is what fence_protect
 # installs, and each gives up something docs/sql.md promises, see
 # BENCH_CANDIDATE_VARIANTS below):
@@ -38,7 +38,7 @@
 #   after_when           an AFTER ROW UPDATE trigger with that WHEN clause,
 #                        whose function (never called here) raises 55F01
 #
-# Token proofs (issue 18; bench/pg/instructions.sh only), on a table that
+# Token proofs (bench/pg/instructions.sh only), on a table that
 # verifies proofs under the constant lock key 'bench', with proofs pre-signed
 # with the shared test vector's key (tests/vectors), which the database trusts:
 #
