@@ -29,6 +29,8 @@ CMAKE_FLAGS ?=
 WERROR ?=
 # The sanitizer build covers every layer up to net/ (the decoders, the cores
 # and storage, where memory bugs would hide); server/ and above are built once.
+# A module listed needs every module its targets link listed too: configure
+# names any that is missing.
 ASAN_MODULES ?= codec;raft;lock;member;auth;storage;log;net
 
 .PHONY: all help deps build build-asan install deb test demo sim faults soak fuzz \

@@ -8,7 +8,7 @@
 # Environment: CXX_FUZZ (default the clang scripts/install-deps.sh installs:
 # clang++-14 on Debian 12, clang++-19 on 13), FUZZ_BUILD_DIR (default
 # <repo>/build-fuzz), FUZZ_MODULES (PGFENCE_MODULES for the build, default
-# "lock;storage;auth"), FUZZ_JOBS (default 2).
+# "codec;raft;lock;storage;auth"), FUZZ_JOBS (default 2).
 # Corpora persist in build-fuzz/corpus/<target>; tests/fuzz/corpus/<target>,
 # if present, is used as extra read-only seeds. Crashes land in
 # build-fuzz/artifacts/<target>/; replay one with: <target binary> <file>.
@@ -28,7 +28,7 @@ seconds=$1
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-modules=${FUZZ_MODULES:-lock;storage;auth}
+modules=${FUZZ_MODULES:-codec;raft;lock;storage;auth}
 jobs=${FUZZ_JOBS:-2}
 if [[ -n ${CXX_FUZZ:-} ]]; then
     cxx=$CXX_FUZZ

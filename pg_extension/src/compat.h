@@ -13,7 +13,7 @@
  *	      allocate its extra with guc_malloc().  Before 16 they were malloc()ed
  *	      and free()d.  (pg_fence.c, CheckTokenSetting)
  *	  16  pg_class_ownercheck() became object_ownercheck(RelationRelationId, ...).
- *	      (raise.c, FenceCheckOwner)
+ *	      (pg_fence.c, FenceCheckOwner)
  *	  17  PGPROC's lxid moved into vxid.lxid.  (guard.c, the admitted row)
  */
 #ifndef PG_FENCE_COMPAT_H

@@ -1,6 +1,7 @@
 /*
  * pg_fence.c
- *	  Module entry point: settings (GUCs) and helpers shared by all features.
+ *	  Module entry point: settings (GUCs) and helpers shared by all features
+ *	  (token and mode rules, argument and permission checks, parsing).
  *
  * Settings:
  *	  pg_fence.token           the session's fencing token ('' = none),
@@ -20,14 +21,17 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/reltrigger.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 
 #include "pg_fence.h"
 #include "proof.h"
+#include "trusted_keys.h"
 
 PG_MODULE_MAGIC;
 
@@ -486,4 +490,57 @@ FencePrepareKeptPlan(const char *sql, int nargs, Oid *argtypes)
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "pg_fence: could not keep plan for \"%s\"", sql);
 	return plan;
+}
+
+/* Parse 1..20 decimal digits, no leading zero, into a u64 in 1..2^64-1 */
+bool
+FenceParseUint64(const char *text, size_t len, uint64 *value)
+{
+	uint64		result = 0;
+
+	if (len == 0 || len > 20 || text[0] == '0')
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned	digit;
+
+		if (text[i] < '0' || text[i] > '9')
+			return false;
+		digit = (unsigned) (text[i] - '0');
+		if (result > (PG_UINT64_MAX - digit) / 10)
+			return false;
+		result = result * 10 + digit;
+	}
+	*value = result;
+	return true;
+}
+
+/* Raise 42501 unless the current user owns relid (superusers do) */
+void
+FenceCheckOwner(Oid relid)
+{
+	if (!FenceOwnsRelation(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER,
+					   get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
+}
+
+/*
+ * Raise 42501 if row level security applies to the current user on relid:
+ * its policies would hide rows from a raise, which would leave them below
+ * the token without a word
+ */
+void
+FenceCheckRowSecurity(Oid relid)
+{
+	if (check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("cannot raise the fences of table \"%s\": row level security "
+					"applies to the current user", get_rel_name(relid)),
+			 errdetail("Its policies could hide rows from the raise, whose fences "
+					   "would then stay below the token."),
+			 errhint("Raise as a superuser or a role with BYPASSRLS, or run "
+					 "ALTER TABLE ... NO FORCE ROW LEVEL SECURITY for the raise.")));
 }

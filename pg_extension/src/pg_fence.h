@@ -86,6 +86,10 @@ extern void FenceCheckNotNull(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
 extern SPIPlanPtr FencePrepareKeptPlan(const char *sql, int nargs,
 									   Oid *argtypes);
+extern bool FenceParseUint64(const char *text, size_t len, uint64 *value);
+/* the checks of a raise (fence_raise in raise.c, fence_raise_resources in resources.c) */
+extern void FenceCheckOwner(Oid relid);
+extern void FenceCheckRowSecurity(Oid relid);
 
 /* protect.c: validation shared with fenced_update */
 extern void FenceCheckRelkind(Relation rel);
@@ -97,8 +101,6 @@ extern AttrNumber FenceValidateSeqColumn(Relation rel, const char *colname,
 struct TriggerData;
 extern bool FenceRaiseAdmits(Relation rel, struct TriggerData *trigdata,
 							 AttrNumber attnum, int64 token);
-extern void FenceCheckOwner(Oid relid);
-extern void FenceCheckRowSecurity(Oid relid);
 
 /* guard.c: abort callbacks; lets fenced_update avoid counting one write twice */
 extern void FenceGuardInit(void);

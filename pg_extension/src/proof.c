@@ -22,8 +22,9 @@
  * proof with every transaction.  Proofs that verified are remembered per
  * backend (proof text -> lock key, token), at most FENCE_VERIFIED_MAX of
  * them (all forgotten when full), and all forgotten whenever
- * fence_trusted_keys changes (trusted_keys.c), so a distrusted key's
- * proofs are refused from the next statement that checks a proof on.
+ * fence_trusted_keys changes (FenceTrustedKeysChanges, trusted_keys.h), so
+ * a distrusted key's proofs are refused from the next statement that
+ * checks a proof on.
  */
 #include "postgres.h"
 
@@ -34,6 +35,7 @@
 
 #include "pg_fence.h"
 #include "proof.h"
+#include "trusted_keys.h"
 
 /* Proofs remembered as verified, per backend */
 #define FENCE_VERIFIED_MAX			1024
@@ -65,7 +67,8 @@ typedef struct VerifiedProof
 } VerifiedProof;
 
 static HTAB *verified = NULL;
-static bool verified_stale = false;
+/* FenceTrustedKeysChanges() when the table was created: any change since empties it */
+static uint64 verified_keys_changes = 0;
 
 /* pg_fence.proof (never NULL), and fenced_update's proof argument */
 static const char *proof_setting = "";
@@ -113,29 +116,6 @@ DecodeSignature(const char *text, unsigned char *signature)
 	}
 	/* the 4 bits left over must be zero: one spelling per signature */
 	return out == FENCE_SIGNATURE_LEN && bits == 0;
-}
-
-/* Parse 1..20 decimal digits, no leading zero, into a u64 in 1..2^64-1 */
-bool
-FenceParseUint64(const char *text, size_t len, uint64 *value)
-{
-	uint64		result = 0;
-
-	if (len == 0 || len > 20 || text[0] == '0')
-		return false;
-	for (size_t i = 0; i < len; i++)
-	{
-		unsigned	digit;
-
-		if (text[i] < '0' || text[i] > '9')
-			return false;
-		digit = (unsigned) (text[i] - '0');
-		if (result > (PG_UINT64_MAX - digit) / 10)
-			return false;
-		result = result * 10 + digit;
-	}
-	*value = result;
-	return true;
 }
 
 /* Parse the wire form; NULL on success, else why it is malformed */
@@ -227,25 +207,18 @@ FenceSetProofOverride(const char *proof)
 	return previous;
 }
 
-/* Forget every verified proof (lazily: may be called from a callback) */
-void
-FenceForgetVerifiedProofs(void)
-{
-	verified_stale = true;
-}
-
 /* The verified-proof table, created or emptied as needed */
 static HTAB *
 VerifiedTable(void)
 {
 	HASHCTL		info;
 
-	if (verified != NULL && !verified_stale &&
+	if (verified != NULL && verified_keys_changes == FenceTrustedKeysChanges() &&
 		hash_get_num_entries(verified) < FENCE_VERIFIED_MAX)
 		return verified;
 	if (verified != NULL)
 		hash_destroy(verified);
-	verified_stale = false;
+	verified_keys_changes = FenceTrustedKeysChanges();
 	info.keysize = FENCE_PROOF_MAXLEN + 1;
 	info.entrysize = sizeof(VerifiedProof);
 	info.hcxt = TopMemoryContext;
@@ -260,7 +233,7 @@ IsVerified(const char *proof, const char *lockkey, int64 token)
 {
 	VerifiedProof *entry;
 
-	if (verified == NULL || verified_stale ||
+	if (verified == NULL || verified_keys_changes != FenceTrustedKeysChanges() ||
 		strlen(proof) > FENCE_PROOF_MAXLEN)
 		return false;
 	entry = hash_search(verified, proof, HASH_FIND, NULL);
@@ -448,7 +421,8 @@ FenceCheckProof(const FenceProofTarget *target, const char *text,
 		RefuseProof(target, PROOF_MALFORMED, text, NULL, reason, lockkey, token, 0);
 
 	length = BuildMessage(message, proof.cluster_id, token, SignedLockKey(target, lockkey));
-	switch (FenceCheckSignature(target->nspid, &proof, message, length, &bound_cluster))
+	switch (FenceCheckSignature(target->nspid, proof.kid, proof.cluster_id, proof.signature,
+								message, length, &bound_cluster))
 	{
 		case FENCE_KEY_VERIFIED:
 			RememberVerified(text, lockkey, token);

@@ -8,8 +8,8 @@
  *	  cluster_id (u64 big-endian)  token (u64 big-endian)
  *	  length of the lock key (u32 big-endian)  lock key bytes
  * and travels as  v1.<kid>.<cluster_id decimal>.<base64url signature>
- * (no padding; at most FENCE_PROOF_MAXLEN bytes), where kid is the lowercase
- * hex of the first 8 bytes of SHA-256 over the raw 32-byte public key.
+ * (no padding; at most FENCE_PROOF_MAXLEN bytes), where kid names the
+ * signing key (trusted_keys.h).
  * tests/vectors/token_proof_v1.txt holds the shared test vector.
  */
 #ifndef PG_FENCE_PROOF_H
@@ -21,10 +21,10 @@
 #include "fmgr.h"
 #include "utils/relcache.h"
 
+#include "trusted_keys.h"
+
 /* Lengths of the wire form */
 #define FENCE_PROOF_MAXLEN			127
-#define FENCE_KID_LEN				16
-#define FENCE_SIGNATURE_LEN			64
 #define FENCE_SIGNATURE_B64LEN		86
 
 /* Lock keys (templates' results, resource names) are at most this long */
@@ -46,15 +46,6 @@ typedef struct FenceProofTarget
 	const char *resource;		/* resource name, or NULL */
 } FenceProofTarget;
 
-/* Outcome of checking a signature against the trusted keys */
-typedef enum FenceKeyCheck
-{
-	FENCE_KEY_VERIFIED,
-	FENCE_KEY_UNTRUSTED,		/* no trusted key has the proof's kid */
-	FENCE_KEY_OTHER_CLUSTER,	/* the key is trusted for another cluster */
-	FENCE_KEY_BAD_SIGNATURE		/* forged, or for another lock key / token */
-} FenceKeyCheck;
-
 /* One part of a lock key template: literal text or a column's value */
 typedef struct FenceKeyPart
 {
@@ -72,7 +63,6 @@ typedef struct FenceKeyTemplate
 
 /* proof.c: wire form, the current proof, checking with a cache */
 extern const char *FenceParseProof(const char *text, FenceProof *proof);
-extern bool FenceParseUint64(const char *text, size_t len, uint64 *value);
 extern const char *FenceCurrentProof(void);
 extern void FenceSetProofSetting(const char *proof);
 extern const char *FenceSetProofOverride(const char *proof);
@@ -80,13 +70,6 @@ extern void FenceCheckProof(const FenceProofTarget *target, const char *proof,
 							const char *lockkey, int64 token);
 extern void FenceRefuseLockKey(const FenceProofTarget *target, int sqlerrcode,
 							   const char *message, const char *detail);
-extern void FenceForgetVerifiedProofs(void);
-
-/* trusted_keys.c: the trusted keys, cached per backend */
-extern void FenceTrustedKeysInit(void);
-extern FenceKeyCheck FenceCheckSignature(Oid nspid, const FenceProof *proof,
-										 const unsigned char *message,
-										 size_t length, uint64 *bound_cluster);
 
 /* template.c: lock key templates */
 extern FenceKeyTemplate *FenceParseKeyTemplate(Relation rel, const char *template,

@@ -58,14 +58,12 @@
 #include "nodes/bitmapset.h"
 #include "nodes/pg_list.h"
 #include "optimizer/optimizer.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/partcache.h"
 #include "utils/regproc.h"
 #include "utils/rel.h"
-#include "utils/rls.h"
 
 #include "pg_fence.h"
 
@@ -157,36 +155,6 @@ FenceRaiseAdmits(Relation rel, TriggerData *trigdata, AttrNumber attnum,
 		return false;
 	return OnlyColumnChanged(rel, trigdata->tg_trigtuple, trigdata->tg_newtuple,
 							 attnum);
-}
-
-/* Raise 42501 unless the current user owns relid (superusers do) */
-void
-FenceCheckOwner(Oid relid)
-{
-	if (!FenceOwnsRelation(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER,
-					   get_relkind_objtype(get_rel_relkind(relid)),
-					   get_rel_name(relid));
-}
-
-/*
- * Raise 42501 if row level security applies to the current user on relid:
- * its policies would hide rows from a raise, which would leave them below
- * the token without a word
- */
-void
-FenceCheckRowSecurity(Oid relid)
-{
-	if (check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED)
-		return;
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("cannot raise the fences of table \"%s\": row level security "
-					"applies to the current user", get_rel_name(relid)),
-			 errdetail("Its policies could hide rows from the raise, whose fences "
-					   "would then stay below the token."),
-			 errhint("Raise as a superuser or a role with BYPASSRLS, or run "
-					 "ALTER TABLE ... NO FORCE ROW LEVEL SECURITY for the raise.")));
 }
 
 /* Is trigger's function pg_fence's fence_guard (in the schema nspid)? */

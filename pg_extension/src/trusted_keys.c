@@ -6,7 +6,7 @@
  *
  * fence_trusted_keys(key_id, public_key, cluster_id, trusted_at) holds
  * Ed25519 public keys as PEM (what `openssl pkey -pubout` writes); key_id
- * is the key's kid (proof.h); a non-NULL cluster_id binds the key to that
+ * is the key's kid (trusted_keys.h); a non-NULL cluster_id binds the key to that
  * cluster's proofs.  Verification reads the table as the calling user
  * (SELECT is granted to PUBLIC: public keys are not secret).
  *
@@ -15,7 +15,8 @@
  * to all backends: fence_trust_key and fence_distrust_key send it, and so
  * does the statement trigger fence_trusted_keys_changed for any other
  * INSERT, UPDATE, DELETE or TRUNCATE.  The relcache callback drops this
- * cache and the verified proofs (proof.c).  FenceCheckProof reads the
+ * cache and counts the change (FenceTrustedKeysChanges), which drops the
+ * verified proofs that proof.c keeps.  FenceCheckProof reads the
  * invalidations that arrived before it checks a proof, and a load reads the
  * table with a new snapshot, not the transaction's: a change committed in
  * any backend is seen by the next statement that checks a proof in every
@@ -45,7 +46,7 @@
 #include "utils/snapmgr.h"
 
 #include "pg_fence.h"
-#include "proof.h"
+#include "trusted_keys.h"
 
 PG_FUNCTION_INFO_V1(fence_trust_key);
 PG_FUNCTION_INFO_V1(fence_distrust_key);
@@ -90,7 +91,6 @@ TrustedKeysChanged(Datum arg, Oid relid)
 	{
 		trusted.valid = false;
 		trusted_invalidations++;
-		FenceForgetVerifiedProofs();
 	}
 }
 
@@ -101,6 +101,13 @@ FenceTrustedKeysInit(void)
 	if (sodium_init() < 0)
 		elog(ERROR, "pg_fence: libsodium could not be initialized");
 	CacheRegisterRelcacheCallback(TrustedKeysChanged, (Datum) 0);
+}
+
+/* How many changes of the table this backend has seen (trusted_keys.h) */
+uint64
+FenceTrustedKeysChanges(void)
+{
+	return trusted_invalidations;
 }
 
 /* Parse a PEM public key; NULL (and *problem set) unless it is Ed25519 */
@@ -280,24 +287,22 @@ VerifyEd25519(const unsigned char *raw, const unsigned char *signature,
 	return crypto_sign_verify_detached(signature, message, length, raw) == 0;
 }
 
-/*
- * Check proof's signature over message against the trusted keys; for
- * FENCE_KEY_OTHER_CLUSTER, *bound_cluster is the key's cluster.
- */
+/* Check a signature against the trusted keys (trusted_keys.h) */
 FenceKeyCheck
-FenceCheckSignature(Oid nspid, const FenceProof *proof, const unsigned char *message,
+FenceCheckSignature(Oid nspid, const char *kid, uint64 cluster_id,
+					const unsigned char *signature, const unsigned char *message,
 					size_t length, uint64 *bound_cluster)
 {
-	const TrustedKey *key = FindTrustedKey(nspid, proof->kid);
+	const TrustedKey *key = FindTrustedKey(nspid, kid);
 
 	if (key == NULL)
 		return FENCE_KEY_UNTRUSTED;
-	if (key->has_cluster && key->cluster_id != proof->cluster_id)
+	if (key->has_cluster && key->cluster_id != cluster_id)
 	{
 		*bound_cluster = key->cluster_id;
 		return FENCE_KEY_OTHER_CLUSTER;
 	}
-	if (!VerifyEd25519(key->raw, proof->signature, message, length))
+	if (!VerifyEd25519(key->raw, signature, message, length))
 		return FENCE_KEY_BAD_SIGNATURE;
 	return FENCE_KEY_VERIFIED;
 }
