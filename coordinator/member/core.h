@@ -316,6 +316,10 @@ public:
     bool persisting() const { return ready_ != nullptr; }
     bool saving() const { return saving_; }
     bool shutting_down() const { return shutting_down_; }
+    // This member's removal applied (or a leader answered it raft::Removed),
+    // and it was not added again since: Effects::removed was told.
+    bool removed() const { return removed_; }
+    std::uint64_t ticks() const { return ticks_; }  // tick() calls so far
     std::size_t waiter_count() const { return waiter_total_; }
     std::size_t proposal_count() const { return proposals_.size(); }
     const Lease* lease(std::string_view key) const;

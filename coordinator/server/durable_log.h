@@ -5,8 +5,8 @@
 //
 // Threading: persist() and adopt_snapshot() run one at a time: on the
 // writer thread (writer.h), or persist() on the loop thread while no
-// snapshot adoption is queued (a follower's inline write,
-// Member::Impl::run_persist). write_snapshot_file() runs on the snapshot
+// snapshot adoption is queued (a follower's inline write; DiskTurn,
+// disk_turn.h, decides which). write_snapshot_file() runs on the snapshot
 // thread, beside them. storage() is read once, on the loop thread, before
 // the threads start.
 #pragma once

@@ -1,5 +1,8 @@
 // The member's single-threaded event loop (a Boost.Asio io_context), seen
 // through a small Asio-free interface so the member's files stay light.
+//
+// Threading: owned by the loop thread (the one running io.run()); post()
+// may be called from any thread, everything else from the loop thread.
 #pragma once
 
 #include <chrono>

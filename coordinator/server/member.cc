@@ -1,7 +1,7 @@
-// The shell's loop: inputs into the core, the core's effects carried out in
-// the order member/core.h states (sends, snapshot save, the Persist and its
-// after-persist messages), the writer thread for a leader's writes.
-#include <atomic>
+// The shell's loop: inputs into the core, one loop turn (run_turn) to pump
+// it, the core's effects carried out in the order member/core.h states
+// (sends, the Persist and its after-persist messages, the snapshot save),
+// the disk work placed by DiskTurn (disk_turn.h).
 #include <cstdlib>
 #include <stdexcept>
 
@@ -40,26 +40,28 @@ std::string seed_info_of(const storage::Identity& identity, std::uint64_t self) 
     return net::encode_seed_info(info);
 }
 
-// Holds the log for one persist or snapshot save. Two at once (the loop and
-// the writer thread) would interleave writes to the log: a broken invariant,
-// fatal (logged as `fatal`, exit 70, like the loop's own broken invariants;
-// not 74, which means the disk failed).
-class DiskTurn {
+// A broken invariant of the shell: logged as `fatal`, exit 70 (like the
+// core's own `fatal`; not 74, which means the disk failed).
+[[noreturn]] void stop_broken(std::string_view why) {
+    log_event(LogLevel::kError, "fatal", {{"error", why}});
+    log::log_flush();
+    std::_Exit(70);
+}
+
+// Holds the log for one write (LogWriteCheck, disk_turn.h), on whichever
+// thread runs it. Two at once (the loop and the writer thread) would
+// interleave writes to the log.
+class LogWrite {
 public:
-    explicit DiskTurn(std::atomic<bool>& busy) : busy_(busy) {
-        if (busy_.exchange(true, std::memory_order_acquire)) {
-            log_event(LogLevel::kError, "fatal",
-                      {{"error", "a persist or snapshot save began while another was running"}});
-            log::log_flush();
-            std::_Exit(70);
-        }
+    explicit LogWrite(LogWriteCheck& check) : check_(check) {
+        if (!check_.try_begin()) stop_broken("a persist or snapshot save began while another was running");
     }
-    ~DiskTurn() { busy_.store(false, std::memory_order_release); }
-    DiskTurn(const DiskTurn&) = delete;
-    DiskTurn& operator=(const DiskTurn&) = delete;
+    ~LogWrite() { check_.end(); }
+    LogWrite(const LogWrite&) = delete;
+    LogWrite& operator=(const LogWrite&) = delete;
 
 private:
-    std::atomic<bool>& busy_;
+    LogWriteCheck& check_;
 };
 
 }  // namespace
@@ -143,10 +145,11 @@ std::string Member::Impl::start() {
                "on an empty one with --join";
     }
     apply_configuration(in_force);
+    announced_at_start = in_force;
     const net::HostPort listen = net::parse_host_port(book[options.id].peer_addr);
     if (!listen.ok()) {
         return "member " + std::to_string(options.id) + "'s peer address is not known: " +
-               (config.members.empty() ? "it joined a cluster but has not received its configuration yet; start it "
+               (in_force.members.empty() ? "it joined a cluster but has not received its configuration yet; start it "
                                          "with --join ENDPOINTS of the running cluster"
                                        : "the configuration in force does not name it (was it removed?), and "
                                          "--peers does not either");
@@ -181,27 +184,27 @@ std::string Member::Impl::start() {
                {"term", log_value(core->raft().term())}, {"client_tls", options.client_tls() ? "on" : "off"},
                {"peer_tls", options.peer_tls() ? "on" : "off"}, {"auth", security.auth_enabled() ? "on" : "off"},
                {"token_signing_kid", security.signer() ? security.signer()->kid() : std::string()}});
-    after_event();
+    schedule_turn();
     return {};
 }
 
 void Member::Impl::on_tick() {
-    ++ticks;
     report_gone();
     core->tick(now());
+    const std::uint64_t ticks = core->ticks();
     if (ticks % kInfoEveryTicks == 0) {
-        std::erase_if(telling_removed, [this](const auto& t) { return t.second <= ticks; });
+        std::erase_if(telling_removed, [ticks](const auto& t) { return t.second <= ticks; });
         transport->broadcast_info(my_info());
         // Leadership and removed members' leaving change whom to dial
         // without a new configuration.
         transport->set_peers(peers_to_dial());
     }
-    after_event();
+    schedule_turn();
 }
 
 void Member::Impl::on_peer_message(raft::Message m) {
     core->step(m, now());
-    after_event();
+    schedule_turn();
 }
 
 // --max-connections client connections, besides the peers and the member's
@@ -227,12 +230,12 @@ void Member::Impl::raise_open_files() {
 // once per turn of the event loop, after the inputs already waiting in it, so
 // requests read in the same epoll round share one Ready, one write and one
 // AppendRequest per follower.
-void Member::Impl::after_event() {
-    if (drain_posted) return;
-    drain_posted = true;
+void Member::Impl::schedule_turn() {
+    if (turn_scheduled) return;
+    turn_scheduled = true;
     loop.post([this] {
-        drain_posted = false;
-        drain();
+        turn_scheduled = false;
+        run_turn();
     });
 }
 
@@ -253,7 +256,7 @@ void Member::Impl::report_gone() {
     }
 }
 
-void Member::Impl::drain() {
+void Member::Impl::run_turn() {
     report_gone();
     core->pump(now());
     // Twice at most: what persist_started() left (a leader's answers) is
@@ -262,13 +265,14 @@ void Member::Impl::drain() {
         core->take_effects(effects);
         execute(effects);
     }
-    if (core->wants_pump()) after_event();  // e.g. a waiter's Grant proposed while applying
+    if (core->wants_pump()) schedule_turn();  // e.g. a waiter's Grant proposed while applying
     log::log_flush();  // one write for the lines this turn logged
 }
 
 // The core's effects, in the order member/core.h gives: the disk work first
-// (a leader's write starts while its batch is answered), then the answers,
-// then the log lines.
+// (a leader's write starts while its batch is answered; the Persist before
+// the save, so that DiskTurn knows of it when it places the save), then the
+// answers, then the log lines.
 void Member::Impl::execute(member::Effects& fx) {
     auto log_lines = [&fx] {
         for (const member::LogLine& line : fx.logs) {
@@ -287,13 +291,13 @@ void Member::Impl::execute(member::Effects& fx) {
         if (std::holds_alternative<raft::Removed>(m.body) && telling_removed.count(m.to) == 0) {
             // Not dialed any more: dialed again for a while (this answer is
             // dropped; the next campaign's is delivered).
-            telling_removed[m.to] = ticks + 20 * static_cast<std::uint64_t>(options.election_ticks());
+            telling_removed[m.to] = core->ticks() + 20 * static_cast<std::uint64_t>(options.election_ticks());
             transport->set_peers(peers_to_dial());
         }
         transport->send(m);
     }
-    if (fx.save) run_save(fx.save);
     if (fx.persist) run_persist(fx.persist);
+    if (fx.save) disk_step(DiskTurn::SaveTaken{fx.save});
     for (member::Answer& a : fx.respond) answer(a.id, std::move(a.response));
     for (member::RequestId id : fx.watch) {
         auto it = outstanding.find(id);
@@ -305,13 +309,13 @@ void Member::Impl::execute(member::Effects& fx) {
     if (fx.removed) {
         // Nothing more needs this member: it stops as on SIGTERM (the core
         // logged removed_from_cluster).
-        removed = true;
         loop.post([this] { shutdown([this] { io.stop(); }); });
     }
 }
 
 // The Persist: hard state, snapshot and entries with one fdatasync, then the
-// Ready's `messages`, then persisted().
+// Ready's `messages`, then persisted(). Where it runs is DiskTurn's to say
+// (disk_turn.h):
 //
 // A follower (or candidate) writes on the loop itself: persist, send its acks
 // or votes, carry on. Nothing it could do meanwhile would help: its acks and
@@ -325,15 +329,16 @@ void Member::Impl::execute(member::Effects& fx) {
 // itself once they are durable, and carries on: the core has applied the
 // Ready's committed entries already, and while the write runs the loop goes
 // on reading requests and acks; the next Ready carries everything proposed
-// meanwhile (group commit). So does a follower while a snapshot save is
-// queued there (its Persist queues behind the save).
+// meanwhile (group commit). So does a follower while a snapshot adoption is
+// queued there (its Persist queues behind the adoption).
 void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
     if (proof_signer && core->is_leader() && !rd->entries.empty()) {
         // The batch's Grants are signed while it is written and replicated.
         proof_signer->presign(security.signer(), std::shared_ptr<const std::vector<raft::Entry>>(rd, &rd->entries),
                               core->table().token_floor());
     }
-    if (core->is_leader() || save_queued) {
+    const DiskTurn::Action where = disk_step(DiskTurn::PersistTaken{core->is_leader()});
+    if (where.kind == DiskTurn::Action::kPersistOnWriter) {
         auto took = std::make_shared<std::chrono::nanoseconds>();  // the persist alone, not the sends
         writer.submit(
             [this, rd, took] {
@@ -343,8 +348,8 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
             [this, took] {
                 metrics.fsync.observe(*took);
                 core->persisted(now());
-                start_save();
-                after_event();
+                disk_step(DiskTurn::PersistDone{});
+                schedule_turn();
             });
         core->persist_started(now());  // the write is under way: apply and answer the batch meanwhile
         return;
@@ -355,8 +360,31 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
     metrics.fsync.observe(took);
     for (const raft::Message& m : rd->messages) transport->send(m);
     core->persisted(now());
-    start_save();
-    after_event();
+    disk_step(DiskTurn::PersistDone{});
+    schedule_turn();
+}
+
+DiskTurn::Action Member::Impl::disk_step(const DiskTurn::Event& event) {
+    DiskTurn::Action a = disk_turn.step(event);
+    switch (a.kind) {
+        case DiskTurn::Action::kBroken:
+            stop_broken(a.broken);
+        case DiskTurn::Action::kWriteFile:
+            write_snapshot_file(a.snapshot);
+            break;
+        case DiskTurn::Action::kAdoptOnWriter:
+            adopt_snapshot(a.snapshot);
+            break;
+        case DiskTurn::Action::kSaved:
+            core->snapshot_saved(a.snapshot, now());
+            schedule_turn();
+            break;
+        case DiskTurn::Action::kNothing:
+        case DiskTurn::Action::kPersistOnLoop:
+        case DiskTurn::Action::kPersistOnWriter:
+            break;
+    }
+    return a;
 }
 
 // The snapshot save, in two steps so that it never holds up a Persist (a
@@ -365,50 +393,41 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
 //   1. the snapshot thread writes the file (encode, fdatasync, rename), while
 //      Persists go on. Every entry the snapshot covers is durable in the log
 //      already (Raft hands out for applying only entries stable here); the
-//      file is begun only once no Persist is outstanding all the same, so
-//      that the log holds them whatever the order of the two threads' writes;
+//      file is begun only once no Persist is outstanding all the same
+//      (DiskTurn), so that the log holds them whatever the order of the two
+//      threads' writes;
 //   2. then, in the log's order like a Persist (on the writer thread, a
 //      follower's Persists queued behind it), the log adopts it and drops
 //      the entries it covers; then the core hears of it.
-void Member::Impl::run_save(const std::shared_ptr<const raft::Snapshot>& snap) {
-    pending_save = snap;
-    start_save();
-}
-
-void Member::Impl::start_save() {
-    if (pending_save == nullptr || core->persisting()) return;
-    std::shared_ptr<const raft::Snapshot> snap = std::move(pending_save);
-    pending_save.reset();
+void Member::Impl::write_snapshot_file(std::shared_ptr<const raft::Snapshot> snap) {
     auto took = std::make_shared<std::chrono::nanoseconds>();  // the file: encode, write, fdatasync, rename
     snapshot_writer.submit(
-        [this, snap, took] {
+        [this, snap = std::move(snap), took] {
             const auto start = Clock::now();
             log->write_snapshot_file(*snap);
             *took = Clock::now() - start;
         },
-        [this, snap, took] {
+        [this, took] {
             metrics.snapshot_save.observe(*took);
             metrics.snapshot_save_last_seconds = std::chrono::duration<double>(*took).count();
-            save_queued = true;
-            writer.submit(
-                [this, snap] {
-                    const DiskTurn turn(disk_busy);
-                    log->adopt_snapshot(snap);
-                },
-                [this, snap] {
-                    save_queued = false;
-                    core->snapshot_saved(snap, now());
-                    after_event();
-                });
+            disk_step(DiskTurn::FileWritten{});
         });
 }
 
+void Member::Impl::adopt_snapshot(std::shared_ptr<const raft::Snapshot> snap) {
+    writer.submit(
+        [this, snap = std::move(snap)] {
+            const LogWrite write(log_writes);
+            log->adopt_snapshot(snap);
+        },
+        [this] { disk_step(DiskTurn::Adopted{}); });
+}
+
 // On the loop or the writer thread, never concurrently with another persist
-// or snapshot save (the core hands out one Persist at a time, and the loop
-// writes inline only while no snapshot save is queued): DiskTurn checks it.
+// or snapshot adoption (DiskTurn places them; LogWrite checks it).
 // Returns how long the persist took.
 std::chrono::nanoseconds Member::Impl::persist_ready(const raft::Ready& rd) {
-    const DiskTurn turn(disk_busy);
+    const LogWrite write(log_writes);
     const auto start = Clock::now();
     log->persist(rd.hard_state, rd.snapshot, rd.entries);
     return Clock::now() - start;
@@ -432,14 +451,13 @@ void Member::Impl::reload_security() {
 }
 
 void Member::Impl::shutdown(std::function<void()> done) {
-    if (shutting_down) return;
-    shutting_down = true;
+    if (core->shutting_down()) return;
     std::vector<raft::NodeId> reachable;
-    for (const raft::ConfigMember& m : config.members) {
+    for (const raft::ConfigMember& m : core->raft().configuration().members) {
         if (m.id != options.id && transport->connected(m.id)) reachable.push_back(m.id);
     }
     core->begin_shutdown(reachable, now());
-    drain();  // logs shutdown_requested and sends the transfer before a follower stops
+    run_turn();  // logs shutdown_requested and sends the transfer before a follower stops
     const auto give_up = Clock::now() + std::chrono::milliseconds(2 * options.max_election_timeout_ms());
     shutdown_step(give_up, std::move(done));
 }
@@ -456,12 +474,12 @@ void Member::Impl::shutdown_step(Clock::time_point give_up, std::function<void()
     transport->stop();
     snapshot_writer.stop();
     writer.stop();
-    if (removed) {
+    if (core->removed()) {
         // The commit that covers its removal is written, so that a restart
         // sees the removal committed and refuses to start (start()).
         const raft::Status st = core->raft().status();
         try {
-            const DiskTurn turn(disk_busy);
+            const LogWrite write(log_writes);
             log->persist_commit(raft::HardState{st.term, st.vote, st.commit});
         } catch (const std::exception& e) {
             log_event(LogLevel::kWarn, "removal_not_recorded", {{"error", e.what()}});

@@ -9,8 +9,9 @@
 // it ran, the writer thread also sends that Ready's messages
 // (Ready::messages, which may leave only once durable) through the
 // thread-safe PeerTransport::send. A follower or candidate writes its Ready
-// on the event loop itself (member.cc, run_persist), unless a snapshot
-// adoption is queued: then its Ready queues behind it.
+// on the event loop itself, unless a snapshot adoption is queued: then its
+// Ready queues behind it (server/disk_turn.h decides). Member is owned by
+// the io_context's thread: start(), shutdown() and reload() are called there.
 #pragma once
 
 #include <functional>
@@ -39,7 +40,8 @@ public:
     // Builds the core from storage, listens, starts ticking. Error message or "".
     std::string start();
     // Graceful stop: a leader first transfers leadership (bounded wait); then
-    // the writer is drained and `done` runs on the loop.
+    // the writer threads finish their queued jobs and stop, and `done` runs
+    // on the loop.
     void shutdown(std::function<void()> done);
     // SIGHUP: reload certificates, keys and the auth file; new connections
     // use what loaded, and a file that fails keeps the old one (logged).

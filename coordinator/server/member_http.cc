@@ -101,12 +101,12 @@ void Member::Impl::write_grant(member::RequestId id, const ExchangePtr& ex, cons
                                const std::string& proof) {
     if (ex->client_gone()) {
         core->response_written(id, false, now());
-        after_event();
+        schedule_turn();
         return;
     }
     ex->respond(net::HttpResponse{200, grant_body(g, proof), "application/json", {}}, [this, id](bool written) {
         core->response_written(id, written, now());
-        if (!written) after_event();
+        if (!written) schedule_turn();
     });
 }
 
@@ -119,7 +119,7 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
         // Its client left (report_gone): a grant nobody will receive is released.
         if (std::holds_alternative<member::Granted>(response)) {
             core->response_written(id, false, now());
-            after_event();
+            schedule_turn();
         }
         return;
     }
@@ -225,7 +225,7 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
         access.caller = security.authenticate(req);
         if (!access.caller.user) {
             deny(ex, access.caller, path, {}, access.caller.why);
-            after_event();
+            schedule_turn();
             return;
         }
     }
@@ -262,7 +262,7 @@ void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& e
     } else {
         respond_error(ex, 404, "not_found", "no such endpoint: " + path);
     }
-    after_event();
+    schedule_turn();
 }
 
 void Member::Impl::handle_write(const net::HttpRequest& req, const Access& access, const ExchangePtr& ex) {

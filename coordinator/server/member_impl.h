@@ -3,12 +3,14 @@
 //
 // The shell decides nothing about locks: it turns sockets, timers and disk
 // completions into the core's inputs, and carries out the core's effects
-// (member.cc: sends, the Persist on the loop or the writer thread, snapshot
-// saves, log lines), answering requests over HTTP (member_http.cc). Status,
+// (member.cc: sends, the Persist and the snapshot save where DiskTurn says,
+// log lines), answering requests over HTTP (member_http.cc). Status,
 // metrics and the MemberInfo it tells peers: member_status.cc.
+//
+// What the core knows (role, configuration in force, ticks, shutting down,
+// removed) is asked of the core, never kept here a second time.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,6 +27,7 @@
 #include "net/http_server.h"
 #include "net/member_info.h"
 #include "net/peer_transport.h"
+#include "server/disk_turn.h"
 #include "server/durable_log.h"
 #include "server/loop.h"
 #include "server/member.h"
@@ -59,6 +62,10 @@ struct Access {
 // Denial log lines per second at most (member_http.cc; the metrics count all).
 constexpr int kDenialLogsPerSecond = 20;
 
+// Threading: owned by the loop thread. Every method runs there but the
+// jobs handed to the writer, snapshot and signing threads: they read only
+// what they were given, `log` (one write at a time: DiskTurn) and the
+// thread-safe transport->send().
 struct Member::Impl {
     Impl(boost::asio::io_context& io, Options o, StartPlan p, std::unique_ptr<DurableLog> l);
     ~Impl();
@@ -68,13 +75,18 @@ struct Member::Impl {
     void on_tick();
     void on_peer_message(raft::Message m);
     void raise_open_files();  // RLIMIT_NOFILE for --max-connections (open_files.h)
-    void after_event();  // schedules drain() once per loop turn
-    void drain();        // pump the core, carry out its effects
+    // One loop turn: every input schedules it (schedule_turn(), at most one
+    // queued); run_turn() pumps the core and carries out its effects.
+    void schedule_turn();
+    void run_turn();
     void report_gone();  // tells the core of watched requests whose client left
     void execute(member::Effects& fx);
-    void run_persist(const std::shared_ptr<const raft::Ready>& rd);
-    void run_save(const std::shared_ptr<const raft::Snapshot>& snap);
-    void start_save();  // run_save's step 1, once no Persist is outstanding
+    void run_persist(const std::shared_ptr<const raft::Ready>& rd);  // on the loop or the writer: DiskTurn
+    // One DiskTurn step, and the snapshot work it calls for begun (a
+    // Persist's place is run_persist's to act on). A broken rule is fatal.
+    DiskTurn::Action disk_step(const DiskTurn::Event& event);
+    void write_snapshot_file(std::shared_ptr<const raft::Snapshot> snap);  // on the snapshot thread
+    void adopt_snapshot(std::shared_ptr<const raft::Snapshot> snap);       // on the writer thread
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
     // The configuration in force changed: its members' addresses are
     // learnt, and the transport dials its members (member_status.cc).
@@ -131,7 +143,7 @@ struct Member::Impl {
     std::unique_ptr<DurableLog> log;
     Loop loop;
     Writer writer;
-    Writer snapshot_writer;  // the snapshot file (run_save's step 1), beside the writer's Persists
+    Writer snapshot_writer;  // snapshot files, beside the writer's Persists
     std::unique_ptr<member::Core> core;
     std::unique_ptr<net::PeerTransport> transport;
     std::unique_ptr<net::HttpServer> http;
@@ -142,34 +154,27 @@ struct Member::Impl {
     std::unique_ptr<ProofSigner> proof_signer;
     member::Effects effects;  // the batch being carried out (kept for its capacity)
 
-    bool drain_posted = false;  // a drain() is queued on the loop
-    // A snapshot's adoption was handed to the writer thread and has not
-    // finished: a follower's Persist then queues behind it there instead of
-    // running on the loop (one log write at a time).
-    bool save_queued = false;
-    // A SaveSnapshot taken from the core whose file is not being written
-    // yet: it waits until no Persist is outstanding (run_save).
-    std::shared_ptr<const raft::Snapshot> pending_save;
-    std::atomic<bool> disk_busy{false};  // a persist or snapshot adoption is running (DiskTurn)
+    bool turn_scheduled = false;  // a run_turn() is queued on the loop
+    DiskTurn disk_turn;           // where the Persist and the snapshot save run, and when
+    LogWriteCheck log_writes;     // the same rule checked on the threads (member.cc, LogWrite)
 
     member::RequestId next_request = 1;
     std::unordered_map<member::RequestId, Outstanding> outstanding;
     std::set<member::RequestId> watched;  // outstanding requests whose close the core wants to hear of
-    std::uint64_t ticks = 0;
 
     std::map<raft::NodeId, net::MemberInfo> infos;  // last MemberInfo per peer
-    std::map<raft::NodeId, std::uint64_t> info_heard_tick;  // `ticks` when it arrived
+    std::map<raft::NodeId, std::uint64_t> info_heard_tick;  // core->ticks() when it arrived
     // Every member's addresses as known: the plan's (--peers, the join
     // answer), then what configurations' contexts say (they win).
     std::map<raft::NodeId, Addresses> book;
-    raft::Configuration config;  // in force, as the core last reported it (empty: joining)
-    bool configured = false;     // apply_configuration() ran
+    // The configuration start() announced (logged, dialed), until the core
+    // reports one for the first time: the same one then is not announced
+    // again. The configuration in force is core->raft().configuration().
+    std::optional<raft::Configuration> announced_at_start;
     // Removed members a leader is answering with raft::Removed: dialed (from
     // `book`) until the tick given, so that the answer reaches them.
     std::map<raft::NodeId, std::uint64_t> telling_removed;
     log::Limiter denial_log{kDenialLogsPerSecond};  // deny()'s lines
-    bool shutting_down = false;
-    bool removed = false;  // this member's removal applied: it stops for good
 };
 
 }  // namespace pgfence::server

@@ -27,8 +27,11 @@ net::MemberInfo Member::Impl::my_info() const {
 }
 
 void Member::Impl::apply_configuration(const raft::Configuration& c) {
-    if (configured && c == config) return;  // start() applied it already
-    configured = true;
+    if (announced_at_start) {
+        const bool again = *announced_at_start == c;
+        announced_at_start.reset();
+        if (again) return;  // the core's first report of what start() announced
+    }
     for (const raft::ConfigMember& m : c.members) {
         member::MemberAddresses a;
         if (m.context.empty() || !member::decode_addresses(m.context, a).empty()) continue;
@@ -36,7 +39,6 @@ void Member::Impl::apply_configuration(const raft::Configuration& c) {
         if (!a.peer_addr.empty()) known.peer_addr = a.peer_addr;
         if (!a.client_addr.empty()) known.client_addr = a.client_addr;
     }
-    config = c;
     std::string voters, learners;
     for (const raft::ConfigMember& m : c.members) {
         std::string& list = m.voter ? voters : learners;
@@ -68,6 +70,7 @@ std::vector<net::PeerAddress> Member::Impl::peers_to_dial(bool warn) const {
         }
         out.push_back(net::PeerAddress{id, std::string(addr.host), addr.port});
     };
+    const raft::Configuration& config = core->raft().configuration();
     if (config.members.empty()) {
         for (const auto& [id, a] : book) add(id);
     } else {
@@ -75,7 +78,7 @@ std::vector<net::PeerAddress> Member::Impl::peers_to_dial(bool warn) const {
     }
     // A leader still tells a removed member of its removal (raft.h), or
     // answers its campaign with raft::Removed.
-    if (core && core->is_leader()) {
+    if (core->is_leader()) {
         for (const raft::PeerStatus& p : core->raft().status().peers) {
             if (p.leaving && !config.contains(p.id)) add(p.id);
         }
@@ -94,12 +97,12 @@ std::string Member::Impl::client_addr_of(raft::NodeId id) const {
 }
 
 void Member::Impl::on_member_info(const net::MemberInfo& info) {
-    if (info.id == options.id || (!config.contains(info.id) && book.count(info.id) == 0)) {
+    if (info.id == options.id || (!core->raft().configuration().contains(info.id) && book.count(info.id) == 0)) {
         log::log_event(log::LogLevel::kWarn, "member_info_unknown", {{"id", log::log_value(info.id)}});
         return;
     }
     infos[info.id] = info;
-    info_heard_tick[info.id] = ticks;
+    info_heard_tick[info.id] = core->ticks();
 }
 
 // Four MemberInfo periods, and at least two election timeouts: a peer that
@@ -111,7 +114,7 @@ std::uint64_t Member::Impl::reachable_ticks() const {
 bool Member::Impl::peer_reachable(raft::NodeId id) const {
     if (!transport->connected(id)) return false;
     auto heard = info_heard_tick.find(id);
-    return heard != info_heard_tick.end() && ticks - heard->second <= reachable_ticks();
+    return heard != info_heard_tick.end() && core->ticks() - heard->second <= reachable_ticks();
 }
 
 // Members as seen by this member: the configuration in force (while joining:
@@ -120,6 +123,7 @@ bool Member::Impl::peer_reachable(raft::NodeId id) const {
 std::string Member::Impl::status_json() const {
     const raft::Status st = core->raft().status();
     const lock::LockTable& table = core->table();
+    const raft::Configuration& config = core->raft().configuration();
     std::vector<std::pair<raft::NodeId, bool>> listed;  // id, voter
     if (config.members.empty()) {
         for (const auto& [id, a] : book) listed.emplace_back(id, false);
@@ -195,7 +199,7 @@ std::string Member::Impl::metrics_text() const {
     g.last_token = core->table().last_token();
     g.token_floor = core->table().token_floor();
     g.leases_by_kid = &core->leases_by_kid();
-    for (const raft::ConfigMember& m : config.members) {
+    for (const raft::ConfigMember& m : core->raft().configuration().members) {
         if (m.id == options.id) continue;
         ++g.peers;
         if (peer_reachable(m.id)) ++g.peers_reachable;

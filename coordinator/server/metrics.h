@@ -1,5 +1,9 @@
 // Counters, gauges and histograms of one member, rendered in the Prometheus
-// text format for GET /metrics. Updated on the loop thread only (no locks).
+// text format for GET /metrics.
+//
+// Threading: Metrics is owned by the loop thread, updated and rendered
+// there only (no locks: the other threads' timings come back with their
+// completions).
 #pragma once
 
 #include <cstdint>

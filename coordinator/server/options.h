@@ -1,4 +1,7 @@
 // Command-line flags of fence-coordinator, their defaults and their checks.
+//
+// Threading: Options is parsed on the main thread before the member starts
+// and read-only afterwards (Member::Impl keeps its copy on the loop thread).
 #pragma once
 
 #include <cstdint>

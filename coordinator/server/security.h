@@ -2,7 +2,11 @@
 // TLS contexts of the HTTP API and of the peer port, the auth file's policy,
 // and the key that signs token proofs. Loaded at start (an error stops the member) and again on SIGHUP
 // (reload(): whatever fails to load keeps what was loaded before, and says
-// why). Event loop only.
+// why).
+//
+// Threading: owned by the loop thread (loaded there, before io.run(), and
+// reloaded there on SIGHUP); the contexts and the policy it hands out are
+// shared_ptrs that connections keep.
 //
 // Authentication ends here, in authenticate(): a request's credentials
 // become a user of the policy, or a 401 reason. Authorization is decided by

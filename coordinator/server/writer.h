@@ -1,7 +1,7 @@
 // A writer thread: a member's disk work off the event loop. The member has
 // two: the writer, for a leader's Ready writes and snapshot adoptions (a
-// follower writes its Ready on the loop itself unless an adoption is queued,
-// Member::Impl::run_persist), and the snapshot thread, for snapshot files.
+// follower writes its Ready on the loop itself unless an adoption is queued:
+// disk_turn.h), and the snapshot thread, for snapshot files.
 //
 // Jobs run in submission order; each job's `done` is posted back to the loop.
 // A job may do more than disk work: the member's Ready job also sends the
@@ -14,6 +14,9 @@
 // The queue is bounded by construction (the loop has at most one Ready and one
 // snapshot job outstanding). A job that throws is fatal: the error is logged
 // and the process exits (a member that cannot write must not acknowledge).
+//
+// Threading: submit() and stop() from the loop thread only; the jobs run on
+// the Writer's own thread, one at a time; each `done` runs on the loop.
 #pragma once
 
 #include <condition_variable>

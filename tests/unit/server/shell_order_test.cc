@@ -26,9 +26,10 @@
 //      they run on the writer thread or inline on the loop thread.
 //      adopt_snapshot() sleeps long, so a follower persist that ran inline
 //      beside a queued adoption would overlap it. The shell guards the same rule
-//      itself (member.cc, DiskTurn): an overlap ends this test binary with
-//      exit status 70 before the assertion here is reached, and ctest reports
-//      that. The DurableLog's own count asserts the rule should DiskTurn go.
+//      itself (server/disk_turn.h: DiskTurn places the writes, LogWriteCheck
+//      checks them as they run): an overlap ends this test binary with exit
+//      status 70 before the assertion here is reached, and ctest reports
+//      that. The DurableLog's own count asserts the rule should that check go.
 // The load runs until every path the rules cover was taken, and each test
 // asserts that it was: leader writes (the writer thread of a member that
 // led), follower writes inline on the loop thread, follower writes queued
