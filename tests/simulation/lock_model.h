@@ -1,4 +1,4 @@
-// A deliberately simple sequential model of the lock table (DESIGN.md
+// A deliberately simple sequential model of the lock table (docs/design.md
 // "Replicated commands"), written independently of lock::LockTable so the
 // simulation can check the real table against it.
 //

@@ -1,5 +1,4 @@
-// Cluster-wide safety invariants, checked as the simulation runs (issue 3,
-// part 3). Each observe_* call checks what it is told against everything
+// Cluster-wide safety invariants, checked as the simulation runs. Each observe_* call checks what it is told against everything
 // seen so far and throws SimFailure on a violation:
 //   - at most one leader per term, over the whole run          (Figure 3, Election Safety)
 //   - log matching: two logs with an entry of the same index and term hold

@@ -167,7 +167,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     workload_ = std::make_unique<Workload>(faults_.clients, static_cast<std::size_t>(n_), faults_.tick_us_base,
                                            rho_ppm_, !beyond_rho_, checker_.model(), root_.fork(4));
     // Twin acquires (sim_workload.h) in some seeds, from their own stream
-    // like the clock mode: a seed without them draws everything as before.
+    // like the clock mode: a seed without them draws everything as a seed never given twins would.
     SimRandom twin_random(options.seed ^ 0x7477696Eull);
     if (options.twins || twin_random.chance(kTwinShare)) {
         workload_->set_twins(0.05 * static_cast<double>(twin_random.between(1, 6)), twin_random.fork(1));

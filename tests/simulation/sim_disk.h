@@ -1,5 +1,4 @@
-// The simulated disk of one member (issue 4, "the simulation gains a simulated
-// disk").
+// The simulated disk of one member.
 //
 // SimStorage is the simulation's own raft::Storage: an image of hard state,
 // snapshot and log. SimDisk keeps two of them:

@@ -181,7 +181,7 @@ private:
     std::optional<lock::Lock> prior_;
     lock::Token prior_last_token_ = 0;
 
-    // Durable-ack records (issue 4): the last append ack and granted vote sent.
+    // Durable-ack records: the last append ack and granted vote sent.
     std::optional<std::pair<raft::Index, raft::Term>> acked_entry_;
     std::optional<std::pair<raft::Term, raft::NodeId>> acked_vote_;
 

@@ -57,7 +57,7 @@ public:
     };
     // Twin acquires in this seed: a share of the acquires of clients with an
     // owner, drawn from `random` (its own stream: seeds without twins draw
-    // everything else as before).
+    // everything else exactly as a seed without them).
     void set_twins(double share, SimRandom random) {
         twin_share_ = share;
         twin_random_ = random;

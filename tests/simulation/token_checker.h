@@ -1,4 +1,4 @@
-// Tokens as clients see them (issue 14's token invariants), on the answers
+// Tokens as clients see them (the token invariants), on the answers
 // they receive:
 //   - no token is granted twice: a token told to two requests is one lock's
 //     token, re-granted to its own owner (the same key, the same non-empty

@@ -1,4 +1,4 @@
-// LockTable::apply: every command/result path of DESIGN.md "Replicated commands".
+// LockTable::apply: every command/result path of docs/design.md "Replicated commands".
 #include <boost/test/unit_test.hpp>
 #include <stdexcept>
 

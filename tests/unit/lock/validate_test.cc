@@ -1,5 +1,5 @@
 // validate_key / validate_owner / validate: the key and owner rules of
-// DESIGN.md ("1-512 bytes of UTF-8 without control characters").
+// docs/design.md "HTTP API" ("1–512 bytes of UTF-8 without control characters").
 #include <boost/test/unit_test.hpp>
 
 #include "lock/commands.h"

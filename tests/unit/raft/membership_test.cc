@@ -374,7 +374,7 @@ BOOST_AUTO_TEST_CASE(configurations_survive_a_restart_and_travel_in_snapshots) {
     BOOST_TEST(c.member(5).restored.has_value());
 }
 
-// The "replace a member" path: 3 is cut off while 4 joins, is
+// Replacing a member: 3 is cut off while 4 joins, is
 // promoted, takes over and removes 1; 3 comes back behind all of it, led by
 // a member its own log has never heard of, and catches up.
 BOOST_AUTO_TEST_CASE(a_follower_behind_the_change_that_added_its_leader_follows_it) {
