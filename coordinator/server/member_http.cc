@@ -228,21 +228,19 @@ bool Member::Impl::serves(Serves s) const {
 bool Member::Impl::authorize(Need need, const Call& call) {
     if (!call.caller || need == Need::kNothing) return true;
     const Caller& c = *call.caller;
-    const std::string who = "user '" + c.user->name + "' has no ";
     if (need == Need::kAdmin) {
         if (c.policy->allowed(*c.user, auth::Permission::kAdmin, {})) return true;
-        deny(call.ex, c, call.path, {}, who + auth::permission_name(auth::Permission::kAdmin));
+        deny(call.ex, c, call.path, {}, "user '" + c.user->name + "' has no admin");
         return false;
     }
     const auth::Permission p = need == Need::kLockOnKey ? auth::Permission::kLock : auth::Permission::kRead;
     const std::string* key = key_of(call.request);
-    if (key == nullptr) {  // a list of every lock: some key readable, and only those shown (routes.cc)
-        if (c.policy->holds_any(*c.user, p)) return true;
-        deny(call.ex, c, call.path, {}, who + auth::permission_name(p) + " permission on any key");
-        return false;
-    }
-    if (c.policy->allowed(*c.user, p, *key)) return true;
-    deny(call.ex, c, call.path, *key, who + auth::permission_name(p) + " permission on key '" + *key + "'");
+    // No key: a list of every lock, which shows only the keys the caller may
+    // read (answer()): some key must be.
+    if (key == nullptr ? c.policy->holds_any(*c.user, p) : c.policy->allowed(*c.user, p, *key)) return true;
+    std::string why = "user '" + c.user->name + "' has no " + auth::permission_name(p) + " permission on ";
+    why += key == nullptr ? std::string("any key") : "key '" + *key + "'";
+    deny(call.ex, c, call.path, key == nullptr ? std::string_view() : std::string_view(*key), std::move(why));
     return false;
 }
 
