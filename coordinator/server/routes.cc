@@ -125,20 +125,20 @@ void get_members_join(Impl& m, Call& call) {
 
 // clang-format off
 constexpr Route kRoutes[] = {
-//   method  path                  need              serves           parser                                   parse at          handler
-    {"GET",  "/healthz",           Need::kNothing,   Serves::kAny,    nullptr,                                 ParseAt::kLast,   get_healthz},
-    {"GET",  "/metrics",           Need::kAdmin,     Serves::kAny,    nullptr,                                 ParseAt::kLast,   get_metrics},
-    {"GET",  "/v1/status",         Need::kAdmin,     Serves::kAny,    nullptr,                                 ParseAt::kLast,   get_status},
-    {"POST", "/v1/acquire",        Need::kLockOnKey, Serves::kWriter, parse_acquire,                           ParseAt::kLast,   ask_core},
-    {"POST", "/v1/release",        Need::kLockOnKey, Serves::kWriter, parse_release,                           ParseAt::kLast,   ask_core},
-    {"POST", "/v1/keepalive",      Need::kLockOnKey, Serves::kWriter, parse_keepalive,                         ParseAt::kLast,   ask_core},
-    {"GET",  "/v1/locks",          Need::kReadOnKey, Serves::kLeader, parse_list,                              ParseAt::kLast,   get_locks},
-    {"GET",  "/v1/snapshot",       Need::kAdmin,     Serves::kLeader, nullptr,                                 ParseAt::kLast,   get_snapshot},
-    {"GET",  "/v1/members",        Need::kAdmin,     Serves::kLeader, nullptr,                                 ParseAt::kLast,   get_members},
-    {"POST", "/v1/members/add",    Need::kAdmin,     Serves::kLeader, parse_add,                               ParseAt::kLast,   ask_core},
-    {"POST", "/v1/members/promote",Need::kAdmin,     Serves::kLeader, parse_member_id<member::PromoteMember>,  ParseAt::kLast,   ask_core},
-    {"POST", "/v1/members/remove", Need::kAdmin,     Serves::kLeader, parse_member_id<member::RemoveMember>,   ParseAt::kLast,   ask_core},
-    {"GET",  "/v1/members/join",   Need::kNothing,   Serves::kLeader, parse_join,                              ParseAt::kFirst,  get_members_join},
+//   method  path                   need              serves           parser                                  parse at         handler
+    {"GET",  "/healthz",            Need::kNothing,   Serves::kAny,    nullptr,                                ParseAt::kLast,  get_healthz},
+    {"GET",  "/metrics",            Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_metrics},
+    {"GET",  "/v1/status",          Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_status},
+    {"POST", "/v1/acquire",         Need::kLockOnKey, Serves::kWriter, parse_acquire,                          ParseAt::kLast,  ask_core},
+    {"POST", "/v1/release",         Need::kLockOnKey, Serves::kWriter, parse_release,                          ParseAt::kLast,  ask_core},
+    {"POST", "/v1/keepalive",       Need::kLockOnKey, Serves::kWriter, parse_keepalive,                        ParseAt::kLast,  ask_core},
+    {"GET",  "/v1/locks",           Need::kReadOnKey, Serves::kLeader, parse_list,                             ParseAt::kLast,  get_locks},
+    {"GET",  "/v1/snapshot",        Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_snapshot},
+    {"GET",  "/v1/members",         Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_members},
+    {"POST", "/v1/members/add",     Need::kAdmin,     Serves::kLeader, parse_add,                              ParseAt::kLast,  ask_core},
+    {"POST", "/v1/members/promote", Need::kAdmin,     Serves::kLeader, parse_member_id<member::PromoteMember>, ParseAt::kLast,  ask_core},
+    {"POST", "/v1/members/remove",  Need::kAdmin,     Serves::kLeader, parse_member_id<member::RemoveMember>,  ParseAt::kLast,  ask_core},
+    {"GET",  "/v1/members/join",    Need::kNothing,   Serves::kLeader, parse_join,                             ParseAt::kFirst, get_members_join},
 };
 // clang-format on
 

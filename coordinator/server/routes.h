@@ -83,7 +83,7 @@ struct Call {
     // With --auth-file and a route that needs credentials: who asks
     // (authenticated, so its user is set). Unset: authorization is off.
     std::optional<Caller> caller;
-    member::Request request;  // what the route's parser made of the body or query
+    member::Request request;   // what the route's parser made of the body or query
     raft::NodeId joining = 0;  // GET /v1/members/join: the member that asks
 };
 
