@@ -240,19 +240,17 @@ void Member::Impl::schedule_turn() {
 }
 
 // Waiting requests whose client left (watch_close makes asking free), told
-// before the core serves a queue or times one out.
+// before the core serves a queue or times one out (client_left, member_http.cc).
 void Member::Impl::report_gone() {
     for (auto it = watched.begin(); it != watched.end();) {
         auto o = outstanding.find(*it);
-        if (o == outstanding.end()) {
-            it = watched.erase(it);
-        } else if (o->second.exchange->client_gone()) {
-            core->client_gone(*it, now());
-            outstanding.erase(o);
-            it = watched.erase(it);
-        } else {
+        if (o != outstanding.end() && !o->second.exchange->client_gone()) {
             ++it;
+            continue;
         }
+        const member::RequestId id = *it;
+        it = watched.erase(it);
+        if (o != outstanding.end()) client_left(id, LeftAt::kWaiting);
     }
 }
 

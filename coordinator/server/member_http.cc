@@ -1,10 +1,9 @@
-// The HTTP API (DESIGN.md "HTTP API of every member"): requests parsed into
-// the core's types, the core's answers written as status codes and JSON.
-// With --auth-file every request but /healthz is authenticated first (401),
-// then authorized by the policy (403) — on every member, before a follower
-// redirects — and only then handed to the core (server/security.h).
+// The HTTP API (DESIGN.md "HTTP API of every member"): the gate every
+// request passes before its route's handler (routes.h: authentication,
+// routing, parsing, authorization, the leader check), and the core's answers
+// written as status codes and JSON — including the one path for a client that
+// went away (client_left).
 #include <boost/json.hpp>
-#include <charconv>
 #include <chrono>
 
 #include "storage/backup.h"
@@ -21,12 +20,6 @@ namespace {
 
 void respond_json(const ExchangePtr& ex, unsigned status, const json::value& body) {
     ex->respond(net::HttpResponse{status, json::serialize(body), "application/json", {}});
-}
-
-void respond_error(const ExchangePtr& ex, unsigned status, const char* error, const std::string& message = {}) {
-    json::object o{{"error", error}};
-    if (!message.empty()) o["message"] = message;
-    respond_json(ex, status, o);
 }
 
 json::object lock_json(const member::LockView& v) {
@@ -52,6 +45,12 @@ std::string grant_body(const member::Granted& g, const std::string& proof) {
 }
 
 }  // namespace
+
+void respond_error(const ExchangePtr& ex, unsigned status, const char* error, const std::string& message) {
+    json::object o{{"error", error}};
+    if (!message.empty()) o["message"] = message;
+    respond_json(ex, status, o);
+}
 
 void Member::Impl::redirect_or_unavailable(const std::string& target, const ExchangePtr& ex, raft::NodeId hint) {
     raft::NodeId leader = core->raft().leader();
@@ -95,32 +94,43 @@ void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::s
     core->request(id, std::move(request), now());
 }
 
-// Writes a grant's answer, or reports that its client is gone: a grant
-// nobody received is released by the core (phantom release).
+// Writes a grant's answer, unless its client is gone.
 void Member::Impl::write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g,
                                const std::string& proof) {
     if (ex->client_gone()) {
-        core->response_written(id, false, now());
-        schedule_turn();
+        client_left(id, LeftAt::kGranted);
         return;
     }
     ex->respond(net::HttpResponse{200, grant_body(g, proof), "application/json", {}}, [this, id](bool written) {
-        core->response_written(id, written, now());
-        if (!written) schedule_turn();
+        if (written) {
+            core->response_written(id, true, now());
+        } else {
+            client_left(id, LeftAt::kGranted);
+        }
     });
 }
 
-// One answer of the core, written. A grant whose client is gone already is
-// not written: the core releases it (phantom release); one that could not be
-// written is reported the same way.
+// The cases that end here: a waiting request whose connection closed
+// (report_gone, member.cc, asks the watched ones every loop turn); a Granted
+// answer for a request dropped that way; a grant whose client left before
+// its answer could be written (write_grant), or whose answer failed to write.
+void Member::Impl::client_left(member::RequestId id, LeftAt at) {
+    outstanding.erase(id);
+    if (at == LeftAt::kWaiting) {
+        core->client_gone(id, now());
+        return;
+    }
+    core->response_written(id, false, now());
+    schedule_turn();
+}
+
+// One answer of the core, written. A grant whose client is gone is not
+// written (client_left).
 void Member::Impl::answer(member::RequestId id, member::Response response) {
     auto it = outstanding.find(id);
     if (it == outstanding.end()) {
-        // Its client left (report_gone): a grant nobody will receive is released.
-        if (std::holds_alternative<member::Granted>(response)) {
-            core->response_written(id, false, now());
-            schedule_turn();
-        }
+        // Its client left (client_left): only a grant needs telling back.
+        if (std::holds_alternative<member::Granted>(response)) client_left(id, LeftAt::kGranted);
         return;
     }
     const Outstanding o = std::move(it->second);
@@ -198,205 +208,77 @@ void Member::Impl::deny(const ExchangePtr& ex, const Caller& caller, const std::
     respond_error(ex, unauthenticated ? 401 : 403, unauthenticated ? "unauthenticated" : "forbidden", message);
 }
 
-bool Member::Impl::permitted(const Access& access, auth::Permission p, std::string_view key, const ExchangePtr& ex) {
-    if (!access.on || access.caller.policy->allowed(*access.caller.user, p, key)) return true;
-    deny(ex, access.caller, access.path, key,
-         "user '" + access.caller.user->name + "' has no " + auth::permission_name(p) +
-             (p == auth::Permission::kAdmin ? std::string() : " permission on key '" + std::string(key) + "'"));
-    return false;
-}
-
 void Member::Impl::bad_request(const ExchangePtr& ex, const std::string& message) {
     ++metrics.bad_requests;
     respond_error(ex, 400, "bad_request", message);
 }
 
+bool Member::Impl::serves(Serves s) const {
+    switch (s) {
+        case Serves::kAny:
+            return true;
+        case Serves::kLeader:
+            return core->is_leader();
+        case Serves::kWriter:
+            return core->serves_writes();
+    }
+    return false;
+}
+
+bool Member::Impl::authorize(Need need, const Call& call) {
+    if (!call.caller || need == Need::kNothing) return true;
+    const Caller& c = *call.caller;
+    if (need == Need::kAdmin) {
+        if (c.policy->allowed(*c.user, auth::Permission::kAdmin, {})) return true;
+        deny(call.ex, c, call.path, {}, "user '" + c.user->name + "' has no admin");
+        return false;
+    }
+    const auth::Permission p = need == Need::kLockOnKey ? auth::Permission::kLock : auth::Permission::kRead;
+    const std::string* key = key_of(call.request);
+    // No key: a list of every lock, which shows only the keys the caller may
+    // read (answer()): some key must be.
+    if (key == nullptr ? c.policy->holds_any(*c.user, p) : c.policy->allowed(*c.user, p, *key)) return true;
+    std::string why = "user '" + c.user->name + "' has no " + auth::permission_name(p) + " permission on ";
+    why += key == nullptr ? std::string("any key") : "key '" + *key + "'";
+    deny(call.ex, c, call.path, key == nullptr ? std::string_view() : std::string_view(*key), std::move(why));
+    return false;
+}
+
 void Member::Impl::handle_http(const net::HttpRequest& req, const ExchangePtr& ex) {
-    const std::size_t q = req.target.find('?');
-    Access access;
-    access.path = req.target.substr(0, q);
-    const std::string& path = access.path;
-    const bool get = req.method == "GET";
-    const bool post = req.method == "POST";
-    // With authorization on, every request but /healthz and a joining
-    // member's question has a user first.
-    access.on = security.auth_enabled() && path != "/healthz" && path != "/v1/members/join";
-    if (access.on) {
-        access.caller = security.authenticate(req);
-        if (!access.caller.user) {
-            deny(ex, access.caller, path, {}, access.caller.why);
-            schedule_turn();
-            return;
-        }
-    }
-    if (path == "/healthz" && get) {
-        ex->respond(net::HttpResponse{200, "ok\n", "text/plain", {}});
-    } else if ((path == "/metrics" || path == "/v1/status") && get && !permitted(access, auth::Permission::kAdmin, {}, ex)) {
-        // answered 403
-    } else if (path == "/metrics" && get) {
-        ex->respond(net::HttpResponse{200, metrics_text(), "text/plain; version=0.0.4", {}});
-    } else if (path == "/v1/status" && get) {
-        ex->respond(net::HttpResponse{200, status_json(), "application/json", {}});
-    } else if ((path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive") && post) {
-        handle_write(req, access, ex);
-    } else if (path == "/v1/locks" && get) {
-        handle_list(req, q == std::string::npos ? std::string() : req.target.substr(q + 1), access, ex);
-    } else if (path == "/v1/snapshot" && get) {
-        if (!permitted(access, auth::Permission::kAdmin, {}, ex)) {
-            // answered 403
-        } else if (!core->is_leader()) {
-            redirect_or_unavailable(req.target, ex);
-        } else {
-            submit(member::TakeBackup{}, ex, path);
-        }
-    } else if (path == "/v1/members/join" && get) {
-        answer_join(q == std::string::npos ? std::string() : req.target.substr(q + 1), ex);
-    } else if (((path == "/v1/members" && get) || ((path == "/v1/members/add" || path == "/v1/members/promote" ||
-                                                     path == "/v1/members/remove") && post))) {
-        if (permitted(access, auth::Permission::kAdmin, {}, ex)) handle_members(req, path, access, ex);
-    } else if (path == "/v1/acquire" || path == "/v1/release" || path == "/v1/keepalive" || path == "/v1/locks" ||
-               path == "/v1/status" || path == "/metrics" || path == "/healthz" || path == "/v1/members" ||
-               path == "/v1/members/add" || path == "/v1/members/promote" || path == "/v1/members/remove" ||
-               path == "/v1/members/join" || path == "/v1/snapshot") {
-        respond_error(ex, 405, "method_not_allowed", req.method + " is not allowed on " + path);
-    } else {
-        respond_error(ex, 404, "not_found", "no such endpoint: " + path);
-    }
+    Call call(req, ex);
+    pass_gate(call);
     schedule_turn();
 }
 
-void Member::Impl::handle_write(const net::HttpRequest& req, const Access& access, const ExchangePtr& ex) {
-    // Without authorization a follower redirects before parsing (any body);
-    // with it, the key must be known first to decide.
-    if (!access.on && !core->serves_writes()) {
-        redirect_or_unavailable(req.target, ex);
-        return;
+void Member::Impl::pass_gate(Call& call) {
+    const RouteMatch match = match_route(call.req.method, call.path);
+    if (match.credentials && security.auth_enabled()) {  // 1
+        Caller caller = security.authenticate(call.req);
+        if (!caller.user) {
+            deny(call.ex, caller, call.path, {}, caller.why);
+            return;
+        }
+        call.caller = std::move(caller);
     }
-    const std::string& path = access.path;
-    if (path == "/v1/acquire") {
-        auto parsed = net::parse_acquire(req.body, limits);
-        if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-            bad_request(ex, bad->message);
-        } else if (!permitted(access, auth::Permission::kLock, std::get<member::Acquire>(parsed).key, ex)) {
-            // answered 403
-        } else if (!core->serves_writes()) {
-            redirect_or_unavailable(req.target, ex);
+    if (match.route == nullptr) {  // 2
+        if (match.path_known) {
+            respond_error(call.ex, 405, "method_not_allowed", call.req.method + " is not allowed on " + call.path);
         } else {
-            submit(std::move(std::get<member::Acquire>(parsed)), ex, path);
+            respond_error(call.ex, 404, "not_found", "no such endpoint: " + call.path);
         }
         return;
     }
-    auto parsed = net::parse_release(req.body);
-    if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-        bad_request(ex, bad->message);
-    } else if (!permitted(access, auth::Permission::kLock, std::get<member::Release>(parsed).key, ex)) {
-        // answered 403
-    } else if (!core->serves_writes()) {
-        redirect_or_unavailable(req.target, ex);
-    } else if (path == "/v1/release") {
-        submit(std::move(std::get<member::Release>(parsed)), ex, path);
-    } else {
-        auto& r = std::get<member::Release>(parsed);
-        submit(member::KeepAlive{std::move(r.key), r.token}, ex, path);
-    }
-}
-
-void Member::Impl::handle_list(const net::HttpRequest& req, const std::string& query, const Access& access,
-                               const ExchangePtr& ex) {
-    if (!access.on && !core->is_leader()) {
-        redirect_or_unavailable(req.target, ex);
+    const Route& route = *match.route;
+    const bool key_decides = call.caller && (route.need == Need::kLockOnKey || route.need == Need::kReadOnKey);
+    const bool parse_early = route.parse != nullptr && (key_decides || route.parse_at == ParseAt::kFirst);
+    if (parse_early && !route.parse(*this, call)) return;  // 3
+    if (!authorize(route.need, call)) return;               // 4
+    if (!serves(route.serves)) {                            // 5
+        redirect_or_unavailable(call.req.target, call.ex);
         return;
     }
-    auto parsed = net::parse_list_query(query);
-    if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-        bad_request(ex, bad->message);
-        return;
-    }
-    member::ListLocks& list = std::get<member::ListLocks>(parsed);
-    if (list.key && !permitted(access, auth::Permission::kRead, *list.key, ex)) {
-        // answered 403
-    } else if (!list.key && access.on &&
-               !access.caller.policy->holds_any(*access.caller.user, auth::Permission::kRead)) {
-        deny(ex, access.caller, access.path, {},
-             "user '" + access.caller.user->name + "' has no read permission on any key");
-    } else if (!core->is_leader()) {
-        redirect_or_unavailable(req.target, ex);
-    } else {
-        std::optional<Caller> reader;
-        if (access.on && !list.key) {
-            reader = access.caller;
-            list.prefixes = access.caller.policy->readable_within(*access.caller.user, list.prefixes.front());
-            if (list.prefixes.empty()) {  // nothing under the prefix is readable: an empty last page
-                respond_json(ex, 200, json::object{{"locks", json::array{}}});
-                return;
-            }
-        }
-        submit(std::move(list), ex, req.target, std::move(reader));
-    }
-}
-
-}  // namespace pgfence::server
-
-namespace pgfence::server {
-
-// Membership (admin): followers redirect to the leader, which decides.
-void Member::Impl::handle_members(const net::HttpRequest& req, const std::string& path, const Access&,
-                                  const ExchangePtr& ex) {
-    if (!core->is_leader()) {
-        redirect_or_unavailable(req.target, ex);
-        return;
-    }
-    if (path == "/v1/members") {
-        submit(member::ListMembers{}, ex, path);
-        return;
-    }
-    if (path == "/v1/members/add") {
-        auto parsed = net::parse_add_member(req.body);
-        if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
-            bad_request(ex, bad->message);
-        } else {
-            submit(std::move(std::get<member::AddMember>(parsed)), ex, path);
-        }
-        return;
-    }
-    auto id = net::parse_member_id(req.body);
-    if (auto* bad = std::get_if<net::BadRequest>(&id)) {
-        bad_request(ex, bad->message);
-    } else if (path == "/v1/members/promote") {
-        submit(member::PromoteMember{std::get<std::uint64_t>(id)}, ex, path);
-    } else {
-        submit(member::RemoveMember{std::get<std::uint64_t>(id)}, ex, path);
-    }
-}
-
-// GET /v1/members/join?id=N: what member N, added to the configuration and
-// starting with --join, needs before it can start — the cluster ID and every
-// member's addresses, none of them a secret (docs/security.md) — so it is
-// asked without credentials. The leader answers, from the configuration in
-// force (a follower may not have applied the add yet).
-void Member::Impl::answer_join(const std::string& query, const ExchangePtr& ex) {
-    auto id = net::query_param(query, "id");
-    if (auto* bad = std::get_if<net::BadRequest>(&id)) {
-        bad_request(ex, bad->message);
-        return;
-    }
-    const net::QueryParam& p = std::get<net::QueryParam>(id);
-    std::uint64_t n = 0;
-    const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), n);
-    if (!p.found || ec != std::errc() || end != p.value.data() + p.value.size() || n == 0) {
-        bad_request(ex, "query parameter 'id' must be a member ID >= 1");
-        return;
-    }
-    if (!core->is_leader()) {
-        redirect_or_unavailable("/v1/members/join?" + query, ex);
-        return;
-    }
-    const raft::Configuration& c = core->raft().configuration();
-    if (!c.contains(n)) {
-        respond_error(ex, 404, "unknown_member", "member " + std::to_string(n) + " is not in the configuration");
-        return;
-    }
-    ex->respond(net::HttpResponse{200, members_json(core->members_view(), false), "application/json", {}});
+    if (route.parse != nullptr && !parse_early && !route.parse(*this, call)) return;  // 6
+    route.handle(*this, call);                                                     // 7
 }
 
 }  // namespace pgfence::server

@@ -1,10 +1,11 @@
 // Private state of Member, the Asio shell around the member core
-// (member/core.h): shared by member*.cc, not included elsewhere.
+// (member/core.h): shared by member*.cc and routes.cc, not included elsewhere.
 //
 // The shell decides nothing about locks: it turns sockets, timers and disk
 // completions into the core's inputs, and carries out the core's effects
 // (member.cc: sends, the Persist and the snapshot save where DiskTurn says,
-// log lines), answering requests over HTTP (member_http.cc). Status,
+// log lines), answering requests over HTTP (routes.h: the routes;
+// member_http.cc: the gate before them and the core's answers). Status,
 // metrics and the MemberInfo it tells peers: member_status.cc.
 //
 // What the core knows (role, configuration in force, ticks, shutting down,
@@ -35,11 +36,11 @@
 #include "server/options.h"
 #include "server/security.h"
 #include "server/proof_signer.h"
+#include "server/routes.h"
 #include "server/writer.h"
 
 namespace pgfence::server {
 
-using ExchangePtr = std::shared_ptr<net::HttpExchange>;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kInfoEveryTicks = 5;  // MemberInfo broadcast period
@@ -52,11 +53,14 @@ struct Outstanding {
     std::optional<Caller> reader;
 };
 
-// One HTTP request's authorization (member_http.cc).
-struct Access {
-    std::string path;  // the target without its query: what a denial logs
-    bool on = false;   // authorization applies (--auth-file, and not /healthz)
-    Caller caller;     // when on: the authenticated caller
+// Where a request stood when its client left (Member::Impl::client_left).
+enum class LeftAt : std::uint8_t {
+    // Not answered yet (a queued acquire, a grant being committed): the core
+    // drops it from its queue, or answers its grant by ending it at once.
+    kWaiting,
+    // Answered Granted, and the answer not received (the client left first,
+    // or it could not be written): the core ends the lease at once (phantom release).
+    kGranted,
 };
 
 // Denial log lines per second at most (member_http.cc; the metrics count all).
@@ -104,13 +108,15 @@ struct Member::Impl {
     void shutdown_step(Clock::time_point give_up, std::function<void()> done);
     static member::Time now() { return Clock::now().time_since_epoch(); }
 
-    // ---- member_http.cc ----
+    // ---- member_http.cc: the gate (routes.h), answers ----
     void handle_http(const net::HttpRequest& req, const ExchangePtr& ex);
-    void handle_write(const net::HttpRequest& req, const Access& access, const ExchangePtr& ex);  // acquire, release, keepalive
-    void handle_list(const net::HttpRequest& req, const std::string& query, const Access& access, const ExchangePtr& ex);
-    // True when authorization is off or grants `p` on `key`; else answers 403.
-    bool permitted(const Access& access, auth::Permission p, std::string_view key, const ExchangePtr& ex);
+    void pass_gate(Call& call);  // handle_http's steps 1-7 (routes.h)
+    // Step 4: true when the call's caller may (or authorization is off); else answers 403.
+    bool authorize(Need need, const Call& call);
+    bool serves(Serves s) const;
     void bad_request(const ExchangePtr& ex, const std::string& message);  // 400, counted
+    // Hands `request` to the core; its answer is written by answer().
+    // `target`: where a 307 points if the core answers Unavailable.
     void submit(member::Request request, const ExchangePtr& ex, std::string target,
                 std::optional<Caller> reader = std::nullopt);
     // 401 (no user) or 403 (user without the permission), logged and counted.
@@ -120,13 +126,14 @@ struct Member::Impl {
     void reload_security();
     void answer(member::RequestId id, member::Response response);
     void write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g, const std::string& proof);
-    // `hint`: a member the core named as (about to be) leader, used when
-    // this member knows no other leader.
+    // The client of request `id` went away: every such case ends here, and
+    // the core hears of it once. Drops the request; `at`: what the core had done.
+    void client_left(member::RequestId id, LeftAt at);
+    // 307 to the leader's client address with `target`, or 503 no_leader
+    // when no leader other than this member is known. `hint`: a member the
+    // core named as (about to be) leader, used when this member knows no other leader.
     void redirect_or_unavailable(const std::string& target, const ExchangePtr& ex,
                                  raft::NodeId hint = raft::kNoNode);
-    void handle_members(const net::HttpRequest& req, const std::string& path, const Access& access,
-                        const ExchangePtr& ex);
-    void answer_join(const std::string& query, const ExchangePtr& ex);
     // GET /v1/members' body; without `progress` (the join answer, asked
     // without credentials) no leader, match_index or caught_up.
     std::string members_json(const member::Members& m, bool progress) const;

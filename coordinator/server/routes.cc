@@ -1,0 +1,185 @@
+// The route table and its handlers (routes.h); the gate and the answers
+// written from the core are in member_http.cc.
+#include "server/routes.h"
+
+#include <charconv>
+#include <concepts>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+#include "server/member_impl.h"
+
+namespace pgfence::server {
+
+namespace {
+
+using Impl = Member::Impl;
+
+// ---- parsers ----------------------------------------------------------------
+
+// `parsed` (a net/api_request.h result) into call.request, or 400.
+template <class T>
+bool take(Impl& m, Call& call, std::variant<T, net::BadRequest> parsed) {
+    if (auto* bad = std::get_if<net::BadRequest>(&parsed)) {
+        m.bad_request(call.ex, bad->message);
+        return false;
+    }
+    call.request = std::move(std::get<T>(parsed));
+    return true;
+}
+
+bool parse_acquire(Impl& m, Call& call) { return take(m, call, net::parse_acquire(call.req.body, m.limits)); }
+bool parse_release(Impl& m, Call& call) { return take(m, call, net::parse_release(call.req.body)); }
+// A keepalive's body is a release's.
+bool parse_keepalive(Impl& m, Call& call) {
+    if (!parse_release(m, call)) return false;
+    auto& r = std::get<member::Release>(call.request);
+    call.request = member::KeepAlive{std::move(r.key), r.token};
+    return true;
+}
+bool parse_list(Impl& m, Call& call) { return take(m, call, net::parse_list_query(call.query)); }
+bool parse_add(Impl& m, Call& call) { return take(m, call, net::parse_add_member(call.req.body)); }
+
+template <class Change>
+bool parse_member_id(Impl& m, Call& call) {
+    auto id = net::parse_member_id(call.req.body);
+    if (auto* bad = std::get_if<net::BadRequest>(&id)) {
+        m.bad_request(call.ex, bad->message);
+        return false;
+    }
+    call.request = Change{std::get<std::uint64_t>(id)};
+    return true;
+}
+
+// ?id=N, a member ID >= 1.
+bool parse_join(Impl& m, Call& call) {
+    auto id = net::query_param(call.query, "id");
+    if (auto* bad = std::get_if<net::BadRequest>(&id)) {
+        m.bad_request(call.ex, bad->message);
+        return false;
+    }
+    const net::QueryParam& p = std::get<net::QueryParam>(id);
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), n);
+    if (!p.found || ec != std::errc() || end != p.value.data() + p.value.size() || n == 0) {
+        m.bad_request(call.ex, "query parameter 'id' must be a member ID >= 1");
+        return false;
+    }
+    call.joining = n;
+    return true;
+}
+
+// ---- handlers ---------------------------------------------------------------
+
+void respond(const Call& call, std::string body, const char* content_type = "application/json") {
+    call.ex->respond(net::HttpResponse{200, std::move(body), content_type, {}});
+}
+
+void get_healthz(Impl&, Call& call) { respond(call, "ok\n", "text/plain"); }
+void get_metrics(Impl& m, Call& call) { respond(call, m.metrics_text(), "text/plain; version=0.0.4"); }
+void get_status(Impl& m, Call& call) { respond(call, m.status_json()); }
+
+// The parsed request, to the core. A 307 it asks for later points at the
+// path: the body carries the request.
+void ask_core(Impl& m, Call& call) { m.submit(std::move(call.request), call.ex, call.path); }
+
+void get_snapshot(Impl& m, Call& call) { m.submit(member::TakeBackup{}, call.ex, call.path); }
+void get_members(Impl& m, Call& call) { m.submit(member::ListMembers{}, call.ex, call.path); }
+
+// One lock (?key=K) or a page of the list. With a caller, a page covers only
+// the parts of its prefix the caller may read (auth::Policy::readable_within)
+// and shows only readable keys (answer()). A 307 the core asks for later
+// keeps the query.
+void get_locks(Impl& m, Call& call) {
+    auto& list = std::get<member::ListLocks>(call.request);
+    std::optional<Caller> reader;
+    if (call.caller && !list.key) {
+        reader = call.caller;
+        list.prefixes = reader->policy->readable_within(*reader->user, list.prefixes.front());
+        if (list.prefixes.empty()) {  // nothing under the prefix is readable: an empty last page
+            respond(call, "{\"locks\":[]}");
+            return;
+        }
+    }
+    m.submit(std::move(list), call.ex, call.req.target, std::move(reader));
+}
+
+// What member N, added to the configuration and starting with --join, needs
+// before it can start: the cluster ID and every member's addresses, none of
+// them a secret (docs/security.md), so asked without credentials. The leader
+// answers, from the configuration in force (a follower may not have applied
+// the add yet).
+void get_members_join(Impl& m, Call& call) {
+    if (!m.core->raft().configuration().contains(call.joining)) {
+        respond_error(call.ex, 404, "unknown_member",
+                        "member " + std::to_string(call.joining) + " is not in the configuration");
+        return;
+    }
+    respond(call, m.members_json(m.core->members_view(), false));
+}
+
+// ---- the table --------------------------------------------------------------
+
+// clang-format off
+constexpr Route kRoutes[] = {
+//   method  path                   need              serves           parser                                  parse at         handler
+    {"GET",  "/healthz",            Need::kNothing,   Serves::kAny,    nullptr,                                ParseAt::kLast,  get_healthz},
+    {"GET",  "/metrics",            Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_metrics},
+    {"GET",  "/v1/status",          Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_status},
+    {"POST", "/v1/acquire",         Need::kLockOnKey, Serves::kWriter, parse_acquire,                          ParseAt::kLast,  ask_core},
+    {"POST", "/v1/release",         Need::kLockOnKey, Serves::kWriter, parse_release,                          ParseAt::kLast,  ask_core},
+    {"POST", "/v1/keepalive",       Need::kLockOnKey, Serves::kWriter, parse_keepalive,                        ParseAt::kLast,  ask_core},
+    {"GET",  "/v1/locks",           Need::kReadOnKey, Serves::kLeader, parse_list,                             ParseAt::kLast,  get_locks},
+    {"GET",  "/v1/snapshot",        Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_snapshot},
+    {"GET",  "/v1/members",         Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_members},
+    {"POST", "/v1/members/add",     Need::kAdmin,     Serves::kLeader, parse_add,                              ParseAt::kLast,  ask_core},
+    {"POST", "/v1/members/promote", Need::kAdmin,     Serves::kLeader, parse_member_id<member::PromoteMember>, ParseAt::kLast,  ask_core},
+    {"POST", "/v1/members/remove",  Need::kAdmin,     Serves::kLeader, parse_member_id<member::RemoveMember>,  ParseAt::kLast,  ask_core},
+    {"GET",  "/v1/members/join",    Need::kNothing,   Serves::kLeader, parse_join,                             ParseAt::kFirst, get_members_join},
+};
+// clang-format on
+
+}  // namespace
+
+Call::Call(const net::HttpRequest& request_in, const ExchangePtr& exchange)
+    : req(request_in), ex(exchange), path(req.target.substr(0, req.target.find('?'))) {
+    if (path.size() < req.target.size()) query = req.target.substr(path.size() + 1);
+}
+
+std::span<const Route> routes() { return kRoutes; }
+
+RouteMatch match_route(std::string_view method, std::string_view path) {
+    RouteMatch m;
+    bool path_needs_credentials = false;
+    for (const Route& r : kRoutes) {
+        if (r.path != path) continue;
+        m.path_known = true;
+        path_needs_credentials = path_needs_credentials || r.need != Need::kNothing;
+        if (r.method == method) m.route = &r;
+    }
+    if (m.route != nullptr) {
+        m.credentials = m.route->need != Need::kNothing;
+    } else if (m.path_known) {
+        m.credentials = path_needs_credentials;
+    }
+    return m;
+}
+
+const std::string* key_of(const member::Request& request) {
+    return std::visit(
+        [](const auto& r) -> const std::string* {
+            if constexpr (requires { { r.key } -> std::same_as<const std::string&>; }) {
+                return &r.key;
+            } else if constexpr (requires { { r.key } -> std::same_as<const std::optional<std::string>&>; }) {
+                return r.key ? &*r.key : nullptr;
+            } else {
+                return nullptr;
+            }
+        },
+        request);
+}
+
+}  // namespace pgfence::server
