@@ -84,10 +84,10 @@ struct Member::Impl {
     // Where member `id` serves the HTTP API ("" when not known), decided
     // here alone for redirects, /v1/status and /v1/members: this member's
     // own --client-addr; for another, the address it last reported itself
-    // (MemberInfo), so clients go where it listens now; else `configured`
+    // (MemberInfo), so clients go where it listens now; else `in_config`
     // (its configuration entry's, when the caller holds it); else the one
     // learnt from the configuration or a join answer.
-    std::string client_addr_of(raft::NodeId id, std::string_view configured = {}) const;
+    std::string client_addr_of(raft::NodeId id, std::string_view in_config = {}) const;
     // The outgoing peer connection to `id` is up and its MemberInfo (sent
     // every kInfoEveryTicks) arrived within the last reachable_ticks(): both
     // directions work and the peer runs. /v1/status "reachable" and the
