@@ -102,8 +102,9 @@
 //     Config::max_waiters wait, all keys together.
 //   - Phantom grants (logged phantom_release, counted phantom_releases): a
 //     grant whose client went away before it applied (client_gone), or
-//     whose Granted answer could not be written, has its lease ended at once and is expired like any lease that ran out (the
-//     quorum round, then Expire) — unless an answer still promises that lease
+//     whose Granted answer could not be written, has its lease ended at
+//     once and is expired like any lease that ran out (the quorum round,
+//     then Expire) — unless an answer still promises that lease
 //     to a client (lease.h, Lease::answers: another Granted answer of the
 //     token not reported unwritten, a keepalive answered, or a lease a new
 //     leader restarted): a lease answered to anyone runs to its deadline.
