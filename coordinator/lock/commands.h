@@ -28,8 +28,20 @@ constexpr std::uint64_t kMaxLeaseMs = 24ull * 3600 * 1000;  // hard ceiling; ser
 // be larger is rejected (GrantRejected{0}); a larger floor is ignored.
 constexpr std::uint64_t kMaxToken = 0x7fff'ffff'ffff'ffffull;
 
+// The token a Grant applied at log `index` gives a lock it creates, under
+// token floor `floor`: index + floor; 0 (no token) when that would exceed
+// kMaxToken, or the floor does, and the Grant is refused. The one place the
+// rule is written: the table assigns with it, and a leader predicts with it
+// the tokens of Grants it has proposed but not applied yet (their proofs are
+// signed meanwhile, server/proof_signer.h).
+constexpr Token grant_token(std::uint64_t index, Token floor) {
+    if (floor > kMaxToken || index > kMaxToken - floor) return 0;
+    return index + floor;
+}
+
 // Acquire `key` for `lease_ms`. The token is not in the command: every member
-// computes it on apply (entry index + token floor), so all agree.
+// computes it on apply (grant_token() of the entry's index and the table's
+// token floor), so all agree.
 struct Grant {
     std::string key;
     std::uint64_t lease_ms = 0;
@@ -83,6 +95,9 @@ using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany>;
 // ---- results ----
 struct Granted {
     Token token = 0;
+    // The Grant created the lock (token: grant_token() of its entry); false:
+    // the same owner's idempotent re-grant of the lock it holds (its token).
+    bool created = false;
     bool operator==(const Granted&) const = default;
 };
 struct GrantRejected {

@@ -11,7 +11,7 @@ namespace pgfence::lock {
 namespace {
 
 // Outcome of a Grant that is invalid, or whose token would exceed kMaxToken.
-// A held key's token is never 0 (tokens are index + floor with index >= 1).
+// A held key's token is never 0 (grant_token() is 0 only for a refused Grant).
 constexpr Token kInvalidGrantHolder = 0;
 
 }  // namespace
@@ -51,14 +51,14 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
             node.value().lease_ms = grant.lease_ms;
             const Token token = node.value().token;
             locks_.insert(std::move(node));
-            return Granted{token};
+            return Granted{token, false};
         }
         return GrantRejected{held->token};
     }
-    if (index > kMaxToken - token_floor_) return GrantRejected{kInvalidGrantHolder};
+    const Token token = grant_token(index, token_floor_);
+    if (token == 0) return GrantRejected{kInvalidGrantHolder};
     const std::uint64_t added = lock_bytes(grant.key, grant.owner);
     if (bytes_ + added > max_bytes_) return TableFull{bytes_};
-    const Token token = index + token_floor_;
     if (token <= last_token_) {
         throw std::logic_error("lock table: token " + std::to_string(token) +
                                " does not exceed the last token " + std::to_string(last_token_));
@@ -67,7 +67,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner});
     bytes_ += added;
     last_token_ = token;
-    return Granted{token};
+    return Granted{token, true};
 }
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const Release& release) {

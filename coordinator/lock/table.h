@@ -54,14 +54,15 @@ class LockTable {
 
     // Applies one committed command found at log `index` (> applied_index();
     // otherwise std::logic_error and the table is unchanged).
-    // Grant's token is index + token_floor(). Outcomes:
+    // A new lock's token is t = grant_token(index, token_floor()) (commands.h).
+    // Outcomes:
     //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
-    //   Grant, key free, index + floor <= kMaxToken -> Granted{index + floor}
-    //   Grant, key free, index + floor > kMaxToken  -> GrantRejected{0}
+    //   Grant, key free, t != 0                   -> Granted{t, created: true}
+    //   Grant, key free, t == 0 (over kMaxToken)  -> GrantRejected{0}
     //   Grant, key free, bytes() + lock_bytes(grant) > max_bytes()
     //                                             -> TableFull{bytes()}, table unchanged
-    //   Grant, held by the same non-empty owner   -> Granted{existing token}; the lock's
-    //                                                lease_ms becomes the new one
+    //   Grant, held by the same non-empty owner   -> Granted{existing token, created: false};
+    //                                                the lock's lease_ms becomes the new one
     //   Grant, held otherwise                     -> GrantRejected{holder token}
     //   Release / Expire with the holder's token  -> Released / Expired{true}
     //   Release / Expire otherwise                -> NotFound / Expired{false}

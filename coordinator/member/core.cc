@@ -1,5 +1,7 @@
-// The member core's Ready handling, apply, roles, proposals and snapshots
-// (core.h). Leases, waiters and leadership confirmation: core_leases.cc.
+// The member core's inputs, Ready handling, answers, roles and proposals
+// (core.h). Applying entries: core_apply.cc; snapshots and backups:
+// core_snapshots.cc; leases, waiters and leadership confirmation:
+// core_leases.cc; membership: core_members.cc.
 #include "member/core.h"
 
 #include <algorithm>
@@ -97,16 +99,14 @@ void Core::log(LogLevel level, const char* event,
     }
 }
 
-void Core::respond(RequestId id, Response r) {
+void Core::respond(RequestId id, Response r, const Witness& by) {
     gone_.erase(id);
     Answer& a = effects_.respond.emplace_back();
     a.id = id;
     a.response = std::move(r);
-    if (id == deciding_id_ && id != 0) {
-        a.index = deciding_index_;
-        a.term = deciding_term_;
-        if (deciding_result_ != nullptr) a.result = *deciding_result_;
-    }
+    a.index = by.index;
+    a.term = by.term;
+    if (by.result != nullptr) a.result = *by.result;
 }
 
 void Core::unavailable(RequestId id) { respond(id, Unavailable{raft_->leader()}); }
@@ -202,7 +202,7 @@ void Core::response_written(RequestId id, bool ok, Time now) {
     // leases, each answered for all it knows): one answer fewer stands.
     if (ok || !is_leader() || u.term != leader_term_) return;
     leases_.unanswered(u.key, u.token);
-    phantom_release(u.key, u.token, now);
+    expire_phantom_grant(u.key, u.token, now);
 }
 
 void Core::set_proof_kid(std::string_view kid) { proof_kid_ = kid.empty() ? kNoProofKid : kid; }
@@ -291,174 +291,10 @@ void Core::persisted(Time now) {
     maybe_snapshot();
 }
 
-void Core::snapshot_saved(std::shared_ptr<const raft::Snapshot> snapshot, Time /*now*/) {
-    if (!saving_) throw std::logic_error("Core::snapshot_saved: no SaveSnapshot outstanding");
-    saving_ = false;
-    const raft::Index index = snapshot->meta.index;
-    // A snapshot installed from the leader meanwhile may be newer.
-    last_snapshot_index_ = std::max(last_snapshot_index_, index);
-    ++counters_.snapshots;
-    raft_->compact(std::move(snapshot), config_.snapshot_keep);
-    log(LogLevel::kInfo, "snapshot_taken", {{"index", num(index)}, {"locks", num(table_.size())}});
-}
-
 bool Core::needs_write(const raft::Ready& rd) const {
     if (rd.snapshot || !rd.entries.empty()) return true;
     return rd.hard_state &&
            (rd.hard_state->term != written_hard_state_.term || rd.hard_state->vote != written_hard_state_.vote);
-}
-
-// Step 3 of the Ready contract: committed entries, then confirmed reads.
-void Core::apply_ready(const raft::Ready& rd, Time now) {
-    applying_ = true;
-    for (const raft::Entry& e : rd.committed) apply_entry(e, now);
-    for (const raft::ReadState& rs : rd.reads) on_read_state(rs);
-    for (std::uint64_t ctx : rd.dropped_reads) fail_reads(ctx, now);
-    run_confirmed_reads(now);
-    applying_ = false;
-}
-
-// While a Persist is outstanding: apply what became committed meanwhile (a
-// leader learns most commits from a follower's ack during its own write).
-void Core::apply_taken(Time now) {
-    if (applying_) return;
-    applying_ = true;
-    bool any = false;
-    constexpr int kMaxApplyRounds = 16;  // take_committed() batches per pump
-    for (int round = 0; round < kMaxApplyRounds; ++round) {
-        const std::vector<raft::Entry> entries = raft_->take_committed();
-        if (entries.empty()) break;
-        for (const raft::Entry& e : entries) apply_entry(e, now);
-        any = true;
-    }
-    if (any) run_confirmed_reads(now);
-    applying_ = false;
-}
-
-void Core::apply_entry(const raft::Entry& e, Time now) {
-    if (e.index <= table_.applied_index()) return;
-    applied_term_ = e.term;
-    applied_bytes_since_snapshot_ += e.data.size() + kEntryOverheadBytes;
-    std::optional<lock::Command> cmd;
-    if (e.type == raft::EntryType::kNormal) {
-        auto decoded = lock::decode_command(e.data);
-        if (auto* err = std::get_if<lock::DecodeError>(&decoded)) {
-            log(LogLevel::kError, "entry_undecodable", {{"index", num(e.index)}, {"error", err->message}});
-        } else {
-            cmd = std::move(std::get<lock::Command>(decoded));
-        }
-    }
-    // Release and Expire remove the lock: whether it is held with the
-    // token, and its owner, before the command (one per lock of an ExpireMany).
-    std::vector<HeldBefore> before;
-    auto note = [&](const std::string& key, lock::Token token) {
-        const lock::Lock* l = table_.find(key);
-        const bool held = l != nullptr && l->token == token;
-        before.push_back(HeldBefore{held, held ? l->owner : std::string()});
-    };
-    if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) note(r->key, r->token);
-    if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) note(x->key, x->token);
-    if (const auto* m = cmd ? std::get_if<lock::ExpireMany>(&*cmd) : nullptr) {
-        before.reserve(m->locks.size());
-        for (const lock::Expire& x : m->locks) note(x.key, x.token);
-    }
-    if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
-    const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
-    if (e.type == raft::EntryType::kConfig) on_config_applied(e);
-    if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
-    if (cmd) on_applied(e.index, *cmd, result, before, now);
-    auto it = proposals_.find(e.index);
-    if (it == proposals_.end()) return;
-    Proposal p = std::move(it->second);
-    proposals_.erase(it);
-    if (p.term == e.term) {
-        counters_.proposal_commit.observe(now - p.proposed_at);
-        deciding_id_ = p.id;
-        deciding_index_ = e.index;
-        deciding_term_ = e.term;
-        deciding_result_ = &result;
-        p.done(&result, now);
-        deciding_id_ = 0;
-        deciding_index_ = 0;
-        deciding_term_ = 0;
-        deciding_result_ = nullptr;
-    } else {
-        p.done(nullptr, now);
-    }
-}
-
-std::string Core::owner_of(std::string_view key, lock::Token token) const {
-    const lock::Lock* l = table_.find(key);
-    return l != nullptr && l->token == token ? l->owner : std::string();
-}
-
-// Counters, logs, leases and waiters follow every applied command. `before`:
-// of each lock a Release, Expire or ExpireMany names, whether it was held
-// with the command's token and by whom, before this command.
-void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
-                      const std::vector<HeldBefore>& before, Time now) {
-    const bool leader = is_leader();
-    const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
-    if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
-        if (const auto* ok = std::get_if<lock::Granted>(&result)) {
-            ++counters_.grants;
-            log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
-                                 {"lease_ms", num(g->lease_ms)}, {"index", num(index)}});
-            // An idempotent re-grant applied while Expire{key, token} is in
-            // flight keeps the expiry (on_grant_result refuses it): resetting
-            // the lease would promise a lock that the Expire then removes.
-            const Lease* held = leases_.find(g->key);
-            const bool expiring = held != nullptr && held->token == ok->token && held->expiring();
-            if (leader && !expiring) leases_.start(g->key, ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
-        } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
-            ++counters_.grants_table_full;
-            log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
-                {{"key", g->key}, {"table_bytes", num(full->table_bytes)}, {"limit", num(table_.max_bytes())}});
-        } else {
-            ++counters_.grant_conflicts;
-            const auto* rej = std::get_if<lock::GrantRejected>(&result);
-            log(level, "grant_rejected",
-                {{"key", g->key}, {"owner", g->owner}, {"holder_token", num(rej ? rej->holder_token : 0)}});
-        }
-        return;
-    }
-    if (const auto* r = std::get_if<lock::Release>(&cmd)) {
-        const bool removed = std::holds_alternative<lock::Released>(result);
-        ++(removed ? counters_.releases : counters_.release_not_held);
-        log(level, "release", {{"key", r->key}, {"token", num(r->token)}, {"released", removed ? "true" : "false"},
-                               {"owner", before.front().owner}});
-        if (removed) on_removed(r->key, r->token, now);
-    } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
-        const auto* ex = std::get_if<lock::Expired>(&result);
-        on_expired(*x, ex != nullptr && ex->existed, before.front().owner, now);
-    } else if (const auto* m = std::get_if<lock::ExpireMany>(&cmd)) {
-        // An invalid batch removes nothing (ExpiredMany{0}); a valid one
-        // removes each lock held with its token, a key named twice once.
-        const auto* ex = std::get_if<lock::ExpiredMany>(&result);
-        const bool valid = ex != nullptr && ex->existed > 0;
-        std::unordered_set<std::string_view> removed;
-        for (std::size_t i = 0; i < m->locks.size(); ++i) {
-            const lock::Expire& one = m->locks[i];
-            const bool existed = valid && before[i].held && removed.insert(one.key).second;
-            on_expired(one, existed, before[i].owner, now);
-        }
-    } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
-        log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
-    }
-}
-
-void Core::on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now) {
-    ++(existed ? counters_.expiries_existed : counters_.expiries_missing);
-    log(is_leader() ? LogLevel::kInfo : LogLevel::kDebug, "expire",
-        {{"key", x.key}, {"token", num(x.token)}, {"existed", existed ? "true" : "false"}, {"owner", owner}});
-    if (existed) on_removed(x.key, x.token, now);
-}
-
-// The lock `key` held with `token` is gone: its lease too, and a leader
-// serves the key's waiters.
-void Core::on_removed(const std::string& key, lock::Token token, Time now) {
-    leases_.erase(key, token);
-    if (is_leader()) serve_waiters(key, now);
 }
 
 void Core::observe_role(Time now) {
@@ -481,7 +317,7 @@ void Core::become_leader(Time now) {
     restart_all_leases(now);
     if (config_.token_floor > table_.token_floor()) {
         raft::ProposeError err = raft::ProposeError::kNone;
-        propose(lock::SetTokenFloor{config_.token_floor}, now, [](const lock::Result*, Time) {}, &err);
+        propose(lock::SetTokenFloor{config_.token_floor}, now, [](const Witness*, Time) {}, &err);
     }
 }
 
@@ -494,8 +330,7 @@ void Core::lose_leadership(Time /*now*/) {
     drop_all_waiters();
 }
 
-bool Core::propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
-                   raft::ProposeError* error, RequestId for_id) {
+bool Core::propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error) {
     if (proposals_.size() >= config_.max_proposals) {
         *error = raft::ProposeError::kBacklog;
         return false;
@@ -503,7 +338,7 @@ bool Core::propose(const lock::Command& cmd, Time now, std::function<void(const 
     const raft::ProposeResult r = raft_->propose(lock::encode(cmd));
     *error = r.error;
     if (r.error != raft::ProposeError::kNone) return false;
-    proposals_[r.index] = Proposal{for_id, r.term, now, std::move(done)};
+    proposals_[r.index] = Proposal{r.term, now, std::move(done)};
     return true;
 }
 
@@ -523,55 +358,6 @@ void Core::sweep_proposals(Time now) {
             ++it;
         }
     }
-}
-
-std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
-    auto snap = std::make_shared<raft::Snapshot>();
-    snap->meta.index = table_.applied_index();
-    snap->meta.term = applied_term_;
-    snap->meta.config = raft_->configuration_at(snap->meta.index);
-    snap->data = table_.snapshot();
-    return snap;
-}
-
-void Core::maybe_snapshot() {
-    const raft::Index applied = table_.applied_index();
-    if (saving_ || table_.snapshotting()) return;  // one at a time
-    if (applied >= last_snapshot_index_ && applied - last_snapshot_index_ < config_.snapshot_every) return;
-    // Overflow-free: a table's bytes stay below raft::kMaxSnapshotBytes (its
-    // snapshot fits), and the percentage is at most kMaxSnapshotLogPct.
-    if (applied_bytes_since_snapshot_ < table_.bytes() * config_.snapshot_log_pct / 100) return;
-    applied_bytes_since_snapshot_ = 0;
-    building_ = raft::SnapshotMeta{applied, applied_term_, raft_->configuration_at(applied)};
-    table_.begin_snapshot();
-    continue_snapshot();
-}
-
-// A table restored meanwhile (a snapshot from the leader) dropped the build.
-void Core::continue_snapshot() {
-    if (!table_.snapshotting() || !table_.continue_snapshot(config_.snapshot_slice_locks)) return;
-    auto snap = std::make_shared<raft::Snapshot>();
-    snap->meta = building_;
-    snap->data = table_.take_snapshot();
-    saving_ = true;
-    effects_.save = std::move(snap);
-}
-
-void Core::take_backup(RequestId id) {
-    // After the confirming round: every entry committed before the request
-    // arrived is applied by then (ReadIndex), so the backup holds every
-    // grant a client was answered before it asked.
-    confirm([this, id](bool ok, Time) {
-        if (!ok) {
-            unavailable(id);
-            return;
-        }
-        deciding_id_ = id;
-        deciding_index_ = table_.applied_index();
-        respond(id, Backup{applied_snapshot()});
-        deciding_id_ = 0;
-        deciding_index_ = 0;
-    });
 }
 
 const Lease* Core::lease(std::string_view key) const { return leases_.find(key); }

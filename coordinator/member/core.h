@@ -4,7 +4,7 @@
 //
 // It owns the Raft core, the lock table, client proposals and their
 // timeouts, the leader's leases (lease.h) with the quorum-confirmed Expire,
-// KeepAlive, the FIFO wait queues, phantom release, the token floor and the
+// KeepAlive, the FIFO wait queues, phantom grants, the token floor and the
 // snapshot policy. No sockets, files, threads, clocks or global random: time
 // arrives with every input (a monotonic reading, lease.h `Time`), and the
 // Raft core's randomness comes from Config::raft.random_seed. The same
@@ -100,10 +100,11 @@
 //     waiter is answered Held when its wait_ms runs out, dropped when its
 //     client goes, answered Unavailable when leadership is lost. At most
 //     Config::max_waiters wait, all keys together.
-//   - Phantom release: a grant whose client went away before it applied
-//     (client_gone), or whose Granted answer could not be written, has its
-//     lease ended at once and is expired like any lease that ran out (the
-//     quorum round, then Expire) — unless an answer still promises that lease
+//   - Phantom grants (logged phantom_release, counted phantom_releases): a
+//     grant whose client went away before it applied (client_gone), or
+//     whose Granted answer could not be written, has its lease ended at
+//     once and is expired like any lease that ran out (the quorum round,
+//     then Expire) — unless an answer still promises that lease
 //     to a client (lease.h, Lease::answers: another Granted answer of the
 //     token not reported unwritten, a keepalive answered, or a lease a new
 //     leader restarted): a lease answered to anyone runs to its deadline.
@@ -344,13 +345,26 @@ public:
     bool transfer_leadership(raft::NodeId target);
 
 private:
-    // A proposal made as leader, answered when its index applies.
-    // done(nullptr, now): lost (another term's entry took the index, or timed out).
+    // What decided an answer, reported with it (Answer::index, term,
+    // result): a proposal's entry as it applied and the table's result
+    // there, or for a read the applied index it shows (term 0, no result).
+    // Handed to the code that answers, never kept: `result` lives only while
+    // the entry is being applied. Witness{} (all zero): no entry decided the
+    // answer. (No member initializers: a default argument below is Witness{}.)
+    struct Witness {
+        raft::Index index;
+        raft::Term term;
+        const lock::Result* result;  // null: none
+    };
+    // A proposal made as leader, answered when its index applies:
+    // done(&witness, now) when it applied with its term (witness.result is
+    // the table's result), done(nullptr, now) when it is lost (another
+    // term's entry took the index, or it timed out).
+    using ProposalDone = std::function<void(const Witness*, Time)>;
     struct Proposal {
-        RequestId id = 0;  // the request it answers (0: the core's own)
         raft::Term term = 0;
         Time proposed_at{};
-        std::function<void(const lock::Result*, Time)> done;
+        ProposalDone done;
     };
     struct Waiter {
         RequestId id = 0;
@@ -367,6 +381,18 @@ private:
     };
 
     // core.cc
+    std::string kid_of(std::string_view key, lock::Token token) const;  // its lease's, else kUnknownProofKid
+    void observe_role(Time now);
+    void become_leader(Time now);
+    void lose_leadership(Time now);
+    bool propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error);
+    void sweep_proposals(Time now);
+    bool needs_write(const raft::Ready& rd) const;
+    void respond(RequestId id, Response r, const Witness& by = {});
+    void unavailable(RequestId id);
+    void log(LogLevel level, const char* event, std::initializer_list<std::pair<const char*, std::string_view>> fields);
+
+    // core_apply.cc
     void apply_ready(const raft::Ready& rd, Time now);
     void apply_taken(Time now);
     void apply_entry(const raft::Entry& e, Time now);
@@ -380,21 +406,12 @@ private:
     void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
     void on_removed(const std::string& key, lock::Token token, Time now);
     std::string owner_of(std::string_view key, lock::Token token) const;
-    std::string kid_of(std::string_view key, lock::Token token) const;  // its lease's, else kUnknownProofKid
-    void observe_role(Time now);
-    void become_leader(Time now);
-    void lose_leadership(Time now);
+
+    // core_snapshots.cc
     void maybe_snapshot();
     void continue_snapshot();  // one slice of the snapshot being built; the save once it is whole
     std::shared_ptr<raft::Snapshot> applied_snapshot() const;  // the applied table, with its configuration
     void take_backup(RequestId id);
-    bool propose(const lock::Command& cmd, Time now, std::function<void(const lock::Result*, Time)> done,
-                 raft::ProposeError* error, RequestId for_id = 0);
-    void sweep_proposals(Time now);
-    bool needs_write(const raft::Ready& rd) const;
-    void respond(RequestId id, Response r);
-    void unavailable(RequestId id);
-    void log(LogLevel level, const char* event, std::initializer_list<std::pair<const char*, std::string_view>> fields);
 
     // core_leases.cc
     void confirm(std::function<void(bool, Time)> cb);
@@ -409,16 +426,19 @@ private:
     // at *applied_at; nullptr: the round, or an Expire dropped unapplied).
     void expiry_wave_done(std::uint64_t wave, const Time* applied_at);
     void acquire(RequestId id, const Acquire& req, bool from_queue, Time now);
-    void on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now);
-    void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now);
+    void on_grant_result(RequestId id, const Acquire& req, bool from_queue, const Witness* applied, Time now);
+    // Queues an acquire (`front`: a queue head that lost the race keeps its
+    // place); refused Held, reported with `by`, when too many wait.
+    void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now, const Witness& by = {});
     void serve_waiters(const std::string& key, Time now);
     void sweep_waiters(Time now);
     void drop_all_waiters();
     void keepalive(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
-    // A grant of `key` with `token` reached nobody: its lease ends now
-    // unless an answer still promises it (Lease::answers).
-    void phantom_release(const std::string& key, lock::Token token, Time now);
+    // A grant of `key` with `token` reached nobody (a phantom grant): its
+    // lease ends now and is expired, unless an answer still promises it
+    // (Lease::answers).
+    void expire_phantom_grant(const std::string& key, lock::Token token, Time now);
     void list_locks(RequestId id, const ListLocks& req);
 
     // core_members.cc
@@ -480,11 +500,6 @@ private:
     std::unordered_set<RequestId> grants_in_flight_;  // acquires whose Grant is proposed, not yet applied
     std::unordered_set<RequestId> gone_;              // of those, the ones whose client went away
     std::unordered_map<RequestId, Unwritten> unwritten_;
-    // While an answer is being decided: whose, and from which entry (Answer::index, term, result).
-    RequestId deciding_id_ = 0;
-    raft::Index deciding_index_ = 0;
-    raft::Term deciding_term_ = 0;
-    const lock::Result* deciding_result_ = nullptr;
 
     // Leadership confirmation: callbacks asked for during one batch share one
     // read_index() issued after them (flush_confirms, in pump), so each is

@@ -1,4 +1,4 @@
-// The member core's leases, keepalive, expiry, FIFO waiters, phantom release
+// The member core's leases, keepalive, expiry, FIFO waiters, phantom grants
 // and the leadership confirmation (ReadIndex round) they rely on (core.h).
 #include <algorithm>
 
@@ -22,7 +22,7 @@ enum class Mutant : int {
     kKeepAliveExpiring = 2,  // KeepAlive answered for a lease whose Expire was proposed
     kWaitersLifo = 3,        // a new waiter is queued at the front
     kPhantomLeaked = 4,      // a phantom grant's lease is dropped: the lock is never expired
-    kPhantomCutsAnswered = 5,  // a phantom release cuts a lease answered to another request
+    kPhantomCutsAnswered = 5,  // a phantom grant's expiry cuts a lease answered to another request
 };
 constexpr Mutant kMutant = static_cast<Mutant>(PGFENCE_MEMBER_MUTANT);
 }  // namespace
@@ -141,7 +141,9 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint
             batch.locks.push_back(lock::Expire{due[next].key, due[next].token});
         }
         raft::ProposeError err = raft::ProposeError::kNone;
-        auto done = [this, wave](const lock::Result* r, Time at) { expiry_wave_done(wave, r != nullptr ? &at : nullptr); };
+        auto done = [this, wave](const Witness* applied, Time at) {
+            expiry_wave_done(wave, applied != nullptr ? &at : nullptr);
+        };
         const bool proposed = batch.locks.size() == 1 ? propose(batch.locks.front(), now, done, &err)
                                                       : propose(batch, now, done, &err);
         if (proposed) ++expiry_wave_pending_;
@@ -198,15 +200,15 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
 
 void Core::release(RequestId id, const Release& req, Time now) {
     raft::ProposeError err = raft::ProposeError::kNone;
-    const bool ok = propose(lock::Release{req.key, req.token}, now, [this, id](const lock::Result* r, Time) {
-        if (r == nullptr) {
+    const bool ok = propose(lock::Release{req.key, req.token}, now, [this, id](const Witness* applied, Time) {
+        if (applied == nullptr) {
             unavailable(id);
-        } else if (std::holds_alternative<lock::Released>(*r)) {
-            respond(id, Released{});
+        } else if (std::holds_alternative<lock::Released>(*applied->result)) {
+            respond(id, Released{}, *applied);
         } else {
-            respond(id, NotHeld{});
+            respond(id, NotHeld{}, *applied);
         }
-    }, &err, id);
+    }, &err);
     if (!ok) unavailable(id);
 }
 
@@ -219,7 +221,7 @@ void Core::release(RequestId id, const Release& req, Time now) {
 // A lease some answer still promises (Lease::answers: a retry answered in
 // the same batch, with the very same deadline; a keepalive; a lease a new
 // leader restarted) is not cut at all.
-void Core::phantom_release(const std::string& key, lock::Token token, Time now) {
+void Core::expire_phantom_grant(const std::string& key, lock::Token token, Time now) {
     const Lease* lease = leases_.find(key);
     const bool held = lease != nullptr && lease->token == token;
     if (held && lease->answered() && kMutant != Mutant::kPhantomCutsAnswered) {
@@ -253,11 +255,7 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
         if (req.key) {
             const lock::Lock* l = table_.find(*req.key);
             if (l == nullptr) {
-                deciding_id_ = id;
-                deciding_index_ = table_.applied_index();
-                respond(id, NotHeld{});
-                deciding_id_ = 0;
-                deciding_index_ = 0;
+                respond(id, NotHeld{}, Witness{table_.applied_index(), 0, nullptr});
                 return;
             }
             out.one = true;
@@ -272,11 +270,7 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
             }
             if (more) out.next = out.locks.back().lock.key;
         }
-        deciding_id_ = id;
-        deciding_index_ = table_.applied_index();  // the state this list shows
-        respond(id, std::move(out));
-        deciding_id_ = 0;
-        deciding_index_ = 0;
+        respond(id, std::move(out), Witness{table_.applied_index(), 0, nullptr});  // the state this list shows
     });
 }
 
@@ -299,10 +293,10 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
     }
     raft::ProposeError err = raft::ProposeError::kNone;
     const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner}, now,
-                            [this, id, req, from_queue](const lock::Result* r, Time at) {
-                                on_grant_result(id, req, from_queue, r, at);
+                            [this, id, req, from_queue](const Witness* applied, Time at) {
+                                on_grant_result(id, req, from_queue, applied, at);
                             },
-                            &err, id);
+                            &err);
     if (ok) {
         grants_in_flight_.insert(id);
         return;
@@ -315,10 +309,11 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
     }
 }
 
-void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, const lock::Result* r, Time now) {
+void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, const Witness* applied, Time now) {
     if (from_queue) waiter_grant_in_flight_.erase(req.key);
     grants_in_flight_.erase(id);
     const bool gone = gone_.erase(id) > 0;
+    const lock::Result* r = applied != nullptr ? applied->result : nullptr;
     if (gone && (r == nullptr || !std::holds_alternative<lock::Granted>(*r))) return;  // nobody to answer
     if (r == nullptr) {
         unavailable(id);
@@ -326,48 +321,52 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
     }
     if (const auto* g = std::get_if<lock::Granted>(r)) {
         const lock::Token token = g->token;
-        const Lease* lease = leases_.find(req.key);
+        const Lease* lease = g->created ? nullptr : leases_.find(req.key);
         if (lease != nullptr && lease->token == token && lease->expiring()) {
             // A same-owner retry of a lock whose Expire is already proposed:
             // the lock is about to go, so this is no grant (see on_applied).
             if (gone) return;
             if (req.wait_ms > 0 && is_leader()) {
-                enqueue_waiter(id, req, from_queue, now);
+                enqueue_waiter(id, req, from_queue, now, *applied);
             } else {
-                respond(id, Held{"the lease of token " + num(token) + " ran out and is being expired; retry"});
+                respond(id, Held{"the lease of token " + num(token) + " ran out and is being expired; retry"}, *applied);
             }
             return;
         }
         if (gone) {
-            phantom_release(req.key, token, now);
+            expire_phantom_grant(req.key, token, now);
             return;
         }
         // Counted before it goes out: from here on the lease is promised to
         // this client until the shell reports the answer unwritten.
         const bool counted = leases_.answered(req.key, token, proof_kid_);
         unwritten_[id] = Unwritten{req.key, token, counted ? leader_term_ : 0};
-        respond(id, Granted{req.key, token, req.lease_ms, req.owner});
+        respond(id, Granted{req.key, token, req.lease_ms, req.owner}, *applied);
         return;
     }
     if (const auto* full = std::get_if<lock::TableFull>(r)) {
-        respond(id, TableFull{"the lock table holds " + num(full->table_bytes) + " bytes of locks; the limit is " +
-                              num(table_.max_bytes()) + ": release locks (or shorten leases) first"});
+        respond(id,
+                TableFull{"the lock table holds " + num(full->table_bytes) + " bytes of locks; the limit is " +
+                          num(table_.max_bytes()) + ": release locks (or shorten leases) first"},
+                *applied);
         // The key is free: the next waiter's turn (it may fit, or be told so).
         if (from_queue && is_leader()) serve_waiters(req.key, now);
         return;
     }
     const auto* rej = std::get_if<lock::GrantRejected>(r);
     if (req.wait_ms > 0 && is_leader() && rej != nullptr && rej->holder_token != 0) {
-        enqueue_waiter(id, req, from_queue, now);  // a queue head keeps its place at the front
+        enqueue_waiter(id, req, from_queue, now, *applied);  // a queue head keeps its place at the front
         return;
     }
-    respond(id, Held{rej != nullptr && rej->holder_token != 0 ? "key is held with token " + num(rej->holder_token)
-                                                              : "grant refused"});
+    respond(id,
+            Held{rej != nullptr && rej->holder_token != 0 ? "key is held with token " + num(rej->holder_token)
+                                                          : "grant refused"},
+            *applied);
 }
 
-void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now) {
+void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now, const Witness& by) {
     if (!front && waiter_total_ >= config_.max_waiters) {
-        respond(id, Held{"too many waiting acquires (limit " + num(config_.max_waiters) + ")"});
+        respond(id, Held{"too many waiting acquires (limit " + num(config_.max_waiters) + ")"}, by);
         return;
     }
     effects_.watch.push_back(id);

@@ -70,14 +70,13 @@ void Core::change_members(RequestId id, const Request& req, Time now) {
                 {{"change", raft::to_string(change.type)},
                  {"id", std::to_string(change.id)},
                  {"index", std::to_string(r.index)}});
-            proposals_[r.index] =
-                Proposal{id, r.term, now, [this, id](const lock::Result* result, Time) {
-                             if (result == nullptr) {
-                                 unavailable(id);
-                             } else {
-                                 respond(id, members_view());
-                             }
-                         }};
+            proposals_[r.index] = Proposal{r.term, now, [this, id](const Witness* applied, Time) {
+                                               if (applied == nullptr) {
+                                                   unavailable(id);
+                                               } else {
+                                                   respond(id, members_view(), *applied);
+                                               }
+                                           }};
             note_configuration();  // in force at once (raft.h)
             return;
         case raft::ProposeError::kUnknownMember:

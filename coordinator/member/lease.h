@@ -46,6 +46,14 @@ using Time = std::chrono::nanoseconds;
 constexpr std::uint64_t kDefaultMaxClockDriftPpm = 50'000;  // rho = 5%
 constexpr std::uint64_t kMaxClockDriftPpmLimit = 500'000;   // 50%: the largest rho accepted anywhere
 
+// The bounds an acquire's lease_ms and wait_ms are checked against when the
+// server is given no others (--min-lease, --max-lease, --max-wait;
+// net::RequestLimits). A lease is at most lock::kMaxLeaseMs (24h) whatever
+// the flags say.
+constexpr std::uint64_t kDefaultMinLeaseMs = 1'000;
+constexpr std::uint64_t kDefaultMaxLeaseMs = 300'000;
+constexpr std::uint64_t kDefaultMaxWaitMs = 300'000;
+
 // lease_ms * rho in whole ms, rounded up: how long after the nominal deadline
 // Expire may first be proposed. The one place the margin is computed.
 // No overflow: lease_ms <= 24h (--max-lease) and ppm <= 500000 (options.h).

@@ -100,11 +100,11 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
     return req;
 }
 
-std::variant<ReleaseRequest, BadRequest> parse_release(std::string_view body) {
+std::variant<KeyToken, BadRequest> parse_key_token(std::string_view body) {
     auto obj = parse_object(body);
     if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
     const json::object& o = std::get<json::object>(obj);
-    ReleaseRequest req;
+    KeyToken req;
     auto key = get_string(o, "key", true);
     if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
     req.key = std::get<std::string>(key);

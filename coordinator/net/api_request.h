@@ -12,26 +12,33 @@
 #include <variant>
 
 #include "member/api.h"
+#include "member/lease.h"
 
 namespace pgfence::net {
 
+// What parse_acquire() accepts: the server's --min-lease, --max-lease and
+// --max-wait, whose defaults these are (member/lease.h).
 struct RequestLimits {
-    std::uint64_t min_lease_ms = 1000;
-    std::uint64_t max_lease_ms = 60000;
-    std::uint64_t max_wait_ms = 300000;
+    std::uint64_t min_lease_ms = member::kDefaultMinLeaseMs;
+    std::uint64_t max_lease_ms = member::kDefaultMaxLeaseMs;
+    std::uint64_t max_wait_ms = member::kDefaultMaxWaitMs;
 };
 
 // The member core's request types (member/api.h).
 using AcquireRequest = member::Acquire;
-using ReleaseRequest = member::Release;  // also the body of /v1/keepalive
+// A key and the token it is held with: the body of /v1/release and of /v1/keepalive.
+using KeyToken = member::Release;
 
 struct BadRequest {
     std::string message;
 };
 
+// POST /v1/acquire {"key","lease_ms"[,"wait_ms"][,"owner"]}: lease_ms and
+// wait_ms within `limits`, a valid key and owner.
 std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
                                                        const RequestLimits& limits);
-std::variant<ReleaseRequest, BadRequest> parse_release(std::string_view body);
+// POST /v1/release and /v1/keepalive {"key","token"}: a valid key, token >= 1.
+std::variant<KeyToken, BadRequest> parse_key_token(std::string_view body);
 
 // POST /v1/members/add {"id","peer_addr","client_addr"}: id >= 1, both
 // addresses HOST:PORT (net/host_port.h) of at most member::kMaxAddressBytes.

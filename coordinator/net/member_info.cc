@@ -14,7 +14,7 @@ std::string encode_member_info(const MemberInfo& info) {
     std::string out;
     codec::put_u8(out, kMemberInfoVersion);
     codec::put_u64(out, info.id);
-    codec::put_string(out, std::string_view(info.client_addr).substr(0, kMaxClientAddrBytes));
+    codec::put_string(out, info.client_addr, member::kMaxAddressBytes, "member info client address");
     codec::put_u8(out, info.role);
     codec::put_u64(out, info.term);
     codec::put_u64(out, info.leader);
@@ -31,7 +31,7 @@ std::variant<MemberInfo, std::string> decode_member_info(std::string_view bytes)
     }
     MemberInfo info;
     info.id = r.u64("member id");
-    info.client_addr = r.string("client address", kMaxClientAddrBytes);
+    info.client_addr = r.string("client address", member::kMaxAddressBytes);
     info.role = r.u8("role");
     info.term = r.u64("term");
     info.leader = r.u64("leader");

@@ -8,7 +8,8 @@
 //
 // Payload (little-endian): [u8 version=1][u64 id][u32 len][client_addr]
 //   [u8 role][u64 term][u64 leader][u64 commit][u64 applied]
-// Pure, std only.
+// client_addr is at most member::kMaxAddressBytes, the bound of every
+// member address (member/addresses.h). Pure, std only.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,9 @@
 #include <string_view>
 #include <variant>
 
-namespace pgfence::net {
+#include "member/addresses.h"
 
-constexpr std::size_t kMaxClientAddrBytes = 255;
+namespace pgfence::net {
 
 struct MemberInfo {
     std::uint64_t id = 0;
@@ -31,8 +32,11 @@ struct MemberInfo {
     bool operator==(const MemberInfo&) const = default;
 };
 
+// Throws std::length_error naming the client address when it is longer
+// than member::kMaxAddressBytes (never cut short: the server refuses such a
+// --client-addr at start, server/options.h).
 std::string encode_member_info(const MemberInfo& info);
-// Error string is empty on success.
+// The info, or why the bytes are not one.
 std::variant<MemberInfo, std::string> decode_member_info(std::string_view bytes);
 
 }  // namespace pgfence::net

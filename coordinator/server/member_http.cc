@@ -75,7 +75,7 @@ std::string Member::Impl::members_json(const member::Members& m, bool progress) 
         const std::string peer = !v.peer_addr.empty() ? v.peer_addr
                                  : known != book.end() ? known->second.peer_addr
                                                        : std::string();
-        const std::string client = !v.client_addr.empty() ? v.client_addr : client_addr_of(v.id);
+        const std::string client = client_addr_of(v.id, v.client_addr);
         json::object o{{"id", v.id}, {"voter", v.voter}, {"peer_addr", peer}, {"client_addr", client}};
         if (progress) o["match_index"] = v.match;
         if (progress && !v.voter) o["caught_up"] = v.caught_up;

@@ -97,7 +97,13 @@ struct Member::Impl {
     void apply_configuration(const raft::Configuration& config);
     // `warn`: log the members whose peer address is not known.
     std::vector<net::PeerAddress> peers_to_dial(bool warn = false) const;
-    std::string client_addr_of(raft::NodeId id) const;  // "" when not known
+    // Where member `id` serves the HTTP API ("" when not known), decided
+    // here alone for redirects, /v1/status and /v1/members: this member's
+    // own --client-addr; for another, the address it last reported itself
+    // (MemberInfo), so clients go where it listens now; else `in_config`
+    // (its configuration entry's, when the caller holds it); else the one
+    // learnt from the configuration or a join answer.
+    std::string client_addr_of(raft::NodeId id, std::string_view in_config = {}) const;
     // The outgoing peer connection to `id` is up and its MemberInfo (sent
     // every kInfoEveryTicks) arrived within the last reachable_ticks(): both
     // directions work and the peer runs. /v1/status "reachable" and the

@@ -89,9 +89,10 @@ std::vector<net::PeerAddress> Member::Impl::peers_to_dial(bool warn) const {
     return out;
 }
 
-std::string Member::Impl::client_addr_of(raft::NodeId id) const {
+std::string Member::Impl::client_addr_of(raft::NodeId id, std::string_view in_config) const {
     if (id == options.id) return options.client_addr;
     if (auto it = infos.find(id); it != infos.end() && !it->second.client_addr.empty()) return it->second.client_addr;
+    if (!in_config.empty()) return std::string(in_config);
     if (auto it = book.find(id); it != book.end()) return it->second.client_addr;
     return {};
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lock/commands.h"
+#include "member/addresses.h"
 #include "member/core.h"
 #include "net/host_port.h"
 
@@ -208,6 +209,10 @@ std::string validate_options(Options& o) {
     }
     if (!o.peers.empty() && !self) return "--peers does not contain this member's --id " + std::to_string(o.id);
     if (o.client_addr.empty() && o.join.empty()) return "--client-addr is required (HOST:PORT for the HTTP API)";
+    if (o.client_addr.size() > member::kMaxAddressBytes) {
+        return "--client-addr is " + std::to_string(o.client_addr.size()) + " bytes, over the limit of " +
+               std::to_string(member::kMaxAddressBytes) + " (a DNS name of 253, ':' and a port)";
+    }
     if (!o.client_addr.empty() && !net::parse_host_port(o.client_addr).ok()) {
         return "--client-addr '" + o.client_addr + "' is not HOST:PORT";
     }
@@ -225,7 +230,7 @@ std::string validate_options(Options& o) {
     if (o.max_lease_ms < o.min_lease_ms) {
         return "--max-lease " + std::to_string(o.max_lease_ms) + " is below --min-lease " + std::to_string(o.min_lease_ms);
     }
-    if (o.max_lease_ms > 24ull * 3600 * 1000) return "--max-lease " + std::to_string(o.max_lease_ms) + " exceeds 24h";
+    if (o.max_lease_ms > lock::kMaxLeaseMs) return "--max-lease " + std::to_string(o.max_lease_ms) + " exceeds 24h";
     if (o.snapshot_every < 16 || o.snapshot_every > member::kMaxSnapshotEvery) {
         return "--snapshot-every " + std::to_string(o.snapshot_every) + " must be 16.." +
                std::to_string(member::kMaxSnapshotEvery);
@@ -308,11 +313,14 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --heartbeat-ms N       tick = heartbeat period (default 50)
   --election-ms N        base election timeout; the core picks a random timeout in
                          [N, 2N) rounded to ticks (default 300)
-  --min-lease N          smallest lease_ms an acquire may ask for (default 1000);
+  --min-lease N          smallest lease_ms an acquire may ask for (default )" +
+           std::to_string(kDefaultMinLeaseMs) + R"();
                          must be >= 1.5 x the maximum election timeout (2 x --election-ms),
                          start-up fails otherwise
-  --max-lease N          largest lease_ms (default 300000)
-  --max-wait N           largest wait_ms (default 300000)
+  --max-lease N          largest lease_ms (default )" +
+           std::to_string(kDefaultMaxLeaseMs) + R"()
+  --max-wait N           largest wait_ms (default )" +
+           std::to_string(kDefaultMaxWaitMs) + R"()
   --restore FILE         bootstrap a new cluster from a backup (fencectl snapshot save):
                          every member of the new cluster is started with the same FILE
                          and --peers, on an empty --data-dir. Every restore is a new

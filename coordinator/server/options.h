@@ -21,6 +21,9 @@ struct PeerSpec {
 
 using member::kDefaultMaxClockDriftPpm;  // rho = 5% (member/lease.h)
 using member::kMaxClockDriftPpmLimit;    // the largest --max-clock-drift-ppm
+using member::kDefaultMinLeaseMs;        // --min-lease, --max-lease, --max-wait (member/lease.h)
+using member::kDefaultMaxLeaseMs;
+using member::kDefaultMaxWaitMs;
 
 // Tokens a restored cluster skips past the backup's last token: more than
 // the log entries a busy cluster writes in months (20,000 cycles/s is about
@@ -53,9 +56,9 @@ struct Options {
     std::string data_dir;
     int heartbeat_ms = 50;
     int election_ms = 300;
-    std::uint64_t min_lease_ms = 1000;
-    std::uint64_t max_lease_ms = 300000;
-    std::uint64_t max_wait_ms = 300000;
+    std::uint64_t min_lease_ms = kDefaultMinLeaseMs;
+    std::uint64_t max_lease_ms = kDefaultMaxLeaseMs;  // at most lock::kMaxLeaseMs (24h)
+    std::uint64_t max_wait_ms = kDefaultMaxWaitMs;
     std::uint64_t token_floor = 0;
     std::uint64_t cluster_id = 0;  // bootstrap only; 0: derived (with a token) or random
     std::uint64_t snapshot_every = 10000;

@@ -9,10 +9,15 @@ namespace pgfence::server {
 
 namespace {
 
-// The tokens a batch's entries would be granted with: [first, end).
+// The tokens a batch's Grants would create their locks with, under the
+// floor the batch was handed with: [first, end); {0, 0} when none can be
+// granted. Tokens grow with the index, up to kMaxToken.
 std::pair<std::uint64_t, std::uint64_t> token_range(const std::vector<raft::Entry>& entries, std::uint64_t floor) {
     if (entries.empty()) return {0, 0};
-    return {entries.front().index + floor, entries.back().index + floor + 1};
+    const lock::Token first = lock::grant_token(entries.front().index, floor);
+    if (first == 0) return {0, 0};
+    const lock::Token last = lock::grant_token(entries.back().index, floor);
+    return {first, (last == 0 ? lock::kMaxToken : last) + 1};
 }
 
 }  // namespace
@@ -91,8 +96,8 @@ void ProofSigner::sign_batch(const Batch& batch) {
         const auto* cmd = std::get_if<lock::Command>(&decoded);
         const auto* grant = cmd != nullptr ? std::get_if<lock::Grant>(cmd) : nullptr;
         if (grant == nullptr) continue;
-        const std::uint64_t token = e.index + batch.token_floor;
-        if (token > lock::kMaxToken) continue;  // refused on apply (GrantRejected{0})
+        const lock::Token token = lock::grant_token(e.index, batch.token_floor);
+        if (token == 0) continue;  // refused on apply (GrantRejected{0})
         out.emplace_back(token, Signed{batch.signer, grant->key, batch.signer->sign(cluster_id_, token, grant->key)});
     }
     std::vector<std::pair<Done, std::string>> ready;

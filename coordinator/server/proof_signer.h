@@ -1,10 +1,11 @@
 // The member's signing thread: token proofs (net/token_signer.h) are signed
 // off the event loop, and mostly before they are needed.
 //
-// A grant's token is known when the leader proposes it: the index of its
-// entry plus the token floor (lock/table.h). So the leader hands each batch
-// of entries it writes to this thread (presign()), which signs every Grant in
-// it while the batch is being made durable and replicated. When the grant is
+// A grant's token is known when the leader proposes it: lock::grant_token()
+// of its entry's index and the token floor, the rule the table assigns with
+// (lock/commands.h). So the leader hands each batch of entries it writes to
+// this thread (presign()), which signs every Grant in it while the batch is
+// being made durable and replicated. When the grant is
 // answered, take() finds its proof ready and the loop writes the answer at
 // once: the signature costs the loop neither CPU nor a thread hand-off.
 // A proof not presigned (a same-owner retry answered with its existing
@@ -60,8 +61,9 @@ public:
     ProofSigner(const ProofSigner&) = delete;
     ProofSigner& operator=(const ProofSigner&) = delete;
 
-    // Signs, ahead of time, the Grants among `entries` (a leader's batch), as
-    // tokens index + token_floor.
+    // Signs, ahead of time, the Grants among `entries` (a leader's batch),
+    // each with the token lock::grant_token(its index, token_floor) would
+    // create its lock with.
     void presign(const SignerPtr& signer, std::shared_ptr<const std::vector<raft::Entry>> entries,
                  std::uint64_t token_floor);
     // The proof of (key, token) by `signer`, to done(): at once when it is

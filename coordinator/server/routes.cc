@@ -32,8 +32,8 @@ bool take(Impl& m, Call& call, std::variant<T, net::BadRequest> parsed) {
 }
 
 bool parse_acquire(Impl& m, Call& call) { return take(m, call, net::parse_acquire(call.req.body, m.limits)); }
-bool parse_release(Impl& m, Call& call) { return take(m, call, net::parse_release(call.req.body)); }
-// A keepalive's body is a release's.
+bool parse_release(Impl& m, Call& call) { return take(m, call, net::parse_key_token(call.req.body)); }
+// A keepalive's body is a release's: a key and a token (net::parse_key_token).
 bool parse_keepalive(Impl& m, Call& call) {
     if (!parse_release(m, call)) return false;
     auto& r = std::get<member::Release>(call.request);

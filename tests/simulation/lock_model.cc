@@ -20,9 +20,9 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                     const lock::Token token = index + floor_;
                     holders_[c.key] = ModelHolder{token, c.owner};
                     record(c.key, token);
-                    return lock::Granted{token};
+                    return lock::Granted{token, true};
                 }
-                if (!c.owner.empty() && it->second.owner == c.owner) return lock::Granted{it->second.token};
+                if (!c.owner.empty() && it->second.owner == c.owner) return lock::Granted{it->second.token, false};
                 return lock::GrantRejected{it->second.token};
             } else if constexpr (std::is_same_v<C, lock::Release> || std::is_same_v<C, lock::Expire>) {
                 const bool match = remove(c.key, c.token);

@@ -35,6 +35,26 @@ BOOST_AUTO_TEST_CASE(grant_token_is_entry_index_plus_token_floor) {
     LockTable table;
     BOOST_TEST((table.apply(1, SetTokenFloor{1000}) == Result{FloorSet{1000}}));
     BOOST_TEST(granted_token(table.apply(2, Grant{"k", kLeaseMs, ""})) == 2u + 1000u);
+    BOOST_TEST(grant_token(2, 1000) == 2u + 1000u);
+}
+
+// grant_token() is the rule the table assigns with: 0 (refused) past kMaxToken.
+BOOST_AUTO_TEST_CASE(grant_token_is_zero_beyond_the_largest_token) {
+    BOOST_TEST(grant_token(1, 0) == 1u);
+    BOOST_TEST(grant_token(kMaxToken - 5, 5) == kMaxToken);
+    BOOST_TEST(grant_token(kMaxToken - 4, 5) == 0u);
+    BOOST_TEST(grant_token(1, kMaxToken) == 0u);
+    BOOST_TEST(grant_token(1, kMaxToken + 1) == 0u);
+    BOOST_TEST(grant_token(~0ull, ~0ull) == 0u);
+}
+
+// The table reports whether a Grant created the lock or re-granted it.
+BOOST_AUTO_TEST_CASE(granted_says_whether_the_grant_created_the_lock) {
+    LockTable table;
+    BOOST_TEST((table.apply(1, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{1, true}}));
+    BOOST_TEST((table.apply(2, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{1, false}}));
+    BOOST_TEST((table.apply(3, Release{"k", 1}) == Result{Released{}}));
+    BOOST_TEST((table.apply(4, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{4, true}}));
 }
 
 BOOST_AUTO_TEST_CASE(grant_on_key_held_by_another_owner_is_rejected_with_holder_token) {
@@ -296,7 +316,8 @@ BOOST_AUTO_TEST_CASE(random_sequences_keep_tokens_increasing_and_invariants_true
 }
 
 BOOST_AUTO_TEST_CASE(describe_names_every_result) {
-    BOOST_TEST(describe(Result{Granted{42}}) == "granted token=42");
+    BOOST_TEST(describe(Result{Granted{42, true}}) == "granted token=42 created=true");
+    BOOST_TEST(describe(Result{Granted{42, false}}) == "granted token=42 created=false");
     BOOST_TEST(describe(Result{GrantRejected{41}}) == "grant_rejected holder_token=41");
     BOOST_TEST(describe(Result{Released{}}) == "released");
     BOOST_TEST(describe(Result{NotFound{}}) == "not_found");

@@ -38,6 +38,42 @@ BOOST_AUTO_TEST_CASE(grant_answers_with_the_entry_token_and_starts_the_lease_at_
     BOOST_TEST(as<Unavailable>(h.answer(f, h.send(f, acq("j", 1000)))).leader == l);
 }
 
+// Each answer a log entry decided carries that entry and the table's result
+// there, handed to the answering callback: a new lock's grant says it created
+// the lock, a same-owner retry's that it did not; a list, the index it shows.
+BOOST_AUTO_TEST_CASE(answers_carry_the_entry_and_result_that_decided_them) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const std::optional<Answer> first = h.decided(l, h.send(l, acq("k", 1000, "a")));
+    BOOST_REQUIRE(first.has_value());
+    const lock::Token token = as<Granted>(std::optional<Response>(first->response)).token;
+    BOOST_TEST(first->index == h.core(l).table().applied_index());
+    BOOST_TEST(first->term == h.core(l).raft().term());
+    BOOST_TEST((first->result == lock::Result{lock::Granted{token, true}}));
+    const std::optional<Answer> retry = h.decided(l, h.send(l, acq("k", 1000, "a")));
+    BOOST_REQUIRE(retry.has_value());
+    BOOST_TEST(retry->index == first->index + 1);
+    BOOST_TEST((retry->result == lock::Result{lock::Granted{token, false}}));
+    const std::optional<Answer> other = h.decided(l, h.send(l, acq("k", 1000, "b")));
+    BOOST_REQUIRE(other.has_value());
+    BOOST_TEST((other->result == lock::Result{lock::GrantRejected{token}}));
+    const std::optional<Answer> released = h.decided(l, h.send(l, Release{"k", token}));
+    BOOST_REQUIRE(released.has_value());
+    BOOST_TEST(std::holds_alternative<Released>(released->response));
+    BOOST_TEST((released->result == lock::Result{lock::Released{}}));
+    const std::optional<Answer> list = h.decided(l, h.send(l, ListLocks{}));
+    BOOST_REQUIRE(list.has_value());
+    BOOST_TEST(list->index == h.core(l).table().applied_index());
+    BOOST_TEST(list->term == 0u);
+    BOOST_TEST((list->result == lock::Result{lock::Noop{}}));
+    // A keepalive is decided by no entry.
+    const lock::Token again = as<Granted>(h.answer(l, h.send(l, acq("k", 1000, "a")))).token;
+    const std::optional<Answer> kept = h.decided(l, h.send(l, KeepAlive{"k", again}));
+    BOOST_REQUIRE(kept.has_value());
+    BOOST_TEST(std::holds_alternative<KeptAlive>(kept->response));
+    BOOST_TEST(kept->index == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(expire_is_proposed_only_after_lease_times_one_plus_rho) {
     Harness h(3, 50'000);  // rho 5%: 1000 ms lease -> Expire from 1050 ms
     const raft::NodeId l = h.elect();

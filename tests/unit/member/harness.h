@@ -23,7 +23,7 @@ using std::chrono::milliseconds;
 struct Node {
     raft::MemoryStorage storage;
     std::unique_ptr<Core> core;
-    std::vector<std::pair<RequestId, Response>> answers;
+    std::vector<Answer> answers;  // with what decided each (Answer::index, term, result)
     std::vector<LogLine> logs;
     std::set<RequestId> watched;
     std::optional<raft::Configuration> configuration;  // the last Effects::configuration
@@ -151,12 +151,18 @@ public:
 
     // The answer to `id` on `at`, if any (removed from the list).
     std::optional<Response> answer(raft::NodeId at, RequestId id) {
+        std::optional<Answer> a = decided(at, id);
+        if (!a) return std::nullopt;
+        return std::move(a->response);
+    }
+    // The same with what decided it (Answer::index, term, result).
+    std::optional<Answer> decided(raft::NodeId at, RequestId id) {
         auto& a = node(at).answers;
         for (auto it = a.begin(); it != a.end(); ++it) {
-            if (it->first == id) {
-                Response r = std::move(it->second);
+            if (it->id == id) {
+                Answer out = std::move(*it);
                 a.erase(it);
-                return r;
+                return out;
             }
         }
         return std::nullopt;
@@ -183,8 +189,9 @@ private:
         for (raft::Message& m : fx.send) wire_.push_back(std::move(m));
         for (Answer& a : fx.respond) {
             const bool granted = std::holds_alternative<Granted>(a.response);
-            n.answers.emplace_back(a.id, std::move(a.response));
-            if (granted && auto_written) n.core->response_written(a.id, true, now_);
+            const RequestId id = a.id;
+            n.answers.push_back(std::move(a));
+            if (granted && auto_written) n.core->response_written(id, true, now_);
         }
         for (RequestId id : fx.watch) n.watched.insert(id);
         if (fx.configuration) n.configuration = std::move(fx.configuration);

@@ -53,13 +53,13 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_with_the_bounds) {
     BOOST_TEST(acquire_error(R"({"key":"k","lease_ms":5000,"owner":"a\nb"})").find("'owner' is invalid") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(release_needs_a_positive_integer_token) {
-    auto ok = parse_release(R"({"key":"k","token":41})");
-    BOOST_REQUIRE(std::holds_alternative<ReleaseRequest>(ok));
-    BOOST_TEST(std::get<ReleaseRequest>(ok).token == 41u);
-    BOOST_TEST(std::get<BadRequest>(parse_release(R"({"key":"k"})")).message.find("'token' is required") != std::string::npos);
-    BOOST_TEST(std::get<BadRequest>(parse_release(R"({"key":"k","token":"41"})")).message.find("'token'") != std::string::npos);
-    BOOST_TEST(std::get<BadRequest>(parse_release(R"({"key":"k","token":0})")).message.find("positive") != std::string::npos);
+BOOST_AUTO_TEST_CASE(key_token_needs_a_positive_integer_token) {
+    auto ok = parse_key_token(R"({"key":"k","token":41})");
+    BOOST_REQUIRE(std::holds_alternative<KeyToken>(ok));
+    BOOST_TEST(std::get<KeyToken>(ok).token == 41u);
+    BOOST_TEST(std::get<BadRequest>(parse_key_token(R"({"key":"k"})")).message.find("'token' is required") != std::string::npos);
+    BOOST_TEST(std::get<BadRequest>(parse_key_token(R"({"key":"k","token":"41"})")).message.find("'token'") != std::string::npos);
+    BOOST_TEST(std::get<BadRequest>(parse_key_token(R"({"key":"k","token":0})")).message.find("positive") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(query_param_decodes_percent_escapes) {

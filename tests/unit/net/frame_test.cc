@@ -1,5 +1,6 @@
 // Frames: header round trip, bounds on the length, version, kind; MemberInfo; SeedInfo.
 #include <boost/test/unit_test.hpp>
+#include <stdexcept>
 
 #include "net/frame.h"
 #include "net/member_info.h"
@@ -73,6 +74,23 @@ BOOST_AUTO_TEST_CASE(member_info_round_trips_and_rejects_garbage) {
     std::string bad_role = bytes;
     bad_role[1 + 8 + 4 + info.client_addr.size()] = 9;
     BOOST_TEST(std::get<std::string>(decode_member_info(bad_role)).find("role") != std::string::npos);
+}
+
+// A client address is bounded once (member::kMaxAddressBytes): the longest
+// goes through whole; a longer one is refused by name, never cut short.
+BOOST_AUTO_TEST_CASE(member_info_refuses_a_client_address_over_the_limit) {
+    const std::string longest = std::string(pgfence::member::kMaxAddressBytes - 5, 'h') + ":7503";
+    MemberInfo info{3, longest, 1, 7, 3, 100, 99};
+    auto decoded = decode_member_info(encode_member_info(info));
+    BOOST_REQUIRE(std::holds_alternative<MemberInfo>(decoded));
+    BOOST_TEST(std::get<MemberInfo>(decoded).client_addr == longest);
+    info.client_addr = "h" + longest;
+    try {
+        encode_member_info(info);
+        BOOST_FAIL("an over-long client address was encoded");
+    } catch (const std::length_error& e) {
+        BOOST_TEST(std::string(e.what()).find("client address is 262 bytes") != std::string::npos, e.what());
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

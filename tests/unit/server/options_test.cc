@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 #include <vector>
 
+#include "member/addresses.h"
 #include "server/open_files.h"
 #include "server/options.h"
 
@@ -72,6 +73,23 @@ BOOST_AUTO_TEST_CASE(derived_cluster_id_depends_on_the_list_and_the_token) {
     // "1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403,"): their data
     // directories keep opening.
     BOOST_TEST(id == 0x119c2bbdbf939478ull);
+}
+
+// Every member address is bounded once (member::kMaxAddressBytes); a longer
+// --client-addr is refused at start by name, not cut short on the wire.
+BOOST_AUTO_TEST_CASE(client_addr_over_the_address_limit_is_refused) {
+    auto with_client_addr = [](const std::string& addr, Options& o) {
+        auto args = kBase;
+        args[5] = addr;
+        return parse(args, o);
+    };
+    Options ok;
+    const std::string longest = std::string(pgfence::member::kMaxAddressBytes - 5, 'h') + ":7502";
+    BOOST_TEST(with_client_addr(longest, ok) == "");
+    BOOST_TEST(ok.client_addr == longest);
+    Options bad;
+    const std::string err = with_client_addr("h" + longest, bad);
+    BOOST_TEST(err.find("--client-addr is 262 bytes, over the limit of 261") == 0u, err);
 }
 
 BOOST_AUTO_TEST_CASE(join_and_peers_exclude_each_other_and_join_may_leave_the_client_address) {

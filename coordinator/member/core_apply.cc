@@ -1,0 +1,160 @@
+// The member core's apply: each committed entry through the lock table, then
+// what its result means for counters, logs, leases and waiters, and the
+// answer of the proposal it decides (core.h "rules").
+#include <unordered_set>
+
+#include "member/core.h"
+
+namespace pgfence::member {
+
+namespace {
+std::string num(std::uint64_t v) { return std::to_string(v); }
+}  // namespace
+
+// Step 3 of the Ready contract: committed entries, then confirmed reads.
+void Core::apply_ready(const raft::Ready& rd, Time now) {
+    applying_ = true;
+    for (const raft::Entry& e : rd.committed) apply_entry(e, now);
+    for (const raft::ReadState& rs : rd.reads) on_read_state(rs);
+    for (std::uint64_t ctx : rd.dropped_reads) fail_reads(ctx, now);
+    run_confirmed_reads(now);
+    applying_ = false;
+}
+
+// While a Persist is outstanding: apply what became committed meanwhile (a
+// leader learns most commits from a follower's ack during its own write).
+void Core::apply_taken(Time now) {
+    if (applying_) return;
+    applying_ = true;
+    bool any = false;
+    constexpr int kMaxApplyRounds = 16;  // take_committed() batches per pump
+    for (int round = 0; round < kMaxApplyRounds; ++round) {
+        const std::vector<raft::Entry> entries = raft_->take_committed();
+        if (entries.empty()) break;
+        for (const raft::Entry& e : entries) apply_entry(e, now);
+        any = true;
+    }
+    if (any) run_confirmed_reads(now);
+    applying_ = false;
+}
+
+void Core::apply_entry(const raft::Entry& e, Time now) {
+    if (e.index <= table_.applied_index()) return;
+    applied_term_ = e.term;
+    applied_bytes_since_snapshot_ += e.data.size() + kEntryOverheadBytes;
+    std::optional<lock::Command> cmd;
+    if (e.type == raft::EntryType::kNormal) {
+        auto decoded = lock::decode_command(e.data);
+        if (auto* err = std::get_if<lock::DecodeError>(&decoded)) {
+            log(LogLevel::kError, "entry_undecodable", {{"index", num(e.index)}, {"error", err->message}});
+        } else {
+            cmd = std::move(std::get<lock::Command>(decoded));
+        }
+    }
+    // Release and Expire remove the lock: whether it is held with the
+    // token, and its owner, before the command (one per lock of an ExpireMany).
+    std::vector<HeldBefore> before;
+    auto note = [&](const std::string& key, lock::Token token) {
+        const lock::Lock* l = table_.find(key);
+        const bool held = l != nullptr && l->token == token;
+        before.push_back(HeldBefore{held, held ? l->owner : std::string()});
+    };
+    if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) note(r->key, r->token);
+    if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) note(x->key, x->token);
+    if (const auto* m = cmd ? std::get_if<lock::ExpireMany>(&*cmd) : nullptr) {
+        before.reserve(m->locks.size());
+        for (const lock::Expire& x : m->locks) note(x.key, x.token);
+    }
+    if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
+    const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
+    if (e.type == raft::EntryType::kConfig) on_config_applied(e);
+    if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
+    if (cmd) on_applied(e.index, *cmd, result, before, now);
+    auto it = proposals_.find(e.index);
+    if (it == proposals_.end()) return;
+    Proposal p = std::move(it->second);
+    proposals_.erase(it);
+    if (p.term == e.term) {
+        counters_.proposal_commit.observe(now - p.proposed_at);
+        const Witness applied{e.index, e.term, &result};
+        p.done(&applied, now);
+    } else {
+        p.done(nullptr, now);
+    }
+}
+
+std::string Core::owner_of(std::string_view key, lock::Token token) const {
+    const lock::Lock* l = table_.find(key);
+    return l != nullptr && l->token == token ? l->owner : std::string();
+}
+
+// Counters, logs, leases and waiters follow every applied command. `before`:
+// of each lock a Release, Expire or ExpireMany names, whether it was held
+// with the command's token and by whom, before this command.
+void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
+                      const std::vector<HeldBefore>& before, Time now) {
+    const bool leader = is_leader();
+    const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
+    if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
+        if (const auto* ok = std::get_if<lock::Granted>(&result)) {
+            ++counters_.grants;
+            log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
+                                 {"lease_ms", num(g->lease_ms)}, {"index", num(index)}});
+            // An idempotent re-grant applied while Expire{key, token} is in
+            // flight keeps the expiry (on_grant_result refuses it): resetting
+            // the lease would promise a lock that the Expire then removes.
+            const Lease* held = ok->created ? nullptr : leases_.find(g->key);
+            const bool expiring = held != nullptr && held->token == ok->token && held->expiring();
+            if (leader && !expiring) leases_.start(g->key, ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
+        } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
+            ++counters_.grants_table_full;
+            log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
+                {{"key", g->key}, {"table_bytes", num(full->table_bytes)}, {"limit", num(table_.max_bytes())}});
+        } else {
+            ++counters_.grant_conflicts;
+            const auto* rej = std::get_if<lock::GrantRejected>(&result);
+            log(level, "grant_rejected",
+                {{"key", g->key}, {"owner", g->owner}, {"holder_token", num(rej ? rej->holder_token : 0)}});
+        }
+        return;
+    }
+    if (const auto* r = std::get_if<lock::Release>(&cmd)) {
+        const bool removed = std::holds_alternative<lock::Released>(result);
+        ++(removed ? counters_.releases : counters_.release_not_held);
+        log(level, "release", {{"key", r->key}, {"token", num(r->token)}, {"released", removed ? "true" : "false"},
+                               {"owner", before.front().owner}});
+        if (removed) on_removed(r->key, r->token, now);
+    } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
+        const auto* ex = std::get_if<lock::Expired>(&result);
+        on_expired(*x, ex != nullptr && ex->existed, before.front().owner, now);
+    } else if (const auto* m = std::get_if<lock::ExpireMany>(&cmd)) {
+        // An invalid batch removes nothing (ExpiredMany{0}); a valid one
+        // removes each lock held with its token, a key named twice once.
+        const auto* ex = std::get_if<lock::ExpiredMany>(&result);
+        const bool valid = ex != nullptr && ex->existed > 0;
+        std::unordered_set<std::string_view> removed;
+        for (std::size_t i = 0; i < m->locks.size(); ++i) {
+            const lock::Expire& one = m->locks[i];
+            const bool existed = valid && before[i].held && removed.insert(one.key).second;
+            on_expired(one, existed, before[i].owner, now);
+        }
+    } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
+        log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
+    }
+}
+
+void Core::on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now) {
+    ++(existed ? counters_.expiries_existed : counters_.expiries_missing);
+    log(is_leader() ? LogLevel::kInfo : LogLevel::kDebug, "expire",
+        {{"key", x.key}, {"token", num(x.token)}, {"existed", existed ? "true" : "false"}, {"owner", owner}});
+    if (existed) on_removed(x.key, x.token, now);
+}
+
+// The lock `key` held with `token` is gone: its lease too, and a leader
+// serves the key's waiters.
+void Core::on_removed(const std::string& key, lock::Token token, Time now) {
+    leases_.erase(key, token);
+    if (is_leader()) serve_waiters(key, now);
+}
+
+}  // namespace pgfence::member
