@@ -113,7 +113,9 @@ void Incoming::read_some() {
         if (shared_->stopped) return;
         if (reads == kReadsPerTurn) {
             asio::post(socket_.get_executor(), [self = shared_from_this()] {
-                if (self->socket_.is_open()) self->read_some();
+                if (!self->socket_.is_open()) return;
+                self->close_after(self->shared_->options.idle_timeout);  // it is not idle
+                self->read_some();
             });
             return;
         }

@@ -208,9 +208,11 @@ void Outgoing::write_locked() {
             // The socket is the loop's to wait on: post the wait there (this may be the writer thread).
             asio::post(io_, [self = shared_from_this(), gen, step = r.step] { self->wait_to_write(step, gen); });
         } else {
+            // A plaintext write says which socket error; a TLS one, that the connection broke.
+            const auto errno_value = static_cast<int>(stream_.error_code());
             const error_code why = stream_.tls() || r.step == Step::kClosed
                                        ? asio::error::make_error_code(asio::error::broken_pipe)
-                                       : error_code(static_cast<int>(stream_.error_code()), boost::system::system_category());
+                                       : error_code(errno_value, boost::system::system_category());
             asio::post(io_, [self = shared_from_this(), gen, why] {
                 if (gen == self->generation_) self->fail("write", why);
             });
