@@ -1,26 +1,23 @@
-// Synchronous HTTP/1.1 over a non-blocking Asio socket: Beast serializes and
-// parses, and every wait for the socket is a poll() bounded by the call's
-// deadline. Per request that is about three system calls (send, poll, recv),
-// against eight or so for io_context-driven async operations with timers.
-// Over TLS, OpenSSL reads and writes the same non-blocking socket
-// (SSL_read/SSL_write), waiting by poll() whenever it wants to read or write.
+// Synchronous HTTP/1.1 over a non-blocking socket: Beast serializes and
+// parses, the socket's bytes go through net::Stream (plaintext or TLS), and
+// every wait the stream asks for is a poll() bounded by the call's deadline.
+// Per request that is about three system calls (send, poll, recv), against
+// eight or so for io_context-driven async operations with timers.
 #include "client/http_connection.h"
 
-#include <arpa/inet.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+
+#include "net/stream.h"
 
 namespace pgfence::client {
 
@@ -28,6 +25,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using net::IoResult;
+using net::Step;
 
 namespace {
 
@@ -49,72 +48,60 @@ bool wait_ready(int fd, short events, Clock::time_point deadline, beast::error_c
     }
 }
 
-// Waits for what an SSL call that returned `r` wants; false with ec set when
-// it failed for another reason (or the deadline passed).
-bool wait_for_ssl(SSL* ssl, int fd, int r, Clock::time_point deadline, beast::error_code& ec) {
-    const int e = SSL_get_error(ssl, r);
-    if (e == SSL_ERROR_WANT_READ) return wait_ready(fd, POLLIN, deadline, ec);
-    if (e == SSL_ERROR_WANT_WRITE) return wait_ready(fd, POLLOUT, deadline, ec);
-    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+// Waits for what a stream call that answered `step` wants; false with ec set
+// when it ended for another reason (or the deadline passed).
+bool wait_for(const net::Stream& stream, Step step, Clock::time_point deadline, beast::error_code& ec) {
+    if (step == Step::kWantRead) return wait_ready(stream.fd(), POLLIN, deadline, ec);
+    if (step == Step::kWantWrite) return wait_ready(stream.fd(), POLLOUT, deadline, ec);
+    if (step == Step::kClosed) {
         ec = asio::error::eof;  // close_notify, or the peer closed the TCP connection
+    } else if (stream.tls()) {
+        ec = beast::error_code(static_cast<int>(stream.error_code()), asio::error::get_ssl_category());
     } else {
-        ec = beast::error_code(static_cast<int>(ERR_get_error()), asio::error::get_ssl_category());
+        ec = beast::error_code(static_cast<int>(stream.error_code()), beast::system_category());
     }
-    ERR_clear_error();
     return false;
 }
 
-// The first non-empty buffer of a sequence (an SSL call takes one).
-template <class Buffer, class Buffers>
-Buffer first_buffer(const Buffers& buffers) {
-    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
-        Buffer b(*it);
-        if (b.size() > 0) return b;
-    }
-    return Buffer();
-}
-
-// A SyncReadStream/SyncWriteStream over a non-blocking socket (and, for TLS,
-// the SSL object on it) whose every operation ends by `deadline`.
+// A SyncReadStream/SyncWriteStream over the connection's net::Stream whose
+// every operation ends by `deadline`.
 class DeadlineStream {
 public:
-    DeadlineStream(tcp::socket& socket, SSL* ssl, Clock::time_point deadline)
-        : socket_(socket), ssl_(ssl), deadline_(deadline) {}
+    DeadlineStream(net::Stream& stream, Clock::time_point deadline) : stream_(stream), deadline_(deadline) {}
 
     template <class Buffers>
     std::size_t read_some(const Buffers& buffers, beast::error_code& ec) {
-        if (ssl_) {
-            const auto b = first_buffer<asio::mutable_buffer>(buffers);
-            if (b.size() == 0) return 0;
-            for (;;) {  // decrypted bytes may be waiting in OpenSSL: read before polling
-                const int n = SSL_read(ssl_, b.data(), static_cast<int>(std::min<std::size_t>(b.size(), 1 << 30)));
-                if (n > 0) return static_cast<std::size_t>(n);
-                if (!wait_for_ssl(ssl_, socket_.native_handle(), n, deadline_, ec)) return 0;
-            }
+        asio::mutable_buffer b;
+        for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
+            b = asio::mutable_buffer(*it);
+            if (b.size() > 0) break;
         }
-        // Poll first: an answer is never there the moment the request went out.
-        while (wait_ready(socket_.native_handle(), POLLIN, deadline_, ec)) {
-            const std::size_t n = socket_.read_some(buffers, ec);
-            if (ec != asio::error::would_block && ec != asio::error::try_again) return n;
+        if (b.size() == 0) return 0;
+        // Plaintext: poll first, as an answer is never there the moment the
+        // request went out. TLS: decrypted bytes may be waiting in OpenSSL,
+        // so read before polling.
+        if (!stream_.tls() && !wait_ready(stream_.fd(), POLLIN, deadline_, ec)) return 0;
+        for (;;) {
+            const IoResult r = stream_.read_some(b.data(), b.size());
+            if (r.step == Step::kDone) return r.bytes;
+            if (!wait_for(stream_, r.step, deadline_, ec)) return 0;
         }
-        return 0;
     }
 
+    // One write of the whole sequence (the header and the body together),
+    // retried with the same bytes after a wait, as a TLS write requires.
     template <class Buffers>
     std::size_t write_some(const Buffers& buffers, beast::error_code& ec) {
-        if (ssl_) {
-            const auto b = first_buffer<asio::const_buffer>(buffers);
-            if (b.size() == 0) return 0;
-            for (;;) {  // retried with the same buffer, as SSL_write requires
-                const int n = SSL_write(ssl_, b.data(), static_cast<int>(std::min<std::size_t>(b.size(), 1 << 30)));
-                if (n > 0) return static_cast<std::size_t>(n);
-                if (!wait_for_ssl(ssl_, socket_.native_handle(), n, deadline_, ec)) return 0;
-            }
+        out_.clear();
+        for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
+            const asio::const_buffer b(*it);
+            out_.append(static_cast<const char*>(b.data()), b.size());
         }
+        if (out_.empty()) return 0;
         for (;;) {
-            const std::size_t n = socket_.write_some(buffers, ec);
-            if (ec != asio::error::would_block && ec != asio::error::try_again) return n;
-            if (!wait_ready(socket_.native_handle(), POLLOUT, deadline_, ec)) return 0;
+            const IoResult r = stream_.write_some(out_.data(), out_.size());
+            if (r.step == Step::kDone) return r.bytes;
+            if (!wait_for(stream_, r.step, deadline_, ec)) return 0;
         }
     }
 
@@ -135,15 +122,10 @@ public:
     }
 
 private:
-    tcp::socket& socket_;
-    SSL* ssl_;
+    net::Stream& stream_;
     Clock::time_point deadline_;
+    std::string out_;  // what write_some writes
 };
-
-bool is_ip_literal(const std::string& host) {
-    unsigned char buf[16];
-    return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
 
 }  // namespace
 
@@ -161,7 +143,7 @@ public:
         result.reused = socket_.is_open();
         if (!socket_.is_open() && !connect(result, deadline)) return result;
         const auto req = build(request);
-        DeadlineStream stream(socket_, ssl_, deadline);
+        DeadlineStream stream(stream_, deadline);
         beast::error_code ec;
         result.sent = true;
         result.sent_at = Clock::now();
@@ -171,10 +153,7 @@ public:
     }
 
     void close() {
-        if (ssl_) {
-            SSL_free(ssl_);  // no close_notify: the member sees the TCP close either way
-            ssl_ = nullptr;
-        }
+        stream_.detach();  // no close_notify: the member sees the TCP close either way
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_both, ignored);
         socket_.close(ignored);
@@ -195,7 +174,10 @@ private:
         }
         for (const auto& entry : addresses) {
             if (connect_one(entry.endpoint(), deadline, ec)) {
-                if (!endpoint_.tls) return true;
+                if (!endpoint_.tls) {
+                    stream_.attach(socket_.native_handle());
+                    return true;
+                }
                 std::string why;
                 if (handshake(deadline, why)) return true;
                 fail(result, why.empty() ? TransportError::kTimeout : TransportError::kConnect,
@@ -236,35 +218,24 @@ private:
             why = settings_ && !settings_->tls_error.empty() ? settings_->tls_error : "no TLS settings";
             return false;
         }
-        ssl_ = SSL_new(settings_->tls->native_handle());
-        if (!ssl_) {
-            why = "cannot set up TLS: " + net::openssl_error();
+        // Sends with MSG_NOSIGNAL, as the plaintext path.
+        if (!stream_.attach_tls(socket_.native_handle(), settings_->tls, net::TlsRole::kConnect)) {
+            why = "cannot set up TLS: " + stream_.error();
             return false;
         }
-        net::attach_socket(ssl_, socket_.native_handle());  // sends with MSG_NOSIGNAL, as the plaintext path
         // The member must name the host in its SANs (never only in its subject CN).
         std::string host = endpoint_.host;
         if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-        SSL_set_hostflags(ssl_, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
-        bool checked = false;
-        if (is_ip_literal(host)) {
-            checked = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str()) == 1;
-        } else {
-            // SSL_set_tlsext_host_name, without the macro's C cast.
-            checked = SSL_ctrl(ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                               const_cast<char*>(host.c_str())) == 1 &&
-                      SSL_set1_host(ssl_, host.c_str()) == 1;
-        }
-        if (!checked) {
+        if (!stream_.expect_host(host)) {
             why = "cannot check the member's certificate for '" + host + "'";
             return false;
         }
         beast::error_code ec;
         for (;;) {
-            const int r = SSL_connect(ssl_);
-            if (r == 1) return true;
-            const long verify = SSL_get_verify_result(ssl_);
-            if (!wait_for_ssl(ssl_, socket_.native_handle(), r, deadline, ec)) {
+            const Step step = stream_.handshake();
+            if (step == Step::kDone) return true;
+            const long verify = stream_.verify_result();
+            if (!wait_for(stream_, step, deadline, ec)) {
                 if (ec == beast::error::timeout) {
                     why.clear();
                 } else if (verify != X509_V_OK) {
@@ -328,9 +299,9 @@ private:
 
     Endpoint endpoint_;
     std::shared_ptr<const ConnectionSettings> settings_;
-    SSL* ssl_ = nullptr;  // set while a TLS connection is open
     asio::io_context ioc_{1};  // only for the resolver and the socket's construction; never run
     tcp::socket socket_{ioc_};
+    net::Stream stream_;  // the socket's bytes, while it is open (TLS for https:// endpoints)
     beast::flat_buffer buffer_;
 };
 

@@ -5,8 +5,9 @@
 // is closed and the call reports a timeout. Over TLS the member's certificate
 // must chain to the settings' CA and name the endpoint's host (DNS name, sent
 // as SNI too) or IP in its SANs; a failed handshake is a kConnect error that
-// says why. Beast, Asio and OpenSSL stay in http_connection.cc (pimpl), so
-// this header is cheap to include. Not thread-safe: one connection per thread.
+// says why. Beast, Asio and OpenSSL (net/stream.h) stay out of this header
+// (pimpl), so it is cheap to include. Not thread-safe: one connection per
+// thread.
 #pragma once
 
 #include <chrono>

@@ -1,23 +1,17 @@
 #include "net/http_server.h"
 
 #include <poll.h>
-#include <sys/socket.h>
-
-#include <openssl/ssl.h>
-
-#include <openssl/err.h>
 
 #include <boost/asio.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cerrno>
 #include <list>
 #include <optional>
 
 #include "log/log.h"
 #include "net/accept_retry.h"
 #include "net/json_text.h"
+#include "net/stream.h"
 #include "net/tls.h"
 
 namespace pgfence::net {
@@ -63,13 +57,14 @@ struct Shared {
 // none; a connection not kept alive has kDrainTimeout after its last response
 // for the client to close. The server's sweep closes connections past their
 // deadline.
-// Under TLS (a context was set when the connection was accepted): the
-// handshake comes first, under read_timeout; then the same steps, with
-// OpenSSL reading and writing the same non-blocking socket: SSL_read when it
-// is readable (or while OpenSSL still holds decrypted bytes), SSL_write of
-// the whole response at once, and a wait for readiness whenever OpenSSL
-// wants one. The gone-client check polls the TCP socket as in plaintext: a
-// closed connection is closed whatever it carried.
+// All bytes go through stream_ (net/stream.h), plaintext or TLS alike: a
+// read takes what is there, a response is written at once when the socket
+// buffer takes it, and whatever the stream wants (readable, writable) is
+// waited for on the loop. Under TLS (a context was set when the connection
+// was accepted) the handshake comes first, under read_timeout, and bytes
+// OpenSSL already holds are read before waiting. The gone-client check polls
+// the TCP socket in either case: a closed connection is closed whatever it
+// carried.
 // Threading: everything runs on the io_context's thread. The handler is only
 // ever entered from an asynchronous completion (never from inside respond(),
 // even for a pipelined request already buffered), so it is never re-entered.
@@ -83,16 +78,17 @@ class Session : public std::enable_shared_from_this<Session> {
         ++shared_->connections;
         registered_ = shared_->sessions.insert(shared_->sessions.end(), this);
         if (shared_->tls) {
-            tls_context_ = shared_->tls;
+            tls_ = true;
             verify_client_ = shared_->verify_client;  // with the context it belongs to
-            ssl_ = SSL_new(tls_context_->native_handle());
             beast::error_code ignored;
             socket_.native_non_blocking(true, ignored);
-            if (ssl_) attach_socket(ssl_, socket_.native_handle());
+            // On failure the stream is failed, and the handshake reports it.
+            stream_.attach_tls(socket_.native_handle(), shared_->tls, TlsRole::kAccept);
+        } else {
+            stream_.attach(socket_.native_handle());
         }
     }
     ~Session() {
-        if (ssl_) SSL_free(ssl_);
         --shared_->connections;
         shared_->sessions.erase(registered_);
     }
@@ -106,13 +102,11 @@ class Session : public std::enable_shared_from_this<Session> {
     void close_if_past_deadline(Clock::time_point now);
 
   private:
+    void wait_for(Step step, std::function<void(bool ready)> then);
     void wait_readable();
     void on_readable(beast::error_code ec);
-    void tls_handshake();
-    bool tls_read(bool& eof);
-    void tls_write(std::function<void(bool)> done);
-    void tls_wait(int ssl_error, std::function<void(bool ready)> then);
-    void send_close_notify();
+    void handshake();
+    void write_out(std::function<void(bool)> done);
     void parse_buffered(bool eof);
     void dispatch();
     void after_response();
@@ -121,14 +115,15 @@ class Session : public std::enable_shared_from_this<Session> {
     void close();
 
     tcp::socket socket_;
-    TlsContextPtr tls_context_;  // what ssl_ was made with (kept alive)
-    SSL* ssl_ = nullptr;         // set: this connection speaks TLS (owned)
-    bool verify_client_ = false;  // tls_context_ requires client certificates
-    bool read_wants_write_ = false;  // the last SSL_read waits for the socket to be writable
+    Stream stream_;               // the socket's bytes (TLS when tls_)
+    bool tls_ = false;            // accepted with a TLS context
+    bool verify_client_ = false;  // that context requires client certificates
+    bool read_wants_write_ = false;  // the last read waits for the socket to be writable
     std::string client_cn_;      // a verified client certificate's CN
     beast::flat_buffer buffer_;  // bounded: a header and a body at their limits, and one read
     std::optional<http::request_parser<http::string_body>> parser_;
     std::string out_;  // the response being sent
+    std::size_t out_sent_ = 0;  // how much of out_ is written
     std::shared_ptr<Shared> shared_;
     std::list<Session*>::iterator registered_;
     Clock::time_point deadline_ = Clock::time_point::max();
@@ -160,20 +155,20 @@ class Exchange final : public HttpExchange {
 };
 
 void Session::start() {
-    if (!tls_context_) {
+    if (!tls_) {
         read_request();
         return;
     }
     deadline_ = Clock::now() + shared_->options.read_timeout;
-    tls_handshake();
+    handshake();
 }
 
-// Waits until the socket is ready for what SSL_get_error said (read or
-// write), then runs then(true); a closed socket (the client's reset, or the
-// sweep) closes the session and runs then(false), so a response being
+// Waits until the socket is ready for what the stream wants (kWantRead or
+// kWantWrite), then runs then(true); a closed socket (the client's reset, or
+// the sweep) closes the session and runs then(false), so a response being
 // written is reported unwritten.
-void Session::tls_wait(int ssl_error, std::function<void(bool ready)> then) {
-    const auto what = ssl_error == SSL_ERROR_WANT_WRITE ? tcp::socket::wait_write : tcp::socket::wait_read;
+void Session::wait_for(Step step, std::function<void(bool ready)> then) {
+    const auto what = step == Step::kWantWrite ? tcp::socket::wait_write : tcp::socket::wait_read;
     socket_.async_wait(what, [self = shared_from_this(), then = std::move(then)](beast::error_code ec) {
         const bool ready = !ec && self->socket_.is_open();
         if (!ready) self->close();
@@ -181,80 +176,50 @@ void Session::tls_wait(int ssl_error, std::function<void(bool ready)> then) {
     });
 }
 
-void Session::tls_handshake() {
-    ERR_clear_error();
-    const int r = ssl_ ? SSL_accept(ssl_) : -1;
-    if (r == 1) {
-        if (verify_client_) client_cn_ = common_name(SSL_get0_peer_certificate(ssl_));
+void Session::handshake() {
+    const Step step = stream_.handshake();
+    if (step == Step::kDone) {
+        if (verify_client_) client_cn_ = common_name(stream_.peer_certificate());
         read_request();
         return;
     }
-    const int e = ssl_ ? SSL_get_error(ssl_, r) : SSL_ERROR_SSL;
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        tls_wait(e, [self = shared_from_this()](bool ready) {
-            if (ready) self->tls_handshake();
+    if (step == Step::kWantRead || step == Step::kWantWrite) {
+        wait_for(step, [self = shared_from_this()](bool ready) {
+            if (ready) self->handshake();
         });
         return;
     }
     ++shared_->tls_handshake_failures;
     shared_->refused_log.log(LogLevel::kInfo, "tls_handshake_failed",
-                             {{"remote", remote_address(socket_.native_handle())}, {"reason", openssl_error()}});
+                             {{"remote", remote_address(socket_.native_handle())}, {"reason", stream_.error()}});
     close();
 }
 
-// SSL_read until OpenSSL wants more from the socket; false when the session
-// was closed (an error), `eof` when the client closed its side.
-bool Session::tls_read(bool& eof) {
-    while (buffer_.size() < buffer_.max_size()) {
-        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
-        ERR_clear_error();
-        const int n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
-        if (n > 0) {
-            buffer_.commit(static_cast<std::size_t>(n));
-            continue;  // one record per call: read on until OpenSSL wants the socket
+// Writes out_ from out_sent_ on, waiting whenever the stream wants the socket
+// (a TLS write is retried with the same bytes, as OpenSSL requires);
+// done(ok) once all of it is written, or it could not be.
+void Session::write_out(std::function<void(bool)> done) {
+    while (out_sent_ < out_.size()) {
+        const IoResult r = stream_.write_some(out_.data() + out_sent_, out_.size() - out_sent_);
+        if (r.step == Step::kDone) {
+            out_sent_ += r.bytes;
+            continue;
         }
-        const int e = SSL_get_error(ssl_, n);
-        read_wants_write_ = e == SSL_ERROR_WANT_WRITE;  // e.g. answering a key update into a full send buffer
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;
-        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
-            eof = true;  // close_notify, or the TCP connection closed without one
-            return true;
+        if (r.step != Step::kWantRead && r.step != Step::kWantWrite) {
+            done(false);
+            return;
         }
-        close();
-        return false;
-    }
-    return true;
-}
-
-// SSL_write of all of out_ (retried with the same bytes, as OpenSSL requires,
-// whenever the socket is ready again); done(ok) once it is written or failed.
-void Session::tls_write(std::function<void(bool)> done) {
-    ERR_clear_error();
-    const int n = SSL_write(ssl_, out_.data(), static_cast<int>(out_.size()));
-    if (n > 0) {  // without partial writes, n > 0 means all of it
-        done(true);
-        return;
-    }
-    const int e = SSL_get_error(ssl_, n);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         deadline_ = Clock::now() + shared_->options.read_timeout;
-        tls_wait(e, [self = shared_from_this(), done = std::move(done)](bool ready) mutable {
+        wait_for(r.step, [self = shared_from_this(), done = std::move(done)](bool ready) mutable {
             if (ready) {
-                self->tls_write(std::move(done));
+                self->write_out(std::move(done));
             } else {
                 done(false);
             }
         });
         return;
     }
-    done(false);
-}
-
-// TLS's close_notify, sent at once without waiting for the client's (the
-// sweep closes a connection the client does not close).
-void Session::send_close_notify() {
-    ERR_clear_error();
-    if (SSL_shutdown(ssl_) < 0) ERR_clear_error();
+    done(true);
 }
 
 void Session::read_request() {
@@ -276,7 +241,7 @@ void Session::read_request() {
 }
 
 void Session::wait_readable() {
-    if (ssl_ && SSL_has_pending(ssl_) == 1) {  // decrypted or buffered bytes the socket no longer shows
+    if (stream_.has_pending()) {  // decrypted or buffered bytes the socket no longer shows
         asio::post(socket_.get_executor(), [self = shared_from_this()] {
             if (self->socket_.is_open()) self->on_readable({});
         });
@@ -286,33 +251,30 @@ void Session::wait_readable() {
     socket_.async_wait(what, [self = shared_from_this()](beast::error_code ec) { self->on_readable(ec); });
 }
 
+// Reads until the stream wants the socket again (plaintext: until a read
+// comes back short, having drained what was there; TLS reads one record per
+// call), then parses what came.
 void Session::on_readable(beast::error_code ec) {
     if (ec) {  // closed by the deadline sweep, or by the server stopping
         close();
         return;
     }
     bool eof = false;
-    if (ssl_) {
-        if (tls_read(eof)) parse_buffered(eof);
-        return;
-    }
     while (buffer_.size() < buffer_.max_size()) {
-        const auto space =
-            buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
-        const ssize_t n = ::recv(socket_.native_handle(), space.data(), space.size(), MSG_DONTWAIT);
-        if (n > 0) {
-            buffer_.commit(static_cast<std::size_t>(n));
-            if (static_cast<std::size_t>(n) < space.size()) break;  // drained what was there
+        const auto space = buffer_.prepare(std::min(kReadChunkBytes, buffer_.max_size() - buffer_.size()));
+        const IoResult r = stream_.read_some(space.data(), space.size());
+        if (r.step == Step::kDone) {
+            buffer_.commit(r.bytes);
+            if (!tls_ && r.bytes < space.size()) break;
             continue;
         }
-        if (n == 0) {
-            eof = true;
-            break;
+        read_wants_write_ = r.step == Step::kWantWrite;  // e.g. answering a key update into a full send buffer
+        if (r.step == Step::kFailed) {  // reset by the peer, a TLS alert, another socket error
+            close();
+            return;
         }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        close();  // reset by the peer, or another socket error
-        return;
+        eof = r.step == Step::kClosed;  // close_notify, or the TCP connection closed
+        break;
     }
     parse_buffered(eof);
 }
@@ -374,6 +336,7 @@ void Session::dispatch() {
 
 void Session::close() {
     deadline_ = Clock::time_point::max();
+    stream_.detach();  // before the descriptor's number can be reused
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -422,44 +385,24 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     pending_ = false;
     if (gone_) {
         if (written) written(false);
+        stream_.detach();
         beast::error_code ignored;
         socket_.close(ignored);
         return;
     }
     format_response(out_, version_, r, keep_alive_);
-    if (ssl_) {
-        tls_write([self = shared_from_this(), written = std::move(written)](bool ok) {
-            if (written) written(ok);
-            if (ok) {
-                self->after_response();
-            } else {
-                self->close();
-            }
-        });
-        return;
-    }
-    // A response almost always fits the socket's send buffer: send it now,
-    // without a round through the reactor; the rest (if any) asynchronously.
-    const ssize_t n =
-        ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        if (written) written(false);
-        close();
-        return;
-    }
-    const std::size_t sent = n > 0 ? static_cast<std::size_t>(n) : 0;
-    if (sent == out_.size()) {
-        if (written) written(true);
-        after_response();
-        return;
-    }
-    deadline_ = Clock::now() + shared_->options.read_timeout;
-    asio::async_write(socket_, asio::buffer(out_.data() + sent, out_.size() - sent),
-                      [self = shared_from_this(), written = std::move(written)](
-                          beast::error_code ec, std::size_t) {
-                          if (written) written(!ec);
-                          if (!ec) self->after_response();
-                      });
+    out_sent_ = 0;
+    // A response almost always fits the socket's send buffer: it is written
+    // now, without a round through the reactor; the rest (if any) as the
+    // socket allows.
+    write_out([self = shared_from_this(), written = std::move(written)](bool ok) {
+        if (written) written(ok);
+        if (ok) {
+            self->after_response();
+        } else {
+            self->close();
+        }
+    });
 }
 
 // The response is out: read the next request, or end a connection that is
@@ -469,7 +412,7 @@ void Session::after_response() {
         // The client closes its side next; if it does not (a close-watch may
         // still hold this session), the sweep closes ours.
         deadline_ = Clock::now() + kDrainTimeout;
-        if (ssl_) send_close_notify();
+        stream_.close_notify();
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_send, ignored);
         return;
@@ -486,32 +429,19 @@ void Session::refuse(const std::string& message) {
     body.push_back('}');
     format_response(out_, version_, HttpResponse{400, std::move(body), "application/json", {}},
                     false);
+    out_sent_ = 0;
     deadline_ = Clock::now() + shared_->options.read_timeout;
-    if (ssl_) {
-        tls_write([self = shared_from_this()](bool ok) {
-            if (!ok) {
-                self->close();
-                return;
-            }
-            self->send_close_notify();
-            beast::error_code ignored;
-            self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
-            self->deadline_ = Clock::now() + kDrainTimeout;
-            self->drain_and_close();
-        });
-        return;
-    }
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                          if (ec) {
-                              self->close();
-                              return;
-                          }
-                          beast::error_code ignored;
-                          self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
-                          self->deadline_ = Clock::now() + kDrainTimeout;
-                          self->drain_and_close();
-                      });
+    write_out([self = shared_from_this()](bool ok) {
+        if (!ok) {
+            self->close();
+            return;
+        }
+        self->stream_.close_notify();
+        beast::error_code ignored;
+        self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
+        self->deadline_ = Clock::now() + kDrainTimeout;
+        self->drain_and_close();
+    });
 }
 
 // Reads and discards what the client still sends (bounded) so that closing

@@ -12,12 +12,11 @@
 // TLS (set_tls): every accepted connection first completes a TLS handshake
 // (under read_timeout) with the context current at accept; a client that does
 // not (plaintext to a TLS port, a certificate the CA did not sign, ...) is
-// closed and counted. Plaintext connections take the fast path: raw recv(2)
-// when the socket is readable and one send(2) of the response. TLS ones use
-// OpenSSL directly on the same non-blocking socket (net/tls.h attach_socket;
-// no Asio SSL stream): SSL_read when it is readable or OpenSSL holds bytes,
-// one SSL_write of the response, and a wait for the readiness OpenSSL asks
-// for. Both find a gone client the same way, by poll(POLLRDHUP) on the TCP
+// closed and counted. Plaintext and TLS connections read and write through
+// the same non-blocking stream (net/stream.h; no Asio SSL stream): a read of
+// what is there when the socket is readable (or OpenSSL holds bytes), one
+// write of the response, and a wait for the readiness the stream asks for.
+// Both find a gone client the same way, by poll(POLLRDHUP) on the TCP
 // socket; a response that cannot be written is reported unwritten either way.
 //
 // Threading: everything runs on the io_context's single thread; the handler

@@ -13,9 +13,10 @@
 // peer whose connection is idle (nothing queued, no write in progress) is
 // written at once with one non-blocking send(); what does not fit the socket
 // buffer, and every frame sent while the connection is busy, goes to the
-// peer's bounded queue (frames and bytes), written by the event loop. When the
-// queue is full the oldest frame is dropped and counted (Raft tolerates loss),
-// never one whose first bytes are already on the wire. While a peer is
+// peer's bounded queue (frames and bytes, counting those being written),
+// written by the event loop. When the queue is full the oldest frame is
+// dropped and counted (Raft tolerates loss), never one whose first bytes are
+// already on the wire. While a peer is
 // unreachable its messages are dropped and counted instead of queued.
 // The seed of a cluster also sends a SeedInfo frame after the handshake to
 // every member it has not heard a handshake from since start (seed_info.h);
@@ -42,12 +43,12 @@
 // the order their send() calls took that mutex. Every other method is for the
 // event loop's thread only. send() from another thread is safe once start()
 // has returned, during and after stop() (afterwards the message is dropped),
-// but not after the destructor has started. Under TLS the fast path stays:
-// OpenSSL writes the socket itself (no Asio SSL stream), and an SSL object,
-// not thread-safe, is only ever called under that peer's mutex after the
-// handshake, so send() from the writer thread calls SSL_write at once as it
-// calls send(2) in plaintext. Incoming connections are read on the event
-// loop alone (SSL_read when the socket is readable).
+// but not after the destructor has started. Plaintext or TLS, every byte
+// goes through one non-blocking stream per connection (net/stream.h; no Asio
+// SSL stream); an outgoing one, not thread-safe, is only ever called under
+// that peer's mutex after the handshake, so send() from the writer thread
+// writes at once in either case. Incoming connections are read on the event
+// loop alone.
 #pragma once
 
 #include <chrono>

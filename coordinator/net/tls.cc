@@ -268,7 +268,7 @@ std::string make_tls_context(const TlsFiles& files, TlsSide side, TlsContextPtr&
         return "cannot pin the TLS cipher suites: " + openssl_error();
     }
     // Read ahead: one recv takes whatever is there (else every record costs
-    // two: its header, then its body). Callers check SSL_has_pending before
+    // two: its header, then its body). Stream::has_pending is checked before
     // waiting for the socket, as the bytes may then sit inside OpenSSL.
     SSL_CTX_set_read_ahead(raw, 1);
     if (!files.cert_file.empty() || !files.key_file.empty()) {

@@ -4,7 +4,7 @@
 // Every context: TLS 1.2 or newer; the cipher suites are pinned here, not left
 // to openssl.cnf — TLS 1.3's three AEAD suites, and for TLS 1.2 only ECDHE with
 // AES-GCM or ChaCha20-Poly1305; read-ahead on (bytes can wait inside OpenSSL:
-// check SSL_has_pending before waiting for the socket); no compression, no
+// check Stream::has_pending, stream.h, before waiting for the socket); no compression, no
 // renegotiation, no session tickets (a member's connections are long-lived, and the peer transport never
 // reads its outgoing connections, so a ticket would only sit in a buffer).
 //
@@ -62,6 +62,8 @@ std::string read_private_key(const std::string& path, std::string& pem);
 // send with MSG_NOSIGNAL: a write to a closed connection is an error, never a
 // SIGPIPE). `fd` stays the caller's to close; a non-blocking fd makes SSL
 // calls return SSL_ERROR_WANT_READ / WANT_WRITE instead of waiting.
+// net::Stream (stream.h) does this for every connection of the member and
+// the client; tests and tools call it directly.
 void attach_socket(ssl_st* ssl, int fd);
 
 // The other end of the connected socket `fd` as "IP:PORT" ("[IPv6]:PORT"),

@@ -1,0 +1,246 @@
+// Incoming peer connections (peer_links.h): the TLS handshake, reading
+// frames, and the checks every frame passes before it is handed on.
+#include <boost/asio/post.hpp>
+#include <algorithm>
+
+#include "net/member_info.h"
+#include "net/peer_links.h"
+#include "net/raft_codec.h"
+#include "net/seed_info.h"
+#include "net/tls.h"
+
+namespace pgfence::net::peer {
+
+using log::log_value;
+using log::LogLevel;
+
+namespace {
+
+constexpr std::size_t kReadChunkBytes = 64u << 10;
+
+}  // namespace
+
+Incoming::Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
+    : socket_(std::move(socket)), timer_(socket_.get_executor()), shared_(std::move(shared)) {
+    ++shared_->incoming;
+    if (shared_->tls_accept) {
+        tls_ = true;
+        error_code ignored;
+        socket_.native_non_blocking(true, ignored);
+        stream_.attach_tls(socket_.native_handle(), shared_->tls_accept, TlsRole::kAccept);
+    } else {
+        stream_.attach(socket_.native_handle());
+    }
+}
+
+Incoming::~Incoming() { --shared_->incoming; }
+
+void Incoming::start() {
+    if (!tls_) {
+        read_more();
+        return;
+    }
+    if (!stream_.tls()) {  // OpenSSL could not make the connection's state
+        close_quietly();
+        return;
+    }
+    close_after(kTlsHandshakeTimeout);  // short: a connection not yet authenticated holds a slot
+    handshake();
+}
+
+// Closes the connection unless it is read from (or handshaken) within `limit`.
+void Incoming::close_after(std::chrono::milliseconds limit) {
+    timer_.expires_after(limit);
+    timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
+        if (ec) return;
+        if (auto self = weak.lock()) self->close_quietly();
+    });
+}
+
+// Waits until the socket is ready for what the stream wants (kWantRead or
+// kWantWrite), then calls `then`; a closed socket or a stopped transport ends here.
+void Incoming::wait_then(Step step, void (Incoming::*then)()) {
+    socket_.async_wait(step == Step::kWantWrite ? tcp::socket::wait_write : tcp::socket::wait_read,
+                       [self = shared_from_this(), then](const error_code& ec) {
+                           if (ec || self->shared_->stopped) return;
+                           ((*self).*then)();
+                       });
+}
+
+void Incoming::handshake() {
+    const Step step = stream_.handshake();
+    if (step == Step::kWantRead || step == Step::kWantWrite) {
+        wait_then(step, &Incoming::handshake);
+        return;
+    }
+    if (step != Step::kDone) {
+        count(shared_->stats.tls_refused);
+        shared_->refused_log.log(LogLevel::kWarn, "peer_tls_refused",
+                                 {{"remote", remote_address(socket_.native_handle())}, {"reason", stream_.error()}});
+        close_quietly();
+        return;
+    }
+    cert_id_ = member_id_of(stream_.peer_certificate());
+    if (!cert_id_) {
+        count(shared_->stats.tls_refused);
+        drop("peer certificate names no member ID (CN=ID or SAN URI:pgfence:member:ID)");
+        return;
+    }
+    read_more();
+}
+
+void Incoming::read_more() {
+    // Room to read into: one chunk, or the rest of a frame whose length is
+    // known, whichever is more. Room grown for a large frame is given back
+    // once it is handled.
+    const std::size_t want =
+        std::max(kReadChunkBytes, next_frame_bytes_ - std::min(buf_.size(), next_frame_bytes_));
+    if (buf_.capacity() > 4 * kReadChunkBytes && buf_.size() + want <= 2 * kReadChunkBytes) {
+        buf_.shrink_to_fit();
+    }
+    close_after(shared_->options.idle_timeout);
+    read_some();
+}
+
+// Reads until the stream wants the socket (handling every whole frame as it
+// comes), then waits for it. A plaintext read that comes back short has
+// drained the socket: the wait comes next.
+void Incoming::read_some() {
+    // A peer that keeps sending must not hold the loop: after this many
+    // reads the rest is read on a later turn.
+    constexpr int kReadsPerTurn = 16;
+    for (int reads = 0;; ++reads) {
+        if (shared_->stopped) return;
+        if (reads == kReadsPerTurn) {
+            asio::post(socket_.get_executor(), [self = shared_from_this()] {
+                if (!self->socket_.is_open()) return;
+                self->close_after(self->shared_->options.idle_timeout);  // it is not idle
+                self->read_some();
+            });
+            return;
+        }
+        const std::size_t want =
+            std::max(kReadChunkBytes, next_frame_bytes_ - std::min(buf_.size(), next_frame_bytes_));
+        const auto space = buf_.prepare(want);
+        const IoResult r = stream_.read_some(space.data(), space.size());
+        if (r.step == Step::kDone) {
+            buf_.commit(r.bytes);
+            if (!handle_buffered()) return;
+            if (!tls_ && r.bytes < space.size()) {
+                wait_then(Step::kWantRead, &Incoming::read_more);
+                return;
+            }
+            continue;
+        }
+        if (r.step == Step::kWantRead || r.step == Step::kWantWrite) {
+            wait_then(r.step, &Incoming::read_more);
+            return;
+        }
+        close_quietly();  // closed (close_notify or EOF) or broken: the dialer redials
+        return;
+    }
+}
+
+// Handles every complete frame in the buffer; false if the connection was dropped.
+bool Incoming::handle_buffered() {
+    for (;;) {
+        if (shared_->stopped) return false;
+        const std::string_view pending(static_cast<const char*>(buf_.data().data()), buf_.size());
+        next_frame_bytes_ = 0;
+        if (pending.size() < kLengthPrefixBytes) return true;
+        auto len = decode_frame_length(pending.substr(0, kLengthPrefixBytes));
+        if (auto* err = std::get_if<FrameError>(&len)) {
+            drop(err->message);
+            return false;
+        }
+        const std::size_t body_len = std::get<std::size_t>(len);  // checked against the limit
+        if (pending.size() < kLengthPrefixBytes + body_len) {
+            next_frame_bytes_ = kLengthPrefixBytes + body_len;
+            return true;
+        }
+        auto frame = decode_frame_body(pending.substr(kLengthPrefixBytes, body_len));
+        buf_.consume(kLengthPrefixBytes + body_len);
+        if (auto* err = std::get_if<FrameError>(&frame)) {
+            drop(err->message);
+            return false;
+        }
+        if (!handle(std::get<Frame>(frame))) return false;
+    }
+}
+
+bool Incoming::handle(const Frame& f) {
+    if (shared_->options.handshakes_only && f.kind == FrameKind::kSeedInfo) {
+        auto info = decode_seed_info(f.payload);
+        if (auto* err = std::get_if<std::string>(&info)) {
+            drop(*err);
+            return false;
+        }
+        if ((cert_id_ && std::get<SeedInfo>(info).member_id != *cert_id_) ||
+            (peer_id_ != 0 && std::get<SeedInfo>(info).member_id != peer_id_)) {
+            drop("seed info of member " + std::to_string(std::get<SeedInfo>(info).member_id) +
+                 " on the connection of member " + std::to_string(cert_id_ ? *cert_id_ : peer_id_));
+            return false;
+        }
+        if (shared_->on_seed) shared_->on_seed(f.cluster_id, std::get<SeedInfo>(info));
+        close_quietly();
+        return false;
+    }
+    if (shared_->options.handshakes_only && f.kind != FrameKind::kMemberInfo) {
+        close_quietly();
+        return false;
+    }
+    if (!shared_->options.handshakes_only && f.cluster_id != shared_->options.cluster_id) {
+        drop("frame for cluster " + std::to_string(f.cluster_id) + ", this member is in cluster " +
+             std::to_string(shared_->options.cluster_id));
+        return false;
+    }
+    count(shared_->stats.frames_received);
+    if (f.kind == FrameKind::kMemberInfo) {
+        auto info = decode_member_info(f.payload);
+        if (auto* err = std::get_if<std::string>(&info)) {
+            drop(*err);
+            return false;
+        }
+        if (cert_id_ && std::get<MemberInfo>(info).id != *cert_id_) {
+            drop("handshake from member " + std::to_string(std::get<MemberInfo>(info).id) +
+                 " over a certificate bound to member " + std::to_string(*cert_id_));
+            return false;
+        }
+        peer_id_ = std::get<MemberInfo>(info).id;
+        shared_->on_info(std::get<MemberInfo>(info));
+        // Handshakes only: the SeedInfo frame may follow; nothing else is read.
+        if (!shared_->options.handshakes_only) shared_->heard.insert(peer_id_);
+        return true;
+    }
+    if (f.kind == FrameKind::kSeedInfo) return true;  // for a member not running yet: not this one
+    auto msg = decode_message(f.payload, f.cluster_id);
+    if (auto* err = std::get_if<CodecError>(&msg)) {
+        drop("bad raft message: " + err->message);
+        return false;
+    }
+    raft::Message& m = std::get<raft::Message>(msg);
+    if (m.to != shared_->options.self_id || (peer_id_ != 0 && m.from != peer_id_) || (cert_id_ && m.from != *cert_id_)) {
+        drop("message from " + std::to_string(m.from) + " to " + std::to_string(m.to) +
+             " on the connection of member " + std::to_string(cert_id_ ? *cert_id_ : peer_id_));
+        return false;
+    }
+    shared_->on_message(std::move(m));
+    return true;
+}
+
+void Incoming::close_quietly() {
+    stream_.detach();  // before the descriptor's number can be reused
+    error_code ignored;
+    socket_.close(ignored);
+}
+
+void Incoming::drop(const std::string& why) {
+    count(shared_->stats.bad_frames);
+    shared_->refused_log.log(LogLevel::kWarn, "peer_frame_refused",
+                             {{"peer", log_value(cert_id_ ? *cert_id_ : peer_id_)},
+                              {"remote", remote_address(socket_.native_handle())},
+                              {"reason", why}});
+    close_quietly();
+}
+
+}  // namespace pgfence::net::peer
