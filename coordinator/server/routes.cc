@@ -10,6 +10,7 @@
 #include <utility>
 #include <variant>
 
+#include "pgfence_version.h"
 #include "server/member_impl.h"
 
 namespace pgfence::server {
@@ -81,6 +82,8 @@ void respond(const Call& call, std::string body, const char* content_type = "app
 void get_healthz(Impl&, Call& call) { respond(call, "ok\n", "text/plain"); }
 void get_metrics(Impl& m, Call& call) { respond(call, m.metrics_text(), "text/plain; version=0.0.4"); }
 void get_status(Impl& m, Call& call) { respond(call, m.status_json()); }
+// {"version":"X.Y.Z"}: the release this member runs (also pgfence_build_info in /metrics).
+void get_version(Impl&, Call& call) { respond(call, "{\"version\":\"" PGFENCE_VERSION "\"}"); }
 
 // The parsed request, to the core. A 307 it asks for later points at the
 // path: the body carries the request.
@@ -129,6 +132,7 @@ constexpr Route kRoutes[] = {
     {"GET",  "/healthz",            Need::kNothing,   Serves::kAny,    nullptr,                                ParseAt::kLast,  get_healthz},
     {"GET",  "/metrics",            Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_metrics},
     {"GET",  "/v1/status",          Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_status},
+    {"GET",  "/v1/version",         Need::kAdmin,     Serves::kAny,    nullptr,                                ParseAt::kLast,  get_version},
     {"POST", "/v1/acquire",         Need::kLockOnKey, Serves::kWriter, parse_acquire,                          ParseAt::kLast,  ask_core},
     {"POST", "/v1/release",         Need::kLockOnKey, Serves::kWriter, parse_release,                          ParseAt::kLast,  ask_core},
     {"POST", "/v1/keepalive",       Need::kLockOnKey, Serves::kWriter, parse_keepalive,                        ParseAt::kLast,  ask_core},

@@ -92,9 +92,20 @@ join_body=$(curl -s -m 3 "${CURL_TLS[@]}" -L "$(url "$follower" "/v1/members/joi
 [[ $join_body == *'"peer_addr"'* && $join_body != *match_index* && $join_body != *'"leader"'* ]] ||
     fail "/v1/members/join told more than the addresses (or nothing): $join_body"
 
+# GET /v1/version is admin's, answered by every member itself (no redirect):
+# the version /metrics reports as pgfence_build_info.
+ops_get() { curl -s -m 3 "${CURL_TLS[@]}" -H "Authorization: Bearer $OPS" "$(url "$follower" "$1")" || true; }
+build_version=$(ops_get /metrics | sed -n 's/^pgfence_build_info{version="\([^"]*\)"} 1$/\1/p')
+[[ -n $build_version && $(ops_get /v1/version) == "{\"version\":\"$build_version\"}" ]] ||
+    fail "/v1/version on a follower as ops: '$(ops_get /v1/version)', want version '$build_version'"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" "$(url "$follower" /v1/version)") == 403 ]] ||
+    fail "w1 got /v1/version"
+[[ $(curl_code "${CURL_TLS[@]}" "$(url "$follower" /v1/version)") == 401 ]] || fail "/v1/version without credentials"
+[[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $OPS" -X POST "$(url "$follower" /v1/version)") == 405 ]] ||
+    fail "POST /v1/version was not answered 405"
 locks_are "job/1 report/7" || fail "refused requests changed the lock table"
 [[ $(as W1 get report/7 -o json) == *"\"token\":$r7"* ]] || fail "w1's lock changed"
-pass "403 outside the prefixes (acquire, release and keepalive with the right token, get, status, metrics, members, snapshot), on a follower before its redirect; nothing changed"
+pass "403 outside the prefixes (acquire, release and keepalive with the right token, get, status, metrics, version, members, snapshot), on a follower before its redirect; nothing changed"
 
 # ---- a list shows only what the caller may read ----
 [[ "$(as W2 list -o json)" == *job/1* && "$(as W2 list -o json)" != *report/7* ]] || fail "w2's list: $(as W2 list -o json)"
