@@ -1,5 +1,4 @@
-// pgfence client: the coordinator's HTTP API (DESIGN.md "HTTP API of every
-// member") as typed, synchronous C++ calls.
+// pgfence client: the coordinator's HTTP API (docs/http-api.md) as typed, synchronous C++ calls.
 //
 // - Endpoints come from Options::endpoints (see endpoints_from_env()).
 // - A follower's 307 is followed to the leader (at most Options::max_redirects

@@ -1,5 +1,5 @@
-// The replicated lock commands and their results (DESIGN.md "Replicated
-// commands"), with their versioned binary encoding.
+// The replicated lock commands and their results (docs/design.md
+// "Replicated commands"), with their versioned binary encoding.
 //
 // Pure: std only. Decoding never trusts its input: hostile bytes yield a
 // DecodeError, never a crash, an over-read or an unbounded allocation.

@@ -1,5 +1,5 @@
 // What a member's clients ask and what the member answers, as values: the
-// requests of DESIGN.md "HTTP API" after parsing, and the answers before
+// requests of docs/http-api.md after parsing, and the answers before
 // they are written as HTTP. Pure, std only. net/api_request.h parses request
 // bodies into these types; the server's shell (server/member_http.cc) maps
 // each Response to its status code and JSON body.

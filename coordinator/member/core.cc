@@ -189,7 +189,7 @@ void Core::client_gone(RequestId id, Time /*now*/) {
     if (grants_in_flight_.count(id) > 0) gone_.insert(id);
 }
 
-bool Core::wants_pump() const {
+bool Core::wants_turn() const {
     return !failed_ && ready_ == nullptr && (raft_->has_ready() || !confirm_batch_.empty());
 }
 
@@ -221,7 +221,7 @@ void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now
 // Confirmations asked for during the batch, role changes, then the next
 // Ready: its messages_now go out at once; a Ready that needs a write becomes
 // the Persist; one that does not is finished here.
-void Core::pump(Time now) {
+void Core::turn(Time now) {
     if (failed_) return;
     flush_confirms(now);
     observe_role(now);
@@ -309,7 +309,7 @@ void Core::observe_role(Time now) {
     if (!leader_now && leader_term_ != 0) lose_leadership(now);
 }
 
-// A new leader restarts every held lease at its full lease_ms (DESIGN.md "Time").
+// A new leader restarts every held lease at its full lease_ms (docs/design.md "Time").
 void Core::become_leader(Time now) {
     if (leader_term_ != 0) lose_leadership(now);
     leader_term_ = raft_->term();

@@ -31,12 +31,12 @@
 //                              leadership to the most caught-up reachable peer
 // and then, once per batch of inputs (the shell: once per turn of its event
 // loop, so that requests read together share one Ready and one write):
-//   pump(now)                  confirms leadership for what asked, follows role
+//   turn(now)                  confirms leadership for what asked, follows role
 //                              changes, hands out the next Ready
 //   take_effects()             what the caller must now do (below)
-//   wants_pump()               true when a pump now would do more (a Ready or a
+//   wants_turn()               true when a turn now would do more (a Ready or a
 //                              confirmation is waiting and no Persist is
-//                              outstanding): the caller pumps again soon
+//                              outstanding): the caller runs another turn soon
 //
 // ---- effects, and the order the caller carries them out in ---------------------
 //   send      Raft messages to send now (they need nothing durable first)
@@ -62,23 +62,23 @@
 //   configuration  the configuration in force changed: the peers to reach
 //   removed   this member's removal applied: the caller stops it
 // Effects accumulate across inputs until take_effects(); responses may be
-// produced by any input, a Persist only by pump(). The shell carries out the
+// produced by any input, a Persist only by turn(). The shell carries out the
 // sends, the save and the Persist before it writes the answers, so a leader's
-// write starts while its batch is being answered. After `fatal`, pump() does
+// write starts while its batch is being answered. After `fatal`, turn() does
 // nothing.
 //
-// ---- rules (DESIGN.md "Time", docs/guarantees.md) --------------------------------
+// ---- rules (docs/design.md "Time", docs/guarantees.md) ---------------------------
 //   - A leader applies committed entries at persist_started(), once the
 //     write of the Ready that carries them is under way (they are durable on
 //     this member already, raft.h), so the answers go out while it is written; a follower (or candidate)
 //     applies them at persisted(), after its acks went out, and so does a
 //     leader whose Ready carries a snapshot (restored first). While a Persist is outstanding, commits learnt meanwhile are
-//     applied by pump() (raft::Raft::take_committed). A proposal is answered
+//     applied by turn() (raft::Raft::take_committed). A proposal is answered
 //     when its index applies with its term; with another term, or after
 //     Config::proposal_timeout, it is answered Unavailable.
 //   - Only the leader takes requests (acquire, release and keepalive not
 //     while shutting down); others are answered Unavailable{leader}. A
-//     request first follows any role change (as pump does), so a new
+//     request first follows any role change (as turn() does), so a new
 //     leader's leases are in place before its first keepalive.
 //   - A lease starts when its Grant applies on the leader, restarts on a
 //     keepalive (confirmed by a quorum round started after it arrived), and
@@ -115,7 +115,7 @@
 //     when the table's floor is lower.
 //   - Snapshots: a SaveSnapshot of the applied table, with the configuration
 //     in force at its index, built Config::snapshot_slice_locks locks per
-//     pump while entries go on applying (lock::LockTable::begin_snapshot:
+//     turn while entries go on applying (lock::LockTable::begin_snapshot:
 //     the bytes are the table at the index it began at), and begun once
 //     neither a save is outstanding nor one being built and, since the last
 //     one, both Config::snapshot_every entries were applied and the entries
@@ -196,7 +196,7 @@ constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
 //      512: 4.1-4.5 s /  16-24 ms
 constexpr std::size_t kDefaultExpiryWave = 512;
 constexpr std::size_t kMaxExpiryWave = 65536;
-// A snapshot is built a slice of locks per pump (lock::LockTable's
+// A snapshot is built a slice of locks per turn (lock::LockTable's
 // continue_snapshot): 16,384 locks is about 1 ms of encoding here, so a
 // table of a million locks is written out over some 60 turns of the event
 // loop instead of stalling one turn for tens of milliseconds.
@@ -209,7 +209,7 @@ struct Config {
     std::uint64_t snapshot_every = 10000;  // applied entries between snapshots, at least
     std::uint64_t snapshot_log_pct = 100;  // applied entry bytes between snapshots, at least, in % of table bytes
     std::uint64_t snapshot_keep = 1000;    // log entries kept behind a snapshot
-    std::size_t snapshot_slice_locks = kDefaultSnapshotSliceLocks;  // locks encoded per pump, 1..kMaxSnapshotSliceLocks
+    std::size_t snapshot_slice_locks = kDefaultSnapshotSliceLocks;  // locks encoded per turn, 1..kMaxSnapshotSliceLocks
     // Leases that ran out together are expired this many to an entry, as
     // one ExpireMany (1..lock::kMaxExpireMany; 1: one Expire each). Every
     // member must be able to apply ExpireMany before it is raised.
@@ -299,12 +299,12 @@ public:
     // (net/token_signer.h; "": it signs none): each Granted answer records
     // it as its lease's kid (lease.h). Told at start and at every reload.
     void set_proof_kid(std::string_view kid);
-    void pump(Time now);
+    void turn(Time now);
     Effects take_effects();
     // The same into `out` (cleared first): a caller that keeps one Effects
     // across batches reuses its vectors' capacity.
     void take_effects(Effects& out);
-    bool wants_pump() const;
+    bool wants_turn() const;
     bool has_effects() const { return !effects_.empty(); }
 
     // ---- read-only views (status, metrics, tests, the simulation's checks) ----
@@ -337,7 +337,7 @@ public:
 
     // The Raft core's own invariants and the leases' and waiters': "" or the
     // first broken. They hold between inputs (a step that demotes this member
-    // leaves its leases until the next pump or request follows the change).
+    // leaves its leases until the next turn or request follows the change).
     std::string check_invariants() const;
 
     // Liveness help for the simulation: proposes a command outside any request.
@@ -481,7 +481,7 @@ private:
     std::uint64_t ticks_ = 0;
     bool shutting_down_ = false;
     std::string proof_kid_{kNoProofKid};  // set_proof_kid()
-    bool failed_ = false;  // `fatal` was set: pump() does nothing more
+    bool failed_ = false;  // `fatal` was set: turn() does nothing more
     bool removed_ = false;  // this member's removal applied (Effects::removed told once)
     std::optional<raft::Configuration> reported_config_;  // the configuration last put in Effects
 
@@ -502,7 +502,7 @@ private:
     std::unordered_map<RequestId, Unwritten> unwritten_;
 
     // Leadership confirmation: callbacks asked for during one batch share one
-    // read_index() issued after them (flush_confirms, in pump), so each is
+    // read_index() issued after them (flush_confirms, in turn()), so each is
     // confirmed by a quorum round that started after it was asked for.
     std::uint64_t next_read_ctx_ = 1;
     std::vector<std::function<void(bool, Time)>> confirm_batch_;

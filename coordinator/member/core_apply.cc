@@ -27,7 +27,7 @@ void Core::apply_taken(Time now) {
     if (applying_) return;
     applying_ = true;
     bool any = false;
-    constexpr int kMaxApplyRounds = 16;  // take_committed() batches per pump
+    constexpr int kMaxApplyRounds = 16;  // take_committed() batches per turn
     for (int round = 0; round < kMaxApplyRounds; ++round) {
         const std::vector<raft::Entry> entries = raft_->take_committed();
         if (entries.empty()) break;

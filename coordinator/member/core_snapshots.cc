@@ -1,4 +1,4 @@
-// The member core's snapshots: when one is taken, built a slice per pump
+// The member core's snapshots: when one is taken, built a slice per turn
 // while entries go on applying, saved and compacted; and the backup, the
 // same snapshot of the applied table (core.h "Snapshots").
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The leader-local lease of one held lock and the clock-rate margin on its
-// expiry (DESIGN.md "Time", docs/guarantees.md "Clocks: what is assumed").
+// expiry (docs/design.md "Time", docs/guarantees.md "Clocks: what is assumed").
 //
 // rho (--max-clock-drift-ppm, default 50000 ppm = 5%) is the largest error of
 // any member's or client's clock RATE against real time: while d passes on a
@@ -98,14 +98,14 @@ private:
 };
 
 // Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(lease_ms,
-// rho) except after a phantom release, which brings each of them forward to the moment
+// rho) except after a phantom grant expired, which brings each of them forward to the moment
 // it ended the lease when it was later.
 //
 // `answers` counts the answers that promised this lease to a client and still
 // stand: the Granted answers handed out for it (its grant's and same-owner
 // re-grants' of its token) less those reported unwritten, and the keepalives
 // answered. A lease a new leader restarted starts at 1: a former leader may
-// have answered it. Phantom release cuts a lease only while it is 0, so a
+// have answered it. A phantom grant expires a lease only while it is 0, so a
 // lease answered to anyone is never cut before its deadline, whatever the
 // order of the writes reported (docs/guarantees.md, "Phantom locks").
 struct Lease {

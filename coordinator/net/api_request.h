@@ -1,4 +1,4 @@
-// Validation of the HTTP API's JSON request bodies (DESIGN.md "HTTP API").
+// Validation of the HTTP API's JSON request bodies (docs/http-api.md).
 //
 // Each parse_* turns a request body into a typed request or a BadRequest whose
 // message names the offending field and says what was wrong with its value;

@@ -349,7 +349,7 @@ void Session::close_if_past_deadline(Clock::time_point now) {
 // The phantom-lock check: has the client closed (or shut down) its sending
 // side while its request is pending? poll's POLLRDHUP says so even when a
 // pipelined request is still unread in the socket. A client that half-closes
-// (shutdown(SHUT_WR)) after sending its request counts as gone, as before:
+// (shutdown(SHUT_WR)) after sending its request counts as gone too:
 // nothing tells it apart from one that has gone. Most requests are answered
 // within a commit, so the socket is polled only when asked (one system call
 // instead of arming the reactor for every request); a long wait arms a watch.

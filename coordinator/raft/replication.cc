@@ -74,7 +74,7 @@ bool Raft::Impl::maybe_send_append(NodeId to, Progress& pr, bool send_if_empty) 
 
 // Would flush_appends() send anything? Exactly what maybe_send_append()
 // would: has_ready() must neither miss a message nor promise one that is
-// never sent (the shell pumps again while it is true).
+// never sent (the shell runs another turn while it is true).
 bool Raft::Impl::wants_flush(const Leader& l) const {
     if (!l.reads_unsent.empty()) return true;
     for (const auto& [id, pr] : l.progress) {

@@ -31,7 +31,7 @@ std::string table_of(const raft::Snapshot& from, lock::LockTable& table, lock::T
         return "its lock table is at index " + std::to_string(table.applied_index()) + ", its snapshot at " +
                std::to_string(from.meta.index);
     }
-    last = std::max(table.last_token(), from.meta.index + table.token_floor());
+    last = std::max(table.last_token(), lock::grant_token(from.meta.index, table.token_floor()));
     return {};
 }
 
@@ -149,10 +149,10 @@ std::string generation_floor(const raft::Snapshot& from, std::uint64_t headroom,
     lock::LockTable table;
     lock::Token last = 0;
     if (std::string why = table_of(from, table, last); !why.empty()) return why;
-    // Tokens are index + floor: the first grant is at from's index + 2.
+    // The first grant is at from's index + 2 (lock::grant_token gives its token).
     const lock::Token max = lock::kMaxToken;
     if (last > max || headroom > max - last || now_us > max - last - headroom ||
-        from.meta.index + 2 > max - (last + headroom + now_us)) {
+        lock::grant_token(from.meta.index + 2, last + headroom + now_us) == 0) {
         return "its last token " + std::to_string(last) + " + --restore-token-headroom " + std::to_string(headroom) +
                " + the time " + std::to_string(now_us) + " (microseconds since the epoch) + its index " +
                std::to_string(from.meta.index) + " + 2 would pass the largest token " + std::to_string(max) +
@@ -170,7 +170,7 @@ std::string restored_snapshot(const raft::Snapshot& from, std::uint64_t floor, c
     if (floor < last) {
         return "token floor " + std::to_string(floor) + " is below its last token " + std::to_string(last);
     }
-    if (floor > lock::kMaxToken || from.meta.index + 2 > lock::kMaxToken - floor) {
+    if (lock::grant_token(from.meta.index + 2, floor) == 0) {
         return "token floor " + std::to_string(floor) + " + its index " + std::to_string(from.meta.index) +
                " + 2 would pass the largest token " + std::to_string(lock::kMaxToken);
     }

@@ -10,7 +10,7 @@
 //     flags that are not used for either; --peers still gives the peer
 //     addresses of members whose configuration entry has none.
 //   - A version 1 identity (no first configuration recorded) takes its first
-//     configuration from --peers, checked against the cluster ID as before,
+//     configuration from --peers, checked against the cluster ID,
 //     and records it (voters only, as the releases before wrote them).
 //   - A new generation — every --restore and every --force-new-cluster —
 //     has a cluster ID no earlier cluster can have (64 random bits, never 0

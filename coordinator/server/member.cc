@@ -1,5 +1,5 @@
-// The shell's loop: inputs into the core, one loop turn (run_turn) to pump
-// it, the core's effects carried out in the order member/core.h states
+// The shell's loop: inputs into the core, then once per loop turn (run_turn) the
+// core's turn() and its effects carried out in the order member/core.h states
 // (sends, the Persist and its after-persist messages, the snapshot save),
 // the disk work placed by DiskTurn (disk_turn.h).
 #include <cstdlib>
@@ -256,14 +256,14 @@ void Member::Impl::report_gone() {
 
 void Member::Impl::run_turn() {
     report_gone();
-    core->pump(now());
+    core->turn(now());
     // Twice at most: what persist_started() left (a leader's answers) is
     // carried out in the same turn.
     for (int pass = 0; pass < 2 && core->has_effects(); ++pass) {
         core->take_effects(effects);
         execute(effects);
     }
-    if (core->wants_pump()) schedule_turn();  // e.g. a waiter's Grant proposed while applying
+    if (core->wants_turn()) schedule_turn();  // e.g. a waiter's Grant proposed while applying
     log::log_flush();  // one write for the lines this turn logged
 }
 
@@ -321,7 +321,7 @@ void Member::Impl::execute(member::Effects& fx) {
 // the write wait in the socket and are read together afterwards. The two
 // thread hand-offs this saves (loop to writer, writer back to the loop) cost
 // more than the stall: about 8% of the cluster's cycles/s at 32 connections
-// (docs/deviations.md, "Coordinator threads").
+// (docs/decisions.md, "Coordinator threads").
 //
 // A leader hands the write to the writer thread, which sends `messages`
 // itself once they are durable, and carries on: the core has applied the

@@ -1,6 +1,6 @@
 // One fence-coordinator member: drives the Raft core from a single-threaded
 // event loop, applies committed commands to the lock table, serves the HTTP
-// API (DESIGN.md), keeps the leader-local lease deadlines and waiter queues.
+// API (docs/http-api.md), keeps the leader-local lease deadlines and waiter queues.
 //
 // Threading: everything runs on the io_context's thread except a leader's
 // Ready writes and snapshot adoptions, which run on the writer thread

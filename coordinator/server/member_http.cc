@@ -1,4 +1,4 @@
-// The HTTP API (DESIGN.md "HTTP API of every member"): the gate every
+// The HTTP API (docs/http-api.md): the gate every
 // request passes before its route's handler (routes.h: authentication,
 // routing, parsing, authorization, the leader check), and the core's answers
 // written as status codes and JSON — including the one path for a client that

@@ -59,7 +59,7 @@ enum class LeftAt : std::uint8_t {
     // drops it from its queue, or answers its grant by ending it at once.
     kWaiting,
     // Answered Granted, and the answer not received (the client left first,
-    // or it could not be written): the core ends the lease at once (phantom release).
+    // or it could not be written): the core expires the lease at once (a phantom grant).
     kGranted,
 };
 
@@ -80,7 +80,7 @@ struct Member::Impl {
     void on_peer_message(raft::Message m);
     void raise_open_files();  // RLIMIT_NOFILE for --max-connections (open_files.h)
     // One loop turn: every input schedules it (schedule_turn(), at most one
-    // queued); run_turn() pumps the core and carries out its effects.
+    // queued); run_turn() runs the core's turn and carries out its effects.
     void schedule_turn();
     void run_turn();
     void report_gone();  // tells the core of watched requests whose client left

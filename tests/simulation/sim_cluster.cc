@@ -84,7 +84,7 @@ private:
     void start_joiner(raft::NodeId id);
     void stop(std::size_t i);
     void tell_gone(int client, std::uint64_t op_id);  // a client gave up: every member holding its request hears
-    void pump(std::size_t i, Outbox& out);
+    void turn(std::size_t i, Outbox& out);
     void route(const Outbox& out);
     void crash(std::size_t i, const char* why);
     void crash_in(std::size_t i, std::uint64_t delay_us);  // a targeted crash, scheduled
@@ -423,22 +423,22 @@ void Cluster::handle_member_event(Event& e) {
             return;
         default: return;
     }
-    after_step(e.member);  // before pump: a nemesis reacting to a new leader acts before it sends
-    pump(e.member, out);
+    after_step(e.member);  // before its turn: a nemesis reacting to a new leader acts before it sends
+    turn(e.member, out);
 }
 
 // Starts persisting the member's next Ready (if any) and sends what it
 // produced. Eager, a follower's Ready is written inline, as the server's
 // event loop does: synced, sent, applied and advanced at once (then the next
 // one), unless a targeted crash cuts the write short.
-void Cluster::pump(std::size_t i, Outbox& out) {
+void Cluster::turn(std::size_t i, Outbox& out) {
     Slot& s = slots_[i];
     // Each round takes one Ready. With no input, the core runs out of work
     // to hand: at most one Ready per bounded batch of committed entries (a
     // follower catching up applies them a batch at a time). The bound
     // catches a core that never runs out. Back to back, with no input and no
     // after_step() (the nemesis) in between, is one schedule of the
-    // server's, whose next pump is a posted drain that may also run after
+    // server's, whose next turn is a posted drain that may also run after
     // other inputs.
     constexpr int kMaxInlineRounds = 1'000'000;
     int rounds = 0;
@@ -449,7 +449,7 @@ void Cluster::pump(std::size_t i, Outbox& out) {
         // A Ready that needed no write was finished inside begin_persist;
         // the server posts its next drain while the core wants one.
         if (!writing) {
-            if (s.member->up() && s.member->core().wants_pump()) continue;
+            if (s.member->up() && s.member->core().wants_turn()) continue;
             break;
         }
         const bool cut = fault_phase_ && s.member->disk().has_pending() &&
@@ -571,7 +571,7 @@ void Cluster::restart(std::size_t i) {
     tick.generation = s.incarnation;
     schedule_in(s.random.between(1, s.tick_us), tick);
     Outbox out;
-    pump(i, out);
+    turn(i, out);
 }
 
 void Cluster::handle_client_event(Event& e) {
@@ -590,7 +590,7 @@ void Cluster::handle_client_event(Event& e) {
                 m.handle_client(e.request, out);
             }
             after_step(e.member);
-            pump(e.member, out);
+            turn(e.member, out);
             return;
         }
         case Event::Kind::kClientReply: {
@@ -671,7 +671,7 @@ void Cluster::tell_gone(int client, std::uint64_t op_id) {
         Outbox out;
         slots_[i].member->client_gone(client, op_id, out);
         after_step(i);
-        pump(i, out);
+        turn(i, out);
     }
 }
 
@@ -750,7 +750,7 @@ void Cluster::transfer_leadership() {
         trace("member " + std::to_string(i + 1) + " transfers leadership to " + std::to_string(target) +
               (m.transfer(target) ? "" : " (refused)"));
         Outbox out;
-        pump(i, out);
+        turn(i, out);
         return;
     }
 }
@@ -819,7 +819,7 @@ bool Cluster::liveness_done() {
         marker_term_ = r.term;
         trace("liveness marker proposed at index " + std::to_string(r.index) + " term " + std::to_string(r.term));
         Outbox out;
-        pump(i, out);
+        turn(i, out);
         break;
     }
     return false;

@@ -206,7 +206,7 @@ void Member::check_quorums() {
 void Member::carry_out(Outbox& out) {
     for (int round = 0; round < 1000 && core_->has_effects(); ++round) {
         core_->take_effects(effects_);
-        require(effects_.persist == nullptr, "member ", id(), " handed out a Persist outside pump()");
+        require(effects_.persist == nullptr, "member ", id(), " handed out a Persist outside turn()");
         carry_out_batch(out);
     }
     require(!core_->has_effects(), "member ", id(), " kept producing effects with no input");
@@ -341,7 +341,7 @@ void Member::send(const raft::Message& m, Outbox& out) {
 }
 
 bool Member::begin_persist(Outbox& out) {
-    core_->pump(now());
+    core_->turn(now());
     if (in_flight_ != nullptr || !core_->has_effects()) {
         after_input(out);
         return false;

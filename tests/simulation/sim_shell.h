@@ -2,7 +2,7 @@
 // (coordinator/member/core.h), its simulated disk, and the simulation's
 // part of the shell — the same effects carried out on simulated time,
 // network and disk, in the server's order:
-//   pump -> take effects: send, save (the disk compacts at once), the
+//   turn -> take effects: send, save (the disk compacts at once), the
 //   Persist (written to the disk as pending writes), answers
 //   ... persist_started(): a leader applies and answers its batch ...
 //   the cluster schedules the fsync: sync -> send the Ready's messages

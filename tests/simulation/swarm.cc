@@ -55,7 +55,7 @@ FaultConfig draw_fault_config(SimRandom& random) {
     // Snapshots by entry count alone, or also waiting for log bytes of up to
     // 4x the table's (drawn last, as above).
     c.snapshot_log_pct = random.chance(0.5) ? 0 : random.between(1, 400);
-    // Snapshots built a few locks per pump, so that entries apply while one
+    // Snapshots built a few locks per turn, so that entries apply while one
     // is being built (this simulation's tables hold tens of locks), or whole.
     if (random.chance(0.5)) c.snapshot_slice_locks = random.between(1, 4);
     // Expiry one Expire to an entry (the server's default) or batched.

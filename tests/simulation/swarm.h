@@ -48,7 +48,7 @@ struct FaultConfig {
     std::size_t max_uncommitted_bytes = 64u << 20;
     std::uint64_t compact_every_entries = 64;  // a member snapshots after this many applies
     std::uint64_t snapshot_log_pct = 0;        // and after this % of its table's bytes of log (member::Config's)
-    std::size_t snapshot_slice_locks = 16384;  // locks a snapshot encodes per pump (member::Config's)
+    std::size_t snapshot_slice_locks = 16384;  // locks a snapshot encodes per turn (member::Config's)
     std::size_t max_expire_batch = 1;          // Expires per entry (member::Config's)
     std::size_t expiry_wave = 512;             // leases an expiry wave takes (member::Config's)
     std::uint64_t keep_entries = 8;            // entries kept in memory behind a snapshot

@@ -91,13 +91,13 @@ public:
         }
     }
 
-    // Runs every core's pump and effects until nothing is left to do.
+    // Runs every core's turn and effects until nothing is left to do.
     void settle() {
         for (int round = 0; round < 10000; ++round) {
             bool any = false;
             for (Node& n : nodes_) {
                 if (!n.up) continue;
-                n.core->pump(now_);
+                n.core->turn(now_);
                 Effects fx = n.core->take_effects();
                 if (fx.empty()) continue;
                 any = true;

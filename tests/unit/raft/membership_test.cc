@@ -248,7 +248,7 @@ BOOST_AUTO_TEST_CASE(a_removed_member_that_never_answers_is_forgotten_after_two_
 BOOST_AUTO_TEST_CASE(a_removed_member_behind_the_snapshot_leaves_the_leader_nothing_to_send) {
     // A removed member whose next entry was compacted gets no snapshot: the
     // leader, having nothing to send it, must not report a Ready (the shell
-    // pumps while has_ready() holds, so a promise never kept spins it).
+    // turns while has_ready() holds, so a promise never kept spins it).
     Cluster c = three_with_leader();
     c.isolate(3);
     c.raft(1).propose("a");
