@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     };
     while (nodes[0].raft->role() != Role::kLeader) {  // elect member 1
         nodes[0].raft->tick();
-        turn();
+        pump();
     }
     Raft& leader = *nodes[0].raft;
 
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
         for (long i = 0; i < batch; ++i) {
             if (leader.propose(payload).error != ProposeError::kNone) ++refused;
         }
-        turn();
+        pump();
         if (++iterations % 64 == 0) {
             for (Node& n : nodes) n.raft->tick();
             if (leader.role() != Role::kLeader) {

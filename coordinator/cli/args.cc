@@ -5,12 +5,12 @@
 
 #include "client/client.h"
 #include "client/duration.h"
+#include "lock/commands.h"
 
 namespace pgfence::cli {
 namespace {
 
 constexpr std::size_t kMaxArgs = 4096;
-constexpr std::uint64_t kMaxToken = 0x7fff'ffff'ffff'ffffull;
 
 struct CommandSpec {
     const char* name;
@@ -247,7 +247,7 @@ struct Parser {
         if (c->positional == 2) {
             const auto token = parse_token(a.positional[1]);
             if (!token) return error("invalid token '" + a.positional[1] + "' (expected an integer 1.." +
-                                     std::to_string(kMaxToken) + ")");
+                                     std::to_string(lock::kMaxToken) + ")");
             a.token = *token;
         }
         if (a.lease && a.lease->count() == 0) return error("--lease: must be greater than 0");
@@ -262,7 +262,7 @@ std::optional<std::uint64_t> parse_token(const std::string& text) {
     std::uint64_t value = 0;
     const char* end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc() || ptr != end || value == 0 || value > kMaxToken) return std::nullopt;
+    if (text.empty() || ec != std::errc() || ptr != end || value == 0 || value > lock::kMaxToken) return std::nullopt;
     return value;
 }
 

@@ -15,7 +15,8 @@
 //               ended without one): a read gets nothing more, a handshake
 //               or a write cannot finish (error() is then "unknown OpenSSL
 //               error")
-//   kFailed     broken (a reset, a TLS alert, a certificate refused);
+//   kFailed     broken (a TLS alert, a certificate refused; a reset in
+//               plaintext — under TLS a reset without an alert reads kClosed);
 //               error() and error_code() say why, and later calls fail too
 // The error is taken from OpenSSL's queue (or errno) once, at the failure,
 // and the queue is left empty: one failure is reported once, never seen

@@ -10,8 +10,8 @@
 //     flags that are not used for either; --peers still gives the peer
 //     addresses of members whose configuration entry has none.
 //   - A version 1 identity (no first configuration recorded) takes its first
-//     configuration from --peers, checked against the cluster ID,
-//     and records it (voters only, as the releases before wrote them).
+//     configuration from --peers, checked against the cluster ID, and
+//     records it (every --peers member a voter, as in any first configuration).
 //   - A new generation — every --restore and every --force-new-cluster —
 //     has a cluster ID no earlier cluster can have (64 random bits, never 0
 //     nor the ID of the cluster its state came from) and a token floor above

@@ -3,7 +3,7 @@
 // and which handler answers it (routes.cc holds the table and the handlers).
 // Nothing else lists paths: a 404 or 405 is derived from the table.
 //
-// The gate (member_http.cc, Member::Impl::handle_http) takes every request
+// The gate (member_http.cc, Member::Impl::handle_http and pass_gate) takes every request
 // through these steps in order; the first that answers ends it:
 //   1. authenticate (401): with --auth-file, every request but one whose path
 //      only has routes that need nothing (Need::kNothing: /healthz,

@@ -6,11 +6,11 @@
 #include <string_view>
 
 #include "client/duration.h"
+#include "lock/commands.h"
 
 namespace pgfence::worker {
 namespace {
 
-constexpr std::size_t kMaxKeyBytes = 512;
 constexpr std::size_t kMaxWorkerIdBytes = 128;
 
 std::string bad(std::string_view flag, std::string_view value, std::string_view why) {
@@ -40,7 +40,7 @@ std::string parse_keys(std::string_view text, std::vector<std::string>& keys) {
     while (start <= text.size()) {
         const std::size_t comma = std::min(text.find(',', start), text.size());
         const std::string_view key = text.substr(start, comma - start);
-        if (key.empty() || key.size() > kMaxKeyBytes) {
+        if (key.empty() || key.size() > lock::kMaxKeyBytes) {
             return bad("--key", text, "each key must be 1-512 bytes");
         }
         for (const char c : key) {

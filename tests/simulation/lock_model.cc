@@ -17,6 +17,8 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
             if constexpr (std::is_same_v<C, lock::Grant>) {
                 auto it = holders_.find(c.key);
                 if (it == holders_.end()) {
+                    // Written out here, not lock::grant_token: the model is
+                    // independent of the table it checks.
                     const lock::Token token = index + floor_;
                     holders_[c.key] = ModelHolder{token, c.owner};
                     record(c.key, token);
