@@ -65,9 +65,10 @@ start_acquirer() {
     ACQUIRER=$!
 }
 
-# stop_acquirer MIN: stops it; fails unless it got at least MIN tokens, each
-# larger than the one before.
+# stop_acquirer MIN: waits (at most 20 s) until it has at least MIN tokens,
+# then stops it; fails unless it got them, each larger than the one before.
 stop_acquirer() {
+    wait_until 20 "the background client gets $1 tokens" more_tokens_than "$(($1 - 1))"
     touch "$DIR/stop-acquirer"
     wait "$ACQUIRER" || true
     local n prev=0 t
