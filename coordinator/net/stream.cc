@@ -81,6 +81,14 @@ Step Stream::fail_tls(int ssl_result) {
     return Step::kFailed;
 }
 
+// A plaintext socket call failed with `err`: the stream is broken.
+Step Stream::fail_errno(int err) {
+    failed_ = true;
+    system_error_ = true;
+    error_code_ = static_cast<unsigned long>(err);
+    return Step::kFailed;
+}
+
 Step Stream::handshake() {
     if (failed_ || fd_ < 0) return Step::kFailed;
     if (ssl_ == nullptr) return Step::kDone;
@@ -103,10 +111,7 @@ IoResult Stream::read_some(void* out, std::size_t size) {
         if (n == 0) return {Step::kClosed, 0};
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return {Step::kWantRead, 0};
-        failed_ = true;
-        system_error_ = true;
-        error_code_ = static_cast<unsigned long>(errno);
-        return {Step::kFailed, 0};
+        return {fail_errno(errno), 0};
     }
 }
 
@@ -123,10 +128,7 @@ IoResult Stream::write_some(const void* data, std::size_t size) {
         if (n >= 0) return {Step::kDone, static_cast<std::size_t>(n)};
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return {Step::kWantWrite, 0};
-        failed_ = true;
-        system_error_ = true;
-        error_code_ = static_cast<unsigned long>(errno);
-        return {Step::kFailed, 0};
+        return {fail_errno(errno), 0};
     }
 }
 

@@ -115,6 +115,7 @@ public:
 
 private:
     Step fail_tls(int ssl_result);
+    Step fail_errno(int err);
 
     int fd_ = -1;
     ssl_st* ssl_ = nullptr;       // set: TLS (owned)
