@@ -44,9 +44,13 @@ struct Shared {
     std::uint64_t tls_handshake_failures = 0;
     log::Limiter refused_log{20};  // the lines of refused handshakes and requests: anyone can cause them
     log::Limiter accept_log{20};   // failed accepts and refused connections: as many as connections come
-    std::size_t connections = 0;
+    log::Limiter shed_log{20};     // connections closed for room: as many as connections come
+    std::size_t connections = 0;   // counted: admitted and not yet closed (Session::leave)
     std::uint64_t accept_failures = 0;
     std::list<Session*> sessions;  // every live session, for the deadline sweep
+    ShedOrder<Session*> order;     // the counted sessions, in shedding order (conn_ranks.h)
+    AddressCounts per_address{0};  // the counted sessions by source address
+    HttpServer::ConnectionCounters counters;
 };
 
 // One client connection. Reads one request at a time (waiting for the socket
@@ -70,13 +74,16 @@ struct Shared {
 // even for a pipelined request already buffered), so it is never re-entered.
 class Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(tcp::socket socket, std::shared_ptr<Shared> shared)
+    // `address` is counted in shared->per_address already.
+    Session(tcp::socket socket, std::shared_ptr<Shared> shared, std::string address)
         : socket_(std::move(socket)),
           buffer_(shared->options.max_header_bytes + shared->options.max_body_bytes +
                   kReadChunkBytes),
-          shared_(std::move(shared)) {
+          shared_(std::move(shared)),
+          address_(std::move(address)) {
         ++shared_->connections;
         registered_ = shared_->sessions.insert(shared_->sessions.end(), this);
+        slot_ = shared_->order.add(this);
         if (shared_->tls) {
             tls_ = true;
             verify_client_ = shared_->verify_client;  // with the context it belongs to
@@ -89,7 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
         }
     }
     ~Session() {
-        --shared_->connections;
+        leave();
         shared_->sessions.erase(registered_);
     }
 
@@ -100,8 +107,13 @@ class Session : public std::enable_shared_from_this<Session> {
     void watch_for_close();
     bool peer_closed();
     void close_if_past_deadline(Clock::time_point now);
+    void raise_class(ConnClass c) {
+        if (counted_) shared_->order.raise(slot_, c);
+    }
+    void shed();
 
   private:
+    void leave();
     void wait_for(Step step, std::function<void(bool ready)> then);
     void wait_readable();
     void on_readable(beast::error_code ec);
@@ -126,6 +138,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::size_t out_sent_ = 0;  // how much of out_ is written
     std::shared_ptr<Shared> shared_;
     std::list<Session*>::iterator registered_;
+    std::string address_;               // the client's IP address, as text
+    ShedOrder<Session*>::Slot slot_;    // where it is in shared_->order while counted_
+    bool counted_ = true;               // in the connection count, order and per_address (until leave())
     Clock::time_point deadline_ = Clock::time_point::max();
     bool keep_alive_ = false;
     unsigned version_ = 11;
@@ -148,6 +163,9 @@ class Exchange final : public HttpExchange {
         if (!session_) return;
         auto s = std::move(session_);
         s->respond(std::move(response), std::move(written));
+    }
+    void raise_class(ConnClass c) override {
+        if (session_) session_->raise_class(c);
     }
 
   private:
@@ -323,6 +341,7 @@ void Session::parse_buffered(bool eof) {
 
 void Session::dispatch() {
     deadline_ = Clock::time_point::max();
+    if (counted_) shared_->order.busy(slot_);
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
@@ -335,11 +354,32 @@ void Session::dispatch() {
 }
 
 void Session::close() {
+    leave();
     deadline_ = Clock::time_point::max();
     stream_.detach();  // before the descriptor's number can be reused
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
+}
+
+// Out of the count, the order and its address's count, once: at the first
+// close, or at destruction for a session closed another way.
+void Session::leave() {
+    if (!counted_) return;
+    counted_ = false;
+    shared_->order.remove(slot_);
+    shared_->per_address.remove(address_);
+    --shared_->connections;
+}
+
+// Closed to make room for a newcomer at the cap (it is idle: ShedOrder).
+void Session::shed() {
+    ++shared_->counters.shed[static_cast<std::size_t>(slot_.cls)];
+    shared_->shed_log.log(LogLevel::kWarn, "http_connection_shed",
+                          {{"class", conn_class_name(slot_.cls)},
+                           {"remote", address_},
+                           {"max_connections", log_value(shared_->options.max_connections)}});
+    close();
 }
 
 void Session::close_if_past_deadline(Clock::time_point now) {
@@ -383,8 +423,10 @@ void Session::watch_for_close() {
 
 void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     pending_ = false;
+    if (counted_) shared_->order.idle(slot_);
     if (gone_) {
         if (written) written(false);
+        leave();
         stream_.detach();
         beast::error_code ignored;
         socket_.close(ignored);
@@ -483,11 +525,12 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         : acceptor(io), sweep_timer(io), retry_timer(io), shared(std::make_shared<Shared>()) {
         shared->options = std::move(options);
         shared->handler = std::move(handler);
+        shared->per_address = AddressCounts(shared->options.max_connections_per_address);
     }
 
     void accept() {
-        acceptor.async_accept([self = shared_from_this()](beast::error_code ec,
-                                                          tcp::socket socket) {
+        acceptor.async_accept(peer, [self = shared_from_this()](beast::error_code ec,
+                                                                tcp::socket socket) {
             if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
             if (ec) {
                 ++self->shared->accept_failures;
@@ -501,19 +544,45 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                     });
                     return;
                 }
-            } else if (self->shared->connections >= self->shared->options.max_connections) {
-                self->shared->accept_log.log(
-                    LogLevel::kWarn, "http_connection_refused",
-                    {{"reason", "connection cap reached"},
-                     {"max_connections", log_value(self->shared->options.max_connections)}});
-                beast::error_code ignored;
-                socket.close(ignored);
             } else {
-                socket.set_option(tcp::no_delay(true), ec);
-                std::make_shared<Session>(std::move(socket), self->shared)->start();
+                self->admit(std::move(socket));
             }
             self->accept();
         });
+    }
+
+    // A new connection from `peer`: within its address's limit, and within
+    // the cap or in the place of the connection that gives way
+    // (conn_ranks.h); else closed.
+    void admit(tcp::socket socket) {
+        Shared& sh = *shared;
+        std::string address = peer.address().to_string();
+        const char* refused = nullptr;
+        if (!sh.per_address.try_add(address)) {
+            ++sh.counters.refused_per_address;
+            refused = "per-address connection limit reached";
+        } else if (sh.connections >= sh.options.max_connections) {
+            if (const std::optional<Session*> victim = sh.order.victim()) {
+                (*victim)->shed();
+            } else {
+                sh.per_address.remove(address);
+                ++sh.counters.refused_busy;
+                refused = "connection cap reached, every connection busy";
+            }
+        }
+        if (refused != nullptr) {
+            sh.accept_log.log(LogLevel::kWarn, "http_connection_refused",
+                              {{"reason", refused},
+                               {"remote", address},
+                               {"max_connections", log_value(sh.options.max_connections)},
+                               {"max_connections_per_address", log_value(sh.options.max_connections_per_address)}});
+            beast::error_code ignored;
+            socket.close(ignored);
+            return;
+        }
+        beast::error_code ec;
+        socket.set_option(tcp::no_delay(true), ec);
+        std::make_shared<Session>(std::move(socket), shared, std::move(address))->start();
     }
 
     // Closes connections past their deadline, every kSweepPeriod.
@@ -528,6 +597,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     tcp::acceptor acceptor;
+    tcp::endpoint peer;  // the address of the connection being accepted
     asio::steady_timer sweep_timer;
     asio::steady_timer retry_timer;  // accept again after a failed accept
     std::shared_ptr<Shared> shared;
@@ -569,6 +639,10 @@ std::uint64_t HttpServer::accept_failures() const { return impl_->shared->accept
 
 std::size_t HttpServer::connections() const {
     return impl_->shared->connections;
+}
+
+const HttpServer::ConnectionCounters& HttpServer::connection_counters() const {
+    return impl_->shared->counters;
 }
 
 void HttpServer::set_tls(TlsContextPtr context, bool verify_client) {

@@ -3,8 +3,14 @@
 // Keep-alive; every request bounded (header and body limits; an oversized body
 // is answered 400 bad_request and the connection closed); a read timeout on
 // headers, bodies, idle keep-alive connections and responses the client does
-// not read (checked every 250 ms); at most max_connections at
-// once (more are closed at accept). One request per connection is handled at a
+// not read (checked every 250 ms). At most max_connections_per_address from
+// one source address (more are closed at accept) and max_connections at
+// once: a connection that arrives at the cap takes the place of the oldest
+// idle connection of the lowest class (net/conn_ranks.h; the handler raises
+// a connection's class through HttpExchange::raise_class), and is closed at
+// accept only when every open connection has a request being handled. Both
+// are counted (connection_counters) and logged, at most 20 lines a second
+// (http_connection_shed, http_connection_refused). One request per connection is handled at a
 // time; the handler may answer later (a waiting acquire) through the
 // HttpExchange it is given, and can ask whether the client has gone away
 // meanwhile (phantom-lock detection).
@@ -23,6 +29,7 @@
 // and HttpExchange methods are called and must be called on it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +37,7 @@
 #include <memory>
 #include <string>
 
+#include "net/conn_ranks.h"
 #include "net/tls.h"
 
 namespace boost::asio {
@@ -70,12 +78,17 @@ public:
     // not be written. The HttpHandler is never called from within respond()
     // (not even for a pipelined request already received): it is not re-entered.
     virtual void respond(HttpResponse response, std::function<void(bool ok)> written = {}) = 0;
+    // Ranks the connection for load shedding (net/conn_ranks.h): its class
+    // only goes up, for the connection's life. Call before respond(); no
+    // system call.
+    virtual void raise_class(ConnClass c) = 0;
 };
 
 struct HttpServerOptions {
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;
     std::size_t max_connections = 1024;
+    std::size_t max_connections_per_address = 512;  // 0 admits none
     std::size_t max_body_bytes = 64u << 10;
     std::size_t max_header_bytes = 8u << 10;
     std::chrono::milliseconds read_timeout{30000};
@@ -94,6 +107,14 @@ public:
     std::string start();
     void stop();
     std::size_t connections() const;
+    // Connections closed to make room (by the class of the one closed) or
+    // refused at accept.
+    struct ConnectionCounters {
+        std::array<std::uint64_t, kConnClasses> shed{};  // indexed by ConnClass
+        std::uint64_t refused_per_address = 0;           // its address had max_connections_per_address
+        std::uint64_t refused_busy = 0;                  // at the cap, every connection busy
+    };
+    const ConnectionCounters& connection_counters() const;
     // Accepts that failed; after one for want of descriptors or memory the
     // server waits kAcceptRetry (accept_retry.h) before accepting again.
     std::uint64_t accept_failures() const;

@@ -169,6 +169,7 @@ std::string Member::Impl::start() {
     raise_open_files();
     net::HttpServerOptions hopts;
     hopts.max_connections = options.max_connections;
+    hopts.max_connections_per_address = options.max_connections_per_address;
     const net::HostPort client_addr = net::parse_host_port(options.client_addr);  // validated
     hopts.host = client_addr.host;
     hopts.port = client_addr.port;

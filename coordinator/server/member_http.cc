@@ -136,6 +136,11 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     const Outstanding o = std::move(it->second);
     outstanding.erase(it);
     const ExchangePtr& ex = o.exchange;
+    // A connection answered a grant or a keepalive is a holder's: it gives
+    // way last when the client port is full (net/conn_ranks.h).
+    if (std::holds_alternative<member::Granted>(response) || std::holds_alternative<member::KeptAlive>(response)) {
+        ex->raise_class(net::ConnClass::kLease);
+    }
     if (auto* g = std::get_if<member::Granted>(&response)) {
         if (!proof_signer) {
             write_grant(id, ex, *g, std::string());
@@ -259,6 +264,7 @@ void Member::Impl::pass_gate(Call& call) {
             return;
         }
         call.caller = std::move(caller);
+        call.ex->raise_class(net::ConnClass::kAuthenticated);  // ranks it for shedding (net/conn_ranks.h)
     }
     if (match.route == nullptr) {  // 2
         if (match.path_known) {

@@ -208,6 +208,10 @@ std::string Member::Impl::metrics_text() const {
     const net::TransportStats ts = transport->stats();
     g.peer_frames_dropped = ts.dropped_queue_full + ts.dropped_unconnected;
     g.http_connections = http->connections();
+    const net::HttpServer::ConnectionCounters& hc = http->connection_counters();
+    g.http_shed = hc.shed;
+    g.http_refused_per_address = hc.refused_per_address;
+    g.http_refused_busy = hc.refused_busy;
     g.client_tls_failures = http->tls_handshake_failures();
     g.peer_tls_failures = ts.tls_refused;
     if (proof_signer) {

@@ -79,6 +79,21 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
            "pgfence_build_info{version=\"" PGFENCE_VERSION "\"} 1\n";
     metric(out, "pgfence_peer_frames_dropped_total", "counter", "Raft messages dropped by the transport (queue full or peer unreachable).", g.peer_frames_dropped);
     metric(out, "pgfence_http_connections", "gauge", "Open HTTP connections.", g.http_connections);
+    out += "# HELP pgfence_http_connections_shed_total HTTP connections closed to make room for a new one at "
+           "--max-connections, by the class of the one closed (anonymous < authenticated < lease).\n"
+           "# TYPE pgfence_http_connections_shed_total counter\n";
+    for (std::size_t i = 0; i < net::kConnClasses; ++i) {
+        out += "pgfence_http_connections_shed_total{class=\"";
+        out += net::conn_class_name(static_cast<net::ConnClass>(i));
+        out += "\"} " + std::to_string(g.http_shed[i]) + "\n";
+    }
+    out += "# HELP pgfence_http_connections_refused_total HTTP connections closed at accept: their address had "
+           "--max-connections-per-address (per_address), or the member had --max-connections, every one with "
+           "a request in progress (busy).\n"
+           "# TYPE pgfence_http_connections_refused_total counter\n";
+    out += "pgfence_http_connections_refused_total{reason=\"per_address\"} " +
+           std::to_string(g.http_refused_per_address) + "\n";
+    out += "pgfence_http_connections_refused_total{reason=\"busy\"} " + std::to_string(g.http_refused_busy) + "\n";
     out += "# HELP pgfence_auth_denied_total Requests refused by authentication (401) or authorization (403).\n"
            "# TYPE pgfence_auth_denied_total counter\n";
     out += "pgfence_auth_denied_total{status=\"401\"} " + std::to_string(unauthenticated) + "\n";

@@ -6,12 +6,14 @@
 // completions).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 
 #include "member/counters.h"
+#include "net/conn_ranks.h"
 
 namespace pgfence::server {
 
@@ -28,6 +30,12 @@ struct Gauges {  // sampled at render time
     std::uint64_t peers_reachable = 0;  // ... of them reachable (Member::Impl::peer_reachable)
     std::uint64_t peer_frames_dropped = 0;
     std::uint64_t http_connections = 0;
+    // Client connections closed to make room, by the class of the one
+    // closed (indexed by net::ConnClass), and refused at accept
+    // (net::HttpServer::ConnectionCounters).
+    std::array<std::uint64_t, net::kConnClasses> http_shed{};
+    std::uint64_t http_refused_per_address = 0;
+    std::uint64_t http_refused_busy = 0;
     std::uint64_t client_tls_failures = 0;  // TLS handshakes refused on the HTTP API
     std::uint64_t peer_tls_failures = 0;    // ... and on the peer port (or certificates not bound to the member)
     // Grant answers whose token proof was ready (signed while the grant

@@ -108,6 +108,13 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_connections = n;
         return {};
     }
+    if (name == "max-connections-per-address") {
+        if (!parse_u64(value, n) || n < 1 || n > kMaxConnectionsLimit) {
+            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(kMaxConnectionsLimit);
+        }
+        o.max_connections_per_address = n;
+        return {};
+    }
     if (name == "snapshot-chunk-bytes") {
         if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
             return "--" + name + ": '" + value + "' must be 1024..16777216";
@@ -363,10 +370,19 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          A member of a release before ExpireMany cannot apply one
                          and would keep the locks it expires: raise it only once
                          every member runs this release (docs/operations.md, Upgrades)
-  --max-connections N    open HTTP client connections at most; more are closed at accept
-                         (default 1024; 16..1000000). The member raises its open-files
-                         limit (RLIMIT_NOFILE) to N + 256 within the hard limit, and
-                         warns (open_files_limit) when the hard limit is lower
+  --max-connections N    open HTTP client connections at most (default 1024;
+                         16..1000000). A connection that arrives at the cap takes the
+                         place of the oldest idle one of the lowest class (anonymous <
+                         authenticated < answered a grant or keepalive); it is closed
+                         only when every open connection has a request in progress.
+                         The member raises its open-files limit (RLIMIT_NOFILE) to
+                         N + 256 within the hard limit, and warns (open_files_limit)
+                         when the hard limit is lower
+  --max-connections-per-address N
+                         open HTTP client connections from one source address at
+                         most; more are closed at accept (default 512; 1..1000000;
+                         above --max-connections it is --max-connections). Clients
+                         behind one NAT, proxy or pooler share one address
   --snapshot-chunk-bytes N
                          a snapshot larger than this goes to a lagging follower in
                          chunks of N bytes, at most 8 MiB (and at least one chunk)

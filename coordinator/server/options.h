@@ -66,7 +66,11 @@ struct Options {
     std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
     std::uint64_t max_expire_batch = 1;  // Expires per log entry (member::Config::max_expire_batch)
-    std::uint64_t max_connections = 1024;  // open HTTP client connections (more are closed at accept)
+    std::uint64_t max_connections = 1024;  // open HTTP client connections (at the cap, the lowest ranked gives way)
+    // Open HTTP client connections from one source address (more are closed
+    // at accept): half the default cap, so that no one address can hold the
+    // client port, and room for a NAT or a pooler in front of many clients.
+    std::uint64_t max_connections_per_address = 512;
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader
     // proposes Expire after lease_ms * (1 + rho) (member/lease.h).

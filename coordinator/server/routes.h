@@ -7,7 +7,10 @@
 // through these steps in order; the first that answers ends it:
 //   1. authenticate (401): with --auth-file, every request but one whose path
 //      only has routes that need nothing (Need::kNothing: /healthz,
-//      /v1/members/join). A path no route has is authenticated too.
+//      /v1/members/join). A path no route has is authenticated too. A
+//      request that authenticates raises its connection's class to
+//      authenticated; an answer of a grant or a keepalive (answer()) to lease
+//      (net/conn_ranks.h: which connection gives way at --max-connections).
 //   2. match (404 "no such endpoint: PATH", 405 "METHOD is not allowed on PATH").
 //   3. parse early (400), when the key decides authorization (kLockOnKey,
 //      kReadOnKey, with a caller to authorize) or the row says ParseAt::kFirst.

@@ -75,6 +75,9 @@ struct Server {
                                   std::lock_guard<std::mutex> g(seen->mutex);
                                   seen->big_written = ok;
                               });
+              } else if (req.target == "/lease") {
+                  ex->raise_class(ConnClass::kLease);
+                  ex->respond(HttpResponse{200, "lease", "text/plain", {}});
               } else if (req.target == "/hold") {
                   std::lock_guard<std::mutex> g(seen->mutex);
                   seen->held = std::move(ex);
@@ -126,10 +129,12 @@ struct Client {
 
     // receive_buffer > 0: a small SO_RCVBUF (set before connecting, so that
     // the window stays small), for a client that is slow to read.
-    explicit Client(int receive_buffer = 0) {
+    // from: the loopback address to connect from (127.0.0.0/8 is all local).
+    explicit Client(int receive_buffer = 0, const char* from = nullptr) {
         socket.open(tcp::v4());
         if (receive_buffer > 0)
             socket.set_option(asio::socket_base::receive_buffer_size(receive_buffer));
+        if (from != nullptr) socket.bind(tcp::endpoint(asio::ip::make_address(from), 0));
         socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), kPort));
         socket.set_option(tcp::no_delay(true));  // small writes go out as written
     }
@@ -502,6 +507,54 @@ BOOST_AUTO_TEST_CASE(a_connection_not_kept_alive_is_closed_after_its_answer) {
     BOOST_TEST(c.closed_by_server());  // the server's FIN (shutdown of its sending side)
     // ... and then the whole connection, though the client sends nothing more.
     BOOST_TEST(server.eventually([&] { return server.server.connections() == 0; }));
+}
+
+// The server's side of net/conn_ranks.h: at the cap the oldest idle
+// connection of the lowest class is closed for the newcomer, a connection
+// with a request being handled never; an address over its limit is refused.
+BOOST_AUTO_TEST_CASE(at_the_cap_the_lowest_ranked_idle_connection_gives_way) {
+    HttpServerOptions o = Server::options();
+    o.max_connections = 3;
+    o.max_connections_per_address = 2;
+    Server server(o);
+    Client holder(0, "127.0.0.2");
+    BOOST_TEST(holder.exchange("/lease", 11).body() == "lease");
+    Client busy(0, "127.0.0.3");
+    busy.send_raw("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    BOOST_REQUIRE(server.eventually([&] { return server.held() != nullptr; }));
+    Client pinger(0, "127.0.0.3");
+    BOOST_TEST(pinger.exchange("/healthz", 11).result_int() == 200u);
+    // A fourth address at the cap: the anonymous pinger, though it was
+    // answered last, gives way; the holder and the held request stay.
+    Client newcomer(0, "127.0.0.4");
+    BOOST_TEST(newcomer.exchange("/x", 11).result_int() == 200u);
+    BOOST_TEST(pinger.closed_by_server());
+    BOOST_TEST(holder.exchange("/again", 11).result_int() == 200u);  // now the youngest idle lease
+    Client second(0, "127.0.0.4");  // sheds the newcomer: the only idle anonymous one
+    BOOST_TEST(second.exchange("/x", 11).result_int() == 200u);
+    BOOST_TEST(newcomer.closed_by_server());
+    Client third(0, "127.0.0.3");  // 127.0.0.3 has the held request open: one more is allowed
+    BOOST_TEST(third.exchange("/x", 11).result_int() == 200u);
+    BOOST_TEST(second.closed_by_server());
+    Client over(0, "127.0.0.3");  // 127.0.0.3 has 2 open: refused at accept
+    BOOST_TEST(over.closed_by_server());
+    auto counters = server.on_loop([&] { return server.server.connection_counters(); });
+    BOOST_TEST(counters.shed[static_cast<std::size_t>(ConnClass::kAnonymous)] == 3u);
+    BOOST_TEST(counters.refused_per_address == 1u);
+    // Only lease and busy connections: the lease connection idle longest
+    // gives way, the held request never.
+    third.socket.close();
+    BOOST_REQUIRE(server.eventually([&] { return server.server.connections() == 2; }));
+    Client holder2(0, "127.0.0.5");
+    BOOST_TEST(holder2.exchange("/lease", 11).body() == "lease");
+    Client last(0, "127.0.0.6");
+    BOOST_TEST(last.exchange("/x", 11).result_int() == 200u);
+    BOOST_TEST(holder.closed_by_server());
+    counters = server.on_loop([&] { return server.server.connection_counters(); });
+    BOOST_TEST(counters.shed[static_cast<std::size_t>(ConnClass::kLease)] == 1u);
+    BOOST_TEST(counters.refused_busy == 0u);
+    server.held()->respond(HttpResponse{200, "done", "text/plain", {}});
+    BOOST_TEST(busy.read_response().body() == "done");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

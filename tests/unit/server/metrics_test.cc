@@ -19,7 +19,15 @@ BOOST_AUTO_TEST_CASE(render_contains_counters_gauges_and_cumulative_buckets) {
     Gauges g;
     g.is_leader = true;
     g.term = 4;
+    g.http_shed[static_cast<std::size_t>(pgfence::net::ConnClass::kAnonymous)] = 7;
+    g.http_shed[static_cast<std::size_t>(pgfence::net::ConnClass::kLease)] = 1;
+    g.http_refused_per_address = 5;
     const std::string text = m.render(c, g);
+    BOOST_TEST(text.find("pgfence_http_connections_shed_total{class=\"anonymous\"} 7\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_http_connections_shed_total{class=\"authenticated\"} 0\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_http_connections_shed_total{class=\"lease\"} 1\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_http_connections_refused_total{reason=\"per_address\"} 5\n") != std::string::npos);
+    BOOST_TEST(text.find("pgfence_http_connections_refused_total{reason=\"busy\"} 0\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_grants_total 3\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_expiries_total{existed=\"true\"} 1\n") != std::string::npos);
     BOOST_TEST(text.find("pgfence_is_leader 1\n") != std::string::npos);

@@ -229,6 +229,15 @@ BOOST_AUTO_TEST_CASE(max_connections_defaults_to_1024_and_takes_16_to_a_million)
                        {"15", "1000001", "-1", "lots", ""}, "16..1000000");
 }
 
+BOOST_AUTO_TEST_CASE(max_connections_per_address_defaults_to_512_and_takes_1_to_a_million) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.max_connections_per_address == 512u);
+    check_bounded_flag("--max-connections-per-address", "4096", &Options::max_connections_per_address, 4096,
+                       {"0", "1000001", "-1", "many", ""}, "1..1000000");
+    BOOST_TEST(usage().find("--max-connections-per-address") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_one_and_is_bounded_by_the_command) {
     BOOST_TEST(Options{}.max_expire_batch == 1u);  // no ExpireMany unless asked for (docs/operations.md, Upgrades)
     check_bounded_flag("--max-expire-batch", "1024", &Options::max_expire_batch, 1024,
