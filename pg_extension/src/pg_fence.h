@@ -71,6 +71,7 @@ extern int	fence_max_tracked;
 
 extern bool FenceSessionToken(int64 *token);
 extern bool FenceSessionSeq(int64 *seq);
+extern void FenceCheckProofOrigin(void);
 extern void FenceCheckToken(int64 token, const char *argname);
 extern void FenceCheckSeq(int64 seq, const char *argname);
 extern FenceMode FenceParseMode(const char *mode);
