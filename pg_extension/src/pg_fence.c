@@ -13,7 +13,8 @@
  *	  pg_fence.proof           the token proof of the session or transaction
  *	                           ('' = none; proof.h), same rules as the token
  *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
- *	  pg_fence.max_tracked     fence_stats capacity (exists only when preloaded)
+ *	  pg_fence.max_tracked     fence_stats capacity for relations, and
+ *	  pg_fence.max_tracked_resources  for resources (exist only when preloaded)
  *
  * Where a token, sequence or proof may come from: only the session itself
  * (SET, SET LOCAL, set_config, connection options).  Checked twice: by the
@@ -45,7 +46,7 @@
 
 PG_MODULE_MAGIC;
 
-/* Bounds of pg_fence.max_tracked */
+/* Bounds of pg_fence.max_tracked and pg_fence.max_tracked_resources */
 #define FENCE_MAX_TRACKED_DEFAULT	1000
 #define FENCE_MAX_TRACKED_MIN		16
 #define FENCE_MAX_TRACKED_MAX		100000
@@ -59,6 +60,7 @@ typedef struct FenceTokenSetting
 
 bool		fence_log_rejections = true;
 int			fence_max_tracked = FENCE_MAX_TRACKED_DEFAULT;
+int			fence_max_tracked_resources = FENCE_MAX_TRACKED_DEFAULT;
 
 static char *fence_token_string = NULL;
 static char *fence_seq_string = NULL;
@@ -301,9 +303,19 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		DefineCustomIntVariable("pg_fence.max_tracked",
-								"Maximum number of relations and resources tracked by fence_stats.",
+								"Maximum number of relations tracked by fence_stats, all databases together.",
 								"Exists only with shared_preload_libraries = 'pg_fence'.",
 								&fence_max_tracked,
+								FENCE_MAX_TRACKED_DEFAULT,
+								FENCE_MAX_TRACKED_MIN,
+								FENCE_MAX_TRACKED_MAX,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("pg_fence.max_tracked_resources",
+								"Maximum number of resources tracked by fence_stats, all databases together.",
+								"Exists only with shared_preload_libraries = 'pg_fence'.",
+								&fence_max_tracked_resources,
 								FENCE_MAX_TRACKED_DEFAULT,
 								FENCE_MAX_TRACKED_MIN,
 								FENCE_MAX_TRACKED_MAX,

@@ -68,6 +68,7 @@ typedef enum FencePath
 struct Trigger;
 extern bool fence_log_rejections;
 extern int	fence_max_tracked;
+extern int	fence_max_tracked_resources;
 
 extern bool FenceSessionToken(int64 *token);
 extern bool FenceSessionSeq(int64 *seq);
