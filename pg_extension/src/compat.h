@@ -14,6 +14,9 @@
  *	      and free()d.  (pg_fence.c, CheckTokenSetting)
  *	  16  pg_class_ownercheck() became object_ownercheck(RelationRelationId, ...).
  *	      (pg_fence.c, FenceCheckOwner)
+ *	  16  find_option() is exported; before 16 a variable is found by walking
+ *	      get_guc_variables() (whose signature changed in 16).  (pg_fence.c,
+ *	      the origin of pg_fence.token, .seq and .proof where they are used)
  *	  17  PGPROC's lxid moved into vxid.lxid.  (guard.c, the admitted row)
  */
 #ifndef PG_FENCE_COMPAT_H
@@ -25,6 +28,7 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 
 #if PG_VERSION_NUM < 150000
 #error "pg_fence supports PostgreSQL 15, 16, 17 and 18 (tested: 15, 17, 18); this server is older"
@@ -42,6 +46,28 @@ FenceGucMalloc(size_t size)
 	return guc_malloc(LOG, size);
 #else
 	return malloc(size);
+#endif
+}
+
+/* The GUC variable named name (defined, not a placeholder), or NULL */
+static inline struct config_generic *
+FenceFindGucVariable(const char *name)
+{
+#if PG_VERSION_NUM >= 160000
+	struct config_generic *gen = find_option(name, false, true, DEBUG1);
+
+	if (gen == NULL || (gen->flags & GUC_CUSTOM_PLACEHOLDER) != 0)
+		return NULL;
+	return gen;
+#else
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+
+	for (int i = 0; i < n; i++)
+		if (strcmp(vars[i]->name, name) == 0 &&
+			(vars[i]->flags & GUC_CUSTOM_PLACEHOLDER) == 0)
+			return vars[i];
+	return NULL;
 #endif
 }
 

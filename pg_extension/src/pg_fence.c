@@ -13,7 +13,18 @@
  *	  pg_fence.proof           the token proof of the session or transaction
  *	                           ('' = none; proof.h), same rules as the token
  *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
- *	  pg_fence.max_tracked     fence_stats capacity (exists only when preloaded)
+ *	  pg_fence.max_tracked     fence_stats capacity for relations, and
+ *	  pg_fence.max_tracked_resources  for resources (exist only when preloaded)
+ *
+ * Where a token, sequence or proof may come from: only the session itself
+ * (SET, SET LOCAL, set_config, connection options).  Checked twice: by the
+ * check hooks, whenever a value is set while the library is loaded (they see
+ * where it comes from, and PGC_S_TEST when CREATE FUNCTION or ALTER
+ * ROLE/DATABASE ... SET validates it), and where the value is used
+ * (FenceCheckSettingOrigin), because a value stored while the library was
+ * not loaded is never validated, and a function's SET clause is applied as
+ * an ordinary session value: only the variable's stack says it came from
+ * the function.
  */
 #include "postgres.h"
 
@@ -35,7 +46,7 @@
 
 PG_MODULE_MAGIC;
 
-/* Bounds of pg_fence.max_tracked */
+/* Bounds of pg_fence.max_tracked and pg_fence.max_tracked_resources */
 #define FENCE_MAX_TRACKED_DEFAULT	1000
 #define FENCE_MAX_TRACKED_MIN		16
 #define FENCE_MAX_TRACKED_MAX		100000
@@ -49,12 +60,18 @@ typedef struct FenceTokenSetting
 
 bool		fence_log_rejections = true;
 int			fence_max_tracked = FENCE_MAX_TRACKED_DEFAULT;
+int			fence_max_tracked_resources = FENCE_MAX_TRACKED_DEFAULT;
 
 static char *fence_token_string = NULL;
 static char *fence_seq_string = NULL;
 static char *fence_proof_string = NULL;
 static FenceTokenSetting fence_token = {false, 0};
 static FenceTokenSetting fence_seq = {false, 0};
+
+/* The variables of pg_fence.token, .seq and .proof, found after defining them */
+static struct config_generic *token_variable = NULL;
+static struct config_generic *seq_variable = NULL;
+static struct config_generic *proof_variable = NULL;
 
 void		_PG_init(void);
 
@@ -286,9 +303,19 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		DefineCustomIntVariable("pg_fence.max_tracked",
-								"Maximum number of relations and resources tracked by fence_stats.",
+								"Maximum number of relations tracked by fence_stats, all databases together.",
 								"Exists only with shared_preload_libraries = 'pg_fence'.",
 								&fence_max_tracked,
+								FENCE_MAX_TRACKED_DEFAULT,
+								FENCE_MAX_TRACKED_MIN,
+								FENCE_MAX_TRACKED_MAX,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("pg_fence.max_tracked_resources",
+								"Maximum number of resources tracked by fence_stats, all databases together.",
+								"Exists only with shared_preload_libraries = 'pg_fence'.",
+								&fence_max_tracked_resources,
 								FENCE_MAX_TRACKED_DEFAULT,
 								FENCE_MAX_TRACKED_MIN,
 								FENCE_MAX_TRACKED_MAX,
@@ -298,9 +325,78 @@ _PG_init(void)
 		FenceStatsInit();
 	}
 
+	token_variable = FenceFindGucVariable("pg_fence.token");
+	seq_variable = FenceFindGucVariable("pg_fence.seq");
+	proof_variable = FenceFindGucVariable("pg_fence.proof");
+	if (token_variable == NULL || seq_variable == NULL || proof_variable == NULL)
+		elog(ERROR, "pg_fence: settings pg_fence.token, .seq and .proof not found after defining them");
+
 	MarkGUCPrefixReserved("pg_fence");
 	FenceGuardInit();
 	FenceTrustedKeysInit();
+}
+
+/*
+ * Where a stored default came from, for the message that refuses it; NULL
+ * for the session's own sources (SET, SET LOCAL, set_config, a function's
+ * SET clause, connection options)
+ */
+static const char *
+DefaultSourceName(GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_ENV_VAR:
+			return "an environment variable of the server";
+		case PGC_S_FILE:
+			return "postgresql.conf or ALTER SYSTEM";
+		case PGC_S_ARGV:
+			return "the server's command line";
+		case PGC_S_GLOBAL:
+			return "ALTER ROLE ALL ... SET";
+		case PGC_S_DATABASE:
+			return "ALTER DATABASE ... SET";
+		case PGC_S_USER:
+			return "ALTER ROLE ... SET";
+		case PGC_S_DATABASE_USER:
+			return "ALTER ROLE ... IN DATABASE ... SET";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * Raise 22023 unless the current value of variable (pg_fence.<what>, set)
+ * is the session's own: not a server, database or role default (its
+ * source), and not a function's SET clause.  A SET clause is applied at
+ * function entry as GUC_ACTION_SAVE, which leaves a GUC_SAVE entry on top of
+ * the variable's stack for as long as that value is current: a SET at that
+ * level turns the entry into GUC_SET, and any other SET pushes a newer
+ * entry.  (A SET LOCAL in the body of such a function keeps the GUC_SAVE
+ * entry on top, so it is refused too.)
+ */
+static void
+CheckSettingOrigin(const struct config_generic *variable, const char *what,
+				   const char *example)
+{
+	const char *from = NULL;
+
+	if (variable->stack != NULL && variable->stack->state == GUC_SAVE)
+		from = "a function's SET clause";
+	else
+		from = DefaultSourceName(variable->source);
+	if (from == NULL)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("pg_fence.%s is set by %s", what, from),
+			 errdetail("A fencing %s belongs to one lock grant; it cannot be a "
+					   "default of the server, a database, a role or a function.",
+					   strcmp(what, "seq") == 0 ? "sequence number" :
+					   strcmp(what, "proof") == 0 ? "token proof" : "token"),
+			 errhint("Remove it there (ALTER ... RESET pg_fence.%s) and set it in the "
+					 "transaction that writes: SET LOCAL pg_fence.%s = %s.",
+					 what, what, example)));
 }
 
 /* The session token from pg_fence.token; false when none is set */
@@ -309,6 +405,7 @@ FenceSessionToken(int64 *token)
 {
 	if (!fence_token.is_set)
 		return false;
+	CheckSettingOrigin(token_variable, "token", "42");
 	*token = fence_token.token;
 	return true;
 }
@@ -319,8 +416,16 @@ FenceSessionSeq(int64 *seq)
 {
 	if (!fence_seq.is_set)
 		return false;
+	CheckSettingOrigin(seq_variable, "seq", "3");
 	*seq = fence_seq.token;
 	return true;
+}
+
+/* Raise 22023 unless pg_fence.proof (set) is the session's own */
+void
+FenceCheckProofOrigin(void)
+{
+	CheckSettingOrigin(proof_variable, "proof", "'<proof>'");
 }
 
 /* Raise 22023 unless seq is a valid (non-negative) sequence number */

@@ -68,9 +68,11 @@ typedef enum FencePath
 struct Trigger;
 extern bool fence_log_rejections;
 extern int	fence_max_tracked;
+extern int	fence_max_tracked_resources;
 
 extern bool FenceSessionToken(int64 *token);
 extern bool FenceSessionSeq(int64 *seq);
+extern void FenceCheckProofOrigin(void);
 extern void FenceCheckToken(int64 token, const char *argname);
 extern void FenceCheckSeq(int64 seq, const char *argname);
 extern FenceMode FenceParseMode(const char *mode);

@@ -184,6 +184,8 @@ FenceCurrentProof(void)
 {
 	if (proof_override != NULL)
 		return proof_override;
+	if (proof_setting[0] != '\0')
+		FenceCheckProofOrigin();
 	return proof_setting;
 }
 

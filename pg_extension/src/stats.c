@@ -17,10 +17,21 @@
  * the same reason an accepted write is counted even if its transaction
  * later aborts: "accepted" means "passed the fence check", not "committed".
  *
- * Locking: one LWLock guards the hash table (shared to find an entry and
- * update it, exclusive to add or remove entries); each entry has a spinlock
- * for its counters.  The table holds at most pg_fence.max_tracked entries;
- * once full, new relations/resources are not tracked (logged once).
+ * Room: relations and resources have separate shares of the table
+ * (pg_fence.max_tracked relations, pg_fence.max_tracked_resources
+ * resources, all databases together), so resources, which anyone with the
+ * documented fence_resources grants can name, never take a table's place.
+ * When a kind's share is full, a new entry of that kind evicts one of that
+ * kind that never rejected anything (no stale token, no refused proof: the
+ * first found); when there is none, the decision is not counted.  Either
+ * way fence_stats_dropped() counts it: entries evicted, and the decisions
+ * no row shows any more (those of evicted entries, and those not counted),
+ * so a stale rejection is never lost without a number saying so.  One LOG
+ * line per kind says when a decision was first dropped since the reset.
+ *
+ * Locking: one LWLock guards the hash table and the shares (shared to find
+ * an entry and update it, exclusive to add or remove entries); each entry
+ * has a spinlock for its counters, and the dropped counters have one.
  */
 #include "postgres.h"
 
@@ -40,6 +51,7 @@
 
 PG_FUNCTION_INFO_V1(fence_stats_entries);
 PG_FUNCTION_INFO_V1(fence_stats_reset);
+PG_FUNCTION_INFO_V1(fence_stats_dropped);
 
 /* Name of the LWLock tranche and of the shared structures */
 #define FENCE_STATS_NAME			"pg_fence"
@@ -73,11 +85,37 @@ typedef struct FenceStatsEntry
 	char		resource[FENCE_RESOURCE_MAXLEN + 1];	/* "" for relations */
 } FenceStatsEntry;
 
+/* The two kinds of entries, each with its share of the table */
+typedef enum StatsKind
+{
+	STATS_KIND_RELATION,
+	STATS_KIND_RESOURCE
+} StatsKind;
+
+#define STATS_KINDS					2
+
+/* Columns of fence_stats_dropped() */
+#define FENCE_STATS_DROPPED_COLUMNS	5
+
+/* One kind's share: its entries, and what it could not keep */
+typedef struct FenceStatsShare
+{
+	int			entries;		/* tracked entries of this kind (LWLock) */
+	bool		no_quiet;		/* a search found no entry to evict (LWLock) */
+	bool		drop_logged;	/* first drop logged since reset (LWLock) */
+	/* protected by FenceStatsState.mutex: */
+	int64		evicted;		/* entries evicted to make room */
+	int64		accepted;		/* accepted writes no row shows */
+	int64		rejected_stale; /* stale rejections not counted */
+	int64		rejected_proof; /* refused proofs not counted */
+} FenceStatsShare;
+
 /* Shared header */
 typedef struct FenceStatsState
 {
 	LWLock	   *lock;
-	bool		full_logged;	/* "table full" already logged since reset */
+	slock_t		mutex;			/* protects the shares' dropped counters */
+	FenceStatsShare shares[STATS_KINDS];
 } FenceStatsState;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -85,12 +123,26 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static FenceStatsState *stats_state = NULL;
 static HTAB *stats_hash = NULL;
 
+/* Entries of the whole table: both shares */
+static long
+StatsCapacity(void)
+{
+	return (long) fence_max_tracked + (long) fence_max_tracked_resources;
+}
+
+/* The most entries of kind the table keeps */
+static int
+ShareLimit(StatsKind kind)
+{
+	return kind == STATS_KIND_RELATION ? fence_max_tracked : fence_max_tracked_resources;
+}
+
 /* Bytes of shared memory the counters need */
 static Size
 StatsShmemSize(void)
 {
 	return add_size(MAXALIGN(sizeof(FenceStatsState)),
-					hash_estimate_size(fence_max_tracked, sizeof(FenceStatsEntry)));
+					hash_estimate_size(StatsCapacity(), sizeof(FenceStatsEntry)));
 }
 
 /* shmem_request_hook: reserve our memory and LWLock */
@@ -118,12 +170,13 @@ StatsShmemStartup(void)
 	if (!found)
 	{
 		stats_state->lock = &(GetNamedLWLockTranche(FENCE_STATS_NAME))->lock;
-		stats_state->full_logged = false;
+		SpinLockInit(&stats_state->mutex);
+		memset(stats_state->shares, 0, sizeof(stats_state->shares));
 	}
 	info.keysize = sizeof(FenceStatsKey);
 	info.entrysize = sizeof(FenceStatsEntry);
-	stats_hash = ShmemInitHash(FENCE_STATS_HASH_NAME, fence_max_tracked,
-							   fence_max_tracked, &info, HASH_ELEM | HASH_BLOBS);
+	stats_hash = ShmemInitHash(FENCE_STATS_HASH_NAME, StatsCapacity(),
+							   StatsCapacity(), &info, HASH_ELEM | HASH_BLOBS);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -162,30 +215,70 @@ MakeKey(FenceStatsKey *key, Oid relid, const char *resource)
 												 strlen(resource), 0);
 }
 
-/* Add an entry (exclusive lock held); NULL when the table is full */
-static FenceStatsEntry *
-CreateEntry(const FenceStatsKey *key, const char *resource)
+/* The kind of an entry */
+static StatsKind
+EntryKind(const FenceStatsEntry *entry)
 {
+	return OidIsValid(entry->key.relid) ? STATS_KIND_RELATION : STATS_KIND_RESOURCE;
+}
+
+/*
+ * Evict one entry of kind that never rejected anything (exclusive lock
+ * held, so no counter moves); false when there is none.  Its accepted
+ * writes move to the share's dropped counters.
+ */
+static bool
+EvictQuietEntry(StatsKind kind)
+{
+	FenceStatsShare *share = &stats_state->shares[kind];
+	HASH_SEQ_STATUS status;
+	FenceStatsEntry *entry;
+
+	if (share->no_quiet)
+		return false;
+	hash_seq_init(&status, stats_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		int64		accepted = entry->accepted;
+
+		if (EntryKind(entry) != kind || entry->rejected_stale != 0 ||
+			entry->rejected_proof != 0)
+			continue;
+		hash_seq_term(&status);
+		hash_search(stats_hash, &entry->key, HASH_REMOVE, NULL);
+		share->entries--;
+		SpinLockAcquire(&stats_state->mutex);
+		share->evicted++;
+		share->accepted += accepted;
+		SpinLockRelease(&stats_state->mutex);
+		return true;
+	}
+	/* entries never become quiet again: none until an entry is added or a reset */
+	share->no_quiet = true;
+	return false;
+}
+
+/*
+ * Add an entry of kind (exclusive lock held), evicting a quiet one of its
+ * kind when its share is full; NULL when there is no room
+ */
+static FenceStatsEntry *
+CreateEntry(const FenceStatsKey *key, const char *resource, StatsKind kind)
+{
+	FenceStatsShare *share = &stats_state->shares[kind];
 	FenceStatsEntry *entry;
 	bool		found;
 
 	entry = hash_search(stats_hash, key, HASH_FIND, NULL);
 	if (entry != NULL)
 		return entry;
-	if (hash_get_num_entries(stats_hash) >= fence_max_tracked)
-	{
-		if (!stats_state->full_logged)
-			ereport(LOG,
-					(errmsg("pg_fence: fence_stats is full (pg_fence.max_tracked = %d); "
-							"new relations and resources are not counted",
-							fence_max_tracked),
-					 errhint("Run fence_stats_reset() or raise pg_fence.max_tracked.")));
-		stats_state->full_logged = true;
+	if (share->entries >= ShareLimit(kind) && !EvictQuietEntry(kind))
 		return NULL;
-	}
 	entry = hash_search(stats_hash, key, HASH_ENTER_NULL, &found);
 	if (entry == NULL || found)
 		return entry;
+	share->entries++;
+	share->no_quiet = false;
 	SpinLockInit(&entry->mutex);
 	entry->accepted = 0;
 	entry->rejected_stale = 0;
@@ -229,6 +322,44 @@ CountInEntry(FenceStatsEntry *entry, int64 token, StatsDecision decision,
 	SpinLockRelease(&entry->mutex);
 }
 
+/*
+ * Count a decision no entry could take (lock held, shared or exclusive);
+ * the first of each kind since the reset is logged (only under the
+ * exclusive lock, which every full share leads to)
+ */
+static void
+CountDropped(StatsKind kind, StatsDecision decision, bool exclusive)
+{
+	FenceStatsShare *share = &stats_state->shares[kind];
+
+	SpinLockAcquire(&stats_state->mutex);
+	switch (decision)
+	{
+		case STATS_ACCEPTED:
+			share->accepted++;
+			break;
+		case STATS_REJECTED_STALE:
+			share->rejected_stale++;
+			break;
+		case STATS_REJECTED_PROOF:
+			share->rejected_proof++;
+			break;
+	}
+	SpinLockRelease(&stats_state->mutex);
+	if (!exclusive || share->drop_logged)
+		return;
+	share->drop_logged = true;
+	ereport(LOG,
+			(errmsg("pg_fence: fence_stats has no room for another %s "
+					"(pg_fence.%s = %d, every one has rejected something); "
+					"decisions are counted in fence_stats_dropped() only",
+					kind == STATS_KIND_RELATION ? "relation" : "resource",
+					kind == STATS_KIND_RELATION ? "max_tracked" : "max_tracked_resources",
+					ShareLimit(kind)),
+			 errhint("Run fence_stats_reset() or raise pg_fence.%s.",
+					 kind == STATS_KIND_RELATION ? "max_tracked" : "max_tracked_resources")));
+}
+
 /* Count one decision for a relation or resource; no-op without preload */
 static void
 CountDecision(Oid relid, const char *resource, int64 token, StatsDecision decision)
@@ -236,6 +367,8 @@ CountDecision(Oid relid, const char *resource, int64 token, StatsDecision decisi
 	FenceStatsKey key;
 	FenceStatsEntry *entry;
 	TimestampTz now = 0;
+	StatsKind	kind = OidIsValid(relid) ? STATS_KIND_RELATION : STATS_KIND_RESOURCE;
+	bool		exclusive = false;
 
 	if (stats_state == NULL || stats_hash == NULL)
 		return;
@@ -250,13 +383,16 @@ CountDecision(Oid relid, const char *resource, int64 token, StatsDecision decisi
 	{
 		LWLockRelease(stats_state->lock);
 		LWLockAcquire(stats_state->lock, LW_EXCLUSIVE);
-		entry = CreateEntry(&key, resource);
+		exclusive = true;
+		entry = CreateEntry(&key, resource, kind);
 	}
 	/* a 64-bit hash collision between two resource names: do not mix them */
 	if (entry != NULL && resource != NULL && strcmp(entry->resource, resource) != 0)
 		entry = NULL;
 	if (entry != NULL)
 		CountInEntry(entry, token, decision, now);
+	else
+		CountDropped(kind, decision, exclusive);
 	LWLockRelease(stats_state->lock);
 }
 
@@ -377,7 +513,42 @@ fence_stats_reset(PG_FUNCTION_ARGS)
 	hash_seq_init(&status, stats_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)
 		hash_search(stats_hash, &entry->key, HASH_REMOVE, NULL);
-	stats_state->full_logged = false;
+	SpinLockAcquire(&stats_state->mutex);
+	memset(stats_state->shares, 0, sizeof(stats_state->shares));
+	SpinLockRelease(&stats_state->mutex);
 	LWLockRelease(stats_state->lock);
+	PG_RETURN_VOID();
+}
+
+/*
+ * fence_stats_dropped(): per kind (relation, resource), all databases
+ * together: entries evicted to make room, and the decisions no row of
+ * fence_stats shows (accepted writes of evicted entries and of entries
+ * that found no room; stale rejections and refused proofs that found no
+ * room).  Zeros when nothing was dropped since start or reset.
+ */
+Datum
+fence_stats_dropped(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	FenceStatsShare shares[STATS_KINDS];
+
+	RequireStatsShmem();
+	InitMaterializedSRF(fcinfo, 0);
+	SpinLockAcquire(&stats_state->mutex);
+	memcpy(shares, stats_state->shares, sizeof(shares));
+	SpinLockRelease(&stats_state->mutex);
+	for (int kind = 0; kind < STATS_KINDS; kind++)
+	{
+		Datum		values[FENCE_STATS_DROPPED_COLUMNS];
+		bool		nulls[FENCE_STATS_DROPPED_COLUMNS] = {false};
+
+		values[0] = CStringGetTextDatum(kind == STATS_KIND_RELATION ? "relation" : "resource");
+		values[1] = Int64GetDatum(shares[kind].evicted);
+		values[2] = Int64GetDatum(shares[kind].accepted);
+		values[3] = Int64GetDatum(shares[kind].rejected_stale);
+		values[4] = Int64GetDatum(shares[kind].rejected_proof);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
 	PG_RETURN_VOID();
 }

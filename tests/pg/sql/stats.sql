@@ -1,7 +1,8 @@
 -- stats: fence_stats counts accepted and stale writes per relation and
 -- resource in shared memory; rejections survive the rollback they cause;
 -- fence_stats_reset; the LOG line of pg_fence.log_rejections; the
--- pg_fence.max_tracked bound (any setting; scripts/pg-test.sh runs it with 16).
+-- pg_fence.max_tracked_resources bound (any setting; scripts/pg-test.sh runs
+-- it with 16; stats_flood floods it).
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pg_fence;
 DROP ROLE IF EXISTS regress_fence_stats;
@@ -92,18 +93,24 @@ SET pg_fence.log_rejections = off;
 \echo SQLSTATE :SQLSTATE
 RESET ROLE;
 
--- at most pg_fence.max_tracked entries; the rest are not counted (whatever
--- the server's setting: scripts/pg-test.sh runs it with 16)
-SELECT current_setting('pg_fence.max_tracked')::int AS max_tracked \gset
+-- at most pg_fence.max_tracked_resources resources (whatever the server's
+-- setting: scripts/pg-test.sh runs it with 16); each new one beyond evicts
+-- one that never rejected anything, and the dropped row counts the accepted
+-- writes evicted with them
+SELECT current_setting('pg_fence.max_tracked_resources')::int AS max_resources \gset
 SELECT fence_stats_reset();
-SELECT count(*) FILTER (WHERE fence_advance('st:many:' || i, 1)) = :max_tracked + 4 AS all_advanced
-  FROM generate_series(1, :max_tracked + 4) AS i;
-SELECT count(*) = :max_tracked AS tracked_max FROM fence_stats;
+SELECT count(*) FILTER (WHERE fence_advance('st:many:' || i, 1)) = :max_resources + 4 AS all_advanced
+  FROM generate_series(1, :max_resources + 4) AS i;
+SELECT count(*) FILTER (WHERE kind = 'resource') = :max_resources AS tracked_max,
+       sum(accepted) FILTER (WHERE kind = 'dropped') AS dropped_accepted
+  FROM fence_stats;
+SELECT * FROM fence_stats_dropped() ORDER BY kind;
 -- known entries keep counting
-SELECT fence_advance('st:many:1', 2);
-SELECT accepted FROM fence_stats WHERE resource = 'st:many:1';
+SELECT fence_advance('st:many:' || (:max_resources + 4), 2);
+SELECT accepted FROM fence_stats WHERE resource = 'st:many:' || (:max_resources + 4);
 SELECT fence_stats_reset();
 SELECT count(*) FROM fence_stats;
+SELECT * FROM fence_stats_dropped() ORDER BY kind;
 
 DELETE FROM fence_resources;
 DROP VIEW st_view;
