@@ -17,9 +17,10 @@ MODE=${1:?usage: peer_flood.sh tls|plain}
 FLOOD_PID=""
 on_exit() {
     local rc=$?
-    if [[ -n "$FLOOD_PID" ]]; then kill "$FLOOD_PID" 2>/dev/null || true; fi
+    set +e  # cleanup must run whatever happens here
+    if [[ -n "$FLOOD_PID" ]]; then kill "$FLOOD_PID" 2>/dev/null; fi
     (exit "$rc")
-    cleanup
+    cleanup  # reads $?: stops the cluster, keeps DIR on failure
 }
 trap on_exit EXIT
 
@@ -82,9 +83,10 @@ for ((i = 2; i <= N; i++)); do peer_ports+=",$((BASE + i))"; done
 python3 "$(dirname "$0")/peer_flood.py" --ports "$peer_ports" --sources 127.0.0.1,127.0.0.2 \
     --per 60 --seconds 150 --status "$DIR/flood.status" &
 FLOOD_PID=$!
-flood_open() { [[ -f "$DIR/flood.status" ]] && [[ "$(cut -d' ' -f1 "$DIR/flood.status")" =~ ^open=([0-9]+)$ ]] &&
-    ((BASH_REMATCH[1] >= 300)); }
-wait_until 15 "the flood holds 300 connections" flood_open
+# Every flood socket has connected once (the members close and it reopens them).
+flood_on() { [[ -f "$DIR/flood.status" ]] && [[ "$(cat "$DIR/flood.status")" =~ connects=([0-9]+) ]] &&
+    ((BASH_REMATCH[1] >= 360)); }
+wait_until 15 "the flood's 360 connections" flood_on
 flooded=$(restart_to_grant_ms)
 ms_or_fail "$flooded"
 flood_rate=$(grants_per_s)
