@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Holds connections to peer ports open without ever sending a byte (so a TLS
 handshake never starts, and a plaintext one never names a member), and opens
-each one again as soon as it is closed (at once when the other side closed
-it, after 200 ms when the port refused it).
+each one again as soon as it is closed: at once when the other side closed
+it, after 20 ms when the port refused it (so the flood is there as soon as a
+restarted member listens).
 
   peer_flood.py --ports P1,P2 --sources 127.0.0.1,127.0.0.2 --per 60 \
                 --seconds 120 --status FILE
@@ -41,12 +42,12 @@ def main():
             rc = s.connect_ex(("127.0.0.1", port))
         except OSError:
             s.close()
-            retry.append((time.monotonic() + 0.2, port, source))
+            retry.append((time.monotonic() + 0.02, port, source))
             return
         if rc not in (0, errno.EINPROGRESS):
             s.close()
             counts["refused"] += 1
-            retry.append((time.monotonic() + 0.2, port, source))
+            retry.append((time.monotonic() + 0.02, port, source))
             return
         sel.register(s, selectors.EVENT_WRITE, ("connecting", port, source))
 
@@ -80,7 +81,7 @@ def main():
                 if err != 0:
                     s.close()
                     counts["refused"] += 1
-                    retry.append((time.monotonic() + 0.2, port, source))
+                    retry.append((time.monotonic() + 0.02, port, source))
                     continue
                 counts["connects"] += 1
                 counts["open"] += 1
