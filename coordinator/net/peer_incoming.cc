@@ -35,7 +35,8 @@ Incoming::Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
     shared_->incoming.emplace(conn_, this);
     error_code ec;
     const tcp::endpoint from = socket_.remote_endpoint(ec);
-    remote_ = ec ? std::string("?") : from.address().to_string();
+    address_ = ec ? std::string("?") : from.address().to_string();
+    remote_ = ec ? address_ : address_ + ":" + std::to_string(from.port());
     if (shared_->tls_accept) {
         tls_ = true;
         error_code ignored;
@@ -52,7 +53,7 @@ Incoming::~Incoming() {
 }
 
 void Incoming::start() {
-    if (auto shed = shared_->slots.admit(conn_, remote_)) shared_->shed(*shed);
+    if (auto shed = shared_->slots.admit(conn_, address_)) shared_->shed(*shed);
     // A dialer that already sent something is no silent flood (one ioctl per
     // connection, none per frame).
     error_code ec;

@@ -190,7 +190,8 @@ private:
     std::optional<std::uint64_t> cert_id_;  // the member ID the dialer's certificate proves (TLS)
     std::shared_ptr<Shared> shared_;
     IncomingSlots::Conn conn_ = 0;  // this connection's number in shared_->slots and shared_->incoming
-    std::string remote_;            // the dialer's address (its pending place is per address)
+    std::string address_;           // the dialer's IP address (its pending place is per address)
+    std::string remote_;            // ... and port, as logged
     bool identified_ = false;       // out of the pending pool: frames up to kMaxFrameBytes, idle_timeout
     bool spoke_ = false;            // told the slots it sent something (pending only)
     // Bytes received and not yet handled: every complete frame in it is
