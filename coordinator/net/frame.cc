@@ -32,24 +32,37 @@ std::variant<std::size_t, FrameError> decode_frame_length(std::string_view prefi
     return len;
 }
 
-std::variant<Frame, FrameError> decode_frame_body(std::string_view body) {
-    if (body.size() < kFrameHeaderBytes || body.size() > kMaxFrameBytes) {
-        return FrameError{"frame body of " + std::to_string(body.size()) + " bytes is out of bounds"};
+std::variant<FrameHeader, FrameError> decode_frame_header(std::string_view header) {
+    if (header.size() != kFrameHeaderBytes) {
+        return FrameError{"frame header must be " + std::to_string(kFrameHeaderBytes) + " bytes, got " +
+                          std::to_string(header.size())};
     }
-    codec::Reader r(body);  // the header is in bounds: no read below can fail
+    codec::Reader r(header);  // the size is checked: no read below can fail
     const std::uint8_t version = r.u8("frame version");
     if (version != kFrameVersion) {
         return FrameError{"unsupported frame version " + std::to_string(version) + " (expected " +
                           std::to_string(kFrameVersion) + ")"};
     }
-    Frame f;
-    f.cluster_id = r.u64("cluster id");
+    FrameHeader h;
+    h.cluster_id = r.u64("cluster id");
     const std::uint8_t kind = r.u8("frame kind");
     if (kind < static_cast<std::uint8_t>(FrameKind::kMemberInfo) ||
         kind > static_cast<std::uint8_t>(FrameKind::kSeedInfo)) {
         return FrameError{"unknown frame kind " + std::to_string(kind)};
     }
-    f.kind = static_cast<FrameKind>(kind);
+    h.kind = static_cast<FrameKind>(kind);
+    return h;
+}
+
+std::variant<Frame, FrameError> decode_frame_body(std::string_view body) {
+    if (body.size() < kFrameHeaderBytes || body.size() > kMaxFrameBytes) {
+        return FrameError{"frame body of " + std::to_string(body.size()) + " bytes is out of bounds"};
+    }
+    auto header = decode_frame_header(body.substr(0, kFrameHeaderBytes));
+    if (auto* err = std::get_if<FrameError>(&header)) return std::move(*err);
+    Frame f;
+    f.cluster_id = std::get<FrameHeader>(header).cluster_id;
+    f.kind = std::get<FrameHeader>(header).kind;
     f.payload.assign(body.substr(kFrameHeaderBytes));
     return f;
 }

@@ -20,9 +20,23 @@ constexpr std::size_t kReadChunkBytes = 64u << 10;
 
 }  // namespace
 
+void Shared::shed(const IncomingSlots::Shed& shed) {
+    count(stats.shed[static_cast<std::size_t>(shed.reason)]);
+    auto it = incoming.find(shed.conn);
+    refused_log.log(LogLevel::kWarn, "peer_connection_shed",
+                    {{"remote", it == incoming.end() ? std::string() : it->second->remote()},
+                     {"reason", shed_reason_name(shed.reason)}});
+    if (it != incoming.end()) it->second->close_shed();
+}
+
 Incoming::Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
-    : socket_(std::move(socket)), timer_(socket_.get_executor()), shared_(std::move(shared)) {
-    ++shared_->incoming;
+    : socket_(std::move(socket)), timer_(socket_.get_executor()), shared_(std::move(shared)),
+      conn_(shared_->next_conn++) {
+    shared_->incoming.emplace(conn_, this);
+    error_code ec;
+    const tcp::endpoint from = socket_.remote_endpoint(ec);
+    address_ = ec ? std::string("?") : from.address().to_string();
+    remote_ = ec ? address_ : address_ + ":" + std::to_string(from.port());
     if (shared_->tls_accept) {
         tls_ = true;
         error_code ignored;
@@ -33,9 +47,18 @@ Incoming::Incoming(tcp::socket socket, std::shared_ptr<Shared> shared)
     }
 }
 
-Incoming::~Incoming() { --shared_->incoming; }
+Incoming::~Incoming() {
+    shared_->incoming.erase(conn_);
+    shared_->slots.remove(conn_);
+}
 
 void Incoming::start() {
+    if (auto shed = shared_->slots.admit(conn_, address_)) shared_->shed(*shed);
+    // A dialer that already sent something is no silent flood (one ioctl per
+    // connection, none per frame).
+    error_code ec;
+    if (socket_.available(ec) > 0 && !ec) mark_spoke();
+    close_after(shared_->options.pending_timeout);  // short: a pending place is for identifying
     if (!tls_) {
         read_more();
         return;
@@ -44,17 +67,47 @@ void Incoming::start() {
         close_quietly();
         return;
     }
-    close_after(kTlsHandshakeTimeout);  // short: a connection not yet authenticated holds a slot
     handshake();
 }
 
-// Closes the connection unless it is read from (or handshaken) within `limit`.
+// Closes the connection unless it is read from (or identified) within `limit`.
 void Incoming::close_after(std::chrono::milliseconds limit) {
     timer_.expires_after(limit);
     timer_.async_wait([weak = weak_from_this()](const error_code& ec) {
         if (ec) return;
-        if (auto self = weak.lock()) self->close_quietly();
+        if (auto self = weak.lock()) self->on_deadline();
     });
+}
+
+void Incoming::on_deadline() {
+    if (!identified_ && socket_.is_open()) {
+        shared_->shed(IncomingSlots::Shed{conn_, ShedReason::kPendingTimeout});  // closes it
+        return;
+    }
+    close_quietly();
+}
+
+void Incoming::mark_spoke() {
+    if (spoke_ || identified_) return;
+    spoke_ = true;
+    shared_->slots.spoke(conn_);
+}
+
+// Leaves the pending pool for a place of `member`'s; false if refused (closed).
+bool Incoming::identify(std::uint64_t member) {
+    const IncomingSlots::Identified id = shared_->slots.identify(conn_, member, shared_->dialed.count(member) != 0);
+    if (!id.admitted) {
+        if (id.shed) {
+            shared_->shed(*id.shed);  // closes this one
+        } else {
+            close_quietly();  // shed meanwhile
+        }
+        return false;
+    }
+    identified_ = true;
+    close_after(shared_->options.idle_timeout);  // the pending deadline no longer applies
+    if (id.shed) shared_->shed(*id.shed);
+    return true;
 }
 
 // Waits until the socket is ready for what the stream wants (kWantRead or
@@ -63,6 +116,7 @@ void Incoming::wait_then(Step step, void (Incoming::*then)()) {
     socket_.async_wait(step == Step::kWantWrite ? tcp::socket::wait_write : tcp::socket::wait_read,
                        [self = shared_from_this(), then](const error_code& ec) {
                            if (ec || self->shared_->stopped) return;
+                           if (!self->identified_) self->mark_spoke();
                            ((*self).*then)();
                        });
 }
@@ -76,7 +130,7 @@ void Incoming::handshake() {
     if (step != Step::kDone) {
         count(shared_->stats.tls_refused);
         shared_->refused_log.log(LogLevel::kWarn, "peer_tls_refused",
-                                 {{"remote", remote_address(socket_.native_handle())}, {"reason", stream_.error()}});
+                                 {{"remote", remote_}, {"reason", stream_.error()}});
         close_quietly();
         return;
     }
@@ -86,6 +140,7 @@ void Incoming::handshake() {
         drop("peer certificate names no member ID (CN=ID or SAN URI:pgfence:member:ID)");
         return;
     }
+    if (!identify(*cert_id_)) return;
     read_more();
 }
 
@@ -98,7 +153,7 @@ void Incoming::read_more() {
     if (buf_.capacity() > 4 * kReadChunkBytes && buf_.size() + want <= 2 * kReadChunkBytes) {
         buf_.shrink_to_fit();
     }
-    close_after(shared_->options.idle_timeout);
+    if (identified_) close_after(shared_->options.idle_timeout);  // a pending one keeps its deadline
     read_some();
 }
 
@@ -114,7 +169,7 @@ void Incoming::read_some() {
         if (reads == kReadsPerTurn) {
             asio::post(socket_.get_executor(), [self = shared_from_this()] {
                 if (!self->socket_.is_open()) return;
-                self->close_after(self->shared_->options.idle_timeout);  // it is not idle
+                if (self->identified_) self->close_after(self->shared_->options.idle_timeout);  // it is not idle
                 self->read_some();
             });
             return;
@@ -154,6 +209,7 @@ bool Incoming::handle_buffered() {
             return false;
         }
         const std::size_t body_len = std::get<std::size_t>(len);  // checked against the limit
+        if (!identified_ && !check_first_frame(pending, body_len)) return false;
         if (pending.size() < kLengthPrefixBytes + body_len) {
             next_frame_bytes_ = kLengthPrefixBytes + body_len;
             return true;
@@ -166,6 +222,35 @@ bool Incoming::handle_buffered() {
         }
         if (!handle(std::get<Frame>(frame))) return false;
     }
+}
+
+// Before a plaintext connection is identified: its first frame is small and,
+// once its header is in, of this cluster (any, handshakes only) and a
+// MemberInfo; false if the connection was dropped.
+bool Incoming::check_first_frame(std::string_view pending, std::size_t body_len) {
+    if (body_len > kMaxFirstFrameBytes) {
+        drop("first frame of " + std::to_string(body_len) + " bytes is over " + std::to_string(kMaxFirstFrameBytes) +
+             " (a connection's first frame is its MemberInfo)");
+        return false;
+    }
+    if (pending.size() < kLengthPrefixBytes + kFrameHeaderBytes) return true;
+    auto header = decode_frame_header(pending.substr(kLengthPrefixBytes, kFrameHeaderBytes));
+    if (auto* err = std::get_if<FrameError>(&header)) {
+        drop(err->message);
+        return false;
+    }
+    const FrameHeader& h = std::get<FrameHeader>(header);
+    if (h.kind != FrameKind::kMemberInfo) {
+        drop("first frame is of kind " + std::to_string(static_cast<int>(h.kind)) + ", not a MemberInfo (kind " +
+             std::to_string(static_cast<int>(FrameKind::kMemberInfo)) + ")");
+        return false;
+    }
+    if (!shared_->options.handshakes_only && h.cluster_id != shared_->options.cluster_id) {
+        drop("frame for cluster " + std::to_string(h.cluster_id) + ", this member is in cluster " +
+             std::to_string(shared_->options.cluster_id));
+        return false;
+    }
+    return true;
 }
 
 bool Incoming::handle(const Frame& f) {
@@ -206,7 +291,13 @@ bool Incoming::handle(const Frame& f) {
                  " over a certificate bound to member " + std::to_string(*cert_id_));
             return false;
         }
+        if (peer_id_ != 0 && std::get<MemberInfo>(info).id != peer_id_) {
+            drop("handshake from member " + std::to_string(std::get<MemberInfo>(info).id) +
+                 " on the connection of member " + std::to_string(peer_id_));
+            return false;
+        }
         peer_id_ = std::get<MemberInfo>(info).id;
+        if (!identified_ && !identify(peer_id_)) return false;
         shared_->on_info(std::get<MemberInfo>(info));
         // Handshakes only: the SeedInfo frame may follow; nothing else is read.
         if (!shared_->options.handshakes_only) shared_->heard.insert(peer_id_);
@@ -238,7 +329,7 @@ void Incoming::drop(const std::string& why) {
     count(shared_->stats.bad_frames);
     shared_->refused_log.log(LogLevel::kWarn, "peer_frame_refused",
                              {{"peer", log_value(cert_id_ ? *cert_id_ : peer_id_)},
-                              {"remote", remote_address(socket_.native_handle())},
+                              {"remote", remote_},
                               {"reason", why}});
     close_quietly();
 }

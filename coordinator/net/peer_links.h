@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 
 #include "log/log.h"
 #include "net/frame.h"
+#include "net/incoming_slots.h"
 #include "net/peer_transport.h"
 #include "net/stream.h"
 
@@ -30,7 +32,8 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
-// A TLS handshake on the peer port (either side) must finish within this.
+// A TLS handshake this member dials must finish within this (an incoming
+// one within TransportOptions::pending_timeout).
 constexpr std::chrono::seconds kTlsHandshakeTimeout{5};
 
 // Counters written by the event loop and, for outgoing frames, by any thread
@@ -43,9 +46,12 @@ struct Counters {
     std::atomic<std::uint64_t> bad_frames{0};
     std::atomic<std::uint64_t> connects{0};
     std::atomic<std::uint64_t> tls_refused{0};
+    std::atomic<std::uint64_t> shed[kShedReasons] = {};  // incoming connections closed to keep the bounds, by ShedReason
 };
 
 inline void count(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
+class Incoming;
 
 // What the transport and its connections share.
 struct Shared {
@@ -62,8 +68,18 @@ struct Shared {
     TlsContextPtr tls_accept;
     TlsContextPtr tls_dial;
     bool stopped = false;  // event loop only
-    std::size_t incoming = 0;  // open incoming connections
     log::Limiter refused_log{20};  // incoming connections refused (event loop only): anyone can cause them
+    // Incoming connections (event loop only): their places (incoming_slots.h),
+    // each open one by its number, the next number, and the members dialed
+    // now (the others are unknown to the slots).
+    IncomingSlots slots;
+    std::map<IncomingSlots::Conn, Incoming*> incoming;
+    IncomingSlots::Conn next_conn = 1;
+    std::set<std::uint64_t> dialed;
+
+    explicit Shared(const TransportOptions& o) : options(o), slots(o.incoming) {}
+    // Closes incoming connection `shed.conn` (if still open), counted and logged.
+    void shed(const IncomingSlots::Shed& shed);
 };
 
 // One outgoing connection: dial, handshake, write frames, redial.
@@ -130,11 +146,16 @@ private:
 
 // One incoming connection: read frames, hand them to the server.
 // Every byte is read through stream_ (net/stream.h), on the event loop only.
-// Under TLS the handshake comes first, within kTlsHandshakeTimeout: the
-// dialer must present a certificate signed by the peer CA and bound to a
-// member ID (member_id_of); from then on every frame must come from that ID
-// (its MemberInfo, and every raft message's `from`), or the connection is
-// dropped. A connection not read from within idle_timeout is closed.
+// It takes a pending place at start() (Shared::slots, incoming_slots.h) and
+// must be identified within options.pending_timeout or is closed. Under TLS
+// the handshake comes first: the dialer must present a certificate signed by
+// the peer CA and bound to a member ID (member_id_of), which identifies it;
+// from then on every frame must come from that ID (its MemberInfo, and every
+// raft message's `from`), or the connection is dropped. In plaintext its
+// first frame identifies it: at most kMaxFirstFrameBytes, checked (version,
+// cluster, kind MemberInfo) as soon as its header is in, before the rest is
+// read; only then may frames up to kMaxFrameBytes come. An identified
+// connection not read from within idle_timeout is closed.
 class Incoming : public std::enable_shared_from_this<Incoming> {
 public:
     Incoming(tcp::socket socket, std::shared_ptr<Shared> shared);
@@ -142,6 +163,9 @@ public:
     Incoming(const Incoming&) = delete;
     Incoming& operator=(const Incoming&) = delete;
     void start();
+    // Closed to keep the bounds (Shared::shed): counted and logged there.
+    void close_shed() { close_quietly(); }
+    const std::string& remote() const { return remote_; }
 
 private:
     void handshake();
@@ -150,6 +174,10 @@ private:
     void wait_then(Step step, void (Incoming::*then)());
     void close_after(std::chrono::milliseconds limit);
 
+    void on_deadline();
+    void mark_spoke();
+    bool identify(std::uint64_t member);
+    bool check_first_frame(std::string_view pending, std::size_t body_len);
     bool handle_buffered();
     bool handle(const Frame& f);
     void close_quietly();  // not a fault: nothing logged or counted
@@ -161,6 +189,11 @@ private:
     bool tls_ = false;  // accepted with a TLS context
     std::optional<std::uint64_t> cert_id_;  // the member ID the dialer's certificate proves (TLS)
     std::shared_ptr<Shared> shared_;
+    IncomingSlots::Conn conn_ = 0;  // this connection's number in shared_->slots and shared_->incoming
+    std::string address_;           // the dialer's IP address (its pending place is per address)
+    std::string remote_;            // ... and port, as logged
+    bool identified_ = false;       // out of the pending pool: frames up to kMaxFrameBytes, idle_timeout
+    bool spoke_ = false;            // told the slots it sent something (pending only)
     // Bytes received and not yet handled: every complete frame in it is
     // handled after each read, so a burst of frames costs one read. It holds
     // at most one frame (<= max frame size) plus kReadChunkBytes.

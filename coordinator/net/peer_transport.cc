@@ -42,12 +42,6 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
                     });
                     return;
                 }
-            } else if (const std::size_t cap = 4 * self->peer_count() + 16; self->shared->incoming >= cap) {
-                // Peers reconnect after failures, so allow a few per peer, but bound it.
-                self->shared->refused_log.log(LogLevel::kWarn, "peer_connection_refused",
-                                              {{"reason", "incoming cap reached"}, {"cap", log_value(cap)}});
-                error_code ignored;
-                socket.close(ignored);
             } else {
                 std::make_shared<Incoming>(std::move(socket), self->shared)->start();
             }
@@ -55,10 +49,6 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
         });
     }
 
-    std::size_t peer_count() const {
-        std::lock_guard<std::mutex> guard(peers_mutex);
-        return peers.size();
-    }
     std::shared_ptr<Outgoing> find(std::uint64_t id) const {
         std::lock_guard<std::mutex> guard(peers_mutex);
         auto it = peers.find(id);
@@ -85,8 +75,7 @@ struct PeerTransport::Impl : std::enable_shared_from_this<PeerTransport::Impl> {
 
 PeerTransport::PeerTransport(asio::io_context& io, TransportOptions options, MessageHandler on_message,
                              InfoHandler on_info) {
-    auto shared = std::make_shared<Shared>();
-    shared->options = std::move(options);
+    auto shared = std::make_shared<Shared>(options);
     shared->on_message = std::move(on_message);
     shared->on_info = std::move(on_info);
     impl_ = std::make_shared<Impl>(io, std::move(shared));
@@ -143,6 +132,8 @@ void PeerTransport::set_peers(const std::vector<PeerAddress>& peers) {
             impl.addresses.emplace(id, p);
             dialed.push_back(out);
         }
+        impl.shared->dialed.clear();
+        for (const auto& [id, out] : impl.peers) impl.shared->dialed.insert(id);
     }
     for (const auto& out : closed) out->close();
     if (impl.shared->stopped) return;
@@ -191,6 +182,7 @@ TransportStats PeerTransport::stats() const {
     t.bad_frames = get(c.bad_frames);
     t.connects = get(c.connects);
     t.tls_refused = get(c.tls_refused);
+    for (std::size_t r = 0; r < kShedReasons; ++r) t.shed[r] = get(c.shed[r]);
     return t;
 }
 

@@ -23,9 +23,16 @@
 // a running member ignores one.
 // Incoming: frames of another cluster, another version, over kMaxFrameBytes or
 // that fail to decode close the connection (logged, counted); idle incoming
-// connections are closed after idle_timeout; at most 4 x peers + 16 incoming
-// connections are open at once (peers: those dialed now; more are closed at
-// accept).
+// connections are closed after idle_timeout. A connection not yet identified
+// (TLS handshake in progress; plaintext before its first frame, a MemberInfo
+// of this cluster of at most kMaxFirstFrameBytes, named a member) waits in a
+// bounded pending pool (per source address too) for at most pending_timeout;
+// a full pool sheds its oldest silent connection to admit a new one; an
+// identified one has a place of its member's, which no pending one takes
+// (incoming_slots.h has the rules). So at most incoming.max_pending +
+// incoming.max_per_member x peers + incoming.max_unknown incoming
+// connections are open; each one shed is counted (stats().shed) and logged
+// (rate-limited).
 //
 // TLS (set_tls): always mutual. A dialed peer must present a certificate
 // signed by the peer CA and bound to the ID dialed (tls.h member_id_of); a
@@ -59,6 +66,7 @@
 #include <string>
 #include <vector>
 
+#include "net/incoming_slots.h"
 #include "net/member_info.h"
 #include "net/seed_info.h"
 #include "net/tls.h"
@@ -88,6 +96,8 @@ struct TransportOptions {
     std::chrono::milliseconds backoff_min{20};
     std::chrono::milliseconds backoff_max{1000};
     std::chrono::milliseconds idle_timeout{30000};
+    IncomingLimits incoming;                            // pending and identified places (incoming_slots.h)
+    std::chrono::milliseconds pending_timeout{1000};   // an incoming connection is identified within this
     // Sent after the handshake to each member not heard from since start()
     // (seed_info.h), when this member is the seed of its cluster; empty: never.
     std::string seed_info;  // encoded SeedInfo payload
@@ -105,6 +115,7 @@ struct TransportStats {
     std::uint64_t bad_frames = 0;
     std::uint64_t connects = 0;
     std::uint64_t tls_refused = 0;  // TLS handshakes failed or certificates not bound to the right member
+    std::uint64_t shed[kShedReasons] = {};  // incoming connections closed to keep the bounds, by ShedReason
 };
 
 class PeerTransport {

@@ -43,6 +43,7 @@ std::string ask_seed(const Options& o, std::uint64_t seed_id, std::chrono::milli
     t.listen_host = self->host;
     t.listen_port = self->port;
     t.handshakes_only = true;
+    set_incoming_limits(o, t);
     net::PeerTransport transport(io, t, [](raft::Message) {}, [](const net::MemberInfo&) {});
     transport.set_seed_handler([&](std::uint64_t cluster_id, const net::SeedInfo& info) {
         if (info.member_id != seed_id || cluster_id == 0) return;

@@ -161,6 +161,7 @@ std::string Member::Impl::start() {
     topts.listen_port = listen.port;
     topts.peers = peers_to_dial(true);
     topts.seed_info = seed_info_of(plan.identity, options.id);
+    set_incoming_limits(options, topts);
     transport = std::make_unique<net::PeerTransport>(
         io, topts, [this](raft::Message m) { on_peer_message(std::move(m)); },
         [this](const net::MemberInfo& info) { on_member_info(info); });

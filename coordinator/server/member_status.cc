@@ -214,6 +214,7 @@ std::string Member::Impl::metrics_text() const {
     g.http_refused_busy = hc.refused_busy;
     g.client_tls_failures = http->tls_handshake_failures();
     g.peer_tls_failures = ts.tls_refused;
+    for (std::size_t r = 0; r < net::kShedReasons; ++r) g.peer_connections_shed[r] = ts.shed[r];
     if (proof_signer) {
         const ProofSigner::Counts n = proof_signer->counts();
         g.proofs_ready = n.ready;

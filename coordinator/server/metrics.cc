@@ -102,6 +102,15 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
            "# TYPE pgfence_tls_handshake_failures_total counter\n";
     out += "pgfence_tls_handshake_failures_total{port=\"client\"} " + std::to_string(g.client_tls_failures) + "\n";
     out += "pgfence_tls_handshake_failures_total{port=\"peer\"} " + std::to_string(g.peer_tls_failures) + "\n";
+    out += "# HELP pgfence_peer_connections_shed_total Incoming peer connections closed to keep their bounds, by "
+           "reason: pending_full, address_full (a newer unidentified one needed the place), pending_timeout (not "
+           "identified in time), member_replaced (a newer one of the same member), unknown_full.\n"
+           "# TYPE pgfence_peer_connections_shed_total counter\n";
+    for (std::size_t r = 0; r < net::kShedReasons; ++r) {
+        out += std::string("pgfence_peer_connections_shed_total{reason=\"") +
+               net::shed_reason_name(static_cast<net::ShedReason>(r)) + "\"} " +
+               std::to_string(g.peer_connections_shed[r]) + "\n";
+    }
     metric(out, "pgfence_security_reloads_failed_total", "counter", "SIGHUP reloads of a certificate, key, auth file or token signing key that failed (the old one stays).", security_reloads_failed);
     out += "# HELP pgfence_token_proofs_total Token proofs handed to grant answers (--token-signing-key-file), by when they were signed: while the grant committed (ready, or waited for), or after (an answer whose client left is counted too).\n"
            "# TYPE pgfence_token_proofs_total counter\n";

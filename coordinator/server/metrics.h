@@ -14,6 +14,7 @@
 
 #include "member/counters.h"
 #include "net/conn_ranks.h"
+#include "net/incoming_slots.h"
 
 namespace pgfence::server {
 
@@ -38,6 +39,7 @@ struct Gauges {  // sampled at render time
     std::uint64_t http_refused_busy = 0;
     std::uint64_t client_tls_failures = 0;  // TLS handshakes refused on the HTTP API
     std::uint64_t peer_tls_failures = 0;    // ... and on the peer port (or certificates not bound to the member)
+    std::uint64_t peer_connections_shed[net::kShedReasons] = {};  // by net::ShedReason
     // Grant answers whose token proof was ready (signed while the grant
     // committed), waited for its batch's signing, or was signed after it
     // (server/proof_signer.h).

@@ -8,6 +8,7 @@
 #include "member/addresses.h"
 #include "member/core.h"
 #include "net/host_port.h"
+#include "net/peer_transport.h"
 
 namespace pgfence::server {
 
@@ -137,6 +138,18 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "peer-cert-file") { o.peer_cert_file = value; return {}; }
     if (name == "peer-key-file") { o.peer_key_file = value; return {}; }
     if (name == "peer-trusted-ca-file") { o.peer_trusted_ca_file = value; return {}; }
+    auto within = [&](std::uint64_t& dst, std::uint64_t lo, std::uint64_t hi) -> std::string {
+        if (!parse_u64(value, n) || n < lo || n > hi) {
+            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." + std::to_string(hi);
+        }
+        dst = n;
+        return {};
+    };
+    if (name == "peer-max-pending") return within(o.peer_max_pending, 1, 65536);
+    if (name == "peer-max-pending-per-address") return within(o.peer_max_pending_per_address, 1, 65536);
+    if (name == "peer-pending-timeout-ms") return within(o.peer_pending_timeout_ms, 50, 60000);
+    if (name == "peer-max-connections-per-member") return within(o.peer_max_connections_per_member, 1, 64);
+    if (name == "peer-max-unknown-connections") return within(o.peer_max_unknown_connections, 1, 65536);
     if (name == "auth-file") { o.auth_file = value; return {}; }
     if (name == "token-signing-key-file") { o.token_signing_key_file = value; return {}; }
     return "unknown flag --" + name + " (see --help)";
@@ -268,6 +281,14 @@ std::string validate_options(Options& o) {
                "reach a plaintext peer port can speak for the leader and redirect clients anywhere";
     }
     return {};
+}
+
+void set_incoming_limits(const Options& o, net::TransportOptions& t) {
+    t.incoming.max_pending = o.peer_max_pending;
+    t.incoming.max_pending_per_address = o.peer_max_pending_per_address;
+    t.incoming.max_per_member = o.peer_max_connections_per_member;
+    t.incoming.max_unknown = o.peer_max_unknown_connections;
+    t.pending_timeout = std::chrono::milliseconds(o.peer_pending_timeout_ms);
 }
 
 std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers, const std::string& token) {
@@ -410,6 +431,24 @@ TLS and authorization (docs/security.md; flags named as etcd's):
                          A member's certificate names its ID: CN=ID (decimal) or
                          the SAN URI:pgfence:member:ID; frames whose sender is not
                          that ID are dropped.
+  --peer-max-pending N   incoming peer connections not yet identified (TLS handshake
+                         in progress, or plaintext before a first frame naming a
+                         member of this cluster) at most; a new one past it closes
+                         the oldest silent one (default 64; 1..65536)
+  --peer-max-pending-per-address N
+                         ... of them from one source address; a new one past it
+                         closes that address's oldest silent one (default 16)
+  --peer-pending-timeout-ms MS
+                         an incoming peer connection is identified within MS or
+                         closed (default 1000; 50..60000)
+  --peer-max-connections-per-member N
+                         identified connections of one member at most (pending
+                         ones never take them); a new one closes its oldest
+                         (default 4; 1..64)
+  --peer-max-unknown-connections N
+                         identified connections of members not in the
+                         configuration (a member being added; the seed, to a
+                         member waiting for it), all together (default 16; 1..65536)
   --auth-file F          users, roles and grants (read:PREFIX, lock:PREFIX,
                          admin); with it everything not granted is denied (401
                          without credentials, 403 without permission). Bearer

@@ -11,6 +11,10 @@
 
 #include "member/lease.h"
 
+namespace pgfence::net {
+struct TransportOptions;
+}  // namespace pgfence::net
+
 namespace pgfence::server {
 
 struct PeerSpec {
@@ -86,6 +90,14 @@ struct Options {
     std::string peer_cert_file;
     std::string peer_key_file;
     std::string peer_trusted_ca_file;
+    // Incoming peer connections (net/incoming_slots.h): places for those not
+    // yet identified, from one source address among them, how long one may
+    // stay so, places per member, and for members not in the configuration.
+    std::uint64_t peer_max_pending = 64;
+    std::uint64_t peer_max_pending_per_address = 16;
+    std::uint64_t peer_pending_timeout_ms = 1000;
+    std::uint64_t peer_max_connections_per_member = 4;
+    std::uint64_t peer_max_unknown_connections = 16;
     std::string auth_file;  // users, roles and grants (auth/policy.h); empty: no authorization
     // Ed25519 private key (PEM) that signs a proof into every grant
     // (net/token_signer.h); the same file on every member. Empty: no proofs.
@@ -109,6 +121,8 @@ std::string parse_options(int argc, char** argv, Options& out);
 // Cross-field checks (peer list contains --id, lease bounds, ...).
 std::string validate_options(Options& opts);
 std::string usage();
+// Copies the --peer-max-* and --peer-pending-timeout-ms flags into `t`.
+void set_incoming_limits(const Options& o, net::TransportOptions& t);
 
 // FNV-1a 64 over the sorted "id=host:port" list, then the token when there
 // is one: every member given the same --peers and --initial-cluster-token

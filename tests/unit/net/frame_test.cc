@@ -39,6 +39,21 @@ BOOST_AUTO_TEST_CASE(wrong_version_and_unknown_kind_are_refused) {
     BOOST_TEST(std::get<FrameError>(decode_frame_body(f)).message.find("kind 42") != std::string::npos);
 }
 
+// The header alone (what a connection's first frame is judged by before its
+// body is read) decodes as the whole frame's does.
+BOOST_AUTO_TEST_CASE(the_header_alone_gives_cluster_and_kind_and_is_refused_as_the_body_is) {
+    std::string h = encode_frame(77, FrameKind::kMemberInfo, std::string(100, 'p')).substr(kLengthPrefixBytes, kFrameHeaderBytes);
+    auto ok = decode_frame_header(h);
+    BOOST_REQUIRE(std::holds_alternative<FrameHeader>(ok));
+    BOOST_TEST(std::get<FrameHeader>(ok).cluster_id == 77u);
+    BOOST_TEST((std::get<FrameHeader>(ok).kind == FrameKind::kMemberInfo));
+    BOOST_TEST(std::get<FrameError>(decode_frame_header(h.substr(1))).message.find("got 9") != std::string::npos);
+    h[9] = 0;
+    BOOST_TEST(std::get<FrameError>(decode_frame_header(h)).message.find("kind 0") != std::string::npos);
+    h[0] = 2;
+    BOOST_TEST(std::get<FrameError>(decode_frame_header(h)).message.find("version 2") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(seed_info_round_trips_and_rejects_garbage) {
     SeedInfo info;
     info.member_id = 1;

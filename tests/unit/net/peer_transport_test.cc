@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "net/frame.h"
+#include "net/incoming_slots.h"
 #include "net/member_info.h"
 #include "net/raft_codec.h"
 
@@ -290,6 +291,95 @@ BOOST_AUTO_TEST_CASE(incoming_frames_in_one_read_split_and_large_arrive_whole_an
     boost::system::error_code ec;
     peer.read_some(asio::buffer(&byte, 1), ec);
     BOOST_TEST((ec == asio::error::eof || ec == asio::error::connection_reset));
+    t.stop();
+}
+
+// What a dialer that has not named a member yet can make the transport hold:
+// its first frame is checked from its header and may announce at most
+// kMaxFirstFrameBytes, so a huge announced frame closes the connection
+// before any of its body is read (and no room is made for it).
+BOOST_AUTO_TEST_CASE(a_huge_first_frame_closes_the_connection_before_its_body_is_read) {
+    asio::io_context io;
+    TransportOptions o;
+    o.self_id = 1;
+    o.cluster_id = kCluster;
+    o.listen_port = kPort + 20;
+    std::vector<raft::Message> got;
+    PeerTransport t(io, o, [&](raft::Message m) { got.push_back(std::move(m)); }, [](const MemberInfo&) {});
+    BOOST_REQUIRE_EQUAL(t.start(MemberInfo{1, "127.0.0.1:1", 0, 1, 0, 0, 0}), "");
+    asio::io_context client_io;
+    std::uint64_t bad = 0;
+    // 64 MiB announced as this cluster's MemberInfo, as a raft frame, and as
+    // another cluster's: only the length prefix and the header are sent.
+    for (const auto& [cluster, kind] : {std::pair{kCluster, FrameKind::kMemberInfo}, std::pair{kCluster, FrameKind::kRaft},
+                                        std::pair{kCluster + 1, FrameKind::kMemberInfo}}) {
+        tcp::socket peer(client_io);
+        peer.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), o.listen_port));
+        std::string head = encode_frame(cluster, kind, "");
+        head[0] = head[1] = head[2] = 0;
+        head[3] = 4;  // length 64 MiB (little-endian 0x04000000)
+        BOOST_REQUIRE_EQUAL(decode_frame_length(std::string_view(head).substr(0, 4)).index(), 0u);
+        asio::write(peer, asio::buffer(head));
+        ++bad;
+        BOOST_REQUIRE(run_until(io, [&] { return t.stats().bad_frames == bad; }));
+        char byte = 0;
+        boost::system::error_code ec;
+        peer.read_some(asio::buffer(&byte, 1), ec);  // closed: no wait for the 64 MiB
+        BOOST_TEST((ec == asio::error::eof || ec == asio::error::connection_reset));
+    }
+    // Once a MemberInfo named a member, large frames are read as before.
+    tcp::socket peer(client_io);
+    peer.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), o.listen_port));
+    asio::write(peer, asio::buffer(encode_frame(kCluster, FrameKind::kMemberInfo,
+                                                encode_member_info(MemberInfo{2, "127.0.0.1:2", 0, 1, 0, 0, 0})) +
+                                   raft_frame(kCluster, 1'000'000, 1)));
+    BOOST_REQUIRE(run_until(io, [&] { return got.size() == 1; }));
+    BOOST_TEST(t.stats().bad_frames == bad);
+    t.stop();
+}
+
+// Silent connections (never a byte) fill the pending places of their address
+// and of the pool; each new one sheds the oldest silent one, and a member's
+// connection, which speaks at once, gets through and keeps its place; one
+// left pending past the deadline is closed.
+BOOST_AUTO_TEST_CASE(silent_connections_are_shed_and_a_member_still_gets_through) {
+    asio::io_context io;
+    TransportOptions o;
+    o.self_id = 1;
+    o.cluster_id = kCluster;
+    o.listen_port = kPort + 21;
+    o.incoming.max_pending = 4;
+    o.incoming.max_pending_per_address = 3;
+    o.pending_timeout = std::chrono::milliseconds(1000);
+    std::vector<raft::Message> got;
+    PeerTransport t(io, o, [&](raft::Message m) { got.push_back(std::move(m)); }, [](const MemberInfo&) {});
+    BOOST_REQUIRE_EQUAL(t.start(MemberInfo{1, "127.0.0.1:1", 0, 1, 0, 0, 0}), "");
+    const tcp::endpoint to(asio::ip::make_address("127.0.0.1"), o.listen_port);
+    asio::io_context client_io;
+    std::vector<tcp::socket> silent;
+    auto open_silent = [&](const char* from) {
+        silent.emplace_back(client_io);
+        silent.back().open(tcp::v4());
+        silent.back().bind(tcp::endpoint(asio::ip::make_address(from), 0));
+        silent.back().connect(to);
+    };
+    for (int i = 0; i < 3; ++i) open_silent("127.0.0.1");
+    for (int i = 0; i < 3; ++i) open_silent("127.0.0.2");
+    auto shed = [&](ShedReason r) { return t.stats().shed[static_cast<std::size_t>(r)]; };
+    BOOST_REQUIRE(run_until(io, [&] { return shed(ShedReason::kPendingFull) + shed(ShedReason::kAddressFull) == 2; }));
+    tcp::socket member(client_io);
+    member.connect(to);
+    asio::write(member, asio::buffer(encode_frame(kCluster, FrameKind::kMemberInfo,
+                                                  encode_member_info(MemberInfo{2, "127.0.0.1:2", 0, 1, 0, 0, 0})) +
+                                     raft_frame(kCluster, 10, 1)));
+    BOOST_REQUIRE(run_until(io, [&] { return got.size() == 1; }));
+    for (int i = 0; i < 6; ++i) open_silent(i % 2 ? "127.0.0.1" : "127.0.0.2");  // pending places only
+    BOOST_REQUIRE(run_until(io, [&] { return shed(ShedReason::kPendingFull) + shed(ShedReason::kAddressFull) == 8; }));
+    // The rest pass the deadline; the member's connection is not pending.
+    BOOST_REQUIRE(run_until(io, [&] { return shed(ShedReason::kPendingTimeout) == 4; }));
+    asio::write(member, asio::buffer(raft_frame(kCluster, 10, 2)));
+    BOOST_REQUIRE(run_until(io, [&] { return got.size() == 2; }));
+    BOOST_TEST(t.stats().bad_frames == 0u);
     t.stop();
 }
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "member/addresses.h"
+#include "net/peer_transport.h"
 #include "server/open_files.h"
 #include "server/options.h"
 
@@ -236,6 +237,27 @@ BOOST_AUTO_TEST_CASE(max_connections_per_address_defaults_to_512_and_takes_1_to_
     check_bounded_flag("--max-connections-per-address", "4096", &Options::max_connections_per_address, 4096,
                        {"0", "1000001", "-1", "many", ""}, "1..1000000");
     BOOST_TEST(usage().find("--max-connections-per-address") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(peer_connection_limits_have_defaults_bounds_and_reach_the_transport) {
+    check_bounded_flag("--peer-max-pending", "8", &Options::peer_max_pending, 8, {"0", "65537", "-1", ""}, "1..65536");
+    check_bounded_flag("--peer-max-pending-per-address", "2", &Options::peer_max_pending_per_address, 2,
+                       {"0", "65537", "x"}, "1..65536");
+    check_bounded_flag("--peer-pending-timeout-ms", "250", &Options::peer_pending_timeout_ms, 250,
+                       {"49", "60001", "1s"}, "50..60000");
+    check_bounded_flag("--peer-max-connections-per-member", "64", &Options::peer_max_connections_per_member, 64,
+                       {"0", "65"}, "1..64");
+    check_bounded_flag("--peer-max-unknown-connections", "1", &Options::peer_max_unknown_connections, 1,
+                       {"0", "65537"}, "1..65536");
+    Options o;
+    BOOST_TEST(parse(kBase, o) == "");
+    pgfence::net::TransportOptions t;
+    set_incoming_limits(o, t);
+    BOOST_TEST(t.incoming.max_pending == 64u);
+    BOOST_TEST(t.incoming.max_pending_per_address == 16u);
+    BOOST_TEST(t.incoming.max_per_member == 4u);
+    BOOST_TEST(t.incoming.max_unknown == 16u);
+    BOOST_TEST(t.pending_timeout.count() == 1000);
 }
 
 BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_one_and_is_bounded_by_the_command) {

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# peer_flood.sh tls|plain: a flood on the peer ports from anyone without a
+# certificate does not keep a restarting cluster from electing and granting.
+#
+# A 3-member cluster (mutual TLS on the peer port, or plaintext) is restarted
+# whole three times; the median time from the start of its members to the
+# first granted acquire is the normal figure. Then peer_flood.py holds
+# connections that never send a byte (never start TLS, never name a member)
+# on every peer port, 60 per port from each of 127.0.0.1 and 127.0.0.2
+# (360), opening each again as soon as it is closed; the cluster is restarted
+# whole during the flood, and its time to a granted acquire must be at most
+# 2 x the normal median. Prints both figures, and grants/s (one fencectl
+# acquire after another, for 3 s) without and during the flood.
+source "$(dirname "$0")/lib.sh"
+
+MODE=${1:?usage: peer_flood.sh tls|plain}
+FLOOD_PID=""
+on_exit() {
+    local rc=$?
+    set +e  # cleanup must run whatever happens here
+    if [[ -n "$FLOOD_PID" ]]; then kill "$FLOOD_PID" 2>/dev/null; fi
+    (exit "$rc")
+    cleanup  # reads $?: stops the cluster, keeps DIR on failure
+}
+trap on_exit EXIT
+
+case "$MODE" in
+    tls)
+        tls_cluster_start 3
+        FCTL=(--cacert "$TLS_DIR/ca.pem" --cert "$TLS_DIR/client-admin.pem" --key "$TLS_DIR/client-admin-key.pem")
+        ;;
+    plain)
+        cluster_start 3
+        FCTL=()
+        url() { echo "http://127.0.0.1:$(client_port "$1")$2"; }
+        ;;
+    *) fail "mode must be tls or plain, got '$MODE'" ;;
+esac
+wait_leader 20 >/dev/null || fail "no leader at start"
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+acquire_once() {  # a fresh key each time (leases outlive restarts; this runs in subshells)
+    "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 1s "${FCTL[@]}" \
+        acquire "flood/$MODE/${EPOCHREALTIME/./}" --lease 2s --wait 0s >/dev/null 2>&1
+}
+
+# Stops every member, starts them all again, and prints the milliseconds
+# from the start to the first granted acquire (fails after 60 s).
+restart_to_grant_ms() {
+    "$CLUSTER" stop "$DIR" >/dev/null 2>&1 || fail "cluster did not stop"
+    local t0 i deadline
+    t0=$(now_ms)
+    for ((i = 1; i <= N; i++)); do "$CLUSTER" restart "$DIR" "$i" >/dev/null 2>&1 || fail "member $i did not start"; done
+    deadline=$((SECONDS + 60))
+    until acquire_once; do
+        ((SECONDS < deadline)) || fail "no grant within 60 s of a full restart ($MODE)"
+        sleep 0.02
+    done
+    echo $(($(now_ms) - t0))
+}
+
+# Grants per second: one acquire after another for 3 s.
+grants_per_s() {
+    local n=0 end=$((SECONDS + 3)) t0 t1
+    t0=$(now_ms)
+    while ((SECONDS < end)); do acquire_once && n=$((n + 1)); done
+    t1=$(now_ms)
+    echo "$((n * 1000 / (t1 - t0)))"
+}
+
+normal=()
+ms_or_fail() { [[ "$1" =~ ^[0-9]+$ ]] || fail "a restart gave no figure ('$1')"; }
+for _ in 1 2 3; do
+    normal+=("$(restart_to_grant_ms)")
+    ms_or_fail "${normal[-1]}"
+done
+median=$(printf '%s\n' "${normal[@]}" | sort -n | sed -n 2p)
+normal_rate=$(grants_per_s)
+echo "normal: restart to first grant ${normal[*]} ms (median $median ms); $normal_rate grants/s"
+
+peer_ports=$((BASE + 1))
+for ((i = 2; i <= N; i++)); do peer_ports+=",$((BASE + i))"; done
+python3 "$(dirname "$0")/peer_flood.py" --ports "$peer_ports" --sources 127.0.0.1,127.0.0.2 \
+    --per 60 --seconds 150 --status "$DIR/flood.status" &
+FLOOD_PID=$!
+# Every flood socket has connected once (the members close and it reopens them).
+flood_on() { [[ -f "$DIR/flood.status" ]] && [[ "$(cat "$DIR/flood.status")" =~ connects=([0-9]+) ]] &&
+    ((BASH_REMATCH[1] >= 360)); }
+wait_until 15 "the flood's 360 connections" flood_on
+flooded=$(restart_to_grant_ms)
+ms_or_fail "$flooded"
+flood_rate=$(grants_per_s)
+echo "flood ($(cat "$DIR/flood.status")): restart to first grant $flooded ms; $flood_rate grants/s during the flood"
+bound=$((2 * median))
+((flooded <= bound)) || fail "under the flood the restarted cluster granted after $flooded ms, over 2 x the normal median ($bound ms)"
+for ((i = 1; i <= N; i++)); do
+    shed=$(metric "$i" 'pgfence_peer_connections_shed_total{reason="address_full"}')
+    [[ "$shed" =~ ^[0-9]+$ ]] && ((shed > 0)) || fail "member $i shed no flood connection (address_full '$shed'): the flood did not reach it"
+done
+pass "$MODE: under a flood of 360 silent peer connections a full restart granted after $flooded ms (normal median $median ms, bound $bound ms)"
