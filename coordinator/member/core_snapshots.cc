@@ -29,6 +29,7 @@ std::shared_ptr<raft::Snapshot> Core::applied_snapshot() const {
     snap->meta.index = table_.applied_index();
     snap->meta.term = applied_term_;
     snap->meta.config = raft_->configuration_at(snap->meta.index);
+    snap->meta.config_index = raft_->configuration_index_at(snap->meta.index);
     snap->data = table_.snapshot();
     return snap;
 }
@@ -41,7 +42,8 @@ void Core::maybe_snapshot() {
     // snapshot fits), and the percentage is at most kMaxSnapshotLogPct.
     if (applied_bytes_since_snapshot_ < table_.bytes() * config_.snapshot_log_pct / 100) return;
     applied_bytes_since_snapshot_ = 0;
-    building_ = raft::SnapshotMeta{applied, applied_term_, raft_->configuration_at(applied)};
+    building_ = raft::SnapshotMeta{applied, applied_term_, raft_->configuration_at(applied),
+                                   raft_->configuration_index_at(applied)};
     table_.begin_snapshot();
     continue_snapshot();
 }

@@ -19,7 +19,7 @@ constexpr std::uint8_t tag_of() {
     else if constexpr (std::is_same_v<T, VoteResponse>) return 2;
     else if constexpr (std::is_same_v<T, AppendRequest>) return 3;
     else if constexpr (std::is_same_v<T, AppendResponse>) return 4;
-    else if constexpr (std::is_same_v<T, SnapshotRequest>) return 9;  // or 5: see tag_of_body
+    else if constexpr (std::is_same_v<T, SnapshotRequest>) return 9;  // or 5, 10, 13: see tag_of_body
     else if constexpr (std::is_same_v<T, Heartbeat>) return 6;
     else if constexpr (std::is_same_v<T, HeartbeatResponse>) return 7;
     else if constexpr (std::is_same_v<T, SnapshotAck>) return 11;
@@ -64,23 +64,30 @@ std::uint8_t tag_of_body(const T&) {
 }
 bool whole(const SnapshotRequest& b) { return b.offset == 0 && b.done; }
 
-// A whole snapshot of a voters-only configuration goes as tag 5, which the
-// release before learners reads too; any other whole one as tag 9; a chunk
-// of a larger one as tag 10.
+// A snapshot whose configuration a log entry made (config_index > 0) goes
+// as tag 13, whole or a chunk. One of the first configuration goes as
+// before: whole, of voters without contexts, as tag 5, which the release
+// before learners reads too; any other whole one as tag 9; a chunk of a
+// larger one as tag 10.
+bool voters_only_whole(const SnapshotRequest& b) {
+    return whole(b) && b.snapshot.meta.config_index == 0 && b.snapshot.meta.config.voters_only();
+}
 std::uint8_t tag_of_body(const SnapshotRequest& b) {
+    if (b.snapshot.meta.config_index != 0) return 13;
     if (!whole(b)) return 10;
-    return b.snapshot.meta.config.voters_only() ? 5 : 9;
+    return voters_only_whole(b) ? 5 : 9;
 }
 
 void put_body(std::string& out, const SnapshotRequest& b) {
     const Snapshot& s = b.snapshot;
-    if (!whole(b)) {
+    if (!whole(b) || s.meta.config_index != 0) {
         codec::put_u64(out, b.offset);
         codec::put_u8(out, b.done ? 1 : 0);
     }
+    if (s.meta.config_index != 0) codec::put_u64(out, s.meta.config_index);
     codec::put_u64(out, s.meta.index);
     codec::put_u64(out, s.meta.term);
-    if (whole(b) && s.meta.config.voters_only()) {
+    if (voters_only_whole(b)) {
         codec::put_u32(out, static_cast<std::uint32_t>(s.meta.config.members.size()));
         for (const ConfigMember& m : s.meta.config.members) codec::put_u64(out, m.id);
     } else {
@@ -144,17 +151,33 @@ MessageBody get_append(codec::Reader& r) {
     return b;
 }
 
-// Tag 9, or with `voters_only` tag 5 (a member list without learners), or
-// with `chunk` tag 10 (offset and done first, then as tag 9).
-MessageBody get_snapshot(codec::Reader& r, bool voters_only, bool chunk = false) {
+enum class SnapshotTag { kWhole, kVotersOnly, kChunk, kIndexed };
+
+// Tag 9 (kWhole), 5 (kVotersOnly: a member list without learners), 10
+// (kChunk: offset and done first, then as tag 9) or 13 (kIndexed: offset,
+// done and the configuration's index first, then as tag 9).
+MessageBody get_snapshot(codec::Reader& r, SnapshotTag tag) {
     SnapshotRequest b;
-    if (chunk) {
+    if (tag == SnapshotTag::kChunk || tag == SnapshotTag::kIndexed) {
         b.offset = r.u64("snapshot chunk offset");
         b.done = get_bool(r, "snapshot chunk done");
-        if (r.ok() && b.offset == 0 && b.done) r.fail("a snapshot chunk that is the whole snapshot is sent as tag 5 or 9");
+        if (r.ok() && tag == SnapshotTag::kChunk && b.offset == 0 && b.done) {
+            r.fail("a snapshot chunk that is the whole snapshot is sent as tag 5 or 9");
+        }
+    }
+    if (tag == SnapshotTag::kIndexed) {
+        b.snapshot.meta.config_index = r.u64("snapshot configuration index");
+        if (r.ok() && b.snapshot.meta.config_index == 0) {
+            r.fail("a snapshot of the first configuration (configuration index 0) is sent as tag 5, 9 or 10");
+        }
     }
     b.snapshot.meta.index = r.u64("snapshot index");
     b.snapshot.meta.term = r.u64("snapshot term");
+    if (r.ok() && b.snapshot.meta.config_index > b.snapshot.meta.index) {
+        r.fail("snapshot configuration index " + std::to_string(b.snapshot.meta.config_index) +
+               " is beyond the snapshot index " + std::to_string(b.snapshot.meta.index));
+    }
+    const bool voters_only = tag == SnapshotTag::kVotersOnly;
     if (voters_only) {
         const std::uint32_t n = get_count(r, "member count", 8);
         if (n > kMaxMembers) r.fail("member count " + std::to_string(n) + " exceeds " + std::to_string(kMaxMembers));
@@ -199,7 +222,7 @@ MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
             b.hint_term = r.u64("hint_term");
             return b;
         }
-        case 5: return get_snapshot(r, true);
+        case 5: return get_snapshot(r, SnapshotTag::kVotersOnly);
         case 6: {
             Heartbeat b;
             b.commit = r.u64("heartbeat commit");
@@ -208,8 +231,9 @@ MessageBody get_body(codec::Reader& r, std::uint8_t tag) {
         }
         case 7: return HeartbeatResponse{r.u64("read_round")};
         case 8: return TimeoutNow{};
-        case 9: return get_snapshot(r, false);
-        case 10: return get_snapshot(r, false, true);
+        case 9: return get_snapshot(r, SnapshotTag::kWhole);
+        case 10: return get_snapshot(r, SnapshotTag::kChunk);
+        case 13: return get_snapshot(r, SnapshotTag::kIndexed);
         case 12: return Removed{};
         case 11: {
             SnapshotAck b;

@@ -13,6 +13,10 @@
 //   tag 9 SnapshotRequest  Snapshot (any other configuration)
 //   tag 10 SnapshotRequest [u64 offset][u8 done] Snapshot: one chunk of a larger
 //                          snapshot (its data bytes from offset; done on the last)
+//   tag 13 SnapshotRequest [u64 offset][u8 done][u64 config_index] Snapshot: a
+//                          snapshot (whole: offset 0, done) or a chunk of one whose
+//                          configuration a log entry made (0 < config_index <= index;
+//                          tags 5, 9 and 10 carry the first configuration, index 0)
 //   tag 11 SnapshotAck     [u64 index][u64 received][u8 rejected]
 //   tag 12 Removed         (empty)
 //   tag 6 Heartbeat        [u64 commit][u64 read_round]

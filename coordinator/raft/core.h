@@ -216,9 +216,13 @@ struct Raft::Impl {
     // membership.cc
     void restore_configs();  // from the snapshot (or Config::members) and the log
     void rebuild_configs_from(Index from);  // after the log changed at `from` and beyond
-    void reset_configs(Index index, const Configuration& config);  // a snapshot replaced the log
+    void reset_configs(const SnapshotMeta& meta);  // a snapshot replaced the log
+    Configuration first_config() const;            // Config::members with their contexts
     void compact_configs(Index index);
-    const Configuration& config_at(Index index) const;
+    const Configuration& config_at(Index index) const { return config_entry_at(index).config; }
+    const ConfigAt& config_entry_at(Index index) const;
+    // The configuration a snapshot carries, at the index of its entry.
+    ConfigAt config_of(const SnapshotMeta& meta) const;
     void sync_progress(Leader& l);  // the leader's Progress map follows the configuration
     ProposeResult propose_config(const ConfigChange& change);
     void tick_membership(Leader& l);

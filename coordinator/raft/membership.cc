@@ -42,13 +42,9 @@ Progress* Raft::Impl::progress_of(NodeId id) {
 void Raft::Impl::restore_configs() {
     configs.clear();
     if (!snapshot->empty() && !snapshot->meta.config.members.empty()) {
-        configs.push_back(ConfigAt{snapshot->meta.index, snapshot->meta.config});
+        configs.push_back(config_of(snapshot->meta));
     } else {
-        Configuration first = Configuration::of_voters(cfg.members);
-        for (ConfigMember& m : first.members) {
-            if (auto it = cfg.contexts.find(m.id); it != cfg.contexts.end()) m.context = it->second;
-        }
-        configs.push_back(ConfigAt{0, std::move(first)});
+        configs.push_back(ConfigAt{0, first_config()});
     }
     rebuild_configs_from(log.first_index());
 }
@@ -63,9 +59,9 @@ void Raft::Impl::rebuild_configs_from(Index from) {
     }
 }
 
-void Raft::Impl::reset_configs(Index index, const Configuration& config) {
+void Raft::Impl::reset_configs(const SnapshotMeta& meta) {
     configs.clear();
-    configs.push_back(ConfigAt{index, config});
+    configs.push_back(config_of(meta));
 }
 
 void Raft::Impl::compact_configs(Index index) {
@@ -76,12 +72,33 @@ void Raft::Impl::compact_configs(Index index) {
     configs.erase(configs.begin(), configs.begin() + static_cast<std::ptrdiff_t>(keep));
 }
 
-const Configuration& Raft::Impl::config_at(Index index) const {
+const ConfigAt& Raft::Impl::config_entry_at(Index index) const {
     const ConfigAt* found = &configs.front();
     for (const ConfigAt& c : configs) {
         if (c.index <= index) found = &c;
     }
-    return found->config;
+    return *found;
+}
+
+// A snapshot written or sent by a release that did not record the index
+// has config_index 0 whatever its configuration: taken as the first
+// configuration when it is that one (Config::members and contexts), else
+// as made at the snapshot's index (the latest it can have been made at).
+ConfigAt Raft::Impl::config_of(const SnapshotMeta& meta) const {
+    if (meta.config_index > meta.index) {
+        throw std::logic_error("Raft: snapshot at " + std::to_string(meta.index) + " has configuration index " +
+                               std::to_string(meta.config_index) + " beyond it");
+    }
+    if (meta.config_index != 0 || meta.config == first_config()) return ConfigAt{meta.config_index, meta.config};
+    return ConfigAt{meta.index, meta.config};
+}
+
+Configuration Raft::Impl::first_config() const {
+    Configuration first = Configuration::of_voters(cfg.members);
+    for (ConfigMember& m : first.members) {
+        if (auto it = cfg.contexts.find(m.id); it != cfg.contexts.end()) m.context = it->second;
+    }
+    return first;
 }
 
 void Raft::Impl::sync_progress(Leader& l) {

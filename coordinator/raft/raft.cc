@@ -339,6 +339,9 @@ bool Raft::told_removed() const { return impl_->told_removed; }
 Configuration Raft::configuration_at(Index index) const {
     return impl_->config_at(index);
 }
+Index Raft::configuration_index_at(Index index) const {
+    return impl_->config_entry_at(index).index;
+}
 bool Raft::read_index(std::uint64_t context) {
     return impl_->read_index(context);
 }

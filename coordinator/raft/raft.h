@@ -294,8 +294,10 @@ public:
     // stops it. It stays true.
     bool told_removed() const;
     // The configuration in force at `index` (for a snapshot taken there; at
-    // most the last index, at least the snapshot index).
+    // most the last index, at least the snapshot index), and the index of
+    // the entry that made it (SnapshotMeta::config_index).
     Configuration configuration_at(Index index) const;
+    Index configuration_index_at(Index index) const;
 
     // Asks the leader to confirm it is still leader (thesis §6.4). Returns
     // false at once if this member is not the leader, a leadership transfer is

@@ -34,7 +34,8 @@ std::optional<Term> Raft::Impl::compactable(Index index) const {
 void Raft::Impl::compact(Index index, std::string data, Index keep_entries) {
     const std::optional<Term> t = compactable(index);
     if (!t) return;
-    compact(std::make_shared<const Snapshot>(Snapshot{SnapshotMeta{index, *t, config_at(index)}, std::move(data)}),
+    const ConfigAt& c = config_entry_at(index);
+    compact(std::make_shared<const Snapshot>(Snapshot{SnapshotMeta{index, *t, c.config, c.index}, std::move(data)}),
             keep_entries);
 }
 
@@ -42,11 +43,13 @@ void Raft::Impl::compact(std::shared_ptr<const Snapshot> snap, Index keep_entrie
     const Index index = snap->meta.index;
     const std::optional<Term> t = compactable(index);
     if (!t) return;
-    if (snap->meta.term != *t || !(snap->meta.config == config_at(index))) {
+    const ConfigAt& c = config_entry_at(index);
+    if (snap->meta.term != *t || !(snap->meta.config == c.config) || snap->meta.config_index != c.index) {
         throw std::invalid_argument("Raft::compact: the snapshot at index " + std::to_string(index) +
-                                    " has term " + std::to_string(snap->meta.term) +
+                                    " has term " + std::to_string(snap->meta.term) + " or configuration index " +
+                                    std::to_string(snap->meta.config_index) +
                                     " or a configuration other than the log's there (term " + std::to_string(*t) +
-                                    ")");
+                                    ", configuration index " + std::to_string(c.index) + ")");
     }
     snapshot = std::move(snap);
     compact_configs(index);
@@ -184,7 +187,7 @@ void Raft::Impl::install_snapshot(const Message& m, Snapshot snap) {
         // Rule 7: discard the whole log and install the snapshot. The caller
         // persists it and restores the state machine from Ready::snapshot.
         log.restore_snapshot(meta.index, meta.term);
-        reset_configs(meta.index, meta.config);
+        reset_configs(meta);
         commit = meta.index;
         handed_commit = meta.index;  // the snapshot replaces applying entries up to it
         resp.match_index = meta.index;

@@ -106,11 +106,19 @@ inline constexpr std::uint64_t kMaxSnapshotBytes = 256u << 20;
 
 // Identifies the state a snapshot captures: everything up to and including
 // (index, term), and the configuration in force at that index (the last
-// one appended at or before it; it is committed, as the index is).
+// one appended at or before it; it is committed, as the index is) with the
+// index of the entry that made it: config_index <= index, 0 for the first
+// configuration (Config::members, which no entry holds). A member that
+// installs or restores the snapshot reports that index as its
+// configuration's, so every member reports the same one for a configuration.
+// One written or sent by a release that did not record it has 0: taken as
+// the first configuration when it is that one, else as made at `index`
+// (the latest it can have been made at).
 struct SnapshotMeta {
     Index index = 0;
     Term term = 0;
     Configuration config;
+    Index config_index = 0;
 
     bool operator==(const SnapshotMeta&) const = default;
 };

@@ -82,11 +82,16 @@ std::string encode_hard_state(const raft::HardState& hs) {
 }
 
 std::string encode_snapshot(const raft::Snapshot& snap) {
-    // Voters without contexts: version 1, which the release before learners reads too.
-    const bool v1 = snap.meta.config.voters_only();
-    std::string out = begin_file(kSnapshotMagic, v1 ? 1 : kSnapshotVersion);
+    // The oldest version that holds it: the first configuration (index 0)
+    // goes as version 1 when it is voters without contexts (the release
+    // before learners reads it too), else as version 2 (the release before
+    // configuration indexes reads it).
+    const bool v3 = snap.meta.config_index != 0;
+    const bool v1 = !v3 && snap.meta.config.voters_only();
+    std::string out = begin_file(kSnapshotMagic, v3 ? 3 : v1 ? 1 : 2);
     codec::put_u64(out, snap.meta.index);
     codec::put_u64(out, snap.meta.term);
+    if (v3) codec::put_u64(out, snap.meta.config_index);
     if (v1) {
         codec::put_u32(out, static_cast<std::uint32_t>(snap.meta.config.members.size()));
         for (const raft::ConfigMember& m : snap.meta.config.members) codec::put_u64(out, m.id);
@@ -146,6 +151,7 @@ raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path) 
     raft::Snapshot snap;
     snap.meta.index = in.u64();
     snap.meta.term = in.u64();
+    if (version >= 3) snap.meta.config_index = in.u64();
     if (version == 1) {  // voters only
         const std::uint32_t members = in.u32();
         if (!in.ok()) corrupt(path, 5 + in.offset(), "snapshot header cut short");
@@ -169,6 +175,10 @@ raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path) 
     }
     const std::string_view data = in.bytes(size);  // all that remains
     if (snap.meta.index == 0) corrupt(path, 5, "snapshot index 0");
+    if (snap.meta.config_index > snap.meta.index) {
+        corrupt(path, 5 + 16, "configuration index " + std::to_string(snap.meta.config_index) +
+                                  " is beyond the snapshot index " + std::to_string(snap.meta.index));
+    }
     snap.data = std::string(data);
     return snap;
 }

@@ -14,7 +14,7 @@ namespace pgfence::storage {
 
 inline constexpr std::uint8_t kMetaVersion = 1;          // hard state
 inline constexpr std::uint8_t kIdentityVersion = 3;      // with an origin; 2: with the first configuration; 1 (wal.h)
-inline constexpr std::uint8_t kSnapshotVersion = 2;      // learners or contexts; else version 1 (wal.h)
+inline constexpr std::uint8_t kSnapshotVersion = 3;      // a configuration index; else 2 or 1 (wal.h)
 inline constexpr std::uint32_t kIdentityMagic = 0x44494650;   // "PFID"
 inline constexpr std::uint32_t kHardStateMagic = 0x53484650;  // "PFHS"
 inline constexpr std::uint32_t kSnapshotMagic = 0x4E534650;   // "PFSN"

@@ -23,13 +23,21 @@
 //             version 2: version 3 without the origin
 //             version 1: u64 cluster_id, u64 member_id
 //   hardstate magic "PFHS"  version 1  body: u64 term, u64 vote, u64 commit
-//   snapshot  magic "PFSN"  version 2 (when the configuration has learners or
-//                           contexts, else version 1)  body: u64 index, u64 term,
-//                           u32 config_length, configuration (raft::encode_configuration:
-//                           voters, learners and their contexts, in force at index),
+//   snapshot  magic "PFSN"  version 3 (when the configuration was made by a log
+//                           entry, config_index > 0)  body: u64 index, u64 term,
+//                           u64 config_index (<= index: the entry that made the
+//                           configuration), u32 config_length, configuration
+//                           (raft::encode_configuration: voters, learners and
+//                           their contexts, in force at index),
 //                           u64 data_length, data  (max: Options)
-//             version 1: u64 index, u64 term, u32 n, n x u64 member
+//             version 2 (the first configuration, with learners or contexts):
+//                           version 3 without config_index
+//             version 1 (the first configuration, voters without contexts):
+//                           u64 index, u64 term, u32 n, n x u64 member
 //                           (n voters, no learners), u64 data_length, data
+//             Versions 1 and 2 read with config_index 0 (the first
+//             configuration; raft::SnapshotMeta says how the Raft core takes
+//             a file of a release that did not record the index).
 // All integers are little-endian. A bad metadata file is corruption (it is
 // never torn: the rename is atomic).
 //

@@ -97,6 +97,8 @@ private:
     std::string held_locks() const;
     // The configuration of the up member that leads the highest term (null: none leads).
     const raft::Configuration* leader_configuration() const;
+    const Member* leading_member() const;  // the up member that leads the highest term (null: none)
+    void check_configuration_index(const raft::Configuration& config) const;
     void trace(const std::string& line) const;
     void finish_result();
     void add_counters(const member::Counters& c);
@@ -802,6 +804,7 @@ bool Cluster::liveness_done() {
                 everywhere = everywhere && m.up() && m.table().applied_index() >= marker_index_;
             }
             if (everywhere) {
+                check_configuration_index(*config);
                 final_config_ = *config;
                 result_.liveness_ticks = (now_us_ - liveness_start_us_) / slots_[0].tick_us;
                 return true;
@@ -868,14 +871,37 @@ std::string Cluster::held_locks() const {
     return out;
 }
 
-const raft::Configuration* Cluster::leader_configuration() const {
+const Member* Cluster::leading_member() const {
     const Member* best = nullptr;
     for (const auto& s : slots_) {
         const Member& m = *s.member;
         if (!m.up() || m.raft().role() != raft::Role::kLeader) continue;
         if (best == nullptr || m.raft().term() > best->raft().term()) best = &m;
     }
+    return best;
+}
+
+const raft::Configuration* Cluster::leader_configuration() const {
+    const Member* best = leading_member();
     return best != nullptr ? &best->raft().configuration() : nullptr;
+}
+
+// Every member of `config` (the leader's; each has applied the liveness
+// marker, so it holds every configuration entry before it) that has that
+// configuration in force reports the leader's index for it, whether it
+// holds the entry or learnt it from a snapshot (its own after a restart, or
+// an installed one). Consecutive configurations differ, so one that has not
+// the leader's newest entry has another configuration.
+void Cluster::check_configuration_index(const raft::Configuration& config) const {
+    const Member* leader = leading_member();
+    const raft::Index want = leader->raft().configuration_index();
+    for (const raft::ConfigMember& cm : config.members) {
+        const Member& m = *slots_[cm.id - 1].member;
+        if (!(m.raft().configuration() == config)) continue;
+        require(m.raft().configuration_index() == want, "member ", cm.id, " reports configuration index ",
+                m.raft().configuration_index(), " for the leader's configuration ", describe(config),
+                ", made by the entry at ", want, " (snapshot at ", m.raft().status().snapshot_index, ")");
+    }
 }
 
 }  // namespace

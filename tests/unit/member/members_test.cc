@@ -161,4 +161,28 @@ BOOST_AUTO_TEST_CASE(member_addresses_round_trip_and_refuse_malformed_contexts) 
     BOOST_TEST(decode_addresses(std::string(1, '\x02') + bytes.substr(1), back).find("version 2") != std::string::npos);
 }
 
+// The snapshots every member takes after a change carry the index of the
+// change's entry (what a member restoring or installing one reports as
+// config_index), not their own index; so does a backup.
+BOOST_AUTO_TEST_CASE(snapshots_after_a_change_carry_the_index_of_its_entry) {
+    Harness h(3, 50'000, /*snapshot_every=*/5, /*snapshot_log_pct=*/0);
+    const raft::NodeId l = h.elect();
+    const raft::NodeId n = h.join();
+    const Members added = as<Members>(h.answer(l, h.send(l, AddMember{n, "10.0.0.4:7004", "10.0.0.4:8004"})));
+    BOOST_REQUIRE(added.config_index > 0);
+    for (int i = 0; i < 20; ++i) {
+        BOOST_REQUIRE(std::holds_alternative<Granted>(*h.answer(l, h.send(l, Acquire{"k" + std::to_string(i), 60000, 0, ""}))));
+    }
+    h.advance(Harness::kTick * 2);
+    for (raft::NodeId id : {1, 2, 3, 4}) {
+        const raft::SnapshotMeta& meta = h.node(id).storage.snapshot().meta;
+        BOOST_TEST_MESSAGE("member " << id << ": snapshot at " << meta.index << ", configuration index "
+                                     << meta.config_index << ", the entry's " << added.config_index);
+        BOOST_TEST(meta.index > added.config_index);
+        BOOST_TEST(meta.config_index == added.config_index);
+    }
+    const Backup backup = as<Backup>(h.answer(l, h.send(l, TakeBackup{})));
+    BOOST_TEST(backup.snapshot->meta.config_index == added.config_index);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

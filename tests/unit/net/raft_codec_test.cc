@@ -32,7 +32,9 @@ std::vector<Message> sample_messages() {
             msg(SnapshotAck{100, 7, true}),
             msg(Heartbeat{42, 9}),
             msg(HeartbeatResponse{9}),
-            msg(TimeoutNow{})};
+            msg(TimeoutNow{}),
+            msg(SnapshotRequest{Snapshot{SnapshotMeta{100, 4, with_learner, 13}, "whole"}}),
+            msg(SnapshotRequest{Snapshot{SnapshotMeta{100, 4, Configuration::of_voters({1, 2}), 90}, "c"}, 7, false})};
 }
 
 }  // namespace
@@ -110,6 +112,27 @@ BOOST_AUTO_TEST_CASE(chunks_go_as_tag_10_and_a_whole_snapshot_never_does) {
     // A tag 10 whose offset is 0 and done is set would be a whole snapshot: refused.
     bytes[26 + 8] = 1;
     BOOST_TEST(std::holds_alternative<net::CodecError>(net::decode_message(bytes, 77)));
+}
+
+// A snapshot whose configuration a log entry made carries that entry's
+// index, whole or in chunks, as tag 13; one of the first configuration
+// (index 0) keeps tags 5, 9 and 10.
+BOOST_AUTO_TEST_CASE(a_snapshot_carries_its_configurations_index_as_tag_13) {
+    for (bool whole : {true, false}) {
+        Message m{77, 1, 2, 5,
+                  SnapshotRequest{Snapshot{SnapshotMeta{9, 2, Configuration::of_voters({1, 2}), 6}, "s"}, 0, whole}};
+        std::string bytes = net::encode_message(m);
+        BOOST_TEST(static_cast<int>(bytes[25]) == 13);
+        BOOST_TEST((std::get<Message>(net::decode_message(bytes, 77)) == m));
+        // offset(8) done(1), then the configuration index: 10, beyond the snapshot index 9.
+        bytes[26 + 9] = 10;
+        const auto beyond = net::decode_message(bytes, 77);
+        BOOST_REQUIRE(std::holds_alternative<net::CodecError>(beyond));
+        BOOST_TEST(std::get<net::CodecError>(beyond).message.find("configuration index 10 is beyond") !=
+                   std::string::npos);
+        bytes[26 + 9] = 0;  // 0 goes as tag 5, 9 or 10
+        BOOST_TEST(std::holds_alternative<net::CodecError>(net::decode_message(bytes, 77)));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(huge_entry_count_is_refused_before_allocating) {

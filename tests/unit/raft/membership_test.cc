@@ -65,6 +65,21 @@ void add_learner_4(Cluster& c) {
     c.tick_all(2);
 }
 
+// Each of `members` snapshots its applied state, as the member core does
+// (the configuration in force there and the index of its entry), and
+// compacts its whole log.
+void compact_all(Cluster& c, std::initializer_list<NodeId> members) {
+    for (NodeId id : members) {
+        const Index applied = c.raft(id).status().applied;
+        MemoryStorage& disk = c.member(id).storage;
+        const Term t = disk.entries(applied, applied + 1)[0].term;
+        disk.compact(Snapshot{SnapshotMeta{applied, t, c.raft(id).configuration_at(applied),
+                                           c.raft(id).configuration_index_at(applied)},
+                              "s"});
+        c.raft(id).compact(applied, "s", 0);
+    }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(membership)
@@ -372,6 +387,59 @@ BOOST_AUTO_TEST_CASE(configurations_survive_a_restart_and_travel_in_snapshots) {
     BOOST_TEST(c.raft(5).configuration().contains(4));
     BOOST_TEST(c.raft(5).configuration().contains(5));
     BOOST_TEST(c.member(5).restored.has_value());
+}
+
+// Every member reports the index of the entry that made the configuration
+// in force, whether it has that entry, restored a snapshot taken after it at
+// a restart, or installed one from the leader; the first configuration
+// (Config::members) is 0 on every member, from a snapshot too.
+BOOST_AUTO_TEST_CASE(every_member_reports_the_configurations_own_index_after_restarts_and_snapshots) {
+    {
+        Cluster c = three_with_leader();
+        c.isolate(3);
+        for (int i = 0; i < 3; ++i) c.raft(1).propose("first" + std::to_string(i));
+        c.deliver_all();
+        c.tick_all(1);
+        compact_all(c, {1, 2});
+        c.heal();
+        c.tick_all(3);
+        BOOST_REQUIRE(c.member(3).restored.has_value());  // 3 caught up by the snapshot
+        for (NodeId id : {1, 2, 3}) c.restart(id);
+        for (NodeId id : {1, 2, 3}) {
+            BOOST_TEST_MESSAGE("first configuration: member " << id << " config_index "
+                                                               << c.raft(id).configuration_index());
+            BOOST_TEST(c.raft(id).configuration_index() == 0u);
+        }
+    }
+    Cluster c = three_with_leader();
+    c.isolate(3);
+    add_learner_4(c);
+    const Index at = c.raft(1).configuration_index();
+    BOOST_REQUIRE(at > 0);
+    c.raft(1).propose("after");
+    c.deliver_all();
+    c.tick_all(1);
+    compact_all(c, {1, 2, 4});
+    for (NodeId id : {1, 2, 4}) {
+        BOOST_REQUIRE(c.member(id).storage.snapshot().meta.index > at);  // the entry itself is compacted away
+        c.restart(id);
+        BOOST_TEST_MESSAGE("restarted member " << id << ": config_index " << c.raft(id).configuration_index()
+                                               << ", the entry's " << at);
+        BOOST_TEST(c.raft(id).configuration_index() == at);
+    }
+    const NodeId l = new_leader(c);
+    c.tick_all(1);
+    c.heal();  // 3 is behind the change, and its entry is in no log: it gets the snapshot
+    c.tick_all(3);
+    BOOST_REQUIRE(c.member(3).restored.has_value());
+    BOOST_TEST(c.raft(3).configuration().contains(4));
+    BOOST_TEST_MESSAGE("member 3 installed the snapshot of " << l << ": config_index "
+                                                             << c.raft(3).configuration_index() << ", the entry's "
+                                                             << at);
+    BOOST_TEST(c.raft(3).configuration_index() == at);
+    c.restart(3);
+    BOOST_TEST(c.raft(3).configuration_index() == at);
+    BOOST_TEST(c.raft(3).status().config_index == at);
 }
 
 // Replacing a member: 3 is cut off while 4 joins, is

@@ -141,15 +141,50 @@ BOOST_AUTO_TEST_CASE(snapshot_files_keep_learners_and_contexts_and_version_1_fil
     BOOST_TEST((decode_snapshot(version_1_file({3, 1, 2}), "snapshot").meta.config ==
                 raft::Configuration::of_voters({1, 2, 3})));
     // A version from the future is refused, naming it.
-    std::string v3 = encode_snapshot(snap);
-    v3[4] = 3;
-    v3.resize(v3.size() - 4);
-    codec::put_u32(v3, crc32c(v3));
+    std::string v4 = encode_snapshot(snap);
+    v4[4] = 4;
+    v4.resize(v4.size() - 4);
+    codec::put_u32(v4, crc32c(v4));
     try {
-        decode_snapshot(v3, "dir/snapshot");
-        BOOST_FAIL("version 3 was accepted");
+        decode_snapshot(v4, "dir/snapshot");
+        BOOST_FAIL("version 4 was accepted");
     } catch (const StorageError& e) {
-        BOOST_TEST(std::string(e.what()).find("unsupported format version 3") != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("unsupported format version 4") != std::string::npos, e.what());
+    }
+}
+
+// A configuration made by a log entry is stored with that entry's index
+// (version 3), whatever its members; the first configuration (index 0)
+// keeps the versions 1 and 2 that releases before read, and those read
+// back with index 0.
+BOOST_AUTO_TEST_CASE(snapshot_files_keep_the_index_of_the_configurations_entry) {
+    raft::Snapshot removed = make_snapshot(170050, 9, "table");
+    removed.meta.config = raft::Configuration::of_voters({1, 2});  // 3 removed at 130034
+    removed.meta.config_index = 130034;
+    const std::string bytes = encode_snapshot(removed);
+    BOOST_TEST(static_cast<int>(bytes[4]) == 3);
+    const raft::Snapshot back = decode_snapshot(bytes, "snapshot");
+    BOOST_TEST(back.meta.config_index == 130034u);
+    BOOST_TEST((back == removed));
+    raft::Snapshot learners = removed;
+    learners.meta.config.members.push_back({4, false, "addresses"});
+    BOOST_TEST((decode_snapshot(encode_snapshot(learners), "snapshot") == learners));
+    raft::Snapshot first = make_snapshot(170050, 9, "table");
+    BOOST_TEST(static_cast<int>(encode_snapshot(first)[4]) == 1);
+    BOOST_TEST(decode_snapshot(encode_snapshot(first), "snapshot").meta.config_index == 0u);
+    first.meta.config.members[0].context = "addresses";
+    BOOST_TEST(static_cast<int>(encode_snapshot(first)[4]) == 2);
+    BOOST_TEST((decode_snapshot(encode_snapshot(first), "snapshot") == first));
+    // An index beyond the snapshot's is corruption, named.
+    raft::Snapshot beyond = removed;
+    beyond.meta.config_index = beyond.meta.index + 1;
+    try {
+        decode_snapshot(encode_snapshot(beyond), "dir/snapshot");
+        BOOST_FAIL("a configuration index beyond the snapshot was accepted");
+    } catch (const StorageError& e) {
+        BOOST_TEST(std::string(e.what()).find("configuration index 170051 is beyond the snapshot index 170050") !=
+                       std::string::npos,
+                   e.what());
     }
 }
 
