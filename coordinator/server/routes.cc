@@ -177,17 +177,20 @@ bool changes_state(const Route& route) { return route.method != "GET"; }
 
 namespace {
 
-// The media type of a Content-Type value: what precedes ';', without
-// surrounding spaces or tabs, in lower case.
-std::string media_type(std::string_view content_type) {
+// True when a Content-Type value's media type (what precedes ';', without
+// surrounding spaces or tabs) is application/json, in any case. No allocation:
+// it runs for every request that changes state.
+bool is_json(std::string_view content_type) {
     std::string_view t = content_type.substr(0, content_type.find(';'));
     while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
     while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-    std::string out(t);
-    for (char& c : out) {
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    constexpr std::string_view kJson = "application/json";
+    if (t.size() != kJson.size()) return false;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        const char c = t[i] >= 'A' && t[i] <= 'Z' ? static_cast<char>(t[i] - 'A' + 'a') : t[i];
+        if (c != kJson[i]) return false;
     }
-    return out;
+    return true;
 }
 
 // At most 200 bytes of a request's header value, for an error message.
@@ -201,7 +204,7 @@ std::string quoted(std::string_view value) {
 }  // namespace
 
 std::optional<Refusal> screen(const Route& route, const net::HttpRequest& req, const Options& options) {
-    const std::string what = std::string(route.method) + " " + std::string(route.path);
+    auto what = [&route] { return std::string(route.method) + " " + std::string(route.path); };
     if (req.origin) {
         const auto& allowed = options.allowed_origins;
         if (std::find(allowed.begin(), allowed.end(), *req.origin) == allowed.end()) {
@@ -211,14 +214,14 @@ std::optional<Refusal> screen(const Route& route, const net::HttpRequest& req, c
                                "with --allowed-origin for that origin"};
         }
     }
-    if (changes_state(route) && media_type(req.content_type) != "application/json") {
+    if (changes_state(route) && !is_json(req.content_type)) {
         return Refusal{415, "unsupported_media_type",
                        "Content-Type " + (req.content_type.empty() ? std::string("(none)") : quoted(req.content_type)) +
-                           " is not accepted: " + what + " takes application/json"};
+                           " is not accepted: " + what() + " takes application/json"};
     }
     if (route.need == Need::kAdmin && !options.auth_configured() && !options.admin_without_auth) {
         return Refusal{403, "admin_disabled",
-                       what + " is an admin endpoint, off without authentication: start the member with "
+                       what() + " is an admin endpoint, off without authentication: start the member with "
                               "--auth-file or --client-cert-auth, or with --admin-without-auth to serve it to "
                               "anyone on the client network"};
     }
