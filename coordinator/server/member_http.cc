@@ -1,6 +1,6 @@
 // The HTTP API (docs/http-api.md): the gate every
 // request passes before its route's handler (routes.h: authentication,
-// routing, parsing, authorization, the leader check), and the core's answers
+// routing, the screen, parsing, authorization, the leader check), and the core's answers
 // written as status codes and JSON — including the one path for a client that
 // went away (client_left).
 #include <boost/json.hpp>
