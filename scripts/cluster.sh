@@ -26,6 +26,9 @@
 # BASE+i and serves HTTP on BASE+100+i (member 1 of the default: 7401 / 7501).
 # Binary: $FENCE_BIN_DIR/fence-coordinator, else build/coordinator/server/.
 # Extra member flags: FENCE_COORDINATOR_FLAGS (e.g. "--heartbeat-ms 20 --election-ms 150 --min-lease 500").
+# Every member is started with --admin-without-auth (status, membership and
+# backups answer without --auth-file: a cluster on loopback for tests and
+# demos); FENCE_ADMIN_WITHOUT_AUTH=0 leaves it out.
 # The flags used at start are saved in DIR/cluster.env so restart reuses them.
 # With --auth-file in the flags, FENCE_STATUS_BEARER_FILE names a bearer
 # secret with admin rights for the leader poll (else the TLS client
@@ -68,9 +71,14 @@ start_member() {  # DIR ID
     # --join only matters until it has its configuration).
     local boot=(--peers "$PEERS")
     if [[ -f "$dir/$id.join" ]]; then boot=(--join "$(cat "$dir/$id.join")"); fi
+    # A local cluster for tests and demos: its admin endpoints (status,
+    # membership, backups) answer without auth too, unless
+    # FENCE_ADMIN_WITHOUT_AUTH=0 (auth, when the flags configure it, decides).
+    local admin=(--admin-without-auth)
+    [[ "${FENCE_ADMIN_WITHOUT_AUTH:-1}" == 0 ]] && admin=()
     # shellcheck disable=SC2086
     "$BIN" --id "$id" "${boot[@]}" --client-addr "127.0.0.1:$((BASE + 100 + id))" \
-        --data-dir "$dir/$id" "${tls[@]}" $FLAGS >>"$dir/$id.log" 2>&1 &
+        --data-dir "$dir/$id" "${tls[@]}" "${admin[@]}" $FLAGS >>"$dir/$id.log" 2>&1 &
     echo $! >"$dir/$id.pid"
 }
 

@@ -348,7 +348,9 @@ void Session::dispatch() {
     pending_ = true;
     ++request_seq_;
     HttpRequest out{std::string(req.method_string()), std::string(req.target()),
-                    std::move(req.body()), std::string(req[http::field::authorization]), client_cn_};
+                    std::move(req.body()), std::string(req[http::field::authorization]), client_cn_,
+                    std::string(req[http::field::content_type]), std::nullopt};
+    if (auto origin = req.find(http::field::origin); origin != req.end()) out.origin = std::string(origin->value());
     watching_ = false;
     shared_->handler(out, std::make_shared<Exchange>(shared_from_this()));
 }

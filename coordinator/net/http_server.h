@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "net/conn_ranks.h"
@@ -52,6 +53,11 @@ struct HttpRequest {
     std::string body;
     std::string authorization;  // the Authorization header's value ("" when absent)
     std::string client_cn;      // CN of the client certificate TLS verified ("" when none was asked for or it has none)
+    std::string content_type;   // the Content-Type header's value ("" when absent)
+    // The Origin header's value; unset when absent. Browsers send it with
+    // every request a page makes but a plain GET or HEAD; other clients
+    // send none.
+    std::optional<std::string> origin;
 };
 
 struct HttpResponse {

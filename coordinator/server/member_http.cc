@@ -1,6 +1,6 @@
 // The HTTP API (docs/http-api.md): the gate every
 // request passes before its route's handler (routes.h: authentication,
-// routing, parsing, authorization, the leader check), and the core's answers
+// routing, the screen, parsing, authorization, the leader check), and the core's answers
 // written as status codes and JSON — including the one path for a client that
 // went away (client_left).
 #include <boost/json.hpp>
@@ -213,6 +213,19 @@ void Member::Impl::deny(const ExchangePtr& ex, const Caller& caller, const std::
     respond_error(ex, unauthenticated ? 401 : 403, unauthenticated ? "unauthenticated" : "forbidden", message);
 }
 
+void Member::Impl::refused(const Call& call, const Refusal& refusal) {
+    ++(refusal.status == 415 ? metrics.refused_media_type
+       : std::string_view(refusal.error) == "admin_disabled" ? metrics.refused_admin
+                                                             : metrics.refused_origin);
+    // At most kDenialLogsPerSecond lines a second, with deny()'s (the counter sees every one).
+    denial_log.log(log::LogLevel::kInfo, "http_refused",
+                   {{"status", std::to_string(refusal.status)},
+                    {"error", refusal.error},
+                    {"path", call.path},
+                    {"reason", refusal.message}});
+    respond_error(call.ex, refusal.status, refusal.error, refusal.message);
+}
+
 void Member::Impl::bad_request(const ExchangePtr& ex, const std::string& message) {
     ++metrics.bad_requests;
     respond_error(ex, 400, "bad_request", message);
@@ -275,16 +288,20 @@ void Member::Impl::pass_gate(Call& call) {
         return;
     }
     const Route& route = *match.route;
+    if (auto refusal = screen(route, call.req, options)) {  // 3
+        refused(call, *refusal);
+        return;
+    }
     const bool key_decides = call.caller && (route.need == Need::kLockOnKey || route.need == Need::kReadOnKey);
     const bool parse_early = route.parse != nullptr && (key_decides || route.parse_at == ParseAt::kFirst);
-    if (parse_early && !route.parse(*this, call)) return;  // 3
-    if (!authorize(route.need, call)) return;               // 4
-    if (!serves(route.serves)) {                            // 5
+    if (parse_early && !route.parse(*this, call)) return;  // 4
+    if (!authorize(route.need, call)) return;               // 5
+    if (!serves(route.serves)) {                            // 6
         redirect_or_unavailable(call.req.target, call.ex);
         return;
     }
-    if (route.parse != nullptr && !parse_early && !route.parse(*this, call)) return;  // 6
-    route.handle(*this, call);                                                     // 7
+    if (route.parse != nullptr && !parse_early && !route.parse(*this, call)) return;  // 7
+    route.handle(*this, call);                                                     // 8
 }
 
 }  // namespace pgfence::server

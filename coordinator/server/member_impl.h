@@ -116,8 +116,10 @@ struct Member::Impl {
 
     // ---- member_http.cc: the gate (routes.h), answers ----
     void handle_http(const net::HttpRequest& req, const ExchangePtr& ex);
-    void pass_gate(Call& call);  // handle_http's steps 1-7 (routes.h)
-    // Step 4: true when the call's caller may (or authorization is off); else answers 403.
+    void pass_gate(Call& call);  // handle_http's steps 1-8 (routes.h)
+    // Step 3's refusal (screen()), answered, logged and counted.
+    void refused(const Call& call, const Refusal& refusal);
+    // Step 5: true when the call's caller may (or authorization is off); else answers 403.
     bool authorize(Need need, const Call& call);
     bool serves(Serves s) const;
     void bad_request(const ExchangePtr& ex, const std::string& message);  // 400, counted

@@ -98,6 +98,12 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
            "# TYPE pgfence_auth_denied_total counter\n";
     out += "pgfence_auth_denied_total{status=\"401\"} " + std::to_string(unauthenticated) + "\n";
     out += "pgfence_auth_denied_total{status=\"403\"} " + std::to_string(forbidden) + "\n";
+    out += "# HELP pgfence_http_refused_total Requests refused before authorization: from a web page, not JSON, "
+           "or to an admin endpoint that is off.\n"
+           "# TYPE pgfence_http_refused_total counter\n";
+    out += "pgfence_http_refused_total{error=\"origin_not_allowed\"} " + std::to_string(refused_origin) + "\n";
+    out += "pgfence_http_refused_total{error=\"unsupported_media_type\"} " + std::to_string(refused_media_type) + "\n";
+    out += "pgfence_http_refused_total{error=\"admin_disabled\"} " + std::to_string(refused_admin) + "\n";
     out += "# HELP pgfence_tls_handshake_failures_total TLS connections refused, by port.\n"
            "# TYPE pgfence_tls_handshake_failures_total counter\n";
     out += "pgfence_tls_handshake_failures_total{port=\"client\"} " + std::to_string(g.client_tls_failures) + "\n";

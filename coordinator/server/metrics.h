@@ -57,6 +57,10 @@ struct Metrics {
     std::uint64_t bad_requests = 0;
     std::uint64_t unauthenticated = 0;  // answered 401
     std::uint64_t forbidden = 0;        // answered 403
+    // Refused by the gate's screen (routes.h, step 3), by its error.
+    std::uint64_t refused_origin = 0;      // 403 origin_not_allowed
+    std::uint64_t refused_media_type = 0;  // 415 unsupported_media_type
+    std::uint64_t refused_admin = 0;       // 403 admin_disabled
     std::uint64_t security_reloads_failed = 0;
     member::Histogram fsync;
     // Writing one snapshot file (encode, write, fdatasync, rename; on the

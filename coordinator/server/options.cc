@@ -47,6 +47,22 @@ std::string parse_peers(const std::string& text, std::vector<PeerSpec>& out) {
     return {};
 }
 
+// One --allowed-origin value: one origin or several, comma-separated.
+std::string add_origins(const std::string& value, std::vector<std::string>& out) {
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t comma = value.find(',', start);
+        const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (auto err = check_origin(item); !err.empty()) return "--allowed-origin: '" + item + "' " + err;
+        if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+        if (out.size() > kMaxAllowedOrigins) {
+            return "--allowed-origin: more than " + std::to_string(kMaxAllowedOrigins) + " origins";
+        }
+        if (comma == std::string::npos) return {};
+        start = comma + 1;
+    }
+}
+
 std::string set_flag(Options& o, const std::string& name, const std::string& value) {
     std::uint64_t n = 0;
     auto number = [&](std::uint64_t& dst) -> std::string {
@@ -152,6 +168,7 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "peer-max-unknown-connections") return within(o.peer_max_unknown_connections, 1, 65536);
     if (name == "auth-file") { o.auth_file = value; return {}; }
     if (name == "token-signing-key-file") { o.token_signing_key_file = value; return {}; }
+    if (name == "allowed-origin") return add_origins(value, o.allowed_origins);
     return "unknown flag --" + name + " (see --help)";
 }
 
@@ -159,6 +176,7 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
 bool* switch_flag(Options& o, const std::string& name) {
     if (name == "client-cert-auth") return &o.client_cert_auth;
     if (name == "force-new-cluster") return &o.force_new_cluster;
+    if (name == "admin-without-auth") return &o.admin_without_auth;
     return nullptr;
 }
 
@@ -289,6 +307,41 @@ void set_incoming_limits(const Options& o, net::TransportOptions& t) {
     t.incoming.max_per_member = o.peer_max_connections_per_member;
     t.incoming.max_unknown = o.peer_max_unknown_connections;
     t.pending_timeout = std::chrono::milliseconds(o.peer_pending_timeout_ms);
+}
+
+std::string check_origin(const std::string& origin) {
+    const std::string why =
+        "is not an origin as a browser sends it: http:// or https://, a lower-case host, an optional :PORT, "
+        "nothing after (e.g. https://ops.example.com:8443)";
+    std::size_t host = 0;
+    if (origin.rfind("http://", 0) == 0) {
+        host = 7;
+    } else if (origin.rfind("https://", 0) == 0) {
+        host = 8;
+    } else {
+        return origin == "null" || origin == "*" ? "is refused: it would let any page in (name the origins)" : why;
+    }
+    std::size_t i = host;
+    if (i < origin.size() && origin[i] == '[') {  // an IPv6 literal
+        const std::size_t close = origin.find(']', i);
+        if (close == std::string::npos || close == i + 1) return why;
+        for (std::size_t k = i + 1; k < close; ++k) {
+            const char c = origin[k];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.')) return why;
+        }
+        i = close + 1;
+    } else {
+        for (; i < origin.size() && origin[i] != ':'; ++i) {
+            const char c = origin[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return why;
+        }
+        if (i == host) return why;
+    }
+    if (i == origin.size()) return {};
+    if (origin[i] != ':' || i + 1 == origin.size()) return why;
+    std::uint64_t port = 0;
+    if (!parse_u64(origin.substr(i + 1), port) || port == 0 || port > 65535 || origin[i + 1] == '0') return why;
+    return {};
 }
 
 std::uint64_t derive_cluster_id(const std::vector<PeerSpec>& peers, const std::string& token) {
@@ -455,6 +508,15 @@ TLS and authorization (docs/security.md; flags named as etcd's):
                          tokens are stored as SHA-256 hashes.
   --cert-file and --auth-file need the --peer-* flags too: security on the
   client port is worth nothing while anyone may speak on the peer port.
+  --admin-without-auth   (no value) serve the admin endpoints (membership,
+                         backups, status, metrics, version) without --auth-file
+                         or --client-cert-auth, to anyone on the client network;
+                         without it they answer 403 there
+  --allowed-origin O     serve requests whose Origin header is O (a web page at
+                         O: scheme://host[:port]); repeatable or comma-separated.
+                         Default none: every request from a web page (one with
+                         an Origin header) is refused 403. Requests that change
+                         state need Content-Type: application/json (else 415).
   --token-signing-key-file F
                          Ed25519 private key (PEM, from openssl genpkey -algorithm
                          ed25519; readable by its owner only): every grant then

@@ -99,6 +99,14 @@ struct Options {
     std::uint64_t peer_max_connections_per_member = 4;
     std::uint64_t peer_max_unknown_connections = 16;
     std::string auth_file;  // users, roles and grants (auth/policy.h); empty: no authorization
+    // Admin routes (Need::kAdmin: membership, backups, status, metrics,
+    // version) answer without authentication only with this switch
+    // (--admin-without-auth); with auth configured it changes nothing.
+    bool admin_without_auth = false;
+    // Origins (scheme://host[:port], as browsers send them) whose requests
+    // are served; a request with any other Origin header is refused
+    // (--allowed-origin, repeatable or comma-separated; empty: none).
+    std::vector<std::string> allowed_origins;
     // Ed25519 private key (PEM) that signs a proof into every grant
     // (net/token_signer.h); the same file on every member. Empty: no proofs.
     std::string token_signing_key_file;
@@ -106,12 +114,22 @@ struct Options {
     bool version = false;  // --version: print it and exit
 
     bool client_tls() const { return !cert_file.empty(); }
+    // Callers prove who they are: a user of --auth-file, or a client
+    // certificate the CA signed (--client-cert-auth).
+    bool auth_configured() const { return !auth_file.empty() || client_cert_auth; }
     bool peer_tls() const { return !peer_cert_file.empty(); }
 
     int election_ticks() const;
     // The largest election timeout the core can pick, in ms (2 x election_ticks ticks).
     std::uint64_t max_election_timeout_ms() const;
 };
+
+inline constexpr std::size_t kMaxAllowedOrigins = 64;  // --allowed-origin values at most
+
+// An --allowed-origin value: "" when it is an origin as a browser serializes
+// it (http or https, "://", a host of lower-case letters, digits, '-', '.',
+// or a bracketed IPv6 address, an optional ":PORT", nothing after), else why not.
+std::string check_origin(const std::string& origin);
 
 // Parses argv; on error returns a message naming the flag and value. A flag
 // takes its value as `--name value` or `--name=value`; a flag without a value

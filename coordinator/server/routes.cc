@@ -2,6 +2,7 @@
 // written from the core are in member_http.cc.
 #include "server/routes.h"
 
+#include <algorithm>
 #include <charconv>
 #include <concepts>
 #include <optional>
@@ -170,6 +171,61 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
         m.credentials = path_needs_credentials;
     }
     return m;
+}
+
+bool changes_state(const Route& route) { return route.method != "GET"; }
+
+namespace {
+
+// True when a Content-Type value's media type (what precedes ';', without
+// surrounding spaces or tabs) is application/json, in any case. No allocation:
+// it runs for every request that changes state.
+bool is_json(std::string_view content_type) {
+    std::string_view t = content_type.substr(0, content_type.find(';'));
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    constexpr std::string_view kJson = "application/json";
+    if (t.size() != kJson.size()) return false;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        const char c = t[i] >= 'A' && t[i] <= 'Z' ? static_cast<char>(t[i] - 'A' + 'a') : t[i];
+        if (c != kJson[i]) return false;
+    }
+    return true;
+}
+
+// At most 200 bytes of a request's header value, for an error message.
+std::string quoted(std::string_view value) {
+    constexpr std::size_t kMax = 200;
+    std::string out = "'" + std::string(value.substr(0, kMax)) + "'";
+    if (value.size() > kMax) out += "...";
+    return out;
+}
+
+}  // namespace
+
+std::optional<Refusal> screen(const Route& route, const net::HttpRequest& req, const Options& options) {
+    auto what = [&route] { return std::string(route.method) + " " + std::string(route.path); };
+    if (req.origin) {
+        const auto& allowed = options.allowed_origins;
+        if (std::find(allowed.begin(), allowed.end(), *req.origin) == allowed.end()) {
+            return Refusal{403, "origin_not_allowed",
+                           "Origin " + quoted(*req.origin) +
+                               " is not allowed: requests from web pages are refused unless the member is started "
+                               "with --allowed-origin for that origin"};
+        }
+    }
+    if (changes_state(route) && !is_json(req.content_type)) {
+        return Refusal{415, "unsupported_media_type",
+                       "Content-Type " + (req.content_type.empty() ? std::string("(none)") : quoted(req.content_type)) +
+                           " is not accepted: " + what() + " takes application/json"};
+    }
+    if (route.need == Need::kAdmin && !options.auth_configured() && !options.admin_without_auth) {
+        return Refusal{403, "admin_disabled",
+                       what() + " is an admin endpoint, off without authentication: start the member with "
+                              "--auth-file or --client-cert-auth, or with --admin-without-auth to serve it to "
+                              "anyone on the client network"};
+    }
+    return std::nullopt;
 }
 
 const std::string* key_of(const member::Request& request) {

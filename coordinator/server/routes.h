@@ -12,18 +12,23 @@
 //      authenticated; an answer of a grant or a keepalive (answer()) to lease
 //      (net/conn_ranks.h: which connection gives way at --max-connections).
 //   2. match (404 "no such endpoint: PATH", 405 "METHOD is not allowed on PATH").
-//   3. parse early (400), when the key decides authorization (kLockOnKey,
+//   3. screen (screen() below: 403, 415): a request from a web page (an
+//      Origin header not in --allowed-origin) is refused on every route; a
+//      route that changes state (its method is not GET) takes only
+//      Content-Type: application/json; an admin route is off without
+//      authentication unless --admin-without-auth.
+//   4. parse early (400), when the key decides authorization (kLockOnKey,
 //      kReadOnKey, with a caller to authorize) or the row says ParseAt::kFirst.
-//   4. authorize (403).
-//   5. the leader check: a route not served here (Serves) is answered 307 to
+//   5. authorize (403).
+//   6. the leader check: a route not served here (Serves) is answered 307 to
 //      the leader, or 503 when none is known.
-//   6. parse (400), when not done in step 3.
-//   7. the handler: it answers now, or submits the request to the core,
+//   7. parse (400), when not done in step 4.
+//   8. the handler: it answers now, or submits the request to the core,
 //      whose answer member_http.cc writes (Member::Impl::answer).
 // So, without --auth-file, a follower redirects an acquire whatever its
 // body; with it, the body's key is parsed and authorized first.
 //
-// Step 5 is the shell's one leadership decision for a request as it arrives.
+// Step 6 is the shell's one leadership decision for a request as it arrives.
 // The core decides again only for what it holds: a request it answers
 // Unavailable (leadership lost while it waited or committed, or a membership
 // change asked of a leader that is shutting down) is answered by the same
@@ -43,6 +48,7 @@
 #include "net/http_server.h"
 #include "raft/types.h"
 #include "server/member.h"
+#include "server/options.h"
 #include "server/security.h"
 
 namespace pgfence::server {
@@ -118,6 +124,27 @@ struct RouteMatch {
     bool credentials = true;
 };
 RouteMatch match_route(std::string_view method, std::string_view path);
+
+// A route changes state unless its method is GET: only such a request
+// must carry a JSON body (step 3). Every GET route only reads.
+bool changes_state(const Route& route);
+
+// Why the gate's step 3 refuses a request, as its answer.
+struct Refusal {
+    unsigned status = 0;
+    const char* error = "";
+    std::string message;  // names the Origin, the Content-Type or the flag
+};
+
+// Step 3 for a request matched to `route`, in this order (the first that
+// applies answers):
+//   | the request                                            | answer                         |
+//   | an Origin header not in options.allowed_origins        | 403 origin_not_allowed         |
+//   | changes_state(route), Content-Type not application/json | 415 unsupported_media_type     |
+//   |   (parameters after ';' allowed; case and spaces ignored) |                              |
+//   | Need::kAdmin, !auth_configured(), !admin_without_auth  | 403 admin_disabled             |
+// Nothing applies: nullopt. Pure: no I/O, no state.
+std::optional<Refusal> screen(const Route& route, const net::HttpRequest& req, const Options& options);
 
 // Answers `status` {"error":ERROR[,"message":MESSAGE]} (member_http.cc).
 void respond_error(const ExchangePtr& ex, unsigned status, const char* error, const std::string& message = {});

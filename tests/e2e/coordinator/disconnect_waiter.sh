@@ -8,10 +8,10 @@ post "$L" /v1/acquire '{"key":"q","lease_ms":30000,"owner":"a"}'
 [[ $HTTP_CODE == 200 ]] || fail "acquire: $HTTP_CODE"
 T=$(json_field "$HTTP_BODY" token)
 # The waiter hangs up after 1 s of its 10 s wait.
-code=$(curl -s -o /dev/null -w '%{http_code}' -m 1 -X POST --data-binary '{"key":"q","lease_ms":30000,"wait_ms":10000,"owner":"b"}' "$(url "$L" /v1/acquire)" || true)
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 1 -X POST -H 'Content-Type: application/json' --data-binary '{"key":"q","lease_ms":30000,"wait_ms":10000,"owner":"b"}' "$(url "$L" /v1/acquire)" || true)
 [[ "$code" == 000 ]] || fail "waiting acquire answered $code before the key was freed"
 # A second waiter that stays tells us when the queue has been served.
-curl -s -m 10 -X POST --data-binary '{"key":"q","lease_ms":30000,"wait_ms":8000,"owner":"c"}' "$(url "$L" /v1/acquire)" >"$DIR/c.out" &
+curl -s -m 10 -X POST -H 'Content-Type: application/json' --data-binary '{"key":"q","lease_ms":30000,"wait_ms":8000,"owner":"c"}' "$(url "$L" /v1/acquire)" >"$DIR/c.out" &
 cpid=$!
 waiting() { curl -s -m 1 "$(url "$L" /metrics)" | grep -q '^pgfence_waiters [12]$'; }
 wait_until 5 "waiter c queued" waiting
@@ -29,7 +29,7 @@ get "$L" "/v1/locks?key=q"
 # Single waiter that disconnects, then the key is freed: nothing left behind.
 post "$L" /v1/acquire '{"key":"r","lease_ms":30000,"owner":"a"}'
 Tr=$(json_field "$HTTP_BODY" token)
-curl -s -o /dev/null -m 1 -X POST --data-binary '{"key":"r","lease_ms":30000,"wait_ms":10000,"owner":"b"}' "$(url "$L" /v1/acquire)" || true
+curl -s -o /dev/null -m 1 -X POST -H 'Content-Type: application/json' --data-binary '{"key":"r","lease_ms":30000,"wait_ms":10000,"owner":"b"}' "$(url "$L" /v1/acquire)" || true
 post "$L" /v1/release "{\"key\":\"r\",\"token\":$Tr}"
 none_left() { get "$L" "/v1/locks?key=r"; [[ $HTTP_CODE == 404 ]] && curl -s -m 1 "$(url "$L" /metrics)" | grep -q '^pgfence_waiters 0$'; }
 wait_until 5 "no lock and no waiter left on r" none_left

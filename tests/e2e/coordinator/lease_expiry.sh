@@ -74,7 +74,7 @@ for attempt in 1 2 3; do
     STOPPED=$(followers_of "$L")
     kill -STOP $STOPPED
     stopped=$(now_ms)
-    code=$(curl -s -o /dev/null -w '%{http_code}' -m 0.4 -X POST \
+    code=$(curl -s -o /dev/null -w '%{http_code}' -m 0.4 -X POST -H 'Content-Type: application/json' \
         --data-binary "{\"key\":\"$key\",\"lease_ms\":60000,\"owner\":\"gone\"}" "$(url "$L" /v1/acquire)" || true)
     resumed_after=$(($(now_ms) - stopped))
     resume

@@ -105,7 +105,7 @@ acquire_anywhere() {
     deadline=$((SECONDS + limit))
     while ((SECONDS < deadline)); do
         for ((i = 1; i <= N; i++)); do
-            out=$(curl -s -m 2 -L --post301 --post302 --post303 -X POST --data-binary "{\"key\":\"$key\",\"lease_ms\":$lease}" "$(url "$i" /v1/acquire)" 2>/dev/null || true)
+            out=$(curl -s -m 2 -L --post301 --post302 --post303 -X POST -H 'Content-Type: application/json' --data-binary "{\"key\":\"$key\",\"lease_ms\":$lease}" "$(url "$i" /v1/acquire)" 2>/dev/null || true)
             if [[ "$(json_field "$out" token)" =~ ^[0-9]+$ ]]; then
                 json_field "$out" token
                 return 0

@@ -56,7 +56,7 @@ get "$L" "/v1/locks?prefix=job%2F&after=job%2F2&limit=2"
 get "$L" "/v1/locks?limit=0"
 [[ $HTTP_CODE == 400 && "$HTTP_BODY" == *limit* ]] || fail "limit=0: $HTTP_CODE $HTTP_BODY"
 
-hdr=$(curl -s -m 5 -o /dev/null -D - -X POST --data-binary '{"key":"x","lease_ms":1000}' "$(url "$F" /v1/acquire)")
+hdr=$(curl -s -m 5 -o /dev/null -D - -X POST -H 'Content-Type: application/json' --data-binary '{"key":"x","lease_ms":1000}' "$(url "$F" /v1/acquire)")
 [[ "$hdr" == *" 307"* ]] || fail "follower did not answer 307: $hdr"
 [[ "$hdr" == *"ocation: http://127.0.0.1:$(client_port "$L")/v1/acquire"* ]] || fail "follower Location: $hdr"
 get "$F" "/v1/locks?key=other"

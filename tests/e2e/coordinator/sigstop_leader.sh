@@ -25,7 +25,7 @@ post "$B" /v1/keepalive "{\"key\":\"stalled\",\"token\":$T}"
 (
     for i in $(seq 1 400); do
         [[ -e "$DIR/stop-keepalive" ]] && exit 0
-        code=$(curl -s -o /dev/null -w '%{http_code}' -m 1 -X POST \
+        code=$(curl -s -o /dev/null -w '%{http_code}' -m 1 -X POST -H 'Content-Type: application/json' \
             --data-binary "{\"key\":\"stalled\",\"token\":$T}" "$(url "$B" /v1/keepalive)" || true)
         [[ "$code" == 200 ]] || echo "keepalive answered $code at round $i" >>"$DIR/keepalive-failures"
         sleep 0.2

@@ -63,7 +63,7 @@ grep -q 'event=flag_not_used.*--restore' "$DIR/2.log" || fail "member 2 did not 
 # An old member is refused: its frames carry the old cluster ID.
 kill -9 "$(member_pid 3)"
 "$FENCE_BIN_DIR/fence-coordinator" --id 3 --client-addr "127.0.0.1:$(client_port 3)" --data-dir "$DIR/old-3" \
-    --peers "$(grep ^PEERS= "$DIR/cluster.env" | cut -d= -f2-)" >"$DIR/old.log" 2>&1 &
+    --admin-without-auth --peers "$(grep ^PEERS= "$DIR/cluster.env" | cut -d= -f2-)" >"$DIR/old.log" 2>&1 &
 echo $! >"$DIR/3.pid"
 refused() { grep -q "event=peer_frame_refused.*frame for cluster $old_cluster" "$DIR/1.log" "$DIR/2.log"; }
 wait_until 10 "the restored members refuse the old member's frames" refused

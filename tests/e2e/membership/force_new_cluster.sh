@@ -18,7 +18,7 @@ old_cluster=$(grep -o 'cluster_id=[0-9]*' "$DIR/$S.log" | head -1 | cut -d= -f2)
 # The survivor alone: a new one-member cluster from its own data directory.
 FLAGS_FORCED="--force-new-cluster"
 "$FENCE_BIN_DIR/fence-coordinator" --id "$S" --client-addr "127.0.0.1:$(client_port "$S")" --data-dir "$DIR/$S" \
-    $FAST_FLAGS $FLAGS_FORCED >>"$DIR/$S.log" 2>&1 &
+    --admin-without-auth $FAST_FLAGS $FLAGS_FORCED >>"$DIR/$S.log" 2>&1 &
 echo $! >"$DIR/$S.pid"
 L2=$(wait_leader 10) || fail "the survivor does not lead alone"
 [[ "$L2" == "$S" ]] || fail "member $L2 leads, not the survivor $S"
@@ -33,7 +33,7 @@ if "$FENCE_BIN_DIR/fence-coordinator" --id "$S" --client-addr "127.0.0.1:$(clien
     --force-new-cluster >"$DIR/twice.out" 2>&1; then fail "forced a second time"; fi
 grep -q "forced into a new cluster before" "$DIR/twice.out" || fail "second force: $(cat "$DIR/twice.out")"
 "$FENCE_BIN_DIR/fence-coordinator" --id "$S" --client-addr "127.0.0.1:$(client_port "$S")" --data-dir "$DIR/$S" \
-    $FAST_FLAGS >>"$DIR/$S.log" 2>&1 &
+    --admin-without-auth $FAST_FLAGS >>"$DIR/$S.log" 2>&1 &
 echo $! >"$DIR/$S.pid"
 wait_leader 10 >/dev/null || fail "the survivor does not restart"
 # Grow it back with a new member.

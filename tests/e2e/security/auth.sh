@@ -68,7 +68,7 @@ grep -q "user 'w1' has no lock permission on key 'job/2'" "$DIR/err" || fail "40
 [[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" "$(url "$leader" /metrics)") == 403 ]] || fail "w1 got /metrics"
 # On every member the answer is 403, not a redirect; a permitted read is redirected by a follower.
 for i in 1 2 3; do
-    [[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" -X POST --data-binary '{"key":"job/3","lease_ms":5000}' \
+    [[ $(curl_code "${CURL_TLS[@]}" -H "Authorization: Bearer $W1" -X POST -H 'Content-Type: application/json' --data-binary '{"key":"job/3","lease_ms":5000}' \
         "$(url "$i" /v1/acquire)") == 403 ]] || fail "member $i did not refuse a forbidden acquire with 403"
 done
 redirected() {  # a follower (found just now) answers w1's permitted read with 307

@@ -140,7 +140,7 @@ for i in 1 2 3; do
     wait_until 5 "member $i refuses a signing key readable by others" grep -q "event=reload_failed.*signing.key.*mode 0644" "$DIR/$i.log"
 done
 chmod 600 "$KEY_FILE"
-out=$(curl -s -L -m 3 "${CURL_TLS[@]}" -X POST -d '{"key":"proof/kept","lease_ms":5000}' "$(url "$(wait_leader 10)" /v1/acquire)")
+out=$(curl -s -L -m 3 "${CURL_TLS[@]}" -X POST -H 'Content-Type: application/json' -d '{"key":"proof/kept","lease_ms":5000}' "$(url "$(wait_leader 10)" /v1/acquire)")
 verify_proof "$DIR/new.pub" proof/kept "$(json_field "$out" token)" "$(json_field "$out" proof)" ||
     fail "after a failed reload the grant is not signed by the key loaded before: $out"
 pass "a signing key readable by others is refused on reload; the key loaded before keeps signing"

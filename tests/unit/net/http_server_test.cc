@@ -78,6 +78,11 @@ struct Server {
               } else if (req.target == "/lease") {
                   ex->raise_class(ConnClass::kLease);
                   ex->respond(HttpResponse{200, "lease", "text/plain", {}});
+              } else if (req.target == "/headers") {
+                  ex->respond(HttpResponse{200,
+                                           "content_type=" + req.content_type +
+                                               " origin=" + (req.origin ? "'" + *req.origin + "'" : "none"),
+                                           "text/plain", {}});
               } else if (req.target == "/hold") {
                   std::lock_guard<std::mutex> g(seen->mutex);
                   seen->held = std::move(ex);
@@ -248,6 +253,19 @@ BOOST_AUTO_TEST_CASE(keep_alive_responses_carry_status_headers_and_body) {
     BOOST_TEST(r[http::field::content_type] == "application/json");
     BOOST_TEST(r.body() == "{\"error\":\"not_leader\"}");
     BOOST_TEST(r.keep_alive());
+}
+
+// The gate's screen (server/routes.h) decides on these two headers.
+BOOST_AUTO_TEST_CASE(the_request_carries_its_content_type_and_origin) {
+    Server server;
+    Client c;
+    c.send_raw("POST /headers HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain;charset=UTF-8\r\n"
+               "Origin: http://evil.example\r\nContent-Length: 2\r\n\r\n{}");
+    BOOST_TEST(c.read_response().body() == "content_type=text/plain;charset=UTF-8 origin='http://evil.example'");
+    c.send_raw("GET /headers HTTP/1.1\r\nHost: h\r\nOrigin: \r\n\r\n");  // present but empty
+    BOOST_TEST(c.read_response().body() == "content_type= origin=''");
+    c.send_raw("GET /headers HTTP/1.1\r\nHost: h\r\n\r\n");
+    BOOST_TEST(c.read_response().body() == "content_type= origin=none");
 }
 
 BOOST_AUTO_TEST_CASE(a_response_larger_than_the_socket_buffer_arrives_whole) {

@@ -294,4 +294,40 @@ BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_ne
     BOOST_TEST_REQUIRE(setrlimit(RLIMIT_NOFILE, &original) == 0);
 }
 
+// --allowed-origin: repeatable and comma-separated, each value an origin as
+// a browser serializes it; "null" and "*" would let any page in.
+BOOST_AUTO_TEST_CASE(allowed_origins_are_origins_as_browsers_send_them) {
+    Options o;
+    auto args = kBase;
+    args.insert(args.end(), {"--allowed-origin", "https://ops.example.com,http://10.0.0.5:8080",
+                             "--allowed-origin=http://[::1]:3000", "--allowed-origin", "https://ops.example.com"});
+    BOOST_TEST(parse(args, o) == "");
+    BOOST_TEST((o.allowed_origins ==
+                std::vector<std::string>{"https://ops.example.com", "http://10.0.0.5:8080", "http://[::1]:3000"}));
+    for (const char* bad : {"", "null", "*", "ops.example.com", "https://ops.example.com/", "https://Ops.example.com",
+                            "https://ops.example.com:0", "https://ops.example.com:65536", "https://ops.example.com:",
+                            "ftp://ops.example.com", "https://", "https://[]", "https://a b", "https://x:08"}) {
+        Options b;
+        const std::string err = parse_with("--allowed-origin", bad, b);
+        BOOST_TEST(err.find("--allowed-origin: '" + std::string(bad) + "'") != std::string::npos, err);
+    }
+    Options none;
+    BOOST_TEST(parse(kBase, none) == "");
+    BOOST_TEST(none.allowed_origins.empty());
+}
+
+BOOST_AUTO_TEST_CASE(admin_without_auth_is_a_switch_off_by_default) {
+    Options o;
+    BOOST_TEST(parse(kBase, o) == "");
+    BOOST_TEST(!o.admin_without_auth);
+    BOOST_TEST(!o.auth_configured());
+    auto args = kBase;
+    args.push_back("--admin-without-auth");
+    Options on;
+    BOOST_TEST(parse(args, on) == "");
+    BOOST_TEST(on.admin_without_auth);
+    Options with_value;
+    BOOST_TEST(parse_with("--admin-without-auth=", "", with_value) != "");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,10 @@
 // server/routes.h: what the route table answers for a method and a path —
-// the route, 405 on a known path, 404 on any other — and which requests are
-// authenticated under --auth-file, without sockets.
+// the route, 405 on a known path, 404 on any other — which requests are
+// authenticated under --auth-file, and what the gate's screen (step 3)
+// refuses: requests from web pages, state changes that are not JSON, admin
+// routes without authentication — without sockets.
 #include <boost/test/unit_test.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -98,6 +101,166 @@ BOOST_AUTO_TEST_CASE(the_key_authorization_decides_on) {
     BOOST_TEST(*key_of(one) == "job/4");
     BOOST_TEST(key_of(member::ListLocks{}) == nullptr);  // a list: read on some key, filtered
     BOOST_TEST(key_of(member::AddMember{4, "h:1", "h:2"}) == nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+net::HttpRequest request_for(const Route& r, std::string content_type, std::optional<std::string> origin = {}) {
+    net::HttpRequest req;
+    req.method = std::string(r.method);
+    req.target = std::string(r.path);
+    req.content_type = std::move(content_type);
+    req.origin = std::move(origin);
+    return req;
+}
+
+// Options under which the screen lets every admin route through.
+Options admin_on() {
+    Options o;
+    o.admin_without_auth = true;
+    return o;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(routes_screen)
+
+// Every route that is not a GET changes state; today those are the lock
+// changes and the membership changes, all POST.
+BOOST_AUTO_TEST_CASE(the_routes_that_change_state_are_the_non_gets) {
+    std::set<std::string_view> changing;
+    for (const Route& r : routes()) {
+        BOOST_TEST_CONTEXT(r.method << " " << r.path) {
+            BOOST_TEST((r.method == "GET" || r.method == "POST"));
+            BOOST_TEST(changes_state(r) == (r.method != "GET"));
+        }
+        if (changes_state(r)) changing.insert(r.path);
+    }
+    const std::set<std::string_view> expected{"/v1/acquire",     "/v1/release",        "/v1/keepalive",
+                                              "/v1/members/add", "/v1/members/promote", "/v1/members/remove"};
+    BOOST_TEST((changing == expected));
+}
+
+// The browser's "simple request": text/plain (or a form) needs no preflight.
+BOOST_AUTO_TEST_CASE(a_state_change_that_is_not_json_is_415_naming_its_content_type) {
+    const Options o = admin_on();
+    int rows = 0;
+    for (const Route& r : routes()) {
+        if (!changes_state(r)) continue;
+        ++rows;
+        for (const char* ct : {"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                               "multipart/form-data; boundary=x", "", "application/jsonx", "application/json-seq",
+                               "text/json", "application/ json"}) {
+            BOOST_TEST_CONTEXT(r.method << " " << r.path << " Content-Type '" << ct << "'") {
+                const auto refusal = screen(r, request_for(r, ct), o);
+                BOOST_TEST_REQUIRE(refusal.has_value());
+                BOOST_TEST(refusal->status == 415u);
+                BOOST_TEST(std::string(refusal->error) == "unsupported_media_type");
+                const std::string named = *ct == '\0' ? std::string("(none)") : "'" + std::string(ct) + "'";
+                BOOST_TEST(refusal->message.find("Content-Type " + named) != std::string::npos);
+                BOOST_TEST(refusal->message.find(std::string(r.path)) != std::string::npos);
+            }
+        }
+        for (const char* ct : {"application/json", "application/json; charset=utf-8", "Application/JSON",
+                               " application/json ;charset=utf-8", "application/json\t"}) {
+            BOOST_TEST_CONTEXT(r.method << " " << r.path << " Content-Type '" << ct << "'") {
+                BOOST_TEST(!screen(r, request_for(r, ct), o).has_value());
+            }
+        }
+    }
+    BOOST_TEST(rows == 6);
+}
+
+BOOST_AUTO_TEST_CASE(a_read_takes_any_content_type) {
+    const Options o = admin_on();
+    for (const Route& r : routes()) {
+        if (changes_state(r)) continue;
+        for (const char* ct : {"", "text/plain", "application/json"}) {
+            BOOST_TEST_CONTEXT(r.method << " " << r.path << " Content-Type '" << ct << "'") {
+                BOOST_TEST(!screen(r, request_for(r, ct), o).has_value());
+            }
+        }
+    }
+}
+
+// Every route, a read too: a page's request carries Origin, a program's none.
+BOOST_AUTO_TEST_CASE(a_request_from_a_web_page_is_403_naming_its_origin_on_every_route) {
+    Options o = admin_on();
+    o.allowed_origins = {"https://ops.example.com"};
+    for (const Route& r : routes()) {
+        for (const char* origin : {"http://evil.example", "null", "", "https://ops.example.com:443",
+                                   "https://OPS.example.com", "http://ops.example.com"}) {
+            BOOST_TEST_CONTEXT(r.method << " " << r.path << " Origin '" << origin << "'") {
+                const auto refusal = screen(r, request_for(r, "text/plain", std::string(origin)), o);
+                BOOST_TEST_REQUIRE(refusal.has_value());  // before the content type: 403, not 415
+                BOOST_TEST(refusal->status == 403u);
+                BOOST_TEST(std::string(refusal->error) == "origin_not_allowed");
+                BOOST_TEST(refusal->message.find("Origin '" + std::string(origin) + "'") != std::string::npos);
+                BOOST_TEST(refusal->message.find("--allowed-origin") != std::string::npos);
+            }
+        }
+        BOOST_TEST_CONTEXT(r.method << " " << r.path << " an allowed origin") {
+            BOOST_TEST(!screen(r, request_for(r, "application/json", "https://ops.example.com"), o).has_value());
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(no_origin_is_allowed_by_default) {
+    Options o = admin_on();
+    for (const Route& r : routes()) {
+        BOOST_TEST_CONTEXT(r.method << " " << r.path) {
+            const auto refusal = screen(r, request_for(r, "application/json", "http://127.0.0.1:7501"), o);
+            BOOST_TEST_REQUIRE(refusal.has_value());
+            BOOST_TEST(refusal->status == 403u);
+            BOOST_TEST(!screen(r, request_for(r, "application/json"), o).has_value());
+        }
+    }
+}
+
+// Without authentication an admin route is off unless --admin-without-auth;
+// authentication (either kind) or the flag turns it on.
+BOOST_AUTO_TEST_CASE(an_admin_route_is_off_without_auth_and_without_the_flag) {
+    Options off;
+    Options flag = admin_on();
+    Options file;
+    file.auth_file = "auth.conf";
+    Options certs;
+    certs.client_cert_auth = true;
+    int admin_rows = 0;
+    for (const Route& r : routes()) {
+        const net::HttpRequest req = request_for(r, "application/json");
+        BOOST_TEST_CONTEXT(r.method << " " << r.path) {
+            const auto refusal = screen(r, req, off);
+            if (r.need == Need::kAdmin) {
+                ++admin_rows;
+                BOOST_TEST_REQUIRE(refusal.has_value());
+                BOOST_TEST(refusal->status == 403u);
+                BOOST_TEST(std::string(refusal->error) == "admin_disabled");
+                BOOST_TEST(refusal->message.find("--admin-without-auth") != std::string::npos);
+                BOOST_TEST(refusal->message.find(std::string(r.path)) != std::string::npos);
+            } else {
+                BOOST_TEST(!refusal.has_value());
+            }
+            BOOST_TEST(!screen(r, req, flag).has_value());
+            BOOST_TEST(!screen(r, req, file).has_value());
+            BOOST_TEST(!screen(r, req, certs).has_value());
+        }
+    }
+    BOOST_TEST(admin_rows == 8);  // metrics, status, version, snapshot, members and its three changes
+}
+
+// The browser attack, one request: a page's text/plain POST /v1/members/remove.
+BOOST_AUTO_TEST_CASE(the_cross_site_member_removal_is_refused) {
+    const RouteMatch m = match_route("POST", "/v1/members/remove");
+    BOOST_TEST_REQUIRE(m.route != nullptr);
+    const net::HttpRequest req = request_for(*m.route, "text/plain", "http://evil.example");
+    BOOST_TEST(screen(*m.route, req, Options{})->status == 403u);
+    BOOST_TEST(screen(*m.route, req, admin_on())->status == 403u);
+    net::HttpRequest no_origin = req;
+    no_origin.origin.reset();
+    BOOST_TEST(screen(*m.route, no_origin, admin_on())->status == 415u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -90,7 +90,7 @@ mem_start() {
   echo "[$(e2e_now)] member $id starting ($mode${arg:+ $arg})" >>"$CLUSTER_DIR/$id.log"
   # shellcheck disable=SC2086
   ns_spawn "m$id" "${wrap[@]}" "$COORD" --id "$id" --peers "$(mem_peer_list)" \
-    --client-addr "$(mem_endpoint "$id")" --data-dir "$CLUSTER_DIR/$id" ${MEM_FLAGS:-} \
+    --client-addr "$(mem_endpoint "$id")" --data-dir "$CLUSTER_DIR/$id" --admin-without-auth ${MEM_FLAGS:-} \
     >>"$CLUSTER_DIR/$id.log" 2>&1 &
   MEM_PID_OF[$id]=$!
   echo "$!" >"$CLUSTER_DIR/$id.pid"
