@@ -11,6 +11,7 @@ namespace pgfence::lock {
 namespace {
 
 constexpr std::uint8_t kCommandVersion = 1;
+constexpr std::uint8_t kUserCommandVersion = 2;  // a Grant with a user (commands.h)
 
 enum class Tag : std::uint8_t { kGrant = 1, kRelease = 2, kExpire = 3, kSetTokenFloor = 4, kExpireMany = 5 };
 
@@ -26,6 +27,12 @@ void encode_fields(std::string& out, const Grant& grant) {
     codec::put_string(out, grant.key, kMaxKeyBytes, "grant key");
     codec::put_u64(out, grant.lease_ms);
     codec::put_string(out, grant.owner, kMaxOwnerBytes, "grant owner");
+    if (!grant.user.empty()) codec::put_string(out, grant.user, kMaxUserBytes, "grant user");
+}
+
+std::uint8_t version_of(const Command& cmd) {
+    const auto* grant = std::get_if<Grant>(&cmd);
+    return grant != nullptr && !grant->user.empty() ? kUserCommandVersion : kCommandVersion;
 }
 
 void encode_fields(std::string& out, const Release& release) {
@@ -56,12 +63,20 @@ void encode_fields(std::string& out, const ExpireMany& many) {
     }
 }
 
-std::optional<Command> decode_grant(codec::Reader& in) {
+// Version 2 adds the user, which is then never empty (commands.h).
+std::optional<Command> decode_grant(codec::Reader& in, std::uint8_t version) {
     const std::string_view key = in.string("grant key", kMaxKeyBytes);
     const std::uint64_t lease_ms = in.u64("grant lease_ms");
     const std::string_view owner = in.string("grant owner", kMaxOwnerBytes);
+    std::string_view user;
+    const std::size_t user_offset = in.offset();
+    if (version == kUserCommandVersion) user = in.string("grant user", kMaxUserBytes);
     if (!in.ok()) return std::nullopt;
-    return Grant{std::string(key), lease_ms, std::string(owner)};
+    if (version == kUserCommandVersion && user.empty()) {
+        in.fail_at(user_offset, "grant user is empty in command version 2 (a grant without a user is version 1)");
+        return std::nullopt;
+    }
+    return Grant{std::string(key), lease_ms, std::string(owner), std::string(user)};
 }
 
 template <typename KeyToken>
@@ -99,13 +114,17 @@ std::optional<Command> decode_floor(codec::Reader& in) {
     return SetTokenFloor{floor};
 }
 
-std::optional<Command> decode_body(codec::Reader& in) {
+std::optional<Command> decode_body(codec::Reader& in, std::uint8_t version) {
     const std::size_t tag_offset = in.offset();
     const std::uint8_t tag = in.u8("tag");
     if (!in.ok()) return std::nullopt;
+    if (version == kUserCommandVersion && static_cast<Tag>(tag) != Tag::kGrant) {
+        in.fail_at(tag_offset, "command tag " + std::to_string(tag) + " in command version 2 (only a grant, tag 1, is)");
+        return std::nullopt;
+    }
     switch (static_cast<Tag>(tag)) {
         case Tag::kGrant:
-            return decode_grant(in);
+            return decode_grant(in, version);
         case Tag::kRelease:
             return decode_key_token<Release>(in, "release key", "release token");
         case Tag::kExpire:
@@ -145,7 +164,7 @@ std::string quoted(std::string_view text) {
 
 std::string encode(const Command& cmd) {
     std::string out;
-    codec::put_u8(out, kCommandVersion);
+    codec::put_u8(out, version_of(cmd));
     std::visit([&out](const auto& c) { encode_fields(out, c); }, cmd);
     return out;
 }
@@ -153,12 +172,12 @@ std::string encode(const Command& cmd) {
 std::variant<Command, DecodeError> decode_command(std::string_view bytes) {
     codec::Reader in(bytes, read_error, "command");
     const std::uint8_t version = in.u8("version");
-    if (in.ok() && version != kCommandVersion) {
-        in.fail_at(0, "unknown command version " + std::to_string(version) +
-                          " (known: " + std::to_string(kCommandVersion) + ")");
+    if (in.ok() && version != kCommandVersion && version != kUserCommandVersion) {
+        in.fail_at(0, "unknown command version " + std::to_string(version) + " (known: " +
+                          std::to_string(kCommandVersion) + ", " + std::to_string(kUserCommandVersion) + ")");
     }
     std::optional<Command> cmd;
-    if (in.ok()) cmd = decode_body(in);
+    if (in.ok()) cmd = decode_body(in, version);
     if (!cmd || !in.expect_end("the end")) return DecodeError{in.error()};
     return std::move(*cmd);
 }
@@ -190,7 +209,7 @@ std::string describe(const Command& cmd) {
             using C = std::decay_t<decltype(c)>;
             if constexpr (std::is_same_v<C, Grant>) {
                 return "grant key=" + quoted(c.key) + " lease_ms=" + std::to_string(c.lease_ms) +
-                       " owner=" + quoted(c.owner);
+                       " owner=" + quoted(c.owner) + " user=" + quoted(c.user);
             } else if constexpr (std::is_same_v<C, Release>) {
                 return "release key=" + quoted(c.key) + " token=" + std::to_string(c.token);
             } else if constexpr (std::is_same_v<C, Expire>) {

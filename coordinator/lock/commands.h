@@ -22,6 +22,9 @@ using Token = std::uint64_t;
 constexpr std::size_t kMinKeyBytes = 1;
 constexpr std::size_t kMaxKeyBytes = 512;
 constexpr std::size_t kMaxOwnerBytes = 256;
+// A user name as the shell's authentication knows it (auth/policy.h: 1..128
+// bytes); "" without authentication.
+constexpr std::size_t kMaxUserBytes = 128;
 constexpr std::uint64_t kMaxLeaseMs = 24ull * 3600 * 1000;  // hard ceiling; servers configure less
 // Tokens are stored by pg_fence in a PostgreSQL bigint (signed 64-bit), so no
 // token, and no token floor, may exceed INT64_MAX. A Grant whose token would
@@ -41,11 +44,14 @@ constexpr Token grant_token(std::uint64_t index, Token floor) {
 
 // Acquire `key` for `lease_ms`. The token is not in the command: every member
 // computes it on apply (grant_token() of the entry's index and the table's
-// token floor), so all agree.
+// token floor), so all agree. `user` is who asked, as the leader authenticated it
+// ("" when the cluster runs without authentication): an owner is bound to
+// the user that made it (table.h, regrants()).
 struct Grant {
     std::string key;
     std::uint64_t lease_ms = 0;
-    std::string owner;  // optional; same non-empty owner re-acquiring gets its token back
+    std::string owner;  // optional; the same non-empty owner and user re-acquiring get their token back
+    std::string user{};  // "" without authentication; else 1..kMaxUserBytes
     bool operator==(const Grant&) const = default;
 };
 
@@ -96,7 +102,8 @@ using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany>;
 struct Granted {
     Token token = 0;
     // The Grant created the lock (token: grant_token() of its entry); false:
-    // the same owner's idempotent re-grant of the lock it holds (its token).
+    // the same owner's idempotent re-grant of the lock it holds (its token;
+    // the lock keeps the longer lease_ms of the two, table.h).
     bool created = false;
     bool operator==(const Granted&) const = default;
 };
@@ -145,7 +152,10 @@ std::string validate_key(std::string_view key);
 // characters (empty = no owner). Returns an empty string when valid, else why not.
 std::string validate_owner(std::string_view owner);
 
-// Checks every field of a command against the limits (key, owner, 1 <= lease_ms
+// Checks a user: 0..kMaxUserBytes bytes, the owner's text rule.
+std::string validate_user(std::string_view user);
+
+// Checks every field of a command against the limits (key, owner, user, 1 <= lease_ms
 // <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's count and size). Leaders call it before proposing; the
 // state machine calls it on apply so a bad committed entry has a fixed outcome.
 // Returns an empty string when valid, else why not.
@@ -154,12 +164,17 @@ std::string validate(const Command& cmd);
 std::string validate(const Grant& grant);
 std::string validate(const ExpireMany& many);
 
-// Encoding: [version u8 = 1][tag u8][fields...], integers little-endian fixed
+// Encoding: [version u8][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
-// Tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
+// Version 1, tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
 // 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64},
 // 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)}.
-// encode() throws std::length_error for a key or owner longer than its limit
+// Version 2 is written for a Grant with a non-empty user, and only for it:
+// tag 1 Grant{key, lease_ms u64, owner, user}. Everything else is written in
+// version 1, so a cluster without authentication writes only what releases
+// before version 2 read. A version 2 command that version 1 could carry (a
+// Grant with an empty user, any other tag) is refused: one encoding per command.
+// encode() throws std::length_error for a key, owner or user longer than its limit
 // (decode would reject it); every other command encodes, and
 // decode_command(encode(c)) == c. decode_command() checks structure and length
 // limits only; validate() checks the values.
@@ -171,7 +186,7 @@ std::variant<Command, DecodeError> decode_command(std::string_view bytes);
 //   command: grant key length 513 exceeds the limit of 512 bytes (at byte offset 2)
 std::string read_error(const codec::ReadFailure& failure, std::string_view context);
 
-std::string describe(const Command& cmd);  // for logs: "grant key=... lease_ms=... owner=..."
+std::string describe(const Command& cmd);  // for logs: "grant key=... lease_ms=... owner=... user=..."
 std::string describe(const Result& result);
 
 }  // namespace pgfence::lock

@@ -1,8 +1,12 @@
-// LockTable::snapshot / restore. Format (version 1), little-endian:
+// LockTable::snapshot / restore. Format, little-endian:
 //
-//   [version u8 = 1][applied_index u64][token_floor u64][last_token u64][count u32]
-//   count x { key: u32 length + bytes, token u64, lease_ms u64, owner: u32 length + bytes }
+//   [version u8][applied_index u64][token_floor u64][last_token u64][count u32]
+//   count x { key: u32 length + bytes, token u64, lease_ms u64, owner: u32 length + bytes
+//             [version 2: user: u32 length + bytes] }
 //
+// Version 2 is written when some lock has a user (LockTable::locks_with_user()),
+// else version 1, which releases before users read; a version 2 snapshot in
+// which no lock has a user is refused (one encoding per table).
 // Locks are in strictly ascending key order (byte-wise), so a key appears once.
 // restore() rejects: unknown version, a count larger than the remaining bytes
 // could hold, any length over its limit or past the end, keys out of order or
@@ -19,49 +23,60 @@ namespace pgfence::lock {
 namespace {
 
 constexpr std::uint8_t kSnapshotVersion = 1;
-// Smallest possible encoded lock: the shortest key, no owner.
+constexpr std::uint8_t kUserSnapshotVersion = 2;  // locks carry their user
+// Smallest possible encoded lock: the shortest key, no owner (and no user).
 constexpr std::uint64_t kMinLockBytes = lock_bytes(kMinKeyBytes, std::size_t{0});
 
-std::optional<Lock> read_lock(codec::Reader& in) {
+std::optional<Lock> read_lock(codec::Reader& in, std::uint8_t version) {
     const std::string_view key = in.string("lock key", kMaxKeyBytes);
     const std::uint64_t token = in.u64("lock token");
     const std::uint64_t lease_ms = in.u64("lock lease_ms");
     const std::string_view owner = in.string("lock owner", kMaxOwnerBytes);
+    std::string_view user;
+    if (version == kUserSnapshotVersion) user = in.string("lock user", kMaxUserBytes);
     if (!in.ok()) return std::nullopt;
-    return Lock{std::string(key), token, lease_ms, std::string(owner)};
+    return Lock{std::string(key), token, lease_ms, std::string(owner), std::string(user)};
 }
 
-void put_header(std::string& out, std::uint64_t applied, Token floor, Token last, std::size_t count) {
+void put_header(std::string& out, std::uint8_t version, std::uint64_t applied, Token floor, Token last,
+                std::size_t count) {
     if (count > std::numeric_limits<std::uint32_t>::max()) {
         throw std::length_error("snapshot: " + std::to_string(count) + " locks do not fit the u32 lock count");
     }
-    codec::put_u8(out, kSnapshotVersion);
+    codec::put_u8(out, version);
     codec::put_u64(out, applied);
     codec::put_u64(out, floor);
     codec::put_u64(out, last);
     codec::put_u32(out, static_cast<std::uint32_t>(count));
 }
 
-void put_lock(std::string& out, const Lock& lock) {
+void put_lock(std::string& out, std::uint8_t version, const Lock& lock) {
     codec::put_string(out, lock.key, kMaxKeyBytes, "lock key");
     codec::put_u64(out, lock.token);
     codec::put_u64(out, lock.lease_ms);
     codec::put_string(out, lock.owner, kMaxOwnerBytes, "lock owner");
+    if (version == kUserSnapshotVersion) codec::put_string(out, lock.user, kMaxUserBytes, "lock user");
+}
+
+std::uint8_t version_for(std::size_t locks_with_user) {
+    return locks_with_user > 0 ? kUserSnapshotVersion : kSnapshotVersion;
 }
 
 }  // namespace
 
 std::string LockTable::snapshot() const {
     std::string out;
-    put_header(out, applied_index_, token_floor_, last_token_, locks_.size());
-    for (const Lock& lock : locks_) put_lock(out, lock);
+    const std::uint8_t version = version_for(with_user_);
+    put_header(out, version, applied_index_, token_floor_, last_token_, locks_.size());
+    for (const Lock& lock : locks_) put_lock(out, version, lock);
     return out;
 }
 
 void LockTable::begin_snapshot() {
     if (build_) throw std::logic_error("LockTable::begin_snapshot: a snapshot is being built already");
     Build b;
-    put_header(b.bytes, applied_index_, token_floor_, last_token_, locks_.size());
+    b.version = version_for(with_user_);
+    put_header(b.bytes, b.version, applied_index_, token_floor_, last_token_, locks_.size());
     b.count = static_cast<std::uint32_t>(locks_.size());
     b.bytes.reserve(b.bytes.size() + bytes_);
     build_ = std::move(b);
@@ -89,13 +104,13 @@ bool LockTable::continue_snapshot(std::size_t max_locks) {
         if (more_kept && (!more_now || kept->first <= now->key)) {
             if (more_now && kept->first == now->key) ++now;
             if (kept->second) {
-                put_lock(b.bytes, *kept->second);
+                put_lock(b.bytes, b.version, *kept->second);
                 ++b.encoded;
             }
             b.cursor = kept->first;
             kept = b.before.erase(kept);
         } else {
-            put_lock(b.bytes, *now);
+            put_lock(b.bytes, b.version, *now);
             ++b.encoded;
             b.cursor = now->key;
             ++now;
@@ -121,6 +136,7 @@ std::string LockTable::take_snapshot() {
 
 bool LockTable::operator==(const LockTable& other) const {
     return locks_ == other.locks_ && applied_index_ == other.applied_index_ && bytes_ == other.bytes_ &&
+           with_user_ == other.with_user_ &&
            max_bytes_ == other.max_bytes_ && token_floor_ == other.token_floor_ && last_token_ == other.last_token_;
 }
 
@@ -128,9 +144,9 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
     codec::Reader in(bytes, read_error, "snapshot");
     LockTable table(max_bytes);
     const std::uint8_t version = in.u8("version");
-    if (in.ok() && version != kSnapshotVersion) {
-        in.fail_at(0, "unknown snapshot version " + std::to_string(version) +
-                          " (known: " + std::to_string(kSnapshotVersion) + ")");
+    if (in.ok() && version != kSnapshotVersion && version != kUserSnapshotVersion) {
+        in.fail_at(0, "unknown snapshot version " + std::to_string(version) + " (known: " +
+                          std::to_string(kSnapshotVersion) + ", " + std::to_string(kUserSnapshotVersion) + ")");
     }
     const std::uint64_t applied = in.u64("applied_index");
     const std::uint64_t floor = in.u64("token_floor");
@@ -148,7 +164,7 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
     table.last_token_ = last;
     for (std::uint32_t i = 0; i < count; ++i) {
         const std::size_t lock_offset = in.offset();
-        auto lock = read_lock(in);
+        auto lock = read_lock(in, version);
         if (!lock) return DecodeError{in.error()};
         if (!table.locks_.empty() && !(table.locks_.rbegin()->key < lock->key)) {
             in.fail_at(lock_offset, "lock " + std::to_string(i) +
@@ -156,10 +172,15 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
                                         "of order)");
             return DecodeError{in.error()};
         }
-        table.bytes_ += lock_bytes(lock->key, lock->owner);
+        table.account(*lock, true);
         table.locks_.emplace_hint(table.locks_.end(), std::move(*lock));
     }
     if (!in.expect_end("the end")) return DecodeError{in.error()};
+    if (version_for(table.with_user_) != version) {
+        return DecodeError{"snapshot: version " + std::to_string(version) + " with " +
+                           std::to_string(table.with_user_) + " locks that have a user (version 2 is " +
+                           "written when some lock has one, else version 1)"};
+    }
     if (auto problem = table.check_invariants(); !problem.empty()) {
         return DecodeError{"snapshot: " + problem};
     }

@@ -42,14 +42,15 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     // One search: the key's place, whether held or not (the insert below uses it).
     const auto place = locks_.lower_bound(grant.key);
     if (auto held = place; held != locks_.end() && held->key == grant.key) {
-        if (!grant.owner.empty() && grant.owner == held->owner) {
+        if (regrants(*held, grant.owner, grant.user)) {
+            const Token token = held->token;
+            if (grant.lease_ms <= held->lease_ms) return Granted{token, false};
             before_change(grant.key);
-            // An idempotent retry may change the lease: the set's element is
-            // const, so the node is taken out, changed and put back (the
-            // key, its place, is unchanged).
+            // A retry may lengthen the lease: the set's element is const, so
+            // the node is taken out, changed and put back (the key, its
+            // place, is unchanged).
             auto node = locks_.extract(held);
             node.value().lease_ms = grant.lease_ms;
-            const Token token = node.value().token;
             locks_.insert(std::move(node));
             return Granted{token, false};
         }
@@ -57,15 +58,14 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     }
     const Token token = grant_token(index, token_floor_);
     if (token == 0) return GrantRejected{kInvalidGrantHolder};
-    const std::uint64_t added = lock_bytes(grant.key, grant.owner);
+    const std::uint64_t added = lock_bytes(grant.key, grant.owner, grant.user);
     if (bytes_ + added > max_bytes_) return TableFull{bytes_};
     if (token <= last_token_) {
         throw std::logic_error("lock table: token " + std::to_string(token) +
                                " does not exceed the last token " + std::to_string(last_token_));
     }
     before_change(grant.key);
-    locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner});
-    bytes_ += added;
+    account(*locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner, grant.user}), true);
     last_token_ = token;
     return Granted{token, true};
 }
@@ -96,9 +96,16 @@ bool LockTable::remove_if_held(std::string_view key, Token token) {
     auto held = locks_.find(key);
     if (held == locks_.end() || held->token != token) return false;
     before_change(key);
-    bytes_ -= lock_bytes(held->key, held->owner);
+    account(*held, false);
     locks_.erase(held);
     return true;
+}
+
+void LockTable::account(const Lock& lock, bool add) {
+    const std::uint64_t bytes = lock_bytes(lock);
+    const std::size_t with_user = lock.user.empty() ? 0 : 1;
+    bytes_ = add ? bytes_ + bytes : bytes_ - bytes;
+    with_user_ = add ? with_user_ + with_user : with_user_ - with_user;
 }
 
 const Lock* LockTable::find(std::string_view key) const {
@@ -145,21 +152,26 @@ std::string LockTable::check_invariants() const {
     }
     std::set<Token> tokens;
     std::uint64_t bytes = 0;
+    std::size_t with_user = 0;
     for (const Lock& lock : locks_) {
         if (auto problem = check_lock(lock); !problem.empty()) return problem;
         if (!tokens.insert(lock.token).second) {
             return "token " + std::to_string(lock.token) + " is held by two keys";
         }
-        bytes += lock_bytes(lock.key, lock.owner);
+        bytes += lock_bytes(lock);
+        with_user += lock.user.empty() ? 0 : 1;
     }
     if (bytes != bytes_) {
         return "table bytes " + std::to_string(bytes_) + " differ from the locks' " + std::to_string(bytes);
+    }
+    if (with_user != with_user_) {
+        return "locks with a user counted " + std::to_string(with_user_) + ", held " + std::to_string(with_user);
     }
     return {};
 }
 
 std::string LockTable::check_lock(const Lock& lock) const {
-    if (auto problem = validate(Command{Grant{lock.key, lock.lease_ms, lock.owner}});
+    if (auto problem = validate(Grant{lock.key, lock.lease_ms, lock.owner, lock.user});
         !problem.empty()) {
         return "invalid lock: " + problem;
     }

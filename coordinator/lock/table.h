@@ -20,7 +20,10 @@
 namespace pgfence::lock {
 
 // The largest lock table, counted as its snapshot's lock records (the
-// 24 fixed bytes of each lock plus its key and owner; lock_bytes()). A Grant
+// 24 fixed bytes of each lock plus its key, owner and user; lock_bytes()).
+// A snapshot of version 2 also writes 4 bytes (an empty user's length) for
+// each lock without a user, which the count leaves out: at most 4 bytes per
+// lock of at least 25, 32 MiB of the room left below. A Grant
 // that would take the table past it is refused (TableFull) by every member
 // alike, so the table's snapshot always fits the 256 MiB a member stores,
 // sends and accepts (raft::kMaxSnapshotBytes; member/core.cc asserts it): 192 MiB leaves
@@ -34,16 +37,30 @@ struct Lock {
     Token token = 0;
     std::uint64_t lease_ms = 0;
     std::string owner;
+    std::string user{};  // who was granted it (Grant::user); "" without authentication
     bool operator==(const Lock&) const = default;
 };
 
 // One lock's record in the snapshot (see snapshot()): key and owner with
-// their u32 lengths, token and lease_ms.
-constexpr std::uint64_t lock_bytes(std::size_t key_bytes, std::size_t owner_bytes) {
-    return 4 + key_bytes + 8 + 8 + 4 + owner_bytes;
+// their u32 lengths, token and lease_ms, and a non-empty user with its u32
+// length (an empty user is counted as nothing, kMaxTableBytes).
+constexpr std::uint64_t lock_bytes(std::size_t key_bytes, std::size_t owner_bytes, std::size_t user_bytes = 0) {
+    return 4 + key_bytes + 8 + 8 + 4 + owner_bytes + (user_bytes == 0 ? 0 : 4 + user_bytes);
 }
-constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner) {
-    return lock_bytes(key.size(), owner.size());
+constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner, std::string_view user = {}) {
+    return lock_bytes(key.size(), owner.size(), user.size());
+}
+inline std::uint64_t lock_bytes(const Lock& lock) {
+    return lock_bytes(lock.key, lock.owner, lock.user);
+}
+
+// Whether a Grant from `user` naming `owner` is an idempotent retry by the
+// holder of `held`: the same non-empty owner, asked by the same user ("" ==
+// "" without authentication). The one place the rule is written: the table
+// re-grants by it, a leader queues a waiting acquire by it. Anyone else
+// naming the owner is a contender like any other.
+inline bool regrants(const Lock& held, std::string_view owner, std::string_view user) {
+    return !owner.empty() && held.owner == owner && held.user == user;
 }
 
 class LockTable {
@@ -61,9 +78,12 @@ class LockTable {
     //   Grant, key free, t == 0 (over kMaxToken)  -> GrantRejected{0}
     //   Grant, key free, bytes() + lock_bytes(grant) > max_bytes()
     //                                             -> TableFull{bytes()}, table unchanged
-    //   Grant, held by the same non-empty owner   -> Granted{existing token, created: false};
-    //                                                the lock's lease_ms becomes the new one
-    //   Grant, held otherwise                     -> GrantRejected{holder token}
+    //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false};
+    //                                                the lock's lease_ms becomes the longer
+    //                                                of its own and the Grant's (a retry
+    //                                                never shortens a lease)
+    //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
+    //     the same owner asked by another user)
     //   Release / Expire with the holder's token  -> Released / Expired{true}
     //   Release / Expire otherwise                -> NotFound / Expired{false}
     //   ExpireMany{locks}                         -> ExpiredMany{how many were held with
@@ -97,14 +117,18 @@ class LockTable {
     std::size_t size() const { return locks_.size(); }
     // The locks' share of the snapshot: the sum of lock_bytes() over the locks.
     std::uint64_t bytes() const { return bytes_; }
+    // How many locks have a non-empty user (the snapshot's version depends on it).
+    std::size_t locks_with_user() const { return with_user_; }
     std::uint64_t max_bytes() const { return max_bytes_; }
     std::uint64_t applied_index() const { return applied_index_; }
     Token token_floor() const { return token_floor_; }
     Token last_token() const { return last_token_; }  // largest token ever granted (0: none)
 
-    // Snapshot encoding: [version u8 = 1][applied u64][floor u64][last_token u64]
-    // [count u32] then per lock key, token, lease_ms, owner. restore() checks
-    // every bound and fails with DecodeError on anything malformed.
+    // Snapshot encoding (snapshot.cc): [version u8][applied u64][floor u64][last_token u64]
+    // [count u32] then per lock key, token, lease_ms, owner, and in version 2
+    // user. Version 2 is written when some lock has a user, else version 1.
+    // restore() reads both, checks every bound and fails with DecodeError on
+    // anything malformed.
     std::string snapshot() const;
 
     // The same snapshot, built in slices while apply() goes on:
@@ -148,6 +172,7 @@ class LockTable {
     Result apply_one(std::uint64_t index, const SetTokenFloor& set);
     Result apply_one(std::uint64_t index, const ExpireMany& many);
     bool remove_if_held(std::string_view key, Token token);
+    void account(const Lock& lock, bool add);  // keeps bytes_ and with_user_
     // Before `key`'s lock changes: keeps its state for the snapshot being
     // built, if any, when the build has not reached the key yet.
     void before_change(std::string_view key);
@@ -157,6 +182,7 @@ class LockTable {
     // key encoded, and the state at the beginning of the keys changed since
     // that lie ahead of it (nullopt: the key was not held then).
     struct Build {
+        std::uint8_t version = 1;  // of the snapshot's format, fixed at its beginning
         std::string bytes;
         std::uint32_t count = 0;    // locks at the beginning
         std::uint32_t encoded = 0;  // of them, encoded so far
@@ -177,6 +203,7 @@ class LockTable {
     std::optional<Build> build_;
     std::uint64_t applied_index_ = 0;
     std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
+    std::size_t with_user_ = 0;  // locks_with_user(): likewise
     std::uint64_t max_bytes_ = kMaxTableBytes;
     Token token_floor_ = 0;
     Token last_token_ = 0;

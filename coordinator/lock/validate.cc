@@ -1,6 +1,6 @@
-// Value checks for keys, owners and whole commands (commands.h).
+// Value checks for keys, owners, users and whole commands (commands.h).
 //
-// Text rule (keys and owners): well-formed UTF-8 (RFC 3629: no overlong forms,
+// Text rule (keys, owners and users): well-formed UTF-8 (RFC 3629: no overlong forms,
 // no surrogates U+D800..U+DFFF, nothing above U+10FFFF) without control
 // characters: C0 (U+0000..U+001F), DEL (U+007F) and C1 (U+0080..U+009F).
 #include <cstdio>
@@ -98,7 +98,8 @@ std::string check_lease(std::uint64_t lease_ms) {
 std::string check_grant(const Grant& grant) {
     if (auto problem = validate_key(grant.key); !problem.empty()) return problem;
     if (auto problem = check_lease(grant.lease_ms); !problem.empty()) return problem;
-    return validate_owner(grant.owner);
+    if (auto problem = validate_owner(grant.owner); !problem.empty()) return problem;
+    return validate_user(grant.user);
 }
 
 std::string check_floor(const SetTokenFloor& set) {
@@ -144,6 +145,14 @@ std::string validate_owner(std::string_view owner) {
                std::to_string(kMaxOwnerBytes) + " bytes";
     }
     return check_text("owner", owner);
+}
+
+std::string validate_user(std::string_view user) {
+    if (user.size() > kMaxUserBytes) {
+        return "user is " + std::to_string(user.size()) + " bytes; the limit is " + std::to_string(kMaxUserBytes) +
+               " bytes";
+    }
+    return check_text("user", user);
 }
 
 std::string validate(const Grant& grant) {

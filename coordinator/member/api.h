@@ -19,11 +19,14 @@
 namespace pgfence::member {
 
 // POST /v1/acquire. wait_ms > 0: queue behind the holder (FIFO per key).
+// `user`: who asks, as the shell authenticated it ("" without --auth-file);
+// the owner is bound to it (lock::regrants()).
 struct Acquire {
     std::string key;
     std::uint64_t lease_ms = 0;
     std::uint64_t wait_ms = 0;
     std::string owner;
+    std::string user{};
 };
 
 // POST /v1/release and POST /v1/keepalive carry the same body.
@@ -83,7 +86,8 @@ using Request = std::variant<Acquire, Release, KeepAlive, ListLocks, AddMember, 
 
 // ---- answers -------------------------------------------------------------------
 
-// 200 {"key","token","lease_ms","owner"}. The shell reports whether it could
+// 200 {"key","token","lease_ms","owner"}: lease_ms is the lease in force,
+// the longer one when a retry asked for less. The shell reports whether it could
 // write it (Core::response_written): a grant nobody received is a phantom
 // (its lease ends at once and it is expired).
 struct Granted {

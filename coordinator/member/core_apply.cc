@@ -98,14 +98,16 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
     if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
         if (const auto* ok = std::get_if<lock::Granted>(&result)) {
             ++counters_.grants;
+            // A re-grant keeps the longer lease (lock/table.h): the lock's lease_ms is in force.
+            const std::uint64_t lease_ms = ok->created ? g->lease_ms : table_.find(g->key)->lease_ms;
             log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
-                                 {"lease_ms", num(g->lease_ms)}, {"index", num(index)}});
+                                 {"lease_ms", num(lease_ms)}, {"index", num(index)}, {"user", g->user}});
             // An idempotent re-grant applied while Expire{key, token} is in
             // flight keeps the expiry (on_grant_result refuses it): resetting
             // the lease would promise a lock that the Expire then removes.
             const Lease* held = ok->created ? nullptr : leases_.find(g->key);
             const bool expiring = held != nullptr && held->token == ok->token && held->expiring();
-            if (leader && !expiring) leases_.start(g->key, ok->token, g->lease_ms, now, config_.max_clock_drift_ppm);
+            if (leader && !expiring) leases_.start(g->key, ok->token, lease_ms, now, config_.max_clock_drift_ppm);
         } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
             ++counters_.grants_table_full;
             log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
@@ -114,7 +116,8 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             ++counters_.grant_conflicts;
             const auto* rej = std::get_if<lock::GrantRejected>(&result);
             log(level, "grant_rejected",
-                {{"key", g->key}, {"owner", g->owner}, {"holder_token", num(rej ? rej->holder_token : 0)}});
+                {{"key", g->key}, {"owner", g->owner}, {"holder_token", num(rej ? rej->holder_token : 0)},
+                 {"user", g->user}});
         }
         return;
     }

@@ -33,7 +33,15 @@ bool take(Impl& m, Call& call, std::variant<T, net::BadRequest> parsed) {
     return true;
 }
 
-bool parse_acquire(Impl& m, Call& call) { return take(m, call, net::parse_acquire(call.req.body, m.limits)); }
+static_assert(auth::kMaxNameBytes <= lock::kMaxUserBytes, "every user name fits a Grant's user");
+
+// With a caller (--auth-file), the acquire carries its user: an owner is
+// bound to the user that made it (lock::regrants()).
+bool parse_acquire(Impl& m, Call& call) {
+    if (!take(m, call, net::parse_acquire(call.req.body, m.limits))) return false;
+    if (call.caller) std::get<member::Acquire>(call.request).user = call.caller->user->name;
+    return true;
+}
 bool parse_release(Impl& m, Call& call) { return take(m, call, net::parse_key_token(call.req.body)); }
 // A keepalive's body is a release's: a key and a token (net::parse_key_token).
 bool parse_keepalive(Impl& m, Call& call) {

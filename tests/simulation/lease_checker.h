@@ -44,9 +44,10 @@ public:
     void kept_alive(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                     std::uint64_t sent_us);
     // The holder sent an acquire of a key it holds (with its owner: an
-    // idempotent re-grant, which sets the lock's lease to this one if it
-    // applies, answered or not): from then on it counts on no more than
-    // sent_us + this lease, as a careful client must.
+    // idempotent re-grant, which keeps the longer of the lock's lease and
+    // this one if it applies, answered or not): from then on it counts on no
+    // more than sent_us + this lease, which asks less of the cluster than it
+    // promises.
     void reacquiring(int client, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                      std::uint64_t sent_us);
     // A release of the token was sent at sent_us (by anyone).

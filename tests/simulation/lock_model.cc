@@ -20,11 +20,14 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                     // Written out here, not lock::grant_token: the model is
                     // independent of the table it checks.
                     const lock::Token token = index + floor_;
-                    holders_[c.key] = ModelHolder{token, c.owner};
+                    holders_[c.key] = ModelHolder{token, c.owner, c.user};
                     record(c.key, token);
                     return lock::Granted{token, true};
                 }
-                if (!c.owner.empty() && it->second.owner == c.owner) return lock::Granted{it->second.token, false};
+                // The same non-empty owner, asked by the same user.
+                if (!c.owner.empty() && it->second.owner == c.owner && it->second.user == c.user) {
+                    return lock::Granted{it->second.token, false};
+                }
                 return lock::GrantRejected{it->second.token};
             } else if constexpr (std::is_same_v<C, lock::Release> || std::is_same_v<C, lock::Expire>) {
                 const bool match = remove(c.key, c.token);

@@ -19,6 +19,7 @@ namespace pgfence::sim {
 struct ModelHolder {
     lock::Token token = 0;
     std::string owner;
+    std::string user{};
     bool operator==(const ModelHolder&) const = default;
 };
 

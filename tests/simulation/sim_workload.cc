@@ -53,7 +53,7 @@ member::Request Workload::next_request(Client& c) {
     const std::uint64_t roll = random_.between(0, 99);
     if (roll < 45) {
         const std::uint64_t wait_ms = random_.chance(0.3) ? tick_ms_ * random_.between(1, 40) : 0;
-        return member::Acquire{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner};
+        return member::Acquire{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner, c.user};
     }
     std::string key;
     lock::Token token = 0;
@@ -73,7 +73,7 @@ member::Request Workload::next_request(Client& c) {
 // What the request proposes when the leader takes it (the history's command).
 namespace {
 lock::Command command_of(const member::Request& r) {
-    if (const auto* a = std::get_if<member::Acquire>(&r)) return lock::Grant{a->key, a->lease_ms, a->owner};
+    if (const auto* a = std::get_if<member::Acquire>(&r)) return lock::Grant{a->key, a->lease_ms, a->owner, a->user};
     const auto& rel = std::get<member::Release>(r);
     return lock::Release{rel.key, rel.token};
 }
@@ -102,7 +102,8 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
         // holder, which stops using the lock then, or by any client that
         // knows the token (the API lets it; the holder's lease is then over).
         if (const auto* r = std::get_if<member::Release>(&c.request)) leases_.released(r->key, r->token, now_us);
-        // A holder re-acquiring (same owner) may shorten its own lease.
+        // A holder re-acquiring (same owner) counts on the lease it asks for
+        // from now (the lock keeps the longer one).
         if (const auto* a = std::get_if<member::Acquire>(&c.request); a != nullptr && !c.owner.empty()) {
             if (auto it = c.held.find(a->key); it != c.held.end()) {
                 leases_.reacquiring(client, a->key, it->second, a->lease_ms, now_us);

@@ -112,6 +112,7 @@ private:
         int attempt = 0;
         std::size_t leader_guess = 0;
         std::string owner;
+        std::string user;  // "" : no authentication
         std::map<std::string, lock::Token> held;  // keys this client holds, by its knowledge
         std::optional<member::Request> retry;     // a request whose outcome stayed unknown
         member::Request request;                  // the one in flight

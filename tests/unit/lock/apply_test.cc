@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(grant_on_key_held_by_another_owner_is_rejected_with_holder_
     BOOST_TEST(table.last_token() == holder);
 }
 
-BOOST_AUTO_TEST_CASE(regrant_by_same_owner_returns_existing_token_and_takes_new_lease) {
+BOOST_AUTO_TEST_CASE(regrant_by_same_owner_returns_existing_token_and_takes_a_longer_lease) {
     LockTable table;
     const Token first = granted_token(table.apply(1, Grant{"k", kLeaseMs, "worker-a"}));
     const Result again = table.apply(2, Grant{"k", 2 * kLeaseMs, "worker-a"});
@@ -75,6 +75,62 @@ BOOST_AUTO_TEST_CASE(regrant_by_same_owner_returns_existing_token_and_takes_new_
     BOOST_TEST(table.find("k")->lease_ms == 2 * kLeaseMs);
     BOOST_TEST(table.last_token() == first);  // no new token was issued
     BOOST_TEST(table.size() == 1u);
+}
+
+// A retry never shortens the lease: the lock keeps the longer lease_ms
+// (a new leader restarts the lease at it), and the retry gets its token.
+BOOST_AUTO_TEST_CASE(regrant_by_same_owner_asking_a_shorter_lease_keeps_the_longer) {
+    LockTable table;
+    const Token first = granted_token(table.apply(1, Grant{"k", 30'000, "worker-a", "ua"}));
+    BOOST_TEST((table.apply(2, Grant{"k", 1'000, "worker-a", "ua"}) == Result{Granted{first, false}}));
+    BOOST_TEST(table.find("k")->lease_ms == 30'000u);
+    BOOST_TEST((table.apply(3, Grant{"k", 30'000, "worker-a", "ua"}) == Result{Granted{first, false}}));
+    BOOST_TEST(table.find("k")->lease_ms == 30'000u);
+    BOOST_TEST(table.check_invariants() == "");
+}
+
+// With authentication, an owner is bound to the user that made it: another
+// user naming it is a contender (GrantRejected{holder}), and the lock, its
+// lease_ms and its user are untouched. Without authentication (user "") the
+// owner is all there is: anyone naming it re-acquires.
+BOOST_AUTO_TEST_CASE(an_owner_is_regranted_only_to_the_user_that_made_it) {
+    LockTable table;
+    const Token held = granted_token(table.apply(1, Grant{"k", 30'000, "worker-a", "ua"}));
+    BOOST_TEST((table.apply(2, Grant{"k", 1'000, "worker-a", "uc"}) == Result{GrantRejected{held}}));
+    BOOST_TEST((table.apply(3, Grant{"k", 1'000, "worker-a", ""}) == Result{GrantRejected{held}}));
+    BOOST_TEST((*table.find("k") == Lock{"k", held, 30'000, "worker-a", "ua"}));
+    BOOST_TEST((table.apply(4, Grant{"k", 30'000, "worker-a", "ua"}) == Result{Granted{held, false}}));
+
+    const Token anonymous = granted_token(table.apply(5, Grant{"n", 30'000, "worker-n"}));
+    BOOST_TEST((table.apply(6, Grant{"n", 30'000, "worker-n", "ua"}) == Result{GrantRejected{anonymous}}));
+    BOOST_TEST((table.apply(7, Grant{"n", 30'000, "worker-n"}) == Result{Granted{anonymous, false}}));
+    BOOST_TEST(table.check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(regrants_is_the_same_non_empty_owner_and_the_same_user) {
+    const Lock by_ua{"k", 1, kLeaseMs, "w", "ua"};
+    BOOST_TEST(regrants(by_ua, "w", "ua"));
+    BOOST_TEST(!regrants(by_ua, "w", "uc"));
+    BOOST_TEST(!regrants(by_ua, "w", ""));
+    BOOST_TEST(!regrants(by_ua, "x", "ua"));
+    const Lock anonymous{"k", 1, kLeaseMs, "w"};
+    BOOST_TEST(regrants(anonymous, "w", ""));
+    BOOST_TEST(!regrants(anonymous, "w", "ua"));
+    BOOST_TEST(!regrants(Lock{"k", 1, kLeaseMs, "", "ua"}, "", "ua"));
+}
+
+// A lock's user is part of its record: counted in bytes() and locks_with_user().
+BOOST_AUTO_TEST_CASE(a_locks_user_is_counted_in_the_table_bytes) {
+    LockTable table;
+    table.apply(1, Grant{"k", kLeaseMs, "w", "ua"});
+    table.apply(2, Grant{"n", kLeaseMs, "w"});
+    BOOST_TEST(table.bytes() == lock_bytes("k", "w", "ua") + lock_bytes("n", "w"));
+    BOOST_TEST(lock_bytes("k", "w", "ua") == lock_bytes("k", "w") + 4 + 2);
+    BOOST_TEST(table.locks_with_user() == 1u);
+    table.apply(3, Release{"k", 1});
+    BOOST_TEST(table.bytes() == lock_bytes("n", "w"));
+    BOOST_TEST(table.locks_with_user() == 0u);
+    BOOST_TEST(table.check_invariants() == "");
 }
 
 BOOST_AUTO_TEST_CASE(regrant_with_empty_owner_is_not_idempotent) {

@@ -17,6 +17,8 @@ constexpr std::uint64_t kAllOnes = ~0ull;
 std::vector<Command> samples() {
     return {
         Grant{"report:7", 10'000, "worker-a"},
+        Grant{"report:7", 10'000, "worker-a", "ua"},
+        Grant{"k", 1, "", std::string(kMaxUserBytes, 'u')},
         Grant{std::string(kMaxKeyBytes, 'k'), kMaxLeaseMs, std::string(kMaxOwnerBytes, 'o')},
         Grant{"k", 0, ""},                  // invalid values still encode (validate() is separate)
         Grant{"\xff\x00 x", kAllOnes, ""},  // as do invalid bytes
@@ -51,6 +53,29 @@ BOOST_AUTO_TEST_CASE(encoding_follows_the_documented_layout) {
                Bytes().u8(kVersion).u8(5).u32(2).str("a").u64(1).str("bc").u64(2).get());
 }
 
+// A Grant with a user is version 2 (the user after the owner); one without
+// is version 1, byte for byte what releases before users write and read.
+BOOST_AUTO_TEST_CASE(a_grant_with_a_user_is_version_2_and_version_1_decodes_without_one) {
+    const std::string v2 = Bytes().u8(2).u8(1).str("report:7").u64(10'000).str("w").str("ua").get();
+    BOOST_TEST(encode(Grant{"report:7", 10'000, "w", "ua"}) == v2);
+    const std::string v1 = Bytes().u8(1).u8(1).str("report:7").u64(10'000).str("w").get();
+    BOOST_TEST(encode(Grant{"report:7", 10'000, "w", ""}) == v1);
+    auto decoded = decode_command(v1);
+    BOOST_TEST_REQUIRE(std::holds_alternative<Command>(decoded));
+    BOOST_TEST((std::get<Command>(decoded) == Command{Grant{"report:7", 10'000, "w", ""}}));
+}
+
+// One encoding per command: version 2 holds only a Grant with a user.
+BOOST_AUTO_TEST_CASE(version_2_without_a_user_or_of_another_command_is_rejected) {
+    std::string error = decode_error(Bytes().u8(2).u8(1).str("k").u64(1).str("w").str("").get());
+    BOOST_TEST(error.find("grant user is empty in command version 2") != std::string::npos, error);
+    BOOST_TEST(error.find("offset 20") != std::string::npos, error);
+    error = decode_error(Bytes().u8(2).u8(4).u64(1).get());
+    BOOST_TEST(error.find("command tag 4 in command version 2") != std::string::npos, error);
+    error = decode_error(Bytes().u8(2).u8(1).str("k").u64(1).str("w").str(std::string(kMaxUserBytes + 1, 'u')).get());
+    BOOST_TEST(error.find("grant user length 129 exceeds the limit of 128") != std::string::npos, error);
+}
+
 BOOST_AUTO_TEST_CASE(expire_many_counts_outside_1_to_the_limit_are_rejected_at_the_count) {
     // An empty batch encodes (encode() does not check counts) and decodes to an error.
     BOOST_TEST(decode_error(encode(ExpireMany{})).find("expire_many count 0") != std::string::npos);
@@ -79,6 +104,7 @@ BOOST_AUTO_TEST_CASE(encode_refuses_keys_and_owners_over_their_limits) {
     BOOST_CHECK_THROW(encode(Grant{std::string(kMaxKeyBytes + 1, 'k'), 1, ""}), std::length_error);
     BOOST_CHECK_THROW(encode(Grant{"k", 1, std::string(kMaxOwnerBytes + 1, 'o')}),
                       std::length_error);
+    BOOST_CHECK_THROW(encode(Grant{"k", 1, "o", std::string(kMaxUserBytes + 1, 'u')}), std::length_error);
     BOOST_CHECK_THROW(encode(Release{std::string(kMaxKeyBytes + 1, 'k'), 1}), std::length_error);
     BOOST_CHECK_THROW(encode(Expire{std::string(kMaxKeyBytes + 1, 'k'), 1}), std::length_error);
 }

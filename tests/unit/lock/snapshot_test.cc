@@ -52,6 +52,62 @@ BOOST_AUTO_TEST_CASE(snapshot_follows_the_documented_layout) {
     BOOST_TEST(table.snapshot() == expected.get());
 }
 
+// A lock with a user makes the snapshot version 2: every lock then carries its user.
+BOOST_AUTO_TEST_CASE(a_table_with_a_user_is_written_in_version_2) {
+    LockTable table;
+    table.apply(3, Grant{"k", kLeaseMs, "o", "ua"});
+    table.apply(4, Grant{"n", kLeaseMs, "o"});
+    Bytes expected = Bytes().u8(2).u64(4).u64(0).u64(4).u32(2);
+    test::put_lock(expected, Lock{"k", 3, kLeaseMs, "o", "ua"}, 2);
+    test::put_lock(expected, Lock{"n", 4, kLeaseMs, "o"}, 2);
+    BOOST_TEST(table.snapshot() == expected.get());
+    table.apply(5, Release{"k", 3});
+    BOOST_TEST(table.snapshot()[0] == 1);  // no user left: version 1, as releases before users write
+}
+
+// The binding of owner to user, and the longer lease, survive a snapshot
+// (a new leader or a member that installs it decides alike).
+BOOST_AUTO_TEST_CASE(owner_binding_and_lease_survive_a_snapshot_round_trip) {
+    LockTable table;
+    table.apply(1, Grant{"k", 30'000, "worker-a", "ua"});
+    LockTable copy = restored(table.snapshot());
+    BOOST_TEST((copy == table));
+    BOOST_TEST((*copy.find("k") == Lock{"k", 1, 30'000, "worker-a", "ua"}));
+    BOOST_TEST((copy.apply(2, Grant{"k", 1'000, "worker-a", "uc"}) == Result{GrantRejected{1}}));
+    BOOST_TEST((copy.apply(3, Grant{"k", 1'000, "worker-a", "ua"}) == Result{Granted{1, false}}));
+    BOOST_TEST(copy.find("k")->lease_ms == 30'000u);
+    BOOST_TEST(copy.locks_with_user() == 1u);
+}
+
+// One encoding per table: a version 2 snapshot without a user is what
+// version 1 writes, and is refused; a version 1 snapshot reads as users "".
+BOOST_AUTO_TEST_CASE(version_2_without_a_user_is_refused_and_version_1_reads_without_users) {
+    Bytes v2 = Bytes().u8(2).u64(10).u64(0).u64(10).u32(1);
+    test::put_lock(v2, Lock{"a", 9, kLeaseMs, "w"}, 2);
+    const std::string error = restore_error(v2.get());
+    BOOST_TEST(error.find("version 2 with 0 locks that have a user") != std::string::npos, error);
+    Bytes v1 = header(1);
+    test::put_lock(v1, Lock{"a", 9, kLeaseMs, "w"});
+    const LockTable table = restored(v1.get());
+    BOOST_TEST(table.find("a")->user == "");
+    BOOST_TEST(table.snapshot() == v1.get());
+}
+
+// A snapshot begun with a user keeps version 2 even when the last user's lock
+// goes before it is taken.
+BOOST_AUTO_TEST_CASE(a_snapshot_in_slices_keeps_the_version_of_its_beginning) {
+    LockTable table;
+    table.apply(1, Grant{"a", kLeaseMs, "w", "ua"});
+    table.apply(2, Grant{"b", kLeaseMs, "w"});
+    const std::string expected = table.snapshot();
+    table.begin_snapshot();
+    table.apply(3, Release{"a", 1});
+    while (!table.continue_snapshot(1)) {
+    }
+    BOOST_TEST(table.take_snapshot() == expected);
+    BOOST_TEST(restored(expected).locks_with_user() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(empty_and_populated_tables_round_trip_identically) {
     for (const LockTable& table : {LockTable{}, sample_table()}) {
         const LockTable copy = restored(table.snapshot());
@@ -143,8 +199,8 @@ BOOST_AUTO_TEST_CASE(trailing_bytes_and_unknown_version_are_rejected) {
     const std::string bytes = sample_table().snapshot();
     BOOST_TEST(restore_error(bytes + "x").find("trailing") != std::string::npos);
     std::string versioned = bytes;
-    versioned[0] = 2;
-    BOOST_TEST(restore_error(versioned).find("version 2") != std::string::npos);
+    versioned[0] = 3;
+    BOOST_TEST(restore_error(versioned).find("version 3") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(count_larger_than_the_remaining_bytes_is_rejected_before_allocating) {

@@ -8,15 +8,16 @@ std::ostream& operator<<(std::ostream& os, const Command& cmd) {
     return os << describe(cmd);
 }
 std::ostream& operator<<(std::ostream& os, const Lock& lock) {
-    return os << describe(Command{Grant{lock.key, lock.lease_ms, lock.owner}})
+    return os << describe(Command{Grant{lock.key, lock.lease_ms, lock.owner, lock.user}})
               << " token=" << lock.token;
 }
 }  // namespace pgfence::lock
 
 namespace pgfence::lock::test {
 
-void put_lock(Bytes& bytes, const Lock& lock) {
+void put_lock(Bytes& bytes, const Lock& lock, std::uint8_t version) {
     bytes.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner);
+    if (version == 2) bytes.str(lock.user);
 }
 
 std::vector<std::string> key_pool() {
@@ -50,13 +51,15 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
                        const LockTable& table) {
     const std::string& key = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
     static const std::vector<std::string> owners = {"", "worker-a", "worker-b"};
+    static const std::vector<std::string> users = {"", "", "ua", "uc"};
     switch (pick(rng, 0, 9)) {
         case 0:
         case 1:
         case 2:
         case 3: {
             std::string owner = owners[pick<std::size_t>(rng, 0, owners.size() - 1)];
-            return Grant{key, pick<std::uint64_t>(rng, 1, 60'000), owner};
+            std::string user = users[pick<std::size_t>(rng, 0, users.size() - 1)];
+            return Grant{key, pick<std::uint64_t>(rng, 1, 60'000), owner, user};
         }
         case 4:
         case 5:

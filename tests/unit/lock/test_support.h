@@ -41,8 +41,8 @@ class Bytes {
     std::string out_;
 };
 
-// Appends one lock in snapshot layout.
-void put_lock(Bytes& bytes, const Lock& lock);
+// Appends one lock in the snapshot layout of `version` (2: with its user).
+void put_lock(Bytes& bytes, const Lock& lock, std::uint8_t version = 1);
 
 // A small pool of keys so random commands collide on keys often.
 std::vector<std::string> key_pool();

@@ -87,6 +87,14 @@ BOOST_AUTO_TEST_CASE(owner_may_be_empty_up_to_256_bytes_of_clean_utf8) {
     BOOST_TEST(!validate_owner("\xc0\x80").empty());
 }
 
+BOOST_AUTO_TEST_CASE(user_may_be_empty_up_to_128_bytes_of_clean_utf8) {
+    BOOST_TEST(validate_user("").empty());
+    BOOST_TEST(validate_user(std::string(kMaxUserBytes, 'u')).empty());
+    BOOST_TEST(validate_user(std::string(kMaxUserBytes + 1, 'u')) == "user is 129 bytes; the limit is 128 bytes");
+    BOOST_TEST(!validate_user("u\nv").empty());
+    BOOST_TEST(validate(Grant{"k", 1, "w", "u\x7f"}).find("user byte 1: control character U+007F") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(validate_checks_every_field_of_every_command) {
     BOOST_TEST(validate(Grant{"k", 1, ""}).empty());
     BOOST_TEST(validate(Grant{"k", kMaxLeaseMs, ""}).empty());

@@ -1,0 +1,108 @@
+// An owner is bound to the user that made it, and a retry never shortens a
+// lease (lock/table.h regrants(), "Grant, held"): on the leader that answers,
+// and on a leader elected after it.
+#include <boost/test/unit_test.hpp>
+
+#include "harness.h"
+
+using namespace pgfence;
+using namespace pgfence::member;
+using namespace pgfence::member::test;
+
+namespace {
+
+Acquire acq_as(std::string user, std::string owner, std::uint64_t lease_ms, std::uint64_t wait_ms = 0) {
+    return Acquire{"k", lease_ms, wait_ms, std::move(owner), std::move(user)};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(owner_binding)
+
+// The attack: uc names ua's owner with a 1 s lease. It is a contender like
+// any other: no token, and ua's 30 s lease is untouched, still held 2 s later.
+BOOST_AUTO_TEST_CASE(another_user_naming_a_held_owner_gets_no_token_and_leaves_the_lease_alone) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted ua = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 30'000))));
+    const Time deadline = h.core(l).lease("k")->deadline;
+    const Held refused = as<Held>(h.answer(l, h.send(l, acq_as("uc", "w", 1'000))));
+    BOOST_TEST(refused.message == "key is held with token " + std::to_string(ua.token));
+    BOOST_TEST(h.core(l).lease("k")->lease_ms == 30'000u);
+    BOOST_TEST((h.core(l).lease("k")->deadline == deadline));
+    BOOST_TEST(h.core(l).table().find("k")->user == "ua");
+    h.advance(milliseconds(2000));
+    const lock::Lock* held = h.core(l).table().find("k");
+    BOOST_REQUIRE(held != nullptr);
+    BOOST_TEST(held->token == ua.token);
+    BOOST_TEST(h.core(l).ttl_ms("k", h.now()) == 28'000u);
+    BOOST_TEST(h.core(l).counters().grants == 1u);
+}
+
+// A waiting acquire by another user naming the owner queues behind the
+// holder, and is granted a new token of its own once the key is free.
+BOOST_AUTO_TEST_CASE(another_user_naming_a_held_owner_waits_its_turn) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted ua = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 30'000))));
+    const RequestId uc = h.send(l, acq_as("uc", "w", 1'000, 10'000));
+    BOOST_TEST(h.core(l).waiter_count() == 1u);
+    BOOST_TEST(!h.answer(l, uc).has_value());
+    as<Released>(h.answer(l, h.send(l, Release{"k", ua.token})));
+    const Granted got = as<Granted>(h.answer(l, uc));
+    BOOST_TEST(got.token > ua.token);
+    BOOST_TEST(h.core(l).table().find("k")->user == "uc");
+}
+
+// A retry of the holder asking a shorter lease gets its token back with the
+// lease in force (the longer), restarted now: its deadline never moves earlier.
+BOOST_AUTO_TEST_CASE(a_retry_asking_a_shorter_lease_keeps_the_longer) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted first = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 30'000))));
+    h.advance(milliseconds(1000));
+    const Time deadline = h.core(l).lease("k")->deadline;
+    const Granted retry = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 1'000))));
+    BOOST_TEST(retry.token == first.token);
+    BOOST_TEST(retry.lease_ms == 30'000u);
+    BOOST_TEST(h.core(l).lease("k")->lease_ms == 30'000u);
+    BOOST_TEST((h.core(l).lease("k")->deadline >= deadline));
+    BOOST_TEST(h.core(l).table().find("k")->lease_ms == 30'000u);
+    h.advance(milliseconds(2000));
+    BOOST_TEST(h.core(l).table().find("k") != nullptr);
+    BOOST_TEST(h.core(l).ttl_ms("k", h.now()) > 27'000u);
+    // A longer retry lengthens it.
+    const Granted longer = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 60'000))));
+    BOOST_TEST(longer.lease_ms == 60'000u);
+    BOOST_TEST(h.core(l).table().find("k")->lease_ms == 60'000u);
+}
+
+// The binding and the lease are replicated state: a new leader decides alike.
+BOOST_AUTO_TEST_CASE(the_binding_and_the_longer_lease_hold_on_a_new_leader) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted ua = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 30'000))));
+    as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 1'000))));
+    const raft::NodeId target = l == 1 ? 2 : 1;
+    BOOST_REQUIRE(h.core(l).transfer_leadership(target));
+    h.settle();
+    for (int i = 0; i < 100 && h.leader() != target; ++i) h.advance(Harness::kTick);
+    BOOST_REQUIRE(h.leader() == target);
+    BOOST_TEST(h.core(target).lease("k")->lease_ms == 30'000u);
+    as<Held>(h.answer(target, h.send(target, acq_as("uc", "w", 1'000))));
+    as<Held>(h.answer(target, h.send(target, acq_as("", "w", 1'000))));
+    BOOST_TEST(as<Granted>(h.answer(target, h.send(target, acq_as("ua", "w", 1'000)))).token == ua.token);
+    BOOST_TEST(h.core(target).lease("k")->lease_ms == 30'000u);
+}
+
+// Without authentication (user "") the owner is all there is: anyone naming
+// it gets the token back.
+BOOST_AUTO_TEST_CASE(without_authentication_the_owner_alone_re_acquires) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted first = as<Granted>(h.answer(l, h.send(l, acq_as("", "w", 30'000))));
+    BOOST_TEST(as<Granted>(h.answer(l, h.send(l, acq_as("", "w", 30'000)))).token == first.token);
+    as<Held>(h.answer(l, h.send(l, acq_as("ua", "w", 30'000))));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
