@@ -10,8 +10,8 @@ using pgfence::lock::test::Bytes;
 
 namespace {
 
-constexpr std::uint8_t kVersion = 1;
-constexpr std::uint64_t kLeaseMs = 5'000;
+constexpr std::uint8_t kSnapshotVersion = 1;
+constexpr std::uint64_t kSnapshotLeaseMs = 5'000;
 
 std::string restore_error(std::string_view bytes) {
     auto restored = LockTable::restore(bytes);
@@ -27,15 +27,15 @@ LockTable restored(std::string_view bytes) {
 
 // A header for a table with applied index 10, floor 0, last token 10.
 Bytes header(std::uint32_t count) {
-    return Bytes().u8(kVersion).u64(10).u64(0).u64(10).u32(count);
+    return Bytes().u8(kSnapshotVersion).u64(10).u64(0).u64(10).u32(count);
 }
 
 LockTable sample_table() {
     LockTable table;
     table.apply(1, SetTokenFloor{100});
-    table.apply(2, Grant{"report:7", kLeaseMs, "worker-a"});
-    table.apply(3, Grant{"ключ", kLeaseMs, ""});
-    table.apply(4, Grant{"a", kLeaseMs, "b"});
+    table.apply(2, Grant{"report:7", kSnapshotLeaseMs, "worker-a"});
+    table.apply(3, Grant{"ключ", kSnapshotLeaseMs, ""});
+    table.apply(4, Grant{"a", kSnapshotLeaseMs, "b"});
     table.apply(5, Release{"a", 104});
     return table;
 }
@@ -46,20 +46,20 @@ BOOST_AUTO_TEST_SUITE(snapshot)
 
 BOOST_AUTO_TEST_CASE(snapshot_follows_the_documented_layout) {
     LockTable table;
-    table.apply(3, Grant{"k", kLeaseMs, "o"});
-    Bytes expected = Bytes().u8(kVersion).u64(3).u64(0).u64(3).u32(1);
-    test::put_lock(expected, Lock{"k", 3, kLeaseMs, "o"});
+    table.apply(3, Grant{"k", kSnapshotLeaseMs, "o"});
+    Bytes expected = Bytes().u8(kSnapshotVersion).u64(3).u64(0).u64(3).u32(1);
+    test::put_lock(expected, Lock{"k", 3, kSnapshotLeaseMs, "o"});
     BOOST_TEST(table.snapshot() == expected.get());
 }
 
 // A lock with a user makes the snapshot version 2: every lock then carries its user.
 BOOST_AUTO_TEST_CASE(a_table_with_a_user_is_written_in_version_2) {
     LockTable table;
-    table.apply(3, Grant{"k", kLeaseMs, "o", "ua"});
-    table.apply(4, Grant{"n", kLeaseMs, "o"});
+    table.apply(3, Grant{"k", kSnapshotLeaseMs, "o", "ua"});
+    table.apply(4, Grant{"n", kSnapshotLeaseMs, "o"});
     Bytes expected = Bytes().u8(2).u64(4).u64(0).u64(4).u32(2);
-    test::put_lock(expected, Lock{"k", 3, kLeaseMs, "o", "ua"}, 2);
-    test::put_lock(expected, Lock{"n", 4, kLeaseMs, "o"}, 2);
+    test::put_lock(expected, Lock{"k", 3, kSnapshotLeaseMs, "o", "ua"}, 2);
+    test::put_lock(expected, Lock{"n", 4, kSnapshotLeaseMs, "o"}, 2);
     BOOST_TEST(table.snapshot() == expected.get());
     table.apply(5, Release{"k", 3});
     BOOST_TEST(table.snapshot()[0] == 1);  // no user left: version 1, as releases before users write
@@ -83,11 +83,11 @@ BOOST_AUTO_TEST_CASE(owner_binding_and_lease_survive_a_snapshot_round_trip) {
 // version 1 writes, and is refused; a version 1 snapshot reads as users "".
 BOOST_AUTO_TEST_CASE(version_2_without_a_user_is_refused_and_version_1_reads_without_users) {
     Bytes v2 = Bytes().u8(2).u64(10).u64(0).u64(10).u32(1);
-    test::put_lock(v2, Lock{"a", 9, kLeaseMs, "w"}, 2);
+    test::put_lock(v2, Lock{"a", 9, kSnapshotLeaseMs, "w"}, 2);
     const std::string error = restore_error(v2.get());
     BOOST_TEST(error.find("version 2 with 0 locks that have a user") != std::string::npos, error);
     Bytes v1 = header(1);
-    test::put_lock(v1, Lock{"a", 9, kLeaseMs, "w"});
+    test::put_lock(v1, Lock{"a", 9, kSnapshotLeaseMs, "w"});
     const LockTable table = restored(v1.get());
     BOOST_TEST(table.find("a")->user == "");
     BOOST_TEST(table.snapshot() == v1.get());
@@ -97,8 +97,8 @@ BOOST_AUTO_TEST_CASE(version_2_without_a_user_is_refused_and_version_1_reads_wit
 // goes before it is taken.
 BOOST_AUTO_TEST_CASE(a_snapshot_in_slices_keeps_the_version_of_its_beginning) {
     LockTable table;
-    table.apply(1, Grant{"a", kLeaseMs, "w", "ua"});
-    table.apply(2, Grant{"b", kLeaseMs, "w"});
+    table.apply(1, Grant{"a", kSnapshotLeaseMs, "w", "ua"});
+    table.apply(2, Grant{"b", kSnapshotLeaseMs, "w"});
     const std::string expected = table.snapshot();
     table.begin_snapshot();
     table.apply(3, Release{"a", 1});
@@ -208,30 +208,30 @@ BOOST_AUTO_TEST_CASE(count_larger_than_the_remaining_bytes_is_rejected_before_al
     BOOST_TEST(error.find("lock count 4294967295") != std::string::npos, error);
     BOOST_TEST(error.find("offset 25") != std::string::npos, error);
     Bytes two = header(2);
-    test::put_lock(two, Lock{"a", 9, kLeaseMs, ""});
+    test::put_lock(two, Lock{"a", 9, kSnapshotLeaseMs, ""});
     BOOST_TEST(!restore_error(two.get()).empty());
 }
 
 BOOST_AUTO_TEST_CASE(duplicate_or_out_of_order_keys_are_rejected) {
     Bytes duplicate = header(2);
-    test::put_lock(duplicate, Lock{"a", 9, kLeaseMs, ""});
-    test::put_lock(duplicate, Lock{"a", 10, kLeaseMs, ""});
+    test::put_lock(duplicate, Lock{"a", 9, kSnapshotLeaseMs, ""});
+    test::put_lock(duplicate, Lock{"a", 10, kSnapshotLeaseMs, ""});
     BOOST_TEST(restore_error(duplicate.get()).find("not after the previous") != std::string::npos);
     Bytes unordered = header(2);
-    test::put_lock(unordered, Lock{"b", 9, kLeaseMs, ""});
-    test::put_lock(unordered, Lock{"a", 10, kLeaseMs, ""});
+    test::put_lock(unordered, Lock{"b", 9, kSnapshotLeaseMs, ""});
+    test::put_lock(unordered, Lock{"a", 10, kSnapshotLeaseMs, ""});
     BOOST_TEST(restore_error(unordered.get()).find("not after the previous") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(locks_breaking_the_table_invariants_are_rejected) {
     const std::vector<Lock> bad = {
-        {"tab\t", 9, kLeaseMs, ""},     // control character in key
-        {"\xc0\xaf", 9, kLeaseMs, ""},  // overlong UTF-8
+        {"tab\t", 9, kSnapshotLeaseMs, ""},     // control character in key
+        {"\xc0\xaf", 9, kSnapshotLeaseMs, ""},  // overlong UTF-8
         {"k", 9, 0, ""},                // lease_ms 0
         {"k", 9, kMaxLeaseMs + 1, ""},  // lease over the ceiling
-        {"k", 9, kLeaseMs, "\x7f"},     // control character in owner
-        {"k", 0, kLeaseMs, ""},         // token 0 is never granted
-        {"k", 11, kLeaseMs, ""},        // token above last_token
+        {"k", 9, kSnapshotLeaseMs, "\x7f"},     // control character in owner
+        {"k", 0, kSnapshotLeaseMs, ""},         // token 0 is never granted
+        {"k", 11, kSnapshotLeaseMs, ""},        // token above last_token
     };
     for (const Lock& lock : bad) {
         Bytes bytes = header(1);
@@ -239,22 +239,22 @@ BOOST_AUTO_TEST_CASE(locks_breaking_the_table_invariants_are_rejected) {
         BOOST_TEST(!restore_error(bytes.get()).empty(), lock);
     }
     Bytes key_over_limit = header(1);
-    test::put_lock(key_over_limit, Lock{std::string(kMaxKeyBytes + 1, 'k'), 9, kLeaseMs, ""});
+    test::put_lock(key_over_limit, Lock{std::string(kMaxKeyBytes + 1, 'k'), 9, kSnapshotLeaseMs, ""});
     BOOST_TEST(restore_error(key_over_limit.get()).find("length 513") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(inconsistent_headers_are_rejected) {
     Bytes same_token = header(2);
-    test::put_lock(same_token, Lock{"a", 9, kLeaseMs, ""});
-    test::put_lock(same_token, Lock{"b", 9, kLeaseMs, ""});
+    test::put_lock(same_token, Lock{"a", 9, kSnapshotLeaseMs, ""});
+    test::put_lock(same_token, Lock{"b", 9, kSnapshotLeaseMs, ""});
     BOOST_TEST(restore_error(same_token.get()).find("two keys") != std::string::npos);
     // last_token 50 cannot come from index <= 10 with floor 0.
-    BOOST_TEST(!restore_error(Bytes().u8(kVersion).u64(10).u64(0).u64(50).u32(0).get()).empty());
+    BOOST_TEST(!restore_error(Bytes().u8(kSnapshotVersion).u64(10).u64(0).u64(50).u32(0).get()).empty());
     // applied index 0 means nothing was applied.
-    BOOST_TEST(!restore_error(Bytes().u8(kVersion).u64(0).u64(5).u64(0).u32(0).get()).empty());
+    BOOST_TEST(!restore_error(Bytes().u8(kSnapshotVersion).u64(0).u64(5).u64(0).u32(0).get()).empty());
     // floor above kMaxToken can never be set.
     BOOST_TEST(
-        !restore_error(Bytes().u8(kVersion).u64(1).u64(kMaxToken + 1).u64(0).u32(0).get()).empty());
+        !restore_error(Bytes().u8(kSnapshotVersion).u64(1).u64(kMaxToken + 1).u64(0).u32(0).get()).empty());
 }
 
 // Random and mutated snapshots never crash; whatever restores satisfies the
