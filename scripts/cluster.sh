@@ -28,7 +28,10 @@
 # Extra member flags: FENCE_COORDINATOR_FLAGS (e.g. "--heartbeat-ms 20 --election-ms 150 --min-lease 500").
 # Every member is started with --admin-without-auth (status, membership and
 # backups answer without --auth-file: a cluster on loopback for tests and
-# demos); FENCE_ADMIN_WITHOUT_AUTH=0 leaves it out.
+# demos) when the binary knows that flag (a binary of an earlier release,
+# e.g. the A side of bench/coordinator/ab.sh, has none and answers them
+# without auth anyway); FENCE_ADMIN_WITHOUT_AUTH=0 leaves it out, which
+# needs authentication in the flags (the leader poll reads /v1/status).
 # The flags used at start are saved in DIR/cluster.env so restart reuses them.
 # With --auth-file in the flags, FENCE_STATUS_BEARER_FILE names a bearer
 # secret with admin rights for the leader poll (else the TLS client
@@ -74,8 +77,10 @@ start_member() {  # DIR ID
     # A local cluster for tests and demos: its admin endpoints (status,
     # membership, backups) answer without auth too, unless
     # FENCE_ADMIN_WITHOUT_AUTH=0 (auth, when the flags configure it, decides).
+    # A binary from before --admin-without-auth existed (ADMIN_FLAG=0, found
+    # once at start) serves them without auth anyway and refuses the flag.
     local admin=(--admin-without-auth)
-    [[ "${FENCE_ADMIN_WITHOUT_AUTH:-1}" == 0 ]] && admin=()
+    [[ "${FENCE_ADMIN_WITHOUT_AUTH:-1}" == 0 || "${ADMIN_FLAG:-1}" == 0 ]] && admin=()
     # shellcheck disable=SC2086
     "$BIN" --id "$id" "${boot[@]}" --client-addr "127.0.0.1:$((BASE + 100 + id))" \
         --data-dir "$dir/$id" "${tls[@]}" "${admin[@]}" $FLAGS >>"$dir/$id.log" 2>&1 &
@@ -209,10 +214,17 @@ cmd_start() {
     running=$(running_members "$dir")
     [[ -z "$running" ]] || die "members of $dir are still running: ${running//,/, }; stop them first: $0 stop $dir"
     if ((tls)); then "$ROOT/scripts/make-certs.sh" "$dir/tls" "$n" admin || exit 2; fi
+    # Whether this binary knows --admin-without-auth (an older release has
+    # no such flag and exits 2 on it). Not a pipe into grep -q: with
+    # pipefail, the binary's SIGPIPE would fail the test.
+    local help admin_flag=0
+    help=$("$bin" --help 2>&1 || true)
+    [[ "$help" == *--admin-without-auth* ]] && admin_flag=1
     cat >"$dir/cluster.env" <<ENV
 N=$n
 BASE=$base
 BIN=$bin
+ADMIN_FLAG=$admin_flag
 TLS=$tls
 PEERS=$(peer_list "$n" "$base")
 FLAGS="${FENCE_COORDINATOR_FLAGS:-}"

@@ -151,7 +151,15 @@ raft::Snapshot decode_snapshot(std::string_view bytes, const std::string& path) 
     raft::Snapshot snap;
     snap.meta.index = in.u64();
     snap.meta.term = in.u64();
-    if (version >= 3) snap.meta.config_index = in.u64();
+    if (version >= 3) {
+        // One encoding: the first configuration (index 0) is written as
+        // version 1 or 2, never as version 3.
+        snap.meta.config_index = in.u64();
+        if (in.ok() && snap.meta.config_index == 0) {
+            corrupt(path, 5 + 16, "configuration index 0 in a version 3 snapshot (the first configuration is "
+                                  "written as version 1 or 2)");
+        }
+    }
     if (version == 1) {  // voters only
         const std::uint32_t members = in.u32();
         if (!in.ok()) corrupt(path, 5 + in.offset(), "snapshot header cut short");

@@ -25,8 +25,8 @@
 //   hardstate magic "PFHS"  version 1  body: u64 term, u64 vote, u64 commit
 //   snapshot  magic "PFSN"  version 3 (when the configuration was made by a log
 //                           entry, config_index > 0)  body: u64 index, u64 term,
-//                           u64 config_index (<= index: the entry that made the
-//                           configuration), u32 config_length, configuration
+//                           u64 config_index (1..index: the entry that made the
+//                           configuration; 0 is corruption), u32 config_length, configuration
 //                           (raft::encode_configuration: voters, learners and
 //                           their contexts, in force at index),
 //                           u64 data_length, data  (max: Options)

@@ -188,6 +188,29 @@ BOOST_AUTO_TEST_CASE(snapshot_files_keep_the_index_of_the_configurations_entry) 
     }
 }
 
+// One encoding: the first configuration is written as version 1 or 2, so a
+// version 3 file with configuration index 0 is corruption, named (as the
+// peer codec refuses tag 13 with index 0).
+BOOST_AUTO_TEST_CASE(a_version_3_snapshot_file_with_configuration_index_0_is_corrupt) {
+    raft::Snapshot removed = make_snapshot(170050, 9, "table");
+    removed.meta.config = raft::Configuration::of_voters({1, 2});
+    removed.meta.config_index = 130034;
+    std::string bytes = encode_snapshot(removed);
+    BOOST_TEST(static_cast<int>(bytes[4]) == 3);
+    // Body at byte 5: index, term, then config_index at 21.
+    for (std::size_t i = 21; i < 29; ++i) bytes[i] = 0;
+    bytes.resize(bytes.size() - 4);
+    codec::put_u32(bytes, crc32c(bytes));
+    try {
+        decode_snapshot(bytes, "dir/snapshot");
+        BOOST_FAIL("a version 3 snapshot with configuration index 0 was accepted");
+    } catch (const StorageError& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("dir/snapshot is corrupt at byte 21") != std::string::npos, what);
+        BOOST_TEST(what.find("configuration index 0 in a version 3 snapshot") != std::string::npos, what);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(compacting_everything_then_reopening_starts_after_the_snapshot) {
     TempDir dir;
     {
