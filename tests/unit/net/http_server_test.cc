@@ -5,7 +5,9 @@
 // asynchronously) arrives whole and the connection goes on after it.
 // Requests arriving in pieces or pipelined are read whole and in order;
 // requests over the limits are refused with 400; a connection idle (or stuck
-// in the middle of a request) past read_timeout is closed.
+// in the middle of a request) past read_timeout is closed. At the cap an idle
+// connection gives way; one with a request being handled or an answer being
+// written never does, and when every one is busy the newcomer is refused.
 #include "net/http_server.h"
 
 #include <openssl/ssl.h>
