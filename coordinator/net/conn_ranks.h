@@ -1,22 +1,26 @@
 // Which client connection gives way when the HTTP server is full: the one
-// rule of load shedding on the client port, pure (std only) so that it is
-// tested without sockets.
+// rule of load shedding on the client port, pure (std, and libc's address
+// text conversion; no sockets) so that it is tested without sockets.
 //
 // Every open connection has a class, which only goes up for the
 // connection's life (the shell raises it: member_http.cc):
 //   kAnonymous     < kAuthenticated (a request on it carried valid credentials)
 //                  < kLease         (it was answered a grant or a keepalive)
-// and is either busy (a request is with the handler: a waiting acquire, a
-// commit) or idle (reading its next request, or writing an answer). When a
+// and is either busy (a request is with the handler — a waiting acquire, a
+// commit — or its answer is still being written) or idle (reading its next
+// request). A connection whose answer is stuck mid-write (a client that does
+// not read) is busy: shedding it would report a written grant unwritten; the
+// write's deadline (read_timeout) ends it instead. When a
 // connection arrives at the cap, the server closes the oldest idle
 // connection of the lowest class — idle longest, since its last answer was
-// handed to it or since it was accepted — and admits the newcomer; a busy
+// written out or since it was accepted — and admits the newcomer; a busy
 // connection is never closed for room, so when every one is busy the
 // newcomer is refused. ShedOrder keeps that order with O(1) steps and no
 // allocation once a connection is added (list splices).
 //
 // AddressCounts bounds the connections from one source address (a refused
-// connection is closed at accept, before it costs a session).
+// connection is closed at accept, before it costs a session); an IPv6
+// address counts as its /64 network (address_group).
 //
 // Threading: none of its own; the HTTP server uses both on its loop thread.
 #pragma once
@@ -63,7 +67,7 @@ class ShedOrder {
         busy_.splice(busy_.end(), list_of(s), s.at);
         s.busy = true;
     }
-    // Its answer is out: idle, the youngest of its class.
+    // Its answer is written out: idle, the youngest of its class.
     void idle(Slot& s) {
         List& to = idle_[index(s.cls)];
         to.splice(to.end(), list_of(s), s.at);
@@ -99,22 +103,31 @@ class ShedOrder {
     List busy_;
 };
 
-// Open connections per source address (the address as text, as the log
-// shows it), each at most `limit`.
+// What a per-address limit counts a source address (as text, as the log
+// shows it) under: an IPv4 address, and an IPv4-mapped IPv6 one
+// ("::ffff:10.0.0.1"), is itself; any other IPv6 address is its /64 network,
+// the low 64 bits zero ("2001:db8:1:2::5" -> "2001:db8:1:2::/64"), since a
+// host is commonly given a whole /64 and would otherwise have 2^64
+// addresses. Text that is not an address is its own group. The peer port's
+// pending places (incoming_slots.h) group the same way.
+std::string address_group(const std::string& address);
+
+// Open connections per source address group (address_group), each at most
+// `limit`.
 class AddressCounts {
   public:
     explicit AddressCounts(std::size_t limit) : limit_(limit) {}
-    // Counts one more from `address`; false (nothing counted) when it has
-    // `limit` already.
+    // Counts one more from `address`'s group; false (nothing counted) when
+    // it has `limit` already.
     bool try_add(const std::string& address);
     void remove(const std::string& address);
     std::size_t count(const std::string& address) const;
-    std::size_t addresses() const { return counts_.size(); }
+    std::size_t addresses() const { return counts_.size(); }  // groups with any open
     std::size_t limit() const { return limit_; }
 
   private:
     std::size_t limit_;
-    std::unordered_map<std::string, std::size_t> counts_;  // no entry for an address with none open
+    std::unordered_map<std::string, std::size_t> counts_;  // by group; no entry for a group with none open
 };
 
 }  // namespace pgfence::net

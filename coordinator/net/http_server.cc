@@ -425,7 +425,6 @@ void Session::watch_for_close() {
 
 void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     pending_ = false;
-    if (counted_) shared_->order.idle(slot_);
     if (gone_) {
         if (written) written(false);
         leave();
@@ -438,8 +437,12 @@ void Session::respond(HttpResponse r, std::function<void(bool)> written) {
     out_sent_ = 0;
     // A response almost always fits the socket's send buffer: it is written
     // now, without a round through the reactor; the rest (if any) as the
-    // socket allows.
+    // socket allows. The connection stays busy (never shed for room) until
+    // the last byte is out: shedding it mid-write would report the answer
+    // unwritten (a grant handled as a phantom). A client that does not read
+    // is ended by the write's deadline (read_timeout) instead.
     write_out([self = shared_from_this(), written = std::move(written)](bool ok) {
+        if (ok && self->counted_) self->shared_->order.idle(self->slot_);
         if (written) written(ok);
         if (ok) {
             self->after_response();

@@ -8,7 +8,9 @@
 // once: a connection that arrives at the cap takes the place of the oldest
 // idle connection of the lowest class (net/conn_ranks.h; the handler raises
 // a connection's class through HttpExchange::raise_class), and is closed at
-// accept only when every open connection has a request being handled. Both
+// accept only when every open connection has a request being handled or its
+// response still being written (a response stuck mid-write is ended by the
+// read timeout, not shed: shedding would report it unwritten). Both
 // are counted (connection_counters) and logged, at most 20 lines a second
 // (http_connection_shed, http_connection_refused). One request per connection is handled at a
 // time; the handler may answer later (a waiting acquire) through the

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "net/conn_ranks.h"
+
 namespace pgfence::net {
 
 const char* shed_reason_name(ShedReason r) {
@@ -33,9 +35,10 @@ void IncomingSlots::erase(PendingList::iterator it) {
 
 std::optional<IncomingSlots::Shed> IncomingSlots::admit(Conn conn, const std::string& address) {
     std::optional<Shed> shed;
-    auto a = per_address_.find(address);
+    std::string group = address_group(address);
+    auto a = per_address_.find(group);
     if (a != per_address_.end() && a->second >= limits_.max_pending_per_address) {
-        auto it = victim(&address);
+        auto it = victim(&group);
         shed = Shed{it->conn, ShedReason::kAddressFull};
         erase(it);
     } else if (pending_.size() >= limits_.max_pending && !pending_.empty()) {
@@ -43,8 +46,8 @@ std::optional<IncomingSlots::Shed> IncomingSlots::admit(Conn conn, const std::st
         shed = Shed{it->conn, ShedReason::kPendingFull};
         erase(it);
     }
-    pending_.push_back(Pending{conn, address, false});
-    ++per_address_[address];
+    ++per_address_[group];
+    pending_.push_back(Pending{conn, std::move(group), false});
     return shed;
 }
 

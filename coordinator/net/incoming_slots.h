@@ -8,8 +8,9 @@
 // its first frame, a MemberInfo of this cluster of at most
 // kMaxFirstFrameBytes (frame.h), named one. Pending connections share a pool
 // of `max_pending` places, at most `max_pending_per_address` of them from one
-// source address; the transport closes a connection still pending after its
-// pending timeout (not here: no clock). Identified connections never take a
+// source address (an IPv6 address counts as its /64 network, as on the
+// client port: address_group in conn_ranks.h); the transport closes a
+// connection still pending after its pending timeout (not here: no clock). Identified connections never take a
 // pending place, and pending ones never take theirs: each member ID has
 // `max_per_member` places; IDs the transport does not dial (a member being
 // added, or in plaintext anyone claiming an ID) share `max_unknown` places
@@ -88,7 +89,7 @@ public:
 private:
     struct Pending {
         Conn conn;
-        std::string address;
+        std::string address;  // its source address's group (address_group)
         bool spoke = false;
     };
     struct Member {
@@ -96,13 +97,13 @@ private:
         bool unknown;
     };
     using PendingList = std::list<Pending>;
-    // The oldest silent connection (of `address`, or of any when null), else the oldest.
+    // The oldest silent connection (of address group `address`, or of any when null), else the oldest.
     PendingList::iterator victim(const std::string* address);
     void erase(PendingList::iterator it);
 
     IncomingLimits limits_;
     PendingList pending_;                                  // oldest first
-    std::map<std::string, std::size_t, std::less<>> per_address_;  // pending connections by source address
+    std::map<std::string, std::size_t, std::less<>> per_address_;  // pending connections by source address group
     std::map<std::uint64_t, std::list<Conn>> members_;     // identified connections by member, oldest first
     std::map<Conn, Member> identified_;
     std::size_t unknown_ = 0;                              // identified connections of unknown members

@@ -448,7 +448,8 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          16..1000000). A connection that arrives at the cap takes the
                          place of the oldest idle one of the lowest class (anonymous <
                          authenticated < answered a grant or keepalive); it is closed
-                         only when every open connection has a request in progress.
+                         only when every open connection has a request in progress
+                         or its answer still being written.
                          The member raises its open-files limit (RLIMIT_NOFILE) to
                          N + 256 within the hard limit, and warns (open_files_limit)
                          when the hard limit is lower
@@ -456,7 +457,8 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          open HTTP client connections from one source address at
                          most; more are closed at accept (default 512; 1..1000000;
                          above --max-connections it is --max-connections). Clients
-                         behind one NAT, proxy or pooler share one address
+                         behind one NAT, proxy or pooler share one address; an
+                         IPv6 /64 counts as one address
   --snapshot-chunk-bytes N
                          a snapshot larger than this goes to a lagging follower in
                          chunks of N bytes, at most 8 MiB (and at least one chunk)
@@ -489,8 +491,9 @@ TLS and authorization (docs/security.md; flags named as etcd's):
                          member of this cluster) at most; a new one past it closes
                          the oldest silent one (default 64; 1..65536)
   --peer-max-pending-per-address N
-                         ... of them from one source address; a new one past it
-                         closes that address's oldest silent one (default 16)
+                         ... of them from one source address (an IPv6 /64 counts
+                         as one); a new one past it closes that address's oldest
+                         silent one (default 16)
   --peer-pending-timeout-ms MS
                          an incoming peer connection is identified within MS or
                          closed (default 1000; 50..60000)

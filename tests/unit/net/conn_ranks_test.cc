@@ -128,6 +128,29 @@ BOOST_AUTO_TEST_CASE(per_address_limit_counts_each_address_alone) {
     BOOST_TEST(c.count("10.0.0.9") == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(an_ipv6_address_counts_as_its_64_and_ipv4_as_itself) {
+    BOOST_TEST(address_group("2001:db8:1:2::5") == "2001:db8:1:2::/64");
+    BOOST_TEST(address_group("2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64");
+    BOOST_TEST(address_group("2001:db8:1:3::5") == "2001:db8:1:3::/64");
+    BOOST_TEST(address_group("::1") == "::/64");
+    BOOST_TEST(address_group("10.0.0.1") == "10.0.0.1");
+    BOOST_TEST(address_group("::ffff:10.0.0.1") == "::ffff:10.0.0.1");  // IPv4 on a dual-stack socket
+    BOOST_TEST(address_group("?") == "?");
+    // One /64 is one address for the limit; the next /64 is another.
+    AddressCounts c(2);
+    BOOST_TEST(c.try_add("2001:db8:1:2::1"));
+    BOOST_TEST(c.try_add("2001:db8:1:2:abcd::2"));
+    BOOST_TEST(!c.try_add("2001:db8:1:2:1:2:3:4"));
+    BOOST_TEST(c.count("2001:db8:1:2::99") == 2u);
+    BOOST_TEST(c.try_add("2001:db8:1:3::1"));
+    BOOST_TEST(c.try_add("::ffff:10.0.0.1"));
+    BOOST_TEST(c.try_add("::ffff:10.0.0.2"));
+    BOOST_TEST(c.try_add("::ffff:10.0.0.2"));
+    c.remove("2001:db8:1:2::1");
+    BOOST_TEST(c.try_add("2001:db8:1:2::7"));  // any address of the /64 frees the group's place
+    BOOST_TEST(c.addresses() == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(per_address_limit_of_zero_admits_nothing) {
     AddressCounts c(0);
     BOOST_TEST(!c.try_add("10.0.0.1"));

@@ -5,7 +5,9 @@
 // asynchronously) arrives whole and the connection goes on after it.
 // Requests arriving in pieces or pipelined are read whole and in order;
 // requests over the limits are refused with 400; a connection idle (or stuck
-// in the middle of a request) past read_timeout is closed.
+// in the middle of a request) past read_timeout is closed. At the cap an idle
+// connection gives way; one with a request being handled or an answer being
+// written never does, and when every one is busy the newcomer is refused.
 #include "net/http_server.h"
 
 #include <openssl/ssl.h>
@@ -48,6 +50,8 @@ constexpr std::size_t kBigBody = 8u << 20;
 struct Seen {
     std::mutex mutex;
     std::shared_ptr<HttpExchange> held;  // the last "/hold" request, not answered
+    std::vector<std::shared_ptr<HttpExchange>> all_held;  // every "/hold" request, not answered
+    bool big_responded = false;          // respond() of a "/bigw" returned
     std::optional<bool> big_written;     // written(ok) of the last "/bigw"
     std::atomic<int> depth{0};           // handler calls in progress (nesting)
     std::atomic<int> max_depth{0};
@@ -75,6 +79,8 @@ struct Server {
                                   std::lock_guard<std::mutex> g(seen->mutex);
                                   seen->big_written = ok;
                               });
+                  std::lock_guard<std::mutex> g(seen->mutex);
+                  seen->big_responded = true;
               } else if (req.target == "/lease") {
                   ex->raise_class(ConnClass::kLease);
                   ex->respond(HttpResponse{200, "lease", "text/plain", {}});
@@ -85,6 +91,7 @@ struct Server {
                                            "text/plain", {}});
               } else if (req.target == "/hold") {
                   std::lock_guard<std::mutex> g(seen->mutex);
+                  seen->all_held.push_back(ex);
                   seen->held = std::move(ex);
               } else {
                   ex->respond(HttpResponse{
@@ -124,6 +131,10 @@ struct Server {
     std::shared_ptr<HttpExchange> held() {
         std::lock_guard<std::mutex> g(seen->mutex);
         return seen->held;
+    }
+    std::size_t held_count() {
+        std::lock_guard<std::mutex> g(seen->mutex);
+        return seen->all_held.size();
     }
 };
 
@@ -573,6 +584,71 @@ BOOST_AUTO_TEST_CASE(at_the_cap_the_lowest_ranked_idle_connection_gives_way) {
     BOOST_TEST(counters.refused_busy == 0u);
     server.held()->respond(HttpResponse{200, "done", "text/plain", {}});
     BOOST_TEST(busy.read_response().body() == "done");
+}
+
+// Every connection has a request being handled: nothing may be shed, the
+// newcomer is closed at accept and counted as refused_busy.
+BOOST_AUTO_TEST_CASE(at_the_cap_with_every_connection_busy_the_newcomer_is_refused) {
+    HttpServerOptions o = Server::options();
+    o.max_connections = 2;
+    Server server(o);
+    Client a(0, "127.0.0.2");
+    Client b(0, "127.0.0.3");
+    a.send_raw("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    b.send_raw("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    BOOST_REQUIRE(server.eventually([&] { return server.held_count() == 2; }));
+    Client newcomer(0, "127.0.0.4");
+    BOOST_TEST(newcomer.closed_by_server());
+    const auto counters = server.on_loop([&] { return server.server.connection_counters(); });
+    BOOST_TEST(counters.refused_busy == 1u);
+    for (std::size_t c = 0; c < kConnClasses; ++c) BOOST_TEST(counters.shed[c] == 0u);
+    BOOST_TEST(server.on_loop([&] { return server.server.connections(); }) == 2u);
+    std::vector<std::shared_ptr<HttpExchange>> held;
+    {
+        std::lock_guard<std::mutex> g(server.seen->mutex);
+        held = server.seen->all_held;
+    }
+    server.on_loop([&] {
+        for (auto& ex : held) ex->respond(HttpResponse{200, "done", "text/plain", {}});
+        return true;
+    });
+    BOOST_TEST(a.read_response().body() == "done");
+    BOOST_TEST(b.read_response().body() == "done");
+}
+
+// A connection whose answer is still being written (a client that does not
+// read an 8 MiB body) is busy: a newcomer at the cap sheds an idle one, not
+// it, and the answer is written whole once the client reads.
+BOOST_AUTO_TEST_CASE(at_the_cap_a_connection_whose_answer_is_being_written_is_not_shed) {
+    HttpServerOptions o = Server::options();
+    o.max_connections = 2;
+    Server server(o);
+    Client slow(4096, "127.0.0.2");
+    slow.send_raw("POST /bigw HTTP/1.1\r\nContent-Length: 0\r\n\r\n");  // not read yet
+    BOOST_REQUIRE(server.eventually([&] {
+        std::lock_guard<std::mutex> g(server.seen->mutex);
+        return server.seen->big_responded;
+    }));
+    BOOST_REQUIRE(server.on_loop([&] {
+        std::lock_guard<std::mutex> g(server.seen->mutex);
+        return !server.seen->big_written.has_value();  // still being written
+    }));
+    Client idle(0, "127.0.0.3");
+    BOOST_TEST(idle.exchange("/x", 11).result_int() == 200u);
+    Client newcomer(0, "127.0.0.4");  // at the cap: the idle one gives way
+    BOOST_TEST(newcomer.exchange("/x", 11).result_int() == 200u);
+    BOOST_TEST(idle.closed_by_server());
+    const auto counters = server.on_loop([&] { return server.server.connection_counters(); });
+    BOOST_TEST(counters.shed[static_cast<std::size_t>(ConnClass::kAnonymous)] == 1u);
+    BOOST_TEST(server.on_loop([&] {
+        std::lock_guard<std::mutex> g(server.seen->mutex);
+        return !server.seen->big_written.has_value();
+    }));
+    BOOST_TEST(slow.read_response().body().size() == kBigBody);
+    BOOST_TEST(server.eventually([&] {
+        std::lock_guard<std::mutex> g(server.seen->mutex);
+        return server.seen->big_written == std::optional<bool>(true);
+    }));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

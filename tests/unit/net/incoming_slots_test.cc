@@ -59,6 +59,20 @@ BOOST_AUTO_TEST_CASE(one_address_at_its_cap_sheds_only_its_own_connections) {
     BOOST_TEST(!s.pending(5));
 }
 
+BOOST_AUTO_TEST_CASE(an_ipv6_64_is_one_address_for_the_pending_places) {
+    IncomingSlots s(small());
+    s.admit(1, "2001:db8:1:2::1");
+    s.admit(2, "2001:db8:1:2::2");
+    auto shed = s.admit(3, "2001:db8:1:2:ffff::3");  // the same /64 at its cap (2)
+    BOOST_REQUIRE(shed.has_value());
+    BOOST_TEST(shed->conn == 1u);
+    BOOST_TEST((shed->reason == ShedReason::kAddressFull));
+    BOOST_TEST(!s.admit(4, "2001:db8:1:3::1").has_value());  // another /64: its own places
+    BOOST_TEST(s.pending_count() == 3u);
+    s.remove(2);
+    BOOST_TEST(!s.admit(5, "2001:db8:1:2::5").has_value());  // the group has a free place again
+}
+
 BOOST_AUTO_TEST_CASE(identified_connections_leave_the_pool_and_a_member_redial_replaces_its_oldest) {
     IncomingSlots s(small());
     s.admit(1, "m");
