@@ -94,6 +94,10 @@
 //     as ExpireMany entries of up to Config::max_expire_batch locks (a lone
 //     one as Expire). Once proposed, keepalive fails and a same-owner
 //     re-grant of that token is answered Held (or queued, if it may wait).
+//     A same-owner re-grant that applies in a later term than the one that
+//     proposed it is answered Unavailable, never Granted: that term's
+//     Expire of the token may follow it in the log, and this term's leases
+//     do not know of it.
 //   - Waiters: an acquire with wait_ms > 0 on a held key (or a key with a
 //     queue) joins the key's FIFO queue; when the key is freed the head's
 //     Grant is proposed; a head that loses the race keeps its place. A

@@ -333,6 +333,19 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             }
             return;
         }
+        if (!g->created && applied->term != leader_term_) {
+            // A re-grant proposed in an earlier term (this member led it, or
+            // leads no more): behind it in the log may come an Expire of the
+            // lock from that term, proposed when the lease it had then ran
+            // out, which this term's leases know nothing of (lose_leadership
+            // forgot it). Outcome unknown to the client: it retries, and a
+            // retry proposed now is decided by this term's leases. A created
+            // grant needs no such care: every lease of its token starts at or
+            // after its apply, so no Expire can come before its deadline.
+            if (gone) return;
+            unavailable(id);
+            return;
+        }
         if (gone) {
             expire_phantom_grant(req.key, token, now);
             return;

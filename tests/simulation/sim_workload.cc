@@ -16,6 +16,8 @@ Workload::Workload(int clients, std::size_t members, std::uint64_t tick_us, std:
     for (std::size_t i = 0; i < clients_.size(); ++i) {
         // Some clients have no owner name: their re-acquires are rejected, not idempotent.
         clients_[i].owner = random_.chance(0.3) ? "" : "worker-" + std::to_string(i);
+        // Most clients authenticate (as one of two users); the rest send no user.
+        clients_[i].user = random_.chance(0.3) ? "" : "user-" + std::to_string(i % 2);
         clients_[i].leader_guess = random_.index(members_);
     }
 }

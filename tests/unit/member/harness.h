@@ -6,6 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -108,7 +109,7 @@ public:
                 raft::Message m = std::move(wire_.front());
                 wire_.pop_front();
                 Node& to = node(m.to);
-                if (to.up && cut_.count({m.from, m.to}) == 0) to.core->step(m, now_);
+                if (to.up && cut_.count({m.from, m.to}) == 0 && !(drop && drop(m))) to.core->step(m, now_);
             }
             if (!any) return;
         }
@@ -182,6 +183,8 @@ public:
 
     // Grant answers are reported written unless the test says otherwise.
     bool auto_written = true;
+    // Messages for which this says true are lost on the way (besides cuts).
+    std::function<bool(const raft::Message&)> drop;
 
 private:
     void carry_out(Node& n, Effects fx) {

@@ -95,6 +95,51 @@ BOOST_AUTO_TEST_CASE(the_binding_and_the_longer_lease_hold_on_a_new_leader) {
     BOOST_TEST(h.core(target).lease("k")->lease_ms == 30'000u);
 }
 
+// A retry proposed in one term and applied in a later one is not answered
+// Granted: behind it in the log may come an Expire of the lock (here its own
+// leader's, proposed when the old lease ran out while the retry was in
+// flight), which the leases of the later term know nothing of. The leader
+// proposes the retry and the Expire, loses its term before either commits,
+// leads again and commits both: the retry is answered Unavailable (retry;
+// the retry then gets a new token), never a token the next entry expires.
+BOOST_AUTO_TEST_CASE(a_retry_from_an_earlier_term_is_not_answered_granted) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const raft::NodeId a = l == 1 ? 2 : 1;
+    const raft::NodeId b = l == 3 ? 2 : 3;
+    const Granted first = as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 400))));
+    const raft::Term term = h.core(l).leader_term();
+    // The leader's appends are lost; its heartbeats are not: it keeps leading
+    // and confirms the round its expiry asks for, but commits nothing.
+    h.drop = [l](const raft::Message& m) { return m.from == l && std::holds_alternative<raft::AppendRequest>(m.body); };
+    const RequestId retry = h.send(l, acq_as("ua", "w", 800));
+    h.advance(milliseconds(1000));
+    BOOST_REQUIRE(h.core(l).leader_term() == term);
+    BOOST_REQUIRE(h.core(l).lease("k") != nullptr);
+    BOOST_REQUIRE(h.core(l).lease("k")->expiring());  // its Expire is behind the retry
+    BOOST_REQUIRE(!h.answer(l, retry).has_value());
+    // Everyone cut off: the leader steps down, nobody else can win.
+    h.drop = nullptr;
+    h.isolate(l);
+    h.cut(a, b);
+    for (int i = 0; i < 200 && h.core(l).leader_term() != 0; ++i) h.advance(Harness::kTick);
+    BOOST_REQUIRE(h.core(l).leader_term() == 0);
+    // Healed but for a-b: only l, whose log is the longest, can win.
+    h.heal();
+    h.cut(a, b);
+    for (int i = 0; i < 400 && h.leader() != l; ++i) h.advance(Harness::kTick);
+    BOOST_REQUIRE(h.leader() == l);
+    BOOST_REQUIRE(h.core(l).leader_term() > term);
+    BOOST_TEST(h.core(l).table().find("k") == nullptr);  // the Expire applied
+    const std::optional<Response> told = h.answer(l, retry);
+    BOOST_REQUIRE(told.has_value());
+    BOOST_TEST(!std::holds_alternative<Granted>(*told),
+               "the retry was answered Granted token " << first.token << " though the next entry expired it");
+    as<Unavailable>(told);
+    // The client's retry in this term gets a new token.
+    BOOST_TEST(as<Granted>(h.answer(l, h.send(l, acq_as("ua", "w", 800)))).token > first.token);
+}
+
 // Without authentication (user "") the owner is all there is: anyone naming
 // it gets the token back.
 BOOST_AUTO_TEST_CASE(without_authentication_the_owner_alone_re_acquires) {
