@@ -13,9 +13,9 @@
 # plaintext the first 7 bytes of a frame header, and stall; each is opened
 # again as soon as it is closed. Speaking ones come only from addresses that
 # are not a member's (docs/security.md: a fast stream of them from a member's
-# own address can shed its handshake). The cluster is restarted whole during
-# the flood, and its time to a granted acquire must be at most 2 x the normal
-# median. Prints both figures, the bound, grants/s (one fencectl acquire
+# own address can shed its handshake). The cluster is restarted whole three
+# times during the flood, and the median time to a granted acquire must be at
+# most 2 x the normal median. Prints both figures, the bound, grants/s (one fencectl acquire
 # after another, for 3 s) without and during the flood, and each member's
 # pending_full / address_full / pending_timeout shed counts; every member
 # must have shed by pending_full and address_full.
@@ -104,11 +104,18 @@ FLOOD_PID=$!
 flood_on() { [[ -f "$DIR/flood.status" ]] && [[ "$(cat "$DIR/flood.status")" =~ connects=([0-9]+) ]] &&
     ((BASH_REMATCH[1] >= flood_total)); }
 wait_until 15 "the flood's $flood_total connections" flood_on
-flooded=$(restart_to_grant_ms)
-ms_or_fail "$flooded"
+# As many restarts under the flood as without, compared median to median: one
+# restart's time varies with the election's random timeout as much as with
+# the flood.
+flooded_runs=()
+for _ in 1 2 3; do
+    flooded_runs+=("$(restart_to_grant_ms)")
+    ms_or_fail "${flooded_runs[-1]}"
+done
+flooded=$(printf '%s\n' "${flooded_runs[@]}" | sort -n | sed -n 2p)
 flood_rate=$(grants_per_s)
 bound=$((2 * median))
-echo "flood ($(cat "$DIR/flood.status")): restart to first grant $flooded ms (normal median $median ms, bound $bound ms); grants/s $normal_rate normal, $flood_rate during the flood"
+echo "flood ($(cat "$DIR/flood.status")): restart to first grant ${flooded_runs[*]} ms (median $flooded ms; normal median $median ms, bound $bound ms); grants/s $normal_rate normal, $flood_rate during the flood"
 shed_fail=""
 for ((i = 1; i <= N; i++)); do
     line="member $i shed since the flood's restart:"
@@ -122,6 +129,6 @@ for ((i = 1; i <= N; i++)); do
     echo "$line"
 done
 kill "$FLOOD_PID" 2>/dev/null
-((flooded <= bound)) || fail "under the flood the restarted cluster granted after $flooded ms, over 2 x the normal median ($bound ms)"
+((flooded <= bound)) || fail "under the flood the restarted cluster granted after a median $flooded ms, over 2 x the normal median ($bound ms)"
 [[ -z "$shed_fail" ]] || fail "the flood did not fill every member's pending places (shed counts:$shed_fail)"
-pass "$MODE: under a flood of $flood_total silent and speaking peer connections a full restart granted after $flooded ms (normal median $median ms, bound $bound ms)"
+pass "$MODE: under a flood of $flood_total silent and speaking peer connections a full restart granted after a median $flooded ms (normal median $median ms, bound $bound ms)"
