@@ -233,7 +233,8 @@ std::string describe(const Result& result) {
         [](const auto& r) -> std::string {
             using R = std::decay_t<decltype(r)>;
             if constexpr (std::is_same_v<R, Granted>) {
-                return "granted token=" + std::to_string(r.token) + (r.created ? " created=true" : " created=false");
+                return "granted token=" + std::to_string(r.token) + (r.created ? " created=true" : " created=false") +
+                       " lease_ms=" + std::to_string(r.lease_ms);
             } else if constexpr (std::is_same_v<R, GrantRejected>) {
                 return "grant_rejected holder_token=" + std::to_string(r.holder_token);
             } else if constexpr (std::is_same_v<R, Released>) {

@@ -105,6 +105,9 @@ struct Granted {
     // the same owner's idempotent re-grant of the lock it holds (its token;
     // the lock keeps the longer lease_ms of the two, table.h).
     bool created = false;
+    // The lease in force after the Grant: the lock's lease_ms (a re-grant
+    // keeps the longer of the lock's and the Grant's).
+    std::uint64_t lease_ms = 0;
     bool operator==(const Granted&) const = default;
 };
 struct GrantRejected {

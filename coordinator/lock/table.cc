@@ -44,7 +44,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     if (auto held = place; held != locks_.end() && held->key == grant.key) {
         if (regrants(*held, grant.owner, grant.user)) {
             const Token token = held->token;
-            if (grant.lease_ms <= held->lease_ms) return Granted{token, false};
+            if (grant.lease_ms <= held->lease_ms) return Granted{token, false, held->lease_ms};
             before_change(grant.key);
             // A retry may lengthen the lease: the set's element is const, so
             // the node is taken out, changed and put back (the key, its
@@ -52,7 +52,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
             auto node = locks_.extract(held);
             node.value().lease_ms = grant.lease_ms;
             locks_.insert(std::move(node));
-            return Granted{token, false};
+            return Granted{token, false, grant.lease_ms};
         }
         return GrantRejected{held->token};
     }
@@ -67,7 +67,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     before_change(grant.key);
     account(*locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner, grant.user}), true);
     last_token_ = token;
-    return Granted{token, true};
+    return Granted{token, true, grant.lease_ms};
 }
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const Release& release) {

@@ -74,14 +74,14 @@ class LockTable {
     // A new lock's token is t = grant_token(index, token_floor()) (commands.h).
     // Outcomes:
     //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
-    //   Grant, key free, t != 0                   -> Granted{t, created: true}
+    //   Grant, key free, t != 0                   -> Granted{t, created: true, the Grant's lease_ms}
     //   Grant, key free, t == 0 (over kMaxToken)  -> GrantRejected{0}
     //   Grant, key free, bytes() + lock_bytes(grant) > max_bytes()
     //                                             -> TableFull{bytes()}, table unchanged
-    //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false};
-    //                                                the lock's lease_ms becomes the longer
-    //                                                of its own and the Grant's (a retry
-    //                                                never shortens a lease)
+    //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false,
+    //                                                lease_ms}: the lock's lease_ms becomes
+    //                                                the longer of its own and the Grant's
+    //                                                (a retry never shortens a lease)
     //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
     //     the same owner asked by another user)
     //   Release / Expire with the holder's token  -> Released / Expired{true}

@@ -218,6 +218,12 @@ struct Config {
     // one ExpireMany (1..lock::kMaxExpireMany; 1: one Expire each). Every
     // member must be able to apply ExpireMany before it is raised.
     std::size_t max_expire_batch = 1;
+    // An owner is bound to the user that acquired with it (Acquire::user is
+    // proposed in the Grant, a version-2 command). false: Grants are proposed
+    // without the user (version 1, which a member of a release before owner
+    // binding can apply) and a re-grant is by owner alone, as without auth.
+    // Every member must be able to apply version-2 commands before it is true.
+    bool owner_binding = true;
     // The most leases one expiry wave takes (1..kMaxExpiryWave): its round
     // and Expires are done before the next wave is taken.
     std::size_t expiry_wave = kDefaultExpiryWave;

@@ -98,8 +98,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
     if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
         if (const auto* ok = std::get_if<lock::Granted>(&result)) {
             ++counters_.grants;
-            // A re-grant keeps the longer lease (lock/table.h): the lock's lease_ms is in force.
-            const std::uint64_t lease_ms = ok->created ? g->lease_ms : table_.find(g->key)->lease_ms;
+            const std::uint64_t lease_ms = ok->lease_ms;  // in force: a re-grant keeps the longer (lock/table.h)
             log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
                                  {"lease_ms", num(lease_ms)}, {"index", num(index)}, {"user", g->user}});
             // An idempotent re-grant applied while Expire{key, token} is in

@@ -8,6 +8,7 @@ namespace pgfence::member {
 
 namespace {
 std::string num(std::uint64_t v) { return std::to_string(v); }
+const std::string kNoUser;
 
 // Broken on purpose, for the simulation's checker tests only (ctest
 // sim_catches_*, tests/simulation/CMakeLists.txt builds the core a second
@@ -277,9 +278,11 @@ void Core::list_locks(RequestId id, const ListLocks& req) {
 // ---- acquire and waiters ----------------------------------------------------------
 
 void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) {
+    // The user the owner is bound to: none with Config::owner_binding off.
+    const std::string& user = config_.owner_binding ? req.user : kNoUser;
     if (!from_queue && req.wait_ms > 0) {
         const lock::Lock* held = table_.find(req.key);
-        const bool same_owner = held != nullptr && lock::regrants(*held, req.owner, req.user);
+        const bool same_owner = held != nullptr && lock::regrants(*held, req.owner, user);
         auto q = waiters_.find(req.key);
         const bool queue_busy = q != waiters_.end() || waiter_grant_in_flight_.count(req.key) > 0;
         if ((held != nullptr && !same_owner) || queue_busy) {
@@ -292,7 +295,7 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
         ++counters_.waiter_grants;
     }
     raft::ProposeError err = raft::ProposeError::kNone;
-    const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner, req.user}, now,
+    const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner, user}, now,
                             [this, id, req, from_queue](const Witness* applied, Time at) {
                                 on_grant_result(id, req, from_queue, applied, at);
                             },
@@ -355,9 +358,7 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         const bool counted = leases_.answered(req.key, token, proof_kid_);
         unwritten_[id] = Unwritten{req.key, token, counted ? leader_term_ : 0};
         // A re-grant answers the lease in force: the longer, when the retry asked for less.
-        const lock::Lock* held = g->created ? nullptr : table_.find(req.key);
-        const std::uint64_t lease_ms = held != nullptr && held->token == token ? held->lease_ms : req.lease_ms;
-        respond(id, Granted{req.key, token, lease_ms, req.owner}, *applied);
+        respond(id, Granted{req.key, token, g->lease_ms, req.owner}, *applied);
         return;
     }
     if (const auto* full = std::get_if<lock::TableFull>(r)) {

@@ -122,6 +122,7 @@ std::string Member::Impl::start() {
     cfg.snapshot_keep = options.snapshot_keep;
     cfg.snapshot_log_pct = options.snapshot_log_pct;
     cfg.max_expire_batch = options.max_expire_batch;
+    cfg.owner_binding = options.owner_binding;
     cfg.token_floor = options.token_floor;
     cfg.debug_logs = log::log_enabled(LogLevel::kDebug);
     try {

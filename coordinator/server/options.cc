@@ -118,6 +118,11 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_expire_batch = n;
         return {};
     }
+    if (name == "owner-binding") {
+        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
+        o.owner_binding = value == "on";
+        return {};
+    }
     if (name == "max-connections") {
         if (!parse_u64(value, n) || n < 16 || n > kMaxConnectionsLimit) {
             return "--" + name + ": '" + value + "' must be 16.." + std::to_string(kMaxConnectionsLimit);
@@ -444,6 +449,12 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          A member of a release before ExpireMany cannot apply one
                          and would keep the locks it expires: raise it only once
                          every member runs this release (docs/operations.md, Upgrades)
+  --owner-binding on|off with --auth-file, an owner is bound to the user that
+                         acquired with it (default on). off: acquires are logged
+                         without the user, as a release before owner binding can
+                         apply, and an owner is not bound to a user. Upgrading from
+                         such a release under --auth-file: off until every member
+                         runs this release (docs/operations.md, Upgrades)
   --max-connections N    open HTTP client connections at most (default 1024;
                          16..1000000). A connection that arrives at the cap takes the
                          place of the oldest idle one of the lowest class (anonymous <

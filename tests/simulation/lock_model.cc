@@ -20,13 +20,14 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                     // Written out here, not lock::grant_token: the model is
                     // independent of the table it checks.
                     const lock::Token token = index + floor_;
-                    holders_[c.key] = ModelHolder{token, c.owner, c.user};
+                    holders_[c.key] = ModelHolder{token, c.owner, c.user, c.lease_ms};
                     record(c.key, token);
-                    return lock::Granted{token, true};
+                    return lock::Granted{token, true, c.lease_ms};
                 }
                 // The same non-empty owner, asked by the same user.
                 if (!c.owner.empty() && it->second.owner == c.owner && it->second.user == c.user) {
-                    return lock::Granted{it->second.token, false};
+                    it->second.lease_ms = std::max(it->second.lease_ms, c.lease_ms);
+                    return lock::Granted{it->second.token, false, it->second.lease_ms};
                 }
                 return lock::GrantRejected{it->second.token};
             } else if constexpr (std::is_same_v<C, lock::Release> || std::is_same_v<C, lock::Expire>) {

@@ -20,6 +20,7 @@ struct ModelHolder {
     lock::Token token = 0;
     std::string owner;
     std::string user{};
+    std::uint64_t lease_ms = 0;  // the longer of the Grants' (a retry never shortens it)
     bool operator==(const ModelHolder&) const = default;
 };
 

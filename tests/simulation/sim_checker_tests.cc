@@ -56,10 +56,10 @@ BOOST_AUTO_TEST_SUITE(linearizability)
 BOOST_AUTO_TEST_CASE(correct_history_passes) {
     const auto log = sample_log();
     std::vector<ClientOp> ops{
-        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 1, lock::Granted{2, true}),
+        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 1, lock::Granted{2, true, 1000}),
         acked_command(2, lock::Grant{"a", 1000, "w2"}, 5, 12, 3, 1, lock::GrantRejected{2}),
         acked_command(3, lock::Release{"a", 2}, 20, 30, 4, 2, lock::Released{}),
-        acked_command(4, lock::Grant{"a", 1000, "w2"}, 31, 40, 5, 2, lock::Granted{5, true}),
+        acked_command(4, lock::Grant{"a", 1000, "w2"}, 31, 40, 5, 2, lock::Granted{5, true, 1000}),
     };
     ClientOp read;
     read.id = 5;
@@ -77,8 +77,8 @@ BOOST_AUTO_TEST_CASE(two_holders_told_granted_is_caught) {
     // Both clients were told Granted for the same key: the model says the second is rejected.
     const auto log = sample_log();
     const std::vector<ClientOp> ops{
-        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 1, lock::Granted{2, true}),
-        acked_command(2, lock::Grant{"a", 1000, "w2"}, 5, 12, 3, 1, lock::Granted{3}),
+        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 1, lock::Granted{2, true, 1000}),
+        acked_command(2, lock::Grant{"a", 1000, "w2"}, 5, 12, 3, 1, lock::Granted{3, true, 1000}),
     };
     const std::string verdict = check_linearizable(log, ops);
     BOOST_TEST(verdict.find("sequential model") != std::string::npos, verdict);
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(real_time_order_violation_is_caught) {
     const auto log = sample_log();
     const std::vector<ClientOp> ops{
         acked_command(1, lock::Grant{"a", 1000, "w2"}, 0, 10, 3, 1, lock::GrantRejected{2}),
-        acked_command(2, lock::Grant{"a", 1000, "w1"}, 11, 20, 2, 1, lock::Granted{2, true}),
+        acked_command(2, lock::Grant{"a", 1000, "w1"}, 11, 20, 2, 1, lock::Granted{2, true, 1000}),
     };
     const std::string verdict = check_linearizable(log, ops);
     BOOST_TEST(verdict.find("real-time order") != std::string::npos, verdict);
@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_CASE(result_from_an_overwritten_term_is_caught) {
     // Acknowledged with term 3 but the committed entry at that index has term 1.
     const auto log = sample_log();
     const std::vector<ClientOp> ops{
-        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 3, lock::Granted{2, true})};
+        acked_command(1, lock::Grant{"a", 1000, "w1"}, 0, 10, 2, 3, lock::Granted{2, true, 1000})};
     const std::string verdict = check_linearizable(log, ops);
     BOOST_TEST(verdict.find("has term 1") != std::string::npos, verdict);
 }
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(stale_read_is_caught) {
     // The release at 4 and grant at 5 were acknowledged before the read began;
     // a read served at index 5 that reports token 2 saw old state.
     const auto log = sample_log();
-    std::vector<ClientOp> ops{acked_command(1, lock::Grant{"a", 1000, "w2"}, 0, 10, 5, 2, lock::Granted{5, true})};
+    std::vector<ClientOp> ops{acked_command(1, lock::Grant{"a", 1000, "w2"}, 0, 10, 5, 2, lock::Granted{5, true, 1000})};
     ClientOp read;
     read.id = 2;
     read.kind = ClientOp::Kind::kRead;
@@ -140,8 +140,8 @@ BOOST_AUTO_TEST_SUITE(lock_model)
 BOOST_AUTO_TEST_CASE(tokens_follow_index_and_floor_and_stale_tokens_remove_nothing) {
     LockModel m;
     BOOST_TEST((m.apply(1, lock::SetTokenFloor{100}) == lock::Result{lock::FloorSet{100}}));
-    BOOST_TEST((m.apply(2, lock::Grant{"k", 10, "w"}) == lock::Result{lock::Granted{102, true}}));
-    BOOST_TEST((m.apply(3, lock::Grant{"k", 10, "w"}) == lock::Result{lock::Granted{102, false}}));
+    BOOST_TEST((m.apply(2, lock::Grant{"k", 10, "w"}) == lock::Result{lock::Granted{102, true, 10}}));
+    BOOST_TEST((m.apply(3, lock::Grant{"k", 10, "w"}) == lock::Result{lock::Granted{102, false, 10}}));
     BOOST_TEST((m.apply(4, lock::Grant{"k", 10, "v"}) == lock::Result{lock::GrantRejected{102}}));
     BOOST_TEST((m.apply(5, lock::Expire{"k", 7}) == lock::Result{lock::Expired{false}}));
     BOOST_TEST((m.apply(6, lock::Release{"k", 7}) == lock::Result{lock::NotFound{}}));

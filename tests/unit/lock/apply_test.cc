@@ -51,10 +51,10 @@ BOOST_AUTO_TEST_CASE(grant_token_is_zero_beyond_the_largest_token) {
 // The table reports whether a Grant created the lock or re-granted it.
 BOOST_AUTO_TEST_CASE(granted_says_whether_the_grant_created_the_lock) {
     LockTable table;
-    BOOST_TEST((table.apply(1, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{1, true}}));
-    BOOST_TEST((table.apply(2, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{1, false}}));
+    BOOST_TEST((table.apply(1, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{1, true, kLeaseMs}}));
+    BOOST_TEST((table.apply(2, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{1, false, kLeaseMs}}));
     BOOST_TEST((table.apply(3, Release{"k", 1}) == Result{Released{}}));
-    BOOST_TEST((table.apply(4, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{4, true}}));
+    BOOST_TEST((table.apply(4, Grant{"k", kLeaseMs, "worker-a"}) == Result{Granted{4, true, kLeaseMs}}));
 }
 
 BOOST_AUTO_TEST_CASE(grant_on_key_held_by_another_owner_is_rejected_with_holder_token) {
@@ -71,6 +71,7 @@ BOOST_AUTO_TEST_CASE(regrant_by_same_owner_returns_existing_token_and_takes_a_lo
     const Token first = granted_token(table.apply(1, Grant{"k", kLeaseMs, "worker-a"}));
     const Result again = table.apply(2, Grant{"k", 2 * kLeaseMs, "worker-a"});
     BOOST_TEST(granted_token(again) == first);
+    BOOST_TEST((again == Result{Granted{first, false, 2 * kLeaseMs}}));  // the lease in force
     BOOST_TEST(table.find("k")->token == first);
     BOOST_TEST(table.find("k")->lease_ms == 2 * kLeaseMs);
     BOOST_TEST(table.last_token() == first);  // no new token was issued
@@ -82,9 +83,9 @@ BOOST_AUTO_TEST_CASE(regrant_by_same_owner_returns_existing_token_and_takes_a_lo
 BOOST_AUTO_TEST_CASE(regrant_by_same_owner_asking_a_shorter_lease_keeps_the_longer) {
     LockTable table;
     const Token first = granted_token(table.apply(1, Grant{"k", 30'000, "worker-a", "ua"}));
-    BOOST_TEST((table.apply(2, Grant{"k", 1'000, "worker-a", "ua"}) == Result{Granted{first, false}}));
+    BOOST_TEST((table.apply(2, Grant{"k", 1'000, "worker-a", "ua"}) == Result{Granted{first, false, 30'000}}));
     BOOST_TEST(table.find("k")->lease_ms == 30'000u);
-    BOOST_TEST((table.apply(3, Grant{"k", 30'000, "worker-a", "ua"}) == Result{Granted{first, false}}));
+    BOOST_TEST((table.apply(3, Grant{"k", 30'000, "worker-a", "ua"}) == Result{Granted{first, false, 30'000}}));
     BOOST_TEST(table.find("k")->lease_ms == 30'000u);
     BOOST_TEST(table.check_invariants() == "");
 }
@@ -99,11 +100,11 @@ BOOST_AUTO_TEST_CASE(an_owner_is_regranted_only_to_the_user_that_made_it) {
     BOOST_TEST((table.apply(2, Grant{"k", 1'000, "worker-a", "uc"}) == Result{GrantRejected{held}}));
     BOOST_TEST((table.apply(3, Grant{"k", 1'000, "worker-a", ""}) == Result{GrantRejected{held}}));
     BOOST_TEST((*table.find("k") == Lock{"k", held, 30'000, "worker-a", "ua"}));
-    BOOST_TEST((table.apply(4, Grant{"k", 30'000, "worker-a", "ua"}) == Result{Granted{held, false}}));
+    BOOST_TEST((table.apply(4, Grant{"k", 30'000, "worker-a", "ua"}) == Result{Granted{held, false, 30'000}}));
 
     const Token anonymous = granted_token(table.apply(5, Grant{"n", 30'000, "worker-n"}));
     BOOST_TEST((table.apply(6, Grant{"n", 30'000, "worker-n", "ua"}) == Result{GrantRejected{anonymous}}));
-    BOOST_TEST((table.apply(7, Grant{"n", 30'000, "worker-n"}) == Result{Granted{anonymous, false}}));
+    BOOST_TEST((table.apply(7, Grant{"n", 30'000, "worker-n"}) == Result{Granted{anonymous, false, 30'000}}));
     BOOST_TEST(table.check_invariants() == "");
 }
 
@@ -372,8 +373,8 @@ BOOST_AUTO_TEST_CASE(random_sequences_keep_tokens_increasing_and_invariants_true
 }
 
 BOOST_AUTO_TEST_CASE(describe_names_every_result) {
-    BOOST_TEST(describe(Result{Granted{42, true}}) == "granted token=42 created=true");
-    BOOST_TEST(describe(Result{Granted{42, false}}) == "granted token=42 created=false");
+    BOOST_TEST(describe(Result{Granted{42, true, 5'000}}) == "granted token=42 created=true lease_ms=5000");
+    BOOST_TEST(describe(Result{Granted{42, false, 5'000}}) == "granted token=42 created=false lease_ms=5000");
     BOOST_TEST(describe(Result{GrantRejected{41}}) == "grant_rejected holder_token=41");
     BOOST_TEST(describe(Result{Released{}}) == "released");
     BOOST_TEST(describe(Result{NotFound{}}) == "not_found");

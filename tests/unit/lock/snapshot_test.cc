@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(owner_binding_and_lease_survive_a_snapshot_round_trip) {
     BOOST_TEST((copy == table));
     BOOST_TEST((*copy.find("k") == Lock{"k", 1, 30'000, "worker-a", "ua"}));
     BOOST_TEST((copy.apply(2, Grant{"k", 1'000, "worker-a", "uc"}) == Result{GrantRejected{1}}));
-    BOOST_TEST((copy.apply(3, Grant{"k", 1'000, "worker-a", "ua"}) == Result{Granted{1, false}}));
+    BOOST_TEST((copy.apply(3, Grant{"k", 1'000, "worker-a", "ua"}) == Result{Granted{1, false, 30'000}}));
     BOOST_TEST(copy.find("k")->lease_ms == 30'000u);
     BOOST_TEST(copy.locks_with_user() == 1u);
 }

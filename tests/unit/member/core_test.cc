@@ -49,11 +49,11 @@ BOOST_AUTO_TEST_CASE(answers_carry_the_entry_and_result_that_decided_them) {
     const lock::Token token = as<Granted>(std::optional<Response>(first->response)).token;
     BOOST_TEST(first->index == h.core(l).table().applied_index());
     BOOST_TEST(first->term == h.core(l).raft().term());
-    BOOST_TEST((first->result == lock::Result{lock::Granted{token, true}}));
+    BOOST_TEST((first->result == lock::Result{lock::Granted{token, true, 1000}}));
     const std::optional<Answer> retry = h.decided(l, h.send(l, acq("k", 1000, "a")));
     BOOST_REQUIRE(retry.has_value());
     BOOST_TEST(retry->index == first->index + 1);
-    BOOST_TEST((retry->result == lock::Result{lock::Granted{token, false}}));
+    BOOST_TEST((retry->result == lock::Result{lock::Granted{token, false, 1000}}));
     const std::optional<Answer> other = h.decided(l, h.send(l, acq("k", 1000, "b")));
     BOOST_REQUIRE(other.has_value());
     BOOST_TEST((other->result == lock::Result{lock::GrantRejected{token}}));

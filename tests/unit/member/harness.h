@@ -39,7 +39,7 @@ public:
     explicit Harness(int members, std::uint64_t rho_ppm = 50'000, std::uint64_t snapshot_every = 10000,
                      std::uint64_t snapshot_log_pct = 100, std::uint64_t max_table_bytes = lock::kMaxTableBytes,
                      std::size_t max_expire_batch = lock::kMaxExpireMany,
-                     std::size_t expiry_wave = kDefaultExpiryWave) {
+                     std::size_t expiry_wave = kDefaultExpiryWave, bool owner_binding = true) {
         for (int i = 1; i <= members; ++i) ids_.push_back(static_cast<raft::NodeId>(i));
         nodes_.resize(static_cast<std::size_t>(members));
         for (int i = 0; i < members; ++i) {
@@ -55,6 +55,7 @@ public:
             c.max_table_bytes = max_table_bytes;
             c.max_expire_batch = max_expire_batch;
             c.expiry_wave = expiry_wave;
+            c.owner_binding = owner_binding;
             c.snapshot_keep = 5;
             configs_.push_back(c);
             nodes_[static_cast<std::size_t>(i)].core = std::make_unique<Core>(c, nodes_[static_cast<std::size_t>(i)].storage);

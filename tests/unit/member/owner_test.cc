@@ -15,9 +15,58 @@ Acquire acq_as(std::string user, std::string owner, std::uint64_t lease_ms, std:
     return Acquire{"k", lease_ms, wait_ms, std::move(owner), std::move(user)};
 }
 
+// The Grants in `id`'s log, with the command version byte each was written in.
+std::vector<std::pair<lock::Grant, std::uint8_t>> logged_grants(Harness& h, raft::NodeId id) {
+    const raft::MemoryStorage& s = h.node(id).storage;
+    std::vector<std::pair<lock::Grant, std::uint8_t>> out;
+    for (const raft::Entry& e : s.entries(s.first_index(), s.last_index() + 1)) {
+        if (e.type != raft::EntryType::kNormal || e.data.empty()) continue;
+        auto decoded = lock::decode_command(e.data);
+        const auto* cmd = std::get_if<lock::Command>(&decoded);
+        if (cmd == nullptr) continue;
+        if (const auto* g = std::get_if<lock::Grant>(cmd)) {
+            out.emplace_back(*g, static_cast<std::uint8_t>(e.data.front()));
+        }
+    }
+    return out;
+}
+
+Harness with_binding(bool on) {
+    return Harness(3, 50'000, 10000, 100, lock::kMaxTableBytes, lock::kMaxExpireMany, kDefaultExpiryWave, on);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(owner_binding)
+
+// Config::owner_binding off (a rolling upgrade from a release before owner
+// binding): the Grant is proposed without the user, in command version 1,
+// and the owner alone re-acquires, as without authentication. On (the
+// default), the same acquire is logged in version 2 with the user.
+BOOST_AUTO_TEST_CASE(with_binding_off_grants_carry_no_user_and_are_version_1) {
+    Harness off = with_binding(false);
+    const raft::NodeId l = off.elect();
+    const Granted ua = as<Granted>(off.answer(l, off.send(l, acq_as("ua", "w", 30'000))));
+    const auto grants = logged_grants(off, l);
+    BOOST_REQUIRE(grants.size() == 1u);
+    BOOST_TEST(grants[0].first.user == "");
+    BOOST_TEST(grants[0].first.owner == "w");
+    BOOST_TEST(grants[0].second == 1u);
+    BOOST_TEST(lock::encode(grants[0].first).front() == '\x01');
+    BOOST_TEST(off.core(l).table().find("k")->user == "");
+    // Another user naming the owner re-acquires, queued or not (the binding is off).
+    BOOST_TEST(as<Granted>(off.answer(l, off.send(l, acq_as("uc", "w", 30'000)))).token == ua.token);
+    BOOST_TEST(as<Granted>(off.answer(l, off.send(l, acq_as("uc", "w", 30'000, 10'000)))).token == ua.token);
+    BOOST_TEST(off.core(l).waiter_count() == 0u);
+
+    Harness on = with_binding(true);
+    const raft::NodeId m = on.elect();
+    as<Granted>(on.answer(m, on.send(m, acq_as("ua", "w", 30'000))));
+    const auto bound = logged_grants(on, m);
+    BOOST_REQUIRE(bound.size() == 1u);
+    BOOST_TEST(bound[0].first.user == "ua");
+    BOOST_TEST(bound[0].second == 2u);
+}
 
 // The attack: uc names ua's owner with a 1 s lease. It is a contender like
 // any other: no token, and ua's 30 s lease is untouched, still held 2 s later.

@@ -266,6 +266,23 @@ BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_one_and_is_bounded_by_the_comm
                        {"0", "1025", "-1", "many", ""}, "1..1024");
 }
 
+BOOST_AUTO_TEST_CASE(owner_binding_defaults_to_on_and_takes_on_or_off) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.owner_binding);
+    Options off;
+    BOOST_TEST(parse_with("--owner-binding", "off", off) == "");
+    BOOST_TEST(!off.owner_binding);
+    Options on;
+    BOOST_TEST(parse_with("--owner-binding", "on", on) == "");
+    BOOST_TEST(on.owner_binding);
+    for (const char* bad : {"yes", "ON", "1", ""}) {
+        Options b;
+        const std::string err = parse_with("--owner-binding", bad, b);
+        BOOST_TEST(err.find("--owner-binding: '" + std::string(bad) + "' must be on or off") != std::string::npos, err);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_never_lowered) {
     rlimit original{};
     BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &original) == 0);
