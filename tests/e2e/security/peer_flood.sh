@@ -76,13 +76,21 @@ grants_per_s() {
     echo "$((n * 1000 / (t1 - t0)))"
 }
 
-normal=()
-ms_or_fail() { [[ "$1" =~ ^[0-9]+$ ]] || fail "a restart gave no figure ('$1')"; }
-for _ in 1 2 3; do
-    normal+=("$(restart_to_grant_ms)")
-    ms_or_fail "${normal[-1]}"
-done
-median=$(printf '%s\n' "${normal[@]}" | sort -n | sed -n 2p)
+# Three full restarts: sets RUNS (their times, ms) and MEDIAN.
+three_restarts() {
+    local ms
+    RUNS=()
+    for _ in 1 2 3; do
+        ms=$(restart_to_grant_ms)
+        [[ "$ms" =~ ^[0-9]+$ ]] || fail "a restart gave no figure ('$ms')"
+        RUNS+=("$ms")
+    done
+    MEDIAN=$(printf '%s\n' "${RUNS[@]}" | sort -n | sed -n 2p)
+}
+
+three_restarts
+normal=("${RUNS[@]}")
+median=$MEDIAN
 normal_rate=$(grants_per_s)
 echo "normal: restart to first grant ${normal[*]} ms (median $median ms); $normal_rate grants/s"
 
@@ -107,12 +115,9 @@ wait_until 15 "the flood's $flood_total connections" flood_on
 # As many restarts under the flood as without, compared median to median: one
 # restart's time varies with the election's random timeout as much as with
 # the flood.
-flooded_runs=()
-for _ in 1 2 3; do
-    flooded_runs+=("$(restart_to_grant_ms)")
-    ms_or_fail "${flooded_runs[-1]}"
-done
-flooded=$(printf '%s\n' "${flooded_runs[@]}" | sort -n | sed -n 2p)
+three_restarts
+flooded_runs=("${RUNS[@]}")
+flooded=$MEDIAN
 flood_rate=$(grants_per_s)
 bound=$((2 * median))
 echo "flood ($(cat "$DIR/flood.status")): restart to first grant ${flooded_runs[*]} ms (median $flooded ms; normal median $median ms, bound $bound ms); grants/s $normal_rate normal, $flood_rate during the flood"
