@@ -25,6 +25,9 @@ constexpr std::size_t kMaxOwnerBytes = 256;
 // A user name as the shell's authentication knows it (auth/policy.h: 1..128
 // bytes); "" without authentication.
 constexpr std::size_t kMaxUserBytes = 128;
+// A value a lock publishes (an election's leader value): 0..4096 bytes, the
+// owner's text rule; "" = none.
+constexpr std::size_t kMaxValueBytes = 4096;
 constexpr std::uint64_t kMaxLeaseMs = 24ull * 3600 * 1000;  // hard ceiling; servers configure less
 // Tokens are stored by pg_fence in a PostgreSQL bigint (signed 64-bit), so no
 // token, and no token floor, may exceed INT64_MAX. A Grant whose token would
@@ -157,6 +160,9 @@ std::string validate_owner(std::string_view owner);
 
 // Checks a user: 0..kMaxUserBytes bytes, the owner's text rule.
 std::string validate_user(std::string_view user);
+
+// Checks a value: 0..kMaxValueBytes bytes, the owner's text rule.
+std::string validate_value(std::string_view value);
 
 // Checks every field of a command against the limits (key, owner, user, 1 <= lease_ms
 // <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's count and size). Leaders call it before proposing; the

@@ -2,11 +2,17 @@
 //
 //   [version u8][applied_index u64][token_floor u64][last_token u64][count u32]
 //   count x { key: u32 length + bytes, token u64, lease_ms u64, owner: u32 length + bytes
-//             [version 2: user: u32 length + bytes] }
+//             [version 2: user: u32 length + bytes]
+//             [version 3: flags u8 (bit 0 user, bit 1 value, bit 2 remaining_ms),
+//                         then, each only when its bit is set: user: u32 length + bytes,
+//                         value: u32 length + bytes, remaining_ms u64] }
 //
-// Version 2 is written when some lock has a user (LockTable::locks_with_user()),
-// else version 1, which releases before users read; a version 2 snapshot in
-// which no lock has a user is refused (one encoding per table).
+// The lowest version that holds the table is written: 3 when some lock has a
+// value or a checkpoint (LockTable::locks_extended()), else 2 when some lock
+// has a user (locks_with_user()), else 1, so a table that needs no newer
+// field is read by the releases before it. One encoding per table: a snapshot
+// in a higher version than it needs is refused, and so is, in version 3, an
+// unknown flag bit or a field flagged present that is empty (or 0).
 // Locks are in strictly ascending key order (byte-wise), so a key appears once.
 // restore() rejects: unknown version, a count larger than the remaining bytes
 // could hold, any length over its limit or past the end, keys out of order or
@@ -24,6 +30,10 @@ namespace {
 
 constexpr std::uint8_t kSnapshotVersion = 1;
 constexpr std::uint8_t kUserSnapshotVersion = 2;  // locks carry their user
+constexpr std::uint8_t kFlagsSnapshotVersion = 3;  // locks carry flags, then their user, value, remaining_ms
+constexpr std::uint8_t kHasUser = 1;
+constexpr std::uint8_t kHasValue = 2;
+constexpr std::uint8_t kHasRemaining = 4;
 // Smallest possible encoded lock: the shortest key, no owner (and no user).
 constexpr std::uint64_t kMinLockBytes = lock_bytes(kMinKeyBytes, std::size_t{0});
 
@@ -33,9 +43,30 @@ std::optional<Lock> read_lock(codec::Reader& in, std::uint8_t version) {
     const std::uint64_t lease_ms = in.u64("lock lease_ms");
     const std::string_view owner = in.string("lock owner", kMaxOwnerBytes);
     std::string_view user;
+    std::string_view value;
+    std::uint64_t remaining_ms = 0;
     if (version == kUserSnapshotVersion) user = in.string("lock user", kMaxUserBytes);
+    if (version == kFlagsSnapshotVersion) {
+        const std::size_t flags_offset = in.offset();
+        const std::uint8_t flags = in.u8("lock flags");
+        if (in.ok() && (flags & ~(kHasUser | kHasValue | kHasRemaining)) != 0) {
+            in.fail_at(flags_offset, "lock flags " + std::to_string(flags) + " has unknown bits (known: 1 user, " +
+                                         "2 value, 4 remaining_ms)");
+        }
+        const std::size_t fields_offset = in.offset();
+        if (flags & kHasUser) user = in.string("lock user", kMaxUserBytes);
+        if (flags & kHasValue) value = in.string("lock value", kMaxValueBytes);
+        if (flags & kHasRemaining) remaining_ms = in.u64("lock remaining_ms");
+        const bool empty_present = ((flags & kHasUser) && user.empty()) || ((flags & kHasValue) && value.empty()) ||
+                                   ((flags & kHasRemaining) && remaining_ms == 0);
+        if (in.ok() && empty_present) {
+            in.fail_at(fields_offset, "lock flags " + std::to_string(flags) +
+                                          " mark a field present that is empty (an absent field is not flagged)");
+        }
+    }
     if (!in.ok()) return std::nullopt;
-    return Lock{std::string(key), token, lease_ms, std::string(owner), std::string(user)};
+    return Lock{std::string(key), token,       lease_ms, std::string(owner), std::string(user),
+                std::string(value), remaining_ms};
 }
 
 void put_header(std::string& out, std::uint8_t version, std::uint64_t applied, Token floor, Token last,
@@ -56,9 +87,18 @@ void put_lock(std::string& out, std::uint8_t version, const Lock& lock) {
     codec::put_u64(out, lock.lease_ms);
     codec::put_string(out, lock.owner, kMaxOwnerBytes, "lock owner");
     if (version == kUserSnapshotVersion) codec::put_string(out, lock.user, kMaxUserBytes, "lock user");
+    if (version == kFlagsSnapshotVersion) {
+        const std::uint8_t flags = (lock.user.empty() ? 0 : kHasUser) | (lock.value.empty() ? 0 : kHasValue) |
+                                   (lock.remaining_ms == 0 ? 0 : kHasRemaining);
+        codec::put_u8(out, flags);
+        if (flags & kHasUser) codec::put_string(out, lock.user, kMaxUserBytes, "lock user");
+        if (flags & kHasValue) codec::put_string(out, lock.value, kMaxValueBytes, "lock value");
+        if (flags & kHasRemaining) codec::put_u64(out, lock.remaining_ms);
+    }
 }
 
-std::uint8_t version_for(std::size_t locks_with_user) {
+std::uint8_t version_for(std::size_t locks_with_user, std::size_t locks_extended) {
+    if (locks_extended > 0) return kFlagsSnapshotVersion;
     return locks_with_user > 0 ? kUserSnapshotVersion : kSnapshotVersion;
 }
 
@@ -66,7 +106,7 @@ std::uint8_t version_for(std::size_t locks_with_user) {
 
 std::string LockTable::snapshot() const {
     std::string out;
-    const std::uint8_t version = version_for(with_user_);
+    const std::uint8_t version = version_for(with_user_, extended_);
     put_header(out, version, applied_index_, token_floor_, last_token_, locks_.size());
     for (const Lock& lock : locks_) put_lock(out, version, lock);
     return out;
@@ -75,7 +115,7 @@ std::string LockTable::snapshot() const {
 void LockTable::begin_snapshot() {
     if (build_) throw std::logic_error("LockTable::begin_snapshot: a snapshot is being built already");
     Build b;
-    b.version = version_for(with_user_);
+    b.version = version_for(with_user_, extended_);
     put_header(b.bytes, b.version, applied_index_, token_floor_, last_token_, locks_.size());
     b.count = static_cast<std::uint32_t>(locks_.size());
     b.bytes.reserve(b.bytes.size() + bytes_);
@@ -136,7 +176,7 @@ std::string LockTable::take_snapshot() {
 
 bool LockTable::operator==(const LockTable& other) const {
     return locks_ == other.locks_ && applied_index_ == other.applied_index_ && bytes_ == other.bytes_ &&
-           with_user_ == other.with_user_ &&
+           with_user_ == other.with_user_ && extended_ == other.extended_ &&
            max_bytes_ == other.max_bytes_ && token_floor_ == other.token_floor_ && last_token_ == other.last_token_;
 }
 
@@ -144,9 +184,8 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
     codec::Reader in(bytes, read_error, "snapshot");
     LockTable table(max_bytes);
     const std::uint8_t version = in.u8("version");
-    if (in.ok() && version != kSnapshotVersion && version != kUserSnapshotVersion) {
-        in.fail_at(0, "unknown snapshot version " + std::to_string(version) + " (known: " +
-                          std::to_string(kSnapshotVersion) + ", " + std::to_string(kUserSnapshotVersion) + ")");
+    if (in.ok() && version != kSnapshotVersion && version != kUserSnapshotVersion && version != kFlagsSnapshotVersion) {
+        in.fail_at(0, "unknown snapshot version " + std::to_string(version) + " (known: 1, 2, 3)");
     }
     const std::uint64_t applied = in.u64("applied_index");
     const std::uint64_t floor = in.u64("token_floor");
@@ -176,10 +215,12 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
         table.locks_.emplace_hint(table.locks_.end(), std::move(*lock));
     }
     if (!in.expect_end("the end")) return DecodeError{in.error()};
-    if (version_for(table.with_user_) != version) {
+    if (version_for(table.with_user_, table.extended_) != version) {
         return DecodeError{"snapshot: version " + std::to_string(version) + " with " +
-                           std::to_string(table.with_user_) + " locks that have a user (version 2 is " +
-                           "written when some lock has one, else version 1)"};
+                           std::to_string(table.with_user_) + " locks that have a user and " +
+                           std::to_string(table.extended_) + " that have a value or a checkpoint (version 3 is " +
+                           "written when some lock has a value or a checkpoint, else version 2 when some lock " +
+                           "has a user, else version 1)"};
     }
     if (auto problem = table.check_invariants(); !problem.empty()) {
         return DecodeError{"snapshot: " + problem};

@@ -106,6 +106,8 @@ void LockTable::account(const Lock& lock, bool add) {
     const std::size_t with_user = lock.user.empty() ? 0 : 1;
     bytes_ = add ? bytes_ + bytes : bytes_ - bytes;
     with_user_ = add ? with_user_ + with_user : with_user_ - with_user;
+    const std::size_t extended = lock.extended() ? 1 : 0;
+    extended_ = add ? extended_ + extended : extended_ - extended;
 }
 
 const Lock* LockTable::find(std::string_view key) const {
@@ -153,6 +155,7 @@ std::string LockTable::check_invariants() const {
     std::set<Token> tokens;
     std::uint64_t bytes = 0;
     std::size_t with_user = 0;
+    std::size_t extended = 0;
     for (const Lock& lock : locks_) {
         if (auto problem = check_lock(lock); !problem.empty()) return problem;
         if (!tokens.insert(lock.token).second) {
@@ -160,12 +163,17 @@ std::string LockTable::check_invariants() const {
         }
         bytes += lock_bytes(lock);
         with_user += lock.user.empty() ? 0 : 1;
+        extended += lock.extended() ? 1 : 0;
     }
     if (bytes != bytes_) {
         return "table bytes " + std::to_string(bytes_) + " differ from the locks' " + std::to_string(bytes);
     }
     if (with_user != with_user_) {
         return "locks with a user counted " + std::to_string(with_user_) + ", held " + std::to_string(with_user);
+    }
+    if (extended != extended_) {
+        return "locks with a value or a checkpoint counted " + std::to_string(extended_) + ", held " +
+               std::to_string(extended);
     }
     return {};
 }
@@ -174,6 +182,11 @@ std::string LockTable::check_lock(const Lock& lock) const {
     if (auto problem = validate(Grant{lock.key, lock.lease_ms, lock.owner, lock.user});
         !problem.empty()) {
         return "invalid lock: " + problem;
+    }
+    if (auto problem = validate_value(lock.value); !problem.empty()) return "invalid lock: " + problem;
+    if (lock.remaining_ms > lock.lease_ms) {
+        return "lock " + lock.key + " has " + std::to_string(lock.remaining_ms) + " ms left at its checkpoint, " +
+               "more than its lease of " + std::to_string(lock.lease_ms) + " ms";
     }
     if (lock.token == 0 || lock.token > last_token_) {
         return "lock token " + std::to_string(lock.token) + " is outside 1..last token " +

@@ -20,9 +20,10 @@
 namespace pgfence::lock {
 
 // The largest lock table, counted as its snapshot's lock records (the
-// 24 fixed bytes of each lock plus its key, owner and user; lock_bytes()).
-// A snapshot of version 2 also writes 4 bytes (an empty user's length) for
-// each lock without a user, which the count leaves out: at most 4 bytes per
+// 24 fixed bytes of each lock plus its key and owner, and the user, value and
+// remaining time it has; lock_bytes()). A snapshot also writes what the count
+// leaves out: in version 2, 4 bytes (an empty user's length) for each lock
+// without a user; in version 3, a flags byte per lock. At most 4 bytes per
 // lock of at least 25, 32 MiB of the room left below. A Grant
 // that would take the table past it is refused (TableFull) by every member
 // alike, so the table's snapshot always fits the 256 MiB a member stores,
@@ -38,20 +39,30 @@ struct Lock {
     std::uint64_t lease_ms = 0;
     std::string owner;
     std::string user{};  // who was granted it (Grant::user); "" without authentication
+    std::string value{};  // what the holder publishes (0..kMaxValueBytes; "" = none)
+    // The lease's time left at its last checkpoint (1..lease_ms), from which a
+    // new leader restarts the lease; 0 = no checkpoint: the full lease_ms.
+    std::uint64_t remaining_ms = 0;
     bool operator==(const Lock&) const = default;
+    // Whether the lock has a field only snapshot version 3 carries.
+    bool extended() const { return !value.empty() || remaining_ms != 0; }
 };
 
 // One lock's record in the snapshot (see snapshot()): key and owner with
-// their u32 lengths, token and lease_ms, and a non-empty user with its u32
-// length (an empty user is counted as nothing, kMaxTableBytes).
-constexpr std::uint64_t lock_bytes(std::size_t key_bytes, std::size_t owner_bytes, std::size_t user_bytes = 0) {
-    return 4 + key_bytes + 8 + 8 + 4 + owner_bytes + (user_bytes == 0 ? 0 : 4 + user_bytes);
+// their u32 lengths, token and lease_ms, a non-empty user or value with its
+// u32 length, a non-zero remaining_ms as a u64 (what is empty or 0 is counted
+// as nothing, kMaxTableBytes).
+constexpr std::uint64_t lock_bytes(std::size_t key_bytes, std::size_t owner_bytes, std::size_t user_bytes = 0,
+                                   std::size_t value_bytes = 0, bool has_remaining = false) {
+    return 4 + key_bytes + 8 + 8 + 4 + owner_bytes + (user_bytes == 0 ? 0 : 4 + user_bytes) +
+           (value_bytes == 0 ? 0 : 4 + value_bytes) + (has_remaining ? 8 : 0);
 }
-constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner, std::string_view user = {}) {
-    return lock_bytes(key.size(), owner.size(), user.size());
+constexpr std::uint64_t lock_bytes(std::string_view key, std::string_view owner, std::string_view user = {},
+                                   std::string_view value = {}, bool has_remaining = false) {
+    return lock_bytes(key.size(), owner.size(), user.size(), value.size(), has_remaining);
 }
 inline std::uint64_t lock_bytes(const Lock& lock) {
-    return lock_bytes(lock.key, lock.owner, lock.user);
+    return lock_bytes(lock.key, lock.owner, lock.user, lock.value, lock.remaining_ms != 0);
 }
 
 // Whether a Grant from `user` naming `owner` is an idempotent retry by the
@@ -119,16 +130,21 @@ class LockTable {
     std::uint64_t bytes() const { return bytes_; }
     // How many locks have a non-empty user (the snapshot's version depends on it).
     std::size_t locks_with_user() const { return with_user_; }
+    // How many locks are extended() (a value or a checkpoint): likewise.
+    std::size_t locks_extended() const { return extended_; }
     std::uint64_t max_bytes() const { return max_bytes_; }
     std::uint64_t applied_index() const { return applied_index_; }
     Token token_floor() const { return token_floor_; }
     Token last_token() const { return last_token_; }  // largest token ever granted (0: none)
 
     // Snapshot encoding (snapshot.cc): [version u8][applied u64][floor u64][last_token u64]
-    // [count u32] then per lock key, token, lease_ms, owner, and in version 2
-    // user. Version 2 is written when some lock has a user, else version 1.
-    // restore() reads both, checks every bound and fails with DecodeError on
-    // anything malformed.
+    // [count u32] then per lock key, token, lease_ms, owner, in version 2
+    // user, in version 3 a flags byte and the user, value and remaining_ms
+    // it says are there. The lowest version that holds the table is written:
+    // 3 when some lock is extended(), else 2 when some lock has a user, else
+    // 1. restore() reads all three, checks every bound and fails with
+    // DecodeError on anything malformed or written in a higher version than
+    // needed.
     std::string snapshot() const;
 
     // The same snapshot, built in slices while apply() goes on:
@@ -172,7 +188,7 @@ class LockTable {
     Result apply_one(std::uint64_t index, const SetTokenFloor& set);
     Result apply_one(std::uint64_t index, const ExpireMany& many);
     bool remove_if_held(std::string_view key, Token token);
-    void account(const Lock& lock, bool add);  // keeps bytes_ and with_user_
+    void account(const Lock& lock, bool add);  // keeps bytes_, with_user_ and extended_
     // Before `key`'s lock changes: keeps its state for the snapshot being
     // built, if any, when the build has not reached the key yet.
     void before_change(std::string_view key);
@@ -204,6 +220,7 @@ class LockTable {
     std::uint64_t applied_index_ = 0;
     std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
     std::size_t with_user_ = 0;  // locks_with_user(): likewise
+    std::size_t extended_ = 0;   // locks_extended(): likewise
     std::uint64_t max_bytes_ = kMaxTableBytes;
     Token token_floor_ = 0;
     Token last_token_ = 0;

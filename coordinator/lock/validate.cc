@@ -155,6 +155,14 @@ std::string validate_user(std::string_view user) {
     return check_text("user", user);
 }
 
+std::string validate_value(std::string_view value) {
+    if (value.size() > kMaxValueBytes) {
+        return "value is " + std::to_string(value.size()) + " bytes; the limit is " +
+               std::to_string(kMaxValueBytes) + " bytes";
+    }
+    return check_text("value", value);
+}
+
 std::string validate(const Grant& grant) {
     return check_grant(grant);
 }

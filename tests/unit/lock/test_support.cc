@@ -9,7 +9,7 @@ std::ostream& operator<<(std::ostream& os, const Command& cmd) {
 }
 std::ostream& operator<<(std::ostream& os, const Lock& lock) {
     return os << describe(Command{Grant{lock.key, lock.lease_ms, lock.owner, lock.user}})
-              << " token=" << lock.token;
+              << " token=" << lock.token << " value=" << lock.value << " remaining_ms=" << lock.remaining_ms;
 }
 }  // namespace pgfence::lock
 
@@ -18,6 +18,14 @@ namespace pgfence::lock::test {
 void put_lock(Bytes& bytes, const Lock& lock, std::uint8_t version) {
     bytes.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner);
     if (version == 2) bytes.str(lock.user);
+    if (version == 3) {
+        const std::uint8_t flags = (lock.user.empty() ? 0 : 1) | (lock.value.empty() ? 0 : 2) |
+                                   (lock.remaining_ms == 0 ? 0 : 4);
+        bytes.u8(flags);
+        if (flags & 1) bytes.str(lock.user);
+        if (flags & 2) bytes.str(lock.value);
+        if (flags & 4) bytes.u64(lock.remaining_ms);
+    }
 }
 
 std::vector<std::string> key_pool() {

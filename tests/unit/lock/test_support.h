@@ -41,7 +41,8 @@ class Bytes {
     std::string out_;
 };
 
-// Appends one lock in the snapshot layout of `version` (2: with its user).
+// Appends one lock in the snapshot layout of `version` (2: with its user;
+// 3: a flags byte, then its user, value and remaining_ms where present).
 void put_lock(Bytes& bytes, const Lock& lock, std::uint8_t version = 1);
 
 // A small pool of keys so random commands collide on keys often.
