@@ -303,6 +303,8 @@ Result<WatchEnd> run_watch(Transport& transport, const WatchRequest& request, co
         transport.avoid(r.answered_by);
         if (request.on_resume) request.on_resume(end.why, cursor.resume_revision());
         if (end.any_line) {
+            // The member served until now: the other members have --timeout from here to take over.
+            last_line_at = Clock::now();
             backoff = o.backoff_initial;
             continue;
         }

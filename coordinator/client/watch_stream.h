@@ -37,8 +37,9 @@
 // Errors (the Result's Error): kCompacted (410: the resume point is older
 // than the history the member keeps; Error::oldest_revision says where it
 // starts), kBadRequest (400), kNotAuthorized (401/403), kNotPgfence, and
-// kUnavailable when no member served a stream line for Options::timeout (each
-// reopening is a Transport call with the usual retries, backoff and probes).
+// kUnavailable when no member served a stream for Options::timeout after the
+// last one that brought a line ended (each reopening is a Transport call with
+// the usual retries, backoff and probes).
 // A line that is not a JSON object of a known shape is kProtocol. Lines of an
 // unknown `type` are skipped (a newer member may send more kinds).
 //
