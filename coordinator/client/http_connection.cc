@@ -157,7 +157,7 @@ public:
 
     StreamRead read_stream(std::string& out, Clock::time_point deadline, std::string& why) {
         if (!streaming_ || !socket_.is_open()) {
-            why = "no stream is open";
+            why = stream_end_.empty() ? "no stream is open" : stream_end_;
             return StreamRead::kError;
         }
         DeadlineStream stream(stream_, deadline);
@@ -178,7 +178,10 @@ public:
                 why = eof ? endpoint_.to_string() + " closed the stream"
                           : "read from " + endpoint_.to_string() + ": " + ec.message();
                 close();
-                if (n > 0) return StreamRead::kData;
+                if (n > 0) {
+                    stream_end_ = why;  // said by the next call
+                    return StreamRead::kData;
+                }
                 return eof ? StreamRead::kEnd : StreamRead::kError;
             }
             if (n > 0) return StreamRead::kData;
@@ -302,6 +305,7 @@ private:
     // read whole (up to max_body), a 200 leaves it to read_stream().
     HttpResult& read_streamed(DeadlineStream& stream, std::size_t max_body, HttpResult& result) {
         auto& parser = streaming_.emplace();
+        stream_end_.clear();
         parser.body_limit(boost::none);  // a stream has no end; read_stream's caller bounds its lines
         beast::error_code ec;
         http::read_header(stream, buffer_, parser, ec);
@@ -380,6 +384,7 @@ private:
     net::Stream stream_;  // the socket's bytes, while it is open (TLS for https:// endpoints)
     beast::flat_buffer buffer_;
     std::optional<http::response_parser<http::buffer_body>> streaming_;  // a streamed answer being read
+    std::string stream_end_;  // why the last stream ended, when its last bytes were handed out first
 };
 
 HttpConnection::HttpConnection(Endpoint endpoint, std::shared_ptr<const ConnectionSettings> settings)
