@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "client/client.h"
@@ -281,6 +282,8 @@ Result<WatchEnd> run_watch(Transport& transport, const WatchRequest& request, co
     WatchCursor cursor(request.from_revision);
     Clock::time_point last_line_at = Clock::now();
     milliseconds backoff = o.backoff_initial;
+    std::optional<Error> compacted;       // the 410 with the oldest revision kept, of this (re)opening
+    std::set<std::string> compacted_at;   // the members that answered it
     for (bool first = true;; first = false) {
         Call call;
         const std::string target = watch_target(request, cursor.resume_revision());
@@ -296,7 +299,20 @@ Result<WatchEnd> run_watch(Transport& transport, const WatchRequest& request, co
             r.error.message = (first ? "watch: " : "watch: no member served the stream again; ") + r.error.message;
             return r.error;
         }
-        if (r.response.status != 200) return error_of(r, ErrorKind::kNotFound);
+        if (r.response.status != 200) {
+            Error e = error_of(r, ErrorKind::kNotFound);
+            if (e.kind != ErrorKind::kCompacted) return e;
+            // A member keeps the events it applied since it started: one
+            // that has not restarted since may still have them.
+            if (!compacted || e.oldest_revision < compacted->oldest_revision) compacted = e;
+            if (!compacted_at.insert(r.answered_by).second || compacted_at.size() >= o.endpoints.size()) {
+                return *compacted;
+            }
+            transport.avoid(r.answered_by);
+            continue;
+        }
+        compacted.reset();
+        compacted_at.clear();
         const StreamEnd end = StreamReader(*r.connection, cursor, request, on_event, last_line_at).run();
         if (end.kind == StreamEnd::Kind::kStopped) return WatchEnd{cursor.last_revision()};
         if (end.kind == StreamEnd::Kind::kFailed) return end.error;

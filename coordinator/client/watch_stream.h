@@ -34,9 +34,10 @@
 // Events of a revision below the resume point are skipped (a member never
 // sends them); a revision going down within one stream is a protocol error.
 //
-// Errors (the Result's Error): kCompacted (410: the resume point is older
-// than the history the member keeps; Error::oldest_revision says where it
-// starts), kBadRequest (400), kNotAuthorized (401/403), kNotPgfence, and
+// Errors (the Result's Error): kCompacted (410 from every endpoint: the
+// resume point is older than the history each member keeps, which starts
+// where it started or last installed a snapshot; a 410 moves on to the next
+// endpoint first; Error::oldest_revision is the lowest revision they keep), kBadRequest (400), kNotAuthorized (401/403), kNotPgfence, and
 // kUnavailable when no member served a stream for Options::timeout after the
 // last one that brought a line ended (each reopening is a Transport call with
 // the usual retries, backoff and probes).

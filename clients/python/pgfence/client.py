@@ -549,8 +549,9 @@ class Client:
         sends nothing for idle_timeout, the watch goes on at another member
         from the last revision delivered, skipping what it already delivered
         (pgfence.watch has the rule); on_resume(why, rev) hears each time.
-        Raises CompactedError (.oldest_revision) when the revision is older
-        than the history the members keep, UnavailableError when no member
+        Raises CompactedError (.oldest_revision: the lowest any keeps) when
+        every endpoint answers that the revision is older than the history it
+        keeps (a member keeps what it applied since it started), UnavailableError when no member
         served a stream within `timeout` after the last one ended,
         NotAuthorizedError, BadRequestError, ProtocolError. The stream has
         its own connection: the Client may make other calls meanwhile.
@@ -571,6 +572,7 @@ class Client:
         cursor = _watch.Cursor(rev)
         last_line_at = time.monotonic()
         backoff = self._opts.backoff_initial_s
+        compacted, compacted_at = None, set()  # the 410 with the lowest oldest revision, and who answered it
         while True:
             query = {"key": key} if prefix is None else {"prefix": prefix}
             if cursor.resume:
@@ -584,7 +586,20 @@ class Client:
             if result.response is None:
                 raise call.error(errors.UnavailableError, f"{call.subject}: {result.error}")
             if result.response.status != 200:
-                _raise_for(result, call, errors.NotFoundError)
+                try:
+                    _raise_for(result, call, errors.NotFoundError)
+                except errors.CompactedError as e:
+                    # A member keeps the events it applied since it started: one
+                    # that has not restarted since may still have them.
+                    if compacted is None or e.oldest_revision < compacted.oldest_revision:
+                        compacted = e
+                    if result.endpoint in compacted_at or len(compacted_at) + 1 >= len(self._opts.endpoints):
+                        raise compacted from None
+                    compacted_at.add(result.endpoint)
+                    with self._mutex:
+                        self._transport.avoid(result.endpoint)
+                    continue
+            compacted, compacted_at = None, set()
             stream = result.response.stream
             any_line = False
             cursor.open()

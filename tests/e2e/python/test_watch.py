@@ -152,6 +152,16 @@ class WatchFakeMemberTest(unittest.TestCase):
             next(self.client(a).watch(key="a", rev=2))
         self.assertEqual((e.exception.oldest_revision, e.exception.exit_code, e.exception.http_status), (40, 13, 410))
 
+    def test_a_410_moves_on_to_a_member_that_still_keeps_the_revision(self):
+        gone = '{"error":"compacted","message":"revision 3 is compacted","oldest_revision":%d}'
+        a = FakeMember([(410, gone % 40)])
+        b = FakeMember([[line("start", 9) + line("granted", 3, "a", 3)]], hold=True)
+        self.assertEqual(take(self.client(a, b).watch(key="a", rev=3), 1), ["granted@3:a/3"])
+        a2, c = FakeMember([(410, gone % 40)]), FakeMember([(410, gone % 20)])
+        with self.assertRaises(pgfence.CompactedError) as e:
+            next(self.client(a2, c).watch(key="a", rev=3))
+        self.assertEqual(e.exception.oldest_revision, 20)
+
     def test_bad_arguments(self):
         c = pgfence.Client("127.0.0.1:1")
         for kwargs in ({}, {"key": "a", "prefix": "b"}, {"key": ""}, {"key": "a", "rev": 0}):

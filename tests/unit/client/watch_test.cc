@@ -211,6 +211,27 @@ BOOST_AUTO_TEST_CASE(compacted_is_an_error_carrying_the_oldest_revision) {
     BOOST_TEST(client::exit_code_of(run.result.error().kind) == kExitCompacted);
 }
 
+BOOST_AUTO_TEST_CASE(a_410_moves_on_to_a_member_that_still_keeps_the_revision) {
+    // a restarted (its history starts at 40); b did not.
+    FakeServer a([&](const FakeRequest&) {
+        return reply(410, R"({"error":"compacted","message":"revision 3 is compacted","oldest_revision":40})");
+    });
+    FakeServer b([&](const FakeRequest&) { return stream({start(9) + granted(3, "a", 3)}, true); });
+    client::Client c(options_for({a.endpoint(), b.endpoint()}));
+    const Run run = watch(c, WatchRequest::of_key("a", 3), 1);
+    BOOST_TEST_REQUIRE(run.result.ok(), run.result.message());
+    BOOST_TEST(run.seen == Lines{"granted@3:a/3"});
+    // Every member compacted: the error names the lowest revision any keeps.
+    FakeServer c2([&](const FakeRequest&) {
+        return reply(410, R"({"error":"compacted","message":"revision 3 is compacted","oldest_revision":20})");
+    });
+    client::Client both(options_for({a.endpoint(), c2.endpoint()}));
+    const Run gone = watch(both, WatchRequest::of_key("a", 3), 1);
+    BOOST_TEST_REQUIRE(!gone.result.ok());
+    BOOST_TEST((gone.result.error().kind == client::ErrorKind::kCompacted));
+    BOOST_TEST(gone.result.error().oldest_revision == 20u);
+}
+
 BOOST_AUTO_TEST_CASE(a_revision_going_down_in_one_stream_is_a_protocol_error) {
     FakeServer s([&](const FakeRequest&) { return stream({start(9) + granted(8, "a", 8) + released(7, "a", 8)}, true); });
     client::Client c(options_for({s.endpoint()}));
