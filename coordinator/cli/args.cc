@@ -25,7 +25,7 @@ struct CommandSpec {
 // member: positional counts are checked per subcommand (validate_member).
 constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 
-constexpr std::array<CommandSpec, 10> kCommands{{
+constexpr std::array<CommandSpec, 11> kCommands{{
     {"acquire", 1, "KEY", true, false, true, false},
     {"release", 2, "KEY TOKEN", false, false, false, false},
     {"keepalive", 2, "KEY TOKEN", false, false, true, false},
@@ -36,6 +36,7 @@ constexpr std::array<CommandSpec, 10> kCommands{{
     {"status", 0, "", false, false, true, false},
     {"member", kVariable, "list | add ID | promote ID | remove ID", false, false, true, false},
     {"snapshot", kVariable, "save FILE | status FILE", false, false, true, false},
+    {"watch", kVariable, "KEY | --prefix P", false, false, false, false},
 }};
 
 const CommandSpec* find_command(const std::string& name) {
@@ -84,6 +85,7 @@ struct Parser {
     bool apply(const std::string& flag, const std::string& value) {
         Args& a = out.args;
         given.push_back(flag);
+        if (flag == "--prefix") a.prefix_given = true;
         for (auto [name, field] : {std::pair{"--endpoints", &a.endpoints}, std::pair{"--owner", &a.owner},
                                    std::pair{"--peer-addr", &a.peer_addr}, std::pair{"--client-addr", &a.client_addr},
                                    std::pair{"--prefix", &a.prefix}}) {
@@ -96,6 +98,16 @@ struct Parser {
             if (flag != name) continue;
             if (value.empty()) return error(flag + ": needs a file name");
             *field = value;
+            return true;
+        }
+        if (flag == "--rev") {
+            std::uint64_t n = 0;
+            const char* end = value.data() + value.size();
+            const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+            if (value.empty() || ec != std::errc() || ptr != end || n == 0) {
+                return error("--rev: '" + value + "' must be a revision >= 1 (a Raft log index, as watch prints them)");
+            }
+            a.rev = n;
             return true;
         }
         if (flag == "--timeout") return duration(flag, value, a.timeout);
@@ -130,11 +142,17 @@ struct Parser {
             out.args.version = true;
             return true;
         }
+        if (name == "--progress") {
+            if (inline_value) return error("flag --progress takes no value");
+            out.args.progress = true;
+            given.push_back(name);
+            return true;
+        }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 15> kWithValue{
+        static constexpr std::array<const char*, 16> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
             "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
-            "--bearer-file", "--peer-addr", "--client-addr", "--prefix"};
+            "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)" + run_hint());
@@ -174,7 +192,8 @@ struct Parser {
         if (f == "--grace") return c.grace_flag;
         if (f == "--output") return c.output_flag;
         if (f == "--peer-addr" || f == "--client-addr") return out.args.subcommand == "add";
-        if (f == "--prefix") return out.args.command == "list";
+        if (f == "--prefix") return out.args.command == "list" || out.args.command == "watch";
+        if (f == "--rev" || f == "--progress") return out.args.command == "watch";
         return false;
     }
 
@@ -190,6 +209,21 @@ struct Parser {
             return error("snapshot " + sub + ": expected FILE, got " + std::to_string(a.positional.size() - 1) +
                          " argument(s)");
         }
+        return true;
+    }
+
+    // fencectl watch KEY | --prefix P
+    bool validate_watch() {
+        Args& a = out.args;
+        a.subcommand.clear();
+        if (a.prefix_given && !a.positional.empty()) {
+            return error("watch: give KEY or --prefix P, not both (got '" + a.positional.front() + "' and --prefix)");
+        }
+        if (!a.prefix_given && a.positional.size() != 1) {
+            return error("watch: expected KEY or --prefix P, got " + std::to_string(a.positional.size()) +
+                         " argument(s)");
+        }
+        if (!a.prefix_given && a.positional.front().empty()) return error("watch: KEY is empty (use --prefix \"\" for every key)");
         return true;
     }
 
@@ -236,7 +270,10 @@ struct Parser {
             if (!flag_allowed(*c, f)) return error("flag " + f + " is not valid for '" + a.command + "'");
         }
         if (c->positional == kVariable) {
-            if (!(a.command == "member" ? validate_member() : validate_snapshot())) return false;
+            const bool ok = a.command == "member" ? validate_member()
+                            : a.command == "watch" ? validate_watch()
+                                                   : validate_snapshot();
+            if (!ok) return false;
         } else if (a.positional.size() != c->positional) {
             std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +

@@ -33,7 +33,10 @@ struct Args {
     std::vector<std::string> positional;  // KEY, TOKEN...
     std::optional<milliseconds> lease, wait, grace;
     std::string owner;
-    std::string prefix;              // list: only keys starting with it
+    std::string prefix;              // list: only keys starting with it; watch: the keys watched
+    bool prefix_given = false;       // --prefix was given (watch --prefix "" is every key)
+    std::optional<std::uint64_t> rev;  // watch --rev N: from revision N
+    bool progress = false;             // watch --progress: print start and progress lines too
     std::vector<std::string> child;  // run: CMD ARGS... after "--"
     std::uint64_t token = 0;         // release/keepalive: parsed TOKEN
     // member: the subcommand (list, add, promote, remove), its ID, and add's addresses

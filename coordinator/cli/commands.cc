@@ -13,6 +13,7 @@
 #include "client/exit_codes.h"
 #include "cli/output.h"
 #include "cli/snapshot_command.h"
+#include "cli/watch_command.h"
 
 namespace pgfence::cli {
 namespace json = boost::json;
@@ -243,6 +244,7 @@ int run_simple_command(const Args& args, client::Client& client, std::ostream& o
     if (cmd == "status") return status(args, client, out, err);
     if (cmd == "member") return member(args, client, out, err);
     if (cmd == "snapshot") return run_snapshot_command(args, client, out, err);
+    if (cmd == "watch") return run_watch_command(args, client, out, err);
     err << "fencectl: unknown command '" << cmd << "'\n";
     return kExitUsage;
 }

@@ -20,7 +20,7 @@ int exit_code_of(const client::Error& error, const std::string& command);
 // of the flag the user typed (--lease 1h refused by the cluster (...)).
 std::string in_flag_terms(const client::Error& error, const Args& args);
 
-// Runs acquire, release, keepalive, get, list or status.
+// Runs acquire, release, keepalive, get, list, status, member, snapshot or watch.
 int run_simple_command(const Args& args, client::Client& client, std::ostream& out, std::ostream& err);
 
 }  // namespace pgfence::cli

@@ -23,6 +23,9 @@ commands:
                            change the cluster's members (see fencectl help member)
   snapshot save FILE | status FILE
                            back up the lock table and token sequence (see fencectl help snapshot)
+  watch KEY | --prefix P [--rev N] [--progress]
+                           print lock events as JSON lines as they happen, until
+                           interrupted (see fencectl help watch)
   help [COMMAND]           this text, or one command's
 
 global flags:
@@ -62,6 +65,7 @@ exit codes:
   9  member: the change is refused now (another one is in progress, the learner has
      not caught up, it is already a member...; the message says which)
   12 what answered on an endpoint is not a pgfence member (a web server, a proxy)
+  13 watch: the revision asked for is older than the history the members keep
   (10 and 11 are fence-worker's: stale token, database error; one scheme for every tool)
 
 While no member answers, fencectl says once on stderr, within about a second,
@@ -236,6 +240,35 @@ exit: 0 done, 1 the file or the answer is not a good backup (or cannot be
 written), 5 cluster unavailable, 7 not authorized, 2 bad arguments
 )help";
 
+constexpr const char* kWatch = R"help(usage: fencectl watch KEY [--rev N] [--progress]
+       fencectl watch --prefix P [--rev N] [--progress]
+
+Prints the lock events of KEY (or of every key starting with P; --prefix ""
+is every key you may read) on stdout, one JSON line per event, flushed as
+it arrives, in log order, and runs until interrupted (SIGINT or SIGTERM:
+exit 0, never in the middle of a line):
+
+  {"type":"granted","revision":R,"key":K,"token":T,"owner":O,"lease_ms":L}
+  {"type":"released","revision":R,"key":K,"token":T}
+  {"type":"expired","revision":R,"key":K,"token":T,"existed":true|false}
+
+A revision is the Raft log index of the entry that made the event (one entry
+can make several events, which share it). Any member serves the watch, from
+what it has applied. When that member dies or closes the stream, fencectl
+says so on stderr and goes on from the last revision printed at another
+member: no event is lost or printed twice.
+
+  --rev N       every event from revision N on (default: only events from now on)
+  --progress    also print {"type":"start","revision":A,"member":ID} each time a
+                member starts serving (A: its applied index) and
+                {"type":"progress","revision":A} (every event up to A was printed)
+
+exit: 0 interrupted, 13 revision N is older than the history the members keep
+(the message names the oldest revision still kept), 5 no member served the
+watch within --timeout, 7 not authorized (the read permission on the key or
+prefix), 2 bad arguments
+)help";
+
 }  // namespace
 
 std::string help_text(const std::string& command) {
@@ -250,6 +283,7 @@ std::string help_text(const std::string& command) {
     if (command == "status") return kStatus;
     if (command == "member") return kMember;
     if (command == "snapshot") return kSnapshot;
+    if (command == "watch") return kWatch;
     return "";
 }
 

@@ -31,6 +31,7 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kNotAuthorized: return "not_authorized";
         case ErrorKind::kUnknownMember: return "unknown_member";
         case ErrorKind::kRefused: return "refused";
+        case ErrorKind::kCompacted: return "compacted";
     }
     return "unknown";
 }
@@ -47,6 +48,7 @@ int exit_code_of(ErrorKind kind, bool lease_call) {
         case ErrorKind::kUnknownMember: return kExitUnknownMember;
         case ErrorKind::kRefused: return kExitRefused;
         case ErrorKind::kNotPgfence: return kExitNotPgfence;
+        case ErrorKind::kCompacted: return kExitCompacted;
     }
     return kExitOther;
 }
@@ -148,6 +150,7 @@ constexpr int kStatusUnauthorized = 401;
 constexpr int kStatusForbidden = 403;
 constexpr int kStatusNotFound = 404;
 constexpr int kStatusConflict = 409;
+constexpr int kStatusGone = 410;  // watch: compacted
 constexpr int kStatusInsufficientStorage = 507;  // acquire: the lock table is full
 
 // Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
@@ -216,32 +219,6 @@ Error not_pgfence(const CallResult& r) {
                               : " with \"" + shown + (body.size() > 80 ? "...\"" : "\"")) +
                 " (check the endpoints)",
             r.response.status};
-}
-
-// Maps a non-200 final answer to an Error. `not_found_kind` distinguishes get from release/keepalive.
-Error error_of(const CallResult& call, ErrorKind not_found_kind) {
-    const HttpResponse& r = call.response;
-    const Parsed p = parse_object(r.body);
-    const std::string code = p.error.empty() ? get_string(p.object, "error") : "";
-    if (code.empty()) return not_pgfence(call);
-    std::string detail = get_string(p.object, "message");
-    if (detail.empty()) detail = code;
-    switch (r.status) {
-        case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
-        case kStatusNotFound:
-            if (code == "unknown_member") return {ErrorKind::kUnknownMember, detail, r.status};
-            return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
-        case kStatusConflict:
-            if (code == "member_change_refused") return {ErrorKind::kRefused, detail, r.status};
-            return {ErrorKind::kHeld, detail.empty() ? "held" : detail, r.status};
-        case kStatusUnauthorized:
-            return {ErrorKind::kNotAuthorized, "not authenticated: " + detail, r.status};
-        case kStatusForbidden: return {ErrorKind::kNotAuthorized, "not authorized: " + detail, r.status};
-        case kStatusInsufficientStorage: return {ErrorKind::kProtocol, "lock table full: " + detail, r.status};
-        default:
-            return {ErrorKind::kProtocol,
-                    "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};
-    }
 }
 
 // The JSON object of a 200 answer, or the Error of an answer that is none.
@@ -328,6 +305,39 @@ Result<MemberList> member_list_of(const json::object& answer, const std::string&
 }
 
 }  // namespace
+
+// Maps a non-200 final answer to an Error. `not_found_kind` distinguishes get from release/keepalive.
+Error error_of(const CallResult& call, ErrorKind not_found_kind) {
+    const HttpResponse& r = call.response;
+    const Parsed p = parse_object(r.body);
+    const std::string code = p.error.empty() ? get_string(p.object, "error") : "";
+    if (code.empty()) return not_pgfence(call);
+    std::string detail = get_string(p.object, "message");
+    if (detail.empty()) detail = code;
+    switch (r.status) {
+        case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
+        case kStatusNotFound:
+            if (code == "unknown_member") return {ErrorKind::kUnknownMember, detail, r.status};
+            return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
+        case kStatusConflict:
+            if (code == "member_change_refused") return {ErrorKind::kRefused, detail, r.status};
+            return {ErrorKind::kHeld, detail.empty() ? "held" : detail, r.status};
+        case kStatusUnauthorized:
+            return {ErrorKind::kNotAuthorized, "not authenticated: " + detail, r.status};
+        case kStatusForbidden: return {ErrorKind::kNotAuthorized, "not authorized: " + detail, r.status};
+        case kStatusGone:
+            if (code == "compacted") {
+                Error e{ErrorKind::kCompacted, "compacted: " + detail, r.status};
+                get_u64(p.object, "oldest_revision", e.oldest_revision);
+                return e;
+            }
+            return {ErrorKind::kProtocol, "unexpected HTTP status 410: " + detail, r.status};
+        case kStatusInsufficientStorage: return {ErrorKind::kProtocol, "lock table full: " + detail, r.status};
+        default:
+            return {ErrorKind::kProtocol,
+                    "unexpected HTTP status " + std::to_string(r.status) + ": " + detail, r.status};
+    }
+}
 
 class Client::Impl {
 public:
@@ -515,6 +525,7 @@ public:
     }
 
     const Options& options() const { return transport_.options(); }
+    Transport& transport() { return transport_; }
 
 private:
     Transport transport_;
@@ -543,6 +554,9 @@ Result<MemberList> Client::add_member(std::uint64_t id, const std::string& peer_
 Result<MemberList> Client::promote_member(std::uint64_t id) { return impl_->change("/v1/members/promote", {{"id", id}}); }
 Result<MemberList> Client::remove_member(std::uint64_t id) { return impl_->change("/v1/members/remove", {{"id", id}}); }
 Result<MemberList> Client::join_info(std::uint64_t id) { return impl_->join_info(id); }
+Result<WatchEnd> Client::watch(const WatchRequest& request, const WatchCallback& on_event) {
+    return run_watch(impl_->transport(), request, on_event);
+}
 const Options& Client::options() const { return impl_->options(); }
 
 }  // namespace pgfence::client

@@ -35,6 +35,7 @@
 
 #include "client/endpoints.h"
 #include "client/sequence.h"
+#include "client/watch_stream.h"
 #include "member/lease.h"
 
 namespace pgfence::client {
@@ -110,6 +111,7 @@ enum class ErrorKind : std::uint8_t {
     kUnknownMember,  // 404 unknown_member: no member of that ID in the configuration
     kRefused,        // 409 member_change_refused: the membership change is not allowed now (message says why)
     kNotPgfence,     // an endpoint answered HTTP that is not a pgfence member's (a body that is not a JSON object)
+    kCompacted,      // 410 compacted: a watch from a revision older than the history kept (see oldest_revision)
 };
 
 const char* to_string(ErrorKind kind);
@@ -123,6 +125,7 @@ struct Error {
     ErrorKind kind = ErrorKind::kProtocol;
     std::string message;  // says what happened, with the server's message when it sent one
     int http_status = 0;  // 0 when no HTTP answer was involved
+    std::uint64_t oldest_revision = 0;  // kCompacted: the oldest revision the member still keeps
 };
 
 // An acquire's 400 about its lease or wait, in the terms of the flags the
@@ -261,6 +264,10 @@ public:
     // bytes as the leader answered them (storage/backup.h decodes and checks
     // them). `timeout` bounds the whole call (a large table takes a while).
     Result<std::string> snapshot(milliseconds timeout);
+    // Follows lock events (GET /v1/watch) until on_event answers kStop or an
+    // error retrying cannot fix; resumes on another member when the stream
+    // breaks, with no gap and no duplicate. The contract: watch_stream.h.
+    Result<WatchEnd> watch(const WatchRequest& request, const WatchCallback& on_event);
     // What member `id`, added and about to start with --join, asks (no
     // credentials needed): kUnknownMember when it was not added.
     Result<MemberList> join_info(std::uint64_t id);

@@ -16,6 +16,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <optional>
 
 #include "net/stream.h"
 
@@ -140,6 +141,7 @@ public:
     HttpResult roundtrip(const HttpRequest& request, Clock::time_point deadline) {
         HttpResult result;
         if (Clock::now() >= deadline) return fail(result, TransportError::kTimeout, "deadline passed");
+        if (streaming_) close();  // an earlier stream's body is still coming: that connection is done
         result.reused = socket_.is_open();
         if (!socket_.is_open() && !connect(result, deadline)) return result;
         const auto req = build(request);
@@ -149,10 +151,45 @@ public:
         result.sent_at = Clock::now();
         http::write(stream, req, ec);
         if (ec) return fail(result, classify(ec), "write to " + endpoint_.to_string() + ": " + ec.message());
+        if (request.stream) return read_streamed(stream, request.max_response_bytes, result);
         return read(stream, request.max_response_bytes, result);
     }
 
+    StreamRead read_stream(std::string& out, Clock::time_point deadline, std::string& why) {
+        if (!streaming_ || !socket_.is_open()) {
+            why = stream_end_.empty() ? "no stream is open" : stream_end_;
+            return StreamRead::kError;
+        }
+        DeadlineStream stream(stream_, deadline);
+        for (;;) {
+            if (streaming_->is_done()) {
+                why = endpoint_.to_string() + " ended the stream";
+                close();
+                return StreamRead::kEnd;
+            }
+            beast::error_code ec;
+            const std::size_t n = read_body_some(stream, out, ec);
+            if (ec == beast::error::timeout) return n > 0 ? StreamRead::kData : StreamRead::kTimeout;
+            if (ec) {
+                // Bytes that came before the break are handed out first; the
+                // next call finds the stream closed.
+                const bool eof = ec == asio::error::eof || ec == http::error::partial_message ||
+                                 ec == http::error::end_of_stream;
+                why = eof ? endpoint_.to_string() + " closed the stream"
+                          : "read from " + endpoint_.to_string() + ": " + ec.message();
+                close();
+                if (n > 0) {
+                    stream_end_ = why;  // said by the next call
+                    return StreamRead::kData;
+                }
+                return eof ? StreamRead::kEnd : StreamRead::kError;
+            }
+            if (n > 0) return StreamRead::kData;
+        }
+    }
+
     void close() {
+        streaming_.reset();
         stream_.detach();  // no close_notify: the member sees the TCP close either way
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -264,6 +301,49 @@ private:
         return result;
     }
 
+    // The header of a streamed answer; a status other than 200 has its body
+    // read whole (up to max_body), a 200 leaves it to read_stream().
+    HttpResult& read_streamed(DeadlineStream& stream, std::size_t max_body, HttpResult& result) {
+        auto& parser = streaming_.emplace();
+        stream_end_.clear();
+        parser.body_limit(boost::none);  // a stream has no end; read_stream's caller bounds its lines
+        beast::error_code ec;
+        http::read_header(stream, buffer_, parser, ec);
+        if (ec) return fail(result, classify(ec), "read from " + endpoint_.to_string() + ": " + ec.message());
+        const auto& res = parser.get();
+        result.response.status = static_cast<int>(res.result_int());
+        if (auto it = res.find(http::field::location); it != res.end()) {
+            result.response.location = std::string(it->value());
+        }
+        if (result.response.status == 200) return result;
+        const bool keep = res.keep_alive();
+        while (!parser.is_done()) {
+            read_body_some(stream, result.response.body, ec);
+            if (ec) return fail(result, classify(ec), "read from " + endpoint_.to_string() + ": " + ec.message());
+            if (result.response.body.size() > max_body) {
+                return fail(result, TransportError::kProtocol,
+                            endpoint_.to_string() + " answered a body larger than " + std::to_string(max_body) + " bytes");
+            }
+        }
+        streaming_.reset();
+        if (!keep) close();
+        return result;
+    }
+
+    // Reads what is there of the streamed body (at least one socket read or
+    // buffered bytes) and appends it to `out`: the number of bytes appended.
+    std::size_t read_body_some(DeadlineStream& stream, std::string& out, beast::error_code& ec) {
+        char buf[16 * 1024];
+        auto& parser = *streaming_;
+        parser.get().body().data = buf;
+        parser.get().body().size = sizeof buf;
+        http::read_some(stream, buffer_, parser, ec);
+        if (ec == http::error::need_buffer) ec = {};
+        const std::size_t n = sizeof buf - parser.get().body().size;
+        out.append(buf, n);
+        return n;
+    }
+
     http::request<http::string_body> build(const HttpRequest& request) const {
         http::request<http::string_body> req;
         req.method_string(request.method);
@@ -303,6 +383,8 @@ private:
     tcp::socket socket_{ioc_};
     net::Stream stream_;  // the socket's bytes, while it is open (TLS for https:// endpoints)
     beast::flat_buffer buffer_;
+    std::optional<http::response_parser<http::buffer_body>> streaming_;  // a streamed answer being read
+    std::string stream_end_;  // why the last stream ended, when its last bytes were handed out first
 };
 
 HttpConnection::HttpConnection(Endpoint endpoint, std::shared_ptr<const ConnectionSettings> settings)
@@ -313,6 +395,9 @@ HttpResult HttpConnection::roundtrip(const HttpRequest& request, Clock::time_poi
     return impl_->roundtrip(request, deadline);
 }
 
+StreamRead HttpConnection::read_stream(std::string& out, Clock::time_point deadline, std::string& why) {
+    return impl_->read_stream(out, deadline, why);
+}
 void HttpConnection::close() { impl_->close(); }
 bool HttpConnection::is_open() const { return impl_->is_open(); }
 const Endpoint& HttpConnection::endpoint() const { return impl_->endpoint(); }

@@ -31,6 +31,10 @@ struct HttpRequest {
     std::string target;  // path and query, e.g. "/v1/locks?key=a"
     std::string body;    // JSON, sent with Content-Type application/json when non-empty
     std::size_t max_response_bytes = kMaxResponseBodyBytes;
+    // A 200 answer's body is not read by roundtrip(): it comes later, piece
+    // by piece, from read_stream() (a chunked stream that may never end:
+    // GET /v1/watch). Any other status is read whole, as usual.
+    bool stream = false;
 };
 
 struct HttpResponse {
@@ -45,6 +49,14 @@ enum class TransportError : std::uint8_t {
     kTimeout,   // deadline passed before the full response arrived
     kIo,        // connection broke while writing or reading
     kProtocol,  // the peer did not speak HTTP/1.1 we understand
+};
+
+// What read_stream() got.
+enum class StreamRead : std::uint8_t {
+    kData,     // body bytes were appended
+    kEnd,      // the body ended (the last chunk, or the member closed the connection)
+    kTimeout,  // nothing arrived by the deadline (the stream stays open)
+    kError,    // the connection broke or the framing is bad (it is closed)
 };
 
 struct HttpResult {
@@ -74,6 +86,12 @@ public:
     // Sends `request` and reads the response, connecting first if needed.
     // On any transport error the connection is closed (the next call reconnects).
     HttpResult roundtrip(const HttpRequest& request, Clock::time_point deadline);
+
+    // After a roundtrip() with HttpRequest::stream answered 200: appends the
+    // body bytes (chunked framing removed) that arrive by `deadline` to `out`,
+    // waiting for at least one. Anything but kData/kTimeout closes the
+    // connection; `why` says what happened for kEnd and kError.
+    StreamRead read_stream(std::string& out, Clock::time_point deadline, std::string& why);
 
     void close();
     // True while a connection from an earlier roundtrip is kept alive.

@@ -61,6 +61,13 @@ Endpoint Transport::pick_endpoint() {
     return options_.endpoints[next_ % options_.endpoints.size()];
 }
 
+void Transport::avoid(const std::string& endpoint) {
+    if (leader_ && leader_->to_string() == endpoint) leader_.reset();
+    if (options_.endpoints[next_ % options_.endpoints.size()].to_string() == endpoint) {
+        next_ = (next_ + 1) % options_.endpoints.size();
+    }
+}
+
 void Transport::note_failure() {
     if (leader_) {
         leader_.reset();
@@ -144,6 +151,7 @@ Transport::Step Transport::attempt(const Endpoint& first, const Call& call, Call
         }
         out.answered = true;
         out.answered_by = target.to_string();
+        out.connection = &conn;
         out.response = std::move(r.response);
         out.sent_at = r.sent_at;
         if (call.follow_redirects) leader_ = target;

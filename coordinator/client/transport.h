@@ -43,6 +43,9 @@ struct CallResult {
     Clock::time_point sent_at;        // first byte of the attempt that was answered
     int attempts = 0;
     std::string answered_by;          // HOST:PORT of the member that answered (when answered)
+    // The connection that carried the answer (when answered): valid until the
+    // transport's next call; a streamed body (HttpRequest::stream) is read from it.
+    HttpConnection* connection = nullptr;
 };
 
 class Transport {
@@ -54,6 +57,10 @@ public:
     CallResult perform_at(const Endpoint& endpoint, const Call& call);
 
     const Options& options() const { return options_; }
+    // The next call starts elsewhere than `endpoint` (HOST:PORT as in
+    // CallResult::answered_by) when there is elsewhere: it served a stream
+    // that broke.
+    void avoid(const std::string& endpoint);
 
 private:
     enum class Step : std::uint8_t { kAnswered, kNextEndpoint };
@@ -73,5 +80,12 @@ private:
     milliseconds probe_timeout_{0};   // this call's probe budget (grows per failed round)
     bool probing_ = false;            // this call probes new connections
 };
+
+// The Error of a final answer other than 200 (client.cc): the member's
+// `error` and `message` as an ErrorKind; `not_found_kind` for a 404.
+Error error_of(const CallResult& call, ErrorKind not_found_kind);
+
+// Client::watch's loop (watch_stream.cc, the contract in watch_stream.h).
+Result<WatchEnd> run_watch(Transport& transport, const WatchRequest& request, const WatchCallback& on_event);
 
 }  // namespace pgfence::client

@@ -19,7 +19,8 @@ static_assert(lock::kMaxTableBytes + (64u << 20) <= raft::kMaxSnapshotBytes);
 
 }  // namespace
 
-Core::Core(Config config, const raft::Storage& storage) : config_(std::move(config)) {
+Core::Core(Config config, const raft::Storage& storage)
+    : config_(std::move(config)), history_(config_.watch_history_events, config_.watch_history_bytes) {
     if (config_.snapshot_log_pct > kMaxSnapshotLogPct) {
         throw std::invalid_argument("snapshot_log_pct " + num(config_.snapshot_log_pct) + " is above " +
                                     num(kMaxSnapshotLogPct));
@@ -54,6 +55,7 @@ Core::Core(Config config, const raft::Storage& storage) : config_(std::move(conf
         table_ = std::move(std::get<lock::LockTable>(restored));
         last_snapshot_index_ = snap.meta.index;
         applied_term_ = snap.meta.term;
+        history_.reset(snap.meta.index);
         if (config_.observer != nullptr) config_.observer->restored(snap.meta, table_);
     }
     written_hard_state_ = storage.hard_state();
@@ -280,6 +282,7 @@ void Core::persisted(Time now) {
         applied_term_ = rd->snapshot->meta.term;
         last_snapshot_index_ = rd->snapshot->meta.index;
         applied_bytes_since_snapshot_ = 0;
+        history_.reset(rd->snapshot->meta.index);
         if (config_.observer != nullptr) config_.observer->restored(rd->snapshot->meta, table_);
         log(LogLevel::kInfo, "snapshot_installed",
             {{"index", num(rd->snapshot->meta.index)}, {"locks", num(table_.size())}});

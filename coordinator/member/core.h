@@ -164,6 +164,7 @@
 #include "member/counters.h"
 #include "member/lease.h"
 #include "member/leases.h"
+#include "member/watch_history.h"
 #include "raft/raft.h"
 
 namespace pgfence::member {
@@ -233,6 +234,9 @@ struct Config {
     std::uint64_t max_table_bytes = lock::kMaxTableBytes;
     std::size_t max_waiters = 10000;       // queued acquires, all keys together
     std::size_t max_proposals = 100000;    // proposals awaiting their apply
+    // The lock events kept for watches (watch_history.h), both >= 1.
+    std::size_t watch_history_events = kDefaultWatchHistoryEvents;
+    std::uint64_t watch_history_bytes = kDefaultWatchHistoryBytes;
     std::chrono::nanoseconds proposal_timeout = std::chrono::seconds(10);
     int sweep_every_ticks = 5;             // how often proposals are checked for the timeout
     bool debug_logs = false;               // produce debug-level lines (else they are skipped)
@@ -320,6 +324,9 @@ public:
     // ---- read-only views (status, metrics, tests, the simulation's checks) ----
     const raft::Raft& raft() const { return *raft_; }
     const lock::LockTable& table() const { return table_; }
+    // The lock events applied here (watch_history.h): appended as entries
+    // apply, reset when a snapshot is restored.
+    const WatchHistory& watch_history() const { return history_; }
     const Counters& counters() const { return counters_; }
     bool is_leader() const { return raft_->role() == raft::Role::kLeader; }
     // Acquire, release and keepalive are taken (else answered Unavailable).
@@ -415,6 +422,8 @@ private:
                     const std::vector<HeldBefore>& before, Time now);
     void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
     void on_removed(const std::string& key, lock::Token token, Time now);
+    void note_event(raft::Index index, WatchEventType type, const std::string& key, lock::Token token,
+                    const std::string& owner = {}, std::uint64_t lease_ms = 0, bool existed = false);
     std::string owner_of(std::string_view key, lock::Token token) const;
 
     // core_snapshots.cc
@@ -464,6 +473,7 @@ private:
     Config config_;
     std::unique_ptr<raft::Raft> raft_;
     lock::LockTable table_;
+    WatchHistory history_;
     Counters counters_;
     Effects effects_;
 

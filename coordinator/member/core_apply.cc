@@ -83,6 +83,12 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     }
 }
 
+// One lock event for watches (watch_history.h's table).
+void Core::note_event(raft::Index index, WatchEventType type, const std::string& key, lock::Token token,
+                      const std::string& owner, std::uint64_t lease_ms, bool existed) {
+    history_.append(WatchEvent{index, type, key, token, owner, lease_ms, existed});
+}
+
 std::string Core::owner_of(std::string_view key, lock::Token token) const {
     const lock::Lock* l = table_.find(key);
     return l != nullptr && l->token == token ? l->owner : std::string();
@@ -98,6 +104,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
     if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
         if (const auto* ok = std::get_if<lock::Granted>(&result)) {
             ++counters_.grants;
+            if (ok->created) note_event(index, WatchEventType::kGranted, g->key, ok->token, g->owner, ok->lease_ms);
             const std::uint64_t lease_ms = ok->lease_ms;  // in force: a re-grant keeps the longer (lock/table.h)
             log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
                                  {"lease_ms", num(lease_ms)}, {"index", num(index)}, {"user", g->user}});
@@ -125,10 +132,15 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         ++(removed ? counters_.releases : counters_.release_not_held);
         log(level, "release", {{"key", r->key}, {"token", num(r->token)}, {"released", removed ? "true" : "false"},
                                {"owner", before.front().owner}});
-        if (removed) on_removed(r->key, r->token, now);
+        if (removed) {
+            note_event(index, WatchEventType::kReleased, r->key, r->token);
+            on_removed(r->key, r->token, now);
+        }
     } else if (const auto* x = std::get_if<lock::Expire>(&cmd)) {
         const auto* ex = std::get_if<lock::Expired>(&result);
-        on_expired(*x, ex != nullptr && ex->existed, before.front().owner, now);
+        const bool existed = ex != nullptr && ex->existed;
+        note_event(index, WatchEventType::kExpired, x->key, x->token, {}, 0, existed);
+        on_expired(*x, existed, before.front().owner, now);
     } else if (const auto* m = std::get_if<lock::ExpireMany>(&cmd)) {
         // An invalid batch removes nothing (ExpiredMany{0}); a valid one
         // removes each lock held with its token, a key named twice once.
@@ -138,6 +150,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         for (std::size_t i = 0; i < m->locks.size(); ++i) {
             const lock::Expire& one = m->locks[i];
             const bool existed = valid && before[i].held && removed.insert(one.key).second;
+            note_event(index, WatchEventType::kExpired, one.key, one.token, {}, 0, existed);
             on_expired(one, existed, before[i].owner, now);
         }
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {

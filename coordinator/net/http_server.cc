@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstdio>
 #include <list>
 #include <optional>
 
@@ -33,6 +34,8 @@ constexpr std::chrono::milliseconds kDrainTimeout{1000};
 constexpr std::size_t kReadChunkBytes = 16u << 10;
 // How often deadlines are checked: a timeout fires up to this much late.
 constexpr std::chrono::milliseconds kSweepPeriod{250};
+// A streamed response drops the bytes it wrote from its queue past this much.
+constexpr std::size_t kStreamCompactBytes = 64u << 10;
 
 class Session;
 
@@ -112,7 +115,19 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     void shed();
 
+    // ---- a streamed response (HttpStream) ----
+    bool open_stream(unsigned status, const std::string& content_type);
+    void stream_write(std::string_view bytes);
+    std::size_t stream_unwritten() const { return out_.size() - out_sent_; }
+    bool stream_closed() const { return stream_closed_; }
+    void stream_end();
+    void stream_on_close(std::function<void()> fn) { on_stream_close_ = std::move(fn); }
+    void stream_on_drained(std::function<void()> fn);
+
   private:
+    void stream_pump();
+    void stream_watch_read();
+    void post(std::function<void()> fn);
     void leave();
     void wait_for(Step step, std::function<void(bool ready)> then);
     void wait_readable();
@@ -150,6 +165,29 @@ class Session : public std::enable_shared_from_this<Session> {
     bool gone_ = false;
     std::array<char, 4096> drain_buf_{};
     std::size_t drained_ = 0;
+    // A streamed response: out_ is its queue (written from out_sent_ on).
+    bool streaming_ = false;
+    bool stream_closed_ = false;   // ended, or closed (on_stream_close_ posted)
+    bool stream_ending_ = false;   // end(): close once the queue is written
+    bool stream_writing_ = false;  // a write_out of the queue is under way
+    std::function<void()> on_stream_close_;
+    std::function<void()> on_stream_drained_;
+};
+
+// The handler's side of a streamed response (HttpStream).
+class StreamImpl final : public HttpStream {
+  public:
+    explicit StreamImpl(std::shared_ptr<Session> s) : session_(std::move(s)) {}
+    ~StreamImpl() override { session_->stream_end(); }
+    void write(std::string_view bytes) override { session_->stream_write(bytes); }
+    std::size_t unwritten_bytes() const override { return session_->stream_unwritten(); }
+    bool closed() const override { return session_->stream_closed(); }
+    void end() override { session_->stream_end(); }
+    void on_close(std::function<void()> fn) override { session_->stream_on_close(std::move(fn)); }
+    void on_drained(std::function<void()> fn) override { session_->stream_on_drained(std::move(fn)); }
+
+  private:
+    std::shared_ptr<Session> session_;
 };
 
 class Exchange final : public HttpExchange {
@@ -166,6 +204,12 @@ class Exchange final : public HttpExchange {
     }
     void raise_class(ConnClass c) override {
         if (session_) session_->raise_class(c);
+    }
+    std::shared_ptr<HttpStream> open_stream(unsigned status, std::string content_type) override {
+        if (!session_) return nullptr;
+        auto s = std::move(session_);
+        if (!s->open_stream(status, content_type)) return nullptr;
+        return std::make_shared<StreamImpl>(std::move(s));
     }
 
   private:
@@ -221,6 +265,12 @@ void Session::write_out(std::function<void(bool)> done) {
         const IoResult r = stream_.write_some(out_.data() + out_sent_, out_.size() - out_sent_);
         if (r.step == Step::kDone) {
             out_sent_ += r.bytes;
+            // A stream's queue grows while it is written: what is written
+            // goes (never while a TLS write waits to be retried).
+            if (streaming_ && out_sent_ >= kStreamCompactBytes) {
+                out_.erase(0, out_sent_);
+                out_sent_ = 0;
+            }
             continue;
         }
         if (r.step != Step::kWantRead && r.step != Step::kWantWrite) {
@@ -357,6 +407,11 @@ void Session::dispatch() {
 
 void Session::close() {
     leave();
+    if (streaming_ && !stream_closed_) {
+        stream_closed_ = true;
+        if (on_stream_close_) post(std::move(on_stream_close_));
+    }
+    on_stream_drained_ = nullptr;
     deadline_ = Clock::time_point::max();
     stream_.detach();  // before the descriptor's number can be reused
     beast::error_code ignored;
@@ -503,6 +558,106 @@ void Session::drain_and_close() {
                                 }
                                 self->drain_and_close();
                             });
+}
+
+
+void Session::post(std::function<void()> fn) { asio::post(socket_.get_executor(), std::move(fn)); }
+
+// The status line and headers go at once; the socket is then watched for
+// the client's going away (it sends nothing more: what it does send is
+// read and dropped).
+bool Session::open_stream(unsigned status, const std::string& content_type) {
+    pending_ = false;
+    if (gone_ || !socket_.is_open()) {
+        close();
+        return false;
+    }
+    streaming_ = true;
+    const auto reason = http::obsolete_reason(http::int_to_status(status));
+    out_.clear();
+    out_sent_ = 0;
+    out_.append(version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(status)).append(" ");
+    out_.append(reason.data(), reason.size()).append("\r\nServer: fence-coordinator\r\nContent-Type: ");
+    out_.append(content_type).append("\r\nCache-Control: no-store\r\n");
+    out_.append(version_ == 10 ? "Connection: close\r\n\r\n" : "Transfer-Encoding: chunked\r\n\r\n");
+    stream_pump();
+    stream_watch_read();
+    return true;
+}
+
+void Session::stream_write(std::string_view bytes) {
+    if (stream_closed_ || bytes.empty()) return;
+    if (version_ == 10) {
+        out_.append(bytes);
+    } else {
+        char size[24];
+        const int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+        out_.append(size, static_cast<std::size_t>(n)).append(bytes).append("\r\n");
+    }
+    if (!stream_writing_) stream_pump();
+}
+
+void Session::stream_end() {
+    if (stream_closed_) return;
+    stream_closed_ = true;
+    stream_ending_ = true;
+    on_stream_close_ = nullptr;
+    on_stream_drained_ = nullptr;
+    if (version_ != 10) out_.append("0\r\n\r\n");
+    if (!stream_writing_) stream_pump();
+}
+
+void Session::stream_on_drained(std::function<void()> fn) {
+    if (stream_closed_) return;
+    if (stream_writing_) {
+        on_stream_drained_ = std::move(fn);
+    } else {
+        post(std::move(fn));
+    }
+}
+
+// Writes the queue; once all of it is out: the drained callback, or the
+// close an end() asked for. Between writes the stream has no deadline.
+void Session::stream_pump() {
+    stream_writing_ = true;
+    write_out([self = shared_from_this()](bool ok) {
+        self->stream_writing_ = false;
+        if (!ok) {
+            self->close();
+            return;
+        }
+        self->out_.clear();
+        self->out_sent_ = 0;
+        self->deadline_ = Clock::time_point::max();
+        if (self->stream_ending_) {
+            self->stream_ending_ = false;
+            self->deadline_ = Clock::now() + kDrainTimeout;
+            self->stream_.close_notify();
+            beast::error_code ignored;
+            self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
+            return;
+        }
+        if (self->on_stream_drained_) self->post(std::move(self->on_stream_drained_));
+        self->on_stream_drained_ = nullptr;
+    });
+}
+
+void Session::stream_watch_read() {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+        if (!self->socket_.is_open()) return;  // closed already (and told)
+        if (ec || self->peer_closed()) {
+            self->close();
+            return;
+        }
+        for (int i = 0; i < 16; ++i) {  // what the client sent after its request: dropped
+            const IoResult r = self->stream_.read_some(self->drain_buf_.data(), self->drain_buf_.size());
+            if (r.step == Step::kDone) continue;
+            if (r.step == Step::kWantRead || r.step == Step::kWantWrite) break;
+            self->close();  // closed or failed
+            return;
+        }
+        self->stream_watch_read();
+    });
 }
 
 }  // namespace

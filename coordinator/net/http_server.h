@@ -39,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "net/conn_ranks.h"
 #include "net/tls.h"
@@ -69,6 +70,39 @@ struct HttpResponse {
     std::string location;  // set for 307
 };
 
+// A response that streams (GET /v1/watch): a status line and headers, then
+// bytes as the handler writes them, as chunks (Transfer-Encoding: chunked;
+// to an HTTP/1.0 client, raw bytes, the end being the connection's close).
+// It never ends by itself: end() ends it, or the client's going away, a
+// write that fails, or a write the client does not take within
+// read_timeout; the connection closes with it (never kept alive). Nothing
+// bounds what is queued: the handler asks unwritten_bytes() and stops
+// writing (or ends the stream) past its own bound. The connection is never
+// shed for room while its stream is open (it is busy, net/conn_ranks.h).
+// Destroying the last reference ends it.
+class HttpStream {
+public:
+    virtual ~HttpStream() = default;
+    // Queues `bytes` (not empty) as one chunk, and writes what the socket
+    // takes at once; nothing once closed().
+    virtual void write(std::string_view bytes) = 0;
+    // Queued bytes (with their chunk framing) the socket has not taken yet.
+    virtual std::size_t unwritten_bytes() const = 0;
+    // end() was called, or the stream closed otherwise (on_close).
+    virtual bool closed() const = 0;
+    // The last chunk after what is queued; the connection closes once it is
+    // written (or with the read timeout).
+    virtual void end() = 0;
+    // `fn` runs once when the stream closes other than by end(): the
+    // client went away (seen at once, by a watch on the socket) or a write
+    // failed or timed out. Posted to the loop: never from within a call on
+    // the stream.
+    virtual void on_close(std::function<void()> fn) = 0;
+    // `fn` runs once, posted, when every queued byte has been written
+    // (at once, posted, when none is queued); replaces an earlier one.
+    virtual void on_drained(std::function<void()> fn) = 0;
+};
+
 class HttpExchange {
 public:
     virtual ~HttpExchange() = default;
@@ -86,6 +120,10 @@ public:
     // not be written. The HttpHandler is never called from within respond()
     // (not even for a pipelined request already received): it is not re-entered.
     virtual void respond(HttpResponse response, std::function<void(bool ok)> written = {}) = 0;
+    // Answers with a stream instead (HttpStream), `status` and
+    // `content_type`, its headers written at once; then respond() does
+    // nothing. Null when the exchange was answered already or the client is gone.
+    virtual std::shared_ptr<HttpStream> open_stream(unsigned status, std::string content_type) = 0;
     // Ranks the connection for load shedding (net/conn_ranks.h): its class
     // only goes up, for the connection's life. Call before respond(); no
     // system call.

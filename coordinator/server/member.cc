@@ -124,12 +124,16 @@ std::string Member::Impl::start() {
     cfg.max_expire_batch = options.max_expire_batch;
     cfg.owner_binding = options.owner_binding;
     cfg.token_floor = options.token_floor;
+    cfg.watch_history_events = options.watch_history_events;
+    cfg.watch_history_bytes = options.watch_history_bytes;
     cfg.debug_logs = log::log_enabled(LogLevel::kDebug);
     try {
         core = std::make_unique<member::Core>(cfg, log->storage());
     } catch (const std::exception& e) {
         return "cannot start the member core on " + options.data_dir + ": " + e.what();
     }
+    watchers = std::make_unique<Watchers>(core->watch_history(),
+                                          WatchLimits{options.max_watchers, options.watch_buffer_bytes}, options.id);
     book = plan.addresses;
     const raft::Configuration& in_force = core->raft().configuration();
     // (A member that joined may hold entries from before its add, whose
@@ -194,6 +198,7 @@ std::string Member::Impl::start() {
 void Member::Impl::on_tick() {
     report_gone();
     core->tick(now());
+    watchers->tick(core->table().applied_index(), Clock::now());
     const std::uint64_t ticks = core->ticks();
     if (ticks % kInfoEveryTicks == 0) {
         std::erase_if(telling_removed, [ticks](const auto& t) { return t.second <= ticks; });
@@ -266,6 +271,7 @@ void Member::Impl::run_turn() {
         core->take_effects(effects);
         execute(effects);
     }
+    watchers->publish();  // the events applied this turn (nothing to do when none, or no watch)
     if (core->wants_turn()) schedule_turn();  // e.g. a waiter's Grant proposed while applying
     log::log_flush();  // one write for the lines this turn logged
 }
@@ -453,6 +459,8 @@ void Member::Impl::reload_security() {
 
 void Member::Impl::shutdown(std::function<void()> done) {
     if (core->shutting_down()) return;
+    watchers->publish();
+    watchers->shutdown();  // the shutting_down line: watches resume on another member
     std::vector<raft::NodeId> reachable;
     for (const raft::ConfigMember& m : core->raft().configuration().members) {
         if (m.id != options.id && transport->connected(m.id)) reachable.push_back(m.id);

@@ -37,6 +37,7 @@
 #include "server/security.h"
 #include "server/proof_signer.h"
 #include "server/routes.h"
+#include "server/watchers.h"
 #include "server/writer.h"
 
 namespace pgfence::server {
@@ -160,6 +161,9 @@ struct Member::Impl {
     Writer writer;
     Writer snapshot_writer;  // snapshot files, beside the writer's Persists
     std::unique_ptr<member::Core> core;
+    // The open watches (GET /v1/watch), on the core's history: made with the
+    // core, gone before it.
+    std::unique_ptr<Watchers> watchers;
     std::unique_ptr<net::PeerTransport> transport;
     std::unique_ptr<net::HttpServer> http;
     Metrics metrics;

@@ -221,7 +221,9 @@ std::string Member::Impl::metrics_text() const {
         g.proofs_waited = n.waited;
         g.proofs_on_demand = n.on_demand;
     }
-    return metrics.render(core->counters(), g);
+    std::string out = metrics.render(core->counters(), g);
+    watchers->render_metrics(out);
+    return out;
 }
 
 }  // namespace pgfence::server

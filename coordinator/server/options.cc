@@ -137,6 +137,17 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_connections_per_address = n;
         return {};
     }
+    auto bounded = [&](std::uint64_t& dst, std::uint64_t lo, std::uint64_t hi) -> std::string {
+        if (!parse_u64(value, n) || n < lo || n > hi) {
+            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." + std::to_string(hi);
+        }
+        dst = n;
+        return {};
+    };
+    if (name == "max-watchers") return bounded(o.max_watchers, 0, kMaxConnectionsLimit);
+    if (name == "watch-buffer-bytes") return bounded(o.watch_buffer_bytes, 4096, 1u << 30);
+    if (name == "watch-history-events") return bounded(o.watch_history_events, 1, 100'000'000);
+    if (name == "watch-history-bytes") return bounded(o.watch_history_bytes, 4096, std::uint64_t{64} << 30);
     if (name == "snapshot-chunk-bytes") {
         if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
             return "--" + name + ": '" + value + "' must be 1024..16777216";
@@ -470,6 +481,18 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          above --max-connections it is --max-connections). Clients
                          behind one NAT, proxy or pooler share one address; an
                          IPv6 /64 counts as one address
+  --max-watchers N       open watches (GET /v1/watch) at most (default 512;
+                         0..1000000; 0 turns watching off); more are answered 503
+                         too_many_watchers. Each holds a client connection
+                         (--max-connections)
+  --watch-buffer-bytes N bytes one watch may have waiting for its client to read
+                         (default 262144; 4096..1073741824); a watch past it is
+                         closed with the line watcher_too_slow
+  --watch-history-events N, --watch-history-bytes N
+                         the events of the entries this member applied kept for
+                         watches that start from a revision (defaults 100000 and
+                         67108864; 1..100000000 and 4096..68719476736); a revision
+                         older than the oldest kept is answered 410 compacted
   --snapshot-chunk-bytes N
                          a snapshot larger than this goes to a lagging follower in
                          chunks of N bytes, at most 8 MiB (and at least one chunk)

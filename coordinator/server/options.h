@@ -76,6 +76,13 @@ struct Options {
     // at accept): half the default cap, so that no one address can hold the
     // client port, and room for a NAT or a pooler in front of many clients.
     std::uint64_t max_connections_per_address = 512;
+    // GET /v1/watch (server/watchers.h): open watches at most, the bytes one
+    // watch may have waiting unwritten, and the history of events kept for
+    // watches that resume (member/watch_history.h).
+    std::uint64_t max_watchers = 512;
+    std::uint64_t watch_buffer_bytes = 256u << 10;
+    std::uint64_t watch_history_events = 100000;
+    std::uint64_t watch_history_bytes = 64u << 20;
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader
     // proposes Expire after lease_ms * (1 + rho) (member/lease.h).

@@ -82,6 +82,62 @@ bool parse_join(Impl& m, Call& call) {
     return true;
 }
 
+// ?key=K | ?prefix=P, [&rev=N] (N >= 1), [&progress=1]. P is "" or a valid
+// key. The request is a ListLocks of the key (or none), for authorization.
+bool parse_watch(Impl& m, Call& call) {
+    std::optional<std::string> values[4];
+    const char* names[4] = {"key", "prefix", "rev", "progress"};
+    for (std::size_t i = 0; i < 4; ++i) {
+        auto param = net::query_param(call.query, names[i]);
+        if (auto* bad = std::get_if<net::BadRequest>(&param)) {
+            m.bad_request(call.ex, bad->message);
+            return false;
+        }
+        auto& p = std::get<net::QueryParam>(param);
+        if (p.found) values[i] = std::move(p.value);
+    }
+    auto& [key, prefix, rev, progress] = values;
+    if (key.has_value() == prefix.has_value()) {
+        m.bad_request(call.ex, "GET /v1/watch needs exactly one of the query parameters 'key' and 'prefix'");
+        return false;
+    }
+    const std::string& named = key ? *key : *prefix;
+    if (key || !named.empty()) {
+        if (std::string why = net::check_key(named); !why.empty()) {
+            m.bad_request(call.ex, std::string("query parameter '") + (key ? "key" : "prefix") + "' is invalid: " + why);
+            return false;
+        }
+    }
+    WatchSpec spec;
+    if (rev) {
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(rev->data(), rev->data() + rev->size(), n);
+        if (ec != std::errc() || end != rev->data() + rev->size() || n == 0) {
+            m.bad_request(call.ex, "query parameter 'rev' must be a revision >= 1, got '" + rev->substr(0, 32) + "'");
+            return false;
+        }
+        spec.from_revision = n;
+    }
+    if (progress) {
+        if (*progress != "1" && *progress != "0" && *progress != "true" && *progress != "false") {
+            m.bad_request(call.ex, "query parameter 'progress' must be 1 or 0, got '" + progress->substr(0, 32) + "'");
+            return false;
+        }
+        spec.progress = *progress == "1" || *progress == "true";
+    }
+    member::ListLocks list;
+    if (key) {
+        spec.key = *key;
+        list.key = *key;
+    } else {
+        spec.prefixes = {*prefix};
+        list.prefixes = {*prefix};
+    }
+    call.watch = std::move(spec);
+    call.request = std::move(list);
+    return true;
+}
+
 // ---- handlers ---------------------------------------------------------------
 
 void respond(const Call& call, std::string body, const char* content_type = "application/json") {
@@ -119,6 +175,50 @@ void get_locks(Impl& m, Call& call) {
     m.submit(std::move(list), call.ex, call.req.target, std::move(reader));
 }
 
+// A stream of the lock events this member applied (server/watchers.h). With
+// a caller, a prefix watch streams only the parts of its prefix the caller
+// may read (as a list of locks), and the empty prefix needs every key.
+void get_watch(Impl& m, Call& call) {
+    WatchSpec& spec = call.watch;
+    if (m.core->shutting_down()) {
+        respond_error(call.ex, 503, "shutting_down", "this member is shutting down: watch through another member");
+        return;
+    }
+    if (m.watchers->full()) {
+        respond_error(call.ex, 503, "too_many_watchers",
+                      "this member serves " + std::to_string(m.options.max_watchers) +
+                          " watches at most (--max-watchers): retry later, or watch through another member");
+        return;
+    }
+    if (call.caller && !spec.key) {
+        const std::string prefix = spec.prefixes.front();
+        spec.prefixes = call.caller->policy->readable_within(*call.caller->user, prefix);
+        const bool every = prefix.empty() && spec.prefixes == std::vector<std::string>{std::string()};
+        if (spec.prefixes.empty() || (prefix.empty() && !every)) {
+            m.deny(call.ex, *call.caller, call.path, prefix,
+                   "user '" + call.caller->user->name + "' has no read permission on " +
+                       (prefix.empty() ? std::string("every key (the empty prefix)") : "any key under '" + prefix + "'"));
+            return;
+        }
+    }
+    const member::WatchHistory& history = m.core->watch_history();
+    if (spec.from_revision && *spec.from_revision < history.oldest_revision()) {
+        const std::string oldest = std::to_string(history.oldest_revision());
+        call.ex->respond(net::HttpResponse{
+            410,
+            "{\"error\":\"compacted\",\"message\":\"revision " + std::to_string(*spec.from_revision) +
+                " is older than the oldest this member keeps (" + oldest +
+                "): its events were compacted; watch from revision " + oldest +
+                " (after reading the current locks) or ask another member\",\"oldest_revision\":" + oldest + "}",
+            "application/json",
+            {}});
+        return;
+    }
+    std::shared_ptr<net::HttpStream> stream = call.ex->open_stream(200, "application/x-ndjson");
+    if (!stream) return;
+    m.watchers->open(std::move(stream), spec, m.core->table().applied_index());
+}
+
 // What member N, added to the configuration and starting with --join, needs
 // before it can start: the cluster ID and every member's addresses, none of
 // them a secret (docs/security.md), so asked without credentials. The leader
@@ -146,6 +246,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/release",         Need::kLockOnKey, Serves::kWriter, parse_release,                          ParseAt::kLast,  ask_core},
     {"POST", "/v1/keepalive",       Need::kLockOnKey, Serves::kWriter, parse_keepalive,                        ParseAt::kLast,  ask_core},
     {"GET",  "/v1/locks",           Need::kReadOnKey, Serves::kLeader, parse_list,                             ParseAt::kLast,  get_locks},
+    {"GET",  "/v1/watch",           Need::kReadOnKey, Serves::kAny,    parse_watch,                            ParseAt::kLast,  get_watch},
     {"GET",  "/v1/snapshot",        Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_snapshot},
     {"GET",  "/v1/members",         Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_members},
     {"POST", "/v1/members/add",     Need::kAdmin,     Serves::kLeader, parse_add,                              ParseAt::kLast,  ask_core},

@@ -50,6 +50,7 @@
 #include "server/member.h"
 #include "server/options.h"
 #include "server/security.h"
+#include "server/watchers.h"
 
 namespace pgfence::server {
 
@@ -94,6 +95,9 @@ struct Call {
     std::optional<Caller> caller;
     member::Request request;   // what the route's parser made of the body or query
     raft::NodeId joining = 0;  // GET /v1/members/join: the member that asks
+    // GET /v1/watch: what it asks for (`request` holds a ListLocks of its
+    // key, or of no key for a prefix, so that authorization is a list's).
+    WatchSpec watch;
 };
 
 // A parser fills call.request (or call.joining) and returns true, or answers

@@ -12,6 +12,8 @@
     c.keepalive("job:1", granted.token)                    # -> KeepaliveResult
     c.get("job:1"); c.list("job:"); c.status()
     c.release("job:1", granted.token)
+    for event in c.watch(prefix="job:", rev=1):            # lock events, resumed across member deaths
+        print(event["type"], event["key"], event["token"])
 
 Client (pgfence.client) is the HTTP API with the C++ client's retries,
 redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a
@@ -28,7 +30,7 @@ from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, Client, KeepaliveResult, Lease
                      usable_lease)
 from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
-from .errors import (BadRequestError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
+from .errors import (BadRequestError, CompactedError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
                      NotFoundError, NotHeldError, NotPgfenceError, ProtocolError, TableFullError,
                      UnavailableError)
 from .holder import MAX_SEQ, HeldLock, hold, lock
@@ -38,5 +40,5 @@ __all__ = [
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
     "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",
-    "NotAuthorizedError", "LeaseLostError", "MAX_SEQ", "exitcodes",
+    "NotAuthorizedError", "LeaseLostError", "CompactedError", "MAX_SEQ", "exitcodes",
 ]

@@ -45,13 +45,58 @@ class _Failure(Exception):
 
 
 class Response:
-    __slots__ = ("status", "body", "location", "sent_at")
+    __slots__ = ("status", "body", "location", "sent_at", "stream")
 
-    def __init__(self, status, body, location, sent_at):
+    def __init__(self, status, body, location, sent_at, stream=None):
         self.status = status
         self.body = body
         self.location = location
         self.sent_at = sent_at
+        self.stream = stream  # a 200 answer to a streamed request: its Stream (the body is not read)
+
+
+class StreamEnded(Exception):
+    """A stream's body ended: closed, broken, or silent for too long (`why`)."""
+
+    def __init__(self, why):
+        super().__init__(why)
+        self.why = why
+
+
+class Stream:
+    """The body of a streamed 200 answer (chunked framing removed), read line
+    by line on its own connection (taken from the transport: nothing else is
+    ever sent on it)."""
+
+    def __init__(self, endpoint, conn, resp):
+        self.endpoint = endpoint
+        self._conn = conn
+        self._resp = resp
+
+    def readline(self, idle_s, max_bytes):
+        """The next whole line (bytes, with its newline). StreamEnded when the
+        body ends, breaks, or sends nothing for idle_s; a line cut short by the
+        end (a torn last line) is dropped. ValueError for a line of more than
+        max_bytes."""
+        try:
+            self._conn.sock.settimeout(idle_s)
+            line = self._resp.readline(max_bytes + 1)
+        except socket.timeout:
+            raise StreamEnded(f"{self.endpoint} sent nothing for {round(idle_s * 1000)}ms") from None
+        except (OSError, http.client.HTTPException, AttributeError) as e:
+            # http.client reports a body cut in the middle of a chunk as IncompleteRead.
+            raise StreamEnded(f"{self.endpoint} closed the stream ({type(e).__name__})") from None
+        if not line:
+            raise StreamEnded(f"{self.endpoint} closed the stream")
+        if len(line) > max_bytes:
+            raise ValueError(f"{self.endpoint} sent a watch line longer than {max_bytes} bytes")
+        if not line.endswith(b"\n"):
+            raise StreamEnded(f"{self.endpoint} closed the stream; its torn last line ({len(line)} bytes) "
+                              "was dropped")
+        return line
+
+    def close(self):
+        self._conn.close()
 
 
 class CallResult:
@@ -104,8 +149,10 @@ class _Connection:
             raise
         self.http = conn
 
-    def roundtrip(self, method, path, body, deadline):
-        """One request and its whole answer by `deadline`, or _Failure."""
+    def roundtrip(self, method, path, body, deadline, stream=False):
+        """One request and its whole answer by `deadline`, or _Failure. With
+        `stream`, a 200 answer's body is left unread: the Response carries a
+        Stream that owns the connection from then on."""
         reused = self.http is not None
         sent_at = None
         try:
@@ -122,6 +169,9 @@ class _Connection:
             self.http.request(method, path, body=body, headers=headers)
             self.http.sock.settimeout(max(deadline - time.monotonic(), 0.001))
             resp = self.http.getresponse()
+            if stream and resp.status == 200:
+                conn, self.http = self.http, None
+                return Response(200, b"", "", sent_at, Stream(self.endpoint, conn, resp))
             length = resp.getheader("Content-Length")
             if length is not None and length.isdigit() and int(length) > _MAX_RESPONSE_BYTES:
                 raise http.client.HTTPException(f"answer of {length} bytes (limit {_MAX_RESPONSE_BYTES})")
@@ -195,19 +245,19 @@ class Transport:
                         f"{round(self._probe_timeout * 1000)}ms (stopped or overloaded?)")
             return f.message
 
-    def _send(self, conn, fresh, request, deadline, out):
+    def _send(self, conn, fresh, request, deadline, out, stream):
         """The request on conn; once more on a new connection when a reused
         keep-alive connection turned out closed by the member."""
         method, path, body = request
         try:
-            return conn.roundtrip(method, path, body, deadline)
+            return conn.roundtrip(method, path, body, deadline, stream)
         except _Failure as f:
             out.note_sent(f.sent_at)
             if f.timeout or not f.reused or fresh:
                 raise
-        return conn.roundtrip(method, path, body, deadline)
+        return conn.roundtrip(method, path, body, deadline, stream)
 
-    def _attempt(self, first, make, deadline, follow_redirects, out, why):
+    def _attempt(self, first, make, deadline, follow_redirects, out, why, stream=False):
         """(answered, why): one attempt at `first`, following redirects."""
         target = first
         hop = 0
@@ -225,7 +275,7 @@ class Transport:
                     out.attempts += 1  # keeps max_attempts a bound on the loop
                     return False, why if cause is None else cause
             try:
-                r = self._send(conn, fresh, (method, path, body), attempt_deadline, out)
+                r = self._send(conn, fresh, (method, path, body), attempt_deadline, out, stream)
             except _Failure as f:
                 out.attempts += 1
                 out.note_sent(f.sent_at)
@@ -254,11 +304,12 @@ class Transport:
                 self.leader = target
             return True, why
 
-    def perform(self, make, deadline):
+    def perform(self, make, deadline, stream=False):
         """Attempts across the endpoints until a final answer or the deadline.
 
         `make()` -> (method, path, body bytes or None, attempt timeout in s),
         called before every attempt (an acquire asks for the wait left).
+        `stream`: a 200 answer comes with a Stream (Response.stream).
         """
         out = CallResult()
         why = "the deadline had already passed"
@@ -267,7 +318,7 @@ class Transport:
         self._probing = self.opts.probe_timeout_s > 0
         self._probe_timeout = self.opts.probe_timeout_s
         while out.attempts < self.opts.max_attempts and time.monotonic() < deadline:
-            answered, why = self._attempt(self._pick(), make, deadline, True, out, why)
+            answered, why = self._attempt(self._pick(), make, deadline, True, out, why, stream)
             if answered:
                 return out
             self._note_failure()
@@ -282,6 +333,14 @@ class Transport:
         out.error = (f"cluster unavailable: no member gave an answer after {out.attempts} attempt(s); "
                      f"last error: {why}")
         return out
+
+    def avoid(self, endpoint):
+        """The next call starts elsewhere than `endpoint` when there is
+        elsewhere: it served a stream that broke."""
+        if self.leader == endpoint:
+            self.leader = None
+        if self.opts.endpoints[self._next % len(self.opts.endpoints)] == endpoint:
+            self._next = (self._next + 1) % len(self.opts.endpoints)
 
     def perform_at(self, endpoint, make, deadline):
         """One request to one member: no probe, no redirects, no retries."""

@@ -43,7 +43,8 @@ import time
 import urllib.parse
 
 from . import errors, exitcodes
-from ._transport import Transport, dumps
+from . import watch as _watch
+from ._transport import StreamEnded, Transport, dumps
 from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint
 
@@ -324,6 +325,11 @@ def _raise_for(result, call, not_found):
     if status == 403:
         raise call.error(errors.NotAuthorizedError, f"{call.subject}: not authorized by {endpoint}: {detail}",
                          status, endpoint)
+    if status == 410 and code == "compacted":
+        oldest = obj.get("oldest_revision")
+        oldest = oldest if isinstance(oldest, int) and not isinstance(oldest, bool) else 0
+        raise call.error(errors.CompactedError, f"{call.subject}: compacted: {detail} (the oldest revision still "
+                                                f"kept is {oldest})", status, endpoint, oldest_revision=oldest)
     if status == 507:
         raise call.error(errors.TableFullError, f"{call.subject}: lock table full: {detail}", status, endpoint)
     raise call.error(errors.ProtocolError, f"{call.subject}: unexpected HTTP status {status} from {endpoint}: "
@@ -522,3 +528,119 @@ class Client:
             except errors.FenceError as e:
                 last = e
         raise last
+
+    def watch(self, key=None, prefix=None, rev=None, progress=False, idle_timeout=_watch.DEFAULT_IDLE_TIMEOUT,
+              on_resume=None):
+        """Lock events of `key` (or of every key starting with `prefix`; ""
+        is every key the caller may read) -> an iterator of dicts, in log
+        order, each exactly once, for as long as it is iterated:
+
+            {"type": "granted", "revision": R, "key": K, "token": T, "owner": O, "lease_ms": L}
+            {"type": "released", "revision": R, "key": K, "token": T}
+            {"type": "expired", "revision": R, "key": K, "token": T, "existed": bool}
+
+        and with `progress`, {"type": "start", "revision": A, "member": ID}
+        each time a member starts serving, and {"type": "progress",
+        "revision": A} (every event up to A was sent). `rev` >= 1: every
+        event from that revision (the Raft log index of the entry that made
+        it); None: the events after the first member's applied index.
+
+        Any member serves the stream. When it dies, closes the stream, or
+        sends nothing for idle_timeout, the watch goes on at another member
+        from the last revision delivered, skipping what it already delivered
+        (pgfence.watch has the rule); on_resume(why, rev) hears each time.
+        Raises CompactedError (.oldest_revision: the lowest any keeps) when
+        every endpoint answers that the revision is older than the history it
+        keeps (a member keeps what it applied since it started), UnavailableError when no member
+        served a stream within `timeout` after the last one ended,
+        NotAuthorizedError, BadRequestError, ProtocolError. The stream has
+        its own connection: the Client may make other calls meanwhile.
+        Closing the iterator (break, close()) closes the stream."""
+        if (key is None) == (prefix is None):
+            raise ValueError("watch needs exactly one of key and prefix")
+        if key is not None and not key:
+            raise ValueError('watch: key is empty (prefix="" watches every key)')
+        if rev is not None and (isinstance(rev, bool) or not isinstance(rev, int) or rev < 1):
+            raise ValueError(f"watch: rev is {rev!r}, must be an integer >= 1")
+        idle_s = parse_duration_ms(idle_timeout) / 1000
+        if idle_s <= 0:
+            raise ValueError("watch: idle_timeout must be > 0")
+        return self._watch(key, prefix, rev, progress, idle_s, on_resume)
+
+    def _watch(self, key, prefix, rev, progress, idle_s, on_resume):
+        call = _Call("watch", key, about="" if prefix is None else f"(prefix {prefix!r})")
+        cursor = _watch.Cursor(rev)
+        last_line_at = time.monotonic()
+        backoff = self._opts.backoff_initial_s
+        compacted, compacted_at = None, set()  # the 410 with the lowest oldest revision, and who answered it
+        while True:
+            query = {"key": key} if prefix is None else {"prefix": prefix}
+            if cursor.resume:
+                query["rev"] = cursor.resume
+            query["progress"] = 1  # progress lines move the resume point and show the stream is alive
+            path = "/v1/watch?" + urllib.parse.urlencode(query)
+            deadline = max(time.monotonic(), last_line_at + self._opts.timeout_s)
+            with self._mutex:
+                result = self._transport.perform(lambda: ("GET", path, None, self._opts.attempt_timeout_s),
+                                                 deadline, stream=True)
+            if result.response is None:
+                raise call.error(errors.UnavailableError, f"{call.subject}: {result.error}")
+            if result.response.status != 200:
+                try:
+                    _raise_for(result, call, errors.NotFoundError)
+                except errors.CompactedError as e:
+                    # A member keeps the events it applied since it started: one
+                    # that has not restarted since may still have them.
+                    if compacted is None or e.oldest_revision < compacted.oldest_revision:
+                        compacted = e
+                    if result.endpoint in compacted_at or len(compacted_at) + 1 >= len(self._opts.endpoints):
+                        raise compacted from None
+                    compacted_at.add(result.endpoint)
+                    with self._mutex:
+                        self._transport.avoid(result.endpoint)
+                    continue
+            compacted, compacted_at = None, set()
+            stream = result.response.stream
+            any_line = False
+            cursor.open()
+            try:
+                while True:
+                    try:
+                        raw = stream.readline(idle_s, _watch.MAX_LINE_BYTES)
+                    except ValueError as e:
+                        raise call.error(errors.ProtocolError, f"{call.subject}: {e}", endpoint=stream.endpoint)
+                    if not raw.strip():
+                        continue
+                    last_line_at = time.monotonic()
+                    any_line = True
+                    try:
+                        event = _watch.parse_line(raw)
+                    except _watch.BadLine as e:
+                        raise _bad_answer(call, stream.endpoint, f"has a line that is not a watch line ({e}): "
+                                                                 f"{raw[:200]!r}") from None
+                    if event is None:
+                        continue
+                    if event["type"] == "error":
+                        raise StreamEnded(f"{stream.endpoint} closed the stream: {event.get('error', 'error')}"
+                                          + (f" ({event['message']})" if event.get("message") else ""))
+                    verdict = cursor.accept(event)
+                    if verdict == cursor.OUT_OF_ORDER:
+                        raise _bad_answer(call, stream.endpoint, f"sent revision {event['revision']} after a "
+                                                                 f"higher one in the same stream")
+                    if verdict == cursor.SKIP or (event["type"] in _watch.META_TYPES and not progress):
+                        continue
+                    yield event
+            except StreamEnded as end:
+                why = end.why
+            finally:
+                stream.close()
+            with self._mutex:
+                self._transport.avoid(result.endpoint)
+            if on_resume is not None:
+                on_resume(why, cursor.resume)
+            if any_line:
+                last_line_at = time.monotonic()  # the other members have `timeout` from here to take over
+                backoff = self._opts.backoff_initial_s
+                continue
+            time.sleep(backoff)  # a member that ends streams at once: do not spin on it
+            backoff = min(backoff * 2, self._opts.backoff_max_s)

@@ -23,6 +23,9 @@ C++ client (coordinator/client/client.h), all under FenceError.
 |                     |                  |      | on that key); http_status tells which                  |
 | LeaseLostError      | "lease_lost"     | 4    | HeldLock.check(): the lease is lost or past its        |
 |                     |                  |      | deadline                                               |
+| CompactedError      | "compacted"      | 13   | 410 on watch: the revision asked for (or resumed from) |
+|                     |                  |      | is older than the history the members keep;            |
+|                     |                  |      | oldest_revision says where it starts                   |
 
 Every error carries `kind`, `message` (what happened, naming the key, the
 token and the member where they are known, with the server's own message
@@ -121,3 +124,15 @@ class LeaseLostError(FenceError):
 
     kind = "lease_lost"
     exit_code = exitcodes.EXIT_LEASE_LOST
+
+
+class CompactedError(FenceError):
+    """410 compacted on watch: the revision is older than the history kept.
+    `oldest_revision` is the oldest revision a watch may still start from."""
+
+    kind = "compacted"
+    exit_code = exitcodes.EXIT_COMPACTED
+
+    def __init__(self, message, http_status=0, *, oldest_revision=0, **kwargs):
+        super().__init__(message, http_status, **kwargs)
+        self.oldest_revision = oldest_revision

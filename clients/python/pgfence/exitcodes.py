@@ -22,6 +22,7 @@ tool built on this package.
 |      |                     | answered 'stale'                                                 |
 | 11   | EXIT_DATABASE       | a database error other than a stale token                        |
 | 12   | EXIT_NOT_PGFENCE    | what answered on an endpoint is not a pgfence member             |
+| 13   | EXIT_COMPACTED      | watch: the revision asked for is older than the history kept     |
 
 Every FenceError carries its code as `exit_code` (pgfence.errors).
 """
@@ -39,3 +40,4 @@ EXIT_REFUSED = 9
 EXIT_STALE = 10
 EXIT_DATABASE = 11
 EXIT_NOT_PGFENCE = 12
+EXIT_COMPACTED = 13

@@ -2,7 +2,10 @@
 
 #include <sys/socket.h>
 
+#include <cstdio>
+
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -88,10 +91,32 @@ private:
             const FakeReply reply = handler_(seen);
             pause(reply.delay);
             if (reply.hang_up) break;
+            if (reply.stream) {
+                if (write_stream(socket, reply) && reply.hold) pause(std::chrono::hours(1));
+                break;
+            }
             if (!answer(socket, req, reply) || reply.close_after) break;
         }
         beast::error_code ignored;
         socket.shutdown(tcp::socket::shutdown_both, ignored);  // the fd stays open: sockets_ owns it
+    }
+
+    // Writes a streamed `reply` (see FakeReply::stream); false when the client went away.
+    bool write_stream(tcp::socket& socket, const FakeReply& reply) {
+        beast::error_code ec;
+        const std::string head =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n";
+        asio::write(socket, asio::buffer(head), ec);
+        for (std::size_t i = 0; !ec && i < reply.chunks.size(); ++i) {
+            if (i > 0) pause(reply.gap);
+            const std::string& data = reply.chunks[i];
+            if (data.empty()) continue;  // an empty chunk would end the body
+            char size[32];
+            std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+            asio::write(socket, asio::buffer(std::string(size) + data + "\r\n"), ec);
+        }
+        if (!ec && reply.finish) asio::write(socket, asio::buffer(std::string("0\r\n\r\n")), ec);
+        return !ec;
     }
 
     // Writes `reply`; false when the connection is to be closed.

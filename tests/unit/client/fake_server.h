@@ -34,6 +34,16 @@ struct FakeReply {
     std::chrono::milliseconds delay{0};  // wait before answering (cut short when the server stops)
     bool hang_up = false;              // close the connection without answering
     bool close_after = false;          // close silently after answering (no Connection: close)
+    // A streamed answer instead of `status` and `body`: 200, application/x-ndjson,
+    // Transfer-Encoding: chunked, each of `chunks` written as one chunk, `gap`
+    // apart. Then: `finish` sends the last chunk; `hold` keeps the connection
+    // open, silent, until the server stops; neither closes the connection in
+    // the middle of the body (a member that died).
+    bool stream = false;
+    std::vector<std::string> chunks;
+    std::chrono::milliseconds gap{0};
+    bool finish = false;
+    bool hold = false;
 };
 
 inline FakeReply reply(int status, std::string body) {
@@ -49,6 +59,13 @@ inline FakeReply redirect_to(std::string location) {
 }
 inline FakeReply delayed(FakeReply r, std::chrono::milliseconds delay) {
     r.delay = delay;
+    return r;
+}
+inline FakeReply stream(std::vector<std::string> chunks, bool hold = false) {
+    FakeReply r;
+    r.stream = true;
+    r.chunks = std::move(chunks);
+    r.hold = hold;
     return r;
 }
 inline FakeReply hang_up() {

@@ -230,6 +230,7 @@ BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {
     BOOST_TEST(code(ErrorKind::kRefused, "member") == pgfence::kExitRefused);
     BOOST_TEST(code(ErrorKind::kNotPgfence, "status") == pgfence::kExitNotPgfence);
     BOOST_TEST(pgfence::kExitNotPgfence == 12);
+    BOOST_TEST(code(ErrorKind::kCompacted, "watch") == pgfence::kExitCompacted);
 }
 
 BOOST_AUTO_TEST_CASE(the_one_exit_code_scheme_gives_each_number_one_meaning) {
@@ -237,8 +238,8 @@ BOOST_AUTO_TEST_CASE(the_one_exit_code_scheme_gives_each_number_one_meaning) {
                                  pgfence::kExitHeld,        pgfence::kExitLostLease,    pgfence::kExitUnavailable,
                                  pgfence::kExitNotFound,    pgfence::kExitNotAuthorized, pgfence::kExitUnknownMember,
                                  pgfence::kExitRefused,     pgfence::kExitStale,        pgfence::kExitDatabase,
-                                 pgfence::kExitNotPgfence};
-    for (std::size_t i = 0; i < codes.size(); ++i) BOOST_TEST(codes[i] == static_cast<int>(i));  // 0..12, in order
+                                 pgfence::kExitNotPgfence,  pgfence::kExitCompacted};
+    for (std::size_t i = 0; i < codes.size(); ++i) BOOST_TEST(codes[i] == static_cast<int>(i));  // 0..13, in order
 }
 
 BOOST_AUTO_TEST_CASE(run_without_the_double_dash_says_where_the_command_goes) {
@@ -274,6 +275,30 @@ BOOST_AUTO_TEST_CASE(a_refused_lease_is_said_in_the_flags_terms) {
     BOOST_TEST(cli::in_flag_terms(other, p.args) == other.message);
     const client::Error held{client::ErrorKind::kHeld, "held 'lease_ms'", 409};
     BOOST_TEST(cli::in_flag_terms(held, p.args) == held.message);
+}
+
+BOOST_AUTO_TEST_CASE(watch_takes_a_key_or_a_prefix_a_revision_and_progress) {
+    const cli::ArgsParse key = parse({"watch", "report:7", "--rev", "12", "--progress"});
+    BOOST_TEST_REQUIRE(key.error == "");
+    BOOST_TEST(key.args.positional.at(0) == "report:7");
+    BOOST_TEST(!key.args.prefix_given);
+    BOOST_TEST(*key.args.rev == 12u);
+    BOOST_TEST(key.args.progress);
+    const cli::ArgsParse all = parse({"watch", "--prefix", ""});
+    BOOST_TEST_REQUIRE(all.error == "");
+    BOOST_TEST(all.args.prefix_given);
+    BOOST_TEST(all.args.prefix == "");
+    BOOST_TEST(!all.args.rev.has_value());
+    BOOST_TEST(!all.args.progress);
+    auto error_of = [](std::vector<std::string> words) { return parse(std::move(words)).error; };
+    BOOST_TEST(error_of({"watch"}).find("expected KEY or --prefix P") != std::string::npos);
+    BOOST_TEST(error_of({"watch", "a", "--prefix", "b"}).find("not both") != std::string::npos);
+    BOOST_TEST(error_of({"watch", "a", "--rev", "0"}).find("--rev: '0' must be a revision >= 1") != std::string::npos);
+    BOOST_TEST(error_of({"watch", "a", "--rev", "x"}).find("--rev: 'x'") != std::string::npos);
+    BOOST_TEST(error_of({"watch", "a", "--progress=1"}).find("takes no value") != std::string::npos);
+    BOOST_TEST(error_of({"get", "a", "--rev", "3"}).find("not valid for 'get'") != std::string::npos);
+    BOOST_TEST(error_of({"list", "--progress"}).find("not valid for 'list'") != std::string::npos);
+    BOOST_TEST(parse({"help", "watch"}).args.help);
 }
 
 BOOST_AUTO_TEST_CASE(member_subcommands_parse_and_name_what_is_wrong) {

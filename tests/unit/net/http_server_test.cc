@@ -55,6 +55,8 @@ struct Seen {
     std::optional<bool> big_written;     // written(ok) of the last "/bigw"
     std::atomic<int> depth{0};           // handler calls in progress (nesting)
     std::atomic<int> max_depth{0};
+    std::shared_ptr<HttpStream> stream;  // the last "/stream" request's
+    std::atomic<bool> stream_close_told{false};  // its on_close ran
 };
 
 // A server on its own loop thread, answering by target.
@@ -89,6 +91,13 @@ struct Server {
                                            "content_type=" + req.content_type +
                                                " origin=" + (req.origin ? "'" + *req.origin + "'" : "none"),
                                            "text/plain", {}});
+              } else if (req.target == "/stream") {
+                  std::shared_ptr<HttpStream> stream = ex->open_stream(200, "application/x-ndjson");
+                  stream->on_close([seen] { seen->stream_close_told = true; });
+                  stream->write("first\n");
+                  ex->respond(HttpResponse{500, "ignored", "text/plain", {}});  // answered: nothing happens
+                  std::lock_guard<std::mutex> g(seen->mutex);
+                  seen->stream = std::move(stream);
               } else if (req.target == "/hold") {
                   std::lock_guard<std::mutex> g(seen->mutex);
                   seen->all_held.push_back(ex);
@@ -131,6 +140,10 @@ struct Server {
     std::shared_ptr<HttpExchange> held() {
         std::lock_guard<std::mutex> g(seen->mutex);
         return seen->held;
+    }
+    std::shared_ptr<HttpStream> stream() {
+        std::lock_guard<std::mutex> g(seen->mutex);
+        return seen->stream;
     }
     std::size_t held_count() {
         std::lock_guard<std::mutex> g(seen->mutex);
@@ -325,6 +338,72 @@ std::string post(const std::string& target, const std::string& body) {
     return "POST " + target +
            " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
            body;
+}
+
+// A streamed response: chunked, each write() a chunk as it comes, end()
+// the last chunk and the connection's close.
+BOOST_AUTO_TEST_CASE(a_stream_sends_each_write_as_a_chunk_and_end_closes_it) {
+    Server s;
+    Client c;
+    c.send_raw("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    BOOST_REQUIRE(s.eventually([&] { return s.seen->stream != nullptr; }));
+    std::shared_ptr<HttpStream> stream = s.stream();
+    // The first chunk is out before anything else is written.
+    std::string got;
+    const std::string want_head = "HTTP/1.1 200 OK\r\n";
+    while (got.find("first\n\r\n") == std::string::npos) {
+        char buf[4096];
+        const std::size_t n = c.socket.read_some(asio::buffer(buf));
+        got.append(buf, n);
+    }
+    BOOST_TEST(got.starts_with(want_head));
+    BOOST_TEST(got.find("Transfer-Encoding: chunked\r\n") != std::string::npos);
+    BOOST_TEST(got.find("Content-Type: application/x-ndjson\r\n") != std::string::npos);
+    BOOST_TEST(got.find("\r\n\r\n6\r\nfirst\n\r\n") != std::string::npos);
+    s.on_loop([&] {
+        stream->write("second line\n");
+        stream->end();
+        stream->write("after the end\n");  // ignored
+        return true;
+    });
+    for (;;) {
+        char buf[4096];
+        boost::system::error_code ec;
+        const std::size_t n = c.socket.read_some(asio::buffer(buf), ec);
+        got.append(buf, n);
+        if (ec) break;  // the server closed
+    }
+    BOOST_TEST(got.ends_with("\r\nc\r\nsecond line\n\r\n0\r\n\r\n"));
+    BOOST_TEST(s.on_loop([&] { return stream->closed(); }));
+    BOOST_TEST(!s.seen->stream_close_told);  // ended, not closed under it
+}
+
+BOOST_AUTO_TEST_CASE(a_client_that_goes_away_closes_its_stream_and_says_so) {
+    Server s;
+    {
+        Client c;
+        c.send_raw("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+        BOOST_REQUIRE(s.eventually([&] { return s.seen->stream != nullptr; }));
+        BOOST_TEST(!s.on_loop([&] { return s.seen->stream->closed(); }));
+    }  // closed
+    BOOST_TEST(s.eventually([&] { return s.seen->stream->closed() && s.seen->stream_close_told.load(); }));
+    BOOST_TEST(s.on_loop([&] { return s.server.connections(); }) == 0u);
+}
+
+// Writes never block: what the socket does not take waits, counted.
+BOOST_AUTO_TEST_CASE(a_stream_whose_client_does_not_read_queues_what_it_cannot_write) {
+    Server s;
+    Client c(2048);
+    c.send_raw("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    BOOST_REQUIRE(s.eventually([&] { return s.seen->stream != nullptr; }));
+    const std::string line(64u << 10, 'x');
+    const std::size_t waiting = s.on_loop([&] {
+        for (int i = 0; i < 64; ++i) s.seen->stream->write(line);
+        return s.seen->stream->unwritten_bytes();
+    });
+    BOOST_TEST(waiting > (1u << 20));
+    BOOST_TEST(waiting <= 64 * (line.size() + 16));
+    BOOST_TEST(!s.on_loop([&] { return s.seen->stream->closed(); }));
 }
 
 BOOST_AUTO_TEST_CASE(a_request_sent_in_pieces_is_read_whole) {
