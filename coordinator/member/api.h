@@ -25,11 +25,11 @@ namespace pgfence::member {
 // (lock::GrantMany), `key` then empty; else empty and `key` is the one key.
 struct Acquire {
     std::string key;
-    std::vector<std::string> keys{};
     std::uint64_t lease_ms = 0;
     std::uint64_t wait_ms = 0;
     std::string owner;
     std::string user{};
+    std::vector<std::string> keys{};
 };
 
 // POST /v1/release and POST /v1/keepalive carry the same body.

@@ -67,7 +67,7 @@ std::optional<BadRequest> get_key_or_keys(const json::object& o, std::string& ke
         auto one = get_string(o, "key", true);
         if (auto* bad = std::get_if<BadRequest>(&one)) {
             if (o.if_contains("key") != nullptr) return *bad;
-            return BadRequest{"field 'key' (one key) or 'keys' (a set of keys) is required"};
+            return BadRequest{"field 'key' is required (or 'keys', for a set of keys)"};
         }
         key = std::get<std::string>(one);
         if (auto why = key_problem(key); !why.empty()) return BadRequest{why};
