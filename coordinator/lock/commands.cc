@@ -13,7 +13,15 @@ namespace {
 constexpr std::uint8_t kCommandVersion = 1;
 constexpr std::uint8_t kUserCommandVersion = 2;  // a Grant with a user (commands.h)
 
-enum class Tag : std::uint8_t { kGrant = 1, kRelease = 2, kExpire = 3, kSetTokenFloor = 4, kExpireMany = 5 };
+enum class Tag : std::uint8_t {
+    kGrant = 1,
+    kRelease = 2,
+    kExpire = 3,
+    kSetTokenFloor = 4,
+    kExpireMany = 5,
+    kGrantMany = 6,
+    kReleaseMany = 7,
+};
 
 // How many bytes of a key or owner describe() prints before "...".
 constexpr std::size_t kMaxDescribedBytes = kMaxKeyBytes;
@@ -61,6 +69,66 @@ void encode_fields(std::string& out, const ExpireMany& many) {
         codec::put_string(out, e.key, kMaxKeyBytes, "expire_many key");
         codec::put_u64(out, e.token);
     }
+}
+
+void put_keys(std::string& out, const std::vector<std::string>& keys, std::string_view field) {
+    codec::put_u32(out, static_cast<std::uint32_t>(keys.size()));
+    for (const std::string& key : keys) codec::put_string(out, key, kMaxKeyBytes, field);
+}
+
+// The count is not checked here either (validate() bounds it).
+void encode_fields(std::string& out, const GrantMany& many) {
+    codec::put_u8(out, tag_byte(Tag::kGrantMany));
+    put_keys(out, many.keys, "grant_many key");
+    codec::put_u64(out, many.lease_ms);
+    codec::put_string(out, many.owner, kMaxOwnerBytes, "grant_many owner");
+    codec::put_string(out, many.user, kMaxUserBytes, "grant_many user");
+}
+
+void encode_fields(std::string& out, const ReleaseMany& many) {
+    codec::put_u8(out, tag_byte(Tag::kReleaseMany));
+    put_keys(out, many.keys, "release_many key");
+    codec::put_u64(out, many.token);
+}
+
+// A GrantMany's or ReleaseMany's keys: the count in 2..kMaxGrantManyKeys,
+// then each key (distinctness is validate()'s).
+std::optional<std::vector<std::string>> decode_keys(codec::Reader& in, std::string_view what) {
+    const std::size_t count_offset = in.offset();
+    const std::uint32_t count = in.u32(std::string(what) + " count");
+    if (!in.ok()) return std::nullopt;
+    if (count < kMinGrantManyKeys || count > kMaxGrantManyKeys) {
+        in.fail_at(count_offset, std::string(what) + " count " + std::to_string(count) + " is not in " +
+                                     std::to_string(kMinGrantManyKeys) + ".." + std::to_string(kMaxGrantManyKeys));
+        return std::nullopt;
+    }
+    const std::string field = std::string(what) + " key";
+    std::vector<std::string> keys;
+    keys.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const std::string_view key = in.string(field, kMaxKeyBytes);
+        if (!in.ok()) return std::nullopt;
+        keys.emplace_back(key);
+    }
+    return keys;
+}
+
+std::optional<Command> decode_grant_many(codec::Reader& in) {
+    auto keys = decode_keys(in, "grant_many");
+    if (!keys) return std::nullopt;
+    const std::uint64_t lease_ms = in.u64("grant_many lease_ms");
+    const std::string_view owner = in.string("grant_many owner", kMaxOwnerBytes);
+    const std::string_view user = in.string("grant_many user", kMaxUserBytes);
+    if (!in.ok()) return std::nullopt;
+    return GrantMany{std::move(*keys), lease_ms, std::string(owner), std::string(user)};
+}
+
+std::optional<Command> decode_release_many(codec::Reader& in) {
+    auto keys = decode_keys(in, "release_many");
+    if (!keys) return std::nullopt;
+    const std::uint64_t token = in.u64("release_many token");
+    if (!in.ok()) return std::nullopt;
+    return ReleaseMany{std::move(*keys), token};
 }
 
 // Version 2 adds the user, which is then never empty (commands.h).
@@ -133,8 +201,12 @@ std::optional<Command> decode_body(codec::Reader& in, std::uint8_t version) {
             return decode_floor(in);
         case Tag::kExpireMany:
             return decode_expire_many(in);
+        case Tag::kGrantMany:
+            return decode_grant_many(in);
+        case Tag::kReleaseMany:
+            return decode_release_many(in);
     }
-    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..5)");
+    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..7)");
     return std::nullopt;
 }
 
@@ -160,7 +232,27 @@ std::string quoted(std::string_view text) {
     return out;
 }
 
+std::string describe_keys(const std::vector<std::string>& keys) {
+    std::string out = "count=" + std::to_string(keys.size());
+    if (!keys.empty()) out += " first_key=" + quoted(keys.front());
+    return out;
+}
+
+std::size_t keys_bytes(const std::vector<std::string>& keys) {
+    std::size_t bytes = 4;  // the count
+    for (const std::string& key : keys) bytes += 4 + key.size();
+    return bytes;
+}
+
 }  // namespace
+
+std::size_t encoded_bytes(const GrantMany& many) {
+    return 2 + keys_bytes(many.keys) + 8 + 4 + many.owner.size() + 4 + many.user.size();
+}
+
+std::size_t encoded_bytes(const ReleaseMany& many) {
+    return 2 + keys_bytes(many.keys) + 8;
+}
 
 std::string encode(const Command& cmd) {
     std::string out;
@@ -214,6 +306,11 @@ std::string describe(const Command& cmd) {
                 return "release key=" + quoted(c.key) + " token=" + std::to_string(c.token);
             } else if constexpr (std::is_same_v<C, Expire>) {
                 return "expire key=" + quoted(c.key) + " token=" + std::to_string(c.token);
+            } else if constexpr (std::is_same_v<C, GrantMany>) {
+                return "grant_many " + describe_keys(c.keys) + " lease_ms=" + std::to_string(c.lease_ms) +
+                       " owner=" + quoted(c.owner) + " user=" + quoted(c.user);
+            } else if constexpr (std::is_same_v<C, ReleaseMany>) {
+                return "release_many " + describe_keys(c.keys) + " token=" + std::to_string(c.token);
             } else if constexpr (std::is_same_v<C, ExpireMany>) {
                 std::string out = "expire_many count=" + std::to_string(c.locks.size());
                 if (!c.locks.empty()) {
@@ -236,7 +333,11 @@ std::string describe(const Result& result) {
                 return "granted token=" + std::to_string(r.token) + (r.created ? " created=true" : " created=false") +
                        " lease_ms=" + std::to_string(r.lease_ms);
             } else if constexpr (std::is_same_v<R, GrantRejected>) {
-                return "grant_rejected holder_token=" + std::to_string(r.holder_token);
+                return "grant_rejected holder_token=" + std::to_string(r.holder_token) +
+                       (r.key.empty() ? "" : " key=" + quoted(r.key));
+            } else if constexpr (std::is_same_v<R, PartOfSet>) {
+                return "part_of_set key=" + quoted(r.key) + " token=" + std::to_string(r.token) +
+                       " keys=" + std::to_string(r.keys);
             } else if constexpr (std::is_same_v<R, Released>) {
                 return "released";
             } else if constexpr (std::is_same_v<R, NotFound>) {

@@ -99,7 +99,39 @@ struct SetTokenFloor {
     bool operator==(const SetTokenFloor&) const = default;
 };
 
-using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany>;
+// Acquire every one of `keys` all-or-nothing under one lease (a set,
+// docs/design.md "Sets of keys"): each key becomes a lock with the one token
+// grant_token(index, floor) of the entry, and the locks that share a token
+// are the set. Keys are distinct and kept in the order asked (the order the
+// answer lists them in; a rejection names the first held key in that order).
+// Bounds: kMinGrantManyKeys..kMaxGrantManyKeys keys, and the command encoded
+// in at most kMaxGrantManyBytes (validate(); decode enforces the count).
+constexpr std::size_t kMinGrantManyKeys = 2;
+constexpr std::size_t kMaxGrantManyKeys = 64;
+constexpr std::size_t kMaxGrantManyBytes = 32u << 10;
+struct GrantMany {
+    std::vector<std::string> keys;
+    std::uint64_t lease_ms = 0;
+    std::string owner;
+    std::string user{};
+    bool operator==(const GrantMany&) const = default;
+};
+
+// Release a whole set: only if every one of `keys` is held with `token` and
+// the set holds no other key (same bounds as GrantMany's keys).
+struct ReleaseMany {
+    std::vector<std::string> keys;
+    Token token = 0;
+    bool operator==(const ReleaseMany&) const = default;
+};
+
+// The encoded size of a GrantMany / ReleaseMany with these fields (version,
+// tag, count, each key with its u32 length, and the rest): what
+// kMaxGrantManyBytes bounds.
+std::size_t encoded_bytes(const GrantMany& many);
+std::size_t encoded_bytes(const ReleaseMany& many);
+
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, GrantMany, ReleaseMany>;
 
 // ---- results ----
 struct Granted {
@@ -115,6 +147,7 @@ struct Granted {
 };
 struct GrantRejected {
     Token holder_token = 0;  // the token currently holding the key
+    std::string key{};       // a GrantMany's first held key (in the order asked); "" for a Grant
     bool operator==(const GrantRejected&) const = default;
 };
 struct Released {
@@ -144,7 +177,18 @@ struct FloorSet {
     bool operator==(const FloorSet&) const = default;
 };
 
-using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany>;
+// A key of a set addressed alone: a Release of one key of a set, a
+// ReleaseMany naming only part of it, or a same-owner Grant of one of its
+// keys (a set is released, and retried, whole). Nothing changed.
+struct PartOfSet {
+    std::string key;        // the key named that is part of the set
+    Token token = 0;        // the set's token
+    std::uint32_t keys = 0;  // how many keys the set holds
+    bool operator==(const PartOfSet&) const = default;
+};
+
+using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany,
+                            PartOfSet>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)
@@ -172,12 +216,18 @@ std::string validate(const Command& cmd);
 // The same for one kind, without making a Command of it (the table's apply).
 std::string validate(const Grant& grant);
 std::string validate(const ExpireMany& many);
+std::string validate(const GrantMany& many);
+std::string validate(const ReleaseMany& many);
 
 // Encoding: [version u8][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
 // Version 1, tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
 // 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64},
-// 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)}.
+// 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)},
+// 6 GrantMany{count u32 (2..kMaxGrantManyKeys), count x key, lease_ms u64, owner, user},
+// 7 ReleaseMany{count u32 (2..kMaxGrantManyKeys), count x key, token u64}.
+// Tags 6 and 7 are written in version 1 with every field (the user even when
+// empty): no reader older than them knows them.
 // Version 2 is written for a Grant with a non-empty user, and only for it:
 // tag 1 Grant{key, lease_ms u64, owner, user}. Everything else is written in
 // version 1, so a cluster without authentication writes only what releases

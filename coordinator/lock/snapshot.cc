@@ -14,6 +14,8 @@
 // in a higher version than it needs is refused, and so is, in version 3, an
 // unknown flag bit or a field flagged present that is empty (or 0).
 // Locks are in strictly ascending key order (byte-wise), so a key appears once.
+// A set (GrantMany) is its locks with one token: it survives a snapshot as
+// they do, and restore() counts the sets again.
 // restore() rejects: unknown version, a count larger than the remaining bytes
 // could hold, any length over its limit or past the end, keys out of order or
 // repeated, trailing bytes, and any table that fails check_invariants().
@@ -176,7 +178,7 @@ std::string LockTable::take_snapshot() {
 
 bool LockTable::operator==(const LockTable& other) const {
     return locks_ == other.locks_ && applied_index_ == other.applied_index_ && bytes_ == other.bytes_ &&
-           with_user_ == other.with_user_ && extended_ == other.extended_ &&
+           with_user_ == other.with_user_ && extended_ == other.extended_ && sets_ == other.sets_ &&
            max_bytes_ == other.max_bytes_ && token_floor_ == other.token_floor_ && last_token_ == other.last_token_;
 }
 
@@ -215,6 +217,7 @@ std::variant<LockTable, DecodeError> LockTable::restore(std::string_view bytes, 
         table.locks_.emplace_hint(table.locks_.end(), std::move(*lock));
     }
     if (!in.expect_end("the end")) return DecodeError{in.error()};
+    table.count_sets();
     if (version_for(table.with_user_, table.extended_) != version) {
         return DecodeError{"snapshot: version " + std::to_string(version) + " with " +
                            std::to_string(table.with_user_) + " locks that have a user and " +

@@ -42,6 +42,10 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     // One search: the key's place, whether held or not (the insert below uses it).
     const auto place = locks_.lower_bound(grant.key);
     if (auto held = place; held != locks_.end() && held->key == grant.key) {
+        if (const std::uint32_t n = set_size(held->token); n > 0) {
+            if (regrants(*held, grant.owner, grant.user)) return PartOfSet{grant.key, held->token, n};
+            return GrantRejected{held->token};
+        }
         if (regrants(*held, grant.owner, grant.user)) {
             const Token token = held->token;
             if (grant.lease_ms <= held->lease_ms) return Granted{token, false, held->lease_ms};
@@ -71,6 +75,9 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
 }
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const Release& release) {
+    if (const Lock* held = find(release.key); held != nullptr && held->token == release.token) {
+        if (const std::uint32_t n = set_size(release.token); n > 0) return PartOfSet{release.key, release.token, n};
+    }
     if (!remove_if_held(release.key, release.token)) return NotFound{};
     return Released{};
 }
@@ -87,6 +94,73 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const ExpireMany& many) {
     return ExpiredMany{existed};
 }
 
+Result LockTable::apply_one(std::uint64_t index, const GrantMany& many) {
+    if (!validate(many).empty()) return GrantRejected{kInvalidGrantHolder};
+    for (const std::string& key : many.keys) {
+        if (find(key) != nullptr) return regrant_many(many);
+    }
+    const Token token = grant_token(index, token_floor_);
+    if (token == 0) return GrantRejected{kInvalidGrantHolder};
+    std::uint64_t added = 0;
+    for (const std::string& key : many.keys) added += lock_bytes(key, many.owner, many.user);
+    if (bytes_ + added > max_bytes_) return TableFull{bytes_};
+    if (token <= last_token_) {
+        throw std::logic_error("lock table: token " + std::to_string(token) +
+                               " does not exceed the last token " + std::to_string(last_token_));
+    }
+    for (const std::string& key : many.keys) {
+        before_change(key);
+        account(*locks_.emplace(Lock{key, token, many.lease_ms, many.owner, many.user}).first, true);
+    }
+    sets_.emplace(token, static_cast<std::uint32_t>(many.keys.size()));
+    last_token_ = token;
+    return Granted{token, true, many.lease_ms};
+}
+
+Result LockTable::regrant_many(const GrantMany& many) {
+    const Lock* first = find(many.keys.front());
+    const bool same_set = first != nullptr && regrants(*first, many.owner, many.user) &&
+                          set_size(first->token) == many.keys.size() &&
+                          std::all_of(many.keys.begin(), many.keys.end(), [&](const std::string& key) {
+                              const Lock* held = find(key);
+                              return held != nullptr && held->token == first->token;
+                          });
+    if (!same_set) {
+        for (const std::string& key : many.keys) {
+            if (const Lock* held = find(key)) return GrantRejected{held->token, key};
+        }
+    }
+    // The set's locks agree on lease_ms (check_invariants()).
+    const std::uint64_t lease_ms = std::max(first->lease_ms, many.lease_ms);
+    if (lease_ms != first->lease_ms) {
+        for (const std::string& key : many.keys) lengthen(key, lease_ms);
+    }
+    return Granted{first->token, false, lease_ms};
+}
+
+void LockTable::lengthen(std::string_view key, std::uint64_t lease_ms) {
+    before_change(key);
+    // The set's element is const: the node is taken out, changed and put
+    // back (the key, its place, is unchanged).
+    auto node = locks_.extract(locks_.find(key));
+    node.value().lease_ms = lease_ms;
+    locks_.insert(std::move(node));
+}
+
+Result LockTable::apply_one(std::uint64_t /*index*/, const ReleaseMany& many) {
+    if (!validate(many).empty()) return NotFound{};
+    for (const std::string& key : many.keys) {
+        const Lock* held = find(key);
+        if (held == nullptr || held->token != many.token) return NotFound{};
+    }
+    // Every key holds the token and the keys are distinct: the set holds at least these.
+    if (const std::uint32_t n = set_size(many.token); n != many.keys.size()) {
+        return PartOfSet{many.keys.front(), many.token, n};
+    }
+    for (const std::string& key : many.keys) remove_if_held(key, many.token);
+    return Released{};
+}
+
 Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {
     if (set.floor <= kMaxToken) token_floor_ = std::max(token_floor_, set.floor);
     return FloorSet{token_floor_};
@@ -98,7 +172,31 @@ bool LockTable::remove_if_held(std::string_view key, Token token) {
     before_change(key);
     account(*held, false);
     locks_.erase(held);
+    if (auto set = sets_.find(token); set != sets_.end() && --set->second < 2) sets_.erase(set);
     return true;
+}
+
+std::uint32_t LockTable::set_size(Token token) const {
+    auto set = sets_.find(token);
+    return set == sets_.end() ? 0 : set->second;
+}
+
+std::vector<std::string> LockTable::set_keys(Token token) const {
+    std::vector<std::string> keys;
+    if (set_size(token) == 0) return keys;
+    for (const Lock& lock : locks_) {
+        if (lock.token == token) keys.push_back(lock.key);
+    }
+    return keys;
+}
+
+void LockTable::count_sets() {
+    std::map<Token, std::uint32_t> counts;
+    for (const Lock& lock : locks_) ++counts[lock.token];
+    sets_.clear();
+    for (const auto& [token, n] : counts) {
+        if (n >= 2) sets_.emplace_hint(sets_.end(), token, n);
+    }
 }
 
 void LockTable::account(const Lock& lock, bool add) {
@@ -152,18 +250,35 @@ std::string LockTable::check_invariants() const {
         return "last token " + std::to_string(last_token_) + " exceeds applied index " +
                std::to_string(applied_index_) + " + token floor " + std::to_string(token_floor_);
     }
-    std::set<Token> tokens;
+    // Each token's first lock (in key order) and how many hold it.
+    std::map<Token, std::pair<const Lock*, std::uint32_t>> tokens;
     std::uint64_t bytes = 0;
     std::size_t with_user = 0;
     std::size_t extended = 0;
     for (const Lock& lock : locks_) {
         if (auto problem = check_lock(lock); !problem.empty()) return problem;
-        if (!tokens.insert(lock.token).second) {
-            return "token " + std::to_string(lock.token) + " is held by two keys";
+        auto [it, first] = tokens.try_emplace(lock.token, &lock, 0);
+        ++it->second.second;
+        const Lock& other = *it->second.first;
+        if (!first && (other.lease_ms != lock.lease_ms || other.owner != lock.owner || other.user != lock.user)) {
+            return "token " + std::to_string(lock.token) + " is held by keys " + other.key + " and " + lock.key +
+                   " that differ in lease_ms, owner or user (not one set)";
         }
         bytes += lock_bytes(lock);
         with_user += lock.user.empty() ? 0 : 1;
         extended += lock.extended() ? 1 : 0;
+    }
+    std::size_t sets = 0;
+    for (const auto& [token, held] : tokens) {
+        if (held.second < 2) continue;
+        ++sets;
+        if (set_size(token) != held.second) {
+            return "set of token " + std::to_string(token) + " counted " + std::to_string(set_size(token)) +
+                   " keys, held by " + std::to_string(held.second);
+        }
+    }
+    if (sets != sets_.size()) {
+        return "sets counted " + std::to_string(sets_.size()) + ", held " + std::to_string(sets);
     }
     if (bytes != bytes_) {
         return "table bytes " + std::to_string(bytes_) + " differ from the locks' " + std::to_string(bytes);

@@ -95,8 +95,32 @@ class LockTable {
     //                                                (a retry never shortens a lease)
     //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
     //     the same owner asked by another user)
+    //   Grant, held by a set (set_size() >= 2), regrants() -> PartOfSet{key, set token, keys}:
+    //                                                a set is retried whole (GrantMany)
+    //   GrantMany failing validate()              -> GrantRejected{0}, table unchanged
+    //   GrantMany, every key free, t != 0         -> Granted{t, created: true, lease_ms}: every
+    //                                                key a lock with token t (one set)
+    //   GrantMany, every key free, t == 0         -> GrantRejected{0}
+    //   GrantMany, every key free, the locks' lock_bytes() past max_bytes()
+    //                                             -> TableFull{bytes()}, table unchanged
+    //   GrantMany, every key held by one set of exactly these keys, regrants(its locks)
+    //                                             -> Granted{set token, created: false, lease_ms}:
+    //                                                every lock's lease_ms the longer of the two
+    //   GrantMany, some key held otherwise        -> GrantRejected{holder token, key}: the first
+    //                                                such key in the order asked; table unchanged
     //   Release / Expire with the holder's token  -> Released / Expired{true}
+    //   Release with a set's token (set_size() >= 2)
+    //                                             -> PartOfSet{key, token, keys}, table unchanged
     //   Release / Expire otherwise                -> NotFound / Expired{false}
+    //   ReleaseMany failing validate()            -> NotFound, table unchanged
+    //   ReleaseMany, every key held with the token, and the set holds no other key
+    //                                             -> Released: all of them removed
+    //   ReleaseMany, every key held with the token, the set holds more keys
+    //                                             -> PartOfSet{first key, token, keys}, unchanged
+    //   ReleaseMany otherwise (a key not held with the token) -> NotFound, table unchanged
+    // Expire removes a key of a set alone (a leader expires a set's keys
+    // together, but an ExpireMany batch may end inside a set); what is left
+    // of the set is a set of fewer keys (one key: a plain lock).
     //   ExpireMany{locks}                         -> ExpiredMany{how many were held with
     //                                                their token}: each lock as Expire, in
     //                                                order; one failing validate() -> ExpiredMany{0},
@@ -126,6 +150,14 @@ class LockTable {
     std::vector<Lock> list_page(const std::vector<std::string>& prefixes, std::string_view after, std::size_t limit,
                                 bool& more) const;
     std::size_t size() const { return locks_.size(); }
+    // How many locks hold `token` when they are a set (>= 2), else 0 (one
+    // lock, or none). A set is the locks that share a token (GrantMany).
+    std::uint32_t set_size(Token token) const;
+    // The keys of the set with `token`, in key order (empty: not a set).
+    // O(locks): for tests and checks, not the hot path.
+    std::vector<std::string> set_keys(Token token) const;
+    // The number of sets held now.
+    std::size_t sets() const { return sets_.size(); }
     // The locks' share of the snapshot: the sum of lock_bytes() over the locks.
     std::uint64_t bytes() const { return bytes_; }
     // How many locks have a non-empty user (the snapshot's version depends on it).
@@ -171,8 +203,9 @@ class LockTable {
     static std::variant<LockTable, DecodeError> restore(std::string_view bytes,
                                                         std::uint64_t max_bytes = kMaxTableBytes);
 
-    // Checks the table's invariants (every lock valid, tokens unique and in
-    // 1..last_token, last_token <= applied_index + token_floor, ...). Returns
+    // Checks the table's invariants (every lock valid, tokens in
+    // 1..last_token, a token shared only by the locks of one set, which
+    // agree on lease_ms, owner and user; sets() counted right, last_token <= applied_index + token_floor, ...). Returns
     // an empty string when they hold, else the first one broken. restore()
     // uses it; tests and the simulation call it after every step.
     std::string check_invariants() const;
@@ -187,7 +220,16 @@ class LockTable {
     Result apply_one(std::uint64_t index, const Expire& expire);
     Result apply_one(std::uint64_t index, const SetTokenFloor& set);
     Result apply_one(std::uint64_t index, const ExpireMany& many);
+    Result apply_one(std::uint64_t index, const GrantMany& many);
+    Result apply_one(std::uint64_t index, const ReleaseMany& many);
+    // A GrantMany on keys some of which are held: the same owner's retry of
+    // exactly that set (Granted), else GrantRejected naming the first held key.
+    Result regrant_many(const GrantMany& many);
+    // Lengthens `key`'s lease to `lease_ms` (a re-grant; the key is held).
+    void lengthen(std::string_view key, std::uint64_t lease_ms);
     bool remove_if_held(std::string_view key, Token token);
+    // Counts the sets from scratch (restore()).
+    void count_sets();
     void account(const Lock& lock, bool add);  // keeps bytes_, with_user_ and extended_
     // Before `key`'s lock changes: keeps its state for the snapshot being
     // built, if any, when the build has not reached the key yet.
@@ -221,6 +263,10 @@ class LockTable {
     std::uint64_t bytes_ = 0;  // bytes(): kept with every insert and erase
     std::size_t with_user_ = 0;  // locks_with_user(): likewise
     std::size_t extended_ = 0;   // locks_extended(): likewise
+    // The tokens held by two locks or more (the sets), with how many: kept
+    // with every insert and erase, rebuilt by restore() (a derived index:
+    // the snapshot holds only the locks).
+    std::map<Token, std::uint32_t> sets_;
     std::uint64_t max_bytes_ = kMaxTableBytes;
     Token token_floor_ = 0;
     Token last_token_ = 0;

@@ -129,6 +129,41 @@ std::string check_expire_many(const ExpireMany& many) {
     return {};
 }
 
+// 2..kMaxGrantManyKeys valid, distinct keys, the command within
+// kMaxGrantManyBytes (`bytes`: its encoded size).
+std::string check_keys(std::string_view what, const std::vector<std::string>& keys, std::size_t bytes) {
+    if (keys.size() < kMinGrantManyKeys || keys.size() > kMaxGrantManyKeys) {
+        return std::string(what) + " names " + std::to_string(keys.size()) + " keys; it must name " +
+               std::to_string(kMinGrantManyKeys) + ".." + std::to_string(kMaxGrantManyKeys);
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (auto problem = validate_key(keys[i]); !problem.empty()) {
+            return std::string(what) + " key " + std::to_string(i) + ": " + problem;
+        }
+    }
+    // At most 64 keys: comparing each pair costs less than building a set.
+    for (std::size_t i = 1; i < keys.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j) {
+            if (keys[i] == keys[j]) {
+                return std::string(what) + " key " + std::to_string(i) + " repeats key " + std::to_string(j) +
+                       " (keys must be distinct)";
+            }
+        }
+    }
+    if (bytes > kMaxGrantManyBytes) {
+        return std::string(what) + " takes " + std::to_string(bytes) + " bytes encoded; the limit is " +
+               std::to_string(kMaxGrantManyBytes);
+    }
+    return {};
+}
+
+std::string check_grant_many(const GrantMany& many) {
+    if (auto problem = check_keys("grant_many", many.keys, encoded_bytes(many)); !problem.empty()) return problem;
+    if (auto problem = check_lease(many.lease_ms); !problem.empty()) return problem;
+    if (auto problem = validate_owner(many.owner); !problem.empty()) return problem;
+    return validate_user(many.user);
+}
+
 }  // namespace
 
 std::string validate_key(std::string_view key) {
@@ -171,6 +206,14 @@ std::string validate(const ExpireMany& many) {
     return check_expire_many(many);
 }
 
+std::string validate(const GrantMany& many) {
+    return check_grant_many(many);
+}
+
+std::string validate(const ReleaseMany& many) {
+    return check_keys("release_many", many.keys, encoded_bytes(many));
+}
+
 std::string validate(const Command& cmd) {
     return std::visit(
         [](const auto& c) -> std::string {
@@ -181,6 +224,8 @@ std::string validate(const Command& cmd) {
                 return check_floor(c);
             } else if constexpr (std::is_same_v<C, ExpireMany>) {
                 return check_expire_many(c);
+            } else if constexpr (std::is_same_v<C, GrantMany> || std::is_same_v<C, ReleaseMany>) {
+                return validate(c);
             } else {
                 return validate_key(c.key);  // Release, Expire: any token is well-formed
             }

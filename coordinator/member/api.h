@@ -21,22 +21,28 @@ namespace pgfence::member {
 // POST /v1/acquire. wait_ms > 0: queue behind the holder (FIFO per key).
 // `user`: who asks, as the shell authenticated it ("" without --auth-file);
 // the owner is bound to it (lock::regrants()).
+// `keys`: a set of 2..lock::kMaxGrantManyKeys keys acquired together
+// (lock::GrantMany), `key` then empty; else empty and `key` is the one key.
 struct Acquire {
     std::string key;
     std::uint64_t lease_ms = 0;
     std::uint64_t wait_ms = 0;
     std::string owner;
     std::string user{};
+    std::vector<std::string> keys{};
 };
 
 // POST /v1/release and POST /v1/keepalive carry the same body.
+// `keys`: a whole set (Acquire::keys), `key` then empty.
 struct Release {
     std::string key;
     std::uint64_t token = 0;
+    std::vector<std::string> keys{};
 };
 struct KeepAlive {
     std::string key;
     std::uint64_t token = 0;
+    std::vector<std::string> keys{};
 };
 
 // GET /v1/locks?key=K (one lock), or a page of the list:
@@ -90,19 +96,29 @@ using Request = std::variant<Acquire, Release, KeepAlive, ListLocks, AddMember, 
 // the longer one when a retry asked for less. The shell reports whether it could
 // write it (Core::response_written): a grant nobody received is a phantom
 // (its lease ends at once and it is expired).
+// A set's grant: `keys` in the order asked (`key` empty), one token.
 struct Granted {
     std::string key;
     lock::Token token = 0;
     std::uint64_t lease_ms = 0;
     std::string owner;
+    std::vector<std::string> keys{};
 };
 
 struct Released {};  // 200 {"released":true}
 
-struct KeptAlive {  // 200 {"key","token","ttl_ms"}
+struct KeptAlive {  // 200 {"key","token","ttl_ms"} (a set: {"keys",...})
     std::string key;
     lock::Token token = 0;
     std::uint64_t ttl_ms = 0;
+    std::vector<std::string> keys{};
+};
+
+// 400 {"error":"part_of_set","message"}: a release or keepalive of one key of
+// a set (or of a list that is not the whole set), or a same-owner acquire
+// of one of its keys: a set is kept alive, released and retried whole.
+struct PartOfSet {
+    std::string message;
 };
 
 struct LockView {
@@ -174,6 +190,6 @@ struct Unavailable {
 };
 
 using Response = std::variant<Granted, Released, KeptAlive, Locks, NotHeld, Held, TooLarge, Unavailable, Members,
-                              UnknownMember, ChangeRefused, Backup, TableFull>;
+                              UnknownMember, ChangeRefused, Backup, TableFull, PartOfSet>;
 
 }  // namespace pgfence::member

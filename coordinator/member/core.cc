@@ -173,18 +173,16 @@ void Core::request(RequestId id, Request req, Time now) {
     }
 }
 
-void Core::client_gone(RequestId id, Time /*now*/) {
+void Core::client_gone(RequestId id, Time now) {
     // A queued waiter is dropped at once (its place goes to the next); an
     // acquire whose Grant is in flight is remembered: when the Grant applies
     // it is a phantom (lease ended, expired) instead of answered. Any other
     // id is ignored.
-    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-        auto& q = it->second;
-        for (auto w = q.begin(); w != q.end(); ++w) {
-            if (w->id != id) continue;
-            q.erase(w);
-            --waiter_total_;
-            if (q.empty()) waiters_.erase(it);
+    // A set's waiter is in the queue of each of its keys.
+    for (const auto& [key, q] : waiters_) {
+        for (const Waiter& w : q) {
+            if (w.id != id) continue;
+            remove_waiter(Waiter(w), now);
             return;
         }
     }
@@ -203,8 +201,10 @@ void Core::response_written(RequestId id, bool ok, Time now) {
     // Counted in a lease of this leadership (a later one restarted its
     // leases, each answered for all it knows): one answer fewer stands.
     if (ok || !is_leader() || u.term != leader_term_) return;
-    leases_.unanswered(u.key, u.token);
-    expire_phantom_grant(u.key, u.token, now);
+    for (const std::string& key : u.keys) {
+        leases_.unanswered(key, u.token);
+        expire_phantom_grant(key, u.token, now);
+    }
 }
 
 void Core::set_proof_kid(std::string_view kid) { proof_kid_ = kid.empty() ? kNoProofKid : kid; }
@@ -392,10 +392,10 @@ std::string Core::check_invariants() const {
     });
     if (!bad_lease.empty()) return bad_lease;
     if (std::string broken = leases_.check_invariants(); !broken.empty()) return broken;
-    std::size_t queued = 0;
+    std::size_t queued = 0;  // a set's waiter once (in the queue of its first key)
     for (const auto& [key, q] : waiters_) {
         if (q.empty()) return "an empty wait queue for " + key;
-        queued += q.size();
+        for (const Waiter& w : q) queued += w.acquire.keys.empty() || w.acquire.keys.front() == key ? 1 : 0;
     }
     if (queued != waiter_total_) return "waiter count " + num(waiter_total_) + " but " + num(queued) + " queued";
     if (leader_term_ == 0 && waiter_total_ != 0) return "a member that does not lead has waiters";

@@ -80,6 +80,11 @@
 //     while shutting down); others are answered Unavailable{leader}. A
 //     request first follows any role change (as turn() does), so a new
 //     leader's leases are in place before its first keepalive.
+//   - A set (GrantMany) has one lease per key, started, restarted
+//     (keepalive of the whole set only) and expired together: its keys
+//     share one deadline, so one expiry check takes them together and
+//     proposes them in one ExpireMany (unless the wave limit cuts the batch:
+//     the rest follow in the next).
 //   - A lease starts when its Grant applies on the leader, restarts on a
 //     keepalive (confirmed by a quorum round started after it arrived), and
 //     restarts at its full length on a new leader. Expire{key, token} is
@@ -100,7 +105,14 @@
 //     do not know of it.
 //   - Waiters: an acquire with wait_ms > 0 on a held key (or a key with a
 //     queue) joins the key's FIFO queue; when the key is freed the head's
-//     Grant is proposed; a head that loses the race keeps its place. A
+//     Grant is proposed; a head that loses the race keeps its place. A set
+//     (Acquire::keys) that waits joins the queue of every one of its keys
+//     at once, and its GrantMany is proposed only when it is the head of
+//     each and each is free (no barging: a later waiter on one of its keys
+//     waits behind it even while that key is free). Queues are FIFO by
+//     arrival on every key, so the earliest waiter overall heads all its
+//     queues: it goes as soon as its keys are free (no deadlock, no
+//     starvation). A
 //     waiter is answered Held when its wait_ms runs out, dropped when its
 //     client goes, answered Unavailable when leadership is lost. At most
 //     Config::max_waiters wait, all keys together.
@@ -392,7 +404,7 @@ private:
     // counted in its lease's answers (in `term`'s leadership; 0: answered
     // while not leading, with no lease to count it in).
     struct Unwritten {
-        std::string key;
+        std::vector<std::string> keys;  // the one key, or a set's
         lock::Token token = 0;
         raft::Term term = 0;
     };
@@ -420,6 +432,7 @@ private:
     };
     void on_applied(raft::Index index, const lock::Command& cmd, const lock::Result& result,
                     const std::vector<HeldBefore>& before, Time now);
+    void on_applied_many(raft::Index index, const lock::GrantMany& g, const lock::Result& result, Time now);
     void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
     void on_removed(const std::string& key, lock::Token token, Time now);
     void note_event(raft::Index index, WatchEventType type, const std::string& key, lock::Token token,
@@ -450,9 +463,18 @@ private:
     // place); refused Held, reported with `by`, when too many wait.
     void enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now, const Witness& by = {});
     void serve_waiters(const std::string& key, Time now);
+    // Takes waiter `w` (a copy) out of every queue it is in (a set's: one per
+    // key), then, with `serve`, serves those of its keys other than
+    // `except` (their heads may change).
+    void remove_waiter(const Waiter& w, Time now, std::string_view except = {}, bool serve = true);
+    // A waiting set is at the head of each of its keys' queues, each key
+    // free and no grant in flight on it (core.h "Waiters").
+    bool set_may_go(const Waiter& w) const;
     void sweep_waiters(Time now);
     void drop_all_waiters();
     void keepalive(RequestId id, const KeepAlive& req);
+    // A set's keepalive: every key's lease, restarted together, or none.
+    void keepalive_set(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
     // A grant of `key` with `token` reached nobody (a phantom grant): its
     // lease ends now and is expired, unless an answer still promises it

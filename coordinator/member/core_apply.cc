@@ -61,6 +61,9 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     };
     if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) note(r->key, r->token);
     if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) note(x->key, x->token);
+    if (const auto* m = cmd ? std::get_if<lock::ReleaseMany>(&*cmd) : nullptr) {
+        for (const std::string& key : m->keys) note(key, m->token);
+    }
     if (const auto* m = cmd ? std::get_if<lock::ExpireMany>(&*cmd) : nullptr) {
         before.reserve(m->locks.size());
         for (const lock::Expire& x : m->locks) note(x.key, x.token);
@@ -127,6 +130,20 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         }
         return;
     }
+    if (const auto* g = std::get_if<lock::GrantMany>(&cmd)) {
+        on_applied_many(index, *g, result, now);
+        return;
+    }
+    if (const auto* r = std::get_if<lock::ReleaseMany>(&cmd)) {
+        const bool removed = std::holds_alternative<lock::Released>(result);
+        ++(removed ? counters_.releases : counters_.release_not_held);
+        log(level, "release", {{"key", r->keys.front()}, {"keys", num(r->keys.size())}, {"token", num(r->token)},
+                               {"released", removed ? "true" : "false"}, {"owner", before.front().owner}});
+        if (removed) {
+            for (const std::string& key : r->keys) on_removed(key, r->token, now);
+        }
+        return;
+    }
     if (const auto* r = std::get_if<lock::Release>(&cmd)) {
         const bool removed = std::holds_alternative<lock::Released>(result);
         ++(removed ? counters_.releases : counters_.release_not_held);
@@ -155,6 +172,39 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         }
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
         log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
+    }
+}
+
+// A GrantMany applied: one lease per key of the set, started together.
+void Core::on_applied_many(raft::Index index, const lock::GrantMany& g, const lock::Result& result, Time now) {
+    const bool leader = is_leader();
+    const LogLevel level = leader ? LogLevel::kInfo : LogLevel::kDebug;
+    if (const auto* ok = std::get_if<lock::Granted>(&result)) {
+        ++counters_.grants;
+        ++counters_.grants_many;
+        log(level, "grant", {{"key", g.keys.front()}, {"keys", num(g.keys.size())}, {"token", num(ok->token)},
+                             {"owner", g.owner}, {"lease_ms", num(ok->lease_ms)}, {"index", num(index)},
+                             {"user", g.user}});
+        // As for one key (on_applied): a re-grant while the set's Expire is
+        // in flight keeps the expiry.
+        const Lease* held = ok->created ? nullptr : leases_.find(g.keys.front());
+        const bool expiring = held != nullptr && held->token == ok->token && held->expiring();
+        if (!leader || expiring) return;
+        for (const std::string& key : g.keys) {
+            leases_.start(key, ok->token, ok->lease_ms, now, config_.max_clock_drift_ppm);
+        }
+    } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {
+        ++counters_.grants_table_full;
+        log(leader ? LogLevel::kWarn : LogLevel::kDebug, "table_full",
+            {{"key", g.keys.front()}, {"keys", num(g.keys.size())}, {"table_bytes", num(full->table_bytes)},
+             {"limit", num(table_.max_bytes())}});
+    } else {
+        ++counters_.grant_conflicts;
+        const auto* rej = std::get_if<lock::GrantRejected>(&result);
+        log(level, "grant_rejected",
+            {{"key", rej != nullptr && !rej->key.empty() ? rej->key : g.keys.front()},
+             {"keys", num(g.keys.size())}, {"owner", g.owner},
+             {"holder_token", num(rej ? rej->holder_token : 0)}, {"user", g.user}});
     }
 }
 

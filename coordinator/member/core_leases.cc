@@ -169,7 +169,37 @@ void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint
     }
 }
 
+namespace {
+
+// The keys an acquire names: its set's, or its one key.
+template <typename F>
+void for_keys(const Acquire& req, F&& f) {
+    if (req.keys.empty()) {
+        f(req.key);
+    } else {
+        for (const std::string& key : req.keys) f(key);
+    }
+}
+
+std::string part_of_set_message(std::string_view key, std::uint32_t keys, lock::Token token, const char* verb) {
+    return "key " + std::string(key) + " is part of a set of " + std::to_string(keys) + " keys granted with token " +
+           std::to_string(token) + ": " + verb + " them together";
+}
+
+}  // namespace
+
 void Core::keepalive(RequestId id, const KeepAlive& req) {
+    if (!req.keys.empty()) {
+        keepalive_set(id, req);
+        return;
+    }
+    // A set is kept alive whole (lock/table.h: the set is the locks of one token).
+    if (const lock::Lock* held = table_.find(req.key); held != nullptr && held->token == req.token) {
+        if (const std::uint32_t n = table_.set_size(req.token); n > 0) {
+            respond(id, PartOfSet{part_of_set_message(req.key, n, req.token, "keep")});
+            return;
+        }
+    }
     auto usable = [this](const std::string& key, lock::Token token) {
         const Lease* l = leases_.find(key);
         const bool expiring = kMutant != Mutant::kKeepAliveExpiring && l != nullptr && l->expiring();
@@ -199,13 +229,61 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
     });
 }
 
+void Core::keepalive_set(RequestId id, const KeepAlive& req) {
+    // Usable: distinct keys (validate), each with a lease of the token not
+    // being expired, and the set holding no other key.
+    auto check = [this, req]() -> int {  // 0 usable, 1 not held, 2 part of a larger set
+        if (!lock::validate(lock::ReleaseMany{req.keys, req.token}).empty()) return 1;
+        for (const std::string& key : req.keys) {
+            const Lease* l = leases_.find(key);
+            const bool expiring = kMutant != Mutant::kKeepAliveExpiring && l != nullptr && l->expiring();
+            if (l == nullptr || l->token != req.token || expiring) return 1;
+        }
+        return table_.set_size(req.token) == req.keys.size() ? 0 : 2;
+    };
+    auto refuse = [this, id, req](int why) {
+        ++counters_.keepalive_failures;
+        if (why == 2) {
+            respond(id, PartOfSet{part_of_set_message(req.keys.front(), table_.set_size(req.token), req.token, "keep")});
+        } else {
+            respond(id, NotHeld{});
+        }
+    };
+    if (const int why = check(); why != 0) {
+        refuse(why);
+        return;
+    }
+    confirm([this, id, req, check, refuse](bool ok, Time now) {
+        if (!ok) {
+            unavailable(id);
+            return;
+        }
+        if (const int why = check(); why != 0) {
+            refuse(why);
+            return;
+        }
+        for (const std::string& key : req.keys) {
+            leases_.restart(key, req.token, now, config_.max_clock_drift_ppm);
+            leases_.answered(key, req.token);
+        }
+        ++counters_.keepalives;
+        log(LogLevel::kDebug, "keepalive",
+            {{"key", req.keys.front()}, {"keys", num(req.keys.size())}, {"token", num(req.token)}});
+        respond(id, KeptAlive{{}, req.token, leases_.find(req.keys.front())->lease_ms, req.keys});
+    });
+}
+
 void Core::release(RequestId id, const Release& req, Time now) {
     raft::ProposeError err = raft::ProposeError::kNone;
-    const bool ok = propose(lock::Release{req.key, req.token}, now, [this, id](const Witness* applied, Time) {
+    const lock::Command cmd = req.keys.empty() ? lock::Command{lock::Release{req.key, req.token}}
+                                               : lock::Command{lock::ReleaseMany{req.keys, req.token}};
+    const bool ok = propose(cmd, now, [this, id](const Witness* applied, Time) {
         if (applied == nullptr) {
             unavailable(id);
         } else if (std::holds_alternative<lock::Released>(*applied->result)) {
             respond(id, Released{}, *applied);
+        } else if (const auto* part = std::get_if<lock::PartOfSet>(applied->result)) {
+            respond(id, PartOfSet{part_of_set_message(part->key, part->keys, part->token, "release")}, *applied);
         } else {
             respond(id, NotHeld{}, *applied);
         }
@@ -281,21 +359,29 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
     // The user the owner is bound to: none with Config::owner_binding off.
     const std::string& user = config_.owner_binding ? req.user : kNoUser;
     if (!from_queue && req.wait_ms > 0) {
-        const lock::Lock* held = table_.find(req.key);
-        const bool same_owner = held != nullptr && lock::regrants(*held, req.owner, user);
-        auto q = waiters_.find(req.key);
-        const bool queue_busy = q != waiters_.end() || waiter_grant_in_flight_.count(req.key) > 0;
-        if ((held != nullptr && !same_owner) || queue_busy) {
+        // Waits when a key is held by another (the table refuses or re-grants
+        // by lock::regrants()), or has waiters or a waiter's grant in flight (no barging).
+        bool wait = false;
+        for_keys(req, [&](const std::string& key) {
+            const lock::Lock* held = table_.find(key);
+            const bool same_owner = held != nullptr && lock::regrants(*held, req.owner, user);
+            const bool queue_busy = waiters_.count(key) > 0 || waiter_grant_in_flight_.count(key) > 0;
+            wait = wait || (held != nullptr && !same_owner) || queue_busy;
+        });
+        if (wait) {
             enqueue_waiter(id, req, false, now);
             return;
         }
     }
     if (from_queue) {
-        waiter_grant_in_flight_.insert(req.key);
+        for_keys(req, [&](const std::string& key) { waiter_grant_in_flight_.insert(key); });
         ++counters_.waiter_grants;
     }
     raft::ProposeError err = raft::ProposeError::kNone;
-    const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner, user}, now,
+    const lock::Command cmd = req.keys.empty()
+                                  ? lock::Command{lock::Grant{req.key, req.lease_ms, req.owner, user}}
+                                  : lock::Command{lock::GrantMany{req.keys, req.lease_ms, req.owner, user}};
+    const bool ok = propose(cmd, now,
                             [this, id, req, from_queue](const Witness* applied, Time at) {
                                 on_grant_result(id, req, from_queue, applied, at);
                             },
@@ -304,7 +390,7 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
         grants_in_flight_.insert(id);
         return;
     }
-    if (from_queue) waiter_grant_in_flight_.erase(req.key);
+    if (from_queue) for_keys(req, [&](const std::string& key) { waiter_grant_in_flight_.erase(key); });
     if (err == raft::ProposeError::kTooLarge) {
         respond(id, TooLarge{});
     } else {
@@ -313,7 +399,7 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
 }
 
 void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, const Witness* applied, Time now) {
-    if (from_queue) waiter_grant_in_flight_.erase(req.key);
+    if (from_queue) for_keys(req, [&](const std::string& key) { waiter_grant_in_flight_.erase(key); });
     grants_in_flight_.erase(id);
     const bool gone = gone_.erase(id) > 0;
     const lock::Result* r = applied != nullptr ? applied->result : nullptr;
@@ -322,9 +408,11 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         unavailable(id);
         return;
     }
+    const std::string& first_key = req.keys.empty() ? req.key : req.keys.front();
     if (const auto* g = std::get_if<lock::Granted>(r)) {
         const lock::Token token = g->token;
-        const Lease* lease = g->created ? nullptr : leases_.find(req.key);
+        // A set's leases go together: its first key's stands for all.
+        const Lease* lease = g->created ? nullptr : leases_.find(first_key);
         if (lease != nullptr && lease->token == token && lease->expiring()) {
             // A same-owner retry of a lock whose Expire is already proposed:
             // the lock is about to go, so this is no grant (see on_applied).
@@ -350,15 +438,17 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             return;
         }
         if (gone) {
-            expire_phantom_grant(req.key, token, now);
+            for_keys(req, [&](const std::string& key) { expire_phantom_grant(key, token, now); });
             return;
         }
         // Counted before it goes out: from here on the lease is promised to
         // this client until the shell reports the answer unwritten.
-        const bool counted = leases_.answered(req.key, token, proof_kid_);
-        unwritten_[id] = Unwritten{req.key, token, counted ? leader_term_ : 0};
+        bool counted = false;
+        for_keys(req, [&](const std::string& key) { counted = leases_.answered(key, token, proof_kid_) || counted; });
+        unwritten_[id] = Unwritten{req.keys.empty() ? std::vector<std::string>{req.key} : req.keys, token,
+                                   counted ? leader_term_ : 0};
         // A re-grant answers the lease in force: the longer, when the retry asked for less.
-        respond(id, Granted{req.key, token, g->lease_ms, req.owner}, *applied);
+        respond(id, Granted{req.key, token, g->lease_ms, req.owner, req.keys}, *applied);
         return;
     }
     if (const auto* full = std::get_if<lock::TableFull>(r)) {
@@ -366,8 +456,12 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
                 TableFull{"the lock table holds " + num(full->table_bytes) + " bytes of locks; the limit is " +
                           num(table_.max_bytes()) + ": release locks (or shorten leases) first"},
                 *applied);
-        // The key is free: the next waiter's turn (it may fit, or be told so).
-        if (from_queue && is_leader()) serve_waiters(req.key, now);
+        // The keys are free: the next waiters' turn (they may fit, or be told so).
+        if (from_queue && is_leader()) for_keys(req, [&](const std::string& key) { serve_waiters(key, now); });
+        return;
+    }
+    if (const auto* part = std::get_if<lock::PartOfSet>(r)) {
+        respond(id, PartOfSet{part_of_set_message(part->key, part->keys, part->token, "acquire")}, *applied);
         return;
     }
     const auto* rej = std::get_if<lock::GrantRejected>(r);
@@ -375,10 +469,12 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         enqueue_waiter(id, req, from_queue, now, *applied);  // a queue head keeps its place at the front
         return;
     }
-    respond(id,
-            Held{rej != nullptr && rej->holder_token != 0 ? "key is held with token " + num(rej->holder_token)
-                                                          : "grant refused"},
-            *applied);
+    std::string why = "grant refused";
+    if (rej != nullptr && rej->holder_token != 0) {
+        why = (rej->key.empty() ? std::string("key") : "key " + rej->key) + " is held with token " +
+              num(rej->holder_token);
+    }
+    respond(id, Held{std::move(why)}, *applied);
 }
 
 void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now, const Witness& by) {
@@ -387,56 +483,84 @@ void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now
         return;
     }
     effects_.watch.push_back(id);
-    auto& q = waiters_[req.key];
-    Waiter w{id, req, now + std::chrono::milliseconds(req.wait_ms)};
-    if (front || kMutant == Mutant::kWaitersLifo) {
-        q.push_front(std::move(w));
-    } else {
-        q.push_back(std::move(w));
-    }
+    const Waiter w{id, req, now + std::chrono::milliseconds(req.wait_ms)};
+    // A set joins every one of its keys' queues at once (core.h "Waiters").
+    for_keys(w.acquire, [&](const std::string& key) {
+        auto& q = waiters_[key];
+        if (front || kMutant == Mutant::kWaitersLifo) {
+            q.push_front(w);
+        } else {
+            q.push_back(w);
+        }
+    });
     ++waiter_total_;
-    // The key may have been freed meanwhile (or never held): serve at once.
-    if (table_.find(req.key) == nullptr) serve_waiters(req.key, now);
+    // A key may have been freed meanwhile (or never held): serve at once.
+    for_keys(w.acquire, [&](const std::string& key) {
+        if (table_.find(key) == nullptr) serve_waiters(key, now);
+    });
 }
 
-// The key was released or expired: grant it to the head of its FIFO queue
-// (heads whose wait ran out are answered first).
-void Core::serve_waiters(const std::string& key, Time now) {
-    if (waiter_grant_in_flight_.count(key) > 0) return;
-    auto it = waiters_.find(key);
-    if (it == waiters_.end()) return;
-    auto& q = it->second;
-    while (!q.empty() && q.front().deadline <= now) {
-        ++counters_.waiter_timeouts;
-        respond(q.front().id, Held{"wait timed out"});
-        q.pop_front();
-        --waiter_total_;
+bool Core::set_may_go(const Waiter& w) const {
+    for (const std::string& key : w.acquire.keys) {
+        if (waiter_grant_in_flight_.count(key) > 0 || table_.find(key) != nullptr) return false;
+        auto q = waiters_.find(key);
+        if (q == waiters_.end() || q->second.front().id != w.id) return false;
     }
-    if (q.empty()) {
-        waiters_.erase(it);
+    return true;
+}
+
+void Core::remove_waiter(const Waiter& w, Time now, std::string_view except, bool serve) {
+    for_keys(w.acquire, [&](const std::string& key) {
+        auto it = waiters_.find(key);
+        if (it == waiters_.end()) return;
+        auto& q = it->second;
+        q.erase(std::remove_if(q.begin(), q.end(), [&](const Waiter& x) { return x.id == w.id; }), q.end());
+        if (q.empty()) waiters_.erase(it);
+    });
+    --waiter_total_;
+    if (!serve || !is_leader()) return;
+    for_keys(w.acquire, [&](const std::string& key) {
+        if (key != except && table_.find(key) == nullptr) serve_waiters(key, now);
+    });
+}
+
+// `key` is free (released, expired, or its head changed): grant it to the
+// head of its FIFO queue (heads whose wait ran out are answered first). A
+// set at the head goes only when it heads every one of its keys' queues and
+// they are all free (set_may_go); until then the key waits with it.
+void Core::serve_waiters(const std::string& key, Time now) {
+    for (;;) {
+        if (waiter_grant_in_flight_.count(key) > 0 || table_.find(key) != nullptr) return;
+        auto it = waiters_.find(key);
+        if (it == waiters_.end()) return;
+        const Waiter head = it->second.front();
+        if (head.deadline <= now) {
+            ++counters_.waiter_timeouts;
+            respond(head.id, Held{"wait timed out"});
+            remove_waiter(head, now, key);
+            continue;
+        }
+        if (!head.acquire.keys.empty() && !set_may_go(head)) return;
+        // Not served: its keys are the set's now (acquire marks them in flight).
+        remove_waiter(head, now, key, false);
+        acquire(head.id, head.acquire, true, now);
         return;
     }
-    Waiter w = std::move(q.front());
-    q.pop_front();
-    --waiter_total_;
-    if (q.empty()) waiters_.erase(it);
-    acquire(w.id, w.acquire, true, now);
 }
 
 void Core::sweep_waiters(Time now) {
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-        auto& q = it->second;
-        for (auto w = q.begin(); w != q.end();) {
-            if (w->deadline <= now) {
-                ++counters_.waiter_timeouts;
-                respond(w->id, Held{"wait timed out"});
-                w = q.erase(w);
-                --waiter_total_;
-            } else {
-                ++w;
-            }
+    // Each waiter whose wait ran out once (a set's is in several queues).
+    std::vector<Waiter> late;
+    for (const auto& [key, q] : waiters_) {
+        for (const Waiter& w : q) {
+            const bool home = w.acquire.keys.empty() || w.acquire.keys.front() == key;
+            if (home && w.deadline <= now) late.push_back(w);
         }
-        it = q.empty() ? waiters_.erase(it) : std::next(it);
+    }
+    for (const Waiter& w : late) {
+        ++counters_.waiter_timeouts;
+        respond(w.id, Held{"wait timed out"});
+        remove_waiter(w, now);
     }
 }
 
@@ -446,7 +570,9 @@ void Core::drop_all_waiters() {
     waiter_total_ = 0;
     waiter_grant_in_flight_.clear();
     for (auto& [key, q] : all) {
-        for (Waiter& w : q) unavailable(w.id);
+        for (Waiter& w : q) {
+            if (w.acquire.keys.empty() || w.acquire.keys.front() == key) unavailable(w.id);
+        }
     }
 }
 

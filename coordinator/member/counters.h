@@ -27,7 +27,8 @@ private:
 };
 
 struct Counters {
-    std::uint64_t grants = 0;            // Grants applied that granted
+    std::uint64_t grants = 0;            // Grants and GrantManys applied that granted
+    std::uint64_t grants_many = 0;       // of them, GrantManys (a set of keys)
     std::uint64_t grant_conflicts = 0;   // Grants applied that were refused (held, or invalid)
     std::uint64_t grants_table_full = 0;  // Grants applied that were refused: the table was full
     std::uint64_t releases = 0;          // Releases applied that removed a lock

@@ -1,6 +1,8 @@
 #include "net/api_request.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <optional>
 
 #include "lock/commands.h"
 #include "member/addresses.h"
@@ -56,9 +58,57 @@ std::string key_problem(const std::string& key) {
     return why.empty() ? why : "field 'key' is invalid: " + why;
 }
 
+// Exactly one of "key" (one key) and "keys" (a set: 2..lock::kMaxGrantManyKeys
+// distinct valid keys, docs/http-api.md "Several keys under one lease"),
+// into `key` or `keys`.
+std::optional<BadRequest> get_key_or_keys(const json::object& o, std::string& key, std::vector<std::string>& keys) {
+    const json::value* list = o.if_contains("keys");
+    if (list == nullptr || list->is_null()) {
+        auto one = get_string(o, "key", true);
+        if (auto* bad = std::get_if<BadRequest>(&one)) {
+            if (o.if_contains("key") != nullptr) return *bad;
+            return BadRequest{"field 'key' is required (or 'keys', for a set of keys)"};
+        }
+        key = std::get<std::string>(one);
+        if (auto why = key_problem(key); !why.empty()) return BadRequest{why};
+        return std::nullopt;
+    }
+    if (const json::value* one = o.if_contains("key"); one != nullptr && !one->is_null()) {
+        return BadRequest{"fields 'key' and 'keys' are exclusive: name one key or a set"};
+    }
+    if (!list->is_array()) return BadRequest{"field 'keys' must be an array of strings"};
+    const json::array& a = list->as_array();
+    if (a.size() < lock::kMinGrantManyKeys || a.size() > lock::kMaxGrantManyKeys) {
+        return BadRequest{"field 'keys' names " + std::to_string(a.size()) + " keys; a set has " +
+                          std::to_string(lock::kMinGrantManyKeys) + ".." + std::to_string(lock::kMaxGrantManyKeys) +
+                          " (one key: use 'key')"};
+    }
+    keys.reserve(a.size());
+    for (const json::value& v : a) {
+        if (!v.is_string()) return BadRequest{"field 'keys' must hold only strings"};
+        std::string k(v.as_string());
+        if (auto why = check_key(k); !why.empty()) return BadRequest{"key '" + k + "' in 'keys' is invalid: " + why};
+        if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+            return BadRequest{"key '" + k + "' is named twice in 'keys' (keys must be distinct)"};
+        }
+        keys.push_back(std::move(k));
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::string check_key(std::string_view key) { return lock::validate_key(key); }
+
+std::string check_set_size(const member::Acquire& req) {
+    if (req.keys.empty()) return {};
+    const lock::GrantMany many{req.keys, req.lease_ms, req.owner, req.user};
+    if (const std::size_t bytes = lock::encoded_bytes(many); bytes > lock::kMaxGrantManyBytes) {
+        return "the set takes " + std::to_string(bytes) + " bytes (its keys with 4 bytes each, owner and user); " +
+               "the limit is " + std::to_string(lock::kMaxGrantManyBytes) + ": ask for fewer or shorter keys";
+    }
+    return {};
+}
 
 std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
                                                        const RequestLimits& limits) {
@@ -66,10 +116,7 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
     if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
     const json::object& o = std::get<json::object>(obj);
     AcquireRequest req;
-    auto key = get_string(o, "key", true);
-    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
-    req.key = std::get<std::string>(key);
-    if (auto why = key_problem(req.key); !why.empty()) return BadRequest{why};
+    if (auto bad = get_key_or_keys(o, req.key, req.keys)) return *bad;
     auto lease = get_uint(o, "lease_ms", true, 0);
     if (auto* bad = std::get_if<BadRequest>(&lease)) return *bad;
     req.lease_ms = std::get<std::uint64_t>(lease);
@@ -97,6 +144,7 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
     if (auto why = lock::validate_owner(req.owner); !why.empty()) {
         return BadRequest{"field 'owner' is invalid: " + why};
     }
+    if (auto why = check_set_size(req); !why.empty()) return BadRequest{why};
     return req;
 }
 
@@ -105,10 +153,7 @@ std::variant<KeyToken, BadRequest> parse_key_token(std::string_view body) {
     if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
     const json::object& o = std::get<json::object>(obj);
     KeyToken req;
-    auto key = get_string(o, "key", true);
-    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
-    req.key = std::get<std::string>(key);
-    if (auto why = key_problem(req.key); !why.empty()) return BadRequest{why};
+    if (auto bad = get_key_or_keys(o, req.key, req.keys)) return *bad;
     auto token = get_uint(o, "token", true, 0);
     if (auto* bad = std::get_if<BadRequest>(&token)) return *bad;
     req.token = std::get<std::uint64_t>(token);

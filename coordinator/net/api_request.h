@@ -33,11 +33,17 @@ struct BadRequest {
     std::string message;
 };
 
-// POST /v1/acquire {"key","lease_ms"[,"wait_ms"][,"owner"]}: lease_ms and
-// wait_ms within `limits`, a valid key and owner.
+// "" or why a set acquire does not fit lock::kMaxGrantManyBytes with its
+// owner and user (the shell checks again once it knows the user).
+std::string check_set_size(const member::Acquire& req);
+
+// POST /v1/acquire {"key"|"keys","lease_ms"[,"wait_ms"][,"owner"]}: lease_ms and
+// wait_ms within `limits`, a valid key (or a set: 2..64 distinct valid
+// keys, check_set_size()) and owner.
 std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
                                                        const RequestLimits& limits);
-// POST /v1/release and /v1/keepalive {"key","token"}: a valid key, token >= 1.
+// POST /v1/release and /v1/keepalive {"key"|"keys","token"}: a valid key (or
+// a set's keys, as for an acquire), token >= 1.
 std::variant<KeyToken, BadRequest> parse_key_token(std::string_view body);
 
 // POST /v1/members/add {"id","peer_addr","client_addr"}: id >= 1, both

@@ -44,6 +44,19 @@ std::string grant_body(const member::Granted& g, const std::string& proof) {
     return out;
 }
 
+// A set's grant: {"keys":[…],"token":…,"lease_ms":…,"owner":…[,"proofs":{key:proof,…}]}.
+std::string grant_many_body(const member::Granted& g, const std::vector<std::string>& proofs) {
+    json::array keys;
+    for (const std::string& k : g.keys) keys.emplace_back(k);
+    json::object o{{"keys", std::move(keys)}, {"token", g.token}, {"lease_ms", g.lease_ms}, {"owner", g.owner}};
+    if (!proofs.empty()) {
+        json::object by_key;
+        for (std::size_t i = 0; i < g.keys.size() && i < proofs.size(); ++i) by_key[g.keys[i]] = proofs[i];
+        o["proofs"] = std::move(by_key);
+    }
+    return json::serialize(o);
+}
+
 }  // namespace
 
 void respond_error(const ExchangePtr& ex, unsigned status, const char* error, const std::string& message) {
@@ -97,17 +110,46 @@ void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::s
 // Writes a grant's answer, unless its client is gone.
 void Member::Impl::write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g,
                                const std::string& proof) {
+    write_grant_body(id, ex, grant_body(g, proof));
+}
+
+void Member::Impl::write_grant_body(member::RequestId id, const ExchangePtr& ex, std::string body) {
     if (ex->client_gone()) {
         client_left(id, LeftAt::kGranted);
         return;
     }
-    ex->respond(net::HttpResponse{200, grant_body(g, proof), "application/json", {}}, [this, id](bool written) {
+    ex->respond(net::HttpResponse{200, std::move(body), "application/json", {}}, [this, id](bool written) {
         if (written) {
             core->response_written(id, true, now());
         } else {
             client_left(id, LeftAt::kGranted);
         }
     });
+}
+
+// A set's grant: one proof per key, all of its token (signed in turn, each
+// as a Grant's proof of that key), then the answer.
+void Member::Impl::write_grant_many(member::RequestId id, const ExchangePtr& ex, member::Granted grant) {
+    if (!proof_signer) {
+        write_grant_body(id, ex, grant_many_body(grant, {}));
+        return;
+    }
+    auto state = std::make_shared<std::pair<member::Granted, std::vector<std::string>>>(std::move(grant),
+                                                                                        std::vector<std::string>{});
+    auto next = std::make_shared<std::function<void()>>();
+    *next = [this, id, ex, state, next]() {
+        auto& [g, proofs] = *state;
+        if (proofs.size() == g.keys.size()) {
+            write_grant_body(id, ex, grant_many_body(g, proofs));
+            *next = nullptr;  // breaks the cycle
+            return;
+        }
+        proof_signer->take(security.signer(), g.token, g.keys[proofs.size()], [state, next](std::string proof) {
+            state->second.push_back(std::move(proof));
+            (*next)();
+        });
+    };
+    (*next)();
 }
 
 // The cases that end here: a waiting request whose connection closed
@@ -141,7 +183,9 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     if (std::holds_alternative<member::Granted>(response) || std::holds_alternative<member::KeptAlive>(response)) {
         ex->raise_class(net::ConnClass::kLease);
     }
-    if (auto* g = std::get_if<member::Granted>(&response)) {
+    if (auto* g = std::get_if<member::Granted>(&response); g != nullptr && !g->keys.empty()) {
+        write_grant_many(id, ex, std::move(*g));
+    } else if (g != nullptr) {
         if (!proof_signer) {
             write_grant(id, ex, *g, std::string());
             return;
@@ -155,8 +199,15 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
         });
     } else if (std::holds_alternative<member::Released>(response)) {
         ex->respond(net::HttpResponse{200, "{\"released\":true}", "application/json", {}});
-    } else if (auto* k = std::get_if<member::KeptAlive>(&response)) {
+    } else if (auto* k = std::get_if<member::KeptAlive>(&response); k != nullptr && !k->keys.empty()) {
+        json::array keys;
+        for (const std::string& key : k->keys) keys.emplace_back(key);
+        respond_json(ex, 200, json::object{{"keys", std::move(keys)}, {"token", k->token}, {"ttl_ms", k->ttl_ms}});
+    } else if (k != nullptr) {
         respond_json(ex, 200, json::object{{"key", k->key}, {"token", k->token}, {"ttl_ms", k->ttl_ms}});
+    } else if (auto* part = std::get_if<member::PartOfSet>(&response)) {
+        ++metrics.bad_requests;
+        respond_error(ex, 400, "part_of_set", part->message);
     } else if (auto* locks = std::get_if<member::Locks>(&response)) {
         if (locks->one) {
             respond_json(ex, 200, lock_json(locks->locks.front()));
@@ -253,6 +304,17 @@ bool Member::Impl::authorize(Need need, const Call& call) {
     }
     const auth::Permission p = need == Need::kLockOnKey ? auth::Permission::kLock : auth::Permission::kRead;
     const std::string* key = key_of(call.request);
+    if (const std::vector<std::string>* keys = set_keys_of(call.request)) {
+        // A set: the permission on every key; the first refused is named.
+        key = nullptr;
+        for (const std::string& k : *keys) {
+            if (!c.policy->allowed(*c.user, p, k)) {
+                key = &k;
+                break;
+            }
+        }
+        if (key == nullptr) return true;
+    }
     // No key: a list of every lock, which shows only the keys the caller may
     // read (answer()): some key must be.
     if (key == nullptr ? c.policy->holds_any(*c.user, p) : c.policy->allowed(*c.user, p, *key)) return true;

@@ -135,6 +135,8 @@ struct Member::Impl {
     void reload_security();
     void answer(member::RequestId id, member::Response response);
     void write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g, const std::string& proof);
+    void write_grant_body(member::RequestId id, const ExchangePtr& ex, std::string body);
+    void write_grant_many(member::RequestId id, const ExchangePtr& ex, member::Granted grant);
     // The client of request `id` went away: every such case ends here, and
     // the core hears of it once. Drops the request; `at`: what the core had done.
     void client_left(member::RequestId id, LeftAt at);

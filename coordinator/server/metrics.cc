@@ -36,6 +36,8 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     std::string out;
     out.reserve(6000);
     metric(out, "pgfence_grants_total", "counter", "Grants applied on this member.", c.grants);
+    metric(out, "pgfence_grants_many_total", "counter",
+           "Grants of a set of keys under one lease (of pgfence_grants_total) applied on this member.", c.grants_many);
     metric(out, "pgfence_grant_conflicts_total", "counter", "Grants rejected because the key was held (or, from a bad entry, invalid).", c.grant_conflicts);
     metric(out, "pgfence_grants_table_full_total", "counter",
            "Grants refused because the lock table was at its size limit.", c.grants_table_full);

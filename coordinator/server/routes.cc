@@ -39,7 +39,12 @@ static_assert(auth::kMaxNameBytes <= lock::kMaxUserBytes, "every user name fits 
 // bound to the user that made it (lock::regrants()).
 bool parse_acquire(Impl& m, Call& call) {
     if (!take(m, call, net::parse_acquire(call.req.body, m.limits))) return false;
-    if (call.caller) std::get<member::Acquire>(call.request).user = call.caller->user->name;
+    auto& acquire = std::get<member::Acquire>(call.request);
+    if (call.caller) acquire.user = call.caller->user->name;
+    if (auto why = net::check_set_size(acquire); !why.empty()) {
+        m.bad_request(call.ex, why);
+        return false;
+    }
     return true;
 }
 bool parse_release(Impl& m, Call& call) { return take(m, call, net::parse_key_token(call.req.body)); }
@@ -47,7 +52,7 @@ bool parse_release(Impl& m, Call& call) { return take(m, call, net::parse_key_to
 bool parse_keepalive(Impl& m, Call& call) {
     if (!parse_release(m, call)) return false;
     auto& r = std::get<member::Release>(call.request);
-    call.request = member::KeepAlive{std::move(r.key), r.token};
+    call.request = member::KeepAlive{std::move(r.key), r.token, std::move(r.keys)};
     return true;
 }
 bool parse_list(Impl& m, Call& call) { return take(m, call, net::parse_list_query(call.query)); }
@@ -344,6 +349,18 @@ const std::string* key_of(const member::Request& request) {
                 return &r.key;
             } else if constexpr (requires { { r.key } -> std::same_as<const std::optional<std::string>&>; }) {
                 return r.key ? &*r.key : nullptr;
+            } else {
+                return nullptr;
+            }
+        },
+        request);
+}
+
+const std::vector<std::string>* set_keys_of(const member::Request& request) {
+    return std::visit(
+        [](const auto& r) -> const std::vector<std::string>* {
+            if constexpr (requires { { r.keys } -> std::same_as<const std::vector<std::string>&>; }) {
+                return r.keys.empty() ? nullptr : &r.keys;
             } else {
                 return nullptr;
             }

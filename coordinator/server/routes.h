@@ -60,7 +60,7 @@ using ExchangePtr = std::shared_ptr<net::HttpExchange>;
 enum class Need : std::uint8_t {
     kNothing,    // no credentials are asked for
     kAdmin,      // the admin permission
-    kLockOnKey,  // lock permission on the key the parsed body names
+    kLockOnKey,  // lock permission on the key the parsed body names (on every key of a set)
     // Read permission on the key the parsed query names; a request naming no
     // key (a list) needs read permission on some key, and its answer shows
     // only the keys the caller may read.
@@ -158,5 +158,8 @@ void respond_error(const ExchangePtr& ex, unsigned status, const char* error, co
 // a list of every lock); null for a request type without one (a membership
 // change).
 const std::string* key_of(const member::Request& request);
+// The keys of a set a parsed request names (acquire, release, keepalive
+// with "keys"): authorization decides on each; null otherwise.
+const std::vector<std::string>* set_keys_of(const member::Request& request);
 
 }  // namespace pgfence::server

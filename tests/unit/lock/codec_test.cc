@@ -29,6 +29,11 @@ std::vector<Command> samples() {
         SetTokenFloor{0},
         SetTokenFloor{kAllOnes},
         ExpireMany{{Expire{"a", 1}, Expire{"b", kAllOnes}}},
+        GrantMany{{"b", "a"}, 10'000, "worker-a", ""},
+        GrantMany{{"a", "b", "c"}, kAllOnes, "", "ua"},
+        GrantMany{{"a", "a"}, 0, ""},  // invalid values still encode
+        ReleaseMany{{"x", "y"}, 41},
+        ReleaseMany{{"x", std::string(kMaxKeyBytes, 'y')}, kAllOnes},
     };
 }
 
@@ -139,7 +144,7 @@ BOOST_AUTO_TEST_CASE(unknown_version_is_rejected) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_tag_is_rejected_with_its_offset) {
-    for (int tag : {0, 6, 255}) {
+    for (int tag : {0, 8, 255}) {
         const std::string error = decode_error(Bytes().u8(kVersion).u8(tag).u64(1).get());
         BOOST_TEST(error.find("tag " + std::to_string(tag)) != std::string::npos, error);
         BOOST_TEST(error.find("offset 1") != std::string::npos, error);

@@ -60,7 +60,7 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
     const std::string& key = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
     static const std::vector<std::string> owners = {"", "worker-a", "worker-b"};
     static const std::vector<std::string> users = {"", "", "ua", "uc"};
-    switch (pick(rng, 0, 9)) {
+    switch (pick(rng, 0, 12)) {
         case 0:
         case 1:
         case 2:
@@ -85,6 +85,27 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
         }
         case 8:
             return SetTokenFloor{table.token_floor() + pick<Token>(rng, 0, 1000)};
+        case 10:
+        case 11: {
+            // 2..4 keys, sometimes repeated (invalid: refused whole).
+            GrantMany many{{}, pick<std::uint64_t>(rng, 1, 60'000),
+                           owners[pick<std::size_t>(rng, 0, owners.size() - 1)],
+                           users[pick<std::size_t>(rng, 0, users.size() - 1)]};
+            const std::size_t count = pick<std::size_t>(rng, 2, 4);
+            for (std::size_t i = 0; i < count; ++i) many.keys.push_back(keys[pick<std::size_t>(rng, 0, keys.size() - 1)]);
+            return many;
+        }
+        case 12: {
+            // The keys of the set of `key`'s holder (often), or of a random one.
+            const Lock* held = table.find(key);
+            ReleaseMany many{{}, random_token(rng, table, key)};
+            if (held != nullptr && table.set_size(held->token) > 0 && pick(rng, 0, 2) > 0) {
+                many.keys = table.set_keys(held->token);
+                if (pick(rng, 0, 3) == 0) many.keys.pop_back();
+            }
+            while (many.keys.size() < 2) many.keys.push_back(keys[pick<std::size_t>(rng, 0, keys.size() - 1)]);
+            return many;
+        }
         default:
             return SetTokenFloor{pick<Token>(rng, 0, table.token_floor())};  // never lowers
     }

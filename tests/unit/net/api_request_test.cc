@@ -120,4 +120,32 @@ BOOST_AUTO_TEST_CASE(member_requests_name_a_bad_id_or_address) {
     BOOST_TEST(std::holds_alternative<BadRequest>(parse_member_id(R"({})")));
 }
 
+// A set of keys: "keys" instead of "key", 2..64 distinct valid keys, the
+// whole request refused naming the bad key.
+BOOST_AUTO_TEST_CASE(a_set_of_keys_parses_and_bad_sets_are_refused_naming_the_key) {
+    auto r = parse_acquire(R"({"keys":["b","a"],"lease_ms":5000})", kLimits);
+    BOOST_REQUIRE(std::holds_alternative<AcquireRequest>(r));
+    BOOST_TEST((std::get<AcquireRequest>(r).keys == std::vector<std::string>{"b", "a"}));
+    BOOST_TEST(std::get<AcquireRequest>(r).key.empty());
+    BOOST_TEST(acquire_error(R"({"keys":["a","b","a"],"lease_ms":5000})").find("key 'a' is named twice") !=
+               std::string::npos);
+    BOOST_TEST(acquire_error(R"({"keys":[],"lease_ms":5000})").find("names 0 keys") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"keys":["a"],"lease_ms":5000})").find("names 1 keys") != std::string::npos);
+    std::string many = R"({"lease_ms":5000,"keys":[)";
+    for (int i = 0; i < 65; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\"";
+    BOOST_TEST(acquire_error(many + "]}").find("names 65 keys") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"keys":["a","b\u0001"],"lease_ms":5000})").find("key 'b") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"keys":["a",5],"lease_ms":5000})").find("only strings") != std::string::npos);
+    BOOST_TEST(acquire_error(R"({"key":"a","keys":["a","b"],"lease_ms":5000})").find("exclusive") !=
+               std::string::npos);
+    // 64 keys of 512 bytes: past the 32 KiB a set may take.
+    std::string big = R"({"lease_ms":5000,"keys":[)";
+    for (int i = 0; i < 64; ++i) big += (i ? ",\"" : "\"") + std::to_string(i + 10) + std::string(510, 'k') + "\"";
+    BOOST_TEST(acquire_error(big + "]}").find("the limit is 32768") != std::string::npos);
+    auto release = parse_key_token(R"({"keys":["x","y"],"token":4})");
+    BOOST_REQUIRE(std::holds_alternative<KeyToken>(release));
+    BOOST_TEST((std::get<KeyToken>(release).keys == std::vector<std::string>{"x", "y"}));
+    BOOST_TEST(std::holds_alternative<BadRequest>(parse_key_token(R"({"keys":["x","x"],"token":4})")));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
