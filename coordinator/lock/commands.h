@@ -91,6 +91,32 @@ constexpr std::size_t expire_many_bytes(std::size_t key_bytes) {
     return 4 + key_bytes + 8;
 }
 
+// Leader-initiated checkpoints of leases' remaining time, many locks in one
+// entry: for each lock in order, if `key` is held with `token`, its
+// remaining_ms becomes `remaining_ms` (0 clears the checkpoint: a new leader
+// restarts the lease at its full lease_ms); otherwise nothing. A new leader
+// restarts a lease from its lock's remaining_ms (docs/guarantees.md
+// "Checkpoints" says why that never ends a lease before its holder's deadline).
+// Bounds: 1..kMaxCheckpoints locks, encoded in at most kMaxCheckpointBytes
+// (validate(); decode enforces the count), each remaining_ms <= kMaxLeaseMs.
+// checkpoint_bytes() says what one lock adds.
+constexpr std::size_t kMaxCheckpoints = 1024;
+constexpr std::size_t kMaxCheckpointBytes = 32u << 10;  // as kMaxExpireManyBytes
+struct LeaseCheckpoint {
+    std::string key;
+    Token token = 0;
+    std::uint64_t remaining_ms = 0;  // 0: clear
+    bool operator==(const LeaseCheckpoint&) const = default;
+};
+struct Checkpoint {
+    std::vector<LeaseCheckpoint> locks;
+    bool operator==(const Checkpoint&) const = default;
+};
+// The encoded size of one lock of a Checkpoint (key with its u32 length, token, remaining_ms).
+constexpr std::size_t checkpoint_bytes(std::size_t key_bytes) {
+    return 4 + key_bytes + 8 + 8;
+}
+
 // Bootstrap: raise the token floor so that tokens start above `floor`
 // (a cluster rebuilt from nothing must not undercut fences in databases).
 // The floor never decreases.
@@ -99,7 +125,7 @@ struct SetTokenFloor {
     bool operator==(const SetTokenFloor&) const = default;
 };
 
-using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany>;
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, Checkpoint>;
 
 // ---- results ----
 struct Granted {
@@ -131,6 +157,10 @@ struct ExpiredMany {
     std::uint32_t existed = 0;  // how many of the batch's locks were held with their token (now removed)
     bool operator==(const ExpiredMany&) const = default;
 };
+struct Checkpointed {
+    std::uint32_t applied = 0;  // how many of the batch's locks were held with their token (and set)
+    bool operator==(const Checkpointed&) const = default;
+};
 struct Noop {
     bool operator==(const Noop&) const = default;
 };
@@ -144,7 +174,8 @@ struct FloorSet {
     bool operator==(const FloorSet&) const = default;
 };
 
-using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany>;
+using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany,
+                            Checkpointed>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)
@@ -165,19 +196,22 @@ std::string validate_user(std::string_view user);
 std::string validate_value(std::string_view value);
 
 // Checks every field of a command against the limits (key, owner, user, 1 <= lease_ms
-// <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's count and size). Leaders call it before proposing; the
+// <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's or a Checkpoint's count and size). Leaders call it before proposing; the
 // state machine calls it on apply so a bad committed entry has a fixed outcome.
 // Returns an empty string when valid, else why not.
 std::string validate(const Command& cmd);
 // The same for one kind, without making a Command of it (the table's apply).
 std::string validate(const Grant& grant);
 std::string validate(const ExpireMany& many);
+std::string validate(const Checkpoint& checkpoint);
 
 // Encoding: [version u8][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
 // Version 1, tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
 // 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64},
-// 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)}.
+// 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)},
+// 8 Checkpoint{count u32 (1..kMaxCheckpoints), then count x (key, token u64,
+// remaining_ms u64)}.
 // Version 2 is written for a Grant with a non-empty user, and only for it:
 // tag 1 Grant{key, lease_ms u64, owner, user}. Everything else is written in
 // version 1, so a cluster without authentication writes only what releases

@@ -92,7 +92,9 @@ class LockTable {
     //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false,
     //                                                lease_ms}: the lock's lease_ms becomes
     //                                                the longer of its own and the Grant's
-    //                                                (a retry never shortens a lease)
+    //                                                (a retry never shortens a lease) and
+    //                                                its remaining_ms becomes 0 (the lease
+    //                                                restarts at full length)
     //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
     //     the same owner asked by another user)
     //   Release / Expire with the holder's token  -> Released / Expired{true}
@@ -101,6 +103,14 @@ class LockTable {
     //                                                their token}: each lock as Expire, in
     //                                                order; one failing validate() -> ExpiredMany{0},
     //                                                table unchanged
+    //   Checkpoint{locks}                         -> Checkpointed{how many were set}: each lock
+    //                                                in order, if held with its token and
+    //                                                remaining_ms <= the lock's lease_ms, gets
+    //                                                that remaining_ms (0 clears it); one
+    //                                                that would take bytes() past max_bytes()
+    //                                                (a first checkpoint adds 8 bytes) is left
+    //                                                as it is; one failing validate() ->
+    //                                                Checkpointed{0}, table unchanged
     //   SetTokenFloor{f}                          -> FloorSet{max(floor, f)}; f > kMaxToken
     //                                                is ignored
     // A held key's token is never 0, so GrantRejected{0} always means "invalid".
@@ -187,6 +197,8 @@ class LockTable {
     Result apply_one(std::uint64_t index, const Expire& expire);
     Result apply_one(std::uint64_t index, const SetTokenFloor& set);
     Result apply_one(std::uint64_t index, const ExpireMany& many);
+    Result apply_one(std::uint64_t index, const Checkpoint& checkpoint);
+    bool set_remaining(const LeaseCheckpoint& checkpoint);
     bool remove_if_held(std::string_view key, Token token);
     void account(const Lock& lock, bool add);  // keeps bytes_, with_user_ and extended_
     // Before `key`'s lock changes: keeps its state for the snapshot being

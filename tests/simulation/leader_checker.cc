@@ -30,9 +30,21 @@ void LeaderChecker::set_rate(raft::NodeId id, double rate) {
 }
 
 void LeaderChecker::start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms,
-                          member::Time local) const {
-    const auto margin = std::chrono::milliseconds(lease_ms + member::expiry_margin_ms(lease_ms, rho_ppm_));
+                          member::Time local, std::uint64_t run_ms) const {
+    const std::uint64_t run = run_ms == 0 ? lease_ms : run_ms;
+    const auto margin = std::chrono::milliseconds(run + member::expiry_margin_ms(run, rho_ppm_));
     v.leases[key] = LeaseRecord{token, lease_ms, local + margin, false};
+}
+
+void LeaderChecker::restarted_from_checkpoints(raft::NodeId id, const lock::LockTable& table, member::Time local) {
+    View& v = view(id);
+    require(v.term != 0, "member ", id, " restarted leases from checkpoints while not leading");
+    table.for_each([&](const lock::Lock& l) {
+        if (l.remaining_ms == 0) return;
+        auto it = v.leases.find(l.key);
+        if (it == v.leases.end() || it->second.token != l.token || it->second.expire_proposed) return;
+        start(v, l.key, l.token, l.lease_ms, local, l.remaining_ms);
+    });
 }
 
 void LeaderChecker::leading(raft::NodeId id, raft::Term term, const raft::Configuration& config,
@@ -91,7 +103,10 @@ void LeaderChecker::lock_removed(raft::NodeId id, const std::string& key, lock::
     View& v = view(id);
     auto it = v.leases.find(key);
     if (it != v.leases.end() && it->second.token == token) v.leases.erase(it);
+    v.removed_in_batch.insert({key, token});
 }
+
+void LeaderChecker::batch_begins(raft::NodeId id) { view(id).removed_in_batch.clear(); }
 
 void LeaderChecker::expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
                                     member::Time local) {
@@ -147,6 +162,7 @@ void LeaderChecker::kept_alive(raft::NodeId id, const std::string& key, lock::To
     View& v = view(id);
     if (v.term == 0) return;
     auto it = v.leases.find(key);
+    if (it == v.leases.end() && v.removed_in_batch.count({key, token}) > 0) return;
     require(it != v.leases.end() && it->second.token == token, "member ", id, " answered KeptAlive{", key, ", ", token,
             "} in term ", v.term, " for a lock it does not lease");
     require(!it->second.expire_proposed, "member ", id, " answered KeptAlive{", key, ", ", token,
