@@ -258,8 +258,9 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
             return;
         }
         leases_.restart(req.key, req.token, now, config_.max_clock_drift_ppm);
-        auto answer = [this, id, req, usable](bool cleared, Time at) {
-            if (!cleared) {
+        auto answer = [this, id, req, usable, term = leader_term_](bool cleared, Time at) {
+            // Cleared in this leadership: its leases are those restarted here.
+            if (!cleared || leader_term_ != term) {
                 unavailable(id);
                 return;
             }
@@ -450,7 +451,7 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             clear_checkpoint(req.key, token, now,
                              [this, id, req, token, lease_ms, index = applied->index, term = applied->term,
                               result = *applied->result](bool ok, Time) {
-                                 if (!ok) {
+                                 if (!ok || leader_term_ != term) {
                                      unavailable(id);
                                      return;
                                  }

@@ -12,7 +12,7 @@ namespace {
 double ms(member::Time t) { return static_cast<double>(t.count()) / 1e6; }
 }  // namespace
 
-LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), rates_(members, 1.0), gone_keys_(members) {}
+LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), rates_(members, 1.0), gone_keys_(members), restore_pending_(members, 0) {}
 
 LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
     require(id >= 1, "leader checker: no member ", id);
@@ -20,6 +20,7 @@ LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
         views_.resize(id);
         rates_.resize(id, 1.0);
         gone_keys_.resize(id);
+        restore_pending_.resize(id, 0);
     }
     return views_[id - 1];
 }
@@ -36,9 +37,18 @@ void LeaderChecker::start(View& v, const std::string& key, lock::Token token, st
     v.leases[key] = LeaseRecord{token, lease_ms, local + margin, false};
 }
 
-void LeaderChecker::restarted_from_checkpoints(raft::NodeId id, const lock::LockTable& table, member::Time local) {
+void LeaderChecker::restarted_from_checkpoints(raft::NodeId id, raft::Term term, const lock::LockTable& table,
+                                               member::Time local) {
     View& v = view(id);
-    require(v.term != 0, "member ", id, " restarted leases from checkpoints while not leading");
+    require(term != 0, "member ", id, " restarted leases from checkpoints while not leading");
+    if (v.term != term) {
+        restore_pending_[id - 1] = term;
+        return;
+    }
+    restore(v, table, local);
+}
+
+void LeaderChecker::restore(View& v, const lock::LockTable& table, member::Time local) const {
     table.for_each([&](const lock::Lock& l) {
         if (l.remaining_ms == 0) return;
         auto it = v.leases.find(l.key);
@@ -59,6 +69,8 @@ void LeaderChecker::leading(raft::NodeId id, raft::Term term, const raft::Config
     v.term = term;
     if (term == 0) return;
     for (const lock::Lock& l : table.list()) start(v, l.key, l.token, l.lease_ms, local);
+    if (restore_pending_[id - 1] == term) restore(v, table, local);
+    restore_pending_[id - 1] = 0;
     note_configuration(v, config, config_index, local);
 }
 
@@ -162,7 +174,7 @@ void LeaderChecker::kept_alive(raft::NodeId id, const std::string& key, lock::To
     View& v = view(id);
     if (v.term == 0) return;
     auto it = v.leases.find(key);
-    if (it == v.leases.end() && v.removed_in_batch.count({key, token}) > 0) return;
+    if (v.removed_in_batch.count({key, token}) > 0) return;  // (the key may be granted again since)
     require(it != v.leases.end() && it->second.token == token, "member ", id, " answered KeptAlive{", key, ", ", token,
             "} in term ", v.term, " for a lock it does not lease");
     require(!it->second.expire_proposed, "member ", id, " answered KeptAlive{", key, ", ", token,

@@ -86,7 +86,8 @@ public:
     void expire_in_ready(raft::NodeId id, raft::Term term, const std::string& key, lock::Token token);
     // A KeptAlive answered after a clearing Checkpoint applied is given
     // in the middle of the batch's applies: a Release or Expire of the lock
-    // later in that batch comes before it here (regrouped); it then leases nothing.
+    // later in that batch comes before it here (regrouped); it then leases
+    // nothing (and the key may be granted to another token since).
     void kept_alive(raft::NodeId id, const std::string& key, lock::Token token, member::Time local);
     // A new batch of the member's effects begins (what lock_removed() said in the last one is forgotten).
     void batch_begins(raft::NodeId id);
@@ -94,7 +95,10 @@ public:
     // term's first entry applied): each lock of `table` (the table after
     // the input: no checkpoint of this term applies before that line) with a
     // remaining_ms restarts for that long.
-    void restarted_from_checkpoints(raft::NodeId id, const lock::LockTable& table, member::Time local);
+    // When the core says so in the input that makes it leader of `term`
+    // (before leading() opens the view), it is done as leading() opens it.
+    void restarted_from_checkpoints(raft::NodeId id, raft::Term term, const lock::LockTable& table,
+                                    member::Time local);
     // A request for an acquire of `key` was reported gone, or its Granted
     // answer unwritten (response_written(false)).
     void acquire_gone(raft::NodeId id, const std::string& key);
@@ -140,9 +144,11 @@ private:
     std::uint64_t rho_ppm_;
     std::vector<View> views_;
     std::vector<double> rates_;  // per member: its clock's rate against real time
+    void restore(View& v, const lock::LockTable& table, member::Time local) const;
     // Per member, since its last start: keys of acquires reported gone (a
     // Grant of an earlier term may still apply in a later one).
     std::vector<std::set<std::string>> gone_keys_;
+    std::vector<raft::Term> restore_pending_;  // per member: restarted_from_checkpoints() before its view opened
     std::uint64_t expires_checked_ = 0;
     std::uint64_t keepalives_checked_ = 0;
     std::uint64_t waiter_grants_checked_ = 0;
