@@ -21,6 +21,7 @@ enum class Tag : std::uint8_t {
     kExpireMany = 5,
     kGrantMany = 6,
     kReleaseMany = 7,
+    kCheckpoint = 8,
 };
 
 // How many bytes of a key or owner describe() prints before "...".
@@ -131,6 +132,16 @@ std::optional<Command> decode_release_many(codec::Reader& in) {
     return ReleaseMany{std::move(*keys), token};
 }
 
+void encode_fields(std::string& out, const Checkpoint& checkpoint) {
+    codec::put_u8(out, tag_byte(Tag::kCheckpoint));
+    codec::put_u32(out, static_cast<std::uint32_t>(checkpoint.locks.size()));
+    for (const LeaseCheckpoint& c : checkpoint.locks) {
+        codec::put_string(out, c.key, kMaxKeyBytes, "checkpoint key");
+        codec::put_u64(out, c.token);
+        codec::put_u64(out, c.remaining_ms);
+    }
+}
+
 // Version 2 adds the user, which is then never empty (commands.h).
 std::optional<Command> decode_grant(codec::Reader& in, std::uint8_t version) {
     const std::string_view key = in.string("grant key", kMaxKeyBytes);
@@ -176,6 +187,27 @@ std::optional<Command> decode_expire_many(codec::Reader& in) {
     return many;
 }
 
+std::optional<Command> decode_checkpoint(codec::Reader& in) {
+    const std::size_t count_offset = in.offset();
+    const std::uint32_t count = in.u32("checkpoint count");
+    if (!in.ok()) return std::nullopt;
+    if (count < 1 || count > kMaxCheckpoints) {
+        in.fail_at(count_offset, "checkpoint count " + std::to_string(count) + " is not in 1.." +
+                                     std::to_string(kMaxCheckpoints));
+        return std::nullopt;
+    }
+    Checkpoint checkpoint;
+    checkpoint.locks.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const std::string_view key = in.string("checkpoint key", kMaxKeyBytes);
+        const std::uint64_t token = in.u64("checkpoint token");
+        const std::uint64_t remaining_ms = in.u64("checkpoint remaining_ms");
+        if (!in.ok()) return std::nullopt;
+        checkpoint.locks.push_back(LeaseCheckpoint{std::string(key), token, remaining_ms});
+    }
+    return checkpoint;
+}
+
 std::optional<Command> decode_floor(codec::Reader& in) {
     const std::uint64_t floor = in.u64("set_token_floor floor");
     if (!in.ok()) return std::nullopt;
@@ -205,8 +237,10 @@ std::optional<Command> decode_body(codec::Reader& in, std::uint8_t version) {
             return decode_grant_many(in);
         case Tag::kReleaseMany:
             return decode_release_many(in);
+        case Tag::kCheckpoint:
+            return decode_checkpoint(in);
     }
-    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..7)");
+    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..8)");
     return std::nullopt;
 }
 
@@ -318,6 +352,14 @@ std::string describe(const Command& cmd) {
                            std::to_string(c.locks.front().token);
                 }
                 return out;
+            } else if constexpr (std::is_same_v<C, Checkpoint>) {
+                std::string out = "checkpoint count=" + std::to_string(c.locks.size());
+                if (!c.locks.empty()) {
+                    out += " first_key=" + quoted(c.locks.front().key) + " first_token=" +
+                           std::to_string(c.locks.front().token) +
+                           " first_remaining_ms=" + std::to_string(c.locks.front().remaining_ms);
+                }
+                return out;
             } else {
                 return "set_token_floor floor=" + std::to_string(c.floor);
             }
@@ -348,6 +390,8 @@ std::string describe(const Result& result) {
                 return "noop";
             } else if constexpr (std::is_same_v<R, ExpiredMany>) {
                 return "expired_many existed=" + std::to_string(r.existed);
+            } else if constexpr (std::is_same_v<R, Checkpointed>) {
+                return "checkpointed applied=" + std::to_string(r.applied);
             } else if constexpr (std::is_same_v<R, FloorSet>) {
                 return "floor_set floor=" + std::to_string(r.floor);
             } else {

@@ -91,6 +91,32 @@ constexpr std::size_t expire_many_bytes(std::size_t key_bytes) {
     return 4 + key_bytes + 8;
 }
 
+// Leader-initiated checkpoints of leases' remaining time, many locks in one
+// entry: for each lock in order, if `key` is held with `token`, its
+// remaining_ms becomes `remaining_ms` (0 clears the checkpoint: a new leader
+// restarts the lease at its full lease_ms); otherwise nothing. A new leader
+// restarts a lease from its lock's remaining_ms (docs/guarantees.md
+// "Checkpoints" says why that never ends a lease before its holder's deadline).
+// Bounds: 1..kMaxCheckpoints locks, encoded in at most kMaxCheckpointBytes
+// (validate(); decode enforces the count), each remaining_ms <= kMaxLeaseMs.
+// checkpoint_bytes() says what one lock adds.
+constexpr std::size_t kMaxCheckpoints = 1024;
+constexpr std::size_t kMaxCheckpointBytes = 32u << 10;  // as kMaxExpireManyBytes
+struct LeaseCheckpoint {
+    std::string key;
+    Token token = 0;
+    std::uint64_t remaining_ms = 0;  // 0: clear
+    bool operator==(const LeaseCheckpoint&) const = default;
+};
+struct Checkpoint {
+    std::vector<LeaseCheckpoint> locks;
+    bool operator==(const Checkpoint&) const = default;
+};
+// The encoded size of one lock of a Checkpoint (key with its u32 length, token, remaining_ms).
+constexpr std::size_t checkpoint_bytes(std::size_t key_bytes) {
+    return 4 + key_bytes + 8 + 8;
+}
+
 // Bootstrap: raise the token floor so that tokens start above `floor`
 // (a cluster rebuilt from nothing must not undercut fences in databases).
 // The floor never decreases.
@@ -131,7 +157,7 @@ struct ReleaseMany {
 std::size_t encoded_bytes(const GrantMany& many);
 std::size_t encoded_bytes(const ReleaseMany& many);
 
-using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, GrantMany, ReleaseMany>;
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, GrantMany, ReleaseMany, Checkpoint>;
 
 // ---- results ----
 struct Granted {
@@ -164,6 +190,10 @@ struct ExpiredMany {
     std::uint32_t existed = 0;  // how many of the batch's locks were held with their token (now removed)
     bool operator==(const ExpiredMany&) const = default;
 };
+struct Checkpointed {
+    std::uint32_t applied = 0;  // how many of the batch's locks were held with their token (and set)
+    bool operator==(const Checkpointed&) const = default;
+};
 struct Noop {
     bool operator==(const Noop&) const = default;
 };
@@ -188,7 +218,7 @@ struct PartOfSet {
 };
 
 using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany,
-                            PartOfSet>;
+                            PartOfSet, Checkpointed>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)
@@ -209,7 +239,7 @@ std::string validate_user(std::string_view user);
 std::string validate_value(std::string_view value);
 
 // Checks every field of a command against the limits (key, owner, user, 1 <= lease_ms
-// <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's count and size). Leaders call it before proposing; the
+// <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's or a Checkpoint's count and size). Leaders call it before proposing; the
 // state machine calls it on apply so a bad committed entry has a fixed outcome.
 // Returns an empty string when valid, else why not.
 std::string validate(const Command& cmd);
@@ -218,6 +248,7 @@ std::string validate(const Grant& grant);
 std::string validate(const ExpireMany& many);
 std::string validate(const GrantMany& many);
 std::string validate(const ReleaseMany& many);
+std::string validate(const Checkpoint& checkpoint);
 
 // Encoding: [version u8][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
@@ -228,6 +259,8 @@ std::string validate(const ReleaseMany& many);
 // 7 ReleaseMany{count u32 (2..kMaxGrantManyKeys), count x key, token u64}.
 // Tags 6 and 7 are written in version 1 with every field (the user even when
 // empty): no reader older than them knows them.
+// 8 Checkpoint{count u32 (1..kMaxCheckpoints), then count x (key, token u64,
+// remaining_ms u64)}.
 // Version 2 is written for a Grant with a non-empty user, and only for it:
 // tag 1 Grant{key, lease_ms u64, owner, user}. Everything else is written in
 // version 1, so a cluster without authentication writes only what releases

@@ -48,15 +48,18 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
         }
         if (regrants(*held, grant.owner, grant.user)) {
             const Token token = held->token;
-            if (grant.lease_ms <= held->lease_ms) return Granted{token, false, held->lease_ms};
+            const std::uint64_t lease_ms = std::max(grant.lease_ms, held->lease_ms);
+            if (lease_ms == held->lease_ms && held->remaining_ms == 0) return Granted{token, false, lease_ms};
             before_change(grant.key);
-            // A retry may lengthen the lease: the set's element is const, so
-            // the node is taken out, changed and put back (the key, its
-            // place, is unchanged).
+            // A retry may lengthen the lease, and restarts it (no
+            // checkpoint): the set's element is const, so the node is taken
+            // out, changed and put back (the key, its place, is unchanged).
+            account(*held, false);
             auto node = locks_.extract(held);
-            node.value().lease_ms = grant.lease_ms;
-            locks_.insert(std::move(node));
-            return Granted{token, false, grant.lease_ms};
+            node.value().lease_ms = lease_ms;
+            node.value().remaining_ms = 0;
+            account(*locks_.insert(std::move(node)).position, true);
+            return Granted{token, false, lease_ms};
         }
         return GrantRejected{held->token};
     }
@@ -159,6 +162,27 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const ReleaseMany& many) {
     }
     for (const std::string& key : many.keys) remove_if_held(key, many.token);
     return Released{};
+}
+
+Result LockTable::apply_one(std::uint64_t /*index*/, const Checkpoint& checkpoint) {
+    // Invalid (validate()): a fixed outcome on every member, nothing set.
+    if (!validate(checkpoint).empty()) return Checkpointed{0};
+    std::uint32_t applied = 0;
+    for (const LeaseCheckpoint& c : checkpoint.locks) applied += set_remaining(c) ? 1 : 0;
+    return Checkpointed{applied};
+}
+
+bool LockTable::set_remaining(const LeaseCheckpoint& c) {
+    auto held = locks_.find(c.key);
+    if (held == locks_.end() || held->token != c.token || c.remaining_ms > held->lease_ms) return false;
+    const bool grows = held->remaining_ms == 0 && c.remaining_ms != 0;
+    if (grows && bytes_ + 8 > max_bytes_) return false;
+    before_change(c.key);
+    account(*held, false);
+    auto node = locks_.extract(held);
+    node.value().remaining_ms = c.remaining_ms;
+    account(*locks_.insert(std::move(node)).position, true);
+    return true;
 }
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const SetTokenFloor& set) {

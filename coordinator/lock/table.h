@@ -92,7 +92,9 @@ class LockTable {
     //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false,
     //                                                lease_ms}: the lock's lease_ms becomes
     //                                                the longer of its own and the Grant's
-    //                                                (a retry never shortens a lease)
+    //                                                (a retry never shortens a lease) and
+    //                                                its remaining_ms becomes 0 (the lease
+    //                                                restarts at full length)
     //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
     //     the same owner asked by another user)
     //   Grant, held by a set (set_size() >= 2), regrants() -> PartOfSet{key, set token, keys}:
@@ -125,6 +127,14 @@ class LockTable {
     //                                                their token}: each lock as Expire, in
     //                                                order; one failing validate() -> ExpiredMany{0},
     //                                                table unchanged
+    //   Checkpoint{locks}                         -> Checkpointed{how many were set}: each lock
+    //                                                in order, if held with its token and
+    //                                                remaining_ms <= the lock's lease_ms, gets
+    //                                                that remaining_ms (0 clears it); one
+    //                                                that would take bytes() past max_bytes()
+    //                                                (a first checkpoint adds 8 bytes) is left
+    //                                                as it is; one failing validate() ->
+    //                                                Checkpointed{0}, table unchanged
     //   SetTokenFloor{f}                          -> FloorSet{max(floor, f)}; f > kMaxToken
     //                                                is ignored
     // A held key's token is never 0, so GrantRejected{0} always means "invalid".
@@ -227,6 +237,8 @@ class LockTable {
     Result regrant_many(const GrantMany& many);
     // Lengthens `key`'s lease to `lease_ms` (a re-grant; the key is held).
     void lengthen(std::string_view key, std::uint64_t lease_ms);
+    Result apply_one(std::uint64_t index, const Checkpoint& checkpoint);
+    bool set_remaining(const LeaseCheckpoint& checkpoint);
     bool remove_if_held(std::string_view key, Token token);
     // Counts the sets from scratch (restore()).
     void count_sets();

@@ -157,6 +157,30 @@ std::string check_keys(std::string_view what, const std::vector<std::string>& ke
     return {};
 }
 
+std::string check_checkpoint(const Checkpoint& checkpoint) {
+    if (checkpoint.locks.empty() || checkpoint.locks.size() > kMaxCheckpoints) {
+        return "checkpoint holds " + std::to_string(checkpoint.locks.size()) + " locks; it must hold 1.." +
+               std::to_string(kMaxCheckpoints);
+    }
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < checkpoint.locks.size(); ++i) {
+        const LeaseCheckpoint& c = checkpoint.locks[i];
+        if (auto problem = validate_key(c.key); !problem.empty()) {
+            return "checkpoint lock " + std::to_string(i) + ": " + problem;
+        }
+        if (c.remaining_ms > kMaxLeaseMs) {
+            return "checkpoint lock " + std::to_string(i) + ": remaining_ms " + std::to_string(c.remaining_ms) +
+                   " is above " + std::to_string(kMaxLeaseMs);
+        }
+        bytes += checkpoint_bytes(c.key.size());
+    }
+    if (bytes > kMaxCheckpointBytes) {
+        return "checkpoint locks take " + std::to_string(bytes) + " bytes; the limit is " +
+               std::to_string(kMaxCheckpointBytes);
+    }
+    return {};
+}
+
 std::string check_grant_many(const GrantMany& many) {
     if (auto problem = check_keys("grant_many", many.keys, encoded_bytes(many)); !problem.empty()) return problem;
     if (auto problem = check_lease(many.lease_ms); !problem.empty()) return problem;
@@ -214,6 +238,10 @@ std::string validate(const ReleaseMany& many) {
     return check_keys("release_many", many.keys, encoded_bytes(many));
 }
 
+std::string validate(const Checkpoint& checkpoint) {
+    return check_checkpoint(checkpoint);
+}
+
 std::string validate(const Command& cmd) {
     return std::visit(
         [](const auto& c) -> std::string {
@@ -226,6 +254,8 @@ std::string validate(const Command& cmd) {
                 return check_expire_many(c);
             } else if constexpr (std::is_same_v<C, GrantMany> || std::is_same_v<C, ReleaseMany>) {
                 return validate(c);
+            } else if constexpr (std::is_same_v<C, Checkpoint>) {
+                return check_checkpoint(c);
             } else {
                 return validate_key(c.key);  // Release, Expire: any token is well-formed
             }

@@ -40,6 +40,11 @@ Core::Core(Config config, const raft::Storage& storage)
     if (config_.expiry_wave < 1 || config_.expiry_wave > kMaxExpiryWave) {
         throw std::invalid_argument("expiry_wave " + num(config_.expiry_wave) + " is not in 1.." + num(kMaxExpiryWave));
     }
+    if (config_.max_checkpoints_per_tick < 1 || config_.max_checkpoints_per_tick > lock::kMaxCheckpoints) {
+        throw std::invalid_argument("max_checkpoints_per_tick " + num(config_.max_checkpoints_per_tick) +
+                                    " is not in 1.." + num(lock::kMaxCheckpoints));
+    }
+    leases_ = LeaseSet(config_.lease_checkpoints);
     if (config_.max_table_bytes > lock::kMaxTableBytes) {
         throw std::invalid_argument("max_table_bytes " + num(config_.max_table_bytes) + " is above " +
                                     num(lock::kMaxTableBytes) + ": its snapshot might not fit");
@@ -121,6 +126,7 @@ void Core::tick(Time now) {
     if (is_leader()) {
         check_expiries(now);
         sweep_waiters(now);
+        if (config_.lease_checkpoints && leader_term_ == raft_->term()) propose_checkpoints(now);
     }
     if (config_.sweep_every_ticks > 0 && ticks_ % static_cast<std::uint64_t>(config_.sweep_every_ticks) == 0) {
         sweep_proposals(now);
@@ -318,6 +324,9 @@ void Core::become_leader(Time now) {
     leader_term_ = raft_->term();
     log(LogLevel::kInfo, "became_leader", {{"term", num(leader_term_)}, {"locks", num(table_.size())}});
     restart_all_leases(now);
+    checkpoints_restored_ = false;
+    // This term's first entry (the no-op) applied already: all before it did.
+    if (applied_term_ == leader_term_) restart_from_checkpoints(now);
     if (config_.token_floor > table_.token_floor()) {
         raft::ProposeError err = raft::ProposeError::kNone;
         propose(lock::SetTokenFloor{config_.token_floor}, now, [](const Witness*, Time) {}, &err);
@@ -333,7 +342,8 @@ void Core::lose_leadership(Time /*now*/) {
     drop_all_waiters();
 }
 
-bool Core::propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error) {
+bool Core::propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error,
+                   raft::Index* index) {
     if (proposals_.size() >= config_.max_proposals) {
         *error = raft::ProposeError::kBacklog;
         return false;
@@ -342,6 +352,7 @@ bool Core::propose(const lock::Command& cmd, Time now, ProposalDone done, raft::
     *error = r.error;
     if (r.error != raft::ProposeError::kNone) return false;
     proposals_[r.index] = Proposal{r.term, now, std::move(done)};
+    if (index != nullptr) *index = r.index;
     return true;
 }
 

@@ -87,7 +87,15 @@
 //     the rest follow in the next).
 //   - A lease starts when its Grant applies on the leader, restarts on a
 //     keepalive (confirmed by a quorum round started after it arrived), and
-//     restarts at its full length on a new leader. Expire{key, token} is
+//     restarts at its full length on a new leader; with
+//     Config::lease_checkpoints, once the first entry of the new leader's
+//     term applies, a lease whose lock has a checkpoint (remaining_ms)
+//     restarts again, for that long. Checkpoints: at most
+//     Config::max_checkpoints_per_tick per tick, one per run of a lease at
+//     its half, value checkpoint_remaining_ms() (lease.h). A keepalive or
+//     same-owner re-grant of a lease with a checkpoint stored or in flight
+//     is answered only once a clearing Checkpoint (remaining_ms 0) proposed
+//     after it applied in this term (docs/guarantees.md "Checkpoints"). Expire{key, token} is
 //     proposed once expire_at (lease.h: lease_ms * (1 + rho) after the
 //     start) has passed AND a quorum round asked for after the lease's
 //     current expire_at confirmed this member still leads (a round asked
@@ -240,6 +248,16 @@ struct Config {
     // The most leases one expiry wave takes (1..kMaxExpiryWave): its round
     // and Expires are done before the next wave is taken.
     std::size_t expiry_wave = kDefaultExpiryWave;
+    // Leases' remaining time is checkpointed through the log (lock::Checkpoint)
+    // once per run, at its half, and a new leader restarts a lease from its
+    // lock's checkpoint (docs/guarantees.md "Checkpoints"). Every member
+    // must be able to apply Checkpoint before it is true. Whether true or
+    // not, a keepalive or re-grant of a lease with a checkpoint stored or in
+    // flight commits a clearing one before it is answered.
+    bool lease_checkpoints = false;
+    // The most leases checkpointed per tick, in one Checkpoint entry
+    // (1..lock::kMaxCheckpoints; fewer when their keys fill kMaxCheckpointBytes).
+    std::size_t max_checkpoints_per_tick = lock::kMaxCheckpoints;
     std::uint64_t token_floor = 0;         // proposed by a new leader if higher than the table's
     // The lock table's size limit (lock::LockTable): the same on every
     // member, or they diverge. The server keeps the default; tests lower it.
@@ -414,7 +432,8 @@ private:
     void observe_role(Time now);
     void become_leader(Time now);
     void lose_leadership(Time now);
-    bool propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error);
+    bool propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error,
+                 raft::Index* index = nullptr);
     void sweep_proposals(Time now);
     bool needs_write(const raft::Ready& rd) const;
     void respond(RequestId id, Response r, const Witness& by = {});
@@ -452,6 +471,19 @@ private:
     void run_confirmed_reads(Time now);
     void fail_reads(std::uint64_t ctx, Time now);
     void restart_all_leases(Time now);
+    // Once everything committed before this leadership applied (its first
+    // entry did): each running lease whose lock has a checkpoint restarts
+    // from it.
+    void restart_from_checkpoints(Time now);
+    void propose_checkpoints(Time now);
+    // Whether `key`'s lease with `token` has a checkpoint stored in the
+    // table or proposed and not applied.
+    bool has_checkpoint(const std::string& key, lock::Token token) const;
+    // Commits a Checkpoint clearing `key`'s (token's) then calls
+    // done(applied, now) (applied: false when it could not be proposed or was lost).
+    void clear_checkpoint(const std::string& key, lock::Token token, Time now, std::function<void(bool, Time)> done);
+    void answer_granted(RequestId id, const Acquire& req, lock::Token token, std::uint64_t lease_ms,
+                        const Witness& by);
     void check_expiries(Time now);
     void propose_expires(const std::vector<DueLease>& due, Time now, std::uint64_t wave);
     // One part of `wave` is done: its round, or one of its Expires (applied
@@ -519,6 +551,7 @@ private:
     raft::Term applied_term_ = 0;
 
     raft::Term leader_term_ = 0;  // term of our current leadership (0: not leader)
+    bool checkpoints_restored_ = false;  // restart_from_checkpoints() ran in this leadership
     raft::NodeId last_leader_ = raft::kNoNode;
     std::uint64_t ticks_ = 0;
     bool shutting_down_ = false;

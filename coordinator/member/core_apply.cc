@@ -73,6 +73,9 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     if (e.type == raft::EntryType::kConfig) on_config_applied(e);
     if (config_.observer != nullptr) config_.observer->after_apply(e, result, table_);
     if (cmd) on_applied(e.index, *cmd, result, before, now);
+    if (!checkpoints_restored_ && leader_term_ != 0 && e.term == leader_term_ && is_leader()) {
+        restart_from_checkpoints(now);
+    }
     auto it = proposals_.find(e.index);
     if (it == proposals_.end()) return;
     Proposal p = std::move(it->second);
@@ -170,6 +173,13 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             note_event(index, WatchEventType::kExpired, one.key, one.token, {}, 0, existed);
             on_expired(one, existed, before[i].owner, now);
         }
+    } else if (const auto* c = std::get_if<lock::Checkpoint>(&cmd)) {
+        const auto* done = std::get_if<lock::Checkpointed>(&result);
+        if (done != nullptr) counters_.checkpoints += done->applied;
+        log(LogLevel::kDebug, "checkpoint",
+            {{"locks", num(c->locks.size())}, {"applied", num(done != nullptr ? done->applied : 0)},
+             {"first_key", c->locks.empty() ? std::string() : c->locks.front().key},
+             {"first_remaining_ms", num(c->locks.empty() ? 0 : c->locks.front().remaining_ms)}});
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
         log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
     }

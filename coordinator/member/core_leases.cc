@@ -24,6 +24,7 @@ enum class Mutant : int {
     kWaitersLifo = 3,        // a new waiter is queued at the front
     kPhantomLeaked = 4,      // a phantom grant's lease is dropped: the lock is never expired
     kPhantomCutsAnswered = 5,  // a phantom grant's expiry cuts a lease answered to another request
+    kKeepAliveKeepsCheckpoint = 6,  // a keepalive of a checkpointed lease is answered without clearing it
 };
 constexpr Mutant kMutant = static_cast<Mutant>(PGFENCE_MEMBER_MUTANT);
 }  // namespace
@@ -71,6 +72,72 @@ void Core::fail_reads(std::uint64_t ctx, Time now) {
 
 void Core::restart_all_leases(Time now) {
     leases_.start_all(table_, now, config_.max_clock_drift_ppm);
+}
+
+// Called once the first entry of this leadership's term applied: every
+// entry committed before the term did too, so each lock's remaining_ms is
+// the last checkpoint of its lease, and none applies later (docs/guarantees.md
+// "Checkpoints"). Nothing of this term renewed a lease yet: a keepalive is
+// answered after a round that waits for that entry, this term's re-grants
+// apply after it.
+void Core::restart_from_checkpoints(Time now) {
+    checkpoints_restored_ = true;
+    if (!config_.lease_checkpoints) return;
+    std::uint64_t restarted = 0;
+    // A lease being confirmed (its full run ran out before this) restarts
+    // too, and runs on; none is being expired yet (that needs a round,
+    // which waits for this term's first entry).
+    table_.for_each([&](const lock::Lock& l) {
+        if (l.remaining_ms == 0) return;
+        if (leases_.restart(l.key, l.token, now, config_.max_clock_drift_ppm, l.remaining_ms)) ++restarted;
+    });
+    log(LogLevel::kInfo, "leases_from_checkpoints", {{"term", num(leader_term_)}, {"restarted", num(restarted)},
+                                                      {"locks", num(table_.size())}});
+}
+
+// The leases whose run is half over are checkpointed, one entry per tick;
+// none before restart_from_checkpoints() ran in this leadership (so that the
+// checkpoints it restarts from are those of earlier terms only).
+void Core::propose_checkpoints(Time now) {
+    if (!checkpoints_restored_) return;
+    std::vector<DueCheckpoint> due;
+    if (leases_.take_checkpoints(now, config_.max_checkpoints_per_tick, lock::kMaxCheckpointBytes, due) == 0) return;
+    lock::Checkpoint batch;
+    for (const DueCheckpoint& d : due) {
+        const std::uint64_t remaining = checkpoint_remaining_ms(d.run_ms, d.started, now, config_.max_clock_drift_ppm);
+        if (remaining == 0) continue;
+        batch.locks.push_back(lock::LeaseCheckpoint{d.key, d.token, remaining});
+    }
+    if (batch.locks.empty()) return;
+    raft::ProposeError err = raft::ProposeError::kNone;
+    raft::Index index = 0;
+    if (!propose(batch, now, [](const Witness*, Time) {}, &err, &index)) {
+        log(LogLevel::kWarn, "checkpoint_not_proposed",
+            {{"locks", num(batch.locks.size())}, {"error", raft::to_string(err)}});
+        return;
+    }
+    for (const lock::LeaseCheckpoint& c : batch.locks) leases_.checkpoint_proposed(c.key, c.token, index);
+}
+
+bool Core::has_checkpoint(const std::string& key, lock::Token token) const {
+    const lock::Lock* l = table_.find(key);
+    if (l != nullptr && l->token == token && l->remaining_ms != 0) return true;
+    const Lease* lease = leases_.find(key);
+    return lease != nullptr && lease->token == token && lease->checkpoint_index > table_.applied_index();
+}
+
+void Core::clear_checkpoint(const std::string& key, lock::Token token, Time now,
+                            std::function<void(bool, Time)> done) {
+    raft::ProposeError err = raft::ProposeError::kNone;
+    raft::Index index = 0;
+    const bool ok = propose(lock::Checkpoint{{lock::LeaseCheckpoint{key, token, 0}}}, now,
+                            [done](const Witness* applied, Time at) { done(applied != nullptr, at); }, &err, &index);
+    if (!ok) {
+        done(false, now);
+        return;
+    }
+    ++counters_.checkpoint_clears;
+    leases_.checkpoint_proposed(key, token, index);
 }
 
 // A lease is expired from its expire_at (the nominal deadline plus the
@@ -221,11 +288,34 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
             return;
         }
         leases_.restart(req.key, req.token, now, config_.max_clock_drift_ppm);
-        leases_.answered(req.key, req.token);
-        ++counters_.keepalives;
-        log(LogLevel::kDebug, "keepalive",
-            {{"key", req.key}, {"token", num(req.token)}, {"owner", owner_of(req.key, req.token)}});
-        respond(id, KeptAlive{req.key, req.token, leases_.find(req.key)->lease_ms});
+        auto answer = [this, id, req, usable, term = leader_term_](bool cleared, Time at) {
+            // Cleared in this leadership: its leases are those restarted here.
+            if (!cleared || leader_term_ != term) {
+                unavailable(id);
+                return;
+            }
+            if (!usable(req.key, req.token)) {
+                ++counters_.keepalive_failures;
+                respond(id, NotHeld{});
+                return;
+            }
+            // Restarted again when answered after a clearing checkpoint (at
+            // the confirmation too: no checkpoint of the earlier run may be
+            // proposed after the clearing one).
+            leases_.restart(req.key, req.token, at, config_.max_clock_drift_ppm);
+            leases_.answered(req.key, req.token);
+            ++counters_.keepalives;
+            log(LogLevel::kDebug, "keepalive",
+                {{"key", req.key}, {"token", num(req.token)}, {"owner", owner_of(req.key, req.token)}});
+            respond(id, KeptAlive{req.key, req.token, leases_.find(req.key)->lease_ms});
+        };
+        // The lease runs at full length again: a checkpoint of its earlier
+        // run, stored or in flight, would be too short for a new leader.
+        if (kMutant != Mutant::kKeepAliveKeepsCheckpoint && has_checkpoint(req.key, req.token)) {
+            clear_checkpoint(req.key, req.token, now, answer);
+            return;
+        }
+        answer(true, now);
     });
 }
 
@@ -441,14 +531,23 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
             for_keys(req, [&](const std::string& key) { expire_phantom_grant(key, token, now); });
             return;
         }
-        // Counted before it goes out: from here on the lease is promised to
-        // this client until the shell reports the answer unwritten.
-        bool counted = false;
-        for_keys(req, [&](const std::string& key) { counted = leases_.answered(key, token, proof_kid_) || counted; });
-        unwritten_[id] = Unwritten{req.keys.empty() ? std::vector<std::string>{req.key} : req.keys, token,
-                                   counted ? leader_term_ : 0};
-        // A re-grant answers the lease in force: the longer, when the retry asked for less.
-        respond(id, Granted{req.key, token, g->lease_ms, req.owner, req.keys}, *applied);
+        // A re-grant restarted the lease at full length (and the table
+        // cleared its checkpoint): one proposed before it applied and
+        // applying after it would be too short for a new leader.
+        if (!g->created && has_checkpoint(first_key, token)) {
+            const std::uint64_t lease_ms = g->lease_ms;
+            clear_checkpoint(first_key, token, now,
+                             [this, id, req, token, lease_ms, index = applied->index, term = applied->term,
+                              result = *applied->result](bool ok, Time) {
+                                 if (!ok || leader_term_ != term) {
+                                     unavailable(id);
+                                     return;
+                                 }
+                                 answer_granted(id, req, token, lease_ms, Witness{index, term, &result});
+                             });
+            return;
+        }
+        answer_granted(id, req, token, g->lease_ms, *applied);
         return;
     }
     if (const auto* full = std::get_if<lock::TableFull>(r)) {
@@ -475,6 +574,18 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
               num(rej->holder_token);
     }
     respond(id, Held{std::move(why)}, *applied);
+}
+
+void Core::answer_granted(RequestId id, const Acquire& req, lock::Token token, std::uint64_t lease_ms,
+                          const Witness& by) {
+    // Counted before it goes out: from here on the lease is promised to
+    // this client until the shell reports the answer unwritten.
+    bool counted = false;
+    for_keys(req, [&](const std::string& key) { counted = leases_.answered(key, token, proof_kid_) || counted; });
+    unwritten_[id] = Unwritten{req.keys.empty() ? std::vector<std::string>{req.key} : req.keys, token,
+                               counted ? leader_term_ : 0};
+    // A re-grant answers the lease in force: the longer, when the retry asked for less.
+    respond(id, Granted{req.key, token, lease_ms, req.owner, req.keys}, by);
 }
 
 void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now, const Witness& by) {

@@ -37,6 +37,8 @@ struct Counters {
     std::uint64_t expiries_missing = 0;
     std::uint64_t expires_proposed = 0;  // by this member as leader
     std::uint64_t expire_batches = 0;    // ExpireMany entries proposed by this member as leader
+    std::uint64_t checkpoints = 0;       // locks whose remaining_ms an applied Checkpoint set (or cleared)
+    std::uint64_t checkpoint_clears = 0;  // clearing Checkpoints proposed by this member as leader (keepalive, re-grant)
     std::uint64_t keepalives = 0;        // answered as leader
     std::uint64_t keepalive_failures = 0;
     std::uint64_t phantom_releases = 0;  // grants nobody received: lease ended at once, then expired

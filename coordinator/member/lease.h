@@ -23,7 +23,15 @@
 // next holder while every clock rate is within rho. Beyond rho leases may
 // overlap; the fencing token still protects the data.
 //
-// `deadline` is the NOMINAL end (start + lease_ms): the HTTP API's ttl_ms
+// A run of the lease is the time from one (re)start to its end: lease_ms,
+// except for a run a new leader restarts from its lock's checkpoint
+// (lock::Lock::remaining_ms), whose length is that remaining time. The same
+// rule holds for it: the leader proposes Expire once run_ms * (1 + rho) has
+// passed since the run started, and the run started after the real time at
+// which the holder's deadline was at most run_ms away (docs/guarantees.md
+// "Checkpoints" shows why checkpoint_remaining_ms() gives such a run).
+//
+// `deadline` is the NOMINAL end (start + run_ms): the HTTP API's ttl_ms
 // counts down to it, so the margin is invisible in the API; only the point at
 // which Expire is considered (`expire_at`) adds it.
 #pragma once
@@ -59,6 +67,25 @@ constexpr std::uint64_t kDefaultMaxWaitMs = 300'000;
 // No overflow: lease_ms <= 24h (--max-lease) and ppm <= 500000 (options.h).
 constexpr std::uint64_t expiry_margin_ms(std::uint64_t lease_ms, std::uint64_t max_clock_drift_ppm) {
     return (lease_ms * max_clock_drift_ppm + 999'999) / 1'000'000;
+}
+
+// The time a lease's holder may still hold it, checkpointed at `now` into a
+// lease whose current run of `run_ms` started at `started` (both on this
+// leader's clock): run_ms less the REAL time that has surely passed since,
+// the elapsed time on this clock divided by (1 + rho) (a fast clock shows
+// more time than passed), rounded so that the result only grows. 0 when
+// nothing is left. An upper bound of the time left before the holder's
+// deadline, so a new leader that waits this long times (1 + rho) on its own
+// clock, from a moment after this one, never expires the lease early.
+constexpr std::uint64_t checkpoint_remaining_ms(std::uint64_t run_ms, std::chrono::nanoseconds started,
+                                                std::chrono::nanoseconds now, std::uint64_t max_clock_drift_ppm) {
+    if (now <= started) return run_ms;
+    const auto elapsed_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count());  // rounded down
+    // No overflow: elapsed_ms <= run_ms <= 24h when it matters (capped first).
+    const std::uint64_t capped_ms = elapsed_ms < run_ms ? elapsed_ms : run_ms;
+    const std::uint64_t surely_passed_ms = capped_ms * 1'000'000 / (1'000'000 + max_clock_drift_ppm);
+    return run_ms - surely_passed_ms;
 }
 
 // Where a lease stands on its way to Expire:
@@ -97,7 +124,7 @@ private:
     std::uint8_t size_ = 0;
 };
 
-// Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(lease_ms,
+// Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(run_ms,
 // rho) except after a phantom grant expired, which brings each of them forward to the moment
 // it ended the lease when it was later.
 //
@@ -111,9 +138,18 @@ private:
 struct Lease {
     lock::Token token = 0;
     std::uint64_t lease_ms = 0;
-    Time deadline{};   // (re)start + lease_ms: the nominal end, reported as ttl_ms
+    std::uint64_t run_ms = 0;  // this run's length: lease_ms, or the checkpoint a new leader restarted it from
+    Time started{};    // this run's (re)start
+    Time deadline{};   // started + run_ms: the nominal end, reported as ttl_ms
     Time expire_at{};  // deadline + margin: Expire is considered from here on
     LeasePhase phase = LeasePhase::kRunning;
+    // When this run's checkpoint is due (started + run_ms / 2), kNoCheckpoint
+    // when none is (checkpoints off, or proposed already in this run).
+    Time checkpoint_at = kNoCheckpoint;
+    // The log index of the last Checkpoint naming this lease proposed in
+    // this leadership (0: none): one above the applied index is in flight.
+    std::uint64_t checkpoint_index = 0;
+    static constexpr Time kNoCheckpoint = Time::max();
     std::uint32_t answers = 0;  // saturates at kMaxAnswers (then never cut)
     ProofKid kid;  // see kNoProofKid above
 
@@ -122,17 +158,23 @@ struct Lease {
     bool expiring() const { return phase == LeasePhase::kExpiring; }
     bool answered() const { return answers > 0; }
 
-    // (Re)starts the lease at `now`: on grant apply, keepalive, or a new leader's restart.
-    void restart(Time now, std::uint64_t max_clock_drift_ppm) {
-        deadline = now + std::chrono::milliseconds(lease_ms);
-        expire_at = deadline + std::chrono::milliseconds(expiry_margin_ms(lease_ms, max_clock_drift_ppm));
+    // (Re)starts the lease at `now` for a run of `run` ms (0: lease_ms): on
+    // grant apply, keepalive, or a new leader's restart (from a checkpoint:
+    // its remaining time). `checkpoints`: this run's checkpoint is due at its half.
+    void restart(Time now, std::uint64_t max_clock_drift_ppm, bool checkpoints = false, std::uint64_t run = 0) {
+        run_ms = run == 0 ? lease_ms : run;
+        started = now;
+        deadline = now + std::chrono::milliseconds(run_ms);
+        expire_at = deadline + std::chrono::milliseconds(expiry_margin_ms(run_ms, max_clock_drift_ppm));
+        checkpoint_at = checkpoints ? now + std::chrono::milliseconds(run_ms / 2) : kNoCheckpoint;
     }
 
-    static Lease started(lock::Token token, std::uint64_t lease_ms, Time now, std::uint64_t max_clock_drift_ppm) {
+    static Lease start(lock::Token token, std::uint64_t lease_ms, Time now, std::uint64_t max_clock_drift_ppm,
+                       bool checkpoints = false) {
         Lease l;
         l.token = token;
         l.lease_ms = lease_ms;
-        l.restart(now, max_clock_drift_ppm);
+        l.restart(now, max_clock_drift_ppm, checkpoints);
         return l;
     }
 };

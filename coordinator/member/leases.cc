@@ -17,16 +17,25 @@ LeaseSet::Slot* LeaseSet::find_token(std::string_view key, lock::Token token, Ma
     return &it->second;
 }
 
+namespace {
+// At the end when it is due last (emplace_hint: amortized constant there).
+template <typename Index, typename Due>
+typename Index::iterator insert_due(Index& index, const Due& due) {
+    return index.empty() || *index.rbegin() < due ? index.emplace_hint(index.end(), due) : index.insert(due).first;
+}
+}  // namespace
+
 void LeaseSet::unindex(Map::iterator it) {
     if (it->second.lease.phase == LeasePhase::kRunning) running_.erase(it->second.at);
+    if (it->second.lease.checkpoint_at != Lease::kNoCheckpoint) checkpoints_due_.erase(it->second.checkpoint);
 }
 
 void LeaseSet::index(Map::iterator it) {
+    if (it->second.lease.checkpoint_at != Lease::kNoCheckpoint) {
+        it->second.checkpoint = insert_due(checkpoints_due_, Due{it->second.lease.checkpoint_at, &*it});
+    }
     if (it->second.lease.phase != LeasePhase::kRunning) return;
-    const Due due{it->second.lease.expire_at, &*it};
-    // At the end when it is due last (emplace_hint: amortized constant there).
-    it->second.at = running_.empty() || *running_.rbegin() < due ? running_.emplace_hint(running_.end(), due)
-                                                                 : running_.insert(due).first;
+    it->second.at = insert_due(running_, Due{it->second.lease.expire_at, &*it});
 }
 
 void LeaseSet::count_kid(std::string_view kid, bool add) {
@@ -43,11 +52,11 @@ void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t m
     clear();
     leases_.reserve(table.size());
     table.for_each([&](const lock::Lock& l) {
-        Lease lease = Lease::started(l.token, l.lease_ms, now, max_clock_drift_ppm);
+        Lease lease = Lease::start(l.token, l.lease_ms, now, max_clock_drift_ppm, checkpoints_);
         lease.answers = 1;  // a former leader may have answered it
         lease.kid = ProofKid(kUnknownProofKid);
         count_kid(lease.kid.view(), true);
-        auto it = leases_.emplace(l.key, Slot{std::move(lease), {}}).first;
+        auto it = leases_.emplace(l.key, Slot{std::move(lease), {}, {}}).first;
         index(it);
     });
 }
@@ -56,6 +65,7 @@ void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t leas
                      std::uint64_t max_clock_drift_ppm) {
     auto it = leases_.find(key);
     std::uint32_t answers = 0;
+    std::uint64_t checkpoint_index = 0;
     ProofKid kid;
     if (it == leases_.end()) {
         it = leases_.emplace(std::string(key), Slot{}).first;
@@ -65,11 +75,13 @@ void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t leas
         if (it->second.lease.token == token) {
             answers = it->second.lease.answers;
             kid = it->second.lease.kid;
+            checkpoint_index = it->second.lease.checkpoint_index;
         }
     }
-    it->second.lease = Lease::started(token, lease_ms, now, max_clock_drift_ppm);
+    it->second.lease = Lease::start(token, lease_ms, now, max_clock_drift_ppm, checkpoints_);
     it->second.lease.answers = answers;
     it->second.lease.kid = kid;
+    it->second.lease.checkpoint_index = checkpoint_index;
     count_kid(it->second.lease.kid.view(), true);
     index(it);
 }
@@ -95,14 +107,43 @@ const Lease* LeaseSet::unanswered(std::string_view key, lock::Token token) {
     return &s->lease;
 }
 
-bool LeaseSet::restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm) {
+bool LeaseSet::restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm,
+                       std::uint64_t run_ms) {
     Map::iterator it;
     Slot* s = find_token(key, token, &it);
     if (s == nullptr) return false;
     unindex(it);
-    s->lease.restart(now, max_clock_drift_ppm);
+    s->lease.restart(now, max_clock_drift_ppm, checkpoints_, run_ms);
     index(it);
     return true;
+}
+
+bool LeaseSet::checkpoint_proposed(std::string_view key, lock::Token token, std::uint64_t index) {
+    Map::iterator it;
+    Slot* s = find_token(key, token, &it);
+    if (s == nullptr) return false;
+    s->lease.checkpoint_index = std::max(s->lease.checkpoint_index, index);
+    return true;
+}
+
+std::size_t LeaseSet::take_checkpoints(Time now, std::size_t limit, std::size_t max_bytes,
+                                       std::vector<DueCheckpoint>& out) {
+    std::size_t taken = 0;
+    std::size_t bytes = 0;
+    while (taken < limit && !checkpoints_due_.empty() && checkpoints_due_.begin()->at <= now) {
+        Node& node = *checkpoints_due_.begin()->lease;
+        const std::size_t more = lock::checkpoint_bytes(node.first.size());
+        if (bytes + more > max_bytes) break;
+        bytes += more;
+        checkpoints_due_.erase(checkpoints_due_.begin());
+        Lease& lease = node.second.lease;
+        lease.checkpoint_at = Lease::kNoCheckpoint;
+        ++taken;
+        // A lease being expired, or cut by a phantom grant, is not checkpointed.
+        if (lease.phase != LeasePhase::kRunning || lease.deadline <= now) continue;
+        out.push_back(DueCheckpoint{node.first, lease.token, lease.run_ms, lease.started});
+    }
+    return taken;
 }
 
 bool LeaseSet::cut(std::string_view key, lock::Token token, Time now) {
@@ -110,6 +151,7 @@ bool LeaseSet::cut(std::string_view key, lock::Token token, Time now) {
     Slot* s = find_token(key, token, &it);
     if (s == nullptr || s->lease.expiring()) return false;
     unindex(it);
+    s->lease.checkpoint_at = Lease::kNoCheckpoint;
     s->lease.deadline = std::min(s->lease.deadline, now);
     s->lease.expire_at = std::min(s->lease.expire_at, now);
     index(it);
@@ -132,6 +174,7 @@ const Lease* LeaseSet::set_expiring(std::string_view key, lock::Token token) {
     if (s == nullptr) return nullptr;
     unindex(it);
     s->lease.phase = LeasePhase::kExpiring;
+    s->lease.checkpoint_at = Lease::kNoCheckpoint;
     return &s->lease;
 }
 
@@ -156,6 +199,7 @@ bool LeaseSet::erase(std::string_view key, lock::Token token) {
 
 void LeaseSet::clear() {
     running_.clear();
+    checkpoints_due_.clear();
     leases_.clear();
     by_kid_.clear();
 }
@@ -174,9 +218,16 @@ std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease
 
 std::string LeaseSet::check_invariants() const {
     std::size_t running = 0;
+    std::size_t checkpoints = 0;
     std::map<std::string, std::size_t, std::less<>> kids;
     for (const auto& [key, slot] : leases_) {
         ++kids[std::string(slot.lease.kid.view())];
+        if (slot.lease.checkpoint_at != Lease::kNoCheckpoint) {
+            ++checkpoints;
+            if (slot.checkpoint->at != slot.lease.checkpoint_at || &slot.checkpoint->lease->first != &key) {
+                return "the checkpoint of the lease of " + key + " is not indexed at its checkpoint_at";
+            }
+        }
         if (slot.lease.phase != LeasePhase::kRunning) continue;
         ++running;
         if (slot.at->at != slot.lease.expire_at || &slot.at->lease->first != &key) {
@@ -184,6 +235,10 @@ std::string LeaseSet::check_invariants() const {
         }
     }
     if (kids != by_kid_) return "the leases by kid are not counted as they are held";
+    if (checkpoints != checkpoints_due_.size()) {
+        return "the checkpoint index holds " + std::to_string(checkpoints_due_.size()) + " leases, " +
+               std::to_string(checkpoints) + " have a checkpoint due";
+    }
     if (running != running_.size()) {
         return "the expiry index holds " + std::to_string(running_.size()) + " leases, " +
                std::to_string(running) + " run";

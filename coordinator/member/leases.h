@@ -49,9 +49,19 @@ struct DueLease {
     lock::Token token = 0;
 };
 
+// One lease taken by take_checkpoints(): its key, token and current run.
+struct DueCheckpoint {
+    std::string key;
+    lock::Token token = 0;
+    std::uint64_t run_ms = 0;
+    Time started{};
+};
+
 class LeaseSet {
 public:
-    LeaseSet() = default;
+    // `checkpoints`: each run of a lease has a checkpoint due at its half
+    // (Lease::checkpoint_at), taken by take_checkpoints().
+    explicit LeaseSet(bool checkpoints = false) : checkpoints_(checkpoints) {}
     // Not copied: the index's entries and the slots' iterators point into this
     // set's own containers (moving keeps them valid: node-based containers).
     LeaseSet(const LeaseSet&) = delete;
@@ -76,10 +86,15 @@ public:
     // a lease of the same token (a same-owner re-grant) keeps its answers.
     void start(std::string_view key, lock::Token token, std::uint64_t lease_ms, Time now,
                std::uint64_t max_clock_drift_ppm);
-    // Restarts `key`'s lease at `now` (a keepalive), its phase unchanged:
-    // a lease being confirmed stays out of the index until set_running().
-    // False (nothing changed) when `key` has no lease with `token`.
-    bool restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm);
+    // Restarts `key`'s lease at `now` (a keepalive; a new leader's restart
+    // from a checkpoint: a run of `run_ms`, 0 = lease_ms), its phase
+    // unchanged: a lease being confirmed stays out of the index until
+    // set_running(). False (nothing changed) when `key` has no lease with `token`.
+    bool restart(std::string_view key, lock::Token token, Time now, std::uint64_t max_clock_drift_ppm,
+                 std::uint64_t run_ms = 0);
+    // Records that a Checkpoint naming `key`'s lease with `token` was
+    // proposed at log `index` (Lease::checkpoint_index); false when there is none.
+    bool checkpoint_proposed(std::string_view key, lock::Token token, std::uint64_t index);
     // One more answer promised `key`'s lease with `token` (a Granted answer
     // handed out, whose proof `kid` signed; a keepalive answered, kid
     // empty: the lease's kid stays); false when there is none.
@@ -120,6 +135,12 @@ public:
     // Returns how many it took.
     std::size_t take_due(Time now, std::size_t limit, std::vector<DueLease>& out);
 
+    // Takes up to `limit` leases whose checkpoint_at <= now, earliest
+    // first, while their checkpoints fit `max_bytes` (lock::checkpoint_bytes()),
+    // each no longer due in its run; appends those still running before
+    // their deadline to `out`. Returns how many it took.
+    std::size_t take_checkpoints(Time now, std::size_t limit, std::size_t max_bytes, std::vector<DueCheckpoint>& out);
+
     // "" or the first broken: the index holds exactly the running leases,
     // each at its expire_at, and by_kid() counts every lease once. O(held):
     // for tests and the simulation.
@@ -137,6 +158,7 @@ private:
     struct Slot {
         Lease lease;
         Index::iterator at;  // its place in running_ while kRunning
+        Index::iterator checkpoint;  // its place in checkpoints_ while checkpoint_at != kNoCheckpoint
     };
     struct Hash {
         using is_transparent = void;
@@ -145,13 +167,15 @@ private:
     using Map = std::unordered_map<std::string, Slot, Hash, std::equal_to<>>;
 
     Slot* find_token(std::string_view key, lock::Token token, Map::iterator* at);
-    void unindex(Map::iterator it);
-    void index(Map::iterator it);
+    void unindex(Map::iterator it);  // from both indexes
+    void index(Map::iterator it);    // in those its lease belongs in
     void count_kid(std::string_view kid, bool add);
 
     std::map<std::string, std::size_t, std::less<>> by_kid_;  // held leases by kid
     Map leases_;
     Index running_;  // every kRunning lease, by (expire_at, key)
+    Index checkpoints_due_;  // every lease with a checkpoint due, by (checkpoint_at, key)
+    bool checkpoints_ = false;
 };
 
 }  // namespace pgfence::member

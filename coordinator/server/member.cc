@@ -123,6 +123,8 @@ std::string Member::Impl::start() {
     cfg.snapshot_log_pct = options.snapshot_log_pct;
     cfg.max_expire_batch = options.max_expire_batch;
     cfg.owner_binding = options.owner_binding;
+    cfg.lease_checkpoints = options.lease_checkpoints;
+    cfg.max_checkpoints_per_tick = options.max_checkpoints_per_tick;
     cfg.token_floor = options.token_floor;
     cfg.watch_history_events = options.watch_history_events;
     cfg.watch_history_bytes = options.watch_history_bytes;

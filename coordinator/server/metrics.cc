@@ -49,6 +49,13 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     out += "pgfence_expiries_total{existed=\"false\"} " + std::to_string(c.expiries_missing) + "\n";
     metric(out, "pgfence_expire_batches_total", "counter",
            "ExpireMany entries proposed by this member as leader (leases that ran out together).", c.expire_batches);
+    metric(out, "pgfence_checkpoints_total", "counter",
+           "Lease checkpoints applied by this member: locks whose remaining time a Checkpoint entry set or cleared.",
+           c.checkpoints);
+    metric(out, "pgfence_checkpoint_clears_total", "counter",
+           "Clearing checkpoints proposed by this member as leader before answering a keepalive or re-grant of a "
+           "checkpointed lease.",
+           c.checkpoint_clears);
     metric(out, "pgfence_keepalives_total", "counter", "Successful keepalives answered by this member as leader.", c.keepalives);
     metric(out, "pgfence_keepalive_failures_total", "counter", "Keepalives refused (not_held).", c.keepalive_failures);
     metric(out, "pgfence_phantom_releases_total", "counter", "Releases proposed because the client was gone when its grant applied.", c.phantom_releases);

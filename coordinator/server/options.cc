@@ -118,6 +118,18 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_expire_batch = n;
         return {};
     }
+    if (name == "lease-checkpoints") {
+        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
+        o.lease_checkpoints = value == "on";
+        return {};
+    }
+    if (name == "max-checkpoints-per-tick") {
+        if (!parse_u64(value, n) || n < 1 || n > lock::kMaxCheckpoints) {
+            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxCheckpoints);
+        }
+        o.max_checkpoints_per_tick = n;
+        return {};
+    }
     if (name == "owner-binding") {
         if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
         o.owner_binding = value == "on";
@@ -460,6 +472,16 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          A member of a release before ExpireMany cannot apply one
                          and would keep the locks it expires: raise it only once
                          every member runs this release (docs/operations.md, Upgrades)
+  --lease-checkpoints on|off
+                         the leader checkpoints each lease's remaining time through
+                         the log once per run, at its half, and a new leader restarts
+                         a lease from its checkpoint instead of at full length
+                         (default on). A member of a release before checkpoints
+                         cannot apply one: off until every member runs this release
+                         (docs/operations.md, Upgrades)
+  --max-checkpoints-per-tick N
+                         leases checkpointed per heartbeat tick at most, in one log
+                         entry (default 1024; 1..1024)
   --owner-binding on|off with --auth-file, an owner is bound to the user that
                          acquired with it (default on). off: acquires are logged
                          without the user, as a release before owner binding can

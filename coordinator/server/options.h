@@ -71,6 +71,8 @@ struct Options {
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
     std::uint64_t max_expire_batch = 1;  // Expires per log entry (member::Config::max_expire_batch)
     bool owner_binding = true;  // --owner-binding on|off (member::Config::owner_binding)
+    bool lease_checkpoints = true;  // --lease-checkpoints on|off (member::Config::lease_checkpoints)
+    std::uint64_t max_checkpoints_per_tick = 1024;  // member::Config::max_checkpoints_per_tick
     std::uint64_t max_connections = 1024;  // open HTTP client connections (at the cap, the lowest ranked gives way)
     // Open HTTP client connections from one source address (more are closed
     // at accept): half the default cap, so that no one address can hold the

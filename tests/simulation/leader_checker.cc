@@ -12,7 +12,7 @@ namespace {
 double ms(member::Time t) { return static_cast<double>(t.count()) / 1e6; }
 }  // namespace
 
-LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), rates_(members, 1.0), gone_keys_(members) {}
+LeaderChecker::LeaderChecker(std::size_t members, std::uint64_t rho_ppm) : rho_ppm_(rho_ppm), views_(members), rates_(members, 1.0), gone_keys_(members), restore_pending_(members, 0) {}
 
 LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
     require(id >= 1, "leader checker: no member ", id);
@@ -20,6 +20,7 @@ LeaderChecker::View& LeaderChecker::view(raft::NodeId id) {
         views_.resize(id);
         rates_.resize(id, 1.0);
         gone_keys_.resize(id);
+        restore_pending_.resize(id, 0);
     }
     return views_[id - 1];
 }
@@ -30,9 +31,30 @@ void LeaderChecker::set_rate(raft::NodeId id, double rate) {
 }
 
 void LeaderChecker::start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms,
-                          member::Time local) const {
-    const auto margin = std::chrono::milliseconds(lease_ms + member::expiry_margin_ms(lease_ms, rho_ppm_));
+                          member::Time local, std::uint64_t run_ms) const {
+    const std::uint64_t run = run_ms == 0 ? lease_ms : run_ms;
+    const auto margin = std::chrono::milliseconds(run + member::expiry_margin_ms(run, rho_ppm_));
     v.leases[key] = LeaseRecord{token, lease_ms, local + margin, false};
+}
+
+void LeaderChecker::restarted_from_checkpoints(raft::NodeId id, raft::Term term, const lock::LockTable& table,
+                                               member::Time local) {
+    View& v = view(id);
+    require(term != 0, "member ", id, " restarted leases from checkpoints while not leading");
+    if (v.term != term) {
+        restore_pending_[id - 1] = term;
+        return;
+    }
+    restore(v, table, local);
+}
+
+void LeaderChecker::restore(View& v, const lock::LockTable& table, member::Time local) const {
+    table.for_each([&](const lock::Lock& l) {
+        if (l.remaining_ms == 0) return;
+        auto it = v.leases.find(l.key);
+        if (it == v.leases.end() || it->second.token != l.token || it->second.expire_proposed) return;
+        start(v, l.key, l.token, l.lease_ms, local, l.remaining_ms);
+    });
 }
 
 void LeaderChecker::leading(raft::NodeId id, raft::Term term, const raft::Configuration& config,
@@ -47,6 +69,8 @@ void LeaderChecker::leading(raft::NodeId id, raft::Term term, const raft::Config
     v.term = term;
     if (term == 0) return;
     for (const lock::Lock& l : table.list()) start(v, l.key, l.token, l.lease_ms, local);
+    if (restore_pending_[id - 1] == term) restore(v, table, local);
+    restore_pending_[id - 1] = 0;
     note_configuration(v, config, config_index, local);
 }
 
@@ -91,7 +115,10 @@ void LeaderChecker::lock_removed(raft::NodeId id, const std::string& key, lock::
     View& v = view(id);
     auto it = v.leases.find(key);
     if (it != v.leases.end() && it->second.token == token) v.leases.erase(it);
+    v.removed_in_batch.insert({key, token});
 }
+
+void LeaderChecker::batch_begins(raft::NodeId id) { view(id).removed_in_batch.clear(); }
 
 void LeaderChecker::expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
                                     member::Time local) {
@@ -147,6 +174,7 @@ void LeaderChecker::kept_alive(raft::NodeId id, const std::string& key, lock::To
     View& v = view(id);
     if (v.term == 0) return;
     auto it = v.leases.find(key);
+    if (v.removed_in_batch.count({key, token}) > 0) return;  // (the key may be granted again since)
     require(it != v.leases.end() && it->second.token == token, "member ", id, " answered KeptAlive{", key, ", ", token,
             "} in term ", v.term, " for a lock it does not lease");
     require(!it->second.expire_proposed, "member ", id, " answered KeptAlive{", key, ", ", token,

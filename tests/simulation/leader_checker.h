@@ -6,7 +6,8 @@
 // Per member, while it leads term X (a view opened by leading(), closed by
 // any other term or a crash), the checker keeps its own record of every
 // held lock's lease: (re)started when the member begins to lead (every held
-// lock, at full length), when a Grant applies on it (unless that token's
+// lock, at full length), when its term's first entry applied (a lock with a
+// checkpoint, for its remaining_ms), when a Grant applies on it (unless that token's
 // Expire was proposed), when it answers KeptAlive; ended at once by a
 // phantom release. Checked, each a SimFailure:
 //   - Expire{key, token} is proposed only for a lock it leases, once
@@ -83,7 +84,21 @@ public:
     // An Expire entry of the member's own term in the Ready it handed out:
     // it must have been announced by expire_proposed().
     void expire_in_ready(raft::NodeId id, raft::Term term, const std::string& key, lock::Token token);
+    // A KeptAlive answered after a clearing Checkpoint applied is given
+    // in the middle of the batch's applies: a Release or Expire of the lock
+    // later in that batch comes before it here (regrouped); it then leases
+    // nothing (and the key may be granted to another token since).
     void kept_alive(raft::NodeId id, const std::string& key, lock::Token token, member::Time local);
+    // A new batch of the member's effects begins (what lock_removed() said in the last one is forgotten).
+    void batch_begins(raft::NodeId id);
+    // The core said it restarted its leases from their checkpoints (its
+    // term's first entry applied): each lock of `table` (the table after
+    // the input: no checkpoint of this term applies before that line) with a
+    // remaining_ms restarts for that long.
+    // When the core says so in the input that makes it leader of `term`
+    // (before leading() opens the view), it is done as leading() opens it.
+    void restarted_from_checkpoints(raft::NodeId id, raft::Term term, const lock::LockTable& table,
+                                    member::Time local);
     // A request for an acquire of `key` was reported gone, or its Granted
     // answer unwritten (response_written(false)).
     void acquire_gone(raft::NodeId id, const std::string& key);
@@ -119,17 +134,21 @@ private:
         std::set<std::pair<std::string, lock::Token>> announced;       // Expires said proposed
         std::map<std::string, std::deque<std::uint64_t>> queues;       // waiters, arrival order
         std::map<std::uint64_t, std::string> queued_key;                // request -> key
+        std::set<std::pair<std::string, lock::Token>> removed_in_batch;  // lock_removed() in this batch
     };
     View& view(raft::NodeId id);
     void note_configuration(View& v, const raft::Configuration& config, raft::Index index, member::Time local) const;
-    void start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms, member::Time local) const;
+    void start(View& v, const std::string& key, lock::Token token, std::uint64_t lease_ms, member::Time local,
+               std::uint64_t run_ms = 0) const;
 
     std::uint64_t rho_ppm_;
     std::vector<View> views_;
     std::vector<double> rates_;  // per member: its clock's rate against real time
+    void restore(View& v, const lock::LockTable& table, member::Time local) const;
     // Per member, since its last start: keys of acquires reported gone (a
     // Grant of an earlier term may still apply in a later one).
     std::vector<std::set<std::string>> gone_keys_;
+    std::vector<raft::Term> restore_pending_;  // per member: restarted_from_checkpoints() before its view opened
     std::uint64_t expires_checked_ = 0;
     std::uint64_t keepalives_checked_ = 0;
     std::uint64_t waiter_grants_checked_ = 0;

@@ -27,6 +27,7 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                 // The same non-empty owner, asked by the same user.
                 if (!c.owner.empty() && it->second.owner == c.owner && it->second.user == c.user) {
                     it->second.lease_ms = std::max(it->second.lease_ms, c.lease_ms);
+                    it->second.remaining_ms = 0;
                     return lock::Granted{it->second.token, false, it->second.lease_ms};
                 }
                 return lock::GrantRejected{it->second.token};
@@ -43,6 +44,18 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                 std::uint32_t existed = 0;
                 for (const lock::Expire& x : c.locks) existed += remove(x.key, x.token) ? 1 : 0;
                 return lock::ExpiredMany{existed};
+            } else if constexpr (std::is_same_v<C, lock::Checkpoint>) {
+                if (!lock::validate(c).empty()) return lock::Checkpointed{0};
+                std::uint32_t applied = 0;
+                for (const lock::LeaseCheckpoint& p : c.locks) {
+                    auto it = holders_.find(p.key);
+                    if (it == holders_.end() || it->second.token != p.token || p.remaining_ms > it->second.lease_ms) {
+                        continue;
+                    }
+                    it->second.remaining_ms = p.remaining_ms;  // (the simulation's table never fills)
+                    ++applied;
+                }
+                return lock::Checkpointed{applied};
             } else {
                 floor_ = std::max(floor_, c.floor);
                 return lock::FloorSet{floor_};

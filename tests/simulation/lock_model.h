@@ -21,6 +21,7 @@ struct ModelHolder {
     std::string owner;
     std::string user{};
     std::uint64_t lease_ms = 0;  // the longer of the Grants' (a retry never shortens it)
+    std::uint64_t remaining_ms = 0;  // the last Checkpoint's; a re-grant clears it
     bool operator==(const ModelHolder&) const = default;
 };
 

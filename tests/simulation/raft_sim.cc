@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
                   waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
                   promotions = 0, removals = 0, leader_removals = 0, config_changes = 0, removed_stopped = 0,
                   elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0, twins_unwritten = 0,
-                  answered_expires = 0;
+                  answered_expires = 0, checkpoints = 0, checkpoint_clears = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
@@ -148,6 +148,8 @@ int main(int argc, char** argv) {
         expires += r.expires;
         expire_batches += r.expire_batches;
         keepalives += r.keepalives;
+        checkpoints += r.checkpoints;
+        checkpoint_clears += r.checkpoint_clears;
         waiter_grants += r.waiter_grants;
         leader_changes += r.leader_changes;
         held += r.held_intervals;
@@ -224,6 +226,7 @@ int main(int argc, char** argv) {
     // what the leader checker checked, and the seeds whose clocks ran beyond
     // rho: how many lease pairs overlapped there, and the stale writes refused.
     std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu expire_batches=%llu keepalives=%llu "
+                "checkpoints=%llu checkpoint_clears=%llu "
                 "waiter_grants=%llu phantom_releases=%llu stale_writes_refused=%llu leader_changes=%llu "
                 "crashes=%llu partitions=%llu client_partitions=%llu held_intervals=%llu expires_checked=%llu "
                 "waiter_order_checked=%llu "
@@ -235,7 +238,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
                 static_cast<unsigned long long>(expires), static_cast<unsigned long long>(expire_batches),
-                static_cast<unsigned long long>(keepalives),
+                static_cast<unsigned long long>(keepalives), static_cast<unsigned long long>(checkpoints),
+                static_cast<unsigned long long>(checkpoint_clears),
                 static_cast<unsigned long long>(waiter_grants), static_cast<unsigned long long>(phantoms),
                 static_cast<unsigned long long>(stale), static_cast<unsigned long long>(leader_changes),
                 static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(partitions),
@@ -253,7 +257,7 @@ int main(int argc, char** argv) {
     if (flags.require_counts) {
         const std::pair<const char*, std::uint64_t> counts[] = {
             {"grants", grants}, {"releases", releases}, {"expires", expires}, {"expire_batches", expire_batches},
-            {"keepalives", keepalives},
+            {"keepalives", keepalives}, {"checkpoints", checkpoints}, {"checkpoint_clears", checkpoint_clears},
             {"waiter_grants", waiter_grants}, {"phantom_releases", phantoms}, {"stale_writes_refused", stale},
             {"leader_changes", leader_changes}, {"crashes", crashes}, {"partitions", partitions},
             {"client_partitions", client_partitions}, {"held_intervals", held},

@@ -97,7 +97,8 @@ void SafetyChecker::check_against_model(raft::NodeId id, const raft::Entry& entr
                 " twice or out of order (at most one holder per key)");
         auto it = model_.holders().find(locks[i].key);
         require(it != model_.holders().end() && it->second.token == locks[i].token &&
-                    it->second.owner == locks[i].owner && it->second.user == locks[i].user,
+                    it->second.owner == locks[i].owner && it->second.user == locks[i].user &&
+                    it->second.remaining_ms == locks[i].remaining_ms,
                 "member ", id, " has key ", locks[i].key, " held with token ", locks[i].token,
                 " after index ", entry.index, ", the model disagrees");
     }

@@ -199,6 +199,8 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     member_config_.snapshot_slice_locks = faults_.snapshot_slice_locks;
     member_config_.max_expire_batch = faults_.max_expire_batch;
     member_config_.expiry_wave = faults_.expiry_wave;
+    member_config_.lease_checkpoints = faults_.lease_checkpoints;
+    member_config_.max_checkpoints_per_tick = faults_.max_checkpoints_per_tick;
     member_config_.snapshot_keep = faults_.keep_entries;
     member_config_.token_floor = token_floor;
     member_config_.max_clock_drift_ppm = rho_ppm_;
@@ -352,6 +354,8 @@ void Cluster::add_counters(const member::Counters& c) {
     result_.expires_proposed += c.expires_proposed;
     result_.expire_batches += c.expire_batches;
     result_.keepalives += c.keepalives;
+    result_.checkpoints += c.checkpoints;
+    result_.checkpoint_clears += c.checkpoint_clears;
     result_.waiter_grants += c.waiter_grants;
     result_.leader_changes += c.leader_changes;
     result_.phantom_releases += c.phantom_releases;

@@ -69,6 +69,8 @@ struct RunResult {
     std::uint64_t expires_proposed = 0;
     std::uint64_t expire_batches = 0;  // ExpireMany entries proposed
     std::uint64_t keepalives = 0;      // answered by a leader
+    std::uint64_t checkpoints = 0;     // locks a Checkpoint set or cleared (on every member)
+    std::uint64_t checkpoint_clears = 0;  // clearing Checkpoints proposed (keepalive, re-grant)
     std::uint64_t waiter_grants = 0;   // Grants proposed for a queue's head
     std::uint64_t leader_changes = 0;
     std::uint64_t phantom_releases = 0;  // grants whose client had left: lease ended, then expired

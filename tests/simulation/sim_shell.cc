@@ -294,6 +294,8 @@ std::uint64_t number(const member::LogLine& line, std::string_view name) {
 // lease never share one in a correct core (either order then fails), and a
 // request is queued before it can be answered.
 void Member::tell_leader_checker(Outbox& out) {
+    leader_checker_.batch_begins(id());
+    leader_checker_.batch_begins(id());
     for (const member::LogLine& line : effects_.logs) {
         const std::string_view event = line.event;
         if (line.level != member::LogLevel::kInfo) continue;  // a leader's lines are info
@@ -307,6 +309,8 @@ void Member::tell_leader_checker(Outbox& out) {
             leader_checker_.expire_proposed(id(), std::string(field(line, "key")), number(line, "token"), clock_us_,
                                             now());
             out.expires_proposed.emplace_back(std::string(field(line, "key")), number(line, "token"));
+        } else if (event == "leases_from_checkpoints") {
+            leader_checker_.restarted_from_checkpoints(id(), core_->leader_term(), core_->table(), now());
         } else if (event == "phantom_release" && field(line, "expiring") == "true") {
             leader_checker_.phantom_released(id(), std::string(field(line, "key")), number(line, "token"), now());
         }

@@ -63,6 +63,10 @@ FaultConfig draw_fault_config(SimRandom& random) {
     // Waves of a few leases, so that leases due together go in several
     // waves back to back (this simulation holds tens of locks), or the default.
     if (random.chance(0.5)) c.expiry_wave = random.between(1, 4);
+    // Lease checkpoints on in most runs (the server's default), a few per
+    // tick in some, so that due checkpoints wait for a later tick.
+    c.lease_checkpoints = !random.chance(0.15);
+    if (random.chance(0.3)) c.max_checkpoints_per_tick = random.between(1, 3);
     return c;
 }
 
@@ -107,7 +111,8 @@ std::string FaultConfig::describe() const {
         << " max_uncommitted_bytes=" << max_uncommitted_bytes << " compact_every="
         << compact_every_entries << " snapshot_log_pct=" << snapshot_log_pct
         << " snapshot_slice_locks=" << snapshot_slice_locks << " max_expire_batch=" << max_expire_batch
-        << " expiry_wave=" << expiry_wave
+        << " expiry_wave=" << expiry_wave << " lease_checkpoints=" << lease_checkpoints
+        << " max_checkpoints_per_tick=" << max_checkpoints_per_tick
         << " keep_entries=" << keep_entries
         << " transfer_per_s=" << transfer_per_s
         << " clients=" << clients << " think_us_max=" << think_us_max

@@ -51,6 +51,8 @@ struct FaultConfig {
     std::size_t snapshot_slice_locks = 16384;  // locks a snapshot encodes per turn (member::Config's)
     std::size_t max_expire_batch = 1;          // Expires per entry (member::Config's)
     std::size_t expiry_wave = 512;             // leases an expiry wave takes (member::Config's)
+    bool lease_checkpoints = true;             // member::Config's
+    std::size_t max_checkpoints_per_tick = 1024;  // member::Config's
     std::uint64_t keep_entries = 8;            // entries kept in memory behind a snapshot
     double transfer_per_s = 0;                 // leadership transfers per simulated second
     int clients = 3;

@@ -453,4 +453,83 @@ BOOST_AUTO_TEST_CASE(grant_past_the_size_limit_is_refused_until_a_release_makes_
     BOOST_TEST(std::holds_alternative<TableFull>(over.apply(++index, Grant{"t", kLeaseMs, ""})));
 }
 
+// Checkpoint: each lock held with its token gets its remaining_ms (0
+// clears it); a wrong token, a remaining time above the lock's lease or an
+// unheld key changes nothing and is not counted.
+BOOST_AUTO_TEST_CASE(checkpoint_sets_the_remaining_time_of_locks_held_with_their_token) {
+    LockTable table;
+    const Token a = granted_token(table.apply(1, Grant{"a", kLeaseMs, ""}));
+    const Token b = granted_token(table.apply(2, Grant{"b", kLeaseMs, ""}));
+    const std::uint64_t bytes = table.bytes();
+    const Checkpoint cp{{LeaseCheckpoint{"a", a, 4000}, LeaseCheckpoint{"b", b + 1, 4000},
+                         LeaseCheckpoint{"b", b, kLeaseMs + 1}, LeaseCheckpoint{"never", 1, 10}}};
+    BOOST_TEST((table.apply(3, cp) == Result{Checkpointed{1}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 4000u);
+    BOOST_TEST(table.find("b")->remaining_ms == 0u);
+    BOOST_TEST(table.bytes() == bytes + 8);
+    BOOST_TEST(table.locks_extended() == 1u);
+    BOOST_TEST(table.applied_index() == 3u);
+    BOOST_TEST(table.check_invariants() == "");
+    // A later checkpoint replaces it; 0 clears it.
+    BOOST_TEST((table.apply(4, Checkpoint{{LeaseCheckpoint{"a", a, 2000}, LeaseCheckpoint{"b", b, kLeaseMs}}}) ==
+                Result{Checkpointed{2}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 2000u);
+    BOOST_TEST(table.find("b")->remaining_ms == kLeaseMs);
+    BOOST_TEST((table.apply(5, Checkpoint{{LeaseCheckpoint{"a", a, 0}}}) == Result{Checkpointed{1}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 0u);
+    BOOST_TEST(table.bytes() == bytes + 8);
+    BOOST_TEST(table.check_invariants() == "");
+}
+
+BOOST_AUTO_TEST_CASE(an_invalid_checkpoint_changes_nothing) {
+    LockTable table;
+    const Token a = granted_token(table.apply(1, Grant{"a", kLeaseMs, ""}));
+    const LockTable before = table;
+    BOOST_TEST((table.apply(2, Checkpoint{}) == Result{Checkpointed{0}}));
+    BOOST_TEST((table.apply(3, Checkpoint{{LeaseCheckpoint{"a", a, 10}, LeaseCheckpoint{"\x01", 1, 1}}}) ==
+                Result{Checkpointed{0}}));
+    BOOST_TEST((table.apply(4, Checkpoint{{LeaseCheckpoint{"a", a, kMaxLeaseMs + 1}}}) == Result{Checkpointed{0}}));
+    Checkpoint too_many;
+    for (std::size_t i = 0; i <= kMaxCheckpoints; ++i) too_many.locks.push_back(LeaseCheckpoint{"a", a, 1});
+    BOOST_TEST((table.apply(5, too_many) == Result{Checkpointed{0}}));
+    Checkpoint too_big;
+    for (std::size_t i = 0; i < 70; ++i) too_big.locks.push_back(LeaseCheckpoint{std::string(kMaxKeyBytes, 'k'), 1, 1});
+    BOOST_TEST(validate(too_big).find("the limit is") != std::string::npos, validate(too_big));
+    BOOST_TEST((table.apply(6, too_big) == Result{Checkpointed{0}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 0u);
+    BOOST_TEST(table.locks_extended() == 0u);
+    BOOST_TEST(validate(Command{Checkpoint{{LeaseCheckpoint{"a", a, kMaxLeaseMs}}}}) == "");
+}
+
+// A same-owner re-grant restarts the lease at full length: its checkpoint goes.
+BOOST_AUTO_TEST_CASE(a_same_owner_regrant_clears_the_checkpoint) {
+    LockTable table;
+    const Token a = granted_token(table.apply(1, Grant{"a", kLeaseMs, "w"}));
+    BOOST_TEST((table.apply(2, Checkpoint{{LeaseCheckpoint{"a", a, 3000}}}) == Result{Checkpointed{1}}));
+    BOOST_TEST((table.apply(3, Grant{"a", kLeaseMs - 1, "w"}) == Result{Granted{a, false, kLeaseMs}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 0u);
+    BOOST_TEST(table.locks_extended() == 0u);
+    BOOST_TEST(table.check_invariants() == "");
+    // Another owner's grant leaves it.
+    BOOST_TEST((table.apply(4, Checkpoint{{LeaseCheckpoint{"a", a, 3000}}}) == Result{Checkpointed{1}}));
+    BOOST_TEST((table.apply(5, Grant{"a", kLeaseMs, "x"}) == Result{GrantRejected{a}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 3000u);
+}
+
+// A first checkpoint adds 8 bytes to the table: past max_bytes() it is left out.
+BOOST_AUTO_TEST_CASE(a_checkpoint_that_would_overfill_the_table_is_left_out) {
+    LockTable table(lock_bytes("a", "") + 8 + lock_bytes("b", ""));
+    const Token a = granted_token(table.apply(1, Grant{"a", kLeaseMs, ""}));
+    const Token b = granted_token(table.apply(2, Grant{"b", kLeaseMs, ""}));
+    BOOST_TEST((table.apply(3, Checkpoint{{LeaseCheckpoint{"a", a, 10}, LeaseCheckpoint{"b", b, 10}}}) ==
+                Result{Checkpointed{1}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 10u);
+    BOOST_TEST(table.find("b")->remaining_ms == 0u);
+    BOOST_TEST(table.bytes() == table.max_bytes());
+    // Changing or clearing one in place adds nothing and is applied.
+    BOOST_TEST((table.apply(4, Checkpoint{{LeaseCheckpoint{"a", a, 5}}}) == Result{Checkpointed{1}}));
+    BOOST_TEST((table.apply(5, Checkpoint{{LeaseCheckpoint{"a", a, 0}}}) == Result{Checkpointed{1}}));
+    BOOST_TEST(table.check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

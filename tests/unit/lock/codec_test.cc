@@ -34,6 +34,7 @@ std::vector<Command> samples() {
         GrantMany{{"a", "a"}, 0, ""},  // invalid values still encode
         ReleaseMany{{"x", "y"}, 41},
         ReleaseMany{{"x", std::string(kMaxKeyBytes, 'y')}, kAllOnes},
+        Checkpoint{{LeaseCheckpoint{"a", 1, 0}, LeaseCheckpoint{"b", kAllOnes, kAllOnes}}},
     };
 }
 
@@ -56,6 +57,8 @@ BOOST_AUTO_TEST_CASE(encoding_follows_the_documented_layout) {
     BOOST_TEST(encode(SetTokenFloor{9}) == Bytes().u8(kVersion).u8(4).u64(9).get());
     BOOST_TEST(encode(ExpireMany{{Expire{"a", 1}, Expire{"bc", 2}}}) ==
                Bytes().u8(kVersion).u8(5).u32(2).str("a").u64(1).str("bc").u64(2).get());
+    BOOST_TEST(encode(Checkpoint{{LeaseCheckpoint{"a", 1, 500}, LeaseCheckpoint{"bc", 2, 0}}}) ==
+               Bytes().u8(kVersion).u8(8).u32(2).str("a").u64(1).u64(500).str("bc").u64(2).u64(0).get());
 }
 
 // A Grant with a user is version 2 (the user after the owner); one without
@@ -95,6 +98,31 @@ BOOST_AUTO_TEST_CASE(expire_many_counts_outside_1_to_the_limit_are_rejected_at_t
     auto decoded = decode_command(encode(full));
     BOOST_TEST_REQUIRE(std::holds_alternative<Command>(decoded));
     BOOST_TEST((std::get<Command>(decoded) == Command{full}));
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_counts_outside_1_to_the_limit_are_rejected_at_the_count) {
+    BOOST_TEST(decode_error(encode(Checkpoint{})).find("checkpoint count 0") != std::string::npos);
+    for (std::uint32_t count : {0u, static_cast<std::uint32_t>(kMaxCheckpoints) + 1, 0xffffffffu}) {
+        const std::string error = decode_error(Bytes().u8(kVersion).u8(8).u32(count).str("a").u64(1).u64(2).get());
+        BOOST_TEST(error.find("checkpoint count " + std::to_string(count)) != std::string::npos, error);
+        BOOST_TEST(error.find("offset 2") != std::string::npos, error);
+    }
+    // A count larger than the bytes that follow fails at the first missing field, allocating nothing more.
+    const std::string error = decode_error(Bytes().u8(kVersion).u8(8).u32(3).str("a").u64(1).u64(2).get());
+    BOOST_TEST(error.find("checkpoint key length needs 4 bytes") != std::string::npos, error);
+    std::string cut = encode(Checkpoint{{LeaseCheckpoint{"a", 1, 2}}});
+    cut.pop_back();
+    BOOST_TEST(decode_error(cut).find("checkpoint remaining_ms") != std::string::npos, decode_error(cut));
+    Checkpoint full;
+    for (std::size_t i = 0; i < kMaxCheckpoints; ++i) full.locks.push_back(LeaseCheckpoint{"k" + std::to_string(i), i, i});
+    auto decoded = decode_command(encode(full));
+    BOOST_TEST_REQUIRE(std::holds_alternative<Command>(decoded));
+    BOOST_TEST((std::get<Command>(decoded) == Command{full}));
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_in_command_version_2_is_rejected) {
+    const std::string error = decode_error(Bytes().u8(2).u8(8).u32(1).str("a").u64(1).u64(2).get());
+    BOOST_TEST(error.find("command tag 8 in command version 2") != std::string::npos, error);
 }
 
 BOOST_AUTO_TEST_CASE(every_command_round_trips) {

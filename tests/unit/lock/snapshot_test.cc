@@ -108,8 +108,7 @@ BOOST_AUTO_TEST_CASE(a_snapshot_in_slices_keeps_the_version_of_its_beginning) {
     BOOST_TEST(restored(expected).locks_with_user() == 1u);
 }
 
-// A value or a checkpoint (no command makes them yet: a restored snapshot
-// does) makes the snapshot version 3, a flags byte per lock and only the
+// A value or a checkpoint makes the snapshot version 3, a flags byte per lock and only the
 // fields present; it round-trips, counts into bytes() and survives a
 // snapshot taken in slices.
 BOOST_AUTO_TEST_CASE(a_table_with_a_value_or_a_checkpoint_is_written_in_version_3) {

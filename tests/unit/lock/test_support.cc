@@ -60,7 +60,7 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
     const std::string& key = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
     static const std::vector<std::string> owners = {"", "worker-a", "worker-b"};
     static const std::vector<std::string> users = {"", "", "ua", "uc"};
-    switch (pick(rng, 0, 12)) {
+    switch (pick(rng, 0, 13)) {
         case 0:
         case 1:
         case 2:
@@ -105,6 +105,15 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
             }
             while (many.keys.size() < 2) many.keys.push_back(keys[pick<std::size_t>(rng, 0, keys.size() - 1)]);
             return many;
+        }
+        case 13: {
+            Checkpoint checkpoint;
+            const std::size_t count = pick<std::size_t>(rng, 1, 4);
+            for (std::size_t i = 0; i < count; ++i) {
+                const std::string& k = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
+                checkpoint.locks.push_back(LeaseCheckpoint{k, random_token(rng, table, k), pick<std::uint64_t>(rng, 0, 60'000)});
+            }
+            return checkpoint;
         }
         default:
             return SetTokenFloor{pick<Token>(rng, 0, table.token_floor())};  // never lowers

@@ -21,7 +21,7 @@ BOOST_AUTO_TEST_CASE(margin_is_lease_times_rho_rounded_up_to_whole_ms) {
 
 BOOST_AUTO_TEST_CASE(expire_waits_lease_times_one_plus_rho_and_the_deadline_stays_nominal) {
     const Time t0{milliseconds(123456)};
-    Lease l = Lease::started(41, 2000, t0, 50000);
+    Lease l = Lease::start(41, 2000, t0, 50000);
     BOOST_TEST(l.token == 41u);
     BOOST_TEST(l.lease_ms == 2000u);
     BOOST_TEST((l.deadline == t0 + milliseconds(2000)));   // what ttl_ms counts down to
@@ -36,7 +36,7 @@ BOOST_AUTO_TEST_CASE(expire_waits_lease_times_one_plus_rho_and_the_deadline_stay
 
 BOOST_AUTO_TEST_CASE(zero_drift_expires_at_the_nominal_deadline) {
     const Time t0{milliseconds(5)};
-    const Lease l = Lease::started(1, 1500, t0, 0);
+    const Lease l = Lease::start(1, 1500, t0, 0);
     BOOST_TEST((l.expire_at == l.deadline));
 }
 
