@@ -55,6 +55,9 @@ struct Grant {
     std::uint64_t lease_ms = 0;
     std::string owner;  // optional; the same non-empty owner and user re-acquiring get their token back
     std::string user{};  // "" without authentication; else 1..kMaxUserBytes
+    // What a lock it creates publishes (an election's leader value,
+    // 0..kMaxValueBytes, validate_value()); a re-grant keeps the lock's own.
+    std::string value{};
     bool operator==(const Grant&) const = default;
 };
 
@@ -99,7 +102,16 @@ struct SetTokenFloor {
     bool operator==(const SetTokenFloor&) const = default;
 };
 
-using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany>;
+// Set the value `key`'s lock publishes, only if it is held with `token` (an
+// election's leader changing its value without losing leadership).
+struct Proclaim {
+    std::string key;
+    Token token = 0;
+    std::string value;  // 0..kMaxValueBytes, validate_value()
+    bool operator==(const Proclaim&) const = default;
+};
+
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, Proclaim>;
 
 // ---- results ----
 struct Granted {
@@ -143,8 +155,13 @@ struct FloorSet {
     Token floor = 0;  // the floor in force after apply
     bool operator==(const FloorSet&) const = default;
 };
+// A Proclaim applied: the lock held with its token publishes its value now.
+struct Proclaimed {
+    bool operator==(const Proclaimed&) const = default;
+};
 
-using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany>;
+using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany,
+                            Proclaimed>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)
@@ -164,7 +181,7 @@ std::string validate_user(std::string_view user);
 // Checks a value: 0..kMaxValueBytes bytes, the owner's text rule.
 std::string validate_value(std::string_view value);
 
-// Checks every field of a command against the limits (key, owner, user, 1 <= lease_ms
+// Checks every field of a command against the limits (key, owner, user, value, 1 <= lease_ms
 // <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's count and size). Leaders call it before proposing; the
 // state machine calls it on apply so a bad committed entry has a fixed outcome.
 // Returns an empty string when valid, else why not.
@@ -172,18 +189,24 @@ std::string validate(const Command& cmd);
 // The same for one kind, without making a Command of it (the table's apply).
 std::string validate(const Grant& grant);
 std::string validate(const ExpireMany& many);
+std::string validate(const Proclaim& proclaim);
 
 // Encoding: [version u8][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
 // Version 1, tags: 1 Grant{key, lease_ms u64, owner}, 2 Release{key, token u64},
 // 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64},
 // 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)}.
-// Version 2 is written for a Grant with a non-empty user, and only for it:
-// tag 1 Grant{key, lease_ms u64, owner, user}. Everything else is written in
-// version 1, so a cluster without authentication writes only what releases
-// before version 2 read. A version 2 command that version 1 could carry (a
-// Grant with an empty user, any other tag) is refused: one encoding per command.
-// encode() throws std::length_error for a key, owner or user longer than its limit
+// 9 Proclaim{key, token u64, value} (6..8 belong to other commands).
+// Version 2 is written for a Grant with a non-empty user and an empty value,
+// and only for it: tag 1 Grant{key, lease_ms u64, owner, user}. Version 3 is
+// written for a Grant with a non-empty value, and only for it: tag 1
+// Grant{key, lease_ms u64, owner, user (may be empty), value}. Everything else
+// is written in version 1, so a cluster without authentication and elections
+// writes only what releases before version 2 read. A version 2 or 3 command
+// that a lower version could carry (a version 2 Grant with an empty user, a
+// version 3 Grant with an empty value, any other tag) is refused: one
+// encoding per command.
+// encode() throws std::length_error for a key, owner, user or value longer than its limit
 // (decode would reject it); every other command encodes, and
 // decode_command(encode(c)) == c. decode_command() checks structure and length
 // limits only; validate() checks the values.

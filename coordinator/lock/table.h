@@ -85,14 +85,16 @@ class LockTable {
     // A new lock's token is t = grant_token(index, token_floor()) (commands.h).
     // Outcomes:
     //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
-    //   Grant, key free, t != 0                   -> Granted{t, created: true, the Grant's lease_ms}
+    //   Grant, key free, t != 0                   -> Granted{t, created: true, the Grant's lease_ms}:
+    //                                                the lock publishes the Grant's value
     //   Grant, key free, t == 0 (over kMaxToken)  -> GrantRejected{0}
     //   Grant, key free, bytes() + lock_bytes(grant) > max_bytes()
     //                                             -> TableFull{bytes()}, table unchanged
     //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false,
     //                                                lease_ms}: the lock's lease_ms becomes
     //                                                the longer of its own and the Grant's
-    //                                                (a retry never shortens a lease)
+    //                                                (a retry never shortens a lease); its
+    //                                                value stays (a Proclaim changes it)
     //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
     //     the same owner asked by another user)
     //   Release / Expire with the holder's token  -> Released / Expired{true}
@@ -101,6 +103,12 @@ class LockTable {
     //                                                their token}: each lock as Expire, in
     //                                                order; one failing validate() -> ExpiredMany{0},
     //                                                table unchanged
+    //   Proclaim{key, token, value}, held with    -> Proclaimed: the lock publishes `value`
+    //     that token
+    //   Proclaim, the value longer and the table  -> TableFull{bytes()}, table unchanged
+    //     past max_bytes() with it
+    //   Proclaim otherwise (another token, key    -> NotFound, table unchanged
+    //     free, or failing validate())
     //   SetTokenFloor{f}                          -> FloorSet{max(floor, f)}; f > kMaxToken
     //                                                is ignored
     // A held key's token is never 0, so GrantRejected{0} always means "invalid".
@@ -187,6 +195,7 @@ class LockTable {
     Result apply_one(std::uint64_t index, const Expire& expire);
     Result apply_one(std::uint64_t index, const SetTokenFloor& set);
     Result apply_one(std::uint64_t index, const ExpireMany& many);
+    Result apply_one(std::uint64_t index, const Proclaim& proclaim);
     bool remove_if_held(std::string_view key, Token token);
     void account(const Lock& lock, bool add);  // keeps bytes_, with_user_ and extended_
     // Before `key`'s lock changes: keeps its state for the snapshot being

@@ -99,7 +99,13 @@ std::string check_grant(const Grant& grant) {
     if (auto problem = validate_key(grant.key); !problem.empty()) return problem;
     if (auto problem = check_lease(grant.lease_ms); !problem.empty()) return problem;
     if (auto problem = validate_owner(grant.owner); !problem.empty()) return problem;
-    return validate_user(grant.user);
+    if (auto problem = validate_user(grant.user); !problem.empty()) return problem;
+    return validate_value(grant.value);
+}
+
+std::string check_proclaim(const Proclaim& proclaim) {
+    if (auto problem = validate_key(proclaim.key); !problem.empty()) return problem;
+    return validate_value(proclaim.value);
 }
 
 std::string check_floor(const SetTokenFloor& set) {
@@ -171,6 +177,10 @@ std::string validate(const ExpireMany& many) {
     return check_expire_many(many);
 }
 
+std::string validate(const Proclaim& proclaim) {
+    return check_proclaim(proclaim);
+}
+
 std::string validate(const Command& cmd) {
     return std::visit(
         [](const auto& c) -> std::string {
@@ -181,6 +191,8 @@ std::string validate(const Command& cmd) {
                 return check_floor(c);
             } else if constexpr (std::is_same_v<C, ExpireMany>) {
                 return check_expire_many(c);
+            } else if constexpr (std::is_same_v<C, Proclaim>) {
+                return check_proclaim(c);
             } else {
                 return validate_key(c.key);  // Release, Expire: any token is well-formed
             }
