@@ -445,6 +445,7 @@ private:
     void drop_all_waiters();
     void keepalive(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
+    void proclaim(RequestId id, const Proclaim& req, Time now);
     // A grant of `key` with `token` reached nobody (a phantom grant): its
     // lease ends now and is expired, unless an answer still promises it
     // (Lease::answers).

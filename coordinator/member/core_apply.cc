@@ -140,6 +140,10 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             const bool existed = valid && before[i].held && removed.insert(one.key).second;
             on_expired(one, existed, before[i].owner, now);
         }
+    } else if (const auto* p = std::get_if<lock::Proclaim>(&cmd)) {
+        const bool set = std::holds_alternative<lock::Proclaimed>(result);
+        log(level, "proclaim", {{"key", p->key}, {"token", num(p->token)}, {"proclaimed", set ? "true" : "false"},
+                                {"value_bytes", num(p->value.size())}});
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
         log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
     }

@@ -213,6 +213,34 @@ void Core::release(RequestId id, const Release& req, Time now) {
     if (!ok) unavailable(id);
 }
 
+// The value is set by the log (lock::Proclaim), whatever the lease: a lock
+// held with the token when it applies publishes it; otherwise 404.
+void Core::proclaim(RequestId id, const Proclaim& req, Time now) {
+    raft::ProposeError err = raft::ProposeError::kNone;
+    const bool ok = propose(lock::Proclaim{req.key, req.token, req.value}, now,
+                            [this, id, req](const Witness* applied, Time) {
+                                if (applied == nullptr) {
+                                    unavailable(id);
+                                } else if (std::holds_alternative<lock::Proclaimed>(*applied->result)) {
+                                    respond(id, Proclaimed{req.key, req.token, req.value}, *applied);
+                                } else if (const auto* full = std::get_if<lock::TableFull>(applied->result)) {
+                                    respond(id,
+                                            TableFull{"the lock table holds " + num(full->table_bytes) +
+                                                      " bytes of locks; the limit is " + num(table_.max_bytes())},
+                                            *applied);
+                                } else {
+                                    respond(id, NotHeld{}, *applied);
+                                }
+                            },
+                            &err);
+    if (ok) return;
+    if (err == raft::ProposeError::kTooLarge) {
+        respond(id, TooLarge{});
+    } else {
+        unavailable(id);
+    }
+}
+
 // The grant's lease ends now and is expired the usual way (a quorum round,
 // then Expire{key, token}), not released at once: the same owner may hold
 // that very token through another request (an idempotent re-grant of a
@@ -295,7 +323,7 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
         ++counters_.waiter_grants;
     }
     raft::ProposeError err = raft::ProposeError::kNone;
-    const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner, user}, now,
+    const bool ok = propose(lock::Grant{req.key, req.lease_ms, req.owner, user, req.value}, now,
                             [this, id, req, from_queue](const Witness* applied, Time at) {
                                 on_grant_result(id, req, from_queue, applied, at);
                             },
@@ -358,7 +386,9 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         const bool counted = leases_.answered(req.key, token, proof_kid_);
         unwritten_[id] = Unwritten{req.key, token, counted ? leader_term_ : 0};
         // A re-grant answers the lease in force: the longer, when the retry asked for less.
-        respond(id, Granted{req.key, token, g->lease_ms, req.owner}, *applied);
+        const lock::Lock* held = table_.find(req.key);
+        std::string value = held != nullptr && held->token == token ? held->value : req.value;
+        respond(id, Granted{req.key, token, g->lease_ms, req.owner, std::move(value)}, *applied);
         return;
     }
     if (const auto* full = std::get_if<lock::TableFull>(r)) {
