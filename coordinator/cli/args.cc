@@ -25,11 +25,15 @@ struct CommandSpec {
 // member: positional counts are checked per subcommand (validate_member).
 constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 
-constexpr std::array<CommandSpec, 11> kCommands{{
+constexpr std::array<CommandSpec, 14> kCommands{{
     {"acquire", 1, "KEY", true, false, true, false},
     {"release", 2, "KEY TOKEN", false, false, false, false},
     {"keepalive", 2, "KEY TOKEN", false, false, true, false},
     {"run", 1, "KEY", true, true, false, true},
+    {"elect", 1, "NAME", true, true, false, true},
+    {"leader", 1, "NAME", false, false, true, false},
+    {"proclaim", 3, "NAME TOKEN VALUE", false, false, true, false},
+    {"resign", 2, "NAME TOKEN", false, false, false, false},
     {"seq", 0, "", false, false, false, false},
     {"get", 1, "KEY", false, false, true, false},
     {"list", 0, "", false, false, true, false},
@@ -53,8 +57,10 @@ struct Parser {
 
     // run's CMD goes after "--": said when run's words do not parse without it.
     std::string run_hint() const {
-        if (out.args.command != "run" || !out.args.child.empty()) return {};
-        return "; run's command goes after '--': fencectl run KEY [FLAGS] -- CMD [ARGS...]";
+        const std::string& cmd = out.args.command;
+        if ((cmd != "run" && cmd != "elect") || !out.args.child.empty()) return {};
+        return "; " + cmd + "'s command goes after '--': fencectl " + cmd + (cmd == "run" ? " KEY" : " NAME") +
+               " [FLAGS] -- CMD [ARGS...]";
     }
 
     bool error(std::string message) {
@@ -88,7 +94,8 @@ struct Parser {
         if (flag == "--prefix") a.prefix_given = true;
         for (auto [name, field] : {std::pair{"--endpoints", &a.endpoints}, std::pair{"--owner", &a.owner},
                                    std::pair{"--peer-addr", &a.peer_addr}, std::pair{"--client-addr", &a.client_addr},
-                                   std::pair{"--prefix", &a.prefix}}) {
+                                   std::pair{"--prefix", &a.prefix},
+                                   std::pair{"--value", &a.value}}) {
             if (flag != name) continue;
             *field = value;
             return true;
@@ -152,7 +159,7 @@ struct Parser {
         static constexpr std::array<const char*, 16> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
             "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
-            "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev"};
+            "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev", "--value"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)" + run_hint());
@@ -194,6 +201,7 @@ struct Parser {
         if (f == "--peer-addr" || f == "--client-addr") return out.args.subcommand == "add";
         if (f == "--prefix") return out.args.command == "list" || out.args.command == "watch";
         if (f == "--rev" || f == "--progress") return out.args.command == "watch";
+        if (f == "--value") return out.args.command == "elect";
         return false;
     }
 
@@ -279,14 +287,15 @@ struct Parser {
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +
                          " argument(s)" + run_hint());
         }
-        if (c->child && a.child.empty()) return error("run: missing '-- CMD [ARGS...]'");
+        if (c->child && a.child.empty()) return error(a.command + ": missing '-- CMD [ARGS...]'");
         if (!c->child && !a.child.empty()) return error(a.command + ": unexpected '--'");
-        if (c->positional == 2) {
+        if (c->positional == 2 || a.command == "proclaim") {
             const auto token = parse_token(a.positional[1]);
             if (!token) return error("invalid token '" + a.positional[1] + "' (expected an integer 1.." +
                                      std::to_string(lock::kMaxToken) + ")");
             a.token = *token;
         }
+        if (a.command == "proclaim") a.value = a.positional[2];
         if (a.lease && a.lease->count() == 0) return error("--lease: must be greater than 0");
         if (a.timeout && a.timeout->count() == 0) return error("--timeout: must be greater than 0");
         return true;

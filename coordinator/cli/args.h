@@ -33,6 +33,7 @@ struct Args {
     std::vector<std::string> positional;  // KEY, TOKEN...
     std::optional<milliseconds> lease, wait, grace;
     std::string owner;
+    std::string value;               // elect --value; proclaim's VALUE
     std::string prefix;              // list: only keys starting with it; watch: the keys watched
     bool prefix_given = false;       // --prefix was given (watch --prefix "" is every key)
     std::optional<std::uint64_t> rev;  // watch --rev N: from revision N
@@ -59,6 +60,8 @@ std::optional<std::uint64_t> parse_token(const std::string& text);
 constexpr milliseconds kDefaultLease{10'000};
 constexpr milliseconds kDefaultGrace{2'000};
 constexpr milliseconds kDefaultWait{30'000};
+// elect without --wait campaigns in rounds of this long, until leader.
+constexpr milliseconds kElectWaitRound{30'000};
 constexpr milliseconds kDefaultTimeout{10'000};
 constexpr milliseconds kMinAttemptTimeout{100};  // run: floor of the per-request timeout
 

@@ -62,8 +62,9 @@ bool client_options(const Args& args, client::Options& options, std::string& err
     options.attempt_timeout = std::min(options.attempt_timeout, options.timeout);
     options.max_clock_drift_ppm = args.max_clock_drift_ppm.value_or(client::kDefaultMaxClockDriftPpm);
     // run has its own warnings while it holds a lease; status asks each endpoint once.
-    if (args.command != "run" && args.command != "status") options.on_retry = retry_notice(args, options);
-    if (args.command == "run") {
+    const bool holds = args.command == "run" || args.command == "elect";
+    if (!holds && args.command != "status") options.on_retry = retry_notice(args, options);
+    if (holds) {
         // A stopped or cut-off leader must not eat the lease: give each
         // keepalive request an eighth of it before trying the next member, so
         // that several attempts fit between the first keepalive (lease/3) and
@@ -92,7 +93,9 @@ int fail(const client::Error& error, const Args& args, std::ostream& err) {
     } else if (error.kind == client::ErrorKind::kNotFound) {
         err << "no lock on '" << key << "' (" << error.message << ")\n";
     } else if (error.kind == client::ErrorKind::kNotHeld) {
-        err << "'" << key << "' is not held with token " << args.token << " (" << error.message << ")\n";
+        const bool election = args.command == "proclaim" || args.command == "resign";
+        err << (election ? "election '" : "'") << key << (election ? "' is not led" : "' is not held")
+            << " with token " << args.token << " (" << error.message << ")\n";
     } else {
         err << error.message << '\n';
     }
@@ -123,6 +126,48 @@ int keepalive(const Args& args, client::Client& c, std::ostream& out, std::ostre
         out << k.ttl.count() << '\n';
     }
     return kExitOk;
+}
+
+// The election's leader: NAME VALUE TOKEN OWNER TTL as a table, or the
+// member's answer as JSON; none: exit 6 (kExitNotFound), "no leader" on stderr.
+int leader(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    auto r = c.leader(args.positional[0]);
+    if (!r) {
+        if (r.error().kind != client::ErrorKind::kNotFound) return fail(r.error(), args, err);
+        err << "fencectl leader: election '" << args.positional[0] << "' has no leader\n";
+        return kExitNotFound;
+    }
+    const client::LeaderInfo& l = r.value();
+    if (args.output == Output::kJson) {
+        out << json::serialize(json::object{{"name", l.name},
+                                            {"key", l.key},
+                                            {"value", l.value},
+                                            {"token", l.token},
+                                            {"owner", l.owner},
+                                            {"lease_ms", l.lease.count()},
+                                            {"ttl_ms", l.ttl.count()}})
+            << '\n';
+    } else {
+        print_table(out, {"NAME", "VALUE", "TOKEN", "OWNER", "TTL"},
+                    {{l.name, l.value, std::to_string(l.token), l.owner, std::to_string(l.ttl.count()) + "ms"}});
+    }
+    return kExitOk;
+}
+
+int proclaim(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
+    auto r = c.proclaim(args.positional[0], args.token, args.value);
+    if (!r) return fail(r.error(), args, err);
+    if (args.output == Output::kJson) {
+        out << json::serialize(json::object{{"name", r.value().name}, {"token", r.value().token},
+                                            {"value", r.value().value}})
+            << '\n';
+    }
+    return kExitOk;
+}
+
+int resign(const Args& args, client::Client& c, std::ostream& err) {
+    auto r = c.resign(args.positional[0], args.token);
+    return r ? kExitOk : fail(r.error(), args, err);
 }
 
 int get(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
@@ -240,6 +285,9 @@ int run_simple_command(const Args& args, client::Client& client, std::ostream& o
     if (cmd == "release") return release(args, client, err);
     if (cmd == "keepalive") return keepalive(args, client, out, err);
     if (cmd == "get") return get(args, client, out, err);
+    if (cmd == "leader") return leader(args, client, out, err);
+    if (cmd == "proclaim") return proclaim(args, client, out, err);
+    if (cmd == "resign") return resign(args, client, err);
     if (cmd == "list") return list(args, client, out, err);
     if (cmd == "status") return status(args, client, out, err);
     if (cmd == "member") return member(args, client, out, err);

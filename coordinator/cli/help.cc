@@ -14,6 +14,12 @@ commands:
   keepalive KEY TOKEN      reset the lease of a held lock; prints the remaining ttl
   run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
                            hold the lock while CMD runs (see fencectl run --help)
+  elect NAME --value V [--lease 10s] [--wait DUR] [--owner ID] [--grace 2s] -- CMD [ARGS...]
+                           run CMD while leader of election NAME (see fencectl elect --help)
+  leader NAME [-o json]    show the leader of election NAME: value, token, owner, ttl
+  proclaim NAME TOKEN VALUE
+                           the leader with TOKEN publishes VALUE instead
+  resign NAME TOKEN        the leader with TOKEN steps down; the next campaigner leads at once
   seq                      inside run's CMD: the next write number of its lease, for
                            pg_fence's sequenced mode (see fencectl seq --help)
   get KEY [-o json]        show one lock
@@ -59,7 +65,8 @@ exit codes:
   3  lock held by someone else, or --wait ran out
   4  lease lost (keepalive refused; run: the lease could not be kept and CMD was terminated)
   5  cluster unavailable (no member answered, no leader) within --timeout
-  6  not found (get: no such lock; release: not held with that token)
+  6  not found (get: no such lock; release: not held with that token; leader: the
+     election has no leader; proclaim, resign: the election is not led with that token)
   7  not authorized (HTTP 401: no or unknown credentials; 403: no permission on that key)
   8  member: no member of that ID in the configuration
   9  member: the change is refused now (another one is in progress, the learner has
@@ -129,6 +136,53 @@ CMD exits, the lock is released.
 exit: CMD's exit status (128+N if CMD died of signal N); 4 if the lease was
 lost (CMD was terminated); 3 held, 5 unavailable (CMD never started);
 127 CMD not found, 126 CMD not executable
+)";
+
+constexpr const char* kElect = R"(usage: fencectl elect NAME --value V [--lease 10s] [--wait DUR] [--owner ID] [--grace 2s] -- CMD [ARGS...]
+
+Campaigns in election NAME (the lock on key election/NAME: permissions under
+--auth-file are that key's) and, once leader, runs CMD as `fencectl run` does,
+with FENCE_ELECTION (NAME), FENCE_KEY (election/NAME), FENCE_TOKEN (the
+leader's fencing epoch: write with it), FENCE_VALUE, FENCE_SEQ_FILE and
+FENCECTL in its environment. Campaigners are served first come, first served.
+While CMD runs the lease is kept alive; if it cannot be, CMD is terminated
+before the lease ends, exactly as run's. When CMD exits, fencectl resigns, and
+the next campaigner leads at once.
+
+  --value V   what the leader publishes (fencectl leader NAME shows it; change
+              it with fencectl proclaim NAME "$FENCE_TOKEN" V2 from CMD)
+  --wait DUR  campaign for at most DUR (default: until leader)
+  --lease, --owner, --grace   as for run
+
+exit: CMD's exit status (128+N if CMD died of signal N); 4 if the leadership
+was lost (CMD was terminated); 3 --wait ran out, 5 unavailable (CMD never
+started); 127 CMD not found, 126 CMD not executable
+)";
+
+constexpr const char* kLeader = R"(usage: fencectl leader NAME [-o json]
+
+Shows the leader of election NAME: its value, token (the fencing epoch of its
+writes), owner and remaining ttl; -o json prints
+{"name","key","value","token","owner","lease_ms","ttl_ms"}. The leader of the
+cluster answers after confirming it still leads.
+
+exit: 0 shown, 6 the election has no leader, 5 cluster unavailable
+)";
+
+constexpr const char* kProclaim = R"(usage: fencectl proclaim NAME TOKEN VALUE [-o json]
+
+The leader of election NAME holding TOKEN publishes VALUE instead of its value,
+without losing leadership.
+
+exit: 0 done, 6 the election is not led with TOKEN, 5 cluster unavailable
+)";
+
+constexpr const char* kResign = R"(usage: fencectl resign NAME TOKEN
+
+The leader of election NAME holding TOKEN steps down; the first waiting
+campaigner is granted at once.
+
+exit: 0 done, 6 the election is not led with TOKEN, 5 cluster unavailable
 )";
 
 constexpr const char* kSeq = R"(usage: fencectl seq
@@ -278,6 +332,10 @@ std::string help_text(const std::string& command) {
     if (command == "keepalive") return kKeepalive;
     if (command == "run") return kRun;
     if (command == "seq") return kSeq;
+    if (command == "elect") return kElect;
+    if (command == "leader") return kLeader;
+    if (command == "proclaim") return kProclaim;
+    if (command == "resign") return kResign;
     if (command == "get") return kGet;
     if (command == "list") return kList;
     if (command == "status") return kStatus;

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     try {
         pgfence::client::Client client(options);
         if (args.command == "run") return run_with_lock(args, client, std::cerr);
+        if (args.command == "elect") return run_elected(args, client, std::cerr);
         return run_simple_command(args, client, std::cout, std::cerr);
     } catch (const std::exception& e) {
         std::cerr << "fencectl: " << e.what() << '\n';

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
@@ -52,33 +53,42 @@ struct LeaseClock {
     }
 };
 
+// What run or elect holds: the lock kept alive (`key`), how it is given
+// back, what CMD is told besides the token, and the name errors start with.
+struct Holding {
+    std::string who;  // "fencectl run" or "fencectl elect"
+    std::string key;
+    std::function<client::Result<client::Released>(client::Client&, std::uint64_t token)> give_back;
+    std::vector<std::string> env;
+};
+
 long long ms_until(Clock::time_point t) { return duration_cast<milliseconds>(t - Clock::now()).count(); }
 
-void end_quietly(const SeqFile& seq, SeqEnd how, std::ostream& err) {
+void end_quietly(const Holding& h, const SeqFile& seq, SeqEnd how, std::ostream& err) {
     if (std::string why = seq.end(how); !why.empty()) {
-        err << "fencectl run: warning: cannot mark the sequence file: " << why << '\n';
+        err << h.who << ": warning: cannot mark the sequence file: " << why << '\n';
     }
 }
 
-void release_quietly(client::Client& c, const Args& args, std::uint64_t token, std::ostream& err) {
-    auto r = c.release(args.positional[0], token);
-    if (!r) err << "fencectl run: warning: release of " << args.positional[0] << " token " << token
+void release_quietly(client::Client& c, const Holding& h, std::uint64_t token, std::ostream& err) {
+    auto r = h.give_back(c, token);
+    if (!r) err << h.who << ": warning: release of " << h.key << " token " << token
                 << " failed: " << r.error().message << '\n';
 }
 
 // A waited acquire may answer after sent_at + lease: confirm before starting the child.
-bool confirm_before_start(client::Client& c, const Args& args, std::uint64_t token, LeaseClock& lc,
+bool confirm_before_start(client::Client& c, const Holding& h, std::uint64_t token, LeaseClock& lc,
                           std::ostream& err, int& code) {
     if (Clock::now() < lc.last_sent + lc.lease / 3) return true;
-    auto k = c.keepalive(args.positional[0], token, Clock::now() + std::min(lc.lease, c.options().timeout));
+    auto k = c.keepalive(h.key, token, Clock::now() + std::min(lc.lease, c.options().timeout));
     if (k) {
         lc.confirmed(k.value().sent_at, k.value().deadline());
         if (Clock::now() < lc.term_at) return true;
-        err << "fencectl run: lease of " << args.positional[0] << " confirmed too late to start CMD safely\n";
+        err << h.who << ": lease of " << h.key << " confirmed too late to start CMD safely\n";
         code = kExitLostLease;
         return false;
     }
-    err << "fencectl run: lease of " << args.positional[0] << " could not be confirmed before starting: "
+    err << h.who << ": lease of " << h.key << " could not be confirmed before starting: "
         << k.error().message << '\n';
     code = exit_code_of(k.error(), "keepalive");
     return false;
@@ -86,7 +96,7 @@ bool confirm_before_start(client::Client& c, const Args& args, std::uint64_t tok
 
 // Keeps the lease while the child runs. Returns an empty string when the child
 // exited, else why the lease counts as lost (then it is time to SIGTERM).
-std::string hold(client::Client& c, const Args& args, std::uint64_t token, LeaseClock& lc, ChildProcess& child,
+std::string hold(client::Client& c, const Holding& h, std::uint64_t token, LeaseClock& lc, ChildProcess& child,
                  std::ostream& err) {
     for (;;) {
         if (child.wait_until(std::min(lc.next_keepalive, lc.term_at))) return {};
@@ -94,7 +104,7 @@ std::string hold(client::Client& c, const Args& args, std::uint64_t token, Lease
             return "no successful keepalive in time; local lease deadline in " + std::to_string(ms_until(lc.deadline)) +
                    "ms";
         }
-        auto k = c.keepalive(args.positional[0], token, lc.term_at);
+        auto k = c.keepalive(h.key, token, lc.term_at);
         if (k) {
             lc.confirmed(k.value().sent_at, k.value().deadline());
             continue;
@@ -106,7 +116,7 @@ std::string hold(client::Client& c, const Args& args, std::uint64_t token, Lease
             kind == client::ErrorKind::kBadRequest || kind == client::ErrorKind::kNotAuthorized) {
             return "keepalive refused: " + k.error().message;
         }
-        err << "fencectl run: warning: keepalive failed (" << k.error().message << "); lease deadline in "
+        err << h.who << ": warning: keepalive failed (" << k.error().message << "); lease deadline in "
             << ms_until(lc.deadline) << "ms\n";
         lc.next_keepalive = Clock::now() + std::min(kRetryPause, lc.lease / 20);
     }
@@ -128,37 +138,58 @@ std::string own_path() {
 
 // Starts CMD with the lease's environment and keeps the lease while it runs;
 // ends the sequence file's lease and releases at the end. Returns run's exit code.
-int hold_while_child_runs(const Args& args, client::Client& c, const client::Lease& acquired, LeaseClock& lc,
-                          const SeqFile& seq, std::ostream& err) {
-    const std::string& key = args.positional[0];
+int hold_while_child_runs(const Args& args, client::Client& c, const Holding& h, const client::Lease& acquired,
+                          LeaseClock& lc, const SeqFile& seq, std::ostream& err) {
+    const std::string& key = h.key;
     const std::uint64_t token = acquired.token;
     std::string error;
     std::vector<std::string> env{"FENCE_KEY=" + key, "FENCE_TOKEN=" + std::to_string(token)};
+    env.insert(env.end(), h.env.begin(), h.env.end());
     if (!seq.path().empty()) env.push_back(std::string(kSeqFileEnv) + "=" + seq.path());
     if (const std::string self = own_path(); !self.empty()) env.push_back("FENCECTL=" + self);
     if (!acquired.proof.empty()) env.push_back("FENCE_PROOF=" + acquired.proof);
     auto child = ChildProcess::spawn(args.child, env, error);
     if (!child) {
-        err << "fencectl run: cannot start '" << args.child[0] << "': " << error << '\n';
-        release_quietly(c, args, token, err);
+        err << h.who << ": cannot start '" << args.child[0] << "': " << error << '\n';
+        release_quietly(c, h, token, err);
         return kExitOther;
     }
-    const std::string lost = hold(c, args, token, lc, *child, err);
+    const std::string lost = hold(c, h, token, lc, *child, err);
     if (lost.empty()) {
-        end_quietly(seq, SeqEnd::kEnded, err);  // what CMD left running draws no more numbers
-        release_quietly(c, args, token, err);
+        end_quietly(h, seq, SeqEnd::kEnded, err);  // what CMD left running draws no more numbers
+        release_quietly(c, h, token, err);
         return child->exit_code();
     }
-    err << "fencectl run: lease of " << key << " token " << token << " lost (" << lost
+    err << h.who << ": lease of " << key << " token " << token << " lost (" << lost
         << "); terminating pid " << child->pid() << '\n';
-    end_quietly(seq, SeqEnd::kLost, err);
+    end_quietly(h, seq, SeqEnd::kLost, err);
     stop_child(*child, lc);
     client::Options quick = c.options();
     quick.timeout = std::min(quick.timeout, kReleaseOnLoss);
     quick.attempt_timeout = std::min(quick.attempt_timeout, kReleaseOnLoss);
     client::Client releaser(quick);
-    release_quietly(releaser, args, token, err);
+    release_quietly(releaser, h, token, err);
     return kExitLostLease;
+}
+
+// From the grant on: confirm, start CMD with the sequence file, hold, give back.
+int hold_granted(const Args& args, client::Client& c, const Holding& h, const client::Lease& acquired,
+                 std::ostream& err) {
+    const std::uint64_t token = acquired.token;
+    LeaseClock lc(acquired, args.grace.value_or(kDefaultGrace));
+    lc.confirmed(acquired.sent_at, acquired.deadline());
+    int code = kExitOther;
+    if (!confirm_before_start(c, h, token, lc, err, code)) {
+        release_quietly(c, h, token, err);
+        return code;
+    }
+    SeqFile seq;  // removed when run returns
+    if (std::string why = seq.create(token); !why.empty()) {
+        err << h.who << ": warning: no sequence file, so fencectl seq will not work in CMD: " << why
+            << " (set TMPDIR to a writable directory)\n";
+        seq.remove();
+    }
+    return hold_while_child_runs(args, c, h, acquired, lc, seq, err);
 }
 
 }  // namespace
@@ -172,21 +203,36 @@ int run_with_lock(const Args& args, client::Client& c, std::ostream& err) {
         err << "fencectl run: " << in_flag_terms(acquired.error(), args) << '\n';
         return exit_code_of(acquired.error(), "acquire");
     }
-    const std::uint64_t token = acquired.value().token;
-    LeaseClock lc(acquired.value(), args.grace.value_or(kDefaultGrace));
-    lc.confirmed(acquired.value().sent_at, acquired.value().deadline());
-    int code = kExitOther;
-    if (!confirm_before_start(c, args, token, lc, err, code)) {
-        release_quietly(c, args, token, err);
-        return code;
+    const Holding h{"fencectl run", key,
+                    [key](client::Client& cl, std::uint64_t token) { return cl.release(key, token); }, {}};
+    return hold_granted(args, c, h, acquired.value(), err);
+}
+
+int run_elected(const Args& args, client::Client& c, std::ostream& err) {
+    const std::string& name = args.positional[0];
+    client::CampaignRequest req{name, args.value, args.lease.value_or(kDefaultLease), kElectWaitRound, args.owner};
+    // Without --wait: campaign until leader, a round of kElectWaitRound at a
+    // time (a round that runs out queues again, at the back).
+    const bool forever = !args.wait;
+    const Clock::time_point give_up = Clock::now() + args.wait.value_or(milliseconds(0));
+    for (;;) {
+        if (!forever) {
+            req.wait = std::max(milliseconds(0), duration_cast<milliseconds>(give_up - Clock::now()));
+        }
+        auto elected = c.campaign(req);
+        if (elected) {
+            const client::Lease& lease = elected.value();
+            const Holding h{"fencectl elect", lease.key,
+                            [name](client::Client& cl, std::uint64_t token) { return cl.resign(name, token); },
+                            {"FENCE_ELECTION=" + name, "FENCE_VALUE=" + lease.value}};
+            return hold_granted(args, c, h, lease, err);
+        }
+        const bool ran_out = elected.error().kind == client::ErrorKind::kHeld;
+        if (!ran_out || (!forever && Clock::now() >= give_up)) {
+            err << "fencectl elect: " << in_flag_terms(elected.error(), args) << '\n';
+            return exit_code_of(elected.error(), "acquire");
+        }
     }
-    SeqFile seq;  // removed when run returns
-    if (std::string why = seq.create(token); !why.empty()) {
-        err << "fencectl run: warning: no sequence file, so fencectl seq will not work in CMD: " << why
-            << " (set TMPDIR to a writable directory)\n";
-        seq.remove();
-    }
-    return hold_while_child_runs(args, c, acquired.value(), lc, seq, err);
 }
 
 }  // namespace pgfence::cli

@@ -364,7 +364,62 @@ public:
         return transport_.perform(call);
     }
 
-    Result<Lease> acquire(const AcquireRequest& req) {
+    Result<Lease> acquire(const AcquireRequest& req) { return grant("/v1/acquire", {{"key", req.key}}, req); }
+
+    Result<Lease> campaign(const CampaignRequest& c) {
+        json::object fields{{"name", c.name}, {"value", c.value}};
+        Result<Lease> lease = grant("/v1/election/campaign", fields, AcquireRequest{"", c.lease, c.wait, c.owner});
+        if (!lease) return lease;
+        lease.value().name = c.name;
+        return lease;
+    }
+
+    Result<Proclaimed> proclaim(const std::string& name, std::uint64_t token, const std::string& value) {
+        CallResult r = post("/v1/election/proclaim", {{"name", name}, {"token", token}, {"value", value}});
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        Proclaimed out{name, token, get_string(p.value(), "value")};
+        if (!get_u64(p.value(), "token", out.token)) return protocol_error("proclaim answer without 'token'");
+        return out;
+    }
+
+    Result<Released> resign(const std::string& name, std::uint64_t token) {
+        CallResult r = post("/v1/election/resign", {{"name", name}, {"token", token}});
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        const json::value* resigned = p.value().if_contains("resigned");
+        if (resigned == nullptr || !resigned->is_bool() || !resigned->get_bool()) return not_pgfence(r);
+        return Released{};
+    }
+
+    Result<LeaderInfo> leader(const std::string& name) {
+        CallResult r = get("/v1/election/leader?name=" + url_encode(name));
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotFound);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        const json::object& o = p.value();
+        LeaderInfo info;
+        std::uint64_t lease_ms = 0, ttl_ms = 0;
+        info.name = get_string(o, "name");
+        info.key = get_string(o, "key");
+        info.value = get_string(o, "value");
+        info.owner = get_string(o, "owner");
+        if (!get_u64(o, "token", info.token)) return protocol_error("leader answer without a numeric 'token'");
+        get_u64(o, "lease_ms", lease_ms);
+        get_u64(o, "ttl_ms", ttl_ms);
+        info.lease = milliseconds(lease_ms);
+        info.ttl = milliseconds(ttl_ms);
+        return info;
+    }
+
+    // An acquire (path /v1/acquire, `fields` the key) or a campaign (its
+    // name and value): the lease and wait of `req`, answered as a Lease.
+    Result<Lease> grant(const char* path, const json::object& fields, const AcquireRequest& req) {
         const Options& o = transport_.options();
         const auto wait_end = Clock::now() + req.wait;
         Call call;
@@ -372,9 +427,11 @@ public:
             // A retry asks only for the wait that is left, so the whole call stays within it.
             const auto left = std::max(milliseconds(0),
                                        std::chrono::duration_cast<milliseconds>(wait_end - Clock::now()));
-            json::object body{{"key", req.key}, {"lease_ms", req.lease.count()}, {"wait_ms", left.count()}};
+            json::object body = fields;
+            body["lease_ms"] = req.lease.count();
+            body["wait_ms"] = left.count();
             if (!req.owner.empty()) body["owner"] = req.owner;
-            return Attempt{{"POST", "/v1/acquire", json::serialize(body)}, o.attempt_timeout + left};
+            return Attempt{{"POST", path, json::serialize(body)}, o.attempt_timeout + left};
         };
         call.deadline = Clock::now() + o.timeout + req.wait;
         CallResult r = transport_.perform(call);
@@ -387,7 +444,9 @@ public:
         std::uint64_t lease_ms = 0;
         if (!get_u64(o_body, "token", lease.token)) return protocol_error("acquire answer without 'token'");
         if (!get_u64(o_body, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
-        lease.key = req.key;
+        lease.key = get_string(o_body, "key");
+        if (lease.key.empty()) lease.key = req.key;
+        lease.value = get_string(o_body, "value");
         lease.owner = get_string(o_body, "owner");
         lease.proof = get_string(o_body, "proof");
         lease.lease = milliseconds(lease_ms);
@@ -543,6 +602,12 @@ Result<KeepaliveResult> Client::keepalive(const std::string& key, std::uint64_t 
     return impl_->keepalive(key, token, deadline);
 }
 Result<LockInfo> Client::get(const std::string& key) { return impl_->get_lock(key); }
+Result<Lease> Client::campaign(const CampaignRequest& request) { return impl_->campaign(request); }
+Result<Proclaimed> Client::proclaim(const std::string& name, std::uint64_t token, const std::string& value) {
+    return impl_->proclaim(name, token, value);
+}
+Result<Released> Client::resign(const std::string& name, std::uint64_t token) { return impl_->resign(name, token); }
+Result<LeaderInfo> Client::leader(const std::string& name) { return impl_->leader(name); }
 Result<std::vector<LockInfo>> Client::list(const std::string& prefix) { return impl_->list(prefix); }
 Result<MemberStatus> Client::status() { return impl_->status(); }
 Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }

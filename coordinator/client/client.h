@@ -158,9 +158,21 @@ struct AcquireRequest {
     std::string owner;     // optional; the same owner re-acquiring gets its token back
 };
 
+// A campaign in election `name` (POST /v1/election/campaign): an acquire of
+// the election's key whose lock publishes `value` while it leads.
+struct CampaignRequest {
+    std::string name;
+    std::string value;
+    milliseconds lease{10'000};
+    milliseconds wait{0};  // > 0: queue FIFO behind the leader for up to this long
+    std::string owner;
+};
+
 struct Lease {
-    std::string key;
+    std::string key;  // a campaign's: the election's key ("election/" + name)
     std::uint64_t token = 0;
+    std::string name;   // a campaign's election, "" for a lock
+    std::string value;  // a campaign's: what the lock publishes
     milliseconds lease{0};
     std::string owner;
     // The grant's token proof when the cluster signs grants
@@ -201,6 +213,23 @@ struct LockInfo {
     // (docs/http-api.md, GET /v1/locks): 16 hex digits, "none" or "unknown"
     // ("" from a member that does not report it).
     std::string kid;
+};
+
+// An election's leader (GET /v1/election/leader).
+struct LeaderInfo {
+    std::string name;
+    std::string key;
+    std::string value;
+    std::uint64_t token = 0;  // the leader's fencing epoch
+    std::string owner;
+    milliseconds lease{0};
+    milliseconds ttl{0};
+};
+
+struct Proclaimed {
+    std::string name;
+    std::uint64_t token = 0;
+    std::string value;
 };
 
 struct MemberStatus {
@@ -244,6 +273,16 @@ public:
     Result<KeepaliveResult> keepalive(const std::string& key, std::uint64_t token,
                                       std::optional<Clock::time_point> deadline = std::nullopt);
     Result<LockInfo> get(const std::string& key);
+
+    // Elections (docs/http-api.md "Elections"). campaign: leader once
+    // granted (kHeld when the wait ran out); its lease is kept alive with
+    // keepalive(lease.key, lease.token). proclaim and resign: kNotHeld when
+    // the election is not led with that token. leader: kNotFound when the
+    // election has no leader.
+    Result<Lease> campaign(const CampaignRequest& request);
+    Result<Proclaimed> proclaim(const std::string& name, std::uint64_t token, const std::string& value);
+    Result<Released> resign(const std::string& name, std::uint64_t token);
+    Result<LeaderInfo> leader(const std::string& name);
     // Every held lock whose key starts with `prefix` ("": all), sorted by
     // key, asked for page by page (GET /v1/locks?prefix=&after=&limit=,
     // kListPageSize a page): not one snapshot, a lock changed meanwhile may

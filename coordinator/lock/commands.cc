@@ -11,7 +11,8 @@ namespace pgfence::lock {
 namespace {
 
 constexpr std::uint8_t kCommandVersion = 1;
-constexpr std::uint8_t kUserCommandVersion = 2;  // a Grant with a user (commands.h)
+constexpr std::uint8_t kUserCommandVersion = 2;   // a Grant with a user (commands.h)
+constexpr std::uint8_t kValueCommandVersion = 3;  // a Grant with a value (commands.h)
 
 enum class Tag : std::uint8_t {
     kGrant = 1,
@@ -22,6 +23,7 @@ enum class Tag : std::uint8_t {
     kGrantMany = 6,
     kReleaseMany = 7,
     kCheckpoint = 8,
+    kProclaim = 9,
 };
 
 // How many bytes of a key or owner describe() prints before "...".
@@ -36,12 +38,26 @@ void encode_fields(std::string& out, const Grant& grant) {
     codec::put_string(out, grant.key, kMaxKeyBytes, "grant key");
     codec::put_u64(out, grant.lease_ms);
     codec::put_string(out, grant.owner, kMaxOwnerBytes, "grant owner");
-    if (!grant.user.empty()) codec::put_string(out, grant.user, kMaxUserBytes, "grant user");
+    if (!grant.value.empty()) {
+        codec::put_string(out, grant.user, kMaxUserBytes, "grant user");
+        codec::put_string(out, grant.value, kMaxValueBytes, "grant value");
+    } else if (!grant.user.empty()) {
+        codec::put_string(out, grant.user, kMaxUserBytes, "grant user");
+    }
 }
 
 std::uint8_t version_of(const Command& cmd) {
     const auto* grant = std::get_if<Grant>(&cmd);
-    return grant != nullptr && !grant->user.empty() ? kUserCommandVersion : kCommandVersion;
+    if (grant == nullptr) return kCommandVersion;
+    if (!grant->value.empty()) return kValueCommandVersion;
+    return !grant->user.empty() ? kUserCommandVersion : kCommandVersion;
+}
+
+void encode_fields(std::string& out, const Proclaim& proclaim) {
+    codec::put_u8(out, tag_byte(Tag::kProclaim));
+    codec::put_string(out, proclaim.key, kMaxKeyBytes, "proclaim key");
+    codec::put_u64(out, proclaim.token);
+    codec::put_string(out, proclaim.value, kMaxValueBytes, "proclaim value");
 }
 
 void encode_fields(std::string& out, const Release& release) {
@@ -142,20 +158,37 @@ void encode_fields(std::string& out, const Checkpoint& checkpoint) {
     }
 }
 
-// Version 2 adds the user, which is then never empty (commands.h).
+// Version 2 adds the user, which is then never empty; version 3 the user
+// (may be empty) and the value, which is then never empty (commands.h).
 std::optional<Command> decode_grant(codec::Reader& in, std::uint8_t version) {
     const std::string_view key = in.string("grant key", kMaxKeyBytes);
     const std::uint64_t lease_ms = in.u64("grant lease_ms");
     const std::string_view owner = in.string("grant owner", kMaxOwnerBytes);
     std::string_view user;
+    std::string_view value;
     const std::size_t user_offset = in.offset();
-    if (version == kUserCommandVersion) user = in.string("grant user", kMaxUserBytes);
+    if (version >= kUserCommandVersion) user = in.string("grant user", kMaxUserBytes);
+    const std::size_t value_offset = in.offset();
+    if (version == kValueCommandVersion) value = in.string("grant value", kMaxValueBytes);
     if (!in.ok()) return std::nullopt;
     if (version == kUserCommandVersion && user.empty()) {
         in.fail_at(user_offset, "grant user is empty in command version 2 (a grant without a user is version 1)");
         return std::nullopt;
     }
-    return Grant{std::string(key), lease_ms, std::string(owner), std::string(user)};
+    if (version == kValueCommandVersion && value.empty()) {
+        in.fail_at(value_offset,
+                   "grant value is empty in command version 3 (a grant without a value is version 1 or 2)");
+        return std::nullopt;
+    }
+    return Grant{std::string(key), lease_ms, std::string(owner), std::string(user), std::string(value)};
+}
+
+std::optional<Command> decode_proclaim(codec::Reader& in) {
+    const std::string_view key = in.string("proclaim key", kMaxKeyBytes);
+    const std::uint64_t token = in.u64("proclaim token");
+    const std::string_view value = in.string("proclaim value", kMaxValueBytes);
+    if (!in.ok()) return std::nullopt;
+    return Proclaim{std::string(key), token, std::string(value)};
 }
 
 template <typename KeyToken>
@@ -218,8 +251,9 @@ std::optional<Command> decode_body(codec::Reader& in, std::uint8_t version) {
     const std::size_t tag_offset = in.offset();
     const std::uint8_t tag = in.u8("tag");
     if (!in.ok()) return std::nullopt;
-    if (version == kUserCommandVersion && static_cast<Tag>(tag) != Tag::kGrant) {
-        in.fail_at(tag_offset, "command tag " + std::to_string(tag) + " in command version 2 (only a grant, tag 1, is)");
+    if (version != kCommandVersion && static_cast<Tag>(tag) != Tag::kGrant) {
+        in.fail_at(tag_offset, "command tag " + std::to_string(tag) + " in command version " + std::to_string(version) +
+                                   " (only a grant, tag 1, is)");
         return std::nullopt;
     }
     switch (static_cast<Tag>(tag)) {
@@ -239,8 +273,10 @@ std::optional<Command> decode_body(codec::Reader& in, std::uint8_t version) {
             return decode_release_many(in);
         case Tag::kCheckpoint:
             return decode_checkpoint(in);
+        case Tag::kProclaim:
+            return decode_proclaim(in);
     }
-    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..8)");
+    in.fail_at(tag_offset, "unknown command tag " + std::to_string(tag) + " (known: 1..9)");
     return std::nullopt;
 }
 
@@ -298,9 +334,9 @@ std::string encode(const Command& cmd) {
 std::variant<Command, DecodeError> decode_command(std::string_view bytes) {
     codec::Reader in(bytes, read_error, "command");
     const std::uint8_t version = in.u8("version");
-    if (in.ok() && version != kCommandVersion && version != kUserCommandVersion) {
+    if (in.ok() && version != kCommandVersion && version != kUserCommandVersion && version != kValueCommandVersion) {
         in.fail_at(0, "unknown command version " + std::to_string(version) + " (known: " +
-                          std::to_string(kCommandVersion) + ", " + std::to_string(kUserCommandVersion) + ")");
+                          std::to_string(kCommandVersion) + ".." + std::to_string(kValueCommandVersion) + ")");
     }
     std::optional<Command> cmd;
     if (in.ok()) cmd = decode_body(in, version);
@@ -335,7 +371,8 @@ std::string describe(const Command& cmd) {
             using C = std::decay_t<decltype(c)>;
             if constexpr (std::is_same_v<C, Grant>) {
                 return "grant key=" + quoted(c.key) + " lease_ms=" + std::to_string(c.lease_ms) +
-                       " owner=" + quoted(c.owner) + " user=" + quoted(c.user);
+                       " owner=" + quoted(c.owner) + " user=" + quoted(c.user) +
+                       (c.value.empty() ? std::string() : " value_bytes=" + std::to_string(c.value.size()));
             } else if constexpr (std::is_same_v<C, Release>) {
                 return "release key=" + quoted(c.key) + " token=" + std::to_string(c.token);
             } else if constexpr (std::is_same_v<C, Expire>) {
@@ -345,6 +382,9 @@ std::string describe(const Command& cmd) {
                        " owner=" + quoted(c.owner) + " user=" + quoted(c.user);
             } else if constexpr (std::is_same_v<C, ReleaseMany>) {
                 return "release_many " + describe_keys(c.keys) + " token=" + std::to_string(c.token);
+            } else if constexpr (std::is_same_v<C, Proclaim>) {
+                return "proclaim key=" + quoted(c.key) + " token=" + std::to_string(c.token) +
+                       " value_bytes=" + std::to_string(c.value.size());
             } else if constexpr (std::is_same_v<C, ExpireMany>) {
                 std::string out = "expire_many count=" + std::to_string(c.locks.size());
                 if (!c.locks.empty()) {
@@ -392,6 +432,8 @@ std::string describe(const Result& result) {
                 return "expired_many existed=" + std::to_string(r.existed);
             } else if constexpr (std::is_same_v<R, Checkpointed>) {
                 return "checkpointed applied=" + std::to_string(r.applied);
+            } else if constexpr (std::is_same_v<R, Proclaimed>) {
+                return "proclaimed";
             } else if constexpr (std::is_same_v<R, FloorSet>) {
                 return "floor_set floor=" + std::to_string(r.floor);
             } else {

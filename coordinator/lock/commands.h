@@ -55,6 +55,9 @@ struct Grant {
     std::uint64_t lease_ms = 0;
     std::string owner;  // optional; the same non-empty owner and user re-acquiring get their token back
     std::string user{};  // "" without authentication; else 1..kMaxUserBytes
+    // What a lock it creates publishes (an election's leader value,
+    // 0..kMaxValueBytes, validate_value()); a re-grant keeps the lock's own.
+    std::string value{};
     bool operator==(const Grant&) const = default;
 };
 
@@ -157,7 +160,16 @@ struct ReleaseMany {
 std::size_t encoded_bytes(const GrantMany& many);
 std::size_t encoded_bytes(const ReleaseMany& many);
 
-using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, GrantMany, ReleaseMany, Checkpoint>;
+// Set the value `key`'s lock publishes, only if it is held with `token` (an
+// election's leader changing its value without losing leadership).
+struct Proclaim {
+    std::string key;
+    Token token = 0;
+    std::string value;  // 0..kMaxValueBytes, validate_value()
+    bool operator==(const Proclaim&) const = default;
+};
+
+using Command = std::variant<Grant, Release, Expire, SetTokenFloor, ExpireMany, GrantMany, ReleaseMany, Checkpoint, Proclaim>;
 
 // ---- results ----
 struct Granted {
@@ -206,6 +218,10 @@ struct FloorSet {
     Token floor = 0;  // the floor in force after apply
     bool operator==(const FloorSet&) const = default;
 };
+// A Proclaim applied: the lock held with its token publishes its value now.
+struct Proclaimed {
+    bool operator==(const Proclaimed&) const = default;
+};
 
 // A key of a set addressed alone: a Release of one key of a set, a
 // ReleaseMany naming only part of it, or a same-owner Grant of one of its
@@ -218,7 +234,7 @@ struct PartOfSet {
 };
 
 using Result = std::variant<Granted, GrantRejected, Released, NotFound, Expired, Noop, FloorSet, TableFull, ExpiredMany,
-                            PartOfSet, Checkpointed>;
+                            PartOfSet, Checkpointed, Proclaimed>;
 
 struct DecodeError {
     std::string message;  // says what was wrong and where (byte offset)
@@ -238,7 +254,7 @@ std::string validate_user(std::string_view user);
 // Checks a value: 0..kMaxValueBytes bytes, the owner's text rule.
 std::string validate_value(std::string_view value);
 
-// Checks every field of a command against the limits (key, owner, user, 1 <= lease_ms
+// Checks every field of a command against the limits (key, owner, user, value, 1 <= lease_ms
 // <= kMaxLeaseMs, floor <= kMaxToken, an ExpireMany's or a Checkpoint's count and size). Leaders call it before proposing; the
 // state machine calls it on apply so a bad committed entry has a fixed outcome.
 // Returns an empty string when valid, else why not.
@@ -249,6 +265,7 @@ std::string validate(const ExpireMany& many);
 std::string validate(const GrantMany& many);
 std::string validate(const ReleaseMany& many);
 std::string validate(const Checkpoint& checkpoint);
+std::string validate(const Proclaim& proclaim);
 
 // Encoding: [version u8][tag u8][fields...], integers little-endian fixed
 // width, strings as u32 length + bytes. Bounded by the limits above.
@@ -256,17 +273,21 @@ std::string validate(const Checkpoint& checkpoint);
 // 3 Expire{key, token u64}, 4 SetTokenFloor{floor u64},
 // 5 ExpireMany{count u32 (1..kMaxExpireMany), then count x (key, token u64)},
 // 6 GrantMany{count u32 (2..kMaxGrantManyKeys), count x key, lease_ms u64, owner, user},
-// 7 ReleaseMany{count u32 (2..kMaxGrantManyKeys), count x key, token u64}.
-// Tags 6 and 7 are written in version 1 with every field (the user even when
-// empty): no reader older than them knows them.
+// 7 ReleaseMany{count u32 (2..kMaxGrantManyKeys), count x key, token u64},
 // 8 Checkpoint{count u32 (1..kMaxCheckpoints), then count x (key, token u64,
-// remaining_ms u64)}.
-// Version 2 is written for a Grant with a non-empty user, and only for it:
-// tag 1 Grant{key, lease_ms u64, owner, user}. Everything else is written in
-// version 1, so a cluster without authentication writes only what releases
-// before version 2 read. A version 2 command that version 1 could carry (a
-// Grant with an empty user, any other tag) is refused: one encoding per command.
-// encode() throws std::length_error for a key, owner or user longer than its limit
+// remaining_ms u64)}, 9 Proclaim{key, token u64, value}. Tags 6..9 are
+// written in version 1 with every field (a GrantMany's user even when empty):
+// no reader older than them knows them.
+// Version 2 is written for a Grant with a non-empty user and an empty value,
+// and only for it: tag 1 Grant{key, lease_ms u64, owner, user}. Version 3 is
+// written for a Grant with a non-empty value, and only for it: tag 1
+// Grant{key, lease_ms u64, owner, user (may be empty), value}. Everything else
+// is written in version 1, so a cluster without authentication and elections
+// writes only what releases before version 2 read. A version 2 or 3 command
+// that a lower version could carry (a version 2 Grant with an empty user, a
+// version 3 Grant with an empty value, any other tag) is refused: one
+// encoding per command.
+// encode() throws std::length_error for a key, owner, user or value longer than its limit
 // (decode would reject it); every other command encodes, and
 // decode_command(encode(c)) == c. decode_command() checks structure and length
 // limits only; validate() checks the values.

@@ -65,14 +65,15 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
     }
     const Token token = grant_token(index, token_floor_);
     if (token == 0) return GrantRejected{kInvalidGrantHolder};
-    const std::uint64_t added = lock_bytes(grant.key, grant.owner, grant.user);
+    const std::uint64_t added = lock_bytes(grant.key, grant.owner, grant.user, grant.value);
     if (bytes_ + added > max_bytes_) return TableFull{bytes_};
     if (token <= last_token_) {
         throw std::logic_error("lock table: token " + std::to_string(token) +
                                " does not exceed the last token " + std::to_string(last_token_));
     }
     before_change(grant.key);
-    account(*locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner, grant.user}), true);
+    account(*locks_.emplace_hint(place, Lock{grant.key, token, grant.lease_ms, grant.owner, grant.user, grant.value}),
+            true);
     last_token_ = token;
     return Granted{token, true, grant.lease_ms};
 }
@@ -87,6 +88,25 @@ Result LockTable::apply_one(std::uint64_t /*index*/, const Release& release) {
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const Expire& expire) {
     return Expired{remove_if_held(expire.key, expire.token)};
+}
+
+Result LockTable::apply_one(std::uint64_t /*index*/, const Proclaim& proclaim) {
+    if (!validate(proclaim).empty()) return NotFound{};
+    const auto held = locks_.find(proclaim.key);
+    if (held == locks_.end() || held->token != proclaim.token) return NotFound{};
+    if (held->value == proclaim.value) return Proclaimed{};
+    const std::uint64_t before = lock_bytes(*held);
+    const std::uint64_t after = lock_bytes(held->key, held->owner, held->user, proclaim.value, held->remaining_ms != 0);
+    if (after > before && bytes_ - before + after > max_bytes_) return TableFull{bytes_};
+    before_change(proclaim.key);
+    // The set's element is const: the node is taken out, changed and put
+    // back (its key, its place, unchanged), and counted again.
+    auto node = locks_.extract(held);
+    account(node.value(), false);
+    node.value().value = proclaim.value;
+    account(node.value(), true);
+    locks_.insert(std::move(node));
+    return Proclaimed{};
 }
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const ExpireMany& many) {

@@ -85,16 +85,18 @@ class LockTable {
     // A new lock's token is t = grant_token(index, token_floor()) (commands.h).
     // Outcomes:
     //   Grant failing validate()                  -> GrantRejected{0}, table unchanged
-    //   Grant, key free, t != 0                   -> Granted{t, created: true, the Grant's lease_ms}
+    //   Grant, key free, t != 0                   -> Granted{t, created: true, the Grant's lease_ms}:
+    //                                                the lock publishes the Grant's value
     //   Grant, key free, t == 0 (over kMaxToken)  -> GrantRejected{0}
     //   Grant, key free, bytes() + lock_bytes(grant) > max_bytes()
     //                                             -> TableFull{bytes()}, table unchanged
     //   Grant, held, regrants(holder, owner, user) -> Granted{existing token, created: false,
     //                                                lease_ms}: the lock's lease_ms becomes
     //                                                the longer of its own and the Grant's
-    //                                                (a retry never shortens a lease) and
-    //                                                its remaining_ms becomes 0 (the lease
-    //                                                restarts at full length)
+    //                                                (a retry never shortens a lease), its
+    //                                                remaining_ms becomes 0 (the lease
+    //                                                restarts at full length) and its value
+    //                                                stays (a Proclaim changes it)
     //   Grant, held otherwise (another owner, or  -> GrantRejected{holder token}, table unchanged
     //     the same owner asked by another user)
     //   Grant, held by a set (set_size() >= 2), regrants() -> PartOfSet{key, set token, keys}:
@@ -135,6 +137,12 @@ class LockTable {
     //                                                (a first checkpoint adds 8 bytes) is left
     //                                                as it is; one failing validate() ->
     //                                                Checkpointed{0}, table unchanged
+    //   Proclaim{key, token, value}, held with    -> Proclaimed: the lock publishes `value`
+    //     that token
+    //   Proclaim, the value longer and the table  -> TableFull{bytes()}, table unchanged
+    //     past max_bytes() with it
+    //   Proclaim otherwise (another token, key    -> NotFound, table unchanged
+    //     free, or failing validate())
     //   SetTokenFloor{f}                          -> FloorSet{max(floor, f)}; f > kMaxToken
     //                                                is ignored
     // A held key's token is never 0, so GrantRejected{0} always means "invalid".
@@ -239,6 +247,7 @@ class LockTable {
     void lengthen(std::string_view key, std::uint64_t lease_ms);
     Result apply_one(std::uint64_t index, const Checkpoint& checkpoint);
     bool set_remaining(const LeaseCheckpoint& checkpoint);
+    Result apply_one(std::uint64_t index, const Proclaim& proclaim);
     bool remove_if_held(std::string_view key, Token token);
     // Counts the sets from scratch (restore()).
     void count_sets();

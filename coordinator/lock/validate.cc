@@ -99,7 +99,13 @@ std::string check_grant(const Grant& grant) {
     if (auto problem = validate_key(grant.key); !problem.empty()) return problem;
     if (auto problem = check_lease(grant.lease_ms); !problem.empty()) return problem;
     if (auto problem = validate_owner(grant.owner); !problem.empty()) return problem;
-    return validate_user(grant.user);
+    if (auto problem = validate_user(grant.user); !problem.empty()) return problem;
+    return validate_value(grant.value);
+}
+
+std::string check_proclaim(const Proclaim& proclaim) {
+    if (auto problem = validate_key(proclaim.key); !problem.empty()) return problem;
+    return validate_value(proclaim.value);
 }
 
 std::string check_floor(const SetTokenFloor& set) {
@@ -242,6 +248,10 @@ std::string validate(const Checkpoint& checkpoint) {
     return check_checkpoint(checkpoint);
 }
 
+std::string validate(const Proclaim& proclaim) {
+    return check_proclaim(proclaim);
+}
+
 std::string validate(const Command& cmd) {
     return std::visit(
         [](const auto& c) -> std::string {
@@ -256,6 +266,8 @@ std::string validate(const Command& cmd) {
                 return validate(c);
             } else if constexpr (std::is_same_v<C, Checkpoint>) {
                 return check_checkpoint(c);
+            } else if constexpr (std::is_same_v<C, Proclaim>) {
+                return check_proclaim(c);
             } else {
                 return validate_key(c.key);  // Release, Expire: any token is well-formed
             }

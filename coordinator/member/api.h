@@ -18,11 +18,26 @@
 
 namespace pgfence::member {
 
+// An election NAME is the lock on the key kElectionPrefix + NAME (the
+// election routes, docs/http-api.md "Elections"): its holder is the leader,
+// its token the leader's fencing epoch, its value what the leader publishes;
+// permissions under --auth-file are the key's. The one place the mapping is
+// written.
+inline constexpr std::string_view kElectionPrefix = "election/";
+constexpr std::size_t kMaxElectionNameBytes = lock::kMaxKeyBytes - kElectionPrefix.size();
+inline std::string election_key(std::string_view name) {
+    std::string key(kElectionPrefix);
+    key += name;
+    return key;
+}
+
 // POST /v1/acquire. wait_ms > 0: queue behind the holder (FIFO per key).
 // `user`: who asks, as the shell authenticated it ("" without --auth-file);
 // the owner is bound to it (lock::regrants()).
 // `keys`: a set of 2..lock::kMaxGrantManyKeys keys acquired together
 // (lock::GrantMany), `key` then empty; else empty and `key` is the one key.
+// `value`: what the lock publishes once granted (POST /v1/election/campaign:
+// the leader's value; lock::Grant::value).
 struct Acquire {
     std::string key;
     std::uint64_t lease_ms = 0;
@@ -30,6 +45,7 @@ struct Acquire {
     std::string owner;
     std::string user{};
     std::vector<std::string> keys{};
+    std::string value{};
 };
 
 // POST /v1/release and POST /v1/keepalive carry the same body.
@@ -43,6 +59,12 @@ struct KeepAlive {
     std::string key;
     std::uint64_t token = 0;
     std::vector<std::string> keys{};
+};
+// POST /v1/election/proclaim: the lock held with `token` publishes `value`.
+struct Proclaim {
+    std::string key;
+    std::uint64_t token = 0;
+    std::string value;
 };
 
 // GET /v1/locks?key=K (one lock), or a page of the list:
@@ -88,7 +110,7 @@ struct ListMembers {};
 struct TakeBackup {};
 
 using Request = std::variant<Acquire, Release, KeepAlive, ListLocks, AddMember, PromoteMember, RemoveMember,
-                             ListMembers, TakeBackup>;
+                             ListMembers, TakeBackup, Proclaim>;
 
 // ---- answers -------------------------------------------------------------------
 
@@ -103,9 +125,16 @@ struct Granted {
     std::uint64_t lease_ms = 0;
     std::string owner;
     std::vector<std::string> keys{};
+    std::string value{};  // what the lock publishes (a re-grant: the lock's own)
 };
 
 struct Released {};  // 200 {"released":true}
+
+struct Proclaimed {  // 200: the lock held with `token` publishes `value` now
+    std::string key;
+    lock::Token token = 0;
+    std::string value;
+};
 
 struct KeptAlive {  // 200 {"key","token","ttl_ms"} (a set: {"keys",...})
     std::string key;
@@ -190,6 +219,7 @@ struct Unavailable {
 };
 
 using Response = std::variant<Granted, Released, KeptAlive, Locks, NotHeld, Held, TooLarge, Unavailable, Members,
-                              UnknownMember, ChangeRefused, Backup, TableFull, PartOfSet>;
+                              UnknownMember, ChangeRefused, Backup, TableFull, PartOfSet,
+                              Proclaimed>;
 
 }  // namespace pgfence::member

@@ -174,6 +174,8 @@ void Core::request(RequestId id, Request req, Time now) {
         release(id, *r, now);
     } else if (auto* k = std::get_if<KeepAlive>(&req)) {
         keepalive(id, *k);
+    } else if (auto* p = std::get_if<Proclaim>(&req)) {
+        proclaim(id, *p, now);
     } else {
         change_members(id, req, now);
     }

@@ -508,6 +508,7 @@ private:
     // A set's keepalive: every key's lease, restarted together, or none.
     void keepalive_set(RequestId id, const KeepAlive& req);
     void release(RequestId id, const Release& req, Time now);
+    void proclaim(RequestId id, const Proclaim& req, Time now);
     // A grant of `key` with `token` reached nobody (a phantom grant): its
     // lease ends now and is expired, unless an answer still promises it
     // (Lease::answers).

@@ -180,6 +180,10 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             {{"locks", num(c->locks.size())}, {"applied", num(done != nullptr ? done->applied : 0)},
              {"first_key", c->locks.empty() ? std::string() : c->locks.front().key},
              {"first_remaining_ms", num(c->locks.empty() ? 0 : c->locks.front().remaining_ms)}});
+    } else if (const auto* p = std::get_if<lock::Proclaim>(&cmd)) {
+        const bool set = std::holds_alternative<lock::Proclaimed>(result);
+        log(level, "proclaim", {{"key", p->key}, {"token", num(p->token)}, {"proclaimed", set ? "true" : "false"},
+                                {"value_bytes", num(p->value.size())}});
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
         log(LogLevel::kInfo, "token_floor", {{"requested", num(f->floor)}, {"floor", num(table_.token_floor())}});
     }

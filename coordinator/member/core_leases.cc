@@ -381,6 +381,34 @@ void Core::release(RequestId id, const Release& req, Time now) {
     if (!ok) unavailable(id);
 }
 
+// The value is set by the log (lock::Proclaim), whatever the lease: a lock
+// held with the token when it applies publishes it; otherwise 404.
+void Core::proclaim(RequestId id, const Proclaim& req, Time now) {
+    raft::ProposeError err = raft::ProposeError::kNone;
+    const bool ok = propose(lock::Proclaim{req.key, req.token, req.value}, now,
+                            [this, id, req](const Witness* applied, Time) {
+                                if (applied == nullptr) {
+                                    unavailable(id);
+                                } else if (std::holds_alternative<lock::Proclaimed>(*applied->result)) {
+                                    respond(id, Proclaimed{req.key, req.token, req.value}, *applied);
+                                } else if (const auto* full = std::get_if<lock::TableFull>(applied->result)) {
+                                    respond(id,
+                                            TableFull{"the lock table holds " + num(full->table_bytes) +
+                                                      " bytes of locks; the limit is " + num(table_.max_bytes())},
+                                            *applied);
+                                } else {
+                                    respond(id, NotHeld{}, *applied);
+                                }
+                            },
+                            &err);
+    if (ok) return;
+    if (err == raft::ProposeError::kTooLarge) {
+        respond(id, TooLarge{});
+    } else {
+        unavailable(id);
+    }
+}
+
 // The grant's lease ends now and is expired the usual way (a quorum round,
 // then Expire{key, token}), not released at once: the same owner may hold
 // that very token through another request (an idempotent re-grant of a
@@ -469,7 +497,7 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
     }
     raft::ProposeError err = raft::ProposeError::kNone;
     const lock::Command cmd = req.keys.empty()
-                                  ? lock::Command{lock::Grant{req.key, req.lease_ms, req.owner, user}}
+                                  ? lock::Command{lock::Grant{req.key, req.lease_ms, req.owner, user, req.value}}
                                   : lock::Command{lock::GrantMany{req.keys, req.lease_ms, req.owner, user}};
     const bool ok = propose(cmd, now,
                             [this, id, req, from_queue](const Witness* applied, Time at) {
@@ -584,8 +612,11 @@ void Core::answer_granted(RequestId id, const Acquire& req, lock::Token token, s
     for_keys(req, [&](const std::string& key) { counted = leases_.answered(key, token, proof_kid_) || counted; });
     unwritten_[id] = Unwritten{req.keys.empty() ? std::vector<std::string>{req.key} : req.keys, token,
                                counted ? leader_term_ : 0};
-    // A re-grant answers the lease in force: the longer, when the retry asked for less.
-    respond(id, Granted{req.key, token, lease_ms, req.owner, req.keys}, by);
+    // A re-grant answers the lease in force: the longer, when the retry asked
+    // for less, and the value the lock publishes.
+    const lock::Lock* held = req.keys.empty() ? table_.find(req.key) : nullptr;
+    std::string value = held != nullptr && held->token == token ? held->value : req.value;
+    respond(id, Granted{req.key, token, lease_ms, req.owner, req.keys, std::move(value)}, by);
 }
 
 void Core::enqueue_waiter(RequestId id, const Acquire& req, bool front, Time now, const Witness& by) {

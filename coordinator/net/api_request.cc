@@ -110,13 +110,10 @@ std::string check_set_size(const member::Acquire& req) {
     return {};
 }
 
-std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
-                                                       const RequestLimits& limits) {
-    auto obj = parse_object(body);
-    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
-    const json::object& o = std::get<json::object>(obj);
-    AcquireRequest req;
-    if (auto bad = get_key_or_keys(o, req.key, req.keys)) return *bad;
+namespace {
+
+// lease_ms, wait_ms and owner of an acquire or a campaign, into `req`.
+std::optional<BadRequest> acquire_fields(const json::object& o, const RequestLimits& limits, AcquireRequest& req) {
     auto lease = get_uint(o, "lease_ms", true, 0);
     if (auto* bad = std::get_if<BadRequest>(&lease)) return *bad;
     req.lease_ms = std::get<std::uint64_t>(lease);
@@ -144,7 +141,112 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
     if (auto why = lock::validate_owner(req.owner); !why.empty()) {
         return BadRequest{"field 'owner' is invalid: " + why};
     }
+    return std::nullopt;
+}
+
+// The election's name, checked, as its key.
+std::variant<std::string, BadRequest> election_key_of(const json::object& o) {
+    auto name = get_string(o, "name", true);
+    if (auto* bad = std::get_if<BadRequest>(&name)) return *bad;
+    if (auto why = check_election_name(std::get<std::string>(name)); !why.empty()) return BadRequest{why};
+    return member::election_key(std::get<std::string>(name));
+}
+
+std::variant<std::string, BadRequest> value_of(const json::object& o, bool required) {
+    auto value = get_string(o, "value", required);
+    if (auto* bad = std::get_if<BadRequest>(&value)) return *bad;
+    if (auto why = lock::validate_value(std::get<std::string>(value)); !why.empty()) {
+        return BadRequest{"field 'value' is invalid: " + why};
+    }
+    return value;
+}
+
+std::variant<lock::Token, BadRequest> token_of(const json::object& o) {
+    auto token = get_uint(o, "token", true, 0);
+    if (auto* bad = std::get_if<BadRequest>(&token)) return *bad;
+    if (std::get<std::uint64_t>(token) == 0) return BadRequest{"field 'token' must be a positive integer, got 0"};
+    return std::get<std::uint64_t>(token);
+}
+
+}  // namespace
+
+std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
+                                                       const RequestLimits& limits) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    AcquireRequest req;
+    if (auto bad = get_key_or_keys(o, req.key, req.keys)) return *bad;
+    if (auto bad = acquire_fields(o, limits, req)) return *bad;
     if (auto why = check_set_size(req); !why.empty()) return BadRequest{why};
+    return req;
+}
+
+std::string check_election_name(std::string_view name) {
+    if (name.empty() || name.size() > member::kMaxElectionNameBytes) {
+        return "field 'name' is " + std::to_string(name.size()) + " bytes; it must be 1.." +
+               std::to_string(member::kMaxElectionNameBytes) + " bytes";
+    }
+    const std::string why = check_key(member::election_key(name));
+    return why.empty() ? why : "field 'name' is invalid: " + why;
+}
+
+std::variant<AcquireRequest, BadRequest> parse_campaign(std::string_view body, const RequestLimits& limits) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    AcquireRequest req;
+    auto key = election_key_of(o);
+    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
+    req.key = std::move(std::get<std::string>(key));
+    auto value = value_of(o, false);
+    if (auto* bad = std::get_if<BadRequest>(&value)) return *bad;
+    req.value = std::move(std::get<std::string>(value));
+    if (auto bad = acquire_fields(o, limits, req)) return *bad;
+    return req;
+}
+
+std::variant<member::Proclaim, BadRequest> parse_proclaim(std::string_view body) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    member::Proclaim req;
+    auto key = election_key_of(o);
+    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
+    req.key = std::move(std::get<std::string>(key));
+    auto token = token_of(o);
+    if (auto* bad = std::get_if<BadRequest>(&token)) return *bad;
+    req.token = std::get<lock::Token>(token);
+    auto value = value_of(o, true);
+    if (auto* bad = std::get_if<BadRequest>(&value)) return *bad;
+    req.value = std::move(std::get<std::string>(value));
+    return req;
+}
+
+std::variant<KeyToken, BadRequest> parse_resign(std::string_view body) {
+    auto obj = parse_object(body);
+    if (auto* bad = std::get_if<BadRequest>(&obj)) return *bad;
+    const json::object& o = std::get<json::object>(obj);
+    KeyToken req;
+    auto key = election_key_of(o);
+    if (auto* bad = std::get_if<BadRequest>(&key)) return *bad;
+    req.key = std::move(std::get<std::string>(key));
+    auto token = token_of(o);
+    if (auto* bad = std::get_if<BadRequest>(&token)) return *bad;
+    req.token = std::get<lock::Token>(token);
+    return req;
+}
+
+std::variant<member::ListLocks, BadRequest> parse_leader_query(std::string_view query) {
+    auto name = query_param(query, "name");
+    if (auto* bad = std::get_if<BadRequest>(&name)) return *bad;
+    const QueryParam& p = std::get<QueryParam>(name);
+    if (!p.found) return BadRequest{"query parameter 'name' is required"};
+    if (auto why = check_election_name(p.value); !why.empty()) {
+        return BadRequest{"query parameter " + why.substr(std::string_view("field ").size())};
+    }
+    member::ListLocks req;
+    req.key = member::election_key(p.value);
     return req;
 }
 

@@ -46,6 +46,20 @@ std::variant<AcquireRequest, BadRequest> parse_acquire(std::string_view body,
 // a set's keys, as for an acquire), token >= 1.
 std::variant<KeyToken, BadRequest> parse_key_token(std::string_view body);
 
+// The election routes (member/api.h election_key()): the request types of
+// the lock routes, with the key made of the election's name.
+// "" or why `name` is no election name (1..member::kMaxElectionNameBytes, the key's text rule).
+std::string check_election_name(std::string_view name);
+// POST /v1/election/campaign {"name","value"?,"lease_ms","wait_ms"?,"owner"?}:
+// an acquire of election_key(name) whose lock publishes `value` (0..4096 bytes).
+std::variant<AcquireRequest, BadRequest> parse_campaign(std::string_view body, const RequestLimits& limits);
+// POST /v1/election/proclaim {"name","token","value"}.
+std::variant<member::Proclaim, BadRequest> parse_proclaim(std::string_view body);
+// POST /v1/election/resign {"name","token"}: a release of the election's key.
+std::variant<KeyToken, BadRequest> parse_resign(std::string_view body);
+// GET /v1/election/leader?name=N: the election's one lock.
+std::variant<member::ListLocks, BadRequest> parse_leader_query(std::string_view query);
+
 // POST /v1/members/add {"id","peer_addr","client_addr"}: id >= 1, both
 // addresses HOST:PORT (net/host_port.h) of at most member::kMaxAddressBytes.
 std::variant<member::AddMember, BadRequest> parse_add_member(std::string_view body);

@@ -22,18 +22,30 @@ void respond_json(const ExchangePtr& ex, unsigned status, const json::value& bod
     ex->respond(net::HttpResponse{status, json::serialize(body), "application/json", {}});
 }
 
+// A lock's "value" is there when it publishes one.
 json::object lock_json(const member::LockView& v) {
     const lock::Lock& l = v.lock;
-    return {{"key", l.key},           {"token", l.token},   {"owner", l.owner},
-            {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}, {"kid", v.kid}};
+    json::object o{{"key", l.key},           {"token", l.token},   {"owner", l.owner},
+                   {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}, {"kid", v.kid}};
+    if (!l.value.empty()) o["value"] = l.value;
+    return o;
 }
 
 // {"key":…,"token":…,"lease_ms":…,"owner":…[,"proof":…]}: what a granted
 // acquire answers; the proof when the member signs (--token-signing-key-file).
-std::string grant_body(const member::Granted& g, const std::string& proof) {
+// A campaign's (`election`: its name) starts {"name":…,"value":…, then the same.
+std::string grant_body(const member::Granted& g, const std::string& proof, const std::string* election) {
     std::string out;
     out.reserve(64 + g.key.size() + g.owner.size() + (proof.empty() ? 0 : proof.size() + 10));
-    out.append("{\"key\":");
+    out.push_back('{');
+    if (election != nullptr) {
+        out.append("\"name\":");
+        net::append_json_string(out, *election);
+        out.append(",\"value\":");
+        net::append_json_string(out, g.value);
+        out.push_back(',');
+    }
+    out.append("\"key\":");
     net::append_json_string(out, g.key);
     out.append(",\"token\":").append(std::to_string(g.token));
     out.append(",\"lease_ms\":").append(std::to_string(g.lease_ms));
@@ -101,16 +113,16 @@ std::string Member::Impl::members_json(const member::Members& m, bool progress) 
 }
 
 void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target,
-                          std::optional<Caller> reader) {
+                          std::optional<Caller> reader, std::optional<ElectionCall> election) {
     const member::RequestId id = next_request++;
-    outstanding.emplace(id, Outstanding{ex, std::move(target), std::move(reader)});
+    outstanding.emplace(id, Outstanding{ex, std::move(target), std::move(reader), std::move(election)});
     core->request(id, std::move(request), now());
 }
 
 // Writes a grant's answer, unless its client is gone.
 void Member::Impl::write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g,
-                               const std::string& proof) {
-    write_grant_body(id, ex, grant_body(g, proof));
+                               const std::string& proof, const std::string* election) {
+    write_grant_body(id, ex, grant_body(g, proof, election));
 }
 
 void Member::Impl::write_grant_body(member::RequestId id, const ExchangePtr& ex, std::string body) {
@@ -186,17 +198,23 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     if (auto* g = std::get_if<member::Granted>(&response); g != nullptr && !g->keys.empty()) {
         write_grant_many(id, ex, std::move(*g));
     } else if (g != nullptr) {
+        // A campaign's grant names its election.
+        std::optional<std::string> name;
+        if (o.election) name = o.election->name;
         if (!proof_signer) {
-            write_grant(id, ex, *g, std::string());
+            write_grant(id, ex, *g, std::string(), name ? &*name : nullptr);
             return;
         }
         // Signed off the loop, mostly while the grant was being committed
         // (server/proof_signer.h); the answer is written when its proof is ready.
         const lock::Token token = g->token;
         const std::string key = g->key;  // copied before the callback takes the grant
-        proof_signer->take(security.signer(), token, key, [this, id, ex, grant = std::move(*g)](std::string proof) {
-            write_grant(id, ex, grant, proof);
-        });
+        proof_signer->take(security.signer(), token, key,
+                           [this, id, ex, grant = std::move(*g), name = std::move(name)](std::string proof) {
+                               write_grant(id, ex, grant, proof, name ? &*name : nullptr);
+                           });
+    } else if (o.election && answer_election(*o.election, ex, response)) {
+        return;
     } else if (std::holds_alternative<member::Released>(response)) {
         ex->respond(net::HttpResponse{200, "{\"released\":true}", "application/json", {}});
     } else if (auto* k = std::get_if<member::KeptAlive>(&response); k != nullptr && !k->keys.empty()) {
@@ -249,6 +267,35 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     } else {
         redirect_or_unavailable(o.target, ex, std::get<member::Unavailable>(response).leader);
     }
+}
+
+// The election routes' own answers: resign {"resigned":true}; proclaim
+// {"name","token","value"}; leader {"name","key","value","token","owner",
+// "lease_ms","ttl_ms"} or 404 no_leader; proclaim or resign by no leader with
+// that token, 404 not_leader. Others (409, 503, 307, ...) as the lock routes'.
+bool Member::Impl::answer_election(const ElectionCall& election, const ExchangePtr& ex, member::Response& response) {
+    using Kind = ElectionCall::Kind;
+    if (std::holds_alternative<member::Released>(response)) {
+        respond_json(ex, 200, json::object{{"resigned", true}});
+    } else if (auto* p = std::get_if<member::Proclaimed>(&response)) {
+        respond_json(ex, 200, json::object{{"name", election.name}, {"token", p->token}, {"value", p->value}});
+    } else if (auto* locks = std::get_if<member::Locks>(&response); locks != nullptr && locks->one) {
+        const member::LockView& v = locks->locks.front();
+        respond_json(ex, 200,
+                     json::object{{"name", election.name}, {"key", v.lock.key}, {"value", v.lock.value},
+                                  {"token", v.lock.token}, {"owner", v.lock.owner}, {"lease_ms", v.lock.lease_ms},
+                                  {"ttl_ms", v.ttl_ms}});
+    } else if (std::holds_alternative<member::NotHeld>(response)) {
+        if (election.kind == Kind::kLeader) {
+            respond_error(ex, 404, "no_leader", "election '" + election.name + "' has no leader");
+        } else {
+            respond_error(ex, 404, "not_leader",
+                          "election '" + election.name + "' is not led with that token (resigned, or its lease ended)");
+        }
+    } else {
+        return false;
+    }
+    return true;
 }
 
 void Member::Impl::deny(const ExchangePtr& ex, const Caller& caller, const std::string& path, std::string_view key,

@@ -47,11 +47,20 @@ using Clock = std::chrono::steady_clock;
 constexpr int kInfoEveryTicks = 5;  // MemberInfo broadcast period
 
 // A request handed to the core and not yet answered.
+// An election route's request (routes.cc): its answer is written in the
+// election's words (docs/http-api.md "Elections"), not the lock route's.
+struct ElectionCall {
+    enum class Kind : std::uint8_t { kCampaign, kProclaim, kResign, kLeader };
+    Kind kind = Kind::kCampaign;
+    std::string name;
+};
+
 struct Outstanding {
     ExchangePtr exchange;
     std::string target;  // where a 307 to the leader points
     // A list of every lock, with authorization on: only what this caller may read.
     std::optional<Caller> reader;
+    std::optional<ElectionCall> election;
 };
 
 // Where a request stood when its client left (Member::Impl::client_left).
@@ -127,14 +136,18 @@ struct Member::Impl {
     // Hands `request` to the core; its answer is written by answer().
     // `target`: where a 307 points if the core answers Unavailable.
     void submit(member::Request request, const ExchangePtr& ex, std::string target,
-                std::optional<Caller> reader = std::nullopt);
+                std::optional<Caller> reader = std::nullopt, std::optional<ElectionCall> election = std::nullopt);
+    // An election route's answer (answer() hands it those it words its own way); false: not one of them.
+    bool answer_election(const ElectionCall& election, const ExchangePtr& ex, member::Response& response);
     // 401 (no user) or 403 (user without the permission), logged and counted.
     void deny(const ExchangePtr& ex, const Caller& caller, const std::string& path, std::string_view key,
               std::string message);
     // SIGHUP: certificates, keys and the auth file loaded again (member.cc).
     void reload_security();
     void answer(member::RequestId id, member::Response response);
-    void write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g, const std::string& proof);
+    // `election`: the campaign's name, when the grant answers one.
+    void write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g, const std::string& proof,
+                     const std::string* election = nullptr);
     void write_grant_body(member::RequestId id, const ExchangePtr& ex, std::string body);
     void write_grant_many(member::RequestId id, const ExchangePtr& ex, member::Granted grant);
     // The client of request `id` went away: every such case ends here, and

@@ -55,6 +55,15 @@ bool parse_keepalive(Impl& m, Call& call) {
     call.request = member::KeepAlive{std::move(r.key), r.token, std::move(r.keys)};
     return true;
 }
+// A campaign carries its caller's user, as an acquire.
+bool parse_campaign(Impl& m, Call& call) {
+    if (!take(m, call, net::parse_campaign(call.req.body, m.limits))) return false;
+    if (call.caller) std::get<member::Acquire>(call.request).user = call.caller->user->name;
+    return true;
+}
+bool parse_proclaim(Impl& m, Call& call) { return take(m, call, net::parse_proclaim(call.req.body)); }
+bool parse_resign(Impl& m, Call& call) { return take(m, call, net::parse_resign(call.req.body)); }
+bool parse_leader(Impl& m, Call& call) { return take(m, call, net::parse_leader_query(call.query)); }
 bool parse_list(Impl& m, Call& call) { return take(m, call, net::parse_list_query(call.query)); }
 bool parse_add(Impl& m, Call& call) { return take(m, call, net::parse_add_member(call.req.body)); }
 
@@ -159,6 +168,18 @@ void get_version(Impl&, Call& call) { respond(call, "{\"version\":\"" PGFENCE_VE
 // path: the body carries the request.
 void ask_core(Impl& m, Call& call) { m.submit(std::move(call.request), call.ex, call.path); }
 
+// An election route: the lock request its parser made, answered in the
+// election's words (Member::Impl::answer_election). The name is the key's
+// tail (member::election_key()).
+template <ElectionCall::Kind kKind>
+void ask_election(Impl& m, Call& call) {
+    const std::string* key = key_of(call.request);
+    std::string name = key != nullptr ? key->substr(member::kElectionPrefix.size()) : std::string();
+    // A 307 the core asks for later keeps the query (the leader's name).
+    const std::string& target = kKind == ElectionCall::Kind::kLeader ? call.req.target : call.path;
+    m.submit(std::move(call.request), call.ex, target, std::nullopt, ElectionCall{kKind, std::move(name)});
+}
+
 void get_snapshot(Impl& m, Call& call) { m.submit(member::TakeBackup{}, call.ex, call.path); }
 void get_members(Impl& m, Call& call) { m.submit(member::ListMembers{}, call.ex, call.path); }
 
@@ -252,6 +273,10 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/keepalive",       Need::kLockOnKey, Serves::kWriter, parse_keepalive,                        ParseAt::kLast,  ask_core},
     {"GET",  "/v1/locks",           Need::kReadOnKey, Serves::kLeader, parse_list,                             ParseAt::kLast,  get_locks},
     {"GET",  "/v1/watch",           Need::kReadOnKey, Serves::kAny,    parse_watch,                            ParseAt::kLast,  get_watch},
+    {"POST", "/v1/election/campaign", Need::kLockOnKey, Serves::kWriter, parse_campaign,                       ParseAt::kLast,  ask_election<ElectionCall::Kind::kCampaign>},
+    {"POST", "/v1/election/proclaim", Need::kLockOnKey, Serves::kWriter, parse_proclaim,                       ParseAt::kLast,  ask_election<ElectionCall::Kind::kProclaim>},
+    {"POST", "/v1/election/resign", Need::kLockOnKey, Serves::kWriter, parse_resign,                           ParseAt::kLast,  ask_election<ElectionCall::Kind::kResign>},
+    {"GET",  "/v1/election/leader", Need::kReadOnKey, Serves::kLeader, parse_leader,                           ParseAt::kLast,  ask_election<ElectionCall::Kind::kLeader>},
     {"GET",  "/v1/snapshot",        Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_snapshot},
     {"GET",  "/v1/members",         Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_members},
     {"POST", "/v1/members/add",     Need::kAdmin,     Serves::kLeader, parse_add,                              ParseAt::kLast,  ask_core},

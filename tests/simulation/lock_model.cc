@@ -56,6 +56,13 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                     ++applied;
                 }
                 return lock::Checkpointed{applied};
+            } else if constexpr (std::is_same_v<C, lock::Proclaim>) {
+                // The value is not modelled (reads compare tokens); whether
+                // the key is held with the token is.
+                auto it = holders_.find(c.key);
+                const bool held = it != holders_.end() && it->second.token == c.token;
+                return held && lock::validate(c).empty() ? lock::Result{lock::Proclaimed{}}
+                                                         : lock::Result{lock::NotFound{}};
             } else {
                 floor_ = std::max(floor_, c.floor);
                 return lock::FloorSet{floor_};

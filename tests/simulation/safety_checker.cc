@@ -133,6 +133,19 @@ void SafetyChecker::check_effect(raft::NodeId id, const lock::Command& cmd, cons
                             std::is_same_v<C, lock::Release> ? "Release" : "Expire", " of token ", c.token);
                 }
             }
+            if constexpr (std::is_same_v<C, lock::Proclaim>) {
+                // Only the value of the lock held with the token changes.
+                const lock::Lock* now = table.find(c.key);
+                if (std::holds_alternative<lock::Proclaimed>(result)) {
+                    require(prior && prior->token == c.token && now != nullptr && now->token == c.token &&
+                                now->value == c.value,
+                            "member ", id, " proclaimed on key ", c.key, " token ", c.token,
+                            " but the lock does not publish its value");
+                } else if (prior) {
+                    require(now != nullptr && now->token == prior->token && now->value == prior->value,
+                            "member ", id, " changed key ", c.key, " on a refused proclaim of token ", c.token);
+                }
+            }
             // ExpireMany: the sequential model, compared with the whole
             // table after every entry (check_against_model), checks each lock.
         },

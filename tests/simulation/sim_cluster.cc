@@ -174,6 +174,9 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     if (options.twins || twin_random.chance(kTwinShare)) {
         workload_->set_twins(0.05 * static_cast<double>(twin_random.between(1, 6)), twin_random.fork(1));
     }
+    // Elections (values and proclaims) in half the seeds, from their own stream too.
+    SimRandom election_random(options.seed ^ 0x656C6563ull);
+    if (election_random.chance(0.5)) workload_->set_elections(election_random.fork(1));
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
     admin_timeout_us_ = admin_random_.chance(0.4) ? admin_random_.between(1, 3) *
                                                         static_cast<std::uint64_t>(faults_.election_ticks) *
@@ -326,6 +329,7 @@ void Cluster::finish_result() {
     result_.answered_expires_checked = workload_->leases().expires_checked();
     result_.waiter_order_checked = leader_checker_->waiter_grants_checked();
     result_.fresh_tokens_checked = workload_->tokens().fresh_checked();
+    result_.proclaims = workload_->proclaimed();
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
     result_.sim_time_us = now_us_;
     for (const auto& s : slots_) {

@@ -85,6 +85,7 @@ struct RunResult {
     std::uint64_t expires_checked = 0;       // leader_checker.h: Expire proposals checked
     std::uint64_t answered_expires_checked = 0;  // lease_checker.h: Expires checked against answered leases
     std::uint64_t twin_grants_unwritten = 0;     // twin acquires' Granted answers reported unwritten
+    std::uint64_t proclaims = 0;                 // proclaims answered Proclaimed (values set through the log)
     std::uint64_t waiter_order_checked = 0;  // waiter grants checked for arrival order
     std::uint64_t fresh_tokens_checked = 0;  // token_checker.h: fresh grants checked against earlier tokens
     // Membership (sim_admin.h, quorum_checker.h).

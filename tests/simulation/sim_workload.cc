@@ -39,6 +39,11 @@ void Workload::member_stopped(std::size_t position) {
 
 std::string Workload::random_key() { return "report:" + std::to_string(random_.between(0, keys_ - 1)); }
 
+std::string Workload::election_value() {
+    const std::uint64_t pick = election_random_.between(0, 3);
+    return pick == 0 ? std::string() : "leader-" + std::to_string(pick);
+}
+
 lock::Token Workload::stale_or_known_token(const std::string& key) {
     const auto& seen = tokens_seen_[key];
     if (seen.empty() || random_.chance(0.1)) return random_.between(1, 200);
@@ -55,7 +60,9 @@ member::Request Workload::next_request(Client& c) {
     const std::uint64_t roll = random_.between(0, 99);
     if (roll < 45) {
         const std::uint64_t wait_ms = random_.chance(0.3) ? tick_ms_ * random_.between(1, 40) : 0;
-        return member::Acquire{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner, c.user};
+        member::Acquire a{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner, c.user};
+        if (elections_) a.value = election_value();
+        return a;
     }
     std::string key;
     lock::Token token = 0;
@@ -69,13 +76,17 @@ member::Request Workload::next_request(Client& c) {
         token = stale_or_known_token(key);
     }
     if (roll < 75) return member::Release{key, token};
+    if (elections_ && election_random_.chance(0.3)) return member::Proclaim{key, token, election_value()};
     return member::KeepAlive{key, token};
 }
 
 // What the request proposes when the leader takes it (the history's command).
 namespace {
 lock::Command command_of(const member::Request& r) {
-    if (const auto* a = std::get_if<member::Acquire>(&r)) return lock::Grant{a->key, a->lease_ms, a->owner, a->user};
+    if (const auto* a = std::get_if<member::Acquire>(&r)) {
+        return lock::Grant{a->key, a->lease_ms, a->owner, a->user, a->value};
+    }
+    if (const auto* p = std::get_if<member::Proclaim>(&r)) return lock::Proclaim{p->key, p->token, p->value};
     const auto& rel = std::get<member::Release>(r);
     return lock::Release{rel.key, rel.token};
 }
@@ -166,6 +177,9 @@ void check_told(const member::Request& request, const member::Answer& a) {
     } else if (std::holds_alternative<member::Released>(r)) {
         require(a.index != 0 && std::holds_alternative<lock::Released>(a.result), "answer Released but its witness (index ",
                 a.index, ") says ", lock::describe(a.result));
+    } else if (std::holds_alternative<member::Proclaimed>(r)) {
+        require(a.index != 0 && std::holds_alternative<lock::Proclaimed>(a.result),
+                "answer Proclaimed but its witness (index ", a.index, ") says ", lock::describe(a.result));
     } else if (std::holds_alternative<member::NotHeld>(r) && !keepalive) {
         require(a.index != 0, "a NotHeld answer to a ", list ? "list" : "release", " carries no witness");
         require(list || !std::holds_alternative<lock::Released>(a.result),
@@ -202,13 +216,20 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
         leases_.kept_alive(c.op.client, k->key, k->token, k->ttl_ms, c.sent_us);
     } else if (std::holds_alternative<member::Released>(answer.response)) {
         c.held.erase(std::get<member::Release>(c.request).key);
+    } else if (std::holds_alternative<member::Proclaimed>(answer.response)) {
+        ++proclaimed_;
     } else if (std::holds_alternative<member::NotHeld>(answer.response) &&
                !std::holds_alternative<member::ListLocks>(c.request)) {
-        const bool release = std::holds_alternative<member::Release>(c.request);
-        const std::string& key =
-            release ? std::get<member::Release>(c.request).key : std::get<member::KeepAlive>(c.request).key;
-        const lock::Token token =
-            release ? std::get<member::Release>(c.request).token : std::get<member::KeepAlive>(c.request).token;
+        std::string key;
+        lock::Token token = 0;
+        std::visit(
+            [&](const auto& r) {
+                if constexpr (requires { r.token; }) {
+                    key = r.key;
+                    token = r.token;
+                }
+            },
+            c.request);
         // Not held with that token: the client lost the token it asked
         // about; one it holds under another token it still holds (its
         // re-acquire of the key must still shorten that lease, below).

@@ -62,6 +62,14 @@ public:
         twin_share_ = share;
         twin_random_ = random;
     }
+    // Elections in this seed: acquires that publish a value and proclaims in
+    // place of a share of keepalives, drawn from `random` (their own stream,
+    // as twins').
+    void set_elections(SimRandom random) {
+        elections_ = true;
+        election_random_ = random;
+    }
+    std::uint64_t proclaimed() const { return proclaimed_; }  // proclaims answered Proclaimed
     // Leases answered to a client must run to their deadline: the leader
     // proposed Expire{key, token} at now_us.
     void expire_proposed(const std::string& key, lock::Token token, std::uint64_t now_us) {
@@ -121,6 +129,7 @@ private:
 
     member::Request next_request(Client& c);
     std::string random_key();
+    std::string election_value();  // "" or one of a few values, from election_random_
     lock::Token stale_or_known_token(const std::string& key);
     std::optional<Write> record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us);
     Send resend(Client& c, std::size_t member, std::uint64_t now_us);
@@ -128,6 +137,9 @@ private:
 
     double twin_share_ = 0;
     SimRandom twin_random_{0};
+    bool elections_ = false;
+    SimRandom election_random_{0};
+    std::uint64_t proclaimed_ = 0;
     std::size_t members_;
     std::vector<bool> stopped_;  // by position
     bool any_stopped_ = false;

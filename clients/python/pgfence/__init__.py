@@ -15,6 +15,12 @@
     for event in c.watch(prefix="job:", rev=1):            # lock events, resumed across member deaths
         print(event["type"], event["key"], event["token"])
 
+    with pgfence.election("billing", value="http://10.0.0.5:8080") as leader:   # leads until the block ends
+        write_with(leader.token)               # the fencing epoch of the leader's writes
+        leader.proclaim("http://10.0.0.6:8080")
+    c.election_leader("billing")             # -> Leader (value, token, owner); NotFoundError when none
+    for leader in c.observe("billing"): ...  # changes of leader, polled
+
 Client (pgfence.client) is the HTTP API with the C++ client's retries,
 redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a
 lock with a background keepalive as `fencectl run` does, and number the
@@ -26,17 +32,18 @@ fencectl's.
 """
 
 from . import exitcodes
-from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, Client, KeepaliveResult, Lease, LockInfo,
-                     usable_lease)
+from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, ELECTION_PREFIX, Client, KeepaliveResult, Leader, Lease,
+                     LockInfo, usable_lease)
 from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
 from .errors import (BadRequestError, CompactedError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
                      NotFoundError, NotHeldError, NotPgfenceError, ProtocolError, TableFullError,
                      UnavailableError)
-from .holder import MAX_SEQ, HeldLock, hold, lock
+from .holder import MAX_SEQ, HeldLock, campaign, election, hold, lock
 
 __all__ = [
     "Client", "Lease", "KeepaliveResult", "LockInfo", "HeldLock", "lock", "hold", "usable_lease",
+    "Leader", "election", "campaign", "ELECTION_PREFIX",
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
     "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",

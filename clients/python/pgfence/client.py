@@ -60,6 +60,10 @@ KEY_FILE_ENV = "FENCE_KEY_FILE"  # FENCE_KEY is the lock key `fencectl run` expo
 BEARER_FILE_ENV = "FENCE_BEARER_FILE"
 
 
+# An election NAME is the lock on this prefix + NAME (coordinator/member/api.h election_key()).
+ELECTION_PREFIX = "election/"
+
+
 def usable_lease(lease_ms, max_clock_drift_ppm):
     """lease x (1 - rho) in seconds: how long after its send a lease may be used.
     The one place the client applies rho; rho >= 100% leaves nothing."""
@@ -81,6 +85,8 @@ class Lease:
     sent_at: float
     received_at: float
     max_clock_drift_ppm: int
+    name: str = ""  # a campaign's election ("" for a lock); `key` is then "election/" + name
+    value: str = ""  # a campaign's: what the leader publishes
 
     @property
     def deadline(self):
@@ -109,6 +115,20 @@ class LockInfo:
     """A held lock as the leader lists it (ttl: to the lease's nominal end)."""
 
     key: str
+    token: int
+    owner: str
+    lease_ms: int
+    ttl_ms: int
+
+
+@dataclasses.dataclass
+class Leader:
+    """An election's leader (GET /v1/election/leader): its value, and its
+    token, the fencing epoch of its writes (ttl: to the lease's nominal end)."""
+
+    name: str
+    key: str
+    value: str
     token: int
     owner: str
     lease_ms: int
@@ -415,17 +435,20 @@ class Client:
         NotAuthorizedError, TableFullError, UnavailableError, ProtocolError.
         With an `owner`, a retry that finds the key held by that owner gets its
         token back."""
+        return self._grant("/v1/acquire", {"key": key}, _Call("acquire", key, lease=lease, wait=wait), lease, wait,
+                           owner)
+
+    def _grant(self, path, fields, call, lease, wait, owner):
         lease_ms = parse_duration_ms(lease)
         wait_s = parse_duration_ms(wait) / 1000
         wait_end = time.monotonic() + wait_s
-        call = _Call("acquire", key, lease=lease, wait=wait)
 
         def make():
             left_ms = max(0, int((wait_end - time.monotonic()) * 1000))
-            body = {"key": key, "lease_ms": lease_ms, "wait_ms": left_ms}
+            body = dict(fields, lease_ms=lease_ms, wait_ms=left_ms)
             if owner:
                 body["owner"] = owner
-            return "POST", "/v1/acquire", dumps(body), self._opts.attempt_timeout_s + left_ms / 1000
+            return "POST", path, dumps(body), self._opts.attempt_timeout_s + left_ms / 1000
 
         result = self._perform(make, self._opts.timeout_s + wait_s, call)
         r = result.response
@@ -433,10 +456,79 @@ class Client:
             _raise_for(result, call, errors.NotFoundError)
         obj = _object(r.body, call, result.endpoint)
         granted_ms = obj.get("lease_ms", lease_ms)
-        return Lease(key=key, token=_uint(obj, "token", call, result.endpoint),
+        return Lease(key=_text(obj, "key") or call.key, token=_uint(obj, "token", call, result.endpoint),
                      lease_ms=granted_ms if isinstance(granted_ms, int) else lease_ms,
                      owner=_text(obj, "owner"), proof=_text(obj, "proof"), sent_at=result.first_sent_at,
-                     received_at=time.monotonic(), max_clock_drift_ppm=self._opts.max_clock_drift_ppm)
+                     received_at=time.monotonic(), max_clock_drift_ppm=self._opts.max_clock_drift_ppm,
+                     name=_text(obj, "name"), value=_text(obj, "value"))
+
+    # -- elections (docs/http-api.md "Elections": election NAME is the lock on
+    # the key "election/" + NAME, whose permissions it has) ---------------------
+
+    def campaign(self, name, value="", lease="10s", wait="0s", owner=""):
+        """Campaigns in election `name` -> Lease (name, value, key
+        "election/" + name, token: the fencing epoch of the leader's writes).
+        With `wait` > 0 the campaign queues (FIFO) behind the leader for up to
+        that long. Keep the lease alive with keepalive(lease.key, lease.token),
+        or use pgfence.election(), which does. Raises what acquire() raises
+        (HeldError: the wait ran out)."""
+        return self._grant("/v1/election/campaign", {"name": name, "value": value},
+                           _Call("campaign", ELECTION_PREFIX + name, lease=lease, wait=wait), lease, wait, owner)
+
+    def proclaim(self, name, token, value):
+        """The leader of `name` holding `token` publishes `value` instead;
+        NotHeldError when the election is not led with that token."""
+        call = _Call("proclaim", ELECTION_PREFIX + name, token)
+        result = self._post("/v1/election/proclaim", {"name": name, "token": token, "value": value},
+                            self._opts.attempt_timeout_s, call)
+        if result.response.status != 200:
+            _raise_for(result, call, errors.NotHeldError)
+        _object(result.response.body, call, result.endpoint)
+
+    def resign(self, name, token, deadline=None):
+        """The leader of `name` holding `token` steps down: the first waiting
+        campaigner leads at once. NotHeldError when the election is not led
+        with that token. `deadline` (time.monotonic()) cuts the call short."""
+        call = _Call("resign", ELECTION_PREFIX + name, token)
+        result = self._post("/v1/election/resign", {"name": name, "token": token}, self._opts.attempt_timeout_s,
+                            call, deadline)
+        if result.response.status != 200:
+            _raise_for(result, call, errors.NotHeldError)
+        if _object(result.response.body, call, result.endpoint).get("resigned") is not True:
+            raise _not_pgfence(call, result.endpoint, 200, result.response.body)
+
+    def election_leader(self, name):
+        """The leader of election `name` -> Leader; NotFoundError when it has none."""
+        call = _Call("leader", ELECTION_PREFIX + name)
+        result = self._get("/v1/election/leader?name=" + urllib.parse.quote(name, safe=""), call)
+        if result.response.status != 200:
+            _raise_for(result, call, errors.NotFoundError)
+        obj = _object(result.response.body, call, result.endpoint)
+        return Leader(name=_text(obj, "name"), key=_text(obj, "key"), value=_text(obj, "value"),
+                      token=_uint(obj, "token", call, result.endpoint), owner=_text(obj, "owner"),
+                      lease_ms=obj.get("lease_ms", 0), ttl_ms=obj.get("ttl_ms", 0))
+
+    def observe(self, name, interval="200ms", until=None):
+        """Follows election `name`: yields its Leader (or None when it has
+        none) first, then at each change of (token, value). It polls
+        GET /v1/election/leader every `interval` (at least 50ms), so a change
+        shorter than that may be missed and one is seen up to `interval` late.
+        Ends at `until` (time.monotonic()), or never when None; errors of a
+        poll (UnavailableError, ...) are raised."""
+        interval_s = max(0.05, parse_duration_ms(interval) / 1000)
+        last = ()  # nothing yielded yet
+        while until is None or time.monotonic() < until:
+            try:
+                now = self.election_leader(name)
+            except errors.NotFoundError:
+                now = None
+            seen = None if now is None else (now.token, now.value)
+            if seen != last:
+                last = seen
+                yield now
+            pause = interval_s if until is None else min(interval_s, until - time.monotonic())
+            if pause > 0:
+                time.sleep(pause)
 
     def release(self, key, token, deadline=None):
         """Releases `key` if it is held with `token`; NotHeldError otherwise.

@@ -119,6 +119,8 @@ class HeldLock:
         10 (at least 10ms); hold() checks it is shorter than the usable lease."""
         self.key = acquired.key
         self.token = acquired.token
+        self.name = acquired.name  # an election's (pgfence.election()), else ""
+        self.value = acquired.value
         self.proof = acquired.proof
         self.owner = acquired.owner
         self.lease_ms = acquired.lease_ms
@@ -236,7 +238,10 @@ class HeldLock:
         # Its own connection: the keeper's may still be busy with that keepalive.
         releaser = self._client.copy()
         try:
-            releaser.release(self.key, self.token, deadline=time.monotonic() + _RELEASE_TIMEOUT_S)
+            if self.name:
+                releaser.resign(self.name, self.token, deadline=time.monotonic() + _RELEASE_TIMEOUT_S)
+            else:
+                releaser.release(self.key, self.token, deadline=time.monotonic() + _RELEASE_TIMEOUT_S)
         except errors.NotHeldError:
             pass  # expired or released already
         except errors.FenceError as e:
@@ -244,6 +249,14 @@ class HeldLock:
         finally:
             releaser.close()
             self._keeper_client.close()
+
+    def proclaim(self, value):
+        """An election's leader publishes `value` instead (Client.proclaim);
+        NotHeldError once it leads no more."""
+        if not self.name:
+            raise ValueError(f"{self.key!r} is a lock, not an election: it publishes no value")
+        self._client.proclaim(self.name, self.token, value)
+        self.value = value
 
     def __enter__(self):
         return self
@@ -333,7 +346,12 @@ def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None, *, margin
     time to confirm the lease (the answer came after deadline - margin, or
     the confirming keepalive failed)."""
     check_margin(margin, lease, client.max_clock_drift_ppm)
-    acquired = client.acquire(key, lease=lease, wait=wait, owner=owner)
+    return _hold(client, client.acquire(key, lease=lease, wait=wait, owner=owner), on_lost, margin)
+
+
+def _hold(client, acquired, on_lost, margin):
+    """The HeldLock of a grant (an acquire's or a campaign's), confirmed and kept alive."""
+    key = acquired.key
     held = HeldLock(client, acquired, on_lost, margin)
     if time.monotonic() >= held._next_keepalive:
         # A waited acquire answered late: confirm the lease before handing it out.
@@ -355,13 +373,23 @@ def hold(client, key, lease="10s", wait="30s", owner="", on_lost=None, *, margin
     return held
 
 
+def campaign(client, name, value="", lease="10s", wait="30s", owner="", on_lost=None, *, margin=None):
+    """hold() for an election: campaigns in `name` with `client` (queueing up
+    to `wait` behind the leader) and returns a HeldLock that leads, with
+    `name` and `value` set, whose lease is kept alive until release(), which
+    resigns (the next campaigner leads at once)."""
+    check_margin(margin, lease, client.max_clock_drift_ppm)
+    return _hold(client, client.campaign(name, value, lease=lease, wait=wait, owner=owner), on_lost, margin)
+
+
 class _LockContext:
-    def __init__(self, key, lease, wait, owner, client, on_lost, margin, options):
+    def __init__(self, key, lease, wait, owner, client, on_lost, margin, options, value=None):
         parse_duration_ms(lease)  # a bad duration is reported at the call, before any request
         parse_duration_ms(wait)
         if margin is not None:
             parse_duration_ms(margin)  # hold() checks it against the lease
         self._args = (key, lease, wait, owner, on_lost, margin)
+        self._value = value  # an election's value; None: a lock
         self._client = client
         self._options = options
         self._own_client = None
@@ -373,7 +401,10 @@ class _LockContext:
             client = self._own_client = Client(**self._options)
         key, lease, wait, owner, on_lost, margin = self._args
         try:
-            self._held = hold(client, key, lease, wait, owner, on_lost, margin=margin)
+            if self._value is None:
+                self._held = hold(client, key, lease, wait, owner, on_lost, margin=margin)
+            else:
+                self._held = campaign(client, key, self._value, lease, wait, owner, on_lost, margin=margin)
         except BaseException:
             if self._own_client is not None:
                 self._own_client.close()
@@ -405,3 +436,18 @@ def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, m
     run`); it must be shorter than lease x (1 - rho) (ValueError on entering,
     before any request). Defaults as fencectl's: lease 10s, wait 30s."""
     return _LockContext(key, lease, wait, owner, client, on_lost, margin, options)
+
+
+def election(name, value="", lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None,
+             **options):
+    """A context manager that leads election `name` for a `with` block:
+
+        with pgfence.election("billing", value="http://10.0.0.5:8080") as leader:
+            ... leader.token (the fencing epoch of its writes), leader.lost,
+            leader.check(), leader.proclaim("http://10.0.0.6:8080") ...
+
+    Entering campaigns (queueing, first come first served, up to `wait`
+    behind the leader: HeldError when it runs out) and keeps the lease alive
+    as lock() does; leaving resigns, also on an exception, and the next
+    campaigner leads at once. The other arguments are lock()'s."""
+    return _LockContext(name, lease, wait, owner, client, on_lost, margin, options, value=value)

@@ -157,6 +157,49 @@ BOOST_AUTO_TEST_CASE(release_of_unknown_key_or_wrong_token_is_not_found) {
     BOOST_TEST(table.find("k") != nullptr);
 }
 
+BOOST_AUTO_TEST_CASE(a_grant_publishes_its_value_and_a_regrant_keeps_the_locks_own) {
+    LockTable table;
+    const Token t = granted_token(table.apply(1, Grant{"election/e", kLeaseMs, "a", "", "http://a"}));
+    BOOST_TEST(table.find("election/e")->value == "http://a");
+    BOOST_TEST(table.bytes() == lock_bytes("election/e", "a", "", "http://a"));
+    BOOST_TEST(granted_token(table.apply(2, Grant{"election/e", kLeaseMs, "a", "", "other"})) == t);
+    BOOST_TEST(table.find("election/e")->value == "http://a");
+    BOOST_TEST(table.check_invariants().empty(), table.check_invariants());
+}
+
+BOOST_AUTO_TEST_CASE(proclaim_sets_the_value_of_the_lock_held_with_its_token_only) {
+    LockTable table;
+    const Token t = granted_token(table.apply(1, Grant{"election/e", kLeaseMs, "a", "", "v1"}));
+    BOOST_TEST((table.apply(2, Proclaim{"election/e", t, "v2"}) == Result{Proclaimed{}}));
+    BOOST_TEST(table.find("election/e")->value == "v2");
+    BOOST_TEST(table.bytes() == lock_bytes("election/e", "a", "", "v2"));
+    BOOST_TEST((table.apply(3, Proclaim{"election/e", t + 1, "stale"}) == Result{NotFound{}}));
+    BOOST_TEST((table.apply(4, Proclaim{"nobody", t, "x"}) == Result{NotFound{}}));
+    BOOST_TEST((table.apply(5, Proclaim{"election/e", t, std::string("bad\x01")}) == Result{NotFound{}}));
+    BOOST_TEST(table.find("election/e")->value == "v2");
+    // An empty value: the lock publishes none (and counts no value bytes).
+    BOOST_TEST((table.apply(6, Proclaim{"election/e", t, ""}) == Result{Proclaimed{}}));
+    BOOST_TEST(table.find("election/e")->value.empty());
+    BOOST_TEST(table.bytes() == lock_bytes("election/e", "a"));
+    BOOST_TEST(table.locks_extended() == 0u);
+    BOOST_TEST(table.check_invariants().empty(), table.check_invariants());
+    // Released, the key takes no Proclaim of its old token.
+    BOOST_TEST((table.apply(7, Release{"election/e", t}) == Result{Released{}}));
+    BOOST_TEST((table.apply(8, Proclaim{"election/e", t, "late"}) == Result{NotFound{}}));
+    BOOST_TEST(table.find("election/e") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(a_proclaim_that_would_take_the_table_past_its_limit_is_refused) {
+    const std::uint64_t limit = lock_bytes("e", "", "", std::string(10, 'v'));
+    LockTable table(limit);
+    const Token t = granted_token(table.apply(1, Grant{"e", kLeaseMs, "", "", std::string(10, 'v')}));
+    BOOST_TEST((table.apply(2, Proclaim{"e", t, std::string(11, 'v')}) == Result{TableFull{limit}}));
+    BOOST_TEST(table.find("e")->value == std::string(10, 'v'));
+    BOOST_TEST((table.apply(3, Proclaim{"e", t, std::string(9, 'w')}) == Result{Proclaimed{}}));
+    BOOST_TEST(table.bytes() == limit - 1);
+    BOOST_TEST(table.check_invariants().empty(), table.check_invariants());
+}
+
 BOOST_AUTO_TEST_CASE(expire_with_holder_token_removes_and_reports_existed) {
     LockTable table;
     const Token t = granted_token(table.apply(1, Grant{"k", kLeaseMs, ""}));
@@ -381,6 +424,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_result) {
     BOOST_TEST(describe(Result{Expired{true}}) == "expired existed=true");
     BOOST_TEST(describe(Result{Noop{}}) == "noop");
     BOOST_TEST(describe(Result{FloorSet{9}}) == "floor_set floor=9");
+    BOOST_TEST(describe(Result{Proclaimed{}}) == "proclaimed");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

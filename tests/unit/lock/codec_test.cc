@@ -35,6 +35,11 @@ std::vector<Command> samples() {
         ReleaseMany{{"x", "y"}, 41},
         ReleaseMany{{"x", std::string(kMaxKeyBytes, 'y')}, kAllOnes},
         Checkpoint{{LeaseCheckpoint{"a", 1, 0}, LeaseCheckpoint{"b", kAllOnes, kAllOnes}}},
+        Grant{"election/a", 10'000, "w", "", "http://a:80"},
+        Grant{"election/a", 10'000, "w", "ua", std::string(kMaxValueBytes, 'v')},
+        Proclaim{"election/a", 41, "http://b:80"},
+        Proclaim{"election/a", kAllOnes, ""},
+        Proclaim{std::string(kMaxKeyBytes, 'p'), 1, std::string(kMaxValueBytes, 'v')},
     };
 }
 
@@ -71,6 +76,25 @@ BOOST_AUTO_TEST_CASE(a_grant_with_a_user_is_version_2_and_version_1_decodes_with
     auto decoded = decode_command(v1);
     BOOST_TEST_REQUIRE(std::holds_alternative<Command>(decoded));
     BOOST_TEST((std::get<Command>(decoded) == Command{Grant{"report:7", 10'000, "w", ""}}));
+}
+
+// A Grant with a value is version 3 (user, maybe empty, then value after
+// the owner); Proclaim is tag 9 in version 1.
+BOOST_AUTO_TEST_CASE(a_grant_with_a_value_is_version_3_and_proclaim_is_tag_9) {
+    BOOST_TEST(encode(Grant{"e", 5, "w", "", "v"}) == Bytes().u8(3).u8(1).str("e").u64(5).str("w").str("").str("v").get());
+    BOOST_TEST(encode(Grant{"e", 5, "w", "u", "v"}) ==
+               Bytes().u8(3).u8(1).str("e").u64(5).str("w").str("u").str("v").get());
+    BOOST_TEST(encode(Proclaim{"e", 7, "v"}) == Bytes().u8(1).u8(9).str("e").u64(7).str("v").get());
+    // One encoding per command: version 3 with an empty value, or of another
+    // command, is refused; so is a value over the limit, before its bytes.
+    std::string error = decode_error(Bytes().u8(3).u8(1).str("e").u64(5).str("w").str("u").str("").get());
+    BOOST_TEST(error.find("grant value is empty in command version 3") != std::string::npos, error);
+    error = decode_error(Bytes().u8(3).u8(9).str("e").u64(7).str("v").get());
+    BOOST_TEST(error.find("command tag 9 in command version 3") != std::string::npos, error);
+    error = decode_error(Bytes().u8(1).u8(9).str("e").u64(7).u32(kMaxValueBytes + 1).get());
+    BOOST_TEST(error.find("proclaim value length 4097 exceeds the limit of 4096 bytes") != std::string::npos, error);
+    BOOST_CHECK_THROW(encode(Proclaim{"e", 7, std::string(kMaxValueBytes + 1, 'v')}), std::length_error);
+    BOOST_CHECK_THROW(encode(Grant{"e", 5, "w", "", std::string(kMaxValueBytes + 1, 'v')}), std::length_error);
 }
 
 // One encoding per command: version 2 holds only a Grant with a user.

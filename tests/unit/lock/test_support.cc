@@ -60,15 +60,19 @@ Command random_command(std::mt19937_64& rng, const std::vector<std::string>& key
     const std::string& key = keys[pick<std::size_t>(rng, 0, keys.size() - 1)];
     static const std::vector<std::string> owners = {"", "worker-a", "worker-b"};
     static const std::vector<std::string> users = {"", "", "ua", "uc"};
-    switch (pick(rng, 0, 13)) {
+    static const std::vector<std::string> values = {"", "", "leader-a", "http://b:80"};
+    switch (pick(rng, 0, 14)) {
         case 0:
         case 1:
         case 2:
         case 3: {
             std::string owner = owners[pick<std::size_t>(rng, 0, owners.size() - 1)];
             std::string user = users[pick<std::size_t>(rng, 0, users.size() - 1)];
-            return Grant{key, pick<std::uint64_t>(rng, 1, 60'000), owner, user};
+            std::string value = values[pick<std::size_t>(rng, 0, values.size() - 1)];
+            return Grant{key, pick<std::uint64_t>(rng, 1, 60'000), owner, user, value};
         }
+        case 14:
+            return Proclaim{key, random_token(rng, table, key), values[pick<std::size_t>(rng, 0, values.size() - 1)]};
         case 4:
         case 5:
             return Release{key, random_token(rng, table, key)};

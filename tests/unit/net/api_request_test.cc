@@ -62,6 +62,57 @@ BOOST_AUTO_TEST_CASE(key_token_needs_a_positive_integer_token) {
     BOOST_TEST(std::get<BadRequest>(parse_key_token(R"({"key":"k","token":0})")).message.find("positive") != std::string::npos);
 }
 
+// An election's requests are the lock's, on the key election/NAME.
+BOOST_AUTO_TEST_CASE(election_requests_name_the_elections_key_and_a_bad_field) {
+    auto c = parse_campaign(R"({"name":"billing","value":"http://a:80","lease_ms":5000,"wait_ms":10,"owner":"w"})",
+                            kLimits);
+    BOOST_REQUIRE(std::holds_alternative<AcquireRequest>(c));
+    const AcquireRequest& a = std::get<AcquireRequest>(c);
+    BOOST_TEST(a.key == "election/billing");
+    BOOST_TEST(a.value == "http://a:80");
+    BOOST_TEST(a.wait_ms == 10u);
+    BOOST_TEST(a.owner == "w");
+    auto no_value = parse_campaign(R"({"name":"b","lease_ms":5000})", kLimits);
+    BOOST_REQUIRE(std::holds_alternative<AcquireRequest>(no_value));
+    BOOST_TEST(std::get<AcquireRequest>(no_value).value.empty());
+    auto campaign_error = [](const std::string& body) {
+        auto r = parse_campaign(body, kLimits);
+        return std::holds_alternative<BadRequest>(r) ? std::get<BadRequest>(r).message : "";
+    };
+    BOOST_TEST(campaign_error(R"({"lease_ms":5000})").find("'name' is required") != std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":"","lease_ms":5000})").find("'name' is 0 bytes") != std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":")" + std::string(504, 'n') + R"(","lease_ms":5000})")
+                   .find("'name' is 504 bytes; it must be 1..503") != std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":"a","lease_ms":5000})").find("'name' is invalid") != std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":5000,"value":")" + std::string(4097, 'v') + R"("})")
+                   .find("'value' is invalid: value is 4097 bytes") != std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":5000,"value":"a
+b"})").find("'value' is invalid") !=
+               std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":1})").find("[1000, 60000]") != std::string::npos);
+
+    auto p = parse_proclaim(R"({"name":"billing","token":41,"value":"v2"})");
+    BOOST_REQUIRE(std::holds_alternative<pgfence::member::Proclaim>(p));
+    BOOST_TEST(std::get<pgfence::member::Proclaim>(p).key == "election/billing");
+    BOOST_TEST(std::get<pgfence::member::Proclaim>(p).token == 41u);
+    BOOST_TEST(std::get<pgfence::member::Proclaim>(p).value == "v2");
+    BOOST_TEST(std::get<BadRequest>(parse_proclaim(R"({"name":"b","token":41})")).message.find("'value' is required") !=
+               std::string::npos);
+    BOOST_TEST(std::get<BadRequest>(parse_proclaim(R"({"name":"b","token":0,"value":""})")).message.find("positive") !=
+               std::string::npos);
+
+    auto r = parse_resign(R"({"name":"billing","token":41})");
+    BOOST_REQUIRE(std::holds_alternative<KeyToken>(r));
+    BOOST_TEST(std::get<KeyToken>(r).key == "election/billing");
+
+    auto l = parse_leader_query("name=a%2Fb");
+    BOOST_REQUIRE(std::holds_alternative<pgfence::member::ListLocks>(l));
+    BOOST_TEST(*std::get<pgfence::member::ListLocks>(l).key == "election/a/b");
+    BOOST_TEST(std::get<BadRequest>(parse_leader_query("")).message.find("'name' is required") != std::string::npos);
+    BOOST_TEST(std::get<BadRequest>(parse_leader_query("name=")).message ==
+               "query parameter 'name' is 0 bytes; it must be 1..503 bytes");
+}
+
 BOOST_AUTO_TEST_CASE(query_param_decodes_percent_escapes) {
     auto q = query_param("x=1&key=report%3A7+a", "key");
     BOOST_REQUIRE(std::holds_alternative<QueryParam>(q));

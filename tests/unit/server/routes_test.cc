@@ -101,6 +101,24 @@ BOOST_AUTO_TEST_CASE(the_key_authorization_decides_on) {
     BOOST_TEST(*key_of(one) == "job/4");
     BOOST_TEST(key_of(member::ListLocks{}) == nullptr);  // a list: read on some key, filtered
     BOOST_TEST(key_of(member::AddMember{4, "h:1", "h:2"}) == nullptr);
+    // An election's routes decide on its key, election/NAME.
+    BOOST_TEST(*key_of(member::Proclaim{member::election_key("billing"), 7, "v"}) == "election/billing");
+}
+
+// Every election route needs the permission on the election's key.
+BOOST_AUTO_TEST_CASE(election_routes_need_the_permission_on_the_elections_key) {
+    const std::pair<std::string_view, Need> expected[] = {{"/v1/election/campaign", Need::kLockOnKey},
+                                                          {"/v1/election/proclaim", Need::kLockOnKey},
+                                                          {"/v1/election/resign", Need::kLockOnKey},
+                                                          {"/v1/election/leader", Need::kReadOnKey}};
+    for (const auto& [path, need] : expected) {
+        BOOST_TEST_CONTEXT(path) {
+            const RouteMatch m = match_route(path == "/v1/election/leader" ? "GET" : "POST", path);
+            BOOST_TEST_REQUIRE(m.route != nullptr);
+            BOOST_TEST((m.route->need == need));
+            BOOST_TEST((m.route->serves != Serves::kAny));
+        }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -138,8 +156,11 @@ BOOST_AUTO_TEST_CASE(the_routes_that_change_state_are_the_non_gets) {
         }
         if (changes_state(r)) changing.insert(r.path);
     }
-    const std::set<std::string_view> expected{"/v1/acquire",     "/v1/release",        "/v1/keepalive",
-                                              "/v1/members/add", "/v1/members/promote", "/v1/members/remove"};
+    const std::set<std::string_view> expected{"/v1/acquire",           "/v1/release",
+                                              "/v1/keepalive",         "/v1/members/add",
+                                              "/v1/members/promote",   "/v1/members/remove",
+                                              "/v1/election/campaign", "/v1/election/proclaim",
+                                              "/v1/election/resign"};
     BOOST_TEST((changing == expected));
 }
 
