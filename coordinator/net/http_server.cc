@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <list>
 #include <optional>
@@ -116,7 +117,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void shed();
 
     // ---- a streamed response (HttpStream) ----
-    bool open_stream(unsigned status, const std::string& content_type);
+    bool open_stream(unsigned status, const std::string& content_type, std::size_t send_buffer_bytes);
     void stream_write(std::string_view bytes);
     std::size_t stream_unwritten() const { return out_.size() - out_sent_; }
     bool stream_closed() const { return stream_closed_; }
@@ -205,10 +206,11 @@ class Exchange final : public HttpExchange {
     void raise_class(ConnClass c) override {
         if (session_) session_->raise_class(c);
     }
-    std::shared_ptr<HttpStream> open_stream(unsigned status, std::string content_type) override {
+    std::shared_ptr<HttpStream> open_stream(unsigned status, std::string content_type,
+                                            std::size_t send_buffer_bytes) override {
         if (!session_) return nullptr;
         auto s = std::move(session_);
-        if (!s->open_stream(status, content_type)) return nullptr;
+        if (!s->open_stream(status, content_type, send_buffer_bytes)) return nullptr;
         return std::make_shared<StreamImpl>(std::move(s));
     }
 
@@ -566,13 +568,19 @@ void Session::post(std::function<void()> fn) { asio::post(socket_.get_executor()
 // The status line and headers go at once; the socket is then watched for
 // the client's going away (it sends nothing more: what it does send is
 // read and dropped).
-bool Session::open_stream(unsigned status, const std::string& content_type) {
+bool Session::open_stream(unsigned status, const std::string& content_type, std::size_t send_buffer_bytes) {
     pending_ = false;
     if (gone_ || !socket_.is_open()) {
         close();
         return false;
     }
     streaming_ = true;
+    if (send_buffer_bytes > 0) {
+        beast::error_code ignored;  // a buffer left as it was only delays the watcher_too_slow
+        socket_.set_option(asio::socket_base::send_buffer_size(static_cast<int>(
+                               std::min<std::size_t>(send_buffer_bytes, 64u << 20))),
+                           ignored);
+    }
     const auto reason = http::obsolete_reason(http::int_to_status(status));
     out_.clear();
     out_sent_ = 0;

@@ -123,7 +123,12 @@ public:
     // Answers with a stream instead (HttpStream), `status` and
     // `content_type`, its headers written at once; then respond() does
     // nothing. Null when the exchange was answered already or the client is gone.
-    virtual std::shared_ptr<HttpStream> open_stream(unsigned status, std::string content_type) = 0;
+    // send_buffer_bytes > 0: the socket's kernel send buffer is set to it
+    // (SO_SNDBUF; the kernel doubles it, and no longer grows it up to
+    // megabytes for a client that does not read), so that unwritten_bytes()
+    // soon shows a client that falls behind.
+    virtual std::shared_ptr<HttpStream> open_stream(unsigned status, std::string content_type,
+                                                    std::size_t send_buffer_bytes = 0) = 0;
     // Ranks the connection for load shedding (net/conn_ranks.h): its class
     // only goes up, for the connection's life. Call before respond(); no
     // system call.

@@ -240,7 +240,7 @@ void get_watch(Impl& m, Call& call) {
             {}});
         return;
     }
-    std::shared_ptr<net::HttpStream> stream = call.ex->open_stream(200, "application/x-ndjson");
+    std::shared_ptr<net::HttpStream> stream = call.ex->open_stream(200, "application/x-ndjson", m.options.watch_buffer_bytes);
     if (!stream) return;
     m.watchers->open(std::move(stream), spec, m.core->table().applied_index());
 }

@@ -398,10 +398,10 @@ struct Cluster::Impl {
     std::unique_ptr<Proxy> proxy;
     std::string start_error;
 
-    void start(Delays delays);
+    void start(Delays delays, const std::function<void(Options&)>& tweak);
 };
 
-Cluster::Cluster(Delays delays) : impl_(std::make_unique<Impl>()) {
+Cluster::Cluster(Delays delays, std::function<void(Options&)> tweak) : impl_(std::make_unique<Impl>()) {
     // Errors only: each start and stop logs peer_disconnected warnings (a
     // proxy accepts a member's dial before the member behind it listens, then
     // drops it; the teardown closes every connection).
@@ -413,14 +413,14 @@ Cluster::Cluster(Delays delays) : impl_(std::make_unique<Impl>()) {
     }
     impl_->check = std::make_unique<ArrivalCheck>(std::move(records));
     impl_->proxy = std::make_unique<Proxy>(*impl_->check);
-    impl_->start(delays);
+    impl_->start(delays, tweak);
 }
 
 Cluster::~Cluster() {
     stop();
 }
 
-void Cluster::Impl::start(Delays delays) {
+void Cluster::Impl::start(Delays delays, const std::function<void(Options&)>& tweak) {
     std::array<std::uint16_t, kMembers> peer_ports{}, proxied{};
     for (int i = 0; i < kMembers; ++i) {
         holds.push_back(std::make_unique<PortHold>(holds_io));
@@ -438,6 +438,7 @@ void Cluster::Impl::start(Delays delays) {
                 PeerSpec{nodes[j].id, "127.0.0.1", i == j ? peer_ports[j] : proxied[j]});
         }
         Options o = member_options(n.id, std::move(peers), n.http);
+        if (tweak) tweak(o);
         StartPlan plan;
         if (auto err = validate_options(o); !err.empty() || !(err = plan_start(o, StartInputs{}, plan)).empty()) {
             start_error = err;

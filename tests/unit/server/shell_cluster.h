@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,7 @@
 
 #include "client/endpoints.h"
 #include "raft/types.h"
+#include "server/options.h"
 
 namespace pgfence::server::test {
 
@@ -112,7 +114,8 @@ class Cluster {
 
     // Starts the proxy and the members (ids 1..kMembers); start_error() says
     // what failed, if anything did.
-    explicit Cluster(Delays delays);
+    // `tweak`, when set, changes each member's Options before it starts.
+    explicit Cluster(Delays delays, std::function<void(Options&)> tweak = {});
     ~Cluster();
     Cluster(const Cluster&) = delete;
     Cluster& operator=(const Cluster&) = delete;

@@ -1,8 +1,10 @@
 // GET /v1/watch through real members in one process (shell_cluster.h): a
 // watch on every member from rev=1 streams the same events, in log order,
 // as they apply; a watch resumed from a revision starts with that
-// revision's events; bad queries are 400 and a revision the history does
-// not keep would be 410 (member/watch_history.h's unit tests cover the bound).
+// revision's events; bad queries are 400. With small limits: a revision the
+// history dropped is 410 with the oldest kept, a watch past --max-watchers
+// 503 until one's client leaves, and a client that does not read is closed
+// with the watcher_too_slow line.
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -11,6 +13,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/client.h"
@@ -26,7 +29,10 @@ using std::chrono::milliseconds;
 // One watch: a raw connection whose chunked body is read into lines.
 class Watch {
 public:
-    Watch(const client::Endpoint& at, const std::string& query) {
+    // receive_buffer > 0: a small SO_RCVBUF, for a client that does not read.
+    Watch(const client::Endpoint& at, const std::string& query, int receive_buffer = 0) {
+        socket_.open(tcp::v4());
+        if (receive_buffer > 0) socket_.set_option(asio::socket_base::receive_buffer_size(receive_buffer));
         socket_.connect(tcp::endpoint(asio::ip::make_address(at.host), at.port));
         const std::string req = "GET /v1/watch?" + query + " HTTP/1.1\r\nHost: x\r\n\r\n";
         asio::write(socket_, asio::buffer(req));
@@ -47,6 +53,7 @@ public:
         }
         return false;
     }
+    void close() { socket_.close(); }
     std::string head() const { return raw_.substr(0, raw_.find("\r\n\r\n")); }
     // The body's lines (chunk framing removed).
     std::vector<std::string> lines() const {
@@ -96,6 +103,22 @@ std::pair<int, std::string> get(const client::Endpoint& at, const std::string& t
     char buf[4096];
     for (std::size_t n; (n = s.read_some(asio::buffer(buf), ec)) > 0 || !ec;) out.append(buf, n);
     return {std::stoi(out.substr(9, 3)), out.substr(out.find("\r\n\r\n") + 4)};
+}
+
+// A metric's value on a member (0 when absent).
+std::uint64_t metric(const client::Endpoint& at, const std::string& name) {
+    const std::string text = get(at, "/metrics").second;
+    const std::size_t p = text.find("\n" + name + " ");
+    return p == std::string::npos ? 0 : std::stoull(text.substr(p + name.size() + 2));
+}
+
+template <class Fn>
+bool eventually(Fn cond) {
+    for (int i = 0; i < 500; ++i) {
+        if (cond()) return true;
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
 }
 
 std::uint64_t revision_of(const std::string& line) {
@@ -150,6 +173,69 @@ BOOST_AUTO_TEST_CASE(every_member_streams_the_same_events_in_log_order_and_resum
     BOOST_TEST(get(eps[0], "/v1/watch?rev=1").first == 400);
     BOOST_TEST(get(eps[0], "/v1/watch?key=a&prefix=b").first == 400);
     BOOST_TEST(get(eps[0], "/v1/watch?key=a&rev=0").first == 400);
+    cluster.stop();
+}
+
+BOOST_AUTO_TEST_CASE(limits_compacted_too_many_and_too_slow) {
+    Cluster cluster(Delays{milliseconds(0), milliseconds(0)}, [](Options& o) {
+        o.admin_without_auth = true;  // GET /metrics
+        o.max_watchers = 2;
+        o.watch_history_events = 10;
+        o.watch_buffer_bytes = 4096;
+    });
+    BOOST_REQUIRE_EQUAL(cluster.start_error(), "");
+    const std::vector<client::Endpoint> eps = cluster.endpoints();
+    client::Options co;
+    co.endpoints = eps;
+    client::Client c(co);
+    auto cycle = [&c](const std::string& key, const std::string& owner) {
+        auto lease = c.acquire(client::AcquireRequest{key, milliseconds(10'000), milliseconds(0), owner});
+        BOOST_REQUIRE_MESSAGE(lease.ok(), lease.message());
+        BOOST_REQUIRE(c.release(key, lease.value().token).ok());
+    };
+    for (int i = 0; i < 10; ++i) cycle("c" + std::to_string(i), "");  // 20 events, 10 kept
+
+    // 410 with the oldest revision kept; from it, the 10 events kept.
+    const client::Endpoint& m = eps[0];
+    BOOST_REQUIRE(eventually([&] { return get(m, "/v1/watch?prefix=&rev=1").first == 410; }));
+    const std::string body = get(m, "/v1/watch?prefix=&rev=1").second;
+    const auto oldest = boost::json::parse(body).as_object().at("oldest_revision").to_number<std::uint64_t>();
+    BOOST_TEST(body.find("\"error\":\"compacted\"") != std::string::npos);
+    BOOST_TEST(oldest > 1u);
+    {
+        Watch from(m, "prefix=&rev=" + std::to_string(oldest));
+        BOOST_REQUIRE(from.read_until("\"key\":\"c9\""));
+        BOOST_TEST(from.read_until("\"type\":\"released\",\"revision\":" + std::to_string(oldest + 9)));
+        BOOST_TEST(from.events().size() == 10u);
+        BOOST_TEST(revision_of(from.events().front()) == oldest);
+    }
+
+    // 503 past --max-watchers; a watch whose client leaves frees its place.
+    BOOST_REQUIRE(eventually([&] { return metric(m, "pgfence_watchers") == 0; }));
+    Watch a(m, "key=x"), b(m, "key=y");
+    BOOST_REQUIRE(a.read_until("start") && b.read_until("start"));
+    const auto [status, refused] = get(m, "/v1/watch?key=z");
+    BOOST_TEST(status == 503);
+    BOOST_TEST(refused.find("too_many_watchers") != std::string::npos);
+    a.close();
+    BOOST_TEST(eventually([&] { return metric(m, "pgfence_watchers") == 1; }));
+    BOOST_TEST(metric(m, "pgfence_watchers_closed_total{reason=\"client_gone\"}") >= 1u);
+    b.close();
+    BOOST_REQUIRE(eventually([&] { return metric(m, "pgfence_watchers") == 0; }));
+
+    // A client that does not read: closed with watcher_too_slow.
+    Watch slow(m, "prefix=big/", 2048);
+    BOOST_REQUIRE(eventually([&] { return metric(m, "pgfence_watchers") == 1; }));
+    const std::string key = "big/" + std::string(400, 'k');
+    const std::string owner(200, 'o');
+    int cycles = 0;
+    for (; cycles < 400 && metric(m, "pgfence_watchers_closed_total{reason=\"watcher_too_slow\"}") == 0; ++cycles) {
+        cycle(key + std::to_string(cycles), owner);
+    }
+    BOOST_TEST_MESSAGE("closed after " << cycles << " cycles; events " << metric(m, "pgfence_watch_events_total"));
+    BOOST_REQUIRE(cycles < 400);
+    BOOST_TEST(slow.read_until("\"error\":\"watcher_too_slow\""));
+    BOOST_TEST(metric(m, "pgfence_watchers") == 0u);
     cluster.stop();
 }
 
