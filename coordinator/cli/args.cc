@@ -25,10 +25,14 @@ struct CommandSpec {
 // member: positional counts are checked per subcommand (validate_member).
 constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 
+// acquire, release and keepalive take several keys too (a set under one
+// lease): kMoreKeys more positionals are allowed before the token.
+constexpr std::size_t kMoreKeys = lock::kMaxGrantManyKeys - 1;
+
 constexpr std::array<CommandSpec, 10> kCommands{{
-    {"acquire", 1, "KEY", true, false, true, false},
-    {"release", 2, "KEY TOKEN", false, false, false, false},
-    {"keepalive", 2, "KEY TOKEN", false, false, true, false},
+    {"acquire", 1, "KEY [KEY...]", true, false, true, false},
+    {"release", 2, "KEY [KEY...] TOKEN", false, false, false, false},
+    {"keepalive", 2, "KEY [KEY...] TOKEN", false, false, true, false},
     {"run", 1, "KEY", true, true, false, true},
     {"seq", 0, "", false, false, false, false},
     {"get", 1, "KEY", false, false, true, false},
@@ -37,6 +41,11 @@ constexpr std::array<CommandSpec, 10> kCommands{{
     {"member", kVariable, "list | add ID | promote ID | remove ID", false, false, true, false},
     {"snapshot", kVariable, "save FILE | status FILE", false, false, true, false},
 }};
+
+bool several_keys(const CommandSpec& c) {
+    const std::string_view name = c.name;
+    return name == "acquire" || name == "release" || name == "keepalive";
+}
 
 const CommandSpec* find_command(const std::string& name) {
     for (const CommandSpec& c : kCommands) {
@@ -237,7 +246,8 @@ struct Parser {
         }
         if (c->positional == kVariable) {
             if (!(a.command == "member" ? validate_member() : validate_snapshot())) return false;
-        } else if (a.positional.size() != c->positional) {
+        } else if (a.positional.size() < c->positional ||
+                   a.positional.size() > c->positional + (several_keys(*c) ? kMoreKeys : 0)) {
             std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +
                          " argument(s)" + run_hint());
@@ -245,8 +255,8 @@ struct Parser {
         if (c->child && a.child.empty()) return error("run: missing '-- CMD [ARGS...]'");
         if (!c->child && !a.child.empty()) return error(a.command + ": unexpected '--'");
         if (c->positional == 2) {
-            const auto token = parse_token(a.positional[1]);
-            if (!token) return error("invalid token '" + a.positional[1] + "' (expected an integer 1.." +
+            const auto token = parse_token(a.positional.back());
+            if (!token) return error("invalid token '" + a.positional.back() + "' (expected an integer 1.." +
                                      std::to_string(lock::kMaxToken) + ")");
             a.token = *token;
         }
