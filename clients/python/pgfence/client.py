@@ -80,11 +80,26 @@ class Lease:
     sent_at: float
     received_at: float
     max_clock_drift_ppm: int
+    # A set acquired with keys=[...]: its keys in the order asked (`key` is the
+    # first), and with signed grants a proof per key; (key,) and {} otherwise.
+    keys: tuple = ()
+    proofs: dict = dataclasses.field(default_factory=dict)
 
     @property
     def deadline(self):
         """Stop using the lease by then (time.monotonic()): sent_at + lease x (1 - rho)."""
         return self.sent_at + usable_lease(self.lease_ms, self.max_clock_drift_ppm)
+
+
+def _key_body(key, token):
+    """The body of a release or keepalive: one key, or a set's keys (a list or tuple)."""
+    if isinstance(key, (list, tuple)):
+        return {"keys": list(key), "token": token} if len(key) > 1 else {"key": key[0], "token": token}
+    return {"key": key, "token": token}
+
+
+def _name(key):
+    return ",".join(key) if isinstance(key, (list, tuple)) else key
 
 
 @dataclasses.dataclass
@@ -402,21 +417,30 @@ class Client:
         return self._perform(lambda: ("GET", target, None, self._opts.attempt_timeout_s), self._opts.timeout_s,
                              call)
 
-    def acquire(self, key, lease="10s", wait="0s", owner=""):
+    def acquire(self, key=None, lease="10s", wait="0s", owner="", keys=None):
         """Takes the lock on `key` -> Lease. With `wait` > 0 a held key is
         queued for (FIFO) up to that long; a retry asks only for the wait left.
         Raises HeldError (held, or the wait ran out), BadRequestError,
         NotAuthorizedError, TableFullError, UnavailableError, ProtocolError.
         With an `owner`, a retry that finds the key held by that owner gets its
-        token back."""
+        token back. `keys` (2..64 distinct keys, instead of `key`): the set is
+        acquired all or nothing under one lease and one token; release and
+        keep it alive whole with release(lease.keys, ...)."""
+        if (key is None) == (keys is None):
+            raise ValueError("acquire: give one of key= and keys=")
+        keys = tuple(keys) if keys is not None else None
         lease_ms = parse_duration_ms(lease)
         wait_s = parse_duration_ms(wait) / 1000
         wait_end = time.monotonic() + wait_s
-        call = _Call("acquire", key, lease=lease, wait=wait)
+        call = _Call("acquire", key if keys is None else ",".join(keys), lease=lease, wait=wait)
 
         def make():
             left_ms = max(0, int((wait_end - time.monotonic()) * 1000))
-            body = {"key": key, "lease_ms": lease_ms, "wait_ms": left_ms}
+            body = {"lease_ms": lease_ms, "wait_ms": left_ms}
+            if keys is None:
+                body["key"] = key
+            else:
+                body["keys"] = list(keys)
             if owner:
                 body["owner"] = owner
             return "POST", "/v1/acquire", dumps(body), self._opts.attempt_timeout_s + left_ms / 1000
@@ -427,16 +451,20 @@ class Client:
             _raise_for(result, call, errors.NotFoundError)
         obj = _object(r.body, call, result.endpoint)
         granted_ms = obj.get("lease_ms", lease_ms)
-        return Lease(key=key, token=_uint(obj, "token", call, result.endpoint),
+        names = keys if keys is not None else (key,)
+        proofs = obj.get("proofs") if isinstance(obj.get("proofs"), dict) else {}
+        return Lease(key=names[0], token=_uint(obj, "token", call, result.endpoint),
                      lease_ms=granted_ms if isinstance(granted_ms, int) else lease_ms,
-                     owner=_text(obj, "owner"), proof=_text(obj, "proof"), sent_at=result.first_sent_at,
-                     received_at=time.monotonic(), max_clock_drift_ppm=self._opts.max_clock_drift_ppm)
+                     owner=_text(obj, "owner"), proof=_text(obj, "proof") or proofs.get(names[0], ""),
+                     sent_at=result.first_sent_at, received_at=time.monotonic(),
+                     max_clock_drift_ppm=self._opts.max_clock_drift_ppm, keys=names, proofs=dict(proofs))
 
     def release(self, key, token, deadline=None):
         """Releases `key` if it is held with `token`; NotHeldError otherwise.
-        `deadline` (time.monotonic()) cuts the call short."""
-        call = _Call("release", key, token)
-        result = self._post("/v1/release", {"key": key, "token": token}, self._opts.attempt_timeout_s, call,
+        `key` may be a set's keys (a list or tuple, Lease.keys): released
+        whole. `deadline` (time.monotonic()) cuts the call short."""
+        call = _Call("release", _name(key), token)
+        result = self._post("/v1/release", _key_body(key, token), self._opts.attempt_timeout_s, call,
                             deadline)
         if result.response.status != 200:
             _raise_for(result, call, errors.NotHeldError)
@@ -447,8 +475,8 @@ class Client:
         """Resets the lease of `key` held with `token` -> KeepaliveResult;
         NotHeldError once it is not held with that token (the lease is lost:
         stop). `deadline` (time.monotonic()) cuts the call short."""
-        call = _Call("keepalive", key, token)
-        result = self._post("/v1/keepalive", {"key": key, "token": token},
+        call = _Call("keepalive", _name(key), token)
+        result = self._post("/v1/keepalive", _key_body(key, token),
                             self._opts.keepalive_attempt_timeout_s, call, deadline)
         r = result.response
         if r.status != 200:
