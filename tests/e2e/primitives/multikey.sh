@@ -111,3 +111,18 @@ get "$L" /metrics
 [[ $HTTP_BODY =~ pgfence_grants_many_total\ ([0-9]+) ]] && ((BASH_REMATCH[1] >= 3)) ||
     fail "pgfence_grants_many_total: $(grep grants_many <<<"$HTTP_BODY")"
 pass "the set expired as one ExpireMany of its 3 keys; pgfence_grants_many_total counts the sets"
+
+# ---- fencectl with several keys ----
+FENCECTL=${FENCECTL_BIN:?set FENCECTL_BIN}
+ctl() { "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 5s "$@"; }
+TF=$(ctl acquire mk/f1 mk/f2 --lease 30s --wait 0s) || fail "fencectl acquire of a set"
+[[ $TF =~ ^[0-9]+$ && $(lock_token mk/f1) == "$TF" && $(lock_token mk/f2) == "$TF" ]] || fail "fencectl acquire printed '$TF'"
+set +e
+ctl release mk/f1 "$TF" 2>"$DIR/ctl.err"
+rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q "part of a set of 2 keys" "$DIR/ctl.err" || fail "fencectl release of one key of a set: exit $rc, $(cat "$DIR/ctl.err")"
+[[ $(ctl keepalive mk/f2 mk/f1 "$TF") == 30000 ]] || fail "fencectl keepalive of the set"
+ctl release mk/f2 mk/f1 "$TF" || fail "fencectl release of the set"
+[[ -z $(lock_token mk/f1) && -z $(lock_token mk/f2) ]] || fail "the set is still held after fencectl release"
+pass "fencectl acquire/keepalive/release take several keys; one key of the set alone exits 2 (part_of_set)"
