@@ -25,10 +25,14 @@ struct CommandSpec {
 // member: positional counts are checked per subcommand (validate_member).
 constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 
-constexpr std::array<CommandSpec, 14> kCommands{{
-    {"acquire", 1, "KEY", true, false, true, false},
-    {"release", 2, "KEY TOKEN", false, false, false, false},
-    {"keepalive", 2, "KEY TOKEN", false, false, true, false},
+// acquire, release and keepalive take several keys too (a set under one
+// lease): kMoreKeys more positionals are allowed before the token.
+constexpr std::size_t kMoreKeys = lock::kMaxGrantManyKeys - 1;
+
+constexpr std::array<CommandSpec, 15> kCommands{{
+    {"acquire", 1, "KEY [KEY...]", true, false, true, false},
+    {"release", 2, "KEY [KEY...] TOKEN", false, false, false, false},
+    {"keepalive", 2, "KEY [KEY...] TOKEN", false, false, true, false},
     {"run", 1, "KEY", true, true, false, true},
     {"elect", 1, "NAME", true, true, false, true},
     {"leader", 1, "NAME", false, false, true, false},
@@ -42,6 +46,11 @@ constexpr std::array<CommandSpec, 14> kCommands{{
     {"snapshot", kVariable, "save FILE | status FILE", false, false, true, false},
     {"watch", kVariable, "KEY | --prefix P", false, false, false, false},
 }};
+
+bool several_keys(const CommandSpec& c) {
+    const std::string_view name = c.name;
+    return name == "acquire" || name == "release" || name == "keepalive";
+}
 
 const CommandSpec* find_command(const std::string& name) {
     for (const CommandSpec& c : kCommands) {
@@ -282,7 +291,8 @@ struct Parser {
                             : a.command == "watch" ? validate_watch()
                                                    : validate_snapshot();
             if (!ok) return false;
-        } else if (a.positional.size() != c->positional) {
+        } else if (a.positional.size() < c->positional ||
+                   a.positional.size() > c->positional + (several_keys(*c) ? kMoreKeys : 0)) {
             std::string want = c->positional == 0 ? "no arguments" : std::string(c->positional_names);
             return error(a.command + ": expected " + want + ", got " + std::to_string(a.positional.size()) +
                          " argument(s)" + run_hint());
@@ -290,8 +300,10 @@ struct Parser {
         if (c->child && a.child.empty()) return error(a.command + ": missing '-- CMD [ARGS...]'");
         if (!c->child && !a.child.empty()) return error(a.command + ": unexpected '--'");
         if (c->positional == 2 || a.command == "proclaim") {
-            const auto token = parse_token(a.positional[1]);
-            if (!token) return error("invalid token '" + a.positional[1] + "' (expected an integer 1.." +
+            // proclaim NAME TOKEN VALUE; else the token comes last (after a set's keys).
+            const std::string& text = a.command == "proclaim" ? a.positional[1] : a.positional.back();
+            const auto token = parse_token(text);
+            if (!token) return error("invalid token '" + text + "' (expected an integer 1.." +
                                      std::to_string(lock::kMaxToken) + ")");
             a.token = *token;
         }

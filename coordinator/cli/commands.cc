@@ -105,6 +105,7 @@ int fail(const client::Error& error, const Args& args, std::ostream& err) {
 int acquire(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
     client::AcquireRequest req{args.positional[0], args.lease.value_or(kDefaultLease),
                                args.wait.value_or(kDefaultWait), args.owner};
+    if (args.positional.size() > 1) req.keys = args.positional;  // a set under one lease
     auto r = c.acquire(req);
     if (!r) return fail(r.error(), args, err);
     out << (args.output == Output::kJson ? lease_json(r.value()) : std::to_string(r.value().token)) << '\n';
@@ -112,15 +113,23 @@ int acquire(const Args& args, client::Client& c, std::ostream& out, std::ostream
 }
 
 int release(const Args& args, client::Client& c, std::ostream& err) {
-    auto r = c.release(args.positional[0], args.token);
+    // KEY [KEY...] TOKEN: several keys are a set, released whole.
+    const std::vector<std::string> keys(args.positional.begin(), args.positional.end() - 1);
+    auto r = c.release(keys, args.token);
     return r ? kExitOk : fail(r.error(), args, err);
 }
 
 int keepalive(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
-    auto r = c.keepalive(args.positional[0], args.token);
+    const std::vector<std::string> keys(args.positional.begin(), args.positional.end() - 1);
+    auto r = c.keepalive(keys, args.token);
     if (!r) return fail(r.error(), args, err);
     const auto& k = r.value();
-    if (args.output == Output::kJson) {
+    if (args.output == Output::kJson && k.keys.size() > 1) {
+        json::array names;
+        for (const std::string& key : k.keys) names.emplace_back(key);
+        out << json::serialize(json::object{{"keys", std::move(names)}, {"token", k.token}, {"ttl_ms", k.ttl.count()}})
+            << '\n';
+    } else if (args.output == Output::kJson) {
         out << json::serialize(json::object{{"key", k.key}, {"token", k.token}, {"ttl_ms", k.ttl.count()}}) << '\n';
     } else {
         out << k.ttl.count() << '\n';

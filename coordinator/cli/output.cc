@@ -40,6 +40,20 @@ std::string lock_json(const client::LockInfo& lock) {
 std::string lease_json(const client::Lease& lease) {
     json::object o{
         {"key", lease.key}, {"token", lease.token}, {"lease_ms", lease.lease.count()}, {"owner", lease.owner}};
+    if (lease.keys.size() > 1) {  // a set: its keys, and a proof per key
+        json::array keys;
+        for (const std::string& k : lease.keys) keys.emplace_back(k);
+        o.erase("key");
+        o["keys"] = std::move(keys);
+        if (!lease.proofs.empty()) {
+            json::object proofs;
+            for (std::size_t i = 0; i < lease.keys.size() && i < lease.proofs.size(); ++i) {
+                proofs[lease.keys[i]] = lease.proofs[i];
+            }
+            o["proofs"] = std::move(proofs);
+        }
+        return json::serialize(o);
+    }
     if (!lease.proof.empty()) o["proof"] = lease.proof;
     return json::serialize(o);
 }

@@ -154,6 +154,13 @@ constexpr int kStatusGone = 410;  // watch: compacted
 constexpr int kStatusInsufficientStorage = 507;  // acquire: the lock table is full
 
 // Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
+// A set's keys as the JSON array of "keys".
+json::array keys_json(const std::vector<std::string>& keys) {
+    json::array out;
+    for (const std::string& k : keys) out.emplace_back(k);
+    return out;
+}
+
 std::string url_encode(const std::string& value) {
     static constexpr char kHex[] = "0123456789ABCDEF";
     std::string out;
@@ -364,7 +371,15 @@ public:
         return transport_.perform(call);
     }
 
-    Result<Lease> acquire(const AcquireRequest& req) { return grant("/v1/acquire", {{"key", req.key}}, req); }
+    Result<Lease> acquire(const AcquireRequest& req) {
+        json::object fields;
+        if (req.keys.empty()) {
+            fields["key"] = req.key;
+        } else {
+            fields["keys"] = keys_json(req.keys);
+        }
+        return grant("/v1/acquire", fields, req);
+    }
 
     Result<Lease> campaign(const CampaignRequest& c) {
         json::object fields{{"name", c.name}, {"value", c.value}};
@@ -444,11 +459,19 @@ public:
         std::uint64_t lease_ms = 0;
         if (!get_u64(o_body, "token", lease.token)) return protocol_error("acquire answer without 'token'");
         if (!get_u64(o_body, "lease_ms", lease_ms)) lease_ms = static_cast<std::uint64_t>(req.lease.count());
-        lease.key = get_string(o_body, "key");
-        if (lease.key.empty()) lease.key = req.key;
+        lease.key = get_string(o_body, "key");  // a set's answer names its "keys" instead
+        if (lease.key.empty()) lease.key = req.keys.empty() ? req.key : req.keys.front();
+        lease.keys = req.keys.empty() ? std::vector<std::string>{lease.key} : req.keys;
         lease.value = get_string(o_body, "value");
         lease.owner = get_string(o_body, "owner");
         lease.proof = get_string(o_body, "proof");
+        if (const json::value* proofs = o_body.if_contains("proofs"); proofs != nullptr && proofs->is_object()) {
+            for (const std::string& k : lease.keys) {
+                const json::value* one = proofs->as_object().if_contains(k);
+                lease.proofs.push_back(one != nullptr && one->is_string() ? std::string(one->as_string()) : "");
+            }
+            lease.proof = lease.proofs.front();
+        }
         lease.lease = milliseconds(lease_ms);
         lease.sent_at = r.first_sent_at;
         lease.received_at = Clock::now();
@@ -456,8 +479,14 @@ public:
         return lease;
     }
 
-    Result<Released> release(const std::string& key, std::uint64_t token) {
-        CallResult r = post("/v1/release", {{"key", key}, {"token", token}});
+    Result<Released> release(const std::vector<std::string>& keys, std::uint64_t token) {
+        json::object body{{"token", token}};
+        if (keys.size() == 1) {
+            body["key"] = keys.front();
+        } else {
+            body["keys"] = keys_json(keys);
+        }
+        CallResult r = post("/v1/release", body);
         if (!r.answered) return r.error;
         if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
         Result<json::object> p = body_of(r);
@@ -467,9 +496,15 @@ public:
         return Released{};
     }
 
-    Result<KeepaliveResult> keepalive(const std::string& key, std::uint64_t token,
+    Result<KeepaliveResult> keepalive(const std::vector<std::string>& keys, std::uint64_t token,
                                       std::optional<Clock::time_point> deadline) {
-        CallResult r = post("/v1/keepalive", {{"key", key}, {"token", token}}, deadline);
+        json::object body{{"token", token}};
+        if (keys.size() == 1) {
+            body["key"] = keys.front();
+        } else {
+            body["keys"] = keys_json(keys);
+        }
+        CallResult r = post("/v1/keepalive", body, deadline);
         if (!r.answered) return r.error;
         if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kNotHeld);
         Result<json::object> p = body_of(r);
@@ -477,7 +512,8 @@ public:
         KeepaliveResult k;
         std::uint64_t ttl_ms = 0;
         if (!get_u64(p.value(), "ttl_ms", ttl_ms)) return protocol_error("keepalive answer without 'ttl_ms'");
-        k.key = key;
+        k.keys = keys;
+        k.key = keys.front();
         k.token = token;
         k.ttl = milliseconds(ttl_ms);
         k.sent_at = r.sent_at;
@@ -594,12 +630,23 @@ Client::Client(Options options) : impl_(std::make_unique<Impl>(std::move(options
 Client::~Client() = default;
 
 Result<Lease> Client::acquire(const AcquireRequest& request) { return impl_->acquire(request); }
+Result<Lease> Client::acquire_many(const std::vector<std::string>& keys, AcquireRequest request) {
+    request.keys = keys;
+    return impl_->acquire(request);
+}
 Result<Released> Client::release(const std::string& key, std::uint64_t token) {
-    return impl_->release(key, token);
+    return impl_->release({key}, token);
+}
+Result<Released> Client::release(const std::vector<std::string>& keys, std::uint64_t token) {
+    return impl_->release(keys, token);
+}
+Result<KeepaliveResult> Client::keepalive(const std::vector<std::string>& keys, std::uint64_t token,
+                                          std::optional<Clock::time_point> deadline) {
+    return impl_->keepalive(keys, token, deadline);
 }
 Result<KeepaliveResult> Client::keepalive(const std::string& key, std::uint64_t token,
                                           std::optional<Clock::time_point> deadline) {
-    return impl_->keepalive(key, token, deadline);
+    return impl_->keepalive({key}, token, deadline);
 }
 Result<LockInfo> Client::get(const std::string& key) { return impl_->get_lock(key); }
 Result<Lease> Client::campaign(const CampaignRequest& request) { return impl_->campaign(request); }

@@ -156,6 +156,10 @@ struct AcquireRequest {
     milliseconds lease{10'000};
     milliseconds wait{0};  // > 0: queue FIFO behind the holder for up to this long
     std::string owner;     // optional; the same owner re-acquiring gets its token back
+    // A set of 2..64 distinct keys acquired all or nothing under one lease
+    // and one token (docs/http-api.md "Several keys under one lease"); `key`
+    // is then ignored.
+    std::vector<std::string> keys{};
 };
 
 // A campaign in election `name` (POST /v1/election/campaign): an acquire of
@@ -169,7 +173,11 @@ struct CampaignRequest {
 };
 
 struct Lease {
-    std::string key;  // a campaign's: the election's key ("election/" + name)
+    std::string key;  // a set's: its first key; a campaign's: the election's key ("election/" + name)
+    // A set's keys, in the order asked ({key} for one key): all held with `token`.
+    std::vector<std::string> keys;
+    // A set's token proofs, one per key of `keys` (signed grants only).
+    std::vector<std::string> proofs;
     std::uint64_t token = 0;
     std::string name;   // a campaign's election, "" for a lock
     std::string value;  // a campaign's: what the lock publishes
@@ -194,7 +202,8 @@ struct Lease {
 };
 
 struct KeepaliveResult {
-    std::string key;
+    std::string key;                // a set's: its first key
+    std::vector<std::string> keys;  // a set's keys ({key} for one key)
     std::uint64_t token = 0;
     milliseconds ttl{0};        // as the leader answered: the full lease, restarted
     Clock::time_point sent_at;  // send time of the request that succeeded
@@ -268,7 +277,14 @@ public:
     Client& operator=(const Client&) = delete;
 
     Result<Lease> acquire(const AcquireRequest& request);
+    // An acquire of the set `keys` (2..64 distinct keys) under one lease.
+    Result<Lease> acquire_many(const std::vector<std::string>& keys, AcquireRequest request);
     Result<Released> release(const std::string& key, std::uint64_t token);
+    // A whole set's release and keepalive (a key alone of a set is refused:
+    // ErrorKind::kBadRequest, "part_of_set").
+    Result<Released> release(const std::vector<std::string>& keys, std::uint64_t token);
+    Result<KeepaliveResult> keepalive(const std::vector<std::string>& keys, std::uint64_t token,
+                                      std::optional<Clock::time_point> deadline = std::nullopt);
     // `deadline` (optional) cuts the call short, e.g. at the local lease deadline.
     Result<KeepaliveResult> keepalive(const std::string& key, std::uint64_t token,
                                       std::optional<Clock::time_point> deadline = std::nullopt);

@@ -140,8 +140,11 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
     if (const auto* r = std::get_if<lock::ReleaseMany>(&cmd)) {
         const bool removed = std::holds_alternative<lock::Released>(result);
         ++(removed ? counters_.releases : counters_.release_not_held);
-        log(level, "release", {{"key", r->keys.front()}, {"keys", num(r->keys.size())}, {"token", num(r->token)},
-                               {"released", removed ? "true" : "false"}, {"owner", before.front().owner}});
+        for (std::size_t i = 0; i < r->keys.size(); ++i) {
+            log(level, "release", {{"key", r->keys[i]}, {"token", num(r->token)},
+                                   {"released", removed ? "true" : "false"}, {"owner", before[i].owner},
+                                   {"keys", num(r->keys.size())}});
+        }
         if (removed) {
             for (const std::string& key : r->keys) on_removed(key, r->token, now);
         }
@@ -196,15 +199,18 @@ void Core::on_applied_many(raft::Index index, const lock::GrantMany& g, const lo
     if (const auto* ok = std::get_if<lock::Granted>(&result)) {
         ++counters_.grants;
         ++counters_.grants_many;
-        log(level, "grant", {{"key", g.keys.front()}, {"keys", num(g.keys.size())}, {"token", num(ok->token)},
-                             {"owner", g.owner}, {"lease_ms", num(ok->lease_ms)}, {"index", num(index)},
-                             {"user", g.user}});
-        // As for one key (on_applied): a re-grant while the set's Expire is
-        // in flight keeps the expiry.
-        const Lease* held = ok->created ? nullptr : leases_.find(g.keys.front());
-        const bool expiring = held != nullptr && held->token == ok->token && held->expiring();
-        if (!leader || expiring) return;
+        // One line per key, as an ExpireMany's expiries: each key's lease is one.
         for (const std::string& key : g.keys) {
+            log(level, "grant", {{"key", key}, {"token", num(ok->token)}, {"owner", g.owner},
+                                 {"lease_ms", num(ok->lease_ms)}, {"index", num(index)}, {"user", g.user},
+                                 {"keys", num(g.keys.size())}});
+        }
+        // As for one key (on_applied), key by key: a re-grant while a key's
+        // Expire is in flight keeps that expiry (on_grant_result refuses it).
+        if (!leader) return;
+        for (const std::string& key : g.keys) {
+            const Lease* held = ok->created ? nullptr : leases_.find(key);
+            if (held != nullptr && held->token == ok->token && held->expiring()) continue;
             leases_.start(key, ok->token, ok->lease_ms, now, config_.max_clock_drift_ppm);
         }
     } else if (const auto* full = std::get_if<lock::TableFull>(&result)) {

@@ -526,12 +526,17 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         unavailable(id);
         return;
     }
-    const std::string& first_key = req.keys.empty() ? req.key : req.keys.front();
     if (const auto* g = std::get_if<lock::Granted>(r)) {
         const lock::Token token = g->token;
-        // A set's leases go together: its first key's stands for all.
-        const Lease* lease = g->created ? nullptr : leases_.find(first_key);
-        if (lease != nullptr && lease->token == token && lease->expiring()) {
+        // A re-grant of a lock (of a set: of any of its keys) whose Expire is proposed.
+        bool expiring = false;
+        if (!g->created) {
+            for_keys(req, [&](const std::string& key) {
+                const Lease* lease = leases_.find(key);
+                expiring = expiring || (lease != nullptr && lease->token == token && lease->expiring());
+            });
+        }
+        if (expiring) {
             // A same-owner retry of a lock whose Expire is already proposed:
             // the lock is about to go, so this is no grant (see on_applied).
             if (gone) return;
@@ -700,6 +705,12 @@ void Core::sweep_waiters(Time now) {
         }
     }
     for (const Waiter& w : late) {
+        // Answered meanwhile: serving a key another left may time it out first.
+        auto q = waiters_.find(w.acquire.keys.empty() ? w.acquire.key : w.acquire.keys.front());
+        if (q == waiters_.end() ||
+            std::none_of(q->second.begin(), q->second.end(), [&](const Waiter& x) { return x.id == w.id; })) {
+            continue;
+        }
         ++counters_.waiter_timeouts;
         respond(w.id, Held{"wait timed out"});
         remove_waiter(w, now);

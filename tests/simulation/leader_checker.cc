@@ -199,27 +199,30 @@ void LeaderChecker::phantom_released(raft::NodeId id, const std::string& key, lo
     }
 }
 
-void LeaderChecker::queued(raft::NodeId id, std::uint64_t request, const std::string& key) {
+void LeaderChecker::queued(raft::NodeId id, std::uint64_t request, const std::vector<std::string>& keys) {
     View& v = view(id);
     if (v.term == 0) return;
-    if (!v.queued_key.emplace(request, key).second) return;  // queued again (a head that lost a race): same place
-    v.queues[key].push_back(request);
+    if (!v.queued_key.emplace(request, keys).second) return;  // queued again (a head that lost a race): same place
+    for (const std::string& key : keys) v.queues[key].push_back(request);
 }
 
 void LeaderChecker::answered(raft::NodeId id, std::uint64_t request, bool granted) {
     View& v = view(id);
     auto k = v.queued_key.find(request);
     if (k == v.queued_key.end()) return;
-    auto& q = v.queues[k->second];
-    auto pos = std::find(q.begin(), q.end(), request);
-    if (granted) {
-        require(pos == q.begin(), "member ", id, " granted waiter ", request, " of ", k->second, " in term ", v.term,
-                " while ", std::distance(q.begin(), pos), " acquires queued before it were still waiting (the first: ",
-                q.empty() ? 0 : q.front(), ")");
-        ++waiter_grants_checked_;
+    for (const std::string& key : k->second) {
+        auto& q = v.queues[key];
+        auto pos = std::find(q.begin(), q.end(), request);
+        if (granted) {
+            require(pos == q.begin(), "member ", id, " granted waiter ", request, " of ", key, " in term ", v.term,
+                    " while ", std::distance(q.begin(), pos),
+                    " acquires queued before it were still waiting (the first: ", q.empty() ? 0 : q.front(), ")");
+        }
+        if (pos != q.end()) q.erase(pos);
+        if (q.empty()) v.queues.erase(key);
     }
-    if (pos != q.end()) q.erase(pos);
-    if (q.empty()) v.queues.erase(k->second);
+    if (granted) ++waiter_grants_checked_;
+    if (granted && k->second.size() > 1) ++waiting_sets_checked_;
     v.queued_key.erase(k);
 }
 

@@ -27,7 +27,9 @@
 //     Granted answer that could not be written) had asked for;
 //   - waiters are granted in arrival order: when a queued acquire is
 //     answered Granted, every acquire of the same key queued before it at
-//     the same leader in the same term has been answered or reported gone.
+//     the same leader in the same term has been answered or reported gone
+//     (a set: on each of its keys, so no later waiter jumps it, nor it an
+//     earlier one).
 //
 // Inputs arrive after each of the member's inputs, grouped: the core's log
 // lines in order (grants, removals, Expire proposals, phantom releases),
@@ -105,14 +107,16 @@ public:
     // The core said it ended a grant's lease at once (phantom release).
     void phantom_released(raft::NodeId id, const std::string& key, lock::Token token, member::Time local);
 
-    // Waiters: the core asked to watch request `request` (an acquire of key).
-    void queued(raft::NodeId id, std::uint64_t request, const std::string& key);
+    // Waiters: the core asked to watch request `request` (an acquire of
+    // `keys`: one key, or a set's, queued on each).
+    void queued(raft::NodeId id, std::uint64_t request, const std::vector<std::string>& keys);
     // Request `request` was answered (granted: Granted) or reported gone.
     void answered(raft::NodeId id, std::uint64_t request, bool granted);
 
     std::uint64_t expires_checked() const { return expires_checked_; }
     std::uint64_t keepalives_checked() const { return keepalives_checked_; }
     std::uint64_t waiter_grants_checked() const { return waiter_grants_checked_; }
+    std::uint64_t waiting_sets_checked() const { return waiting_sets_checked_; }  // of them, sets
 
 private:
     struct LeaseRecord {
@@ -133,7 +137,7 @@ private:
         std::map<raft::NodeId, std::uint64_t> latest_response_sent_us;  // of term `term`, delivered
         std::set<std::pair<std::string, lock::Token>> announced;       // Expires said proposed
         std::map<std::string, std::deque<std::uint64_t>> queues;       // waiters, arrival order
-        std::map<std::uint64_t, std::string> queued_key;                // request -> key
+        std::map<std::uint64_t, std::vector<std::string>> queued_key;   // request -> its keys
         std::set<std::pair<std::string, lock::Token>> removed_in_batch;  // lock_removed() in this batch
     };
     View& view(raft::NodeId id);
@@ -152,6 +156,7 @@ private:
     std::uint64_t expires_checked_ = 0;
     std::uint64_t keepalives_checked_ = 0;
     std::uint64_t waiter_grants_checked_ = 0;
+    std::uint64_t waiting_sets_checked_ = 0;
 };
 
 }  // namespace pgfence::sim

@@ -24,14 +24,29 @@ lock::Result LockModel::apply(std::uint64_t index, const lock::Command& cmd) {
                     record(c.key, token);
                     return lock::Granted{token, true, c.lease_ms};
                 }
-                // The same non-empty owner, asked by the same user.
+                // The same non-empty owner, asked by the same user: its
+                // lock's token back, unless the key is part of a set (a set
+                // is retried whole).
                 if (!c.owner.empty() && it->second.owner == c.owner && it->second.user == c.user) {
+                    if (const std::uint32_t n = set_size(it->second.token); n >= 2) {
+                        return lock::PartOfSet{c.key, it->second.token, n};
+                    }
                     it->second.lease_ms = std::max(it->second.lease_ms, c.lease_ms);
                     it->second.remaining_ms = 0;
                     return lock::Granted{it->second.token, false, it->second.lease_ms};
                 }
                 return lock::GrantRejected{it->second.token};
+            } else if constexpr (std::is_same_v<C, lock::GrantMany>) {
+                return grant_many(index, c);
+            } else if constexpr (std::is_same_v<C, lock::ReleaseMany>) {
+                return release_many(c);
             } else if constexpr (std::is_same_v<C, lock::Release> || std::is_same_v<C, lock::Expire>) {
+                if constexpr (std::is_same_v<C, lock::Release>) {
+                    auto it = holders_.find(c.key);
+                    if (it != holders_.end() && it->second.token == c.token) {
+                        if (const std::uint32_t n = set_size(c.token); n >= 2) return lock::PartOfSet{c.key, c.token, n};
+                    }
+                }
                 const bool match = remove(c.key, c.token);
                 if constexpr (std::is_same_v<C, lock::Release>) {
                     return match ? lock::Result{lock::Released{}} : lock::Result{lock::NotFound{}};
@@ -75,6 +90,63 @@ lock::Result LockModel::apply_noop(std::uint64_t index) {
     require(index == applied_index_ + 1, "model applies no-op ", index, " after ", applied_index_);
     applied_index_ = index;
     return lock::Noop{};
+}
+
+std::uint32_t LockModel::set_size(lock::Token token) const {
+    std::uint32_t n = 0;
+    for (const auto& [key, h] : holders_) n += h.token == token ? 1 : 0;
+    return n;
+}
+
+// All or nothing (docs/design.md "Sets of keys"): every key free -> each
+// held with the entry's token; the same owner and user holding exactly
+// these keys as one set -> its token back, the longer lease; else the first
+// held key in the order asked refuses it.
+lock::Result LockModel::grant_many(std::uint64_t index, const lock::GrantMany& g) {
+    if (!lock::validate(g).empty()) return lock::GrantRejected{0};
+    const ModelHolder* first_held = nullptr;
+    std::string first_key;
+    for (const std::string& key : g.keys) {
+        auto it = holders_.find(key);
+        if (it != holders_.end() && first_held == nullptr) {
+            first_held = &it->second;
+            first_key = key;
+        }
+    }
+    if (first_held == nullptr) {
+        const lock::Token token = index + floor_;
+        for (const std::string& key : g.keys) {
+            holders_[key] = ModelHolder{token, g.owner, g.user, g.lease_ms};
+            record(key, token);
+        }
+        return lock::Granted{token, true, g.lease_ms};
+    }
+    const lock::Token held = first_held->token;
+    bool same = !g.owner.empty() && set_size(held) == g.keys.size();
+    for (const std::string& key : g.keys) {
+        auto it = holders_.find(key);
+        same = same && it != holders_.end() && it->second.token == held && it->second.owner == g.owner &&
+               it->second.user == g.user;
+    }
+    if (!same) return lock::GrantRejected{held, first_key};
+    std::uint64_t lease_ms = 0;
+    for (const std::string& key : g.keys) {
+        ModelHolder& h = holders_[key];
+        h.lease_ms = std::max(h.lease_ms, g.lease_ms);
+        lease_ms = h.lease_ms;
+    }
+    return lock::Granted{held, false, lease_ms};
+}
+
+lock::Result LockModel::release_many(const lock::ReleaseMany& r) {
+    if (!lock::validate(r).empty()) return lock::NotFound{};
+    for (const std::string& key : r.keys) {
+        auto it = holders_.find(key);
+        if (it == holders_.end() || it->second.token != r.token) return lock::NotFound{};
+    }
+    if (const std::uint32_t n = set_size(r.token); n != r.keys.size()) return lock::PartOfSet{r.keys.front(), r.token, n};
+    for (const std::string& key : r.keys) remove(key, r.token);
+    return lock::Released{};
 }
 
 bool LockModel::remove(const std::string& key, lock::Token token) {

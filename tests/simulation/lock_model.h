@@ -2,6 +2,9 @@
 // "Replicated commands"), written independently of lock::LockTable so the
 // simulation can check the real table against it.
 //
+// A set (GrantMany) is the keys held with one token; the model finds it by
+// scanning its few keys, not with an index like the table's.
+//
 // It replays the committed log in index order and remembers, for every index,
 // the result the command had, and for every key the history of its holder
 // token, so a read served at any applied index can be checked.
@@ -40,6 +43,9 @@ public:
 
 private:
     bool remove(const std::string& key, lock::Token token);  // held with `token`: removed (true)
+    std::uint32_t set_size(lock::Token token) const;         // keys held with `token` (a set: >= 2)
+    lock::Result grant_many(std::uint64_t index, const lock::GrantMany& g);
+    lock::Result release_many(const lock::ReleaseMany& r);
     void record(const std::string& key, lock::Token token);
 
     std::map<std::string, ModelHolder> holders_;

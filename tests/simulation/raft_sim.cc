@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     std::signal(SIGSEGV, on_fatal_signal);
     const auto started = std::chrono::steady_clock::now();
     std::uint64_t failed = 0, steps = 0, elections = 0, commits = 0, crashes = 0, torn = 0, dropped = 0,
-                  sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, releases = 0, expires = 0, expire_batches = 0,
+                  sent = 0, snapshots = 0, acked = 0, reads = 0, grants = 0, grants_many = 0, waiting_sets = 0, releases = 0, expires = 0, expire_batches = 0,
                   keepalives = 0, waiter_grants = 0, leader_changes = 0, held = 0, phantoms = 0, stale = 0,
                   partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
                   waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
         acked += r.ops_acked;
         reads += r.reads_acked;
         grants += r.grants;
+        grants_many += r.grants_many;
         releases += r.releases;
         expires += r.expires;
         expire_batches += r.expire_batches;
@@ -162,6 +163,7 @@ int main(int argc, char** argv) {
         twins_unwritten += r.twin_grants_unwritten;
         proclaims += r.proclaims;
         waiters_checked += r.waiter_order_checked;
+        waiting_sets += r.waiting_sets_checked;
         tokens_checked += r.fresh_tokens_checked;
         membership_seeds += r.membership ? 1 : 0;
         added += r.members_added;
@@ -226,18 +228,19 @@ int main(int argc, char** argv) {
     // (all members, every incarnation), the fenced resource's refusals, faults,
     // what the leader checker checked, and the seeds whose clocks ran beyond
     // rho: how many lease pairs overlapped there, and the stale writes refused.
-    std::printf("sim: seeds=%llu failed=%llu grants=%llu releases=%llu expires=%llu expire_batches=%llu keepalives=%llu "
+    std::printf("sim: seeds=%llu failed=%llu grants=%llu grants_many=%llu releases=%llu expires=%llu expire_batches=%llu keepalives=%llu "
                 "checkpoints=%llu checkpoint_clears=%llu "
                 "waiter_grants=%llu phantom_releases=%llu stale_writes_refused=%llu leader_changes=%llu "
                 "crashes=%llu partitions=%llu client_partitions=%llu held_intervals=%llu expires_checked=%llu "
-                "waiter_order_checked=%llu "
+                "waiter_order_checked=%llu waiting_sets_checked=%llu "
                 "fresh_tokens_checked=%llu "
                 "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu "
                 "membership_seeds=%llu members_added=%llu promotions=%llu removals=%llu leader_removals=%llu "
                 "config_changes=%llu removed_stopped=%llu one_voter_seeds=%llu elections_checked=%llu "
                 "commit_quorums_checked=%llu twin_grants_unwritten=%llu answered_expires_checked=%llu proclaims=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
-                static_cast<unsigned long long>(grants), static_cast<unsigned long long>(releases),
+                static_cast<unsigned long long>(grants), static_cast<unsigned long long>(grants_many),
+                static_cast<unsigned long long>(releases),
                 static_cast<unsigned long long>(expires), static_cast<unsigned long long>(expire_batches),
                 static_cast<unsigned long long>(keepalives), static_cast<unsigned long long>(checkpoints),
                 static_cast<unsigned long long>(checkpoint_clears),
@@ -246,7 +249,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(partitions),
                 static_cast<unsigned long long>(client_partitions), static_cast<unsigned long long>(held),
                 static_cast<unsigned long long>(expires_checked),
-                static_cast<unsigned long long>(waiters_checked), static_cast<unsigned long long>(tokens_checked),
+                static_cast<unsigned long long>(waiters_checked), static_cast<unsigned long long>(waiting_sets),
+                static_cast<unsigned long long>(tokens_checked),
                 static_cast<unsigned long long>(beyond),
                 static_cast<unsigned long long>(overlaps), static_cast<unsigned long long>(beyond_stale),
                 static_cast<unsigned long long>(membership_seeds), static_cast<unsigned long long>(added),
@@ -258,12 +262,14 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(proclaims));
     if (flags.require_counts) {
         const std::pair<const char*, std::uint64_t> counts[] = {
-            {"grants", grants}, {"releases", releases}, {"expires", expires}, {"expire_batches", expire_batches},
-            {"keepalives", keepalives}, {"checkpoints", checkpoints}, {"checkpoint_clears", checkpoint_clears},
+            {"grants", grants}, {"grants_many", grants_many}, {"releases", releases}, {"expires", expires},
+            {"expire_batches", expire_batches}, {"keepalives", keepalives}, {"checkpoints", checkpoints},
+            {"checkpoint_clears", checkpoint_clears},
             {"waiter_grants", waiter_grants}, {"phantom_releases", phantoms}, {"stale_writes_refused", stale},
             {"leader_changes", leader_changes}, {"crashes", crashes}, {"partitions", partitions},
             {"client_partitions", client_partitions}, {"held_intervals", held},
             {"expires_checked", expires_checked}, {"waiter_order_checked", waiters_checked},
+            {"waiting_sets_checked", waiting_sets},
             {"fresh_tokens_checked", tokens_checked}, {"beyond_rho_seeds", beyond},
             {"beyond_rho_stale_writes_refused", beyond_stale}, {"membership_seeds", membership_seeds},
             {"members_added", added}, {"promotions", promotions}, {"removals", removals},

@@ -518,26 +518,48 @@ BOOST_AUTO_TEST_CASE(a_configuration_in_force_since_expire_at_may_confirm_but_no
 
 BOOST_AUTO_TEST_CASE(waiters_granted_out_of_arrival_order_are_caught) {
     LeaderChecker c = leading_with_a_lease();
-    c.queued(1, 101, "k");
-    c.queued(1, 102, "k");
-    c.queued(1, 201, "j");
+    c.queued(1, 101, {"k"});
+    c.queued(1, 102, {"k"});
+    c.queued(1, 201, {"j"});
     c.answered(1, 201, true);  // another key's queue
     BOOST_CHECK_THROW(c.answered(1, 102, true), SimFailure);
 }
 
+// A set queues on each of its keys: granting it before an earlier waiter on
+// any one of them is caught, as is a later waiter jumping it on one key.
+BOOST_AUTO_TEST_CASE(a_waiting_set_out_of_arrival_order_on_any_key_is_caught) {
+    LeaderChecker c = leading_with_a_lease();
+    c.queued(1, 101, {"j"});
+    c.queued(1, 102, {"k", "j"});
+    c.queued(1, 103, {"k"});
+    BOOST_CHECK_THROW(c.answered(1, 103, true), SimFailure);  // jumped the set on "k"
+    LeaderChecker d = leading_with_a_lease();
+    d.queued(1, 101, {"j"});
+    d.queued(1, 102, {"k", "j"});
+    BOOST_CHECK_THROW(d.answered(1, 102, true), SimFailure);  // before 101 on "j"
+    LeaderChecker e = leading_with_a_lease();
+    e.queued(1, 101, {"j"});
+    e.queued(1, 102, {"k", "j"});
+    e.queued(1, 103, {"k"});
+    e.answered(1, 101, true);
+    e.answered(1, 102, true);
+    e.answered(1, 103, true);
+    BOOST_TEST(e.waiting_sets_checked() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(waiters_in_order_or_after_the_earlier_one_left_pass) {
     LeaderChecker c = leading_with_a_lease();
-    c.queued(1, 101, "k");
-    c.queued(1, 102, "k");
-    c.queued(1, 103, "k");
-    c.queued(1, 101, "k");       // a head that lost a race keeps its place
+    c.queued(1, 101, {"k"});
+    c.queued(1, 102, {"k"});
+    c.queued(1, 103, {"k"});
+    c.queued(1, 101, {"k"});       // a head that lost a race keeps its place
     c.answered(1, 101, true);
     c.answered(1, 102, false);   // timed out (or its client left)
     c.answered(1, 103, true);
     lock::LockTable empty;
-    c.queued(1, 104, "k");
+    c.queued(1, 104, {"k"});
     c.leading(1, 3, kThree, 0, empty, at_ms(500));  // a new term: the old queue is gone
-    c.queued(1, 105, "k");
+    c.queued(1, 105, {"k"});
     c.answered(1, 105, true);
     BOOST_TEST(c.waiter_grants_checked() == 3u);
 }

@@ -328,6 +328,7 @@ void Cluster::finish_result() {
     result_.expires_checked = leader_checker_->expires_checked();
     result_.answered_expires_checked = workload_->leases().expires_checked();
     result_.waiter_order_checked = leader_checker_->waiter_grants_checked();
+    result_.waiting_sets_checked = leader_checker_->waiting_sets_checked();
     result_.fresh_tokens_checked = workload_->tokens().fresh_checked();
     result_.proclaims = workload_->proclaimed();
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
@@ -353,6 +354,7 @@ void Cluster::finish_result() {
 
 void Cluster::add_counters(const member::Counters& c) {
     result_.grants += c.grants;
+    result_.grants_many += c.grants_many;
     result_.releases += c.releases;
     result_.expires += c.expiries_existed;
     result_.expires_proposed += c.expires_proposed;

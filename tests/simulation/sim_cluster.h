@@ -64,6 +64,7 @@ struct RunResult {
     std::uint64_t liveness_ticks = 0;  // ticks the liveness phase needed
     // The member cores' own counts, summed over members and incarnations.
     std::uint64_t grants = 0;          // Grants applied that granted (on every member)
+    std::uint64_t grants_many = 0;     // of them, GrantManys: sets of keys under one lease
     std::uint64_t releases = 0;        // Releases applied that removed a lock
     std::uint64_t expires = 0;         // Expires applied that removed a lock
     std::uint64_t expires_proposed = 0;
@@ -87,6 +88,7 @@ struct RunResult {
     std::uint64_t twin_grants_unwritten = 0;     // twin acquires' Granted answers reported unwritten
     std::uint64_t proclaims = 0;                 // proclaims answered Proclaimed (values set through the log)
     std::uint64_t waiter_order_checked = 0;  // waiter grants checked for arrival order
+    std::uint64_t waiting_sets_checked = 0;  // of them, sets of keys (on each key)
     std::uint64_t fresh_tokens_checked = 0;  // token_checker.h: fresh grants checked against earlier tokens
     // Membership (sim_admin.h, quorum_checker.h).
     bool membership = false;                  // the run changed its membership

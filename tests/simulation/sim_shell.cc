@@ -17,6 +17,11 @@ const std::string* key_of(const lock::Command& cmd) {
         cmd);
 }
 
+// The keys an acquire asks for: its one key or its set's.
+std::vector<std::string> keys_of(const member::Acquire& a) {
+    return a.keys.empty() ? std::vector<std::string>{a.key} : a.keys;
+}
+
 }  // namespace
 
 Member::Member(member::Config config, bool hard_state_first, SafetyChecker& checker, LeaderChecker& leader_checker,
@@ -124,7 +129,8 @@ void Member::step(const raft::Message& m, std::uint64_t sent_us, Outbox& out) {
 void Member::handle_client(const ClientRequest& request, Outbox& out) {
     const member::RequestId id = next_request_++;
     const auto* acquire = std::get_if<member::Acquire>(&request.request);
-    pending_[id] = Pending{request.client, request.op_id, request.attempt, acquire ? acquire->key : std::string()};
+    pending_[id] = Pending{request.client, request.op_id, request.attempt,
+                           acquire ? keys_of(*acquire) : std::vector<std::string>{}};
     core_->request(id, request.request, now());
     after_input(out);
 }
@@ -134,12 +140,14 @@ void Member::handle_twins(const ClientRequest& twin, const ClientRequest& reques
     require(acquire != nullptr, "member ", id(), ": a twin request that is not an acquire");
     const member::RequestId abandoned = next_request_++;
     core_->request(abandoned, twin.request, now());
-    leader_checker_.acquire_gone(id(), acquire->key);  // its grant, if answered, is reported unwritten
+    for (const std::string& key : keys_of(*acquire)) {
+        leader_checker_.acquire_gone(id(), key);  // its grant, if answered, is reported unwritten
+    }
     gone_.insert(abandoned);
     twins_.insert(abandoned);
     if (gone_first) core_->client_gone(abandoned, now());
     const member::RequestId rid = next_request_++;
-    pending_[rid] = Pending{request.client, request.op_id, request.attempt, acquire->key};
+    pending_[rid] = Pending{request.client, request.op_id, request.attempt, keys_of(*acquire)};
     core_->request(rid, request.request, now());
     after_input(out);
 }
@@ -147,7 +155,7 @@ void Member::handle_twins(const ClientRequest& twin, const ClientRequest& reques
 void Member::client_gone(int client, std::uint64_t op_id, Outbox& out) {
     for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.client == client && it->second.op_id == op_id) {
-            if (!it->second.acquire_key.empty()) leader_checker_.acquire_gone(id(), it->second.acquire_key);
+            for (const std::string& key : it->second.acquire_keys) leader_checker_.acquire_gone(id(), key);
             leader_checker_.answered(id(), it->first, false);
             core_->client_gone(it->first, now());
             gone_.insert(it->first);
@@ -246,7 +254,8 @@ void Member::carry_out_batch(Outbox& out) {
             if (const auto* g = std::get_if<member::Granted>(&a.response)) {
                 ++stats_.grants_to_gone;
                 stats_.twin_grants_unwritten += twin ? 1 : 0;
-                leader_checker_.acquire_gone(id(), g->key);
+                if (g->keys.empty()) leader_checker_.acquire_gone(id(), g->key);
+                for (const std::string& key : g->keys) leader_checker_.acquire_gone(id(), key);
                 core_->response_written(a.id, false, now());
             }
             continue;
@@ -317,14 +326,15 @@ void Member::tell_leader_checker(Outbox& out) {
     }
     for (const member::RequestId rid : effects_.watch) {
         auto it = pending_.find(rid);
-        if (it != pending_.end() && !it->second.acquire_key.empty()) {
-            leader_checker_.queued(id(), rid, it->second.acquire_key);
+        if (it != pending_.end() && !it->second.acquire_keys.empty()) {
+            leader_checker_.queued(id(), rid, it->second.acquire_keys);
         }
     }
     for (const member::Answer& a : effects_.respond) {
         // A KeptAlive restarted the lease whether or not its client is still there.
         if (const auto* k = std::get_if<member::KeptAlive>(&a.response)) {
-            leader_checker_.kept_alive(id(), k->key, k->token, now());
+            if (k->keys.empty()) leader_checker_.kept_alive(id(), k->key, k->token, now());
+            for (const std::string& key : k->keys) leader_checker_.kept_alive(id(), key, k->token, now());
         }
         if (pending_.count(a.id) > 0) leader_checker_.answered(id(), a.id, std::holds_alternative<member::Granted>(a.response));
     }

@@ -141,7 +141,7 @@ private:
         int client;
         std::uint64_t op_id;
         int attempt;
-        std::string acquire_key;  // the key an acquire asks for ("" for other requests)
+        std::vector<std::string> acquire_keys;  // the keys an acquire asks for (none for other requests)
     };
 
     member::Time now() const;

@@ -44,6 +44,16 @@ std::string Workload::election_value() {
     return pick == 0 ? std::string() : "leader-" + std::to_string(pick);
 }
 
+std::vector<std::string> Workload::random_set() {
+    std::vector<std::string> keys;
+    const std::size_t want = std::min<std::size_t>(static_cast<std::size_t>(keys_), random_.between(2, 3));
+    while (keys.size() < want) {
+        std::string key = random_key();
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(std::move(key));
+    }
+    return keys;
+}
+
 lock::Token Workload::stale_or_known_token(const std::string& key) {
     const auto& seen = tokens_seen_[key];
     if (seen.empty() || random_.chance(0.1)) return random_.between(1, 200);
@@ -62,6 +72,10 @@ member::Request Workload::next_request(Client& c) {
         const std::uint64_t wait_ms = random_.chance(0.3) ? tick_ms_ * random_.between(1, 40) : 0;
         member::Acquire a{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner, c.user};
         if (elections_) a.value = election_value();
+        if (keys_ >= 2 && random_.chance(0.25)) {
+            a.key.clear();
+            a.keys = random_set();
+        }
         return a;
     }
     std::string key;
@@ -75,20 +89,45 @@ member::Request Workload::next_request(Client& c) {
         key = random_key();
         token = stale_or_known_token(key);
     }
-    if (roll < 75) return member::Release{key, token};
-    if (elections_ && election_random_.chance(0.3)) return member::Proclaim{key, token, election_value()};
-    return member::KeepAlive{key, token};
+    // A key of a held set: mostly the whole set, sometimes the key alone (part_of_set).
+    std::vector<std::string> keys;
+    if (auto set = c.sets.find(token); set != c.sets.end() && random_.chance(0.85)) {
+        keys = set->second;
+        key.clear();
+    }
+    if (roll < 75) return member::Release{key, token, keys};
+    if (keys.empty() && elections_ && election_random_.chance(0.3)) {
+        return member::Proclaim{key, token, election_value()};
+    }
+    return member::KeepAlive{key, token, keys};
 }
 
 // What the request proposes when the leader takes it (the history's command).
 namespace {
 lock::Command command_of(const member::Request& r) {
     if (const auto* a = std::get_if<member::Acquire>(&r)) {
+        if (!a->keys.empty()) return lock::GrantMany{a->keys, a->lease_ms, a->owner, a->user};
         return lock::Grant{a->key, a->lease_ms, a->owner, a->user, a->value};
     }
     if (const auto* p = std::get_if<member::Proclaim>(&r)) return lock::Proclaim{p->key, p->token, p->value};
     const auto& rel = std::get<member::Release>(r);
+    if (!rel.keys.empty()) return lock::ReleaseMany{rel.keys, rel.token};
     return lock::Release{rel.key, rel.token};
+}
+
+// The keys a request names: its one key or its set's.
+template <typename R>
+std::vector<std::string> keys_of(const R& r) {
+    return r.keys.empty() ? std::vector<std::string>{r.key} : r.keys;
+}
+
+// A grant as the token checker tells grants apart: its key, or its set's
+// keys sorted (a set is granted the same token whatever the order asked).
+std::string grant_name(std::vector<std::string> keys) {
+    std::sort(keys.begin(), keys.end());
+    std::string name;
+    for (const std::string& k : keys) name += (name.empty() ? "" : ",") + k;
+    return name;
 }
 }  // namespace
 
@@ -114,12 +153,20 @@ Workload::Send Workload::begin(int client, std::uint64_t now_us) {
         // A release ends the token's held interval when it is sent: by its
         // holder, which stops using the lock then, or by any client that
         // knows the token (the API lets it; the holder's lease is then over).
-        if (const auto* r = std::get_if<member::Release>(&c.request)) leases_.released(r->key, r->token, now_us);
+        // (A release of one key of a set is refused: the set's keys stay held.)
+        if (const auto* r = std::get_if<member::Release>(&c.request)) {
+            const bool part = r->keys.empty() && c.sets.count(r->token) > 0;
+            for (const std::string& key : keys_of(*r)) {
+                if (!part) leases_.released(key, r->token, now_us);
+            }
+        }
         // A holder re-acquiring (same owner) counts on the lease it asks for
         // from now (the lock keeps the longer one).
         if (const auto* a = std::get_if<member::Acquire>(&c.request); a != nullptr && !c.owner.empty()) {
-            if (auto it = c.held.find(a->key); it != c.held.end()) {
-                leases_.reacquiring(client, a->key, it->second, a->lease_ms, now_us);
+            for (const std::string& key : keys_of(*a)) {
+                if (auto it = c.held.find(key); it != c.held.end()) {
+                    leases_.reacquiring(client, key, it->second, a->lease_ms, now_us);
+                }
             }
         }
     }
@@ -186,6 +233,9 @@ void check_told(const member::Request& request, const member::Answer& a) {
                 "answer NotHeld but its witness (index ", a.index, ") released the lock");
     } else if (std::holds_alternative<member::Locks>(r)) {
         require(a.index != 0, "a list answer carries no witness");
+    } else if (std::holds_alternative<member::PartOfSet>(r)) {
+        require(keepalive || (a.index != 0 && std::holds_alternative<lock::PartOfSet>(a.result)),
+                "answer PartOfSet but its witness (index ", a.index, ") says ", lock::describe(a.result));
     } else if (std::holds_alternative<member::Held>(r) && a.index != 0) {
         // Refused by the table, or an idempotent re-grant of a lease already
         // being expired (the table says Granted; the client is told Held).
@@ -200,32 +250,43 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
     check_told(c.request, answer);
     std::optional<Write> write;
     if (const auto* g = std::get_if<member::Granted>(&answer.response)) {
-        auto& seen = tokens_seen_[g->key];
-        if (seen.size() >= kMaxTokensPerKey) seen.erase(seen.begin());
-        seen.push_back(g->token);
-        c.held[g->key] = g->token;
-        const bool fresh = answer.index <= 1 || model_.token_at(g->key, answer.index - 1) != g->token;
-        tokens_.granted(g->key, g->token, g->owner, fresh, c.op.invoked_us, now_us);
-        leases_.granted(c.op.client, g->key, g->token, g->lease_ms, c.sent_us, now_us);
-        resource_.granted(g->key, g->token);
-        // Within its lease, or (a third of the time) paused past it.
+        const std::vector<std::string> keys = keys_of(*g);
+        const bool fresh = answer.index <= 1 || model_.token_at(keys.front(), answer.index - 1) != g->token;
+        tokens_.granted(grant_name(keys), g->token, g->owner, fresh, c.op.invoked_us, now_us);
+        for (const std::string& key : keys) {
+            auto& seen = tokens_seen_[key];
+            if (seen.size() >= kMaxTokensPerKey) seen.erase(seen.begin());
+            seen.push_back(g->token);
+            c.held[key] = g->token;
+            leases_.granted(c.op.client, key, g->token, g->lease_ms, c.sent_us, now_us);
+            resource_.granted(key, g->token);
+        }
+        if (!g->keys.empty()) c.sets[g->token] = g->keys;
+        // Within its lease, or (a third of the time) paused past it; to one key of a set.
         const std::uint64_t lease_us = g->lease_ms * 1000;
-        write = Write{g->key, g->token, random_.chance(0.33) ? random_.between(lease_us, 3 * lease_us)
-                                                            : random_.between(0, lease_us / 2)};
+        write = Write{keys[random_.index(keys.size())], g->token,
+                      random_.chance(0.33) ? random_.between(lease_us, 3 * lease_us)
+                                           : random_.between(0, lease_us / 2)};
     } else if (const auto* k = std::get_if<member::KeptAlive>(&answer.response)) {
-        leases_.kept_alive(c.op.client, k->key, k->token, k->ttl_ms, c.sent_us);
+        for (const std::string& key : keys_of(*k)) leases_.kept_alive(c.op.client, key, k->token, k->ttl_ms, c.sent_us);
     } else if (std::holds_alternative<member::Released>(answer.response)) {
-        c.held.erase(std::get<member::Release>(c.request).key);
+        const auto& r = std::get<member::Release>(c.request);
+        for (const std::string& key : keys_of(r)) c.held.erase(key);
+        c.sets.erase(r.token);
     } else if (std::holds_alternative<member::Proclaimed>(answer.response)) {
         ++proclaimed_;
     } else if (std::holds_alternative<member::NotHeld>(answer.response) &&
                !std::holds_alternative<member::ListLocks>(c.request)) {
-        std::string key;
+        // A release, keepalive or proclaim: the keys it named and its token.
+        std::vector<std::string> keys;
         lock::Token token = 0;
         std::visit(
             [&](const auto& r) {
-                if constexpr (requires { r.token; }) {
-                    key = r.key;
+                if constexpr (requires { r.keys; }) {
+                    keys = keys_of(r);
+                    token = r.token;
+                } else if constexpr (requires { r.token; }) {
+                    keys = {r.key};
                     token = r.token;
                 }
             },
@@ -233,7 +294,16 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
         // Not held with that token: the client lost the token it asked
         // about; one it holds under another token it still holds (its
         // re-acquire of the key must still shorten that lease, below).
-        if (auto it = c.held.find(key); it != c.held.end() && it->second == token) c.held.erase(it);
+        for (const std::string& key : keys) {
+            if (auto it = c.held.find(key); it != c.held.end() && it->second == token) c.held.erase(it);
+        }
+        // A set is held whole or not at all, as far as the client knows.
+        if (auto set = c.sets.find(token); set != c.sets.end()) {
+            for (const std::string& key : set->second) {
+                if (auto it = c.held.find(key); it != c.held.end() && it->second == token) c.held.erase(it);
+            }
+            c.sets.erase(set);
+        }
     }
     const bool held_but_granted = std::holds_alternative<member::Held>(answer.response) &&
                                   std::holds_alternative<lock::Granted>(answer.result);

@@ -1,8 +1,10 @@
 // Simulated clients of the member core's API (member/api.h): each runs one
 // request at a time against whoever it thinks is leader, following
 // Unavailable{leader} hints, giving up after a timeout. Acquires (some that
-// wait in the FIFO queue), releases and keepalives on a small key space so
-// they conflict, often with stale tokens; lists of one key are the reads.
+// wait in the FIFO queue, some of a set of keys under one lease), releases
+// and keepalives (of a held set mostly whole, sometimes of one of its keys:
+// part_of_set) on a small key space so they conflict, often with stale
+// tokens; lists of one key are the reads.
 // Every answer decided by a log entry (or, for a list, at an applied index)
 // goes into the history the linearizability check reads; keepalives and
 // answers such as "wait timed out" are not in the log and stay out of it.
@@ -122,6 +124,7 @@ private:
         std::string owner;
         std::string user;  // "" : no authentication
         std::map<std::string, lock::Token> held;  // keys this client holds, by its knowledge
+        std::map<lock::Token, std::vector<std::string>> sets;  // of them, the sets it holds, by token
         std::optional<member::Request> retry;     // a request whose outcome stayed unknown
         member::Request request;                  // the one in flight
         std::uint64_t sent_us = 0;                // when its latest attempt was sent
@@ -130,6 +133,7 @@ private:
     member::Request next_request(Client& c);
     std::string random_key();
     std::string election_value();  // "" or one of a few values, from election_random_
+    std::vector<std::string> random_set();  // 2..3 distinct keys, in a random order (keys_ >= 2)
     lock::Token stale_or_known_token(const std::string& key);
     std::optional<Write> record_answer(Client& c, const member::Answer& answer, std::uint64_t now_us);
     Send resend(Client& c, std::size_t member, std::uint64_t now_us);

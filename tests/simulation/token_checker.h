@@ -2,7 +2,11 @@
 // they receive:
 //   - no token is granted twice: a token told to two requests is one lock's
 //     token, re-granted to its own owner (the same key, the same non-empty
-//     owner: an idempotent re-acquire); never another key or owner;
+//     owner: an idempotent re-acquire); never another key or owner. A set's
+//     token (GrantMany) is told for its keys, named "k1,k2" sorted; told
+//     again it names the same keys, or some of them (what is left of a set
+//     whose other keys expired is re-granted to its owner as a set of fewer
+//     keys or a lock of its own, lock/table.h);
 //   - a fresh grant (its answer's log entry created the lock, as opposed to
 //     an idempotent re-grant of a held one) carries a token larger than every
 //     token any client had been told before the request was first sent.

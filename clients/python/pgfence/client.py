@@ -87,11 +87,26 @@ class Lease:
     max_clock_drift_ppm: int
     name: str = ""  # a campaign's election ("" for a lock); `key` is then "election/" + name
     value: str = ""  # a campaign's: what the leader publishes
+    # A set acquired with keys=[...]: its keys in the order asked (`key` is the
+    # first), and with signed grants a proof per key; (key,) and {} otherwise.
+    keys: tuple = ()
+    proofs: dict = dataclasses.field(default_factory=dict)
 
     @property
     def deadline(self):
         """Stop using the lease by then (time.monotonic()): sent_at + lease x (1 - rho)."""
         return self.sent_at + usable_lease(self.lease_ms, self.max_clock_drift_ppm)
+
+
+def _key_body(key, token):
+    """The body of a release or keepalive: one key, or a set's keys (a list or tuple)."""
+    if isinstance(key, (list, tuple)):
+        return {"keys": list(key), "token": token} if len(key) > 1 else {"key": key[0], "token": token}
+    return {"key": key, "token": token}
+
+
+def _name(key):
+    return ",".join(key) if isinstance(key, (list, tuple)) else key
 
 
 @dataclasses.dataclass
@@ -428,17 +443,23 @@ class Client:
         return self._perform(lambda: ("GET", target, None, self._opts.attempt_timeout_s), self._opts.timeout_s,
                              call)
 
-    def acquire(self, key, lease="10s", wait="0s", owner=""):
+    def acquire(self, key=None, lease="10s", wait="0s", owner="", keys=None):
         """Takes the lock on `key` -> Lease. With `wait` > 0 a held key is
         queued for (FIFO) up to that long; a retry asks only for the wait left.
         Raises HeldError (held, or the wait ran out), BadRequestError,
         NotAuthorizedError, TableFullError, UnavailableError, ProtocolError.
         With an `owner`, a retry that finds the key held by that owner gets its
-        token back."""
-        return self._grant("/v1/acquire", {"key": key}, _Call("acquire", key, lease=lease, wait=wait), lease, wait,
-                           owner)
+        token back. `keys` (2..64 distinct keys, instead of `key`): the set is
+        acquired all or nothing under one lease and one token; release and
+        keep it alive whole with release(lease.keys, ...)."""
+        if (key is None) == (keys is None):
+            raise ValueError("acquire: give one of key= and keys=")
+        keys = tuple(keys) if keys is not None else None
+        fields = {"key": key} if keys is None else {"keys": list(keys)}
+        call = _Call("acquire", key if keys is None else ",".join(keys), lease=lease, wait=wait)
+        return self._grant("/v1/acquire", fields, call, lease, wait, owner, keys)
 
-    def _grant(self, path, fields, call, lease, wait, owner):
+    def _grant(self, path, fields, call, lease, wait, owner, keys=None):
         lease_ms = parse_duration_ms(lease)
         wait_s = parse_duration_ms(wait) / 1000
         wait_end = time.monotonic() + wait_s
@@ -456,11 +477,14 @@ class Client:
             _raise_for(result, call, errors.NotFoundError)
         obj = _object(r.body, call, result.endpoint)
         granted_ms = obj.get("lease_ms", lease_ms)
-        return Lease(key=_text(obj, "key") or call.key, token=_uint(obj, "token", call, result.endpoint),
+        names = keys if keys is not None else (_text(obj, "key") or call.key,)
+        proofs = obj.get("proofs") if isinstance(obj.get("proofs"), dict) else {}
+        return Lease(key=names[0], token=_uint(obj, "token", call, result.endpoint),
                      lease_ms=granted_ms if isinstance(granted_ms, int) else lease_ms,
-                     owner=_text(obj, "owner"), proof=_text(obj, "proof"), sent_at=result.first_sent_at,
-                     received_at=time.monotonic(), max_clock_drift_ppm=self._opts.max_clock_drift_ppm,
-                     name=_text(obj, "name"), value=_text(obj, "value"))
+                     owner=_text(obj, "owner"), proof=_text(obj, "proof") or proofs.get(names[0], ""),
+                     sent_at=result.first_sent_at, received_at=time.monotonic(),
+                     max_clock_drift_ppm=self._opts.max_clock_drift_ppm, name=_text(obj, "name"),
+                     value=_text(obj, "value"), keys=names, proofs=dict(proofs))
 
     # -- elections (docs/http-api.md "Elections": election NAME is the lock on
     # the key "election/" + NAME, whose permissions it has) ---------------------
@@ -532,9 +556,10 @@ class Client:
 
     def release(self, key, token, deadline=None):
         """Releases `key` if it is held with `token`; NotHeldError otherwise.
-        `deadline` (time.monotonic()) cuts the call short."""
-        call = _Call("release", key, token)
-        result = self._post("/v1/release", {"key": key, "token": token}, self._opts.attempt_timeout_s, call,
+        `key` may be a set's keys (a list or tuple, Lease.keys): released
+        whole. `deadline` (time.monotonic()) cuts the call short."""
+        call = _Call("release", _name(key), token)
+        result = self._post("/v1/release", _key_body(key, token), self._opts.attempt_timeout_s, call,
                             deadline)
         if result.response.status != 200:
             _raise_for(result, call, errors.NotHeldError)
@@ -545,8 +570,8 @@ class Client:
         """Resets the lease of `key` held with `token` -> KeepaliveResult;
         NotHeldError once it is not held with that token (the lease is lost:
         stop). `deadline` (time.monotonic()) cuts the call short."""
-        call = _Call("keepalive", key, token)
-        result = self._post("/v1/keepalive", {"key": key, "token": token},
+        call = _Call("keepalive", _name(key), token)
+        result = self._post("/v1/keepalive", _key_body(key, token),
                             self._opts.keepalive_attempt_timeout_s, call, deadline)
         r = result.response
         if r.status != 200:
