@@ -39,7 +39,8 @@ public:
     explicit Harness(int members, std::uint64_t rho_ppm = 50'000, std::uint64_t snapshot_every = 10000,
                      std::uint64_t snapshot_log_pct = 100, std::uint64_t max_table_bytes = lock::kMaxTableBytes,
                      std::size_t max_expire_batch = lock::kMaxExpireMany,
-                     std::size_t expiry_wave = kDefaultExpiryWave, bool owner_binding = true) {
+                     std::size_t expiry_wave = kDefaultExpiryWave, bool owner_binding = true,
+                     bool lease_checkpoints = false) {
         for (int i = 1; i <= members; ++i) ids_.push_back(static_cast<raft::NodeId>(i));
         nodes_.resize(static_cast<std::size_t>(members));
         for (int i = 0; i < members; ++i) {
@@ -56,6 +57,7 @@ public:
             c.max_expire_batch = max_expire_batch;
             c.expiry_wave = expiry_wave;
             c.owner_binding = owner_binding;
+            c.lease_checkpoints = lease_checkpoints;
             c.snapshot_keep = 5;
             configs_.push_back(c);
             nodes_[static_cast<std::size_t>(i)].core = std::make_unique<Core>(c, nodes_[static_cast<std::size_t>(i)].storage);
@@ -101,6 +103,9 @@ public:
                 if (!n.up) continue;
                 n.core->turn(now_);
                 Effects fx = n.core->take_effects();
+                // A turn may leave more for the next (a proposal made while
+                // it applied): the shell runs another, so does this.
+                if (n.core->wants_turn()) any = true;
                 if (fx.empty()) continue;
                 any = true;
                 carry_out(n, std::move(fx));
