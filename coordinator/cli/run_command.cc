@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <thread>
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
@@ -18,6 +19,7 @@ using std::chrono::duration_cast;
 constexpr milliseconds kRetryPause{200};      // after a keepalive that failed without a refusal
 constexpr milliseconds kReleaseOnLoss{1000};  // release attempt after losing the lease: best effort
 constexpr milliseconds kMinMargin{10};
+constexpr milliseconds kCampaignPause{200};  // elect: after a campaign refused before its wait ran out
 
 // What we know about the lease, counted from send times only, and the
 // schedule that keeps the child inside it: SIGTERM at term_at, SIGKILL at
@@ -219,6 +221,7 @@ int run_elected(const Args& args, client::Client& c, std::ostream& err) {
         if (!forever) {
             req.wait = std::max(milliseconds(0), duration_cast<milliseconds>(give_up - Clock::now()));
         }
+        const Clock::time_point asked = Clock::now();
         auto elected = c.campaign(req);
         if (elected) {
             const client::Lease& lease = elected.value();
@@ -232,6 +235,9 @@ int run_elected(const Args& args, client::Client& c, std::ostream& err) {
             err << "fencectl elect: " << in_flag_terms(elected.error(), args) << '\n';
             return exit_code_of(elected.error(), "acquire");
         }
+        // Refused before its wait ran out (a full wait queue, say): pause
+        // before the next campaign instead of asking again at once.
+        if (Clock::now() - asked < req.wait) std::this_thread::sleep_for(kCampaignPause);
     }
 }
 

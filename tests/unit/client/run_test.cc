@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -208,4 +209,96 @@ BOOST_AUTO_TEST_CASE(late_grant_is_confirmed_before_the_child_starts) {
     const auto reqs = s.requests();
     BOOST_TEST_REQUIRE(reqs.size() >= 2u);
     BOOST_TEST(reqs[1].target == "/v1/keepalive");
+}
+
+// `fencectl elect`: the campaign's request, CMD's environment (the election,
+// its key, the leader's token and value), keepalives of the election's key,
+// a resign (not a release) when CMD exits; a refused keepalive terminates CMD
+// as run's does; a campaign whose wait ran out is campaigned again until
+// leader without --wait, and exits 3 with one.
+namespace {
+
+Run elect_fencectl(FakeServer& s, const std::vector<std::string>& words) {
+    std::vector<std::string> all{"elect", "jobs", "--value", "http://a:80", "--lease", "600ms", "--grace", "300ms"};
+    all.insert(all.end(), words.begin(), words.end());
+    const cli::ArgsParse p = cli::parse_args(all);
+    BOOST_TEST_REQUIRE(p.error.empty(), p.error);
+    client::Options o;
+    o.endpoints = {s.endpoint()};
+    o.timeout = 2s;
+    o.attempt_timeout = 1s;
+    client::Client c(o);
+    std::ostringstream err;
+    Run r;
+    const auto start = test::Clock::now();
+    r.code = cli::run_elected(p.args, c, err);
+    r.took = test::Clock::now() - start;
+    r.err = err.str();
+    return r;
+}
+
+FakeReply elected() {
+    return reply(200, R"({"name":"jobs","value":"http://a:80","key":"election/jobs","token":88,"lease_ms":600,"owner":""})");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(elect_runs_cmd_as_leader_with_the_token_and_resigns) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/election/resign") return reply(200, R"({"resigned":true})");
+        if (q.target == "/v1/keepalive") return reply(200, R"({"key":"election/jobs","token":88,"ttl_ms":600})");
+        return elected();
+    });
+    TempDir dir;
+    const auto out = dir.path / "env";
+    const Run r = elect_fencectl(s, {"--", "sh", "-c",
+                                     "echo \"$FENCE_ELECTION $FENCE_KEY $FENCE_TOKEN $FENCE_VALUE\" > " + out.string() +
+                                         "; sleep 0.5; exit 5"});
+    BOOST_TEST(r.code == 5, r.err);
+    BOOST_TEST(read_file(out) == "jobs election/jobs 88 http://a:80\n");
+    const auto reqs = s.requests();
+    BOOST_TEST_REQUIRE(!reqs.empty());
+    BOOST_TEST(reqs.front().target == "/v1/election/campaign");
+    const auto campaign = boost::json::parse(reqs.front().body);
+    BOOST_TEST(campaign.at("name").as_string() == "jobs");
+    BOOST_TEST(campaign.at("value").as_string() == "http://a:80");
+    BOOST_TEST(campaign.at("wait_ms").to_number<std::int64_t>() > 0);  // without --wait: until leader
+    BOOST_TEST(count(reqs, "/v1/keepalive") >= 1u);
+    for (const FakeRequest& q : reqs) {
+        if (q.target == "/v1/keepalive") BOOST_TEST(boost::json::parse(q.body).at("key").as_string() == "election/jobs");
+    }
+    BOOST_TEST(count(reqs, "/v1/release") == 0u);
+    BOOST_TEST_REQUIRE(count(reqs, "/v1/election/resign") == 1u);
+    const auto resign = boost::json::parse(reqs.back().body);
+    BOOST_TEST(resign.at("name").as_string() == "jobs");
+    BOOST_TEST(resign.at("token").to_number<std::int64_t>() == 88);
+}
+
+BOOST_AUTO_TEST_CASE(elect_terminates_cmd_when_the_leadership_is_lost) {
+    FakeServer s([](const FakeRequest& q) {
+        if (q.target == "/v1/keepalive") return reply(404, R"({"error":"not_held"})");
+        if (q.target == "/v1/election/resign") return reply(404, R"({"error":"not_leader"})");
+        return elected();
+    });
+    const Run r = elect_fencectl(s, {"--", "sleep", "30"});
+    BOOST_TEST(r.code == kExitLostLease, r.err);
+    BOOST_TEST(r.err.find("fencectl elect: lease of election/jobs token 88 lost") != std::string::npos, r.err);
+    BOOST_TEST((r.took < 200ms + kSlack));
+}
+
+BOOST_AUTO_TEST_CASE(elect_campaigns_again_until_leader_and_gives_up_after_its_wait) {
+    std::atomic<int> campaigns{0};
+    FakeServer s([&campaigns](const FakeRequest& q) {
+        if (q.target == "/v1/election/resign") return reply(200, R"({"resigned":true})");
+        if (q.target == "/v1/election/campaign" && ++campaigns < 3) {
+            return reply(409, R"({"error":"held","message":"wait timed out"})");
+        }
+        return elected();
+    });
+    Run r = elect_fencectl(s, {"--", "true"});
+    BOOST_TEST(r.code == 0, r.err);
+    BOOST_TEST(campaigns.load() == 3);
+    FakeServer never([](const FakeRequest&) { return reply(409, R"({"error":"held","message":"wait timed out"})"); });
+    r = elect_fencectl(never, {"--wait", "200ms", "--", "true"});
+    BOOST_TEST(r.code == kExitHeld, r.err);
 }

@@ -83,11 +83,10 @@ BOOST_AUTO_TEST_CASE(election_requests_name_the_elections_key_and_a_bad_field) {
     BOOST_TEST(campaign_error(R"({"name":"","lease_ms":5000})").find("'name' is 0 bytes") != std::string::npos);
     BOOST_TEST(campaign_error(R"({"name":")" + std::string(504, 'n') + R"(","lease_ms":5000})")
                    .find("'name' is 504 bytes; it must be 1..503") != std::string::npos);
-    BOOST_TEST(campaign_error(R"({"name":"a","lease_ms":5000})").find("'name' is invalid") != std::string::npos);
+    BOOST_TEST(campaign_error(R"({"name":"a\u0001","lease_ms":5000})").find("'name' is invalid") != std::string::npos);
     BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":5000,"value":")" + std::string(4097, 'v') + R"("})")
                    .find("'value' is invalid: value is 4097 bytes") != std::string::npos);
-    BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":5000,"value":"a
-b"})").find("'value' is invalid") !=
+    BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":5000,"value":"a\nb"})").find("'value' is invalid") !=
                std::string::npos);
     BOOST_TEST(campaign_error(R"({"name":"b","lease_ms":1})").find("[1000, 60000]") != std::string::npos);
 
