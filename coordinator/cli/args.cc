@@ -165,7 +165,7 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 16> kWithValue{
+        static constexpr std::array<const char*, 17> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
             "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
             "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev", "--value"};

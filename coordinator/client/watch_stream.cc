@@ -21,6 +21,7 @@ const char* to_string(WatchEventType type) {
         case WatchEventType::kGranted: return "granted";
         case WatchEventType::kReleased: return "released";
         case WatchEventType::kExpired: return "expired";
+        case WatchEventType::kProclaimed: return "proclaimed";
         case WatchEventType::kProgress: return "progress";
     }
     return "unknown";
@@ -223,6 +224,8 @@ WatchLine parse_watch_line(std::string_view text) {
         ev.type = WatchEventType::kReleased;
     } else if (type == "expired") {
         ev.type = WatchEventType::kExpired;
+    } else if (type == "proclaimed") {
+        ev.type = WatchEventType::kProclaimed;
     } else {
         out.kind = WatchLine::Kind::kIgnore;
         return out;
@@ -235,6 +238,7 @@ WatchLine parse_watch_line(std::string_view text) {
         if (!u64_of(o, "token", ev.token)) return bad("'" + type + "' without a numeric 'token'");
     }
     string_of(o, "owner", ev.owner);
+    string_of(o, "value", ev.value);
     u64_of(o, "lease_ms", ev.lease_ms);
     u64_of(o, "member", ev.member);
     if (const json::value* e = o.if_contains("existed"); e && e->is_bool()) ev.existed = e->get_bool();

@@ -93,16 +93,17 @@ struct WatchRequest {
     }
 };
 
-enum class WatchEventType : std::uint8_t { kStart, kGranted, kReleased, kExpired, kProgress };
+enum class WatchEventType : std::uint8_t { kStart, kGranted, kReleased, kExpired, kProclaimed, kProgress };
 
 const char* to_string(WatchEventType type);
 
 struct WatchEvent {
     WatchEventType type = WatchEventType::kGranted;
     std::uint64_t revision = 0;  // start: the member's applied index; progress: the index every event up to was sent
-    std::string key;             // granted, released, expired
-    std::uint64_t token = 0;     // granted, released, expired
+    std::string key;             // granted, released, expired, proclaimed
+    std::uint64_t token = 0;     // granted, released, expired, proclaimed
     std::string owner;           // granted
+    std::string value;           // granted (what the lock publishes; "" = none), proclaimed
     std::uint64_t lease_ms = 0;  // granted
     bool existed = false;        // expired: the lock was still there with that token
     std::uint64_t member = 0;    // start: the ID of the member serving the stream

@@ -455,7 +455,8 @@ private:
     void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
     void on_removed(const std::string& key, lock::Token token, Time now);
     void note_event(raft::Index index, WatchEventType type, const std::string& key, lock::Token token,
-                    const std::string& owner = {}, std::uint64_t lease_ms = 0, bool existed = false);
+                    const std::string& owner = {}, std::uint64_t lease_ms = 0, bool existed = false,
+                    const std::string& value = {});
     std::string owner_of(std::string_view key, lock::Token token) const;
 
     // core_snapshots.cc
@@ -479,9 +480,13 @@ private:
     // Whether `key`'s lease with `token` has a checkpoint stored in the
     // table or proposed and not applied.
     bool has_checkpoint(const std::string& key, lock::Token token) const;
-    // Commits a Checkpoint clearing `key`'s (token's) then calls
+    // Of `keys` (one lock, or a set's), those whose lease with `token` has a checkpoint.
+    std::vector<std::string> with_checkpoint(const std::vector<std::string>& keys, lock::Token token) const;
+    // Commits one Checkpoint clearing the checkpoints of `keys` (with
+    // `token`; 1..lock::kMaxGrantManyKeys of them) then calls
     // done(applied, now) (applied: false when it could not be proposed or was lost).
-    void clear_checkpoint(const std::string& key, lock::Token token, Time now, std::function<void(bool, Time)> done);
+    void clear_checkpoints(const std::vector<std::string>& keys, lock::Token token, Time now,
+                           std::function<void(bool, Time)> done);
     void answer_granted(RequestId id, const Acquire& req, lock::Token token, std::uint64_t lease_ms,
                         const Witness& by);
     void check_expiries(Time now);

@@ -91,8 +91,8 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
 
 // One lock event for watches (watch_history.h's table).
 void Core::note_event(raft::Index index, WatchEventType type, const std::string& key, lock::Token token,
-                      const std::string& owner, std::uint64_t lease_ms, bool existed) {
-    history_.append(WatchEvent{index, type, key, token, owner, lease_ms, existed});
+                      const std::string& owner, std::uint64_t lease_ms, bool existed, const std::string& value) {
+    history_.append(WatchEvent{index, type, key, token, owner, lease_ms, existed, value});
 }
 
 std::string Core::owner_of(std::string_view key, lock::Token token) const {
@@ -110,7 +110,9 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
     if (const auto* g = std::get_if<lock::Grant>(&cmd)) {
         if (const auto* ok = std::get_if<lock::Granted>(&result)) {
             ++counters_.grants;
-            if (ok->created) note_event(index, WatchEventType::kGranted, g->key, ok->token, g->owner, ok->lease_ms);
+            if (ok->created) {
+                note_event(index, WatchEventType::kGranted, g->key, ok->token, g->owner, ok->lease_ms, false, g->value);
+            }
             const std::uint64_t lease_ms = ok->lease_ms;  // in force: a re-grant keeps the longer (lock/table.h)
             log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
                                  {"lease_ms", num(lease_ms)}, {"index", num(index)}, {"user", g->user}});
@@ -146,7 +148,10 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
                                    {"keys", num(r->keys.size())}});
         }
         if (removed) {
-            for (const std::string& key : r->keys) on_removed(key, r->token, now);
+            for (const std::string& key : r->keys) {
+                note_event(index, WatchEventType::kReleased, key, r->token);
+                on_removed(key, r->token, now);
+            }
         }
         return;
     }
@@ -185,6 +190,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
              {"first_remaining_ms", num(c->locks.empty() ? 0 : c->locks.front().remaining_ms)}});
     } else if (const auto* p = std::get_if<lock::Proclaim>(&cmd)) {
         const bool set = std::holds_alternative<lock::Proclaimed>(result);
+        if (set) note_event(index, WatchEventType::kProclaimed, p->key, p->token, {}, 0, false, p->value);
         log(level, "proclaim", {{"key", p->key}, {"token", num(p->token)}, {"proclaimed", set ? "true" : "false"},
                                 {"value_bytes", num(p->value.size())}});
     } else if (const auto* f = std::get_if<lock::SetTokenFloor>(&cmd)) {
@@ -199,6 +205,11 @@ void Core::on_applied_many(raft::Index index, const lock::GrantMany& g, const lo
     if (const auto* ok = std::get_if<lock::Granted>(&result)) {
         ++counters_.grants;
         ++counters_.grants_many;
+        if (ok->created) {
+            for (const std::string& key : g.keys) {
+                note_event(index, WatchEventType::kGranted, key, ok->token, g.owner, ok->lease_ms);
+            }
+        }
         // One line per key, as an ExpireMany's expiries: each key's lease is one.
         for (const std::string& key : g.keys) {
             log(level, "grant", {{"key", key}, {"token", num(ok->token)}, {"owner", g.owner},

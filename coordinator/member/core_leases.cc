@@ -126,18 +126,28 @@ bool Core::has_checkpoint(const std::string& key, lock::Token token) const {
     return lease != nullptr && lease->token == token && lease->checkpoint_index > table_.applied_index();
 }
 
-void Core::clear_checkpoint(const std::string& key, lock::Token token, Time now,
-                            std::function<void(bool, Time)> done) {
+std::vector<std::string> Core::with_checkpoint(const std::vector<std::string>& keys, lock::Token token) const {
+    std::vector<std::string> out;
+    for (const std::string& key : keys) {
+        if (has_checkpoint(key, token)) out.push_back(key);
+    }
+    return out;
+}
+
+void Core::clear_checkpoints(const std::vector<std::string>& keys, lock::Token token, Time now,
+                             std::function<void(bool, Time)> done) {
+    lock::Checkpoint clear;
+    for (const std::string& key : keys) clear.locks.push_back(lock::LeaseCheckpoint{key, token, 0});
     raft::ProposeError err = raft::ProposeError::kNone;
     raft::Index index = 0;
-    const bool ok = propose(lock::Checkpoint{{lock::LeaseCheckpoint{key, token, 0}}}, now,
-                            [done](const Witness* applied, Time at) { done(applied != nullptr, at); }, &err, &index);
+    const bool ok = propose(clear, now, [done](const Witness* applied, Time at) { done(applied != nullptr, at); },
+                            &err, &index);
     if (!ok) {
         done(false, now);
         return;
     }
-    ++counters_.checkpoint_clears;
-    leases_.checkpoint_proposed(key, token, index);
+    counters_.checkpoint_clears += keys.size();
+    for (const std::string& key : keys) leases_.checkpoint_proposed(key, token, index);
 }
 
 // A lease is expired from its expire_at (the nominal deadline plus the
@@ -312,7 +322,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
         // The lease runs at full length again: a checkpoint of its earlier
         // run, stored or in flight, would be too short for a new leader.
         if (kMutant != Mutant::kKeepAliveKeepsCheckpoint && has_checkpoint(req.key, req.token)) {
-            clear_checkpoint(req.key, req.token, now, answer);
+            clear_checkpoints({req.key}, req.token, now, answer);
             return;
         }
         answer(true, now);
@@ -352,14 +362,34 @@ void Core::keepalive_set(RequestId id, const KeepAlive& req) {
             refuse(why);
             return;
         }
-        for (const std::string& key : req.keys) {
-            leases_.restart(key, req.token, now, config_.max_clock_drift_ppm);
-            leases_.answered(key, req.token);
+        // As for one key (keepalive): restarted now, and again when answered
+        // after the checkpoints of the earlier run are cleared.
+        for (const std::string& key : req.keys) leases_.restart(key, req.token, now, config_.max_clock_drift_ppm);
+        auto answer = [this, id, req, check, refuse, term = leader_term_](bool cleared, Time at) {
+            if (!cleared || leader_term_ != term) {
+                unavailable(id);
+                return;
+            }
+            if (const int why = check(); why != 0) {
+                refuse(why);
+                return;
+            }
+            for (const std::string& key : req.keys) {
+                leases_.restart(key, req.token, at, config_.max_clock_drift_ppm);
+                leases_.answered(key, req.token);
+            }
+            ++counters_.keepalives;
+            log(LogLevel::kDebug, "keepalive",
+                {{"key", req.keys.front()}, {"keys", num(req.keys.size())}, {"token", num(req.token)}});
+            respond(id, KeptAlive{{}, req.token, leases_.find(req.keys.front())->lease_ms, req.keys});
+        };
+        if (kMutant != Mutant::kKeepAliveKeepsCheckpoint) {
+            if (auto stale = with_checkpoint(req.keys, req.token); !stale.empty()) {
+                clear_checkpoints(stale, req.token, now, answer);
+                return;
+            }
         }
-        ++counters_.keepalives;
-        log(LogLevel::kDebug, "keepalive",
-            {{"key", req.keys.front()}, {"keys", num(req.keys.size())}, {"token", num(req.token)}});
-        respond(id, KeptAlive{{}, req.token, leases_.find(req.keys.front())->lease_ms, req.keys});
+        answer(true, now);
     });
 }
 
@@ -567,9 +597,12 @@ void Core::on_grant_result(RequestId id, const Acquire& req, bool from_queue, co
         // A re-grant restarted the lease at full length (and the table
         // cleared its checkpoint): one proposed before it applied and
         // applying after it would be too short for a new leader.
-        if (!g->created && has_checkpoint(first_key, token)) {
+        const std::vector<std::string> stale =
+            g->created ? std::vector<std::string>{}
+                       : with_checkpoint(req.keys.empty() ? std::vector<std::string>{req.key} : req.keys, token);
+        if (!stale.empty()) {
             const std::uint64_t lease_ms = g->lease_ms;
-            clear_checkpoint(first_key, token, now,
+            clear_checkpoints(stale, token, now,
                              [this, id, req, token, lease_ms, index = applied->index, term = applied->term,
                               result = *applied->result](bool ok, Time) {
                                  if (!ok || leader_term_ != term) {

@@ -5,7 +5,7 @@
 
 namespace pgfence::member {
 
-std::uint64_t event_bytes(const WatchEvent& e) { return sizeof(WatchEvent) + e.key.size() + e.owner.size(); }
+std::uint64_t event_bytes(const WatchEvent& e) { return sizeof(WatchEvent) + e.key.size() + e.owner.size() + e.value.size(); }
 
 WatchHistory::WatchHistory(std::size_t max_events, std::uint64_t max_bytes)
     : max_events_(max_events), max_bytes_(max_bytes) {

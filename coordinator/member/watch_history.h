@@ -5,15 +5,18 @@
 // An event's revision is the Raft log index of the entry that made it. The
 // member core (core_apply.cc) appends, as each entry applies:
 //   | entry                         | result                    | event                        |
-//   | Grant                         | Granted, created          | granted {key, token, owner, lease_ms} |
+//   | Grant                         | Granted, created          | granted {key, token, owner, lease_ms, value} |
 //   | Grant                         | an idempotent re-grant, or refused | none                |
+//   | GrantMany                     | Granted, created          | granted {...} for each key, in the set's order |
 //   | Release                       | Released                  | released {key, token}        |
-//   | Release                       | NotFound                  | none                         |
+//   | ReleaseMany                   | Released                  | released {key, token} for each key, in order |
+//   | Release, ReleaseMany          | anything else             | none                         |
 //   | Expire                        | Expired{existed}          | expired {key, token, existed} |
 //   | ExpireMany                    | per lock, in its order    | expired {key, token, existed} each |
-//   | anything else (no-op, config, floor) |                    | none                         |
-// so one entry makes several events only as an ExpireMany, which share its
-// revision in the entry's order.
+//   | Proclaim                      | Proclaimed                | proclaimed {key, token, value} |
+//   | anything else (no-op, config, floor, checkpoint, a refused proclaim) | | none              |
+// so one entry makes several events only as an ExpireMany, a GrantMany or a
+// ReleaseMany, whose events share its revision in the entry's order.
 //
 // Bounds: at most max_events events and max_bytes bytes (event_bytes()
 // each); appending beyond either drops the oldest events, and with them
@@ -46,7 +49,7 @@ namespace pgfence::member {
 constexpr std::size_t kDefaultWatchHistoryEvents = 100000;
 constexpr std::uint64_t kDefaultWatchHistoryBytes = 64u << 20;
 
-enum class WatchEventType : std::uint8_t { kGranted, kReleased, kExpired };
+enum class WatchEventType : std::uint8_t { kGranted, kReleased, kExpired, kProclaimed };
 
 struct WatchEvent {
     raft::Index revision = 0;
@@ -56,6 +59,7 @@ struct WatchEvent {
     std::string owner;          // granted only
     std::uint64_t lease_ms = 0;  // granted only
     bool existed = false;       // expired only
+    std::string value{};        // granted (what the lock publishes, "" = none) and proclaimed
     bool operator==(const WatchEvent&) const = default;
 };
 

@@ -152,6 +152,34 @@ bool parse_watch(Impl& m, Call& call) {
     return true;
 }
 
+// GET /v1/election/observe?name=N: a watch of the election's key from now,
+// which first tells the lock as it is (WatchSpec::state).
+bool parse_observe(Impl& m, Call& call) {
+    auto param = net::query_param(call.query, "name");
+    if (auto* bad = std::get_if<net::BadRequest>(&param)) {
+        m.bad_request(call.ex, bad->message);
+        return false;
+    }
+    const auto& name = std::get<net::QueryParam>(param);
+    if (!name.found) {
+        m.bad_request(call.ex, "GET /v1/election/observe needs the query parameter 'name'");
+        return false;
+    }
+    if (std::string why = net::check_election_name(name.value); !why.empty()) {
+        m.bad_request(call.ex, "query parameter " + why.substr(std::string_view("field ").size()));
+        return false;
+    }
+    WatchSpec spec;
+    spec.key = member::election_key(name.value);
+    spec.progress = true;
+    spec.state = true;
+    member::ListLocks list;
+    list.key = *spec.key;
+    call.watch = std::move(spec);
+    call.request = std::move(list);
+    return true;
+}
+
 // ---- handlers ---------------------------------------------------------------
 
 void respond(const Call& call, std::string body, const char* content_type = "application/json") {
@@ -242,7 +270,8 @@ void get_watch(Impl& m, Call& call) {
     }
     std::shared_ptr<net::HttpStream> stream = call.ex->open_stream(200, "application/x-ndjson", m.options.watch_buffer_bytes);
     if (!stream) return;
-    m.watchers->open(std::move(stream), spec, m.core->table().applied_index());
+    const lock::Lock* held = spec.state && spec.key ? m.core->table().find(*spec.key) : nullptr;
+    m.watchers->open(std::move(stream), spec, m.core->table().applied_index(), held);
 }
 
 // What member N, added to the configuration and starting with --join, needs
@@ -277,6 +306,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/election/proclaim", Need::kLockOnKey, Serves::kWriter, parse_proclaim,                       ParseAt::kLast,  ask_election<ElectionCall::Kind::kProclaim>},
     {"POST", "/v1/election/resign", Need::kLockOnKey, Serves::kWriter, parse_resign,                           ParseAt::kLast,  ask_election<ElectionCall::Kind::kResign>},
     {"GET",  "/v1/election/leader", Need::kReadOnKey, Serves::kLeader, parse_leader,                           ParseAt::kLast,  ask_election<ElectionCall::Kind::kLeader>},
+    {"GET",  "/v1/election/observe", Need::kReadOnKey, Serves::kAny,   parse_observe,                          ParseAt::kLast,  get_watch},
     {"GET",  "/v1/snapshot",        Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_snapshot},
     {"GET",  "/v1/members",         Need::kAdmin,     Serves::kLeader, nullptr,                                ParseAt::kLast,  get_members},
     {"POST", "/v1/members/add",     Need::kAdmin,     Serves::kLeader, parse_add,                              ParseAt::kLast,  ask_core},

@@ -47,9 +47,24 @@ const char* watch_close_name(WatchClose reason) {
     return "unknown";
 }
 
+// An observe's "leader" line: `key`'s lock at `revision` (token 0: not held).
+std::string state_line(raft::Index revision, const std::string& key, const lock::Lock* held) {
+    std::string out = revision_line("leader", revision) + ",\"key\":";
+    net::append_json_string(out, key);
+    out.append(",\"token\":").append(std::to_string(held != nullptr ? held->token : 0));
+    if (held != nullptr) {
+        out.append(",\"owner\":");
+        net::append_json_string(out, held->owner);
+        out.append(",\"value\":");
+        net::append_json_string(out, held->value);
+    }
+    out.append("}\n");
+    return out;
+}
+
 std::string watch_event_line(const member::WatchEvent& e) {
     std::string out;
-    out.reserve(96 + e.key.size() + e.owner.size());
+    out.reserve(96 + e.key.size() + e.owner.size() + e.value.size());
     out.append("{\"type\":\"");
     switch (e.type) {
         case member::WatchEventType::kGranted:
@@ -61,6 +76,9 @@ std::string watch_event_line(const member::WatchEvent& e) {
         case member::WatchEventType::kExpired:
             out.append("expired");
             break;
+        case member::WatchEventType::kProclaimed:
+            out.append("proclaimed");
+            break;
     }
     out.append("\",\"revision\":").append(std::to_string(e.revision)).append(",\"key\":");
     net::append_json_string(out, e.key);
@@ -69,6 +87,13 @@ std::string watch_event_line(const member::WatchEvent& e) {
         out.append(",\"owner\":");
         net::append_json_string(out, e.owner);
         out.append(",\"lease_ms\":").append(std::to_string(e.lease_ms));
+        if (!e.value.empty()) {
+            out.append(",\"value\":");
+            net::append_json_string(out, e.value);
+        }
+    } else if (e.type == member::WatchEventType::kProclaimed) {
+        out.append(",\"value\":");
+        net::append_json_string(out, e.value);
     } else if (e.type == member::WatchEventType::kExpired) {
         out.append(e.existed ? ",\"existed\":true" : ",\"existed\":false");
     }
@@ -85,7 +110,8 @@ Watchers::Watchers(const member::WatchHistory& history, WatchLimits limits, std:
 
 Watchers::~Watchers() { *alive_ = false; }
 
-void Watchers::open(std::shared_ptr<net::HttpStream> stream, const WatchSpec& spec, raft::Index applied) {
+void Watchers::open(std::shared_ptr<net::HttpStream> stream, const WatchSpec& spec, raft::Index applied,
+                    const lock::Lock* held) {
     publish();  // the marks are current: every event before published_seq_ went to the live watches
     const Id id = next_id_++;
     Watcher& w = watchers_[id];
@@ -109,6 +135,7 @@ void Watchers::open(std::shared_ptr<net::HttpStream> stream, const WatchSpec& sp
         forget(id);
     });
     w.stream->write(revision_line("start", applied) + ",\"member\":" + std::to_string(member_id_) + "}\n");
+    if (spec.state && spec.key) w.stream->write(state_line(applied, *spec.key, held));
     if (w.catching_up) catch_up(id);
 }
 

@@ -45,6 +45,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lock/table.h"
 #include "member/watch_history.h"
 #include "net/http_server.h"
 #include "raft/types.h"
@@ -57,6 +58,10 @@ struct WatchSpec {
     std::vector<std::string> prefixes{std::string()};  // keys under any of these (readable parts of the prefix)
     std::optional<raft::Index> from_revision;  // rev: every event at or after it; unset: after the applied index
     bool progress = false;
+    // GET /v1/election/observe: after the start line, the key's lock as it
+    // is at the start revision (a "leader" line; token 0: not held), so the
+    // events that follow tell every change from there.
+    bool state = false;
 };
 
 struct WatchLimits {
@@ -84,7 +89,9 @@ public:
     // Opens a watch on `stream` (already answered 200): the start line, then
     // what it asked for from the history. spec.from_revision must be
     // >= history.oldest_revision() (else the caller answers 410) and not full().
-    void open(std::shared_ptr<net::HttpStream> stream, const WatchSpec& spec, raft::Index applied);
+    // With spec.state, `held` is spec.key's lock at `applied` (nullptr: not held).
+    void open(std::shared_ptr<net::HttpStream> stream, const WatchSpec& spec, raft::Index applied,
+              const lock::Lock* held = nullptr);
     // The history grew (or restarted): hand the new events to live watches.
     void publish() {
         if (history_.end_seq() == published_seq_ && history_.resets() == resets_seen_) return;

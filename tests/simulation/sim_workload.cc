@@ -282,7 +282,7 @@ std::optional<Workload::Write> Workload::record_answer(Client& c, const member::
         lock::Token token = 0;
         std::visit(
             [&](const auto& r) {
-                if constexpr (requires { r.keys; }) {
+                if constexpr (requires { r.keys; r.token; }) {
                     keys = keys_of(r);
                     token = r.token;
                 } else if constexpr (requires { r.token; }) {

@@ -19,7 +19,7 @@
         write_with(leader.token)               # the fencing epoch of the leader's writes
         leader.proclaim("http://10.0.0.6:8080")
     c.election_leader("billing")             # -> Leader (value, token, owner); NotFoundError when none
-    for leader in c.observe("billing"): ...  # changes of leader, polled
+    for leader in c.observe("billing"): ...  # the leader now, then each change (streamed)
 
 Client (pgfence.client) is the HTTP API with the C++ client's retries,
 redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a

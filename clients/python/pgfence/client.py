@@ -532,27 +532,40 @@ class Client:
                       token=_uint(obj, "token", call, result.endpoint), owner=_text(obj, "owner"),
                       lease_ms=obj.get("lease_ms", 0), ttl_ms=obj.get("ttl_ms", 0))
 
-    def observe(self, name, interval="200ms", until=None):
-        """Follows election `name`: yields its Leader (or None when it has
-        none) first, then at each change of (token, value). It polls
-        GET /v1/election/leader every `interval` (at least 50ms), so a change
-        shorter than that may be missed and one is seen up to `interval` late.
-        Ends at `until` (time.monotonic()), or never when None; errors of a
-        poll (UnavailableError, ...) are raised."""
-        interval_s = max(0.05, parse_duration_ms(interval) / 1000)
-        last = ()  # nothing yielded yet
-        while until is None or time.monotonic() < until:
-            try:
-                now = self.election_leader(name)
-            except errors.NotFoundError:
+    def observe(self, name, until=None, idle_timeout=_watch.DEFAULT_IDLE_TIMEOUT):
+        """Follows election `name`: yields its Leader (or None when nobody
+        leads) as it is now, then at each change of leader or value, in log
+        order, each once (GET /v1/election/observe, then the watch of its key
+        `election/NAME` from there: any member serves it, and a break resumes
+        at another without a gap, as watch() does; Leader.lease_ms and
+        .ttl_ms are 0: a watch tells changes, not deadlines). Ends at `until`
+        (time.monotonic()), or never when None. Raises what watch() raises."""
+        key = ELECTION_PREFIX + name
+        idle_s = parse_duration_ms(idle_timeout) / 1000
+        if idle_s <= 0:
+            raise ValueError("observe: idle_timeout must be > 0")
+        leader = None
+        for event in self._watch(key, None, None, False, idle_s, None, observe=name, until=until):
+            kind = event["type"]
+            if kind == "leader":
+                now = None if event["token"] == 0 else self._leader_of(name, key, event)
+            elif kind == "granted":
+                now = self._leader_of(name, key, event)
+            elif kind == "proclaimed" and leader is not None and leader.token == event["token"]:
+                now = dataclasses.replace(leader, value=event.get("value", ""))
+            elif kind in ("released", "expired") and leader is not None and leader.token == event["token"] \
+                    and event.get("existed", True):
                 now = None
-            seen = None if now is None else (now.token, now.value)
-            if seen != last:
-                last = seen
+            else:
+                continue
+            if kind == "leader" or now != leader:
+                leader = now
                 yield now
-            pause = interval_s if until is None else min(interval_s, until - time.monotonic())
-            if pause > 0:
-                time.sleep(pause)
+
+    @staticmethod
+    def _leader_of(name, key, event):
+        return Leader(name=name, key=key, value=event.get("value", ""), token=event["token"],
+                      owner=event.get("owner", ""), lease_ms=0, ttl_ms=0)
 
     def release(self, key, token, deadline=None):
         """Releases `key` if it is held with `token`; NotHeldError otherwise.
@@ -653,8 +666,10 @@ class Client:
         order, each exactly once, for as long as it is iterated:
 
             {"type": "granted", "revision": R, "key": K, "token": T, "owner": O, "lease_ms": L}
+              (and "value": V when the lock publishes one: an election's leader)
             {"type": "released", "revision": R, "key": K, "token": T}
             {"type": "expired", "revision": R, "key": K, "token": T, "existed": bool}
+            {"type": "proclaimed", "revision": R, "key": K, "token": T, "value": V}
 
         and with `progress`, {"type": "start", "revision": A, "member": ID}
         each time a member starts serving, and {"type": "progress",
@@ -684,8 +699,13 @@ class Client:
             raise ValueError("watch: idle_timeout must be > 0")
         return self._watch(key, prefix, rev, progress, idle_s, on_resume)
 
-    def _watch(self, key, prefix, rev, progress, idle_s, on_resume):
-        call = _Call("watch", key, about="" if prefix is None else f"(prefix {prefix!r})")
+    def _watch(self, key, prefix, rev, progress, idle_s, on_resume, observe=None, until=None):
+        # observe: an election's name; its first stream is GET
+        # /v1/election/observe (the "leader" state line, then the key's
+        # events), a resumed one the key's watch. until: time.monotonic()
+        # at which the iterator ends (None: never).
+        call = _Call("watch" if observe is None else "observe", key,
+                     about="" if prefix is None else f"(prefix {prefix!r})")
         cursor = _watch.Cursor(rev)
         last_line_at = time.monotonic()
         backoff = self._opts.backoff_initial_s
@@ -696,6 +716,8 @@ class Client:
                 query["rev"] = cursor.resume
             query["progress"] = 1  # progress lines move the resume point and show the stream is alive
             path = "/v1/watch?" + urllib.parse.urlencode(query)
+            if observe is not None and not cursor.resume:
+                path = "/v1/election/observe?" + urllib.parse.urlencode({"name": observe})
             deadline = max(time.monotonic(), last_line_at + self._opts.timeout_s)
             with self._mutex:
                 result = self._transport.perform(lambda: ("GET", path, None, self._opts.attempt_timeout_s),
@@ -722,8 +744,13 @@ class Client:
             cursor.open()
             try:
                 while True:
+                    wait_s = idle_s
+                    if until is not None:
+                        wait_s = min(idle_s, until - time.monotonic())
+                        if wait_s <= 0:
+                            return
                     try:
-                        raw = stream.readline(idle_s, _watch.MAX_LINE_BYTES)
+                        raw = stream.readline(wait_s, _watch.MAX_LINE_BYTES)
                     except ValueError as e:
                         raise call.error(errors.ProtocolError, f"{call.subject}: {e}", endpoint=stream.endpoint)
                     if not raw.strip():
@@ -744,13 +771,16 @@ class Client:
                     if verdict == cursor.OUT_OF_ORDER:
                         raise _bad_answer(call, stream.endpoint, f"sent revision {event['revision']} after a "
                                                                  f"higher one in the same stream")
-                    if verdict == cursor.SKIP or (event["type"] in _watch.META_TYPES and not progress):
+                    if verdict == cursor.SKIP or (event["type"] in _watch.META_TYPES and not progress and
+                                                  not (observe is not None and event["type"] == "leader")):
                         continue
                     yield event
             except StreamEnded as end:
                 why = end.why
             finally:
                 stream.close()
+            if until is not None and time.monotonic() >= until:
+                return
             with self._mutex:
                 self._transport.avoid(result.endpoint)
             if on_resume is not None:

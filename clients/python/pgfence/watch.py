@@ -17,8 +17,8 @@ down within one stream is a protocol error.
 
 import json
 
-EVENT_TYPES = ("granted", "released", "expired")
-META_TYPES = ("start", "progress")
+EVENT_TYPES = ("granted", "released", "expired", "proclaimed")
+META_TYPES = ("start", "progress", "leader")  # "leader": an observe's state line
 MAX_LINE_BYTES = 64 << 10  # a key is at most 512 bytes; an owner and a value a few KiB
 DEFAULT_IDLE_TIMEOUT = "30s"  # three times the 10 s a member lets a progress stream go silent
 
@@ -76,6 +76,8 @@ class Cursor:
         if kind == "start":
             if self.resume == 0:
                 self.resume = rev + 1
+            return self.DELIVER
+        if kind == "leader":
             return self.DELIVER
         if kind == "progress":
             if rev >= self.last_event and rev + 1 > self.resume:

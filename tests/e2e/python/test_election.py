@@ -76,7 +76,7 @@ class ElectionTest(unittest.TestCase):
         watcher = self.client.copy()
 
         def watch():
-            for now in watcher.observe("watched", interval="50ms", until=stop):
+            for now in watcher.observe("watched", until=stop):
                 seen.append(None if now is None else now.value)
 
         t = threading.Thread(target=watch)

@@ -139,4 +139,46 @@ BOOST_AUTO_TEST_CASE(the_core_appends_the_events_of_applied_entries_on_every_mem
     }
 }
 
+// A set makes one event per key at one revision (granted, then released);
+// a campaign's grant carries its value; a proclaim makes a proclaimed event
+// with the new value, a refused one none.
+BOOST_AUTO_TEST_CASE(sets_values_and_proclaims_make_their_events) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    Acquire set{"", 1000, 0, "s"};
+    set.keys = {"b", "a"};
+    const lock::Token ts = as<Granted>(h.answer(l, h.send(l, set))).token;
+    Release whole{"", ts};
+    whole.keys = {"b", "a"};
+    as<Released>(h.answer(l, h.send(l, whole)));
+    Acquire campaign{"election/x", 1000, 0, "c"};
+    campaign.value = "v1";
+    const lock::Token tc = as<Granted>(h.answer(l, h.send(l, campaign))).token;
+    as<Proclaimed>(h.answer(l, h.send(l, Proclaim{"election/x", tc, "v2"})));
+    as<NotHeld>(h.answer(l, h.send(l, Proclaim{"election/x", tc + 1000, "v3"})));  // refused: no event
+    h.settle();
+    const WatchHistory& w = h.core(l).watch_history();
+    BOOST_REQUIRE(w.size() == 6u);
+    const std::uint64_t b = w.begin_seq();
+    const std::vector<std::pair<WatchEventType, std::string>> want = {
+        {WatchEventType::kGranted, "b"},  {WatchEventType::kGranted, "a"},
+        {WatchEventType::kReleased, "b"}, {WatchEventType::kReleased, "a"},
+        {WatchEventType::kGranted, "election/x"}, {WatchEventType::kProclaimed, "election/x"}};
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        BOOST_TEST((w.at(b + i).type == want[i].first), i);
+        BOOST_TEST(w.at(b + i).key == want[i].second, i);
+    }
+    BOOST_TEST(w.at(b).revision == w.at(b + 1).revision);
+    BOOST_TEST(w.at(b + 2).revision == w.at(b + 3).revision);
+    BOOST_TEST(w.at(b + 1).token == ts);
+    BOOST_TEST(w.at(b + 4).value == "v1");
+    BOOST_TEST(w.at(b + 5).value == "v2");
+    BOOST_TEST(w.at(b + 5).token == tc);
+    for (raft::NodeId id : {raft::NodeId{1}, raft::NodeId{2}, raft::NodeId{3}}) {
+        const WatchHistory& other = h.core(id).watch_history();
+        BOOST_REQUIRE(other.size() == w.size());
+        for (std::uint64_t i = 0; i < w.size(); ++i) BOOST_TEST((other.at(other.begin_seq() + i) == w.at(b + i)));
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
