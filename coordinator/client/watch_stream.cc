@@ -300,7 +300,7 @@ Result<WatchEnd> run_watch(Transport& transport, const WatchRequest& request, co
         call.deadline = std::max(Clock::now(), last_line_at + o.timeout);
         CallResult r = transport.perform(call);
         if (!r.answered) {
-            r.error.message = (first ? "watch: " : "watch: no member served the stream again; ") + r.error.message;
+            if (!first) r.error.message = "no member served the watch again; " + r.error.message;
             return r.error;
         }
         if (r.response.status != 200) {

@@ -8,6 +8,9 @@ source "$(dirname "$0")/../cli/lib.sh"
 
 CYCLES_BEFORE=5
 CYCLES_AFTER=5
+watch_pid="" fresh_pid=""
+# A failed run leaves no watch behind.
+pre_cleanup() { for pid in $watch_pid $fresh_pid; do kill "$pid" 2>/dev/null || true; done; }
 start_cluster 3
 
 # cycle KEY: acquire + release; appends "granted KEY TOKEN" and "released KEY TOKEN" to made.txt.
