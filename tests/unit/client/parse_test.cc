@@ -135,6 +135,20 @@ BOOST_AUTO_TEST_CASE(release_parses_the_token) {
     BOOST_TEST(p.args.token == 42u);
 }
 
+// acquire, release and keepalive take a set of keys (the token last); at most 64.
+BOOST_AUTO_TEST_CASE(several_keys_parse_with_the_token_last) {
+    const auto set = parse({"acquire", "a", "b", "c"});
+    BOOST_TEST(set.error == "");
+    BOOST_TEST((set.args.positional == std::vector<std::string>{"a", "b", "c"}));
+    const auto release = parse({"release", "a", "b", "41"});
+    BOOST_TEST(release.error == "");
+    BOOST_TEST(release.args.token == 41u);
+    BOOST_TEST(parse({"keepalive", "a", "b", "x"}).error.find("'x'") != std::string::npos);
+    std::vector<std::string> too_many{"acquire"};
+    for (int i = 0; i < 65; ++i) too_many.push_back("k" + std::to_string(i));
+    BOOST_TEST(parse(too_many).error.find("got 65") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(usage_errors_name_what_was_wrong) {
     struct Case {
         std::vector<std::string> words;
@@ -144,7 +158,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_name_what_was_wrong) {
         {{}, "missing command"},
         {{"frobnicate"}, "'frobnicate'"},
         {{"acquire"}, "expected KEY"},
-        {{"acquire", "a", "b"}, "got 2"},
+        {{"get", "a", "b"}, "got 2"},
         {{"acquire", "k", "--lease", "10"}, "'10'"},
         {{"acquire", "k", "--lease"}, "--lease needs a value"},
         {{"acquire", "k", "--lease", "0s"}, "greater than 0"},

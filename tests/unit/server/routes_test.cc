@@ -92,6 +92,18 @@ BOOST_AUTO_TEST_CASE(a_route_whose_key_decides_has_a_parser) {
     }
 }
 
+// A set names its keys: authorization decides on every one (member_http.cc).
+BOOST_AUTO_TEST_CASE(the_keys_of_a_set_authorization_decides_on) {
+    member::Acquire set{{}, 1000, 0, "w"};
+    set.keys = {"job/1", "report/2"};
+    BOOST_TEST_REQUIRE(set_keys_of(set) != nullptr);
+    BOOST_TEST((*set_keys_of(set) == std::vector<std::string>{"job/1", "report/2"}));
+    BOOST_TEST((*set_keys_of(member::Release{{}, 7, {"a", "b"}}) == std::vector<std::string>{"a", "b"}));
+    BOOST_TEST((*set_keys_of(member::KeepAlive{{}, 7, {"a", "b"}}) == std::vector<std::string>{"a", "b"}));
+    BOOST_TEST(set_keys_of(member::Acquire{"job/1", 1000, 0, "w"}) == nullptr);  // one key: key_of
+    BOOST_TEST(set_keys_of(member::ListLocks{}) == nullptr);
+}
+
 BOOST_AUTO_TEST_CASE(the_key_authorization_decides_on) {
     BOOST_TEST(*key_of(member::Acquire{"job/1", 1000, 0, "w"}) == "job/1");
     BOOST_TEST(*key_of(member::Release{"job/2", 7}) == "job/2");
