@@ -283,6 +283,27 @@ BOOST_AUTO_TEST_CASE(owner_binding_defaults_to_on_and_takes_on_or_off) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(lease_checkpoints_default_to_on_and_their_rate_to_1024) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.lease_checkpoints);
+    BOOST_TEST(d.max_checkpoints_per_tick == 1024u);
+    Options off;
+    BOOST_TEST(parse_with("--lease-checkpoints", "off", off) == "");
+    BOOST_TEST(!off.lease_checkpoints);
+    Options bad;
+    const std::string err = parse_with("--lease-checkpoints", "yes", bad);
+    BOOST_TEST(err.find("--lease-checkpoints: 'yes' must be on or off") != std::string::npos, err);
+    Options one;
+    BOOST_TEST(parse_with("--max-checkpoints-per-tick", "1", one) == "");
+    BOOST_TEST(one.max_checkpoints_per_tick == 1u);
+    for (const char* v : {"0", "1025", "-1", "many", ""}) {
+        Options b;
+        const std::string e = parse_with("--max-checkpoints-per-tick", v, b);
+        BOOST_TEST(e.find("must be 1..1024") != std::string::npos, e);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(the_open_files_limit_is_raised_within_the_hard_limit_and_never_lowered) {
     rlimit original{};
     BOOST_TEST_REQUIRE(getrlimit(RLIMIT_NOFILE, &original) == 0);
