@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(campaign_proclaim_leader_and_resign_over_http) {
         client::Client watcher(options_for(cluster));
         return watcher.observe("billing", milliseconds(50), std::chrono::steady_clock::now() + milliseconds(5'000),
                                [&seen, &seen_mutex](const std::optional<client::LeaderInfo>& now) {
-                                   std::lock_guard lock(seen_mutex);
+                                   std::lock_guard guard(seen_mutex);
                                    seen.push_back(now ? now->value : "(none)");
                                    return seen.size() < 3;
                                });
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(campaign_proclaim_leader_and_resign_over_http) {
     const auto seen_now = [&seen, &seen_mutex](std::size_t n) {
         for (int i = 0; i < 100; ++i) {
             {
-                std::lock_guard lock(seen_mutex);
+                std::lock_guard guard(seen_mutex);
                 if (seen.size() >= n) return;
             }
             std::this_thread::sleep_for(milliseconds(20));
