@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "client/transport.h"
 #include "storage/backup.h"
@@ -655,6 +656,28 @@ Result<Proclaimed> Client::proclaim(const std::string& name, std::uint64_t token
 }
 Result<Released> Client::resign(const std::string& name, std::uint64_t token) { return impl_->resign(name, token); }
 Result<LeaderInfo> Client::leader(const std::string& name) { return impl_->leader(name); }
+Result<Released> Client::observe(const std::string& name, milliseconds interval, Clock::time_point until,
+                                 const std::function<bool(const std::optional<LeaderInfo>&)>& changed) {
+    interval = std::max(interval, kMinObserveInterval);
+    bool first = true;
+    std::optional<std::pair<std::uint64_t, std::string>> last;  // (token, value) last reported
+    while (Clock::now() < until) {
+        auto now = impl_->leader(name);
+        if (!now && now.error().kind != ErrorKind::kNotFound) return now.error();
+        std::optional<LeaderInfo> leader;
+        if (now) leader = std::move(now.value());
+        std::optional<std::pair<std::uint64_t, std::string>> seen;
+        if (leader) seen.emplace(leader->token, leader->value);
+        if (first || seen != last) {
+            first = false;
+            last = seen;
+            if (!changed(leader)) return Released{};
+        }
+        std::this_thread::sleep_for(std::min<Clock::duration>(interval, std::max<Clock::duration>(
+                                                                            until - Clock::now(), Clock::duration::zero())));
+    }
+    return Released{};
+}
 Result<std::vector<LockInfo>> Client::list(const std::string& prefix) { return impl_->list(prefix); }
 Result<MemberStatus> Client::status() { return impl_->status(); }
 Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }

@@ -299,6 +299,14 @@ public:
     Result<Proclaimed> proclaim(const std::string& name, std::uint64_t token, const std::string& value);
     Result<Released> resign(const std::string& name, std::uint64_t token);
     Result<LeaderInfo> leader(const std::string& name);
+    // Follows election `name` by polling leader() every `interval` (at
+    // least kMinObserveInterval; there is no stream): calls `changed` with
+    // the leader (nullopt: none) first and then at each change of token or
+    // value, until `changed` returns false or `until` passes (Ok), or a poll
+    // fails otherwise than with kNotFound (its Error). A change is seen up to
+    // one interval late; one shorter than an interval may be missed.
+    Result<Released> observe(const std::string& name, milliseconds interval, Clock::time_point until,
+                             const std::function<bool(const std::optional<LeaderInfo>&)>& changed);
     // Every held lock whose key starts with `prefix` ("": all), sorted by
     // key, asked for page by page (GET /v1/locks?prefix=&after=&limit=,
     // kListPageSize a page): not one snapshot, a lock changed meanwhile may
@@ -339,6 +347,7 @@ EndpointsParse endpoints_from(const std::string& flag);
 
 // Where TLS files and the bearer secret come from when no flag names them.
 // (FENCE_KEY is the lock key `fencectl run` exports; the key *file* is FENCE_KEY_FILE.)
+constexpr milliseconds kMinObserveInterval{50};      // Client::observe: the shortest poll interval
 constexpr std::size_t kListPageSize = 1000;            // Client::list: locks asked for per page
 constexpr std::size_t kMaxListedLocks = 10'000'000;    // more than a full table of 1-byte keys holds
 

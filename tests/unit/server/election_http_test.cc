@@ -6,10 +6,14 @@
 // leader is refused (409) without a wait and queues with one; a resign hands
 // over to the waiting campaign at once, with a larger token; proclaim and
 // resign with a token that does not lead are refused (404 not_leader); an
-// election nobody leads answers 404 no_leader; a bad name is a 400.
+// election nobody leads answers 404 no_leader; a bad name is a 400;
+// Client::observe sees the leader, then each change (polling).
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "shell_cluster.h"
@@ -93,6 +97,35 @@ BOOST_AUTO_TEST_CASE(campaign_proclaim_leader_and_resign_over_http) {
     BOOST_TEST(second.value().value == "d");
     BOOST_TEST(std::chrono::duration_cast<milliseconds>(handed_over).count() < 2'000);
     BOOST_TEST(c.leader("billing").value().value == "d");
+
+    // Observing by polling: the leader first, then each change, in order.
+    std::mutex seen_mutex;  // guards seen: the watcher's thread adds, this one reads
+    std::vector<std::string> seen;
+    auto watching = std::async(std::launch::async, [&cluster, &seen, &seen_mutex] {
+        client::Client watcher(options_for(cluster));
+        return watcher.observe("billing", milliseconds(50), std::chrono::steady_clock::now() + milliseconds(5'000),
+                               [&seen, &seen_mutex](const std::optional<client::LeaderInfo>& now) {
+                                   std::lock_guard guard(seen_mutex);
+                                   seen.push_back(now ? now->value : "(none)");
+                                   return seen.size() < 3;
+                               });
+    });
+    const auto seen_now = [&seen, &seen_mutex](std::size_t n) {
+        for (int i = 0; i < 100; ++i) {
+            {
+                std::lock_guard guard(seen_mutex);
+                if (seen.size() >= n) return;
+            }
+            std::this_thread::sleep_for(milliseconds(20));
+        }
+    };
+    seen_now(1);
+    BOOST_TEST_REQUIRE(c.proclaim("billing", second.value().token, "e").ok());
+    seen_now(2);
+    BOOST_TEST_REQUIRE(c.resign("billing", second.value().token).ok());
+    BOOST_TEST_REQUIRE((watching.wait_for(milliseconds(5'000)) == std::future_status::ready));
+    BOOST_TEST(watching.get().ok());
+    BOOST_TEST((seen == std::vector<std::string>{"d", "e", "(none)"}));
 
     auto bad = c.leader("");
     BOOST_TEST((!bad.ok() && bad.error().kind == client::ErrorKind::kBadRequest));
