@@ -239,6 +239,25 @@ BOOST_AUTO_TEST_CASE(max_connections_per_address_defaults_to_512_and_takes_1_to_
     BOOST_TEST(usage().find("--max-connections-per-address") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(watch_limits_have_defaults_and_bounds) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.max_watchers == 512u);
+    BOOST_TEST(d.watch_buffer_bytes == 262144u);
+    BOOST_TEST(d.watch_history_events == 100000u);
+    BOOST_TEST(d.watch_history_bytes == (64u << 20));
+    check_bounded_flag("--max-watchers", "0", &Options::max_watchers, 0, {"1000001", "-1", "x", ""}, "0..1000000");
+    check_bounded_flag("--watch-buffer-bytes", "4096", &Options::watch_buffer_bytes, 4096, {"4095", "1073741825", ""},
+                       "4096..1073741824");
+    check_bounded_flag("--watch-history-events", "1", &Options::watch_history_events, 1, {"0", "100000001"},
+                       "1..100000000");
+    check_bounded_flag("--watch-history-bytes", "4096", &Options::watch_history_bytes, 4096, {"4095", "x"},
+                       "4096..68719476736");
+    for (const char* flag : {"--max-watchers", "--watch-buffer-bytes", "--watch-history-events", "--watch-history-bytes"}) {
+        BOOST_TEST(usage().find(flag) != std::string::npos, flag);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(peer_connection_limits_have_defaults_bounds_and_reach_the_transport) {
     check_bounded_flag("--peer-max-pending", "8", &Options::peer_max_pending, 8, {"0", "65537", "-1", ""}, "1..65536");
     check_bounded_flag("--peer-max-pending-per-address", "2", &Options::peer_max_pending_per_address, 2,
