@@ -43,8 +43,12 @@ got=""
 deadline=$((SECONDS + 40))
 while ((SECONDS < deadline)) && [[ -z $got ]]; do
     NL=$(wait_leader 10 "$L") || fail "no new leader"
-    post "$NL" /v1/acquire '{"key":"dead-holder","lease_ms":5000,"wait_ms":30000}'
-    if [[ $HTTP_CODE == 200 ]]; then got=$(ms_since "$sent"); fi
+    # post() gives up after 5 s; this acquire waits up to 30 s for the key.
+    out=$(curl -s -m 40 -w '\n%{http_code}' -X POST -H 'Content-Type: application/json' \
+        --data-binary '{"key":"dead-holder","lease_ms":5000,"wait_ms":30000}' "$(url "$NL" /v1/acquire)" || true)
+    HTTP_CODE=${out##*$'\n'}
+    HTTP_BODY=${out%$'\n'*}
+    if [[ $HTTP_CODE == 200 ]]; then got=$(ms_since "$sent"); else sleep 0.05; fi
 done
 [[ -n $got ]] || fail "the waiting acquire never got the key"
 token=$(json_field "$HTTP_BODY" token)
