@@ -58,7 +58,7 @@ for _ in $(seq 1 1200); do [ -e "$OUT/$1.done" ] && exit 0; sleep 0.05; done
 exit 1
 SH
 contend() {  # contend WHO: fencectl elect jobs --value WHO in the background
-  fencectl elect jobs --value "$1" --lease 10s -- sh "$WORK/contender.sh" "$1" \
+  "$FENCECTL_BIN" elect jobs --value "$1" --lease 10s -- sh "$WORK/contender.sh" "$1" \
     >"$OUT/$1.out" 2>"$OUT/$1.err" &
   echo $! >"$OUT/$1.pid"
 }
@@ -121,7 +121,10 @@ exec sleep 600
 SH
 export WORK
 lead() {  # lead WHO: fencectl elect writer --value WHO in the background
-  fencectl elect writer --value "$1" --lease 2s --grace 200ms -- bash "$WORK/leader.sh" "$1" \
+  # The binary itself, not the fencectl function: $! must be fencectl's own
+  # pid (a function runs in a subshell whose child fencectl would be), so that
+  # SIGSTOP stops its keepalives and pgrep -P finds its CMD.
+  "$FENCECTL_BIN" elect writer --value "$1" --lease 2s --grace 200ms -- bash "$WORK/leader.sh" "$1" \
     >"$OUT/$1.out" 2>"$OUT/$1.err" &
   echo $! >"$OUT/$1.pid"
 }
@@ -138,7 +141,7 @@ p_writer=$(cat "$OUT/p-writer.pid")
 p_cmd=$(pgrep -P "$p_pid" | head -n 1)
 [[ -n "$p_cmd" ]] || fail "p's CMD is not running"
 STOPPED=("$p_pid" "-$p_cmd" "-$p_writer")
-kill -STOP -- "$p_pid" "-$p_cmd" "-$p_writer" || fail "SIGSTOP p"
+kill -STOP -- "$p_pid" "-$p_cmd" "-$p_writer" || fail "SIGSTOP p ($p_pid, group $p_cmd, group $p_writer)"
 wait_until 20 "q leads writer after p stopped" leader_is writer q
 token_q=$(leader_field writer token)
 ((token_q > token_p)) || fail "q's token $token_q is not above p's $token_p"
