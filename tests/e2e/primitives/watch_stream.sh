@@ -3,8 +3,8 @@
 # a follower and one on the leader, both from rev=1, follow about a hundred
 # grant / release / expire events made through a SIGKILL of the leader and a
 # graceful restart of the follower. Each watch cut off resumes from the last
-# revision it saw (the leader's on another member, the follower's on the same
-# member once it is back, from its own log). The resumed streams, joined,
+# revision it saw (the leader's on the third member, which is not restarted,
+# the follower's on the same member once it is back, from its own log). The resumed streams, joined,
 # equal a fresh watch from rev=1 (no gap, no duplicate, log order), whose
 # grants are exactly the acquires made.
 source "$(dirname "$0")/../coordinator/lib.sh"
@@ -56,17 +56,18 @@ no_locks() {
 cluster_start 3
 L=$(wait_leader 10) || fail "no leader"
 F=$((L % 3 + 1))
+T=$((6 - L - F))  # the third member: neither killed nor restarted
 watch_bg "$F" 1 "$DIR/f.1"; F_PID=$WATCH_PID
 watch_bg "$L" 1 "$DIR/l.1"; L_PID=$WATCH_PID
 wait_until 5 "both watches started" bash -c "head -1 '$DIR/f.1' | grep -q start && head -1 '$DIR/l.1' | grep -q start"
 
 drive 1
-# The leader dies: its watch is cut off; it resumes on the follower.
+# The leader dies: its watch is cut off; it resumes on the third member.
 wait_until 10 "the leader's watch saw phase 1" has_line "$DIR/l.1" '"key":"p1-c11"'
 kill -KILL "$(member_pid "$L")"
 wait_until 10 "the leader's watch ended" bash -c "! kill -0 $L_PID 2>/dev/null"
 rev=$($CHECK last-rev "$DIR/l.1")
-watch_bg "$F" "$rev" "$DIR/l.2"; L_PID=$WATCH_PID
+watch_bg "$T" "$rev" "$DIR/l.2"; L_PID=$WATCH_PID
 wait_until 5 "the leader's watch resumed" started "$DIR/l.2"
 NL=$(wait_leader 10 "$L") || fail "no new leader after the SIGKILL"
 drive 2
