@@ -154,26 +154,10 @@ constexpr int kStatusConflict = 409;
 constexpr int kStatusGone = 410;  // watch: compacted
 constexpr int kStatusInsufficientStorage = 507;  // acquire: the lock table is full
 
-// Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
 // A set's keys as the JSON array of "keys".
 json::array keys_json(const std::vector<std::string>& keys) {
     json::array out;
     for (const std::string& k : keys) out.emplace_back(k);
-    return out;
-}
-
-std::string url_encode(const std::string& value) {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    std::string out;
-    for (const unsigned char c : value) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-            out.push_back(static_cast<char>(c));
-        } else {
-            out += '%';
-            out += kHex[c >> 4];
-            out += kHex[c & 0xf];
-        }
-    }
     return out;
 }
 

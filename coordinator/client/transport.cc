@@ -1,6 +1,7 @@
 #include "client/transport.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 #include <thread>
 
@@ -199,6 +200,21 @@ CallResult Transport::perform_at(const Endpoint& endpoint, const Call& call) {
     probing_ = false;  // one request to a named member: the probe would only add a round trip
     if (Clock::now() < call.deadline && attempt(endpoint, call, out, why) == Step::kAnswered) return out;
     out.error = {ErrorKind::kUnavailable, endpoint.to_string() + " did not answer: " + why, 0};
+    return out;
+}
+
+std::string url_encode(const std::string& value) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    for (const unsigned char c : value) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+            out.push_back(static_cast<char>(c));
+        } else {
+            out += '%';
+            out += kHex[c >> 4];
+            out += kHex[c & 0xf];
+        }
+    }
     return out;
 }
 

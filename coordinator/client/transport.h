@@ -88,4 +88,8 @@ Error error_of(const CallResult& call, ErrorKind not_found_kind);
 // Client::watch's loop (watch_stream.cc, the contract in watch_stream.h).
 Result<WatchEnd> run_watch(Transport& transport, const WatchRequest& request, const WatchCallback& on_event);
 
+// Percent-encodes a query parameter's value (RFC 3986's unreserved
+// characters pass as they are).
+std::string url_encode(const std::string& value);
+
 }  // namespace pgfence::client

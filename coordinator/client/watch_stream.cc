@@ -58,22 +58,6 @@ WatchLine bad(std::string why) {
     return l;
 }
 
-// Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
-std::string url_encode(const std::string& value) {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    std::string out;
-    for (const unsigned char c : value) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-            out.push_back(static_cast<char>(c));
-        } else {
-            out += '%';
-            out += kHex[c >> 4];
-            out += kHex[c & 0xf];
-        }
-    }
-    return out;
-}
-
 // The request target of a stream from `rev` (0: none). Always progress=1:
 // progress lines keep the resume point near and show the stream is alive.
 std::string watch_target(const WatchRequest& request, std::uint64_t rev) {
