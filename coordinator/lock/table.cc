@@ -153,21 +153,25 @@ Result LockTable::regrant_many(const GrantMany& many) {
             if (const Lock* held = find(key)) return GrantRejected{held->token, key};
         }
     }
-    // The set's locks agree on lease_ms (check_invariants()).
+    // The set's locks agree on lease_ms (check_invariants()). Each restarts
+    // at full length, as a Grant's re-grant: its checkpoint goes.
     const std::uint64_t lease_ms = std::max(first->lease_ms, many.lease_ms);
-    if (lease_ms != first->lease_ms) {
-        for (const std::string& key : many.keys) lengthen(key, lease_ms);
-    }
-    return Granted{first->token, false, lease_ms};
+    const Token token = first->token;
+    for (const std::string& key : many.keys) restart(key, lease_ms);
+    return Granted{token, false, lease_ms};
 }
 
-void LockTable::lengthen(std::string_view key, std::uint64_t lease_ms) {
+void LockTable::restart(std::string_view key, std::uint64_t lease_ms) {
+    const auto held = locks_.find(key);
+    if (held->lease_ms == lease_ms && held->remaining_ms == 0) return;
     before_change(key);
+    account(*held, false);
     // The set's element is const: the node is taken out, changed and put
     // back (the key, its place, is unchanged).
-    auto node = locks_.extract(locks_.find(key));
+    auto node = locks_.extract(held);
     node.value().lease_ms = lease_ms;
-    locks_.insert(std::move(node));
+    node.value().remaining_ms = 0;
+    account(*locks_.insert(std::move(node)).position, true);
 }
 
 Result LockTable::apply_one(std::uint64_t /*index*/, const ReleaseMany& many) {

@@ -109,7 +109,8 @@ class LockTable {
     //                                             -> TableFull{bytes()}, table unchanged
     //   GrantMany, every key held by one set of exactly these keys, regrants(its locks)
     //                                             -> Granted{set token, created: false, lease_ms}:
-    //                                                every lock's lease_ms the longer of the two
+    //                                                every lock's lease_ms the longer of the two,
+    //                                                its remaining_ms 0 (full length again)
     //   GrantMany, some key held otherwise        -> GrantRejected{holder token, key}: the first
     //                                                such key in the order asked; table unchanged
     //   Release / Expire with the holder's token  -> Released / Expired{true}
@@ -243,8 +244,8 @@ class LockTable {
     // A GrantMany on keys some of which are held: the same owner's retry of
     // exactly that set (Granted), else GrantRejected naming the first held key.
     Result regrant_many(const GrantMany& many);
-    // Lengthens `key`'s lease to `lease_ms` (a re-grant; the key is held).
-    void lengthen(std::string_view key, std::uint64_t lease_ms);
+    // A re-grant of held `key`: its lease_ms becomes `lease_ms`, its checkpoint goes.
+    void restart(std::string_view key, std::uint64_t lease_ms);
     Result apply_one(std::uint64_t index, const Checkpoint& checkpoint);
     bool set_remaining(const LeaseCheckpoint& checkpoint);
     Result apply_one(std::uint64_t index, const Proclaim& proclaim);

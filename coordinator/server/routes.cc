@@ -134,7 +134,7 @@ bool parse_watch(Impl& m, Call& call) {
     }
     if (progress) {
         if (*progress != "1" && *progress != "0" && *progress != "true" && *progress != "false") {
-            m.bad_request(call.ex, "query parameter 'progress' must be 1 or 0, got '" + progress->substr(0, 32) + "'");
+            m.bad_request(call.ex, "query parameter 'progress' must be 1, 0, true or false, got '" + progress->substr(0, 32) + "'");
             return false;
         }
         spec.progress = *progress == "1" || *progress == "true";

@@ -127,7 +127,7 @@ void Watchers::open(std::shared_ptr<net::HttpStream> stream, const WatchSpec& sp
     if (w.key) {
         by_key_[*w.key].push_back(id);
     } else {
-        by_prefix_.push_back(id);
+        by_prefix_[w.prefixes].push_back(id);
     }
     w.stream->on_close([alive = alive_, this, id] {
         if (!*alive || watchers_.count(id) == 0) return;
@@ -224,8 +224,8 @@ void Watchers::publish_new() {
         const member::WatchEvent& e = history_.at(seq);
         targets.clear();
         if (auto k = by_key_.find(e.key); k != by_key_.end()) targets = k->second;
-        for (Id id : by_prefix_) {
-            if (has_prefix(e.key, watchers_.at(id).prefixes)) targets.push_back(id);
+        for (const auto& [prefixes, ids] : by_prefix_) {
+            if (has_prefix(e.key, prefixes)) targets.insert(targets.end(), ids.begin(), ids.end());
         }
         if (targets.empty()) continue;
         const std::string line = watch_event_line(e);
@@ -280,8 +280,9 @@ void Watchers::forget(Id id) {
             std::erase(k->second, id);
             if (k->second.empty()) by_key_.erase(k);
         }
-    } else {
-        std::erase(by_prefix_, id);
+    } else if (auto g = by_prefix_.find(it->second.prefixes); g != by_prefix_.end()) {
+        std::erase(g->second, id);
+        if (g->second.empty()) by_prefix_.erase(g);
     }
     watchers_.erase(it);
 }

@@ -12,8 +12,9 @@
 //                meanwhile closes it (watcher_too_slow);
 //   live         once it reached it: publish(), called after the core
 //                applied entries, hands each new event to the live watches
-//                that match it (by key in a map, by prefix in a list), its
-//                line formatted once. A live watch whose stream would hold
+//                that match it (by key in a map; prefix watches grouped by
+//                their prefixes, each group tested once), its line
+//                formatted once. A live watch whose stream would hold
 //                more than buffer_bytes unwritten with the line is closed
 //                (watcher_too_slow): a client that does not read never
 //                grows the member's memory past about buffer_bytes per watch.
@@ -136,7 +137,9 @@ private:
     std::uint64_t member_id_;
     std::map<Id, Watcher> watchers_;
     std::unordered_map<std::string, std::vector<Id>> by_key_;
-    std::vector<Id> by_prefix_;
+    // Prefix watches grouped by their prefixes: an event is tested once per
+    // group, however many watches share it.
+    std::map<std::vector<std::string>, std::vector<Id>> by_prefix_;
     Id next_id_ = 1;
     std::uint64_t published_seq_;  // events before it went to the live watches
     std::uint64_t resets_seen_;

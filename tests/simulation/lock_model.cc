@@ -133,6 +133,7 @@ lock::Result LockModel::grant_many(std::uint64_t index, const lock::GrantMany& g
     for (const std::string& key : g.keys) {
         ModelHolder& h = holders_[key];
         h.lease_ms = std::max(h.lease_ms, g.lease_ms);
+        h.remaining_ms = 0;  // a re-grant restarts the lease at full length
         lease_ms = h.lease_ms;
     }
     return lock::Granted{held, false, lease_ms};

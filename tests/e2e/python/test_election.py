@@ -8,9 +8,11 @@ resign with a token that does not lead are NotHeldError; election_leader of
 an election nobody leads is NotFoundError; observe() yields the leader (or
 None) first and then each change, in order."""
 
+import re
 import threading
 import time
 import unittest
+import urllib.request
 
 import harness
 from harness import pgfence
@@ -21,6 +23,19 @@ class ElectionTest(unittest.TestCase):
     def setUpClass(cls):
         cls.cluster = harness.Cluster("cluster")
         cls.client = pgfence.Client(cls.cluster.endpoints)
+
+    def waiters(self):
+        """The waiting acquires the members count (only the leader has any)."""
+        total = 0
+        for ep in self.cluster.endpoints.split(","):
+            try:
+                with urllib.request.urlopen(f"http://{ep}/metrics", timeout=1) as r:
+                    text = r.read().decode()
+            except OSError:
+                continue
+            m = re.search(r"^pgfence_waiters (\d+)", text, re.M)
+            total += int(m.group(1)) if m else 0
+        return total
 
     def election(self, name, value, **kw):
         return pgfence.election(name, value=value, endpoints=self.cluster.endpoints, **kw)
@@ -54,7 +69,8 @@ class ElectionTest(unittest.TestCase):
         with self.election("jobs", "first", lease="10s", wait="0s") as first:
             waiter = threading.Thread(target=second)
             waiter.start()
-            time.sleep(0.3)  # the second campaign queues meanwhile; it cannot lead before the resign
+            # The second campaign queues behind the first (the leader counts a waiter).
+            harness.wait_until(5, lambda: self.waiters() >= 1, "the second campaign waiting")
             self.assertEqual(self.client.election_leader("jobs").value, "first")
             resigned_at = time.monotonic()
         waiter.join(15)

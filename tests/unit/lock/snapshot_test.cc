@@ -136,6 +136,21 @@ BOOST_AUTO_TEST_CASE(a_table_with_a_value_or_a_checkpoint_is_written_in_version_
     BOOST_TEST(table.snapshot()[0] == 1);  // nothing extended, no user: version 1 again
 }
 
+// A set's re-grant by its owner restarts every key at full length: the
+// checkpoints its keys had (restored here from a snapshot) are cleared.
+BOOST_AUTO_TEST_CASE(a_sets_regrant_clears_the_checkpoints_of_its_keys) {
+    Bytes v3 = Bytes().u8(3).u64(10).u64(0).u64(10).u32(2);
+    test::put_lock(v3, Lock{"a", 9, kSnapshotLeaseMs, "w", "", "", 1'000}, 3);
+    test::put_lock(v3, Lock{"b", 9, kSnapshotLeaseMs, "w", "", "", 2'000}, 3);
+    LockTable table = restored(v3.get());
+    BOOST_TEST(table.locks_extended() == 2u);
+    BOOST_TEST((table.apply(11, GrantMany{{"b", "a"}, 1'000, "w"}) == Result{Granted{9, false, kSnapshotLeaseMs}}));
+    BOOST_TEST(table.find("a")->remaining_ms == 0u);
+    BOOST_TEST(table.find("b")->remaining_ms == 0u);
+    BOOST_TEST(table.locks_extended() == 0u);
+    BOOST_TEST(table.check_invariants() == "");
+}
+
 // One encoding per table in version 3: not needed, an unknown flag bit, a
 // field flagged present but empty, a checkpoint longer than its lease.
 BOOST_AUTO_TEST_CASE(non_canonical_version_3_snapshots_are_refused) {

@@ -105,6 +105,23 @@ BOOST_AUTO_TEST_CASE(a_waiting_set_is_not_jumped_by_a_later_waiter) {
     BOOST_TEST(as<Granted>(h.answer(l, later)).owner == "later");
 }
 
+// Acquires that never wait do not barge either: while a set waits on a
+// free key (its other key held), one on the free key is refused at once, so
+// they cannot keep the set from its keys; the set goes once the other is free.
+BOOST_AUTO_TEST_CASE(acquires_without_a_wait_cannot_starve_a_waiting_set) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    const Granted a = as<Granted>(h.answer(l, h.send(l, one("a", "holder", 0, 60000))));
+    const RequestId s = h.send(l, set({"a", "b"}, "set", 10000));
+    BOOST_TEST(!h.answer(l, s).has_value());
+    const Held refused = as<Held>(h.answer(l, h.send(l, one("b", "eager"))));
+    BOOST_TEST(refused.message == "key b has waiting acquires ahead of this one");
+    BOOST_TEST(h.core(l).table().find("b") == nullptr);
+    as<Released>(h.answer(l, h.send(l, Release{"a", a.token})));
+    const Granted gs = as<Granted>(h.answer(l, s));
+    BOOST_TEST((gs.keys == std::vector<std::string>{"a", "b"}));
+}
+
 // An earlier single-key waiter is served before a set that came later, and
 // the set then goes: FIFO on every key, no deadlock.
 BOOST_AUTO_TEST_CASE(an_earlier_waiter_goes_before_a_set_and_the_set_follows) {

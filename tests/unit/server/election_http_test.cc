@@ -110,6 +110,7 @@ BOOST_AUTO_TEST_CASE(campaign_proclaim_leader_and_resign_over_http) {
                                    return seen.size() < 3;
                                });
     });
+    // Waits (at most 2 s) until observe reported n changes; fails the test otherwise.
     const auto seen_now = [&seen, &seen_mutex](std::size_t n) {
         for (int i = 0; i < 100; ++i) {
             {
@@ -118,6 +119,7 @@ BOOST_AUTO_TEST_CASE(campaign_proclaim_leader_and_resign_over_http) {
             }
             std::this_thread::sleep_for(milliseconds(20));
         }
+        BOOST_TEST_REQUIRE(false, "observe reported fewer than " << n << " changes in 2 s");
     };
     seen_now(1);
     BOOST_TEST_REQUIRE(c.proclaim("billing", second.value().token, "e").ok());
