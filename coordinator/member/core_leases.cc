@@ -507,15 +507,14 @@ void Core::acquire(RequestId id, const Acquire& req, bool from_queue, Time now) 
     // The user the owner is bound to: none with Config::owner_binding off.
     const std::string& user = config_.owner_binding ? req.user : kNoUser;
     if (!from_queue && req.wait_ms == 0) {
-        // No barging without a wait either: a key with waiters (or a waiter's
-        // grant in flight) is theirs first, so acquires that never wait cannot
-        // starve a waiting set whose other keys are still held.
+        // No barging without a wait either: a free key with waiters (or a
+        // waiter's grant in flight) is theirs first, so acquires that never
+        // wait cannot starve a waiting set whose other keys are still held.
+        // (A held key is refused as held, by the table.)
         std::string busy;
         for_keys(req, [&](const std::string& key) {
-            const lock::Lock* held = table_.find(key);
-            const bool same_owner = held != nullptr && lock::regrants(*held, req.owner, user);
             const bool queue_busy = waiters_.count(key) > 0 || waiter_grant_in_flight_.count(key) > 0;
-            if (busy.empty() && !same_owner && queue_busy) busy = key;
+            if (busy.empty() && table_.find(key) == nullptr && queue_busy) busy = key;
         });
         if (!busy.empty()) {
             respond(id, Held{"key " + busy + " has waiting acquires ahead of this one"});
