@@ -93,7 +93,10 @@ struct Server {
                                            "text/plain", {}});
               } else if (req.target == "/stream") {
                   std::shared_ptr<HttpStream> stream = ex->open_stream(200, "application/x-ndjson");
-                  stream->on_close([seen] { seen->stream_close_told = true; });
+                  // Weakly: `seen` keeps the stream, which keeps this callback.
+                  stream->on_close([weak = std::weak_ptr<Seen>(seen)] {
+                      if (auto held = weak.lock()) held->stream_close_told = true;
+                  });
                   stream->write("first\n");
                   ex->respond(HttpResponse{500, "ignored", "text/plain", {}});  // answered: nothing happens
                   std::lock_guard<std::mutex> g(seen->mutex);
