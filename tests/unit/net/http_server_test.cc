@@ -118,6 +118,9 @@ struct Server {
         asio::post(io, [this] { server.stop(); });
         io.stop();
         thread.join();
+        // `seen` keeps the last stream, whose session keeps the handler that
+        // keeps `seen`: let go of the stream, or the three leak together.
+        seen->stream.reset();
     }
     static HttpServerOptions options() {
         HttpServerOptions o;
