@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Watch latency: the time from an acquire's 200 to the watcher's granted
 line for it, on an idle 3-member cluster, for a watch on the leader and one
-on a follower (docs/http-api.md "GET /v1/watch"; issue 35: p99 <= 5 ms).
+on a follower (docs/http-api.md "GET /v1/watch"; the goal: p99 <= 5 ms).
 
   python3 bench/coordinator/watch_latency.py [--samples 200] [--base-port 13050]
                                              [--bin-dir build/coordinator/server]
