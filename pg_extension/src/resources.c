@@ -278,6 +278,15 @@ ReadFence(const char *resource, bool read_only, ResourceState *state)
 	return true;
 }
 
+/* The proof argument, else pg_fence.proof */
+static const char *
+ProofArgOrSetting(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
+{
+	if (PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
+		return text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
+	return FenceCurrentProof();
+}
+
 /*
  * With pg_fence.preempt on: end the older transactions admitted on the
  * resource before the upsert, which would wait for their row lock.  On a
@@ -286,13 +295,13 @@ ReadFence(const char *resource, bool read_only, ResourceState *state)
  */
 static void
 PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
-					const char *proof)
+					const ResourceArgPositions *pos)
 {
 	ResourceState state;
 
 	if (ReadFence(resource, false, &state) && state.require_proof &&
-		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid), proof,
-							resource, in->token))
+		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
+							ProofArgOrSetting(fcinfo, pos), resource, in->token))
 		return;
 	FencePreempt(resource, in->token, false);
 }
@@ -303,7 +312,7 @@ PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePa
  */
 static ResourceState
 LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
-			   const char *proof)
+			   const ResourceArgPositions *pos)
 {
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -314,7 +323,7 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *i
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
 	if (fence_preempt)
-		PreemptBeforeUpsert(fcinfo, resource, in, proof);
+		PreemptBeforeUpsert(fcinfo, resource, in, pos);
 
 	values[0] = CStringGetTextDatum(resource);
 	values[1] = Int64GetDatum(in->token);
@@ -366,15 +375,6 @@ CheckProofNotSeq(const char *proof)
 			 errhint("Pass the sequence number as a bigint: seq => $3, or $3::bigint.")));
 }
 
-/* The proof argument, else pg_fence.proof */
-static const char *
-ProofArgOrSetting(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
-{
-	if (PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
-		return text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
-	return FenceCurrentProof();
-}
-
 /*
  * Lock and advance as above, then, if the resource requires proofs, check
  * the proof argument (NULL or absent: pg_fence.proof)
@@ -387,13 +387,9 @@ LockAdvanceAndVerify(FunctionCallInfo fcinfo, const ResourceArgPositions *pos,
 	FenceProofTarget target;
 	const char *proof;
 
-	const char *preempt_proof = NULL;
-
 	if (pos->seq < 0 && PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
 		CheckProofNotSeq(text_to_cstring(PG_GETARG_TEXT_PP(pos->proof)));
-	if (fence_preempt)
-		preempt_proof = ProofArgOrSetting(fcinfo, pos);
-	state = LockAndAdvance(fcinfo, resource, in, preempt_proof);
+	state = LockAndAdvance(fcinfo, resource, in, pos);
 	if (!state.require_proof)
 		return state;
 	target.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
