@@ -5,7 +5,8 @@
 #
 #   1. preloaded server (shared_preload_libraries = pg_fence, and a small
 #      pg_fence.max_tracked and max_tracked_resources so the stats bounds
-#      are testable):
+#      are testable, and pg_fence.max_inflight so a full preemption
+#      registry is):
 #        make installcheck    pg_regress tests/pg/sql/*.sql except nopreload*,
 #                             pg_isolation_regress tests/pg/specs/*.spec
 #        dump_restore         pg_dump keeps fence_trusted_keys and require_proof
@@ -168,7 +169,7 @@ quiet() { grep -vE '^(SET|DROP DATABASE|CREATE DATABASE|ALTER DATABASE|=+ (dropp
 echo "== pg_regress + isolation, shared_preload_libraries = pg_fence"
 pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
   -o shared_preload_libraries=pg_fence -o pg_fence.max_tracked=16 \
-  -o pg_fence.max_tracked_resources=16 \
+  -o pg_fence.max_tracked_resources=16 -o pg_fence.max_inflight=4 \
   bash "$ROOT/scripts/pg-test.sh" --inside preload 2>&1 | tee "$OUT/preload.log" | quiet || status=1
 
 echo "== pg_regress without shared_preload_libraries"

@@ -42,7 +42,8 @@
 # SET line per UPDATE, which cancels).
 #
 # Goals: fence_guard at most 1.05 x plain per UPDATE, and fewer
-# than plpgsql; for mode sequenced, fence_guard+seq at most 1.05 x fence_guard
+# than plpgsql; with pg_fence.preempt on, fence_guard+preempt at most 1.03 x
+# fence_guard+proof (the same guard, preemption off); for mode sequenced, fence_guard+seq at most 1.05 x fence_guard
 # (plain+seq, the same UPDATE without a trigger, splits the difference into
 # the sequence column's own cost and the guard's).  The first is out of reach for a trigger: PostgreSQL's own
 # cost of a BEFORE ROW trigger (the row lock) is about 0.07 x plain, of an
@@ -68,7 +69,7 @@ RUN_USER=${BENCH_INSTR_USER:-postgres}
 # the settings of every postgres --single run
 PG_OPTS=(-c shared_preload_libraries=pg_fence -c huge_pages=off -c jit=off -c fsync=off)
 
-usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 (($# == 0)) || { usage >&2; exit 2; }
 if [[ ! $N1 =~ ^[1-9][0-9]*$ || ! ${N2:-} =~ ^[1-9][0-9]*$ || -n ${extra:-} ]] || ((N1 >= N2)); then
@@ -105,7 +106,8 @@ run_sql() {
     echo "PREPARE s(int, int, bigint) AS $(bench_statement "$variant" bench_t '$1' '$2' '$3')"
   fi
   case $variant in
-    fence_guard+proof)
+    fence_guard+proof | fence_guard+preempt)
+      [[ $variant == fence_guard+preempt ]] && echo 'SET pg_fence.preempt = on'
       echo "SET pg_fence.proof = '$(sed -n '$p' "$PROOFS")'"
       awk -v n="$n" -v rows="$ROWS" -v tok="$BENCH_PROOF_TOKEN" 'BEGIN { for (i = 1; i <= n; i++) printf "EXECUTE s(%d, %d, %d)\n", (i - 1) % rows + 1, i, tok }' ;;
     fence_guard+proof_fresh | fence_guard+set)
@@ -131,7 +133,7 @@ sign_proofs() {
 # Sum of the fences after n statements of variant: each row holds the last
 # token written to it (fence_guard+proof: always BENCH_PROOF_TOKEN).
 expected_fence_sum() {
-  if [[ $2 == fence_guard+proof ]]; then
+  if [[ $2 == fence_guard+proof || $2 == fence_guard+preempt ]]; then
     echo $((BENCH_PROOF_TOKEN * ($1 < ROWS ? $1 : ROWS)))
     return
   fi
@@ -302,11 +304,14 @@ after_breakdown >"$OUT/after.txt"
       fresh = upd["fence_guard+proof_fresh"] - upd["fence_guard+set"]
       printf "  the same proof in every transaction (SET once; a session cache hit): %.0f instructions (fence_guard+proof - fence_guard, %.3f x plain)\n", hit, hit / plain
       printf "  fresh proof per transaction (Ed25519 verify): %.0f instructions (fence_guard+proof_fresh - fence_guard+set, %.3f x plain)\n", fresh, fresh / plain
+      pre = upd["fence_guard+preempt"] - upd["fence_guard+proof"]
+      printf "  pg_fence.preempt on (the registry: register, PRE_COMMIT check, removal): %.0f instructions (fence_guard+preempt - fence_guard+proof)\n", pre
       g = upd["fence_guard"]; l = upd["plpgsql"]
       print ""
       print "goals, instructions per UPDATE:"
       printf "  %s fence_guard %.3f x plain (goal: at most 1.05)\n", (g <= 1.05 * plain ? "PASS" : "FAIL"), g / plain
       printf "  %s fence_guard %.3f x plpgsql (goal: below 1)\n", (g < l ? "PASS" : "FAIL"), g / l
+      printf "  %s fence_guard+preempt %.3f x fence_guard+proof (goal: at most 1.03)\n", (upd["fence_guard+preempt"] <= 1.03 * upd["fence_guard+proof"] ? "PASS" : "FAIL"), upd["fence_guard+preempt"] / upd["fence_guard+proof"]
       q = upd["fence_guard+seq"]; qp = upd["plain+seq"]
       print "goal (mode sequenced), instructions per UPDATE:"
       printf "  %s fence_guard+seq %.3f x fence_guard, %.0f more (goal: at most 1.05)\n", (q <= 1.05 * g ? "PASS" : "FAIL"), q / g, q - g

@@ -52,6 +52,11 @@
 #   fence_guard+set          fence_guard (no lock key) with the same SET
 #                            lines, which it ignores: the baseline of
 #                            fence_guard+proof_fresh
+#   fence_guard+preempt      fence_guard+proof with SET pg_fence.preempt = on:
+#                            every transaction registers its admission of the
+#                            lock key in the preemption registry, checks it at
+#                            PRE_COMMIT and removes it at the end; its
+#                            baseline is fence_guard+proof (preemption off)
 #
 # Every variant, plain included, writes the fence column with the token
 # through the SET list, the fast path of fence_guard (token in NEW, no
@@ -69,7 +74,7 @@ BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
 # cost on a sequenced table.
 BENCH_SEQ_VARIANTS="plain+seq"
 # Measured by instructions only; need the proofs instructions.sh signs.
-BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set"
+BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set fence_guard+preempt"
 # The token every fence_guard+proof UPDATE writes, and the proofs' lock key
 BENCH_PROOF_TOKEN=1000000
 BENCH_PROOF_KEY=bench
@@ -119,7 +124,7 @@ bench_table_sql() {
       printf '%s\n\n' "SELECT fence_protect('$table', mode => 'sequenced');" ;;
     fence_guard | fenced_update+guard | fence_guard+set)
       printf '%s\n\n' "SELECT fence_protect('$table');" ;;
-    fence_guard+proof)
+    fence_guard+proof | fence_guard+preempt)
       printf '%s\n\n' "SELECT fence_protect('$table', mode => 'same_generation', lock_key => '$BENCH_PROOF_KEY');" ;;
     fence_guard+proof_fresh)
       printf '%s\n\n' "SELECT fence_protect('$table', lock_key => '$BENCH_PROOF_KEY');" ;;

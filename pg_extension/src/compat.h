@@ -18,6 +18,7 @@
  *	      get_guc_variables() (whose signature changed in 16).  (pg_fence.c,
  *	      the origin of pg_fence.token, .seq and .proof where they are used)
  *	  17  PGPROC's lxid moved into vxid.lxid.  (guard.c, the admitted row)
+ *	  17  PGPROC's pgprocno became MyProcNumber.  (preempt.c, the registry)
  */
 #ifndef PG_FENCE_COMPAT_H
 #define PG_FENCE_COMPAT_H
@@ -90,6 +91,17 @@ FenceLocalXid(void)
 	return MyProc->vxid.lxid;
 #else
 	return MyProc->lxid;
+#endif
+}
+
+/* This backend's PGPROC number (GetPGProcByNumber's argument) */
+static inline int
+FenceMyProcNumber(void)
+{
+#if PG_VERSION_NUM >= 170000
+	return MyProcNumber;
+#else
+	return MyProc->pgprocno;
 #endif
 }
 

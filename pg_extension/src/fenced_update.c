@@ -34,6 +34,12 @@
  * the UPDATE; a refused proof raises 55F02.  A stale row is not written,
  * so the trigger never sees it: 'stale' needs no proof.
  *
+ * Preemption (preempt.c): with pg_fence.preempt on, a call on a table
+ * with a lock key template whose columns the key argument names, and a
+ * proof that verifies, ends the older transactions admitted under the
+ * row's lock key before its UPDATE (PreemptBeforeUpdate); the guard then
+ * registers the admission.
+ *
  * Errors (the transaction aborts, so nothing is written): a NULL argument,
  * a negative token, key or changes not a non-empty JSON object, a column
  * that does not exist, changes naming the fence column, a NULL key value,
@@ -42,6 +48,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "parser/parse_relation.h"
 #include "utils/acl.h"
@@ -526,6 +533,52 @@ CheckFormMatchesGuard(Relation rel, const FuArgPositions *pos)
 						 "mode => 'sequenced'.")));
 }
 
+/*
+ * With pg_fence.preempt on, on a table with a lock key template whose
+ * columns are all in key: end the older transactions admitted under the
+ * row's lock key before the UPDATE, which would wait for their row lock.
+ * Only with a proof that verifies for that key and the token.  (Otherwise
+ * the guard preempts them when the UPDATE reaches the row.)
+ */
+static void
+PreemptBeforeUpdate(FunctionCallInfo fcinfo, FuCall *call, Datum *values, char *nulls,
+					const char *proof)
+{
+	const Trigger *guard = FenceFindGuard(call->rel);
+	const char *template = guard != NULL ? FenceGuardTemplateArg(guard) : NULL;
+	FenceKeyTemplate *parsed;
+	StringInfoData key;
+
+	if (template == NULL)
+		return;
+	parsed = FenceParseKeyTemplate(call->rel, template, call->key.fence_attnum,
+								   CurrentMemoryContext);
+	initStringInfo(&key);
+	for (int p = 0; p < parsed->nparts; p++)
+	{
+		FenceKeyPart *part = &parsed->parts[p];
+		int			i = 0;
+
+		if (part->attnum == 0)
+		{
+			appendStringInfoString(&key, part->literal);
+			continue;
+		}
+		while (i < call->key.nkeys &&
+			   (call->key.attnums[i] != part->attnum || nulls[i] == 'n'))
+			i++;
+		if (i == call->key.nkeys)
+			return;
+		appendStringInfoString(&key, OutputFunctionCall(&part->output, values[i]));
+	}
+	if (key.len > FENCE_LOCK_KEY_MAXLEN ||
+		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
+							proof != NULL ? proof : FenceCurrentProof(),
+							key.data, call->token))
+		return;
+	FencePreempt(key.data, call->token, false);
+}
+
 /* Both SQL forms of fenced_update; pos says where their arguments are */
 static Datum
 FencedUpdate(FunctionCallInfo fcinfo, const FuArgPositions *pos)
@@ -549,6 +602,8 @@ FencedUpdate(FunctionCallInfo fcinfo, const FuArgPositions *pos)
 	PG_TRY();
 	{
 		ConvertValues(call, plan, values, nulls);
+		if (fence_preempt)
+			PreemptBeforeUpdate(fcinfo, call, values, nulls, proof);
 		outcome = RunUntilDecided(call, plan, values, nulls);
 	}
 	PG_FINALLY();

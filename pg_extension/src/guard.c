@@ -63,6 +63,11 @@
  * what fence_raise's own statement does -- is judged by the same order
  * rule but asks for no token proof and is not counted in fence_stats.
  * FenceRaiseAdmits returns at once when no raise is running.
+ *
+ * Preemption (preempt.c): with pg_fence.preempt on, an admitted write to a
+ * verifying table preempts the open transactions that admitted an older
+ * token for the row's lock key, and registers its own admission.  Tables
+ * without a template are no preemption targets.
  */
 #include "postgres.h"
 
@@ -507,9 +512,10 @@ StampRow(Relation rel, GuardConfig *config, HeapTuple newtuple, const GuardWrite
 
 /*
  * Check the current proof for the changed row's lock key and token; an
- * UPDATE that would change the key is refused before any proof is checked
+ * UPDATE that would change the key is refused before any proof is checked.
+ * Returns the row's lock key.
  */
-static void
+static char *
 CheckRowProof(Relation rel, GuardConfig *config, TriggerData *trigdata,
 			  int64 token, bool is_delete)
 {
@@ -530,6 +536,7 @@ CheckRowProof(Relation rel, GuardConfig *config, TriggerData *trigdata,
 							   "and an INSERT under the new one.");
 	}
 	FenceCheckProof(&target, FenceCurrentProof(), oldkey, token);
+	return oldkey;
 }
 
 /*
@@ -544,6 +551,7 @@ GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
 	bool		isnull;
 	Datum		value;
 	int64		token;
+	char	   *key;
 
 	if (config->template == NULL)
 		ereport(ERROR,
@@ -560,8 +568,10 @@ GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
 	/* fence 0 grants nothing: every real token is newer */
 	if (token == 0)
 		return PointerGetDatum(newtuple);
-	FenceCheckProof(&target, FenceCurrentProof(),
-					FenceBuildLockKey(rel, config->template, newtuple, &target), token);
+	key = FenceBuildLockKey(rel, config->template, newtuple, &target);
+	FenceCheckProof(&target, FenceCurrentProof(), key, token);
+	if (fence_preempt)
+		FencePreempt(key, token, true);
 	return PointerGetDatum(newtuple);
 }
 
@@ -639,6 +649,7 @@ fence_guard(PG_FUNCTION_ARGS)
 	GuardConfig *config;
 	GuardWrite	write;
 	bool		is_delete;
+	char	   *key = NULL;
 
 	CheckGuardProtocol(fcinfo);
 	rel = trigdata->tg_relation;
@@ -652,8 +663,11 @@ fence_guard(PG_FUNCTION_ARGS)
 
 	write = IncomingWrite(rel, config, trigdata, is_delete);
 	if (config->template != NULL && !write.raising)
-		CheckRowProof(rel, config, trigdata, write.in.token, is_delete);
+		key = CheckRowProof(rel, config, trigdata, write.in.token, is_delete);
 	CheckOrder(rel, config, &write, trigdata->tg_trigtuple);
+	/* the row's lock key is a preemption target (preempt.c) */
+	if (fence_preempt && key != NULL)
+		FencePreempt(key, write.in.token, true);
 
 	if (!write.raising && suppress_accept_relid != RelationGetRelid(rel))
 		FenceStatsAccepted(RelationGetRelid(rel), NULL, write.in.token);

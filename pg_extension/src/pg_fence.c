@@ -15,6 +15,10 @@
  *	  pg_fence.log_rejections  one LOG line per stale rejection (superuser)
  *	  pg_fence.max_tracked     fence_stats capacity for relations, and
  *	  pg_fence.max_tracked_resources  for resources (exist only when preloaded)
+ *	  pg_fence.preempt         end stale in-flight transactions (superuser;
+ *	                           preempt.c)
+ *	  pg_fence.max_inflight    entries of the preemption registry (exists
+ *	                           only when preloaded)
  *
  * Where a token, sequence or proof may come from: only the session itself
  * (SET, SET LOCAL, set_config, connection options).  Checked twice: by the
@@ -50,6 +54,11 @@ PG_MODULE_MAGIC;
 #define FENCE_MAX_TRACKED_DEFAULT	1000
 #define FENCE_MAX_TRACKED_MIN		16
 #define FENCE_MAX_TRACKED_MAX		100000
+
+/* Bounds of pg_fence.max_inflight */
+#define FENCE_MAX_INFLIGHT_DEFAULT	1024
+#define FENCE_MAX_INFLIGHT_MIN		1
+#define FENCE_MAX_INFLIGHT_MAX		100000
 
 /* Parsed value of pg_fence.token, kept as the GUC's "extra" */
 typedef struct FenceTokenSetting
@@ -295,6 +304,17 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("pg_fence.preempt",
+							 "Ends open transactions that admitted an older token for a "
+							 "target a newer token reaches.",
+							 "Needs shared_preload_libraries = 'pg_fence'. Both sessions need it: "
+							 "the older one to be registered, the newer one to preempt.",
+							 &fence_preempt,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	/*
 	 * PostgreSQL refuses (FATAL) to create a PGC_POSTMASTER setting after
 	 * startup, and the statistics need preloading anyway: define it and the
@@ -322,6 +342,17 @@ _PG_init(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
+		DefineCustomIntVariable("pg_fence.max_inflight",
+								"Maximum number of in-flight admissions pg_fence.preempt registers, all databases together.",
+								"Exists only with shared_preload_libraries = 'pg_fence'. "
+								"An admission that finds the registry full cannot be preempted.",
+								&fence_max_inflight,
+								FENCE_MAX_INFLIGHT_DEFAULT,
+								FENCE_MAX_INFLIGHT_MIN,
+								FENCE_MAX_INFLIGHT_MAX,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 		FenceStatsInit();
 	}
 
@@ -333,6 +364,7 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("pg_fence");
 	FenceGuardInit();
+	FencePreemptInit(process_shared_preload_libraries_in_progress);
 	FenceTrustedKeysInit();
 }
 

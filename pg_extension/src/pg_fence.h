@@ -111,6 +111,13 @@ extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
 /* resources.c: lets fence_resources_guard (resources_guard.c) admit pg_fence's own writes */
 extern bool FenceResourcesOwnWrite(void);
 
+/* preempt.c: stale in-flight transactions ended (pg_fence.preempt) */
+extern bool fence_preempt;
+extern int	fence_max_inflight;
+extern void FencePreemptInit(bool preloading);
+extern void FencePreempt(const char *target, int64 token, bool register_it);
+extern void FencePreemptResetCounters(void);
+
 /* stats.c: shared-memory counters and the rejection LOG line */
 extern void FenceStatsInit(void);
 extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);

@@ -441,3 +441,33 @@ FenceCheckProof(const FenceProofTarget *target, const char *text,
 			break;
 	}
 }
+
+/*
+ * Does proof (text; NULL or '' = none) verify for lockkey and token?  As
+ * FenceCheckProof, but answers instead of counting and raising: a write
+ * preempts older transactions before its own statement decides
+ * (preempt.c), and only with a proof that verifies.
+ */
+bool
+FenceProofVerifies(Oid nspid, const char *text, const char *lockkey, int64 token)
+{
+	FenceProofTarget target = {nspid, InvalidOid, NULL};
+	FenceProof	proof;
+	unsigned char message[FENCE_MESSAGE_MAXLEN];
+	size_t		length;
+	uint64		bound_cluster = 0;
+
+	if (text == NULL || text[0] == '\0')
+		return false;
+	AcceptInvalidationMessages();
+	if (IsVerified(text, lockkey, token))
+		return true;
+	if (FenceParseProof(text, &proof) != NULL)
+		return false;
+	length = BuildMessage(message, proof.cluster_id, token, SignedLockKey(&target, lockkey));
+	if (FenceCheckSignature(nspid, proof.kid, proof.cluster_id, proof.signature,
+							message, length, &bound_cluster) != FENCE_KEY_VERIFIED)
+		return false;
+	RememberVerified(text, lockkey, token);
+	return true;
+}

@@ -48,6 +48,12 @@
  * undoing require_proof, except while one of pg_fence's statements below
  * is running (own_write_depth, FenceResourcesOwnWrite).
  *
+ * Preemption (preempt.c): with pg_fence.preempt on, fence_admit and
+ * fence_advance first end the open transactions that admitted an older
+ * token for the resource (before the upsert, which would wait for their
+ * row lock; on a resource requiring proofs only with a proof that
+ * verifies), and register their own admission once it is admitted.
+ *
  * fence_raise_resources (1.2) re-fences every resource after a database
  * failover, as fence_raise (raise.c) does a table: one UPDATE that sets
  * every fence below the token to the token (and, from 1.3, its seq to
@@ -272,12 +278,41 @@ ReadFence(const char *resource, bool read_only, ResourceState *state)
 	return true;
 }
 
+/* The proof argument, else pg_fence.proof */
+static const char *
+ProofArgOrSetting(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
+{
+	if (PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
+		return text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
+	return FenceCurrentProof();
+}
+
+/*
+ * With pg_fence.preempt on: end the older transactions admitted on the
+ * resource before the upsert, which would wait for their row lock.  On a
+ * resource that requires proofs (as last committed; an unknown resource
+ * requires none), only with a proof that verifies.
+ */
+static void
+PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
+					const ResourceArgPositions *pos)
+{
+	ResourceState state;
+
+	if (ReadFence(resource, false, &state) && state.require_proof &&
+		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
+							ProofArgOrSetting(fcinfo, pos), resource, in->token))
+		return;
+	FencePreempt(resource, in->token, false);
+}
+
 /*
  * Advance the resource's fence to the incoming pair if it is after it, lock
  * the row until the end of the transaction, and return the row now stored
  */
 static ResourceState
-LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *in)
+LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
+			   const ResourceArgPositions *pos)
 {
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -287,6 +322,8 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *i
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
+	if (fence_preempt)
+		PreemptBeforeUpsert(fcinfo, resource, in, pos);
 
 	values[0] = CStringGetTextDatum(resource);
 	values[1] = Int64GetDatum(in->token);
@@ -352,15 +389,13 @@ LockAdvanceAndVerify(FunctionCallInfo fcinfo, const ResourceArgPositions *pos,
 
 	if (pos->seq < 0 && PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
 		CheckProofNotSeq(text_to_cstring(PG_GETARG_TEXT_PP(pos->proof)));
-	state = LockAndAdvance(fcinfo, resource, in);
+	state = LockAndAdvance(fcinfo, resource, in, pos);
 	if (!state.require_proof)
 		return state;
 	target.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
 	target.relid = InvalidOid;
 	target.resource = resource;
-	proof = FenceCurrentProof();
-	if (PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
-		proof = text_to_cstring(PG_GETARG_TEXT_PP(pos->proof));
+	proof = ProofArgOrSetting(fcinfo, pos);
 	FenceCheckProof(&target, proof, resource, in->token);
 	return state;
 }
@@ -405,6 +440,8 @@ Advance(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 		PG_RETURN_BOOL(false);
 	}
 	FenceStatsAccepted(InvalidOid, resource, in.token);
+	if (fence_preempt)
+		FencePreempt(resource, in.token, true);
 	PG_RETURN_BOOL(true);
 }
 
@@ -449,6 +486,8 @@ Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 		RejectStaleAdmit(resource, &in, &state.fence);
 	}
 	FenceStatsAccepted(InvalidOid, resource, in.token);
+	if (fence_preempt)
+		FencePreempt(resource, in.token, true);
 	PG_RETURN_VOID();
 }
 

@@ -517,6 +517,7 @@ fence_stats_reset(PG_FUNCTION_ARGS)
 	memset(stats_state->shares, 0, sizeof(stats_state->shares));
 	SpinLockRelease(&stats_state->mutex);
 	LWLockRelease(stats_state->lock);
+	FencePreemptResetCounters();
 	PG_RETURN_VOID();
 }
 

@@ -1,7 +1,7 @@
 -- upgrade: a database created with version 1.0 keeps its fences, triggers
 -- and resources through ALTER EXTENSION pg_fence UPDATE (to 1.1, 1.2, 1.3,
--- then 1.4), and ends up with the same extension objects as a fresh install
--- of 1.4.
+-- 1.4, then 1.5), and ends up with the same extension objects as a fresh
+-- install of 1.5.
 --
 -- The main value is the behaviour checks on fences that existed before the
 -- update (stale and newer tokens on an old guard, old resources, the
@@ -10,7 +10,7 @@
 -- key template, 1.3's sequenced fences on an old resource row and an old
 -- guard's table turned sequenced in place).  The \dx+ ... comparison guards less
 -- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
--- same 1.0--1.1, 1.1--1.2, 1.2--1.3 and 1.3--1.4 scripts, so the two can differ only through
+-- same 1.0--1.1, 1.1--1.2, 1.2--1.3, 1.3--1.4 and 1.4--1.5 scripts, so the two can differ only through
 -- data the scripts meet (tables, rows, triggers of a used 1.0 database);
 -- it becomes a real check once a later version ships its own install
 -- script.
@@ -106,7 +106,7 @@ UPDATE up SET body = 'b1 late', fence = 51, fence_seq = 1 WHERE id = 2;
 \echo SQLSTATE :SQLSTATE
 SELECT * FROM up ORDER BY id;
 
--- the same objects, definitions, comments and privileges as a fresh 1.4
+-- the same objects, definitions, comments and privileges as a fresh 1.5
 \o :tmp/upgraded.txt
 \dx+ pg_fence
 \df+ fence*
