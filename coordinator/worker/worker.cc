@@ -274,7 +274,9 @@ int Worker::forge_one(const client::Lease& lease, Mode path, Forgery forgery) {
             return kExitOk;
         case WriteOutcome::kAccepted:
             ++stats_.forged_accepted;
-            say("BUG: forged " + told + " was accepted (counter now " + std::to_string(w.value) + ")");
+            // (on stderr even with --quiet: it is what the adversary is there to find)
+            std::fprintf(stderr, "fence-worker %s: BUG: forged %s was accepted (counter now %lld)\n",
+                         o_.worker_id.c_str(), told.c_str(), static_cast<long long>(w.value));
             return failed(kExitOther);
         default:
             ++stats_.forged_errors;
