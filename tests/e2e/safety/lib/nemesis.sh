@@ -575,7 +575,7 @@ nem_forced_stale() {
 
 nem_forced_start() {
   ns_spawn wf env "${WORKER_ENV[@]}" "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 5s \
-    --no-lease-check --worker-id "forced-$1" --log "$WORK/wforced-$1-$2.csv" --quiet \
+    --no-lease-check --worker-id "forced-$1" --log "$WORK/wforced-$1-$2.csv" --proof --quiet \
     >"$WORK/wforced-$1-$2.out" 2>&1 &
   FORCED_PID=$!
   TAKER_PID=""
@@ -586,7 +586,7 @@ nem_forced_start() {
 nem_forced_taker() {
   ns_spawn wf env "${WORKER_ENV[@]}" "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 50ms \
     --iterations 1 --no-lease-check --max-clock-drift-ppm "${RHO_PPM:-50000}" --worker-id "taker-$1" \
-    --log "$WORK/wtaker-$1-$2.csv" --quiet >"$WORK/wtaker-$1-$2.out" 2>&1 &
+    --log "$WORK/wtaker-$1-$2.csv" --proof --quiet >"$WORK/wtaker-$1-$2.out" 2>&1 &
   TAKER_PID=$!
   echo "$FORCED_PID $TAKER_PID" >>"$WORK/forced.pids"
 }
