@@ -132,7 +132,7 @@ WORKER=$(e2e_find_bin fence-worker FENCE_WORKER_BIN) || die "fence-worker is not
 FENCECTL=$(e2e_find_bin fencectl FENCECTL_BIN) || die "fencectl is not built"
 COORD=$(e2e_find_bin fence-coordinator FENCE_COORDINATOR_BIN) || die "fence-coordinator is not built"
 export FENCE_COORDINATOR_BIN=$COORD FENCECTL_BIN=$FENCECTL FENCE_WORKER_BIN=$WORKER
-for tool in faketime fiu-run gnuplot cc; do
+for tool in faketime fiu-run gnuplot cc openssl; do
   command -v "$tool" >/dev/null || die "$tool is not installed (make deps installs it)"
 done
 [[ -f "$MEM_FAKETIME_LIB" ]] || die "libfaketime is not at $MEM_FAKETIME_LIB (package faketime)"
@@ -437,7 +437,7 @@ col() { awk -v k="$1" -v c="$2" '$1 ~ k { print $c }' "$WORK/faults.log"; }
     "$W_GUARD" "$W_FU" "$W_ADMIT"
   printf '  %-36s %s (%s); fence_stats: %s\n' "stale writes refused (55F01/stale)" "$STALE" \
     "${FIG[stale_rejections_by_path]:-none}" "$FS_STALE"
-  printf '  %-36s %s sent (%s): %s refused with 55F02, %s stale (fenced_update), %s errors, %s accepted; fence_stats rejected_proof %s\n' \
+  printf '  %-36s %s sent (%s): %s refused with 55F02, %s stale, %s errors, %s accepted; fence_stats rejected_proof %s\n' \
     "forged and misdirected proofs" "$FORGED" "${FIG[forged_sent_by_kind]:-none}" "$FORGED_55F02" \
     "${FIG[forged_stale]:-0}" "${FIG[forged_errors]:-0}" "${FIG[forged_accepted]:-0}" "$FS_PROOF"
   printf '  %-36s %s errors, %s releases found the lease gone\n' "other write outcomes" \
