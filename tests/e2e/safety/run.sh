@@ -282,8 +282,8 @@ for k in signing forger; do
 done
 openssl pkey -in "$WORK/signing.key" -pubout -out "$WORK/signing.pub" || die "could not write the public key"
 MEM_FLAGS="${MEM_FLAGS:-} --token-signing-key-file $WORK/signing.key"
-SETUP_PROOF=(--proof)
-[[ "$BREAK" == unverified ]] && SETUP_PROOF=()
+SETUP_PROOF=(--proof) VERIFYING="the worker tables and resources verify proofs"
+[[ "$BREAK" == unverified ]] && SETUP_PROOF=() VERIFYING="nothing verifies proofs: --break unverified"
 "$WORKER" --setup "${SETUP_PROOF[@]}" --key "$KEYS" >"$WORK/setup.out" 2>&1 ||
   die "fence-worker --setup ${SETUP_PROOF[*]} failed: $(cat "$WORK/setup.out")"
 if [[ "$BREAK" == unfenced ]]; then
@@ -311,7 +311,7 @@ OFFSET_NS=$(mono_offset_ns) || die "fence-worker --clock failed"
 start_workers
 start_forger
 log "workers (--proof) and the forger started; PostgreSQL trusts key $KID for cluster $CLUSTER_ID" \
-    "(tables ${SETUP_PROOF[*]:+verify}${SETUP_PROOF[*]:-do not verify: --break unverified}); nemesis for ${RUN_S}s"
+    "($VERIFYING); nemesis for ${RUN_S}s"
 T_START=$(e2e_ms)
 nem_run "$RUN_S"
 T_HEAL=$(e2e_ms)
