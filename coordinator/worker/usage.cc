@@ -14,7 +14,7 @@ std::string usage() {
   -> release the lock
 
 Usage:
-  fence-worker --setup [--conninfo STR]
+  fence-worker --setup [--proof --key K[,K...]] [--conninfo STR]
   fence-worker --clock
   fence-worker --key K[,K...] [options]
 
