@@ -277,7 +277,7 @@ PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 pg_thro
 # Token proofs: the members sign with signing.key; forger.key is the
 # adversary's, which PostgreSQL never trusts.
 for k in signing forger; do
-  openssl genpkey -algorithm ed25519 -out "$WORK/$k.key" 2>/dev/null && chmod 600 "$WORK/$k.key" ||
+  { openssl genpkey -algorithm ed25519 -out "$WORK/$k.key" 2>/dev/null && chmod 600 "$WORK/$k.key"; } ||
     die "could not make the Ed25519 key $WORK/$k.key (openssl)"
 done
 openssl pkey -in "$WORK/signing.key" -pubout -out "$WORK/signing.pub" || die "could not write the public key"
@@ -381,7 +381,7 @@ check stale_worker_stopped_on_every_path "FORCED_OK == 4" \
 check fence_stats_counted_every_rejection "FS_STALE >= STALE" "fence_stats $FS_STALE >= workers' $STALE"
 FORGED=${FIG[forged_sent]:-0} FORGED_55F02=${FIG[forged_refused]:-0} FS_PROOF=${FIG[fence_stats_rejected_proof]:-0}
 KINDS_WANTED=$((NKEYS > 1 ? 5 : 4))   # (other_key needs a second key)
-check forged_proofs_were_sent "${FIG[forged_kinds]:-0} == KINDS_WANTED && ${FIG[forged_paths]:-0} == 4 && FORGED_55F02 > 0" \
+check forged_proofs_were_sent "${FIG[forged_kinds]:-0} == $KINDS_WANTED && ${FIG[forged_paths]:-0} == 4 && FORGED_55F02 > 0" \
   "$FORGED forged proofs sent (${FIG[forged_sent_by_kind]:-none}) on ${FIG[forged_paths]:-0} of 4 paths, $FORGED_55F02 refused with 55F02"
 check fence_stats_counted_every_proof_refusal "FS_PROOF >= FORGED_55F02" \
   "fence_stats rejected_proof $FS_PROOF >= the forger's $FORGED_55F02"
