@@ -3,9 +3,11 @@
 //
 //   worker,event,key,token,send_ns,ack_ns,path,outcome,value
 //
-// event:   acquire | write | replay | release | keepalive (one line per
-//          KeepAlive request the keepalive thread makes). A replay is the
-//          sequenced path's first write sent again after the later ones.
+// event:   acquire | write | replay | forge | release | keepalive (one line
+//          per KeepAlive request the keepalive thread makes). A replay is the
+//          sequenced path's first write sent again after the later ones; a
+//          forge, one forged or misdirected proof of --forge (its key and
+//          token are what was sent).
 // send_ns: CLOCK_MONOTONIC (steady_clock) nanoseconds when the request was
 //          sent: an acquire's first request (for one that failed: when the
 //          call began, and ack_ns when it gave up); a keepalive's request (taken
@@ -15,10 +17,12 @@
 //          or a write: when the call returned), 0 when none did.
 //          Every process on one machine reads the same clock, so the end-to-end
 //          checker can order acquires across workers.
-// path:    the write path for acquire and write; empty for release and keepalive.
-// outcome: acquire ok|held|unavailable|error; write and replay accepted|stale|
-//          not_found|error (write also lease_lost); release ok|not_held|error;
-//          keepalive ok|not_held|error.
+// path:    the write path for acquire and write; PATH:KIND for forge (KIND:
+//          corrupt, other_key, other_token, untrusted, missing); empty for
+//          release and keepalive.
+// outcome: acquire ok|held|unavailable|error; write, replay and forge
+//          accepted|stale|bad_proof (55F02)|not_found|error (write also
+//          lease_lost); release ok|not_held|error; keepalive ok|not_held|error.
 // value:   the counter after an accepted write; a replay's sequence number;
 //          a keepalive's ttl in ms when ok; else 0.
 //

@@ -76,6 +76,25 @@ std::string parse_int(std::string_view flag, std::string_view text, Int min, Int
     return {};
 }
 
+bool apply_switch(std::string_view flag, Options& o) {
+    if (flag == "--keep-going") {
+        o.keep_going = true;
+    } else if (flag == "--no-lease-check") {
+        o.lease_check = false;
+    } else if (flag == "--setup") {
+        o.setup = true;
+    } else if (flag == "--quiet") {
+        o.quiet = true;
+    } else if (flag == "--clock") {
+        o.print_clock = true;
+    } else if (flag == "--proof") {
+        o.proof = true;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 // Applies one flag that takes a value.
 std::string apply_valued(std::string_view flag, std::string_view v, Options& o) {
     if (flag == "--key") return parse_keys(v, o.keys);
@@ -83,6 +102,7 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
     if (flag == "--wait") return parse_ms(flag, v, o.wait);
     if (flag == "--work") return parse_ms(flag, v, o.work);
     if (flag == "--duration") return parse_ms(flag, v, o.duration);
+    if (flag == "--pause") return parse_ms(flag, v, o.pause);
     if (flag == "--mode") return parse_mode(v, o.mode);
     if (flag == "--iterations") return parse_int<long>(flag, v, 1, kMaxIterations, o.iterations);
     if (flag == "--max-clock-drift-ppm") {
@@ -98,6 +118,10 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
     } else if (flag == "--cacert" || flag == "--cert" || flag == "--key" || flag == "--bearer-file") {
         if (v.empty()) return bad(flag, v, "empty path");
         (flag == "--cacert" ? o.cacert : flag == "--cert" ? o.cert : flag == "--key" ? o.key : o.bearer_file) = v;
+    } else if (flag == "--forge") {
+        if (v.empty()) return bad(flag, v, "empty path (the untrusted Ed25519 key to sign forgeries with)");
+        o.forge_key_file = v;
+        o.proof = true;
     } else if (flag == "--log") {
         if (v.empty()) return bad(flag, v, "empty path");
         o.log_path = v;
@@ -107,27 +131,13 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
             return bad(flag, v, "must not contain a comma, quote or newline (it goes into CSV)");
         }
         o.worker_id = v;
+    } else if (Options scratch; apply_switch(flag, scratch)) {
+        return "fence-worker: " + std::string(flag) + " takes no value, got '" + std::string(flag) + "=" +
+               std::string(v) + "'";
     } else {
         return "fence-worker: unknown option '" + std::string(flag) + "' (see --help)";
     }
     return {};
-}
-
-bool apply_switch(std::string_view flag, Options& o) {
-    if (flag == "--keep-going") {
-        o.keep_going = true;
-    } else if (flag == "--no-lease-check") {
-        o.lease_check = false;
-    } else if (flag == "--setup") {
-        o.setup = true;
-    } else if (flag == "--quiet") {
-        o.quiet = true;
-    } else if (flag == "--clock") {
-        o.print_clock = true;
-    } else {
-        return false;
-    }
-    return true;
 }
 
 std::string check_bounds(Options& o) {
@@ -143,6 +153,22 @@ std::string check_bounds(Options& o) {
 }
 
 }  // namespace
+
+const char* to_string(Forgery forgery) {
+    switch (forgery) {
+        case Forgery::kCorrupt:
+            return "corrupt";
+        case Forgery::kOtherKey:
+            return "other_key";
+        case Forgery::kOtherToken:
+            return "other_token";
+        case Forgery::kUntrusted:
+            return "untrusted";
+        case Forgery::kMissing:
+            return "missing";
+    }
+    return "?";
+}
 
 const char* to_string(Mode mode) {
     switch (mode) {

@@ -37,6 +37,22 @@ const char* to_string(Mode mode);
 // (token, 1) once more, the delayed duplicate the fence must refuse.
 constexpr int kSequencedWrites = 2;
 
+// The adversary's (--forge) forged and misdirected proofs, sent with a real
+// grant (key A, token T, proof P) on one write path per iteration:
+enum class Forgery : std::uint8_t {
+    kCorrupt,     // (A, T) with P's signature changed in one character
+    kOtherKey,    // (B, T) with P, B another --key (skipped with one key)
+    kOtherToken,  // (A, T + kForgedTokenOffset) with P
+    kUntrusted,   // (A, T) signed by the --forge key, which PostgreSQL does not trust
+    kMissing,     // (A, T) with no proof at all
+};
+constexpr Forgery kForgeries[] = {Forgery::kCorrupt, Forgery::kOtherKey, Forgery::kOtherToken,
+                                  Forgery::kUntrusted, Forgery::kMissing};
+const char* to_string(Forgery forgery);
+// kOtherToken's token is the grant's + 2^40: no cluster of a test grants such a
+// token, so a fence at or above it can only come from a forged proof.
+constexpr std::uint64_t kForgedTokenOffset = std::uint64_t{1} << 40;
+
 // Bounds on what the command line may ask for.
 constexpr std::size_t kMaxKeys = 64;
 constexpr long kMaxIterations = 10'000'000;
@@ -62,6 +78,9 @@ struct Options {
     std::uint64_t seed = 0;         // --seed (0: derived from the worker id)
     bool print_clock = false;  // --clock: print CLOCK_MONOTONIC ns and exit
     bool quiet = false;             // --quiet: no per-iteration narration
+    bool proof = false;             // --proof: send each grant's token proof with every write
+    std::string forge_key_file;     // --forge: the adversary; the untrusted key it signs with
+    milliseconds pause{0};          // --pause: sleep between iterations
     // --max-clock-drift-ppm: rho for the local lease deadline (client.h)
     std::uint64_t max_clock_drift_ppm = client::kDefaultMaxClockDriftPpm;
 };

@@ -12,6 +12,7 @@ namespace pgfence::worker {
 namespace {
 
 constexpr const char* kStaleSqlstate = "55F01";
+constexpr const char* kBadProofSqlstate = "55F02";
 
 struct ResultDeleter {
     void operator()(PGresult* r) const { PQclear(r); }
@@ -47,8 +48,10 @@ std::string error_text(PGconn* conn, const Res& r) {
 // The failed statement's outcome: stale (55F01) or an error.
 WriteResult failure(PGconn* conn, const Res& r) {
     WriteResult w;
-    w.outcome =
-        field(r, PG_DIAG_SQLSTATE) == kStaleSqlstate ? WriteOutcome::kStale : WriteOutcome::kError;
+    const std::string state = field(r, PG_DIAG_SQLSTATE);
+    w.outcome = state == kStaleSqlstate      ? WriteOutcome::kStale
+                : state == kBadProofSqlstate ? WriteOutcome::kBadProof
+                                             : WriteOutcome::kError;
     w.message = error_text(conn, r);
     w.detail = field(r, PG_DIAG_MESSAGE_DETAIL);
     return w;
@@ -82,8 +85,18 @@ WriteResult increment(PGconn* conn, const char* sql, const std::string& key) {
     return accepted(first_int(r));
 }
 
+// Proof for the trigger paths: SET LOCAL pg_fence.proof (none: nothing set).
+std::optional<WriteResult> set_proof(PGconn* conn, const std::optional<std::string>& proof) {
+    if (!proof) return std::nullopt;
+    Res r = run<1>(conn, kSetProofSql, {*proof});
+    if (!ok(r)) return failure(conn, r);
+    return std::nullopt;
+}
+
 // guard: the trigger compares the token in the SET list with the row's fence.
-WriteResult guard_step(PGconn* conn, const std::string& key, const std::string& tok) {
+WriteResult guard_step(PGconn* conn, const std::string& key, const std::string& tok,
+                       const std::optional<std::string>& proof) {
+    if (auto failed = set_proof(conn, proof)) return *failed;
     Res r = run<2>(conn, kGuardSql, {key, tok});
     if (!ok(r)) return failure(conn, r);
     if (PQntuples(r.get()) != 1) return no_row("no row for key '" + key + "'");
@@ -91,12 +104,14 @@ WriteResult guard_step(PGconn* conn, const std::string& key, const std::string& 
 }
 
 // fenced_update: read under the row lock, then one conditional UPDATE.
-WriteResult fenced_update_step(PGconn* conn, const std::string& key, const std::string& tok) {
+WriteResult fenced_update_step(PGconn* conn, const std::string& key, const std::string& tok,
+                               const std::optional<std::string>& proof) {
     Res r = run<1>(conn, kReadForUpdateSql, {key});
     if (!ok(r)) return failure(conn, r);
     if (PQntuples(r.get()) != 1) return no_row("no row for key '" + key + "'");
     const std::int64_t next = first_int(r) + 1;
-    r = run<3>(conn, kFencedUpdateSql, {key, std::to_string(next), tok});
+    r = proof ? run<4>(conn, kFencedUpdateProofSql, {key, std::to_string(next), tok, *proof})
+              : run<3>(conn, kFencedUpdateSql, {key, std::to_string(next), tok});
     if (!ok(r)) return failure(conn, r);
     const std::string outcome = PQgetvalue(r.get(), 0, 0);
     if (outcome == "stale") {
@@ -107,7 +122,9 @@ WriteResult fenced_update_step(PGconn* conn, const std::string& key, const std::
 }
 
 // sequenced: the trigger compares (token, seq) in the SET list with the row's pair.
-WriteResult sequenced_step(PGconn* conn, const std::string& key, const std::string& tok, std::int64_t seq) {
+WriteResult sequenced_step(PGconn* conn, const std::string& key, const std::string& tok, std::int64_t seq,
+                           const std::optional<std::string>& proof) {
+    if (auto failed = set_proof(conn, proof)) return *failed;
     Res r = run<3>(conn, kSequencedSql, {key, tok, std::to_string(seq)});
     if (!ok(r)) return failure(conn, r);
     if (PQntuples(r.get()) != 1) return no_row("no row for key '" + key + "'");
@@ -115,8 +132,9 @@ WriteResult sequenced_step(PGconn* conn, const std::string& key, const std::stri
 }
 
 // admit: the resource fence admits the transaction, then two plain tables.
-WriteResult admit_step(PGconn* conn, const std::string& key, const std::string& tok) {
-    Res r = run<2>(conn, kAdmitSql, {key, tok});
+WriteResult admit_step(PGconn* conn, const std::string& key, const std::string& tok,
+                       const std::optional<std::string>& proof) {
+    Res r = proof ? run<3>(conn, kAdmitProofSql, {key, tok, *proof}) : run<2>(conn, kAdmitSql, {key, tok});
     if (!ok(r)) return failure(conn, r);
     WriteResult b = increment(conn, kLedgerBSql, key);
     if (b.outcome != WriteOutcome::kAccepted) return b;
@@ -125,16 +143,16 @@ WriteResult admit_step(PGconn* conn, const std::string& key, const std::string& 
 
 // The fenced statement(s) of one path; on success `value` is the new counter.
 WriteResult fenced_step(PGconn* conn, Mode path, const std::string& key, const std::string& tok,
-                        std::int64_t seq) {
+                        std::int64_t seq, const std::optional<std::string>& proof) {
     switch (path) {
         case Mode::kGuard:
-            return guard_step(conn, key, tok);
+            return guard_step(conn, key, tok, proof);
         case Mode::kFencedUpdate:
-            return fenced_update_step(conn, key, tok);
+            return fenced_update_step(conn, key, tok, proof);
         case Mode::kAdmit:
-            return admit_step(conn, key, tok);
+            return admit_step(conn, key, tok, proof);
         case Mode::kSequenced:
-            return sequenced_step(conn, key, tok, seq);
+            return sequenced_step(conn, key, tok, seq, proof);
         case Mode::kMixed:
             break;
     }
@@ -149,6 +167,8 @@ const char* to_string(WriteOutcome outcome) {
             return "accepted";
         case WriteOutcome::kStale:
             return "stale";
+        case WriteOutcome::kBadProof:
+            return "bad_proof";
         case WriteOutcome::kNotFound:
             return "not_found";
         case WriteOutcome::kError:
@@ -195,13 +215,17 @@ std::string PgWriter::exec_plain(const char* sql) {
     return ok(r) ? std::string() : error_text(conn_.get(), r);
 }
 
-std::string PgWriter::setup() {
-    const std::string err = exec_plain(kSchemaSql);
-    return err.empty() ? err : "creating the worker schema failed: " + err;
+std::string PgWriter::setup(bool proof) {
+    std::string err = exec_plain(kSchemaSql);
+    if (!err.empty()) return "creating the worker schema failed: " + err;
+    if (proof) err = exec_plain(kProofSchemaSql);
+    return err.empty() ? err : "making the worker tables verify token proofs failed: " + err;
 }
 
-std::string PgWriter::ensure_key(const std::string& key) {
-    for (const char* sql : {kEnsureKeySql, kEnsureSequencedSql, kEnsureLedgerASql, kEnsureLedgerBSql}) {
+std::string PgWriter::ensure_key(const std::string& key, bool require_proof) {
+    for (const char* sql : {kEnsureKeySql, kEnsureSequencedSql, kEnsureLedgerASql, kEnsureLedgerBSql,
+                            require_proof ? kRequireProofSql : nullptr}) {
+        if (sql == nullptr) continue;
         Res r = run<1>(conn_.get(), sql, {key});
         if (!ok(r)) {
             return "cannot create the rows of key '" + key +
@@ -212,16 +236,18 @@ std::string PgWriter::ensure_key(const std::string& key) {
 }
 
 WriteResult PgWriter::write(Mode path, const std::string& key, std::uint64_t token, std::int64_t seq,
-                            const std::string& worker) {
+                            const std::string& worker, const std::optional<std::string>& proof,
+                            const std::string& audit_path) {
     PGconn* conn = conn_.get();
     const std::string tok = std::to_string(token);
     if (Res b(PQexec(conn, "BEGIN")); !ok(b)) return failure(conn, b);
     if (path != Mode::kSequenced) seq = 0;
-    WriteResult w = fenced_step(conn, path, key, tok, seq);
+    WriteResult w = fenced_step(conn, path, key, tok, seq, proof);
     if (w.outcome != WriteOutcome::kAccepted) return abort_with(conn, w);
     const char* fence = path == Mode::kAdmit ? "resource" : path == Mode::kSequenced ? "sequenced" : "row";
     Res a = run<7>(conn, kAuditSql,
-                   {key, fence, tok, std::to_string(seq), worker, std::to_string(w.value), to_string(path)});
+                   {key, fence, tok, std::to_string(seq), worker, std::to_string(w.value),
+                    audit_path.empty() ? std::string(to_string(path)) : audit_path});
     if (!ok(a)) return abort_with(conn, failure(conn, a));
     Res c(PQexec(conn, "COMMIT"));
     if (!ok(c)) return failure(conn, c);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "worker/options.h"
@@ -21,6 +22,7 @@ namespace pgfence::worker {
 enum class WriteOutcome : std::uint8_t {
     kAccepted,  // committed: the token (with seq: the pair) was newer than the fence
     kStale,     // refused: 55F01 or fenced_update() returned 'stale'
+    kBadProof,  // refused: 55F02, the token proof was missing or did not verify
     kNotFound,  // the key's row is missing (run --setup / ensure_key)
     kError,     // anything else; message says what
 };
@@ -45,15 +47,23 @@ class PgWriter {
     std::string connect(const std::string& conninfo, const std::string& application_name);
     bool connected() const;
 
-    // Creates the extension, the tables and the guard trigger if missing.
-    std::string setup();
-    // Inserts the key's rows (n = 0, fence = 0) if they are missing.
-    std::string ensure_key(const std::string& key);
+    // Creates the extension, the tables and the guard trigger if missing;
+    // with `proof`, worker_counters and worker_sequenced verify token proofs
+    // (lock key: the row's key).
+    std::string setup(bool proof);
+    // Inserts the key's rows (n = 0, fence = 0) if they are missing; with
+    // `require_proof`, the key's resource (fence_admit's) needs proofs too.
+    std::string ensure_key(const std::string& key, bool require_proof);
 
     // One fenced read-modify-write through `path` (not kMixed); `seq` is the
     // write's sequence number on kSequenced (1..), ignored on the others.
+    // `proof`, when set, goes with the token: SET LOCAL pg_fence.proof on the
+    // trigger paths (guard, sequenced), the `proof` argument of fenced_update
+    // and fence_admit. The audit row's path is `audit_path`, or `path`'s name
+    // when it is empty.
     WriteResult write(Mode path, const std::string& key, std::uint64_t token, std::int64_t seq,
-                      const std::string& worker);
+                      const std::string& worker, const std::optional<std::string>& proof,
+                      const std::string& audit_path = {});
 
   private:
     struct ConnDeleter {

@@ -51,6 +51,20 @@ END
 $do$;
 )sql";
 
+// Protecting again with a template replaces the guard (fence_protect is
+// idempotent with the same arguments): a row's lock key is its key, the key
+// fence-worker acquires.
+const char* const kProofSchemaSql = R"sql(
+SELECT fence_protect('worker_counters', lock_key => '{key}');
+SELECT fence_protect('worker_sequenced', mode => 'sequenced', lock_key => '{key}');
+)sql";
+
+const char* const kRequireProofSql =
+    "SELECT fence_require_proof($1) WHERE NOT EXISTS "
+    "(SELECT 1 FROM fence_resources WHERE resource = $1 AND require_proof)";
+
+const char* const kSetProofSql = "SELECT set_config('pg_fence.proof', $1, true)";
+
 const char* const kEnsureKeySql =
     "INSERT INTO worker_counters (key) VALUES ($1) ON CONFLICT (key) DO NOTHING";
 
@@ -74,7 +88,13 @@ const char* const kFencedUpdateSql =
     "SELECT fenced_update('worker_counters'::regclass, jsonb_build_object('key', $1::text), "
     "jsonb_build_object('n', $2::bigint), $3::bigint)::text";
 
-const char* const kAdmitSql = "SELECT fence_admit('ledger:' || $1, $2::bigint)";
+const char* const kFencedUpdateProofSql =
+    "SELECT fenced_update('worker_counters'::regclass, jsonb_build_object('key', $1::text), "
+    "jsonb_build_object('n', $2::bigint), $3::bigint, proof => $4::text)::text";
+
+// The resource's name is the lock key: the key a proof is issued for.
+const char* const kAdmitSql = "SELECT fence_admit($1, $2::bigint)";
+const char* const kAdmitProofSql = "SELECT fence_admit($1, $2::bigint, proof => $3::text)";
 const char* const kLedgerASql = "UPDATE worker_ledger_a SET n = n + 1 WHERE key = $1 RETURNING n";
 const char* const kLedgerBSql = "UPDATE worker_ledger_b SET n = n + 1 WHERE key = $1 RETURNING n";
 

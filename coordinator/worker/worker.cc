@@ -1,6 +1,7 @@
 #include "worker/worker.h"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -68,10 +69,18 @@ int Worker::prepare() {
         std::fprintf(stderr, "fence-worker: %s\n", err.c_str());
         return kExitUsage;
     }
+    if (!o_.forge_key_file.empty()) {
+        if (std::string why = net::TokenSigner::load(o_.forge_key_file, forger_); !why.empty()) {
+            // (the loader speaks of the coordinator's flag)
+            if (why.starts_with("--token-signing-key-file: ")) why.erase(0, 26);
+            std::fprintf(stderr, "fence-worker: invalid --forge '%s': %s\n", o_.forge_key_file.c_str(), why.c_str());
+            return kExitUsage;
+        }
+    }
     std::string err = db_.connect(o_.conninfo, o_.worker_id);
-    if (err.empty() && o_.setup) err = db_.setup();
+    if (err.empty() && o_.setup) err = db_.setup(o_.proof);
     for (std::size_t i = 0; err.empty() && i < o_.keys.size(); ++i)
-        err = db_.ensure_key(o_.keys[i]);
+        err = db_.ensure_key(o_.keys[i], o_.setup && o_.proof);
     if (!err.empty()) {
         std::fprintf(stderr, "fence-worker: %s\n", err.c_str());
         return kExitDatabase;
@@ -100,7 +109,7 @@ int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, 
         }
     }
     e.sent_at = std::chrono::steady_clock::now();
-    const WriteResult w = db_.write(path, lease.key, lease.token, seq, o_.worker_id);
+    const WriteResult w = db_.write(path, lease.key, lease.token, seq, o_.worker_id, proof_of(lease));
     e.acked_at = std::chrono::steady_clock::now();
     e.outcome = to_string(w.outcome);
     e.value = w.value;
@@ -117,6 +126,11 @@ int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, 
         say("stale token " + tok + " refused: a newer holder wrote; stopping" +
             (w.detail.empty() ? std::string() : " (" + w.detail + ")"));
         return failed(kExitStale);
+    }
+    if (w.outcome == WriteOutcome::kBadProof) {
+        ++stats_.bad_proofs;
+        say("the token proof of " + lease.key + " token " + tok + " was refused (55F02): " + w.message);
+        return failed(kExitDatabase);
     }
     ++stats_.db_errors;
     say(std::string("database ") + to_string(w.outcome) + " on " + lease.key + ": " + w.message);
@@ -146,7 +160,7 @@ int Worker::replay(const client::Lease& lease, std::int64_t seq) {
     Event e{"replay", lease.key, lease.token, {}, {}, to_string(Mode::kSequenced), "", seq};
     const std::string pair = "(token " + std::to_string(lease.token) + ", seq " + std::to_string(seq) + ")";
     e.sent_at = std::chrono::steady_clock::now();
-    const WriteResult w = db_.write(Mode::kSequenced, lease.key, lease.token, seq, o_.worker_id);
+    const WriteResult w = db_.write(Mode::kSequenced, lease.key, lease.token, seq, o_.worker_id, proof_of(lease));
     e.acked_at = std::chrono::steady_clock::now();
     e.outcome = to_string(w.outcome);
     log_.write(e);
@@ -163,6 +177,110 @@ int Worker::replay(const client::Lease& lease, std::int64_t seq) {
         default:
             ++stats_.db_errors;
             say(std::string("database ") + to_string(w.outcome) + " on the replay " + pair + ": " + w.message);
+            return failed(kExitDatabase);
+    }
+}
+
+std::optional<std::string> Worker::proof_of(const client::Lease& lease) const {
+    if (!o_.proof) return std::nullopt;
+    return lease.proof;
+}
+
+namespace {
+
+// The proof with one character of its signature changed: still well formed
+// (a base64url character in the middle, not the last, whose spare bits
+// must be zero), so it reaches the verifier and fails there.
+std::string corrupted(std::string proof) {
+    const std::size_t i = proof.rfind('.') + 11;
+    if (i < proof.size()) proof[i] = proof[i] == 'A' ? 'B' : 'A';
+    return proof;
+}
+
+// The cluster ID a proof names ("v1.<kid>.<cluster_id>.<signature>"), 0 if none.
+std::uint64_t cluster_of(const std::string& proof) {
+    const std::size_t a = proof.find('.', proof.find('.') + 1) + 1;
+    const std::size_t b = proof.find('.', a);
+    std::uint64_t id = 0;
+    if (a == 0 || b == std::string::npos) return 0;
+    std::from_chars(proof.data() + a, proof.data() + b, id);
+    return id;
+}
+
+}  // namespace
+
+int Worker::forge(const client::Lease& lease, Mode path) {
+    for (const Forgery forgery : kForgeries) {
+        if (const int code = forge_one(lease, path, forgery); code != kExitOk) return code;
+    }
+    return kExitOk;
+}
+
+int Worker::forge_one(const client::Lease& lease, Mode path, Forgery forgery) {
+    std::string key = lease.key;
+    std::uint64_t token = lease.token;
+    std::optional<std::string> proof = lease.proof;
+    switch (forgery) {
+        case Forgery::kCorrupt:
+            proof = corrupted(lease.proof);
+            break;
+        case Forgery::kOtherKey: {
+            std::vector<const std::string*> others;
+            for (const std::string& k : o_.keys) {
+                if (k != lease.key) others.push_back(&k);
+            }
+            if (others.empty()) return kExitOk;
+            key = *others[rng_() % others.size()];
+            break;
+        }
+        case Forgery::kOtherToken:
+            token += kForgedTokenOffset;
+            break;
+        case Forgery::kUntrusted:
+            proof = forger_->sign(cluster_of(lease.proof), token, key);
+            break;
+        case Forgery::kMissing:
+            proof.reset();
+            break;
+    }
+    const std::string what = std::string(to_string(path)) + ":" + to_string(forgery);
+    Event e{"forge", key, token, {}, {}, what, "", 0};
+    if (!db_.connected()) {
+        if (std::string err = db_.connect(o_.conninfo, o_.worker_id); !err.empty()) {
+            e.outcome = "error";
+            log_.write(e);
+            ++stats_.forged_errors;
+            say(err);
+            return failed(kExitDatabase);
+        }
+    }
+    const std::int64_t seq = path == Mode::kSequenced ? lease.next_seq().value_or(1) : 0;
+    e.sent_at = std::chrono::steady_clock::now();
+    const WriteResult w = db_.write(path, key, token, seq, o_.worker_id, proof, std::string("forge:") + to_string(forgery));
+    e.acked_at = std::chrono::steady_clock::now();
+    e.outcome = to_string(w.outcome);
+    e.value = w.value;
+    log_.write(e);
+    ++stats_.forged_sent;
+    const std::string told = what + " on " + key + " with token " + std::to_string(token);
+    switch (w.outcome) {
+        case WriteOutcome::kBadProof:
+            ++stats_.forged_refused;
+            say("forged " + told + " refused, as it must be: " + w.message);
+            return kExitOk;
+        case WriteOutcome::kStale:  // fenced_update: a stale row is never written, so no proof is asked
+            ++stats_.forged_stale;
+            say("forged " + told + " refused as stale");
+            return kExitOk;
+        case WriteOutcome::kAccepted:
+            ++stats_.forged_accepted;
+            // (on stderr even with --quiet: it is what the adversary is there to find)
+            std::fprintf(stderr, "fence-worker %s: BUG: forged %s was accepted (counter now %lld)\n",
+                         o_.worker_id.c_str(), told.c_str(), static_cast<long long>(w.value));
+            return failed(kExitOther);
+        default:
+            ++stats_.forged_errors;
+            say("database " + std::string(to_string(w.outcome)) + " on forged " + told + ": " + w.message);
             return failed(kExitDatabase);
     }
 }
@@ -205,6 +323,21 @@ int Worker::iteration(long i) {
                      "ok", 0});
     say("acquired " + key + ", token " + std::to_string(lease.token) + " (lease " +
         client::format_duration(lease.lease) + ")");
+    if (o_.proof && lease.proof.empty()) {
+        say("--proof: the grant of " + key + " (token " + std::to_string(lease.token) +
+            ") carries no token proof: the coordinator does not sign grants (--token-signing-key-file)");
+        std::fprintf(stderr,
+                     "fence-worker: --proof: the grant of key '%s' (token %llu) carries no token proof; "
+                     "start the coordinator with --token-signing-key-file\n",
+                     key.c_str(), static_cast<unsigned long long>(lease.token));
+        release(lease);
+        return kExitUsage;
+    }
+    if (forger_) {
+        const int code = forge(lease, path);
+        release(lease);
+        return code;
+    }
     int code = kExitOk;
     {
         Keepalive keepalive(client_options_, lease, &log_);
@@ -234,14 +367,22 @@ int Worker::run() {
         if (stats_.held + stats_.unavailable > before) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10 + rng_() % 40));
         }
+        if (o_.pause.count() > 0 && code == kExitOk) std::this_thread::sleep_for(o_.pause);
     }
     std::printf(
         "fence-worker %s: %ld iterations, %ld acquired, %ld accepted, %ld stale, %ld held, "
         "%ld unavailable, %ld lease_lost, %ld db_errors, %ld keepalives, %ld replays refused, "
-        "%ld replays accepted\n",
+        "%ld replays accepted, %ld proofs refused\n",
         o_.worker_id.c_str(), stats_.iterations, stats_.acquired, stats_.accepted, stats_.stale,
         stats_.held, stats_.unavailable, stats_.lease_lost, stats_.db_errors, stats_.renewals,
-        stats_.replays_refused, stats_.replays_accepted);
+        stats_.replays_refused, stats_.replays_accepted, stats_.bad_proofs);
+    if (forger_) {
+        std::printf(
+            "fence-worker %s: forged proofs: %ld sent, %ld refused (55F02), %ld refused as stale, "
+            "%ld accepted, %ld errors\n",
+            o_.worker_id.c_str(), stats_.forged_sent, stats_.forged_refused, stats_.forged_stale,
+            stats_.forged_accepted, stats_.forged_errors);
+    }
     std::fflush(stdout);
     return code;
 }

@@ -3,6 +3,9 @@
 //   fenced write in PostgreSQL -> stop the keepalive -> release.
 // On the sequenced path the fenced write is kSequencedWrites numbered writes,
 // then the first of them sent again (a "replay"), which must be refused.
+// With --proof every write carries the grant's token proof; with --forge the
+// worker is an adversary: it writes nothing honest, it sends the grant's
+// proof forged or misdirected (options.h, Forgery), and each must be refused.
 // Every step is narrated on stdout (unless --quiet) and logged to --log.
 //
 // Threading: run() on the main thread; a Keepalive thread per held lease.
@@ -11,10 +14,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
 #include "client/client.h"
+#include "net/token_signer.h"
 #include "worker/event_log.h"
 #include "worker/options.h"
 #include "worker/pg_writer.h"
@@ -25,6 +31,9 @@ struct Stats {
     long iterations = 0, acquired = 0, accepted = 0, stale = 0;
     long held = 0, unavailable = 0, lease_lost = 0, db_errors = 0, renewals = 0;
     long replays_refused = 0, replays_accepted = 0;
+    long bad_proofs = 0;  // our own grant's proof refused (55F02): never expected
+    // --forge: forged and misdirected proofs sent, and what PostgreSQL made of them
+    long forged_sent = 0, forged_refused = 0, forged_stale = 0, forged_accepted = 0, forged_errors = 0;
 };
 
 class Worker {
@@ -44,6 +53,12 @@ class Worker {
     // The sequenced path: numbered writes, then the replay of the first.
     int write_sequenced(const client::Lease& lease, const std::function<bool()>& lease_lost);
     int replay(const client::Lease& lease, std::int64_t seq);
+    // --forge: every Forgery with the grant `lease` on `path`, each in its
+    // own transaction, logged as a "forge" event; returns an exit code.
+    int forge(const client::Lease& lease, Mode path);
+    int forge_one(const client::Lease& lease, Mode path, Forgery forgery);
+    // The proof sent with the lease's writes (--proof), else none.
+    std::optional<std::string> proof_of(const client::Lease& lease) const;
     void release(const client::Lease& lease);
     int failed(int code);
     Mode pick_path();
@@ -57,6 +72,7 @@ class Worker {
     EventLog log_;
     std::mt19937_64 rng_;
     Stats stats_;
+    std::shared_ptr<net::TokenSigner> forger_;  // --forge: the untrusted key
 };
 
 // Set from a SIGINT/SIGTERM handler: finish the current iteration, then stop.

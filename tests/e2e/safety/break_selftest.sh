@@ -13,6 +13,10 @@
 #     one_holder_at_a_time_within_rho (c) fails; the fences (a) hold;
 #   unfenced: worker_counters' guard trigger is disabled, so stale writers get
 #     through: tokens_increase_in_commit_order (a) fails; the coordinator's (b) holds.
+#   unverified: the worker tables and resources do not verify token proofs, so
+#     the forger's forged and misdirected proofs get through:
+#     no_forged_proof_accepted and fences_hold_granted_tokens (e) fail; the
+#     coordinator's (b) holds, and no genuine proof is refused.
 # Ends with "break-selftest: N passed, N failed".
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +40,7 @@ broken() {
     ok "$kind: $c still holds" "grep -Eq '^  PASS  $c ' '$out'"
   done
   ok "$kind: the summary line counts the violations" "grep -Eq '^faults: .* violations=[1-9]' '$out'"
-  grep -E '^  (overlapping holders|acquires|stale writes refused) ' "$out" | sed "s/^/  $kind: /"
+  grep -E '^  (overlapping holders|acquires|stale writes refused|forged and misdirected proofs) ' "$out" | sed "s/^/  $kind: /"
   if ((failed > before)); then echo "--- run.sh --break $kind output:"; tail -n 60 "$out"; fi
 }
 # shellcheck disable=SC2086
@@ -44,5 +48,7 @@ broken reissue 5 acquired_tokens_grow ${FENCES/tokens_increase_in_commit_order /
 # shellcheck disable=SC2086
 broken early 25 one_holder_at_a_time_within_rho $FENCES
 broken unfenced 5 tokens_increase_in_commit_order acquired_tokens_grow accepted_tokens_were_granted
+broken unverified 5 no_forged_proof_accepted acquired_tokens_grow granted_proofs_accepted
+ok "unverified: fences_hold_granted_tokens catches it too" "grep -Eq '^  FAIL  fences_hold_granted_tokens ' '$out'"
 echo "break-selftest: $passed passed, $failed failed"
 ((failed == 0))

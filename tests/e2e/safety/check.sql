@@ -6,7 +6,7 @@
 -- lease) and rho_ppm (the clock-rate bound rho, docs/guarantees.md).
 -- Output: one line per check, "check|<name>|<violations>|<first example>".
 -- A check passes when its violation count is 0. run.sh counts the check lines
--- (9): adding or removing a check here means changing that number there.
+-- (13): adding or removing a check here means changing that number there.
 \set ON_ERROR_STOP 1
 \pset format unaligned
 \pset tuples_only on
@@ -85,11 +85,12 @@ SELECT 'check', 'acquired_tokens_grow', count(*),
   FROM running WHERE is_ack = 0 AND max_before >= token;
 
 -- 4. The database accepted only tokens the coordinator granted to that worker,
---    and every write a worker saw accepted is in the audit table.
+--    and every write a worker saw accepted is in the audit table. (A forged
+--    write that got through is no_forged_proof_accepted's, below.)
 SELECT 'check', 'accepted_tokens_were_granted', count(*),
        coalesce(min(format('%s wrote key %s with token %s it never acquired', w.worker, w.key, w.token)), '')
   FROM worker_audit w
- WHERE NOT EXISTS (SELECT 1 FROM e2e_events e
+ WHERE w.path NOT LIKE 'forge:%' AND NOT EXISTS (SELECT 1 FROM e2e_events e
                     WHERE e.event = 'acquire' AND e.outcome = 'ok'
                       AND e.worker = w.worker AND e.key = w.key AND e.token = w.token);
 
@@ -151,6 +152,56 @@ SELECT 'check', 'one_holder_at_a_time_within_rho', count(*),
                            key, worker, token, prev_worker, prev_token, overlap_ns / 1000000)), '')
   FROM e2e_overlaps WHERE NOT beyond_rho;
 
+-- 6. Token proofs. The workers send their grant's proof with every write; the
+--    forger (fence-worker --forge) sends forged and misdirected ones: "forge"
+--    events whose path is PATH:KIND (corrupt, other_key, other_token,
+--    untrusted, missing), and, were one let through, an audit row with path
+--    forge:KIND. No forgery got a write in:
+WITH f AS (
+  SELECT key, token, format('audit id %s (%s, %s)', id, worker, path) AS how
+    FROM worker_audit WHERE path LIKE 'forge:%'
+  UNION ALL
+  SELECT key, token, format('%s saw %s accepted', worker, path)
+    FROM e2e_events e
+   WHERE event = 'forge' AND outcome = 'accepted'
+     AND NOT EXISTS (SELECT 1 FROM worker_audit w
+                      WHERE w.path LIKE 'forge:%' AND w.key = e.key AND w.token = e.token))
+SELECT 'check', 'no_forged_proof_accepted', count(*),
+       coalesce(min(format('key %s, token %s: %s', key, token, how)), '')
+  FROM f;
+
+-- Every forgery was refused with 55F02: the proof is checked before the
+-- token's order, so a forgery is never "stale" -- except on fenced_update,
+-- whose stale outcome writes nothing and so asks no proof. An error (a lock
+-- timeout, a lost connection) is no acceptance: figure forged_errors.
+SELECT 'check', 'forged_proofs_refused_with_55F02', count(*),
+       coalesce(min(format('%s: %s on key %s with token %s answered %s', worker, path, key, token, outcome)), '')
+  FROM e2e_events
+ WHERE event = 'forge'
+   AND NOT (outcome IN ('bad_proof', 'error') OR (outcome = 'stale' AND path LIKE 'fenced_update:%'));
+
+-- No fence holds a token that was not granted for its key: what only a
+-- forged or misdirected proof could have set (the forger's other_token is
+-- its grant's + 2^40; its other_key, a token granted for another key).
+WITH fences AS (
+  SELECT key, 'row' AS fence, fence AS token FROM worker_counters WHERE fence > 0
+  UNION ALL
+  SELECT key, 'sequenced', fence FROM worker_sequenced WHERE fence > 0
+  UNION ALL
+  SELECT r.resource, 'resource', r.fence FROM fence_resources r
+   WHERE r.fence > 0 AND EXISTS (SELECT 1 FROM worker_ledger_a l WHERE l.key = r.resource))
+SELECT 'check', 'fences_hold_granted_tokens', count(*),
+       coalesce(min(format('key %s: the %s fence is %s, a token never granted for it', key, fence, token)), '')
+  FROM fences f
+ WHERE NOT EXISTS (SELECT 1 FROM e2e_events e
+                    WHERE e.event = 'acquire' AND e.outcome = 'ok' AND e.key = f.key AND e.token = f.token);
+
+-- The genuine proofs were never refused.
+SELECT 'check', 'granted_proofs_accepted', count(*),
+       coalesce(min(format('%s: the proof of its token %s on key %s was refused (%s, %s)',
+                           worker, token, key, event, path)), '')
+  FROM e2e_events WHERE event IN ('write', 'replay') AND outcome = 'bad_proof';
+
 -- Figures for the summary: "figure|<name>|<value>".
 SELECT 'figure', 'lease_overlaps_within_rho', count(*) FROM e2e_overlaps WHERE NOT beyond_rho;
 SELECT 'figure', 'lease_overlaps_beyond_rho', count(*) FROM e2e_overlaps WHERE beyond_rho;
@@ -176,3 +227,15 @@ SELECT 'figure', 'fence_stats_rejected_stale', coalesce(sum(rejected_stale), 0) 
 SELECT 'figure', 'write_errors', count(*) FROM e2e_events WHERE event = 'write' AND outcome IN ('error', 'not_found');
 SELECT 'figure', 'releases_not_held', count(*) FROM e2e_events WHERE event = 'release' AND outcome = 'not_held';
 SELECT 'figure', 'max_acknowledged_token', coalesce(max(token), 0) FROM e2e_events WHERE event = 'acquire' AND outcome = 'ok';
+SELECT 'figure', 'forged_sent', count(*) FROM e2e_events WHERE event = 'forge';
+SELECT 'figure', 'forged_sent_by_kind',
+       coalesce(string_agg(kind || '=' || n, ' ' ORDER BY kind), 'none')
+  FROM (SELECT split_part(path, ':', 2) AS kind, count(*) AS n FROM e2e_events
+         WHERE event = 'forge' GROUP BY 1) s;
+SELECT 'figure', 'forged_kinds', count(DISTINCT split_part(path, ':', 2)) FROM e2e_events WHERE event = 'forge';
+SELECT 'figure', 'forged_paths', count(DISTINCT split_part(path, ':', 1)) FROM e2e_events WHERE event = 'forge';
+SELECT 'figure', 'forged_refused', count(*) FROM e2e_events WHERE event = 'forge' AND outcome = 'bad_proof';
+SELECT 'figure', 'forged_stale', count(*) FROM e2e_events WHERE event = 'forge' AND outcome = 'stale';
+SELECT 'figure', 'forged_errors', count(*) FROM e2e_events WHERE event = 'forge' AND outcome = 'error';
+SELECT 'figure', 'forged_accepted', count(*) FROM e2e_events WHERE event = 'forge' AND outcome = 'accepted';
+SELECT 'figure', 'fence_stats_rejected_proof', coalesce(sum(rejected_proof), 0) FROM fence_stats;

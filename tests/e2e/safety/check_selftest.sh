@@ -64,7 +64,9 @@ w1,write,a,12,0,0,guard,accepted,2
 CSV
 for c in tokens_increase_in_commit_order increments_are_consecutive counter_equals_accepted_increments \
          ledgers_equal_admitted_increments acquired_tokens_grow accepted_tokens_were_granted \
-         accepted_writes_are_audited one_holder_at_a_time_within_rho no_delayed_duplicate_accepted; do
+         accepted_writes_are_audited one_holder_at_a_time_within_rho no_delayed_duplicate_accepted \
+         no_forged_proof_accepted forged_proofs_refused_with_55F02 fences_hold_granted_tokens \
+         granted_proofs_accepted; do
   expect "clean history" "$c" 0
 done
 
@@ -161,5 +163,50 @@ expect_figure "... but is counted apart" lease_overlaps_beyond_rho 1
 expect_figure "the two overlaps within rho" lease_overlaps_within_rho $((base + 2))
 echo "clock_rate,member-1,20000,20500" >"$WORK/faults.csv"
 rho "a clock fault within rho excuses nothing" 3
+
+# Token proofs (key p, tokens from 200). The forger's refusals: 55F02 on
+# any path, stale on fenced_update only, an error; none of them a violation.
+# The histories above leave fences with tokens nobody acquired (key s): FBASE.
+fbase=$(run_checks | awk -F'|' '$2 == "fences_hold_granted_tokens" { print $3 }')
+expect "the sequenced fence of s holds token 31, never acquired" fences_hold_granted_tokens 1
+psql -X -q -c "INSERT INTO worker_counters (key, n, fence) VALUES ('p', 0, 200)"
+cat >>"$WORK/events.csv" <<'CSV'
+f0,acquire,p,200,30000,30010,guard,ok,0
+f0,forge,p,200,30020,30030,guard:corrupt,bad_proof,0
+f0,forge,q,200,30040,30050,fenced_update:other_key,stale,0
+f0,forge,p,200,30060,30070,admit:untrusted,error,0
+w0,write,p,200,30080,30090,guard,accepted,1
+CSV
+for c in no_forged_proof_accepted forged_proofs_refused_with_55F02 granted_proofs_accepted; do
+  expect "refused forgeries" "$c" 0
+done
+expect "refused forgeries" fences_hold_granted_tokens "$fbase"
+expect_figure "... are counted" forged_sent 3
+expect_figure "... by kind" forged_sent_by_kind "corrupt=1 other_key=1 untrusted=1"
+expect_figure "... the 55F02 ones" forged_refused 1
+# A forgery answered stale on a trigger path was let past the proof check.
+echo "f0,forge,p,200,30100,30110,sequenced:missing,stale,0" >>"$WORK/events.csv"
+expect "a forgery stale on the sequenced path" forged_proofs_refused_with_55F02 1
+# A forgery accepted: seen by the forger only, then also in the audit table
+# (still one violation), then a second one only in the audit table.
+echo "f0,forge,p,1099511628000,30120,30130,guard:other_token,accepted,1" >>"$WORK/events.csv"
+expect "an accepted forgery" no_forged_proof_accepted 1
+expect "... is no 55F02 refusal" forged_proofs_refused_with_55F02 2
+psql -X -q -c "INSERT INTO worker_audit (id, key, fence, token, worker, value, path)
+               VALUES (100, 'p', 'row', 1099511628000, 'f0', 1, 'forge:other_token'),
+                      (101, 'p', 'row', 1099511628001, 'f0', 2, 'forge:corrupt')"
+expect "the same forgery in the audit, and another" no_forged_proof_accepted 2
+# A fence holding a token never granted for its key: a forged other_token,
+# and a token granted for another key only (other_key).
+psql -X -q -c "UPDATE worker_counters SET fence = 1099511628000 WHERE key = 'p'"
+expect "fence 2^40 + ... on p" fences_hold_granted_tokens $((fbase + 1))
+psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
+INSERT INTO worker_ledger_a VALUES ('r', 0);
+INSERT INTO fence_resources (resource, fence) VALUES ('r', 200);
+SQL
+expect "token 200 (granted for p) on resource r" fences_hold_granted_tokens $((fbase + 2))
+# A genuine proof refused.
+echo "w0,write,p,200,30140,30150,guard,bad_proof,0" >>"$WORK/events.csv"
+expect "a granted proof refused" granted_proofs_accepted 1
 echo "check-selftest: $passed passed, $failed failed"
 ((failed == 0))

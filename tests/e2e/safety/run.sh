@@ -30,6 +30,17 @@
 #       beyond-rho clock fault are counted and reported, not failed;
 #   (d) after the heal a fresh acquire succeeds within a bound, every member
 #       applied every acknowledged grant, and writes are accepted again.
+#   (e) token proofs: the cluster signs every grant (--token-signing-key-file),
+#       PostgreSQL trusts its key for its cluster ID (fence_trust_key), the
+#       worker tables verify proofs under the lock key = the row's key and the
+#       keys' resources require them (fence-worker --setup --proof), and every
+#       worker sends its grant's proof (--proof). Alongside, an adversary
+#       (fence-worker --forge, in namespace wf) takes real grants and sends
+#       forged and misdirected proofs on every path: a corrupted signature, the
+#       proof on another key, with another token, one signed by a key
+#       PostgreSQL does not trust, none. Each must be refused with 55F02, no
+#       fence may hold a token not granted for its key, and no genuine proof
+#       may be refused.
 # Besides the random worker pauses, the seed scenario is forced once per write
 # path (nem_forced_stale): those four workers must exit 10 (stale).
 #
@@ -47,6 +58,9 @@
 #     unfenced: the guard trigger of worker_counters is disabled, so the
 #       guard path writes without a fence: tokens_increase_in_commit_order
 #       must fail, while the coordinator's checks (b) hold.
+#     unverified: the worker tables and resources do not verify proofs (set up
+#       without --proof; the workers still send theirs): the adversary's
+#       forgeries get through, so no_forged_proof_accepted must fail.
 #   env: SAFETY_SECONDS (default 40), SAFETY_SEED, SAFETY_WORKERS (6),
 #        SAFETY_KEYS (3), SAFETY_KEEP=1 keeps the logs; FAULT_REPORT_ROOT (the
 #        report directory's parent, default build/fault-reports);
@@ -54,7 +68,7 @@
 #        say where the binaries are (else they are searched under build*/).
 # Needs root (namespaces), ip, nft, faketime, fiu-run, gnuplot (make deps installs them).
 # Ends with "safety: N passed, N failed", then
-#   "faults: seed=S seconds=T ops=N accepted=N refused=N faults=N violations=N"
+#   "faults: seed=S seconds=T ops=N accepted=N refused=N faults=N violations=N forged=N forged_accepted=N"
 # and the report directory; exit status 0 only if every check passed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -75,7 +89,7 @@ MEMBER_IDS=(1 2 3)
 LEASE_MS=1000
 RHO_PPM=50000    # rho, the clock-rate bound of docs/guarantees.md (the members' and workers' default)
 PLAN_ONLY=0
-BREAK=""         # --break reissue|early|unfenced: the checkers' self-test against a broken system
+BREAK=""         # --break reissue|early|unfenced|unverified: the checkers' self-test against a broken system
 LIVE_WRITES=20   # after the heal, the workers must get this many writes accepted...
 LIVE_S=30        # ...within this many seconds; then they are told to stop (SIGTERM)
 while (($# > 0)); do
@@ -102,8 +116,8 @@ whole "--keys/SAFETY_KEYS" "$NKEYS"
 case $BREAK in
   "" | reissue) ;;
   early) RHO_PPM=0 MEM_DEFAULT_RATE=2 MEM_FLAGS="--max-clock-drift-ppm 0" ;;
-  unfenced) ;;
-  *) echo "run.sh: --break takes 'reissue', 'early' or 'unfenced', got '$BREAK'" >&2; exit 2 ;;
+  unfenced | unverified) ;;
+  *) echo "run.sh: --break takes 'reissue', 'early', 'unfenced' or 'unverified', got '$BREAK'" >&2; exit 2 ;;
 esac
 RANDOM=$SEED
 if ((PLAN_ONLY)); then
@@ -118,7 +132,7 @@ WORKER=$(e2e_find_bin fence-worker FENCE_WORKER_BIN) || die "fence-worker is not
 FENCECTL=$(e2e_find_bin fencectl FENCECTL_BIN) || die "fencectl is not built"
 COORD=$(e2e_find_bin fence-coordinator FENCE_COORDINATOR_BIN) || die "fence-coordinator is not built"
 export FENCE_COORDINATOR_BIN=$COORD FENCECTL_BIN=$FENCECTL FENCE_WORKER_BIN=$WORKER
-for tool in faketime fiu-run gnuplot cc; do
+for tool in faketime fiu-run gnuplot cc openssl; do
   command -v "$tool" >/dev/null || die "$tool is not installed (make deps installs it)"
 done
 [[ -f "$MEM_FAKETIME_LIB" ]] || die "libfaketime is not at $MEM_FAKETIME_LIB (package faketime)"
@@ -130,6 +144,7 @@ WORK=$(mktemp -d /tmp/pgfence-safety.XXXXXX)
 CLUSTER_DIR=$WORK/cluster
 REPORT_DIR=${FAULT_REPORT_ROOT:-$E2E_ROOT/${BUILD:-build}/fault-reports}/$(date +%Y%m%d-%H%M%S)-seed$SEED
 WORKER_PIDS=()
+FORGER_PID=""
 WORKER_ENV=()
 PASSED=0
 FAILED=0
@@ -143,7 +158,7 @@ cleanup() {
   # Workers get SIGTERM first (they finish their line of the log); whatever
   # still runs in a namespace of this run is killed by ns_teardown below. Only
   # pids that are still a fence-worker are signalled: pids are reused.
-  for pid in "${WORKER_PIDS[@]}"; do
+  for pid in "${WORKER_PIDS[@]}" $FORGER_PID; do
     e2e_pid_runs "$pid" "$WORKER" || continue
     kill -CONT "$pid" 2>/dev/null
     kill -TERM "$pid" 2>/dev/null
@@ -178,24 +193,37 @@ check() {
 }
 
 WORK_MS=(50 250 450 1500)
+KEYS=""
+for ((k = 1; k <= NKEYS; k++)); do KEYS+="${KEYS:+,}safety:k$k"; done
 start_workers() {
-  local i keys="" k
-  for ((k = 1; k <= NKEYS; k++)); do keys+="${keys:+,}safety:k$k"; done
+  local i keys=$KEYS
   for ((i = 0; i < NWORKERS; i++)); do
     # --work 50/250/450/1500 ms: the last two outlive lease/3 and send keepalives;
     # a 1500 ms worker cut from the cluster (worker_cut) writes after its lease.
     ns_spawn "w$i" env "${WORKER_ENV[@]}" "$WORKER" --key "$keys" --mode mixed --lease 1s --wait 2s \
       --work "${WORK_MS[$((i % 4))]}ms" --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
       --no-lease-check --max-clock-drift-ppm "$RHO_PPM" --worker-id "w$i" --log "$WORK/w$i.csv" \
-      --seed "$((SEED * 64 + i + 1))" --quiet >"$WORK/w$i.out" 2>&1 &
+      --seed "$((SEED * 64 + i + 1))" --proof --quiet >"$WORK/w$i.out" 2>&1 &
     WORKER_PIDS+=($!)
   done
 }
 
-# wait_workers BOUND_S: waits for every worker to exit; echoes how many did not.
+# start_forger: the adversary (fence-worker --forge) in namespace wf: every
+# 200 ms a real grant of one key, then its proof forged and misdirected on one
+# write path (five forgeries, each must be refused with 55F02).
+start_forger() {
+  ns_spawn wf env "${WORKER_ENV[@]}" "$WORKER" --forge "$WORK/forger.key" --key "$KEYS" --mode mixed \
+    --lease 1s --wait 2s --pause 200ms --iterations 10000000 --duration "$((RUN_S + 300))s" --keep-going \
+    --max-clock-drift-ppm "$RHO_PPM" --worker-id forger --log "$WORK/forger.csv" --seed "$((SEED * 64))" \
+    --quiet >"$WORK/forger.out" 2>&1 &
+  FORGER_PID=$!
+}
+
+# wait_workers BOUND_S: waits for every worker (and the forger) to exit;
+# echoes how many did not.
 wait_workers() {
   local deadline=$(($(e2e_ms) + $1 * 1000)) pid left=0
-  for pid in "${WORKER_PIDS[@]}"; do
+  for pid in "${WORKER_PIDS[@]}" $FORGER_PID; do
     while kill -0 "$pid" 2>/dev/null && (($(e2e_ms) < deadline)); do sleep 0.2; done
     kill -0 "$pid" 2>/dev/null && left=$((left + 1))
   done
@@ -246,7 +274,18 @@ ns_setup "${HOSTS[@]}" || die "could not create the network namespaces"
 log "namespaces ${NS_TAG}-{br,${HOSTS[*]// /,}} on 198.18.0.0/24 (bridge ${NS_TAG}-br)"
 PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 pg_throwaway_start "$WORK" ||
   die "PostgreSQL did not start"
-"$WORKER" --setup >"$WORK/setup.out" 2>&1 || die "fence-worker --setup failed: $(cat "$WORK/setup.out")"
+# Token proofs: the members sign with signing.key; forger.key is the
+# adversary's, which PostgreSQL never trusts.
+for k in signing forger; do
+  { openssl genpkey -algorithm ed25519 -out "$WORK/$k.key" 2>/dev/null && chmod 600 "$WORK/$k.key"; } ||
+    die "could not make the Ed25519 key $WORK/$k.key (openssl)"
+done
+openssl pkey -in "$WORK/signing.key" -pubout -out "$WORK/signing.pub" || die "could not write the public key"
+MEM_FLAGS="${MEM_FLAGS:-} --token-signing-key-file $WORK/signing.key"
+SETUP_PROOF=(--proof) VERIFYING="the worker tables and resources verify proofs"
+[[ "$BREAK" == unverified ]] && SETUP_PROOF=() VERIFYING="nothing verifies proofs: --break unverified"
+"$WORKER" --setup "${SETUP_PROOF[@]}" --key "$KEYS" >"$WORK/setup.out" 2>&1 ||
+  die "fence-worker --setup ${SETUP_PROOF[*]} failed: $(cat "$WORK/setup.out")"
 if [[ "$BREAK" == unfenced ]]; then
   psql -X -q -c "ALTER TABLE worker_counters DISABLE TRIGGER USER" || die "could not disable the guard trigger"
 fi
@@ -259,12 +298,20 @@ for id in "${MEMBER_IDS[@]}"; do
   e2e_wait_for 30 nem_member_answers "$id" || die "member $id does not answer with a leader: $(tail -n 3 "$CLUSTER_DIR/$id.log")"
 done
 e2e_wait_for 30 nem_probe || die "the cluster granted nothing within 30s of starting"
+CLUSTER_ID=$(nem_ctl "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" member list -o json |
+  sed -n 's/.*"cluster_id":"\([0-9]*\)".*/\1/p')
+[[ "$CLUSTER_ID" =~ ^[1-9][0-9]*$ ]] || die "no cluster_id from fencectl member list: '$CLUSTER_ID'"
+KID=$(psql -X -q -At -v ON_ERROR_STOP=1 -v pem="$(cat "$WORK/signing.pub")" -v cid="$CLUSTER_ID" \
+  <<<"SELECT fence_trust_key(:'pem', :'cid'::numeric);") || die "fence_trust_key failed"
+grep -q "token_signing_kid=$KID" "$CLUSTER_DIR/1.log" || die "PostgreSQL's key id $KID is not the members' token_signing_kid"
 WORKER_ENV=("PGHOST=$PG_TCP_HOST" "PGPORT=$PGPORT" PGUSER=postgres PGDATABASE=postgres "FENCE_ENDPOINTS=$FENCE_ENDPOINTS")
 log "PostgreSQL on $PG_TCP_HOST:$PGPORT (namespace $(ns_name pg)); cluster $FENCE_ENDPOINTS"
 
 OFFSET_NS=$(mono_offset_ns) || die "fence-worker --clock failed"
 start_workers
-log "workers started; nemesis for ${RUN_S}s"
+start_forger
+log "workers (--proof) and the forger started; PostgreSQL trusts key $KID for cluster $CLUSTER_ID" \
+    "($VERIFYING); nemesis for ${RUN_S}s"
 T_START=$(e2e_ms)
 nem_run "$RUN_S"
 T_HEAL=$(e2e_ms)
@@ -279,12 +326,12 @@ live_writes() {
 live_enough() { (($(live_writes) >= LIVE_WRITES)); }
 LIVE_MS=-1
 e2e_wait_for "$LIVE_S" live_enough && LIVE_MS=$(($(e2e_ms) - T_HEAL))
-for pid in "${WORKER_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+for pid in "${WORKER_PIDS[@]}" $FORGER_PID; do kill -TERM "$pid" 2>/dev/null || true; done
 LEFT=$(wait_workers 60)
 T_END=$(e2e_ms)
 
 # Load the history (the workers' logs) and the faults next to the audit table.
-cat "$WORK"/w*.csv >"$WORK/events.csv" 2>/dev/null || true
+cat "$WORK"/w*.csv "$WORK/forger.csv" >"$WORK/events.csv" 2>/dev/null || true
 awk -v off="$OFFSET_NS" '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9]+$/ {
     printf "%s,%s,%.0f,%.0f\n", $1, $2, $3 * 1e6 - off, $4 * 1e6 - off }' "$WORK/faults.log" >"$WORK/faults.csv"
 psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<SQL || die "loading the history failed"
@@ -313,7 +360,7 @@ while IFS='|' read -r kind name violations example; do
   if [[ "$violations" == 0 ]]; then check "$name" 1 "0 violations"; else
     check "$name" 0 "$violations violations, e.g. $example"; fi
 done <"$WORK/check.out"
-check check_sql_ran_every_check "NSQL == 9" "$NSQL of the 9 checks of check.sql reported"
+check check_sql_ran_every_check "NSQL == 13" "$NSQL of the 13 checks of check.sql reported"
 # The per-key checks above are only as good as the writes behind them.
 W_GUARD=${FIG[writes_accepted_guard]:-0} W_FU=${FIG[writes_accepted_fenced_update]:-0}
 W_ADMIT=${FIG[writes_accepted_admit]:-0} W_SEQ=${FIG[writes_accepted_sequenced]:-0}
@@ -332,6 +379,12 @@ FORCED_OK=0
 check stale_worker_stopped_on_every_path "FORCED_OK == 4" \
   "$FORCED_OK of 4 forced stale writers (guard, fenced_update, admit, sequenced) were refused and exited 10: $(tr '\n' ';' <"$WORK/forced-stale.log" 2>/dev/null)"
 check fence_stats_counted_every_rejection "FS_STALE >= STALE" "fence_stats $FS_STALE >= workers' $STALE"
+FORGED=${FIG[forged_sent]:-0} FORGED_55F02=${FIG[forged_refused]:-0} FS_PROOF=${FIG[fence_stats_rejected_proof]:-0}
+KINDS_WANTED=$((NKEYS > 1 ? 5 : 4))   # (other_key needs a second key)
+check forged_proofs_were_sent "${FIG[forged_kinds]:-0} == $KINDS_WANTED && ${FIG[forged_paths]:-0} == 4 && FORGED_55F02 > 0" \
+  "$FORGED forged proofs sent (${FIG[forged_sent_by_kind]:-none}) on ${FIG[forged_paths]:-0} of 4 paths, $FORGED_55F02 refused with 55F02"
+check fence_stats_counted_every_proof_refusal "FS_PROOF >= FORGED_55F02" \
+  "fence_stats rejected_proof $FS_PROOF >= the forger's $FORGED_55F02"
 touch "$WORK/faults.log"
 NEM_FAILS=0
 [[ -f "$WORK/nemesis-failures.log" ]] && NEM_FAILS=$(wc -l <"$WORK/nemesis-failures.log")
@@ -384,6 +437,9 @@ col() { awk -v k="$1" -v c="$2" '$1 ~ k { print $c }' "$WORK/faults.log"; }
     "$W_GUARD" "$W_FU" "$W_ADMIT"
   printf '  %-36s %s (%s); fence_stats: %s\n' "stale writes refused (55F01/stale)" "$STALE" \
     "${FIG[stale_rejections_by_path]:-none}" "$FS_STALE"
+  printf '  %-36s %s sent (%s): %s refused with 55F02, %s stale, %s errors, %s accepted; fence_stats rejected_proof %s\n' \
+    "forged and misdirected proofs" "$FORGED" "${FIG[forged_sent_by_kind]:-none}" "$FORGED_55F02" \
+    "${FIG[forged_stale]:-0}" "${FIG[forged_errors]:-0}" "${FIG[forged_accepted]:-0}" "$FS_PROOF"
   printf '  %-36s %s errors, %s releases found the lease gone\n' "other write outcomes" \
     "${FIG[write_errors]:-0}" "${FIG[releases_not_held]:-0}"
   printf '  %-36s %s within rho (violations), %s beyond rho (the %sx clock: reported, not failed)\n' \
@@ -410,7 +466,7 @@ else
   check timeline_png_drawn 0 "timeline.sh failed: $(tail -n 3 "$WORK/timeline.out" | tr '\n' ' ')"
 fi
 echo "safety: $PASSED passed, $FAILED failed" | tee -a "$REPORT_DIR/summary.txt"
-echo "faults: seed=$SEED seconds=$RUN_S ops=$OPS accepted=$ACCEPTED refused=$STALE faults=$FAULTS violations=$VIOLATIONS" |
+echo "faults: seed=$SEED seconds=$RUN_S ops=$OPS accepted=$ACCEPTED refused=$STALE faults=$FAULTS violations=$VIOLATIONS forged=$FORGED forged_accepted=${FIG[forged_accepted]:-0}" |
   tee -a "$REPORT_DIR/summary.txt"
 echo "report: $REPORT_DIR"
 ((FAILED == 0))

@@ -33,6 +33,12 @@ expect control_char_key 2 "control characters" --key "$(printf 'a\tb')"
 expect comma_in_worker_id 2 "invalid --worker-id 'a,b'" --key k --worker-id a,b
 expect unknown_flag 2 "unknown option '--frobnicate'" --key k --frobnicate 1
 expect flag_without_value 2 "option '--key' needs a value" --key
+expect help_documents_proof 0 "--proof              send each grant's token proof" --help
+expect help_documents_forge 0 "--forge F" --help
+expect proof_takes_no_value 2 "--proof takes no value, got '--proof=yes'" --key k --proof=yes
+expect forge_empty_path 2 "invalid --forge ''" --key k --forge ""
+expect forge_unreadable_key 2 "invalid --forge '/nonexistent/forger.key'" --key k --forge /nonexistent/forger.key
+expect bad_pause 2 "invalid --pause 'soon'" --key k --pause soon
 expect bad_endpoints 2 "invalid endpoint" --key k --endpoints nope
 echo "worker-cli: $passed passed, $failed failed"
 ((failed == 0))

@@ -43,6 +43,7 @@
 # -> another member said it is leader. "-" where it does not apply.
 
 NEM_RECOVERY_S=${NEM_RECOVERY_S:-30}
+NEM_LEADER_S=${NEM_LEADER_S:-$NEM_RECOVERY_S}  # nem_make_leader's bound
 NEM_KINDS=(kill kill_leader kill_all pause_member pause_leader isolate split bridge oneway
            leader_clients worker_cut clock_rate clock_far clock_jump disk_eio disk_enospc)
 NEM_FAR_RATE=4                      # beyond rho: clock_far
@@ -363,13 +364,19 @@ nem_partition() {
 # follower with the leader's latest entry, and SIGTERM makes the leader
 # transfer leadership to its most caught-up follower (fence-coordinator's
 # shutdown) before it exits; it is restarted at once, the follower resumed.
-# Up to 6 tries; returns 1 if ID never became leader.
+# Hands over again until ID leads or NEM_LEADER_S (NEM_RECOVERY_S) has passed
+# since the call: a hand-over can land on the other member, and under load the
+# cluster may have no leader for a while (waited for, not counted as a try).
+# Sets NEM_LEADER_TRIES to the hand-overs tried; returns 1 if ID never became
+# leader within the bound.
 nem_make_leader() {
-  local id=$1 try leader other
+  local id=$1 leader other deadline=$(($(e2e_ms) + NEM_LEADER_S * 1000))
+  NEM_LEADER_TRIES=0
   nem_is_leader() { [[ "$(nem_role "$1" 2>/dev/null)" == leader ]]; }
-  for ((try = 1; try <= 6; try++)); do
+  while (($(e2e_ms) < deadline)); do
     leader=$(nem_leader_id) || { sleep 0.2; continue; }
     [[ "$leader" == "$id" ]] && return 0
+    NEM_LEADER_TRIES=$((NEM_LEADER_TRIES + 1))
     other=$(nem_members_but "$id" "$leader" | cut -d, -f1)
     other=${other#m}
     [[ -n "$other" ]] && mem_is_member "$other" && kill -STOP "$(mem_pid "$other")" 2>/dev/null || true
@@ -425,7 +432,7 @@ nem_clock_rate() {
   mem_restart "$id" rate "$rate"
   nem_up "$id"
   if ! nem_make_leader "$id"; then
-    nem_fail "$kind: member $id (clock x$rate) did not become leader in 6 tries"
+    nem_fail "$kind: member $id (clock x$rate) did not become leader within ${NEM_LEADER_S}s ($NEM_LEADER_TRIES hand-overs)"
   elif ! nem_measure_rate "$id"; then
     nem_fail "$kind: could not measure member $id's lease clock"
   else
@@ -474,7 +481,7 @@ nem_clock_jump() {
   fi
   # It changes nothing: as leader, its lease clock still runs at real time.
   if ! nem_make_leader "$id"; then
-    nem_fail "clock_jump: member $id did not become leader in 6 tries"
+    nem_fail "clock_jump: member $id did not become leader within ${NEM_LEADER_S}s ($NEM_LEADER_TRIES hand-overs)"
   elif ! nem_measure_rate "$id"; then
     nem_fail "clock_jump: could not measure member $id's lease clock"
   elif awk -v m="$NEM_RATE" 'BEGIN { exit !(m >= 0.98 && m <= 1.02) }'; then
@@ -575,7 +582,7 @@ nem_forced_stale() {
 
 nem_forced_start() {
   ns_spawn wf env "${WORKER_ENV[@]}" "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 5s \
-    --no-lease-check --worker-id "forced-$1" --log "$WORK/wforced-$1-$2.csv" --quiet \
+    --no-lease-check --worker-id "forced-$1" --log "$WORK/wforced-$1-$2.csv" --proof --quiet \
     >"$WORK/wforced-$1-$2.out" 2>&1 &
   FORCED_PID=$!
   TAKER_PID=""
@@ -586,7 +593,7 @@ nem_forced_start() {
 nem_forced_taker() {
   ns_spawn wf env "${WORKER_ENV[@]}" "$FENCE_WORKER_BIN" --key safety:k1 --mode "$1" --lease 1s --wait 10s --work 50ms \
     --iterations 1 --no-lease-check --max-clock-drift-ppm "${RHO_PPM:-50000}" --worker-id "taker-$1" \
-    --log "$WORK/wtaker-$1-$2.csv" --quiet >"$WORK/wtaker-$1-$2.out" 2>&1 &
+    --log "$WORK/wtaker-$1-$2.csv" --proof --quiet >"$WORK/wtaker-$1-$2.out" 2>&1 &
   TAKER_PID=$!
   echo "$FORCED_PID $TAKER_PID" >>"$WORK/forced.pids"
 }
