@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# fencectl run/acquire --advance against a real 3-member cluster and a real
+# PostgreSQL with pg_fence:
+#   - the CMD of `run --advance R` finds fence_current(R) = its own token at
+#     its very start, before it has written anything, and an older token's
+#     fence_admit (55F01) and fence_advance (false) are refused right then;
+#   - R already holding a newer fence: run releases the lock (the key is free
+#     at once), never starts CMD, exits 10 with a message naming R, the token
+#     and the fence; acquire likewise, printing nothing;
+#   - a DSN nobody answers at, and a database without pg_fence: exit 11, the
+#     message names the cause, the lock is released, CMD never starts;
+#   - acquire --advance of a set publishes its one token at several resources;
+#   - --dsn defaults to the PG* environment; --help documents both flags.
+# Needs pg_fence installed (make -C pg_extension install; make test does).
+source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/advance_lib.sh"
+export FENCECTL_BIN
+
+pg_throwaway_start "$WORK" || fail "PostgreSQL did not start"
+sql -c "CREATE EXTENSION pg_fence" || fail "CREATE EXTENSION"
+sql -c "CREATE DATABASE nofence" || fail "CREATE DATABASE nofence"
+start_cluster 3
+wait_until 20 "a leader" fencectl acquire warmup --lease 1s --wait 0s
+
+# 1. run --advance: CMD sees its own token published, older tokens refused.
+old=$(fencectl acquire job:1 --lease 2s --wait 0s) || fail "acquire job:1 (the older holder)"
+fencectl release job:1 "$old" || fail "release job:1"
+sql -c "SELECT fence_advance('job:1', $old)" >/dev/null || fail "the older holder's own publish"
+cat >"$WORK/cmd.sh" <<SH
+set -u
+psql -X -At -c "SELECT fence_current('job:1')" >"$WORK/seen_fence" 2>&1
+echo "\$FENCE_TOKEN" >"$WORK/seen_token"
+psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c BEGIN -c "SELECT fence_admit('job:1', $old)" -c COMMIT \
+  >"$WORK/old_admit" 2>&1
+psql -X -At -c "SELECT fence_advance('job:1', $old)" >"$WORK/old_advance" 2>&1
+SH
+fencectl run job:1 --lease 5s --advance job:1 -- bash "$WORK/cmd.sh" || fail "run --advance exited $?"
+token=$(cat "$WORK/seen_token")
+((token > old)) || fail "run's token $token is not above the older holder's $old"
+[[ "$(cat "$WORK/seen_fence")" == "$token" ]] ||
+  fail "CMD's first look at fence_current('job:1'): '$(cat "$WORK/seen_fence")', want its token $token"
+grep -q "ERROR: *55F01" "$WORK/old_admit" || fail "the older token's fence_admit was not refused: $(cat "$WORK/old_admit")"
+[[ "$(cat "$WORK/old_advance")" == f ]] || fail "the older token's fence_advance: '$(cat "$WORK/old_advance")', want f"
+[[ "$(sql -c "SELECT fence_current('job:1')")" == "$token" ]] || fail "job:1's fence is not $token after run"
+key_free job:1 || fail "job:1 still held after run"
+echo "PASS: run --advance: CMD starts with fence_current = its token $token; token $old refused (55F01, false)"
+
+# 2. A newer fence already there: released, CMD never started, exit 10.
+sql -c "SELECT fence_advance('job:2', 9000000000)" >/dev/null || fail "seeding job:2"
+expect_code 10 fencectl run job:2 --advance job:2 -- touch "$WORK/started2"
+[[ ! -e "$WORK/started2" ]] || fail "CMD started although the publish was stale"
+key_free job:2 || fail "job:2 is still held after the stale publish"
+grep -Eq "fencectl run: token [0-9]+ not published at resource \"job:2\": its fence is 9000000000 already" \
+  "$WORK/last.err" || fail "stale publish message: $(cat "$WORK/last.err")"
+grep -q "releasing job:2, CMD not started" "$WORK/last.err" || fail "stale publish message: $(cat "$WORK/last.err")"
+expect_code 10 fencectl acquire job:2 --advance job:2
+[[ ! -s "$WORK/last.out" ]] || fail "acquire printed '$(cat "$WORK/last.out")' although the publish was stale"
+grep -q 'not published at resource "job:2": its fence is 9000000000' "$WORK/last.err" ||
+  fail "acquire's stale message: $(cat "$WORK/last.err")"
+key_free job:2 || fail "job:2 is still held after acquire's stale publish"
+echo "PASS: a newer fence at the resource: exit 10, lock released, CMD never started"
+
+# 3. Database errors: nobody at the DSN; a database without pg_fence.
+expect_code 11 fencectl run job:3 --advance job:3 --dsn "host=127.0.0.1 port=14430 connect_timeout=2" \
+  -- touch "$WORK/started3"
+[[ ! -e "$WORK/started3" ]] || fail "CMD started although the database was unreachable"
+key_free job:3 || fail "job:3 is still held after the unreachable DSN"
+grep -q 'not published at resource "job:3": cannot connect to PostgreSQL: .*14430' "$WORK/last.err" ||
+  fail "unreachable DSN message: $(cat "$WORK/last.err")"
+expect_code 11 fencectl run job:3 --advance job:3 --dsn "dbname=nofence" -- touch "$WORK/started3"
+[[ ! -e "$WORK/started3" ]] || fail "CMD started although fence_advance does not exist there"
+key_free job:3 || fail "job:3 is still held after the SQL error"
+grep -q 'not published at resource "job:3": fence_advance failed: .*(SQLSTATE 42883)' "$WORK/last.err" ||
+  fail "SQL error message: $(cat "$WORK/last.err")"
+echo "PASS: unreachable DSN and missing pg_fence: exit 11 naming the cause, lock released, CMD never started"
+
+# 4. acquire --advance of a set: one token at every resource, then printed.
+t=$(fencectl acquire set:a set:b --advance set:a --advance set:b --advance other) || fail "acquire set --advance"
+[[ "$(sql -c "SELECT string_agg(fence_current(r)::text, ',' ORDER BY r) FROM unnest(ARRAY['other','set:a','set:b']) r")" == \
+   "$t,$t,$t" ]] || fail "the set's token $t is not the fence of every --advance resource"
+[[ "$(sqlstate_of "BEGIN; SELECT fence_admit('set:b', $((t - 1))); COMMIT")" == 55F01 ]] ||
+  fail "an older token was admitted at set:b after acquire --advance"
+fencectl release set:a set:b "$t" || fail "release the set"
+echo "PASS: acquire --advance of a set: token $t published at 3 resources before it was printed"
+
+# 5. --help documents the flags.
+for cmd in run acquire; do
+  fencectl "$cmd" --help >"$WORK/help.txt" || fail "$cmd --help"
+  grep -q -- "--advance R" "$WORK/help.txt" || fail "$cmd --help lacks --advance"
+  grep -q -- "--dsn DSN .*default: the PG\*" <(tr -s ' \n' ' ' <"$WORK/help.txt") || fail "$cmd --help lacks --dsn's default"
+done
+fencectl --help >"$WORK/help.txt" || fail "--help"
+grep -q -- "--advance R --dsn DSN" "$WORK/help.txt" || fail "--help lacks --advance"
+echo "PASS: --help of run and acquire documents --advance and --dsn"
