@@ -9,12 +9,12 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
+#include <vector>
 
+#include "pgconn/advance.h"
+#include "pgconn/connection.h"
 #include "worker/options.h"
-
-struct pg_conn;
 
 namespace pgfence::worker {
 
@@ -50,17 +50,17 @@ class PgWriter {
     // Inserts the key's rows (n = 0, fence = 0) if they are missing.
     std::string ensure_key(const std::string& key);
 
+    // --advance: publishes `token` at `targets` in a transaction of its own
+    // (pgconn/advance.h), under this connection's timeouts.
+    pgconn::PublishResult publish(const std::vector<pgconn::AdvanceTarget>& targets, std::uint64_t token);
+
     // One fenced read-modify-write through `path` (not kMixed); `seq` is the
     // write's sequence number on kSequenced (1..), ignored on the others.
     WriteResult write(Mode path, const std::string& key, std::uint64_t token, std::int64_t seq,
                       const std::string& worker);
 
   private:
-    struct ConnDeleter {
-        void operator()(pg_conn* conn) const;
-    };
-    std::string exec_plain(const char* sql);
-    std::unique_ptr<pg_conn, ConnDeleter> conn_;
+    pgconn::Connection conn_;
 };
 
 }  // namespace pgfence::worker
