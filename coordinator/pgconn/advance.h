@@ -3,8 +3,15 @@
 // first"): fence_advance(resource, token, proof) for every resource, in one
 // transaction that commits only when each of them took the token. From that
 // commit on, pg_fence refuses every older token at those resources
-// (fence_admit, fence_advance, and the guard of a table whose lock key is the
-// resource's name), whether or not the new holder has written yet.
+// (fence_admit raises 55F01, fence_advance answers false), whether or not the
+// new holder has written yet. A row's fence column is another fence: it is
+// not moved by publishing a resource of the same name.
+//
+// fence_advance takes the resource's row lock, so a publish waits for an
+// open transaction that fence_admit admitted there under an older token (a
+// paused older holder), within the connection's lock_timeout and
+// statement_timeout; with pg_fence's preemption on, that transaction is
+// ended instead.
 //
 //   outcome     | what the database holds afterwards     | exit code (client/exit_codes.h)
 //   ------------+----------------------------------------+--------------------------------
