@@ -26,10 +26,10 @@ PublishResult result(PublishOutcome outcome, std::string message) {
     return PublishResult{outcome, std::move(message)};
 }
 
-// The failed statement's cause: its message and SQLSTATE.
+// The failed statement's cause: its message, detail and SQLSTATE.
 std::string cause(const Result& r) {
-    const std::string state = r.sqlstate();
-    return r.message() + (state.empty() ? "" : " (SQLSTATE " + state + ")");
+    const std::string state = r.sqlstate(), detail = r.detail();
+    return r.primary() + (detail.empty() ? "" : ": " + detail) + (state.empty() ? "" : " (SQLSTATE " + state + ")");
 }
 
 // Rolls back; the result `why` stands (a failed rollback ends with the connection).

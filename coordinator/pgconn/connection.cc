@@ -47,6 +47,11 @@ std::string Result::message() const {
     return m.empty() ? std::string("no result from the server") : m;
 }
 
+std::string Result::primary() const {
+    const char* v = res_ ? PQresultErrorField(res_.get(), PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+    return v != nullptr ? trimmed(v) : message();
+}
+
 std::string Result::detail() const {
     const char* v = res_ ? PQresultErrorField(res_.get(), PG_DIAG_MESSAGE_DETAIL) : nullptr;
     return v != nullptr ? v : "";

@@ -34,6 +34,9 @@ class Result {
     // The error's primary message with any trailing newline removed (the
     // connection's message when there is no result); "" when ok().
     std::string message() const;
+    // The server's primary message alone (no "ERROR:", DETAIL or HINT);
+    // message() when the server sent none.
+    std::string primary() const;
     std::string detail() const;  // the server's DETAIL, "" when none
     int rows() const;
     bool is_null(int row, int column) const;

@@ -9,6 +9,9 @@
 #     and the fence; acquire likewise, printing nothing;
 #   - a DSN nobody answers at, and a database without pg_fence: exit 11, the
 #     message names the cause, the lock is released, CMD never starts;
+#   - the cluster signs its grants: a resource that requires a proof takes
+#     the key's own proof (run, and each key of an acquired set), and refuses
+#     a publish under another key's lock (55F02, exit 11, released);
 #   - acquire --advance of a set publishes its one token at several resources;
 #   - --dsn defaults to the PG* environment; --help documents both flags.
 # Needs pg_fence installed (make -C pg_extension install; make test does).
@@ -19,8 +22,17 @@ export FENCECTL_BIN
 pg_throwaway_start "$WORK" || fail "PostgreSQL did not start"
 sql -c "CREATE EXTENSION pg_fence" || fail "CREATE EXTENSION"
 sql -c "CREATE DATABASE nofence" || fail "CREATE DATABASE nofence"
+openssl genpkey -algorithm ed25519 -out "$WORK/signing.key" 2>/dev/null || fail "openssl genpkey"
+chmod 600 "$WORK/signing.key"
+openssl pkey -in "$WORK/signing.key" -pubout -out "$WORK/signing.pub" || fail "openssl pkey"
+export FENCE_COORDINATOR_FLAGS="$FENCE_COORDINATOR_FLAGS --token-signing-key-file $WORK/signing.key"
 start_cluster 3
 wait_until 20 "a leader" fencectl acquire warmup --lease 1s --wait 0s
+cluster_id=$(fencectl member list -o json | sed -n 's/.*"cluster_id":"\([0-9]*\)".*/\1/p')
+[[ -n "$cluster_id" ]] || fail "no cluster_id from fencectl member list"
+sql -v pem="$(cat "$WORK/signing.pub")" -v cid="$cluster_id" <<<"SELECT fence_trust_key(:'pem', :'cid'::numeric);
+SELECT fence_require_proof(r) FROM unnest(ARRAY['signed:1', 'set:a', 'set:b']) AS r;" >/dev/null ||
+  fail "trusting the cluster's key"
 
 # 1. run --advance: CMD sees its own token published, older tokens refused.
 old=$(fencectl acquire job:1 --lease 2s --wait 0s) || fail "acquire job:1 (the older holder)"
@@ -74,16 +86,28 @@ grep -q 'not published at resource "job:3": fence_advance failed: .*(SQLSTATE 42
   fail "SQL error message: $(cat "$WORK/last.err")"
 echo "PASS: unreachable DSN and missing pg_fence: exit 11 naming the cause, lock released, CMD never started"
 
-# 4. acquire --advance of a set: one token at every resource, then printed.
+# 4. Proofs: the key's own is sent; another key's lock gets none, and is refused.
+fencectl run signed:1 --advance signed:1 -- bash -c 'echo "$FENCE_TOKEN" >"$0"' "$WORK/signed_token" ||
+  fail "run --advance of a resource that requires the key's proof exited $?"
+[[ "$(sql -c "SELECT fence_current('signed:1')")" == "$(cat "$WORK/signed_token")" ]] ||
+  fail "signed:1 does not hold run's token $(cat "$WORK/signed_token")"
+expect_code 11 fencectl run signed:2 --advance signed:1 -- touch "$WORK/started4"
+[[ ! -e "$WORK/started4" ]] || fail "CMD started although signed:1 refused a token of another lock"
+grep -q 'not published at resource "signed:1": fence_advance failed: no fencing token proof .*(SQLSTATE 55F02)' \
+  "$WORK/last.err" || fail "refused proof message: $(cat "$WORK/last.err")"
+key_free signed:2 || fail "signed:2 is still held after the refused publish"
+echo "PASS: a signing cluster: the key's proof is published with its token; another lock's token is refused (55F02, exit 11)"
+
+# 5. acquire --advance of a set: one token at every resource, then printed.
 t=$(fencectl acquire set:a set:b --advance set:a --advance set:b --advance other) || fail "acquire set --advance"
 [[ "$(sql -c "SELECT string_agg(fence_current(r)::text, ',' ORDER BY r) FROM unnest(ARRAY['other','set:a','set:b']) r")" == \
    "$t,$t,$t" ]] || fail "the set's token $t is not the fence of every --advance resource"
-[[ "$(sqlstate_of "BEGIN; SELECT fence_admit('set:b', $((t - 1))); COMMIT")" == 55F01 ]] ||
-  fail "an older token was admitted at set:b after acquire --advance"
+[[ "$(sqlstate_of "BEGIN; SELECT fence_admit('other', $((t - 1))); COMMIT")" == 55F01 ]] ||
+  fail "an older token was admitted at other after acquire --advance"
 fencectl release set:a set:b "$t" || fail "release the set"
-echo "PASS: acquire --advance of a set: token $t published at 3 resources before it was printed"
+echo "PASS: acquire --advance of a set: token $t published at 3 resources (2 with their key's proof) before it was printed"
 
-# 5. --help documents the flags.
+# 6. --help documents the flags.
 for cmd in run acquire; do
   fencectl "$cmd" --help >"$WORK/help.txt" || fail "$cmd --help"
   grep -q -- "--advance R" "$WORK/help.txt" || fail "$cmd --help lacks --advance"
