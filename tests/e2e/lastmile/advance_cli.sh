@@ -9,6 +9,9 @@
 #     and the fence; acquire likewise, printing nothing;
 #   - a DSN nobody answers at, and a database without pg_fence: exit 11, the
 #     message names the cause, the lock is released, CMD never starts;
+#   - an older holder paused inside its fence_admit transaction: the publish
+#     waits for it no longer than the lease allows (exit 11, a lock timeout,
+#     released);
 #   - the cluster signs its grants: a resource that requires a proof takes
 #     the key's own proof (run, and each key of an acquired set), and refuses
 #     a publish under another key's lock (55F02, exit 11, released);
@@ -85,6 +88,25 @@ key_free job:3 || fail "job:3 is still held after the SQL error"
 grep -q 'not published at resource "job:3": fence_advance failed: .*(SQLSTATE 42883)' "$WORK/last.err" ||
   fail "SQL error message: $(cat "$WORK/last.err")"
 echo "PASS: unreachable DSN and missing pg_fence: exit 11 naming the cause, lock released, CMD never started"
+
+# 3b. An older holder paused mid-transaction holds the resource's row: the
+# publish waits for it within run's SIGTERM time only (2s lease: about 1.2s).
+psql -X -q -c "BEGIN" -c "SELECT fence_admit('paused:1', 1)" -c "SELECT pg_sleep(60) /* paused holder */" \
+  >/dev/null 2>&1 &
+paused=$!
+admitted() { [[ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%/* paused holder */%' AND state = 'active' AND pid <> pg_backend_pid()")" == 1 ]]; }
+wait_until 10 "the paused holder's transaction" admitted
+start=$(date +%s%N)
+expect_code 11 fencectl run paused:1 --lease 2s --grace 500ms --advance paused:1 -- touch "$WORK/started3b"
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%/* paused holder */%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$paused" 2>/dev/null || true
+[[ ! -e "$WORK/started3b" ]] || fail "CMD started although the publish could not take the resource's row"
+grep -Eq 'not published at resource "paused:1": fence_advance failed: .*(lock|statement) timeout.*\(SQLSTATE (55P03|57014)\)' "$WORK/last.err" ||
+  fail "publish behind a paused holder: $(cat "$WORK/last.err")"
+((elapsed_ms < 3000)) || fail "the publish behind a paused holder took ${elapsed_ms}ms, more than the 2s lease"
+key_free paused:1 || fail "paused:1 is still held after the timed-out publish"
+echo "PASS: a paused older holder's open fence_admit: the publish gave up in ${elapsed_ms}ms (a timeout), exit 11, released"
 
 # 4. Proofs: the key's own is sent; another key's lock gets none, and is refused.
 fencectl run signed:1 --advance signed:1 -- bash -c 'echo "$FENCE_TOKEN" >"$0"' "$WORK/signed_token" ||
