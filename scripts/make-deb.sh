@@ -169,7 +169,8 @@ package fencectl "$W/stage-fencectl" \
   "$(shlib_depends -e"$W/stage-fencectl/usr/bin/fencectl")" \
   "pgfence command-line client
  fencectl takes, keeps and releases pgfence locks, runs a command while
- holding one (passing the fencing token in FENCE_TOKEN), and manages the
+ holding one (passing the fencing token in FENCE_TOKEN, and with --advance
+ publishing it in PostgreSQL first, through libpq), and manages the
  cluster's members and backups."
 package fence-worker "$W/stage-worker" \
   "$(shlib_depends -e"$W/stage-worker/usr/bin/fence-worker")" \

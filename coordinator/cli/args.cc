@@ -6,6 +6,7 @@
 #include "client/client.h"
 #include "client/duration.h"
 #include "lock/commands.h"
+#include "pgconn/advance.h"
 
 namespace pgfence::cli {
 namespace {
@@ -126,6 +127,20 @@ struct Parser {
             a.rev = n;
             return true;
         }
+        if (flag == "--advance") {
+            if (std::string why = pgconn::check_resource(value); !why.empty()) return error("--advance: " + why);
+            if (a.advance.size() >= pgconn::kMaxAdvanceResources) {
+                return error("--advance: at most " + std::to_string(pgconn::kMaxAdvanceResources) +
+                             " resources (got another: '" + value + "')");
+            }
+            a.advance.push_back(value);
+            return true;
+        }
+        if (flag == "--dsn") {
+            a.dsn = value;
+            a.dsn_given = true;
+            return true;
+        }
         if (flag == "--timeout") return duration(flag, value, a.timeout);
         if (flag == "--max-clock-drift-ppm") return ppm(flag, value, a.max_clock_drift_ppm);
         if (flag == "--lease") return duration(flag, value, a.lease);
@@ -165,10 +180,11 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 17> kWithValue{
+        static constexpr std::array<const char*, 19> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
             "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
-            "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev", "--value"};
+            "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev", "--value",
+            "--advance", "--dsn"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)" + run_hint());
@@ -211,6 +227,7 @@ struct Parser {
         if (f == "--prefix") return out.args.command == "list" || out.args.command == "watch";
         if (f == "--rev" || f == "--progress") return out.args.command == "watch";
         if (f == "--value") return out.args.command == "elect";
+        if (f == "--advance" || f == "--dsn") return out.args.command == "run" || out.args.command == "acquire";
         return false;
     }
 
@@ -308,6 +325,9 @@ struct Parser {
             a.token = *token;
         }
         if (a.command == "proclaim") a.value = a.positional[2];
+        if (a.dsn_given && a.advance.empty()) {
+            return error("--dsn: used only with --advance RESOURCE (the database to publish the token in)");
+        }
         if (a.lease && a.lease->count() == 0) return error("--lease: must be greater than 0");
         if (a.timeout && a.timeout->count() == 0) return error("--timeout: must be greater than 0");
         return true;

@@ -39,6 +39,12 @@ struct Args {
     std::optional<std::uint64_t> rev;  // watch --rev N: from revision N
     bool progress = false;             // watch --progress: print start and progress lines too
     std::vector<std::string> child;  // run: CMD ARGS... after "--"
+    // run, acquire: --advance R (repeatable): publish the token at each
+    // resource with fence_advance before CMD starts (or the token is printed),
+    // over --dsn (libpq conninfo; "" = the PG* environment).
+    std::vector<std::string> advance;
+    std::string dsn;
+    bool dsn_given = false;
     std::uint64_t token = 0;         // release/keepalive: parsed TOKEN
     // member: the subcommand (list, add, promote, remove), its ID, and add's addresses
     std::string subcommand;

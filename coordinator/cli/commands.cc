@@ -12,6 +12,7 @@
 
 #include "client/exit_codes.h"
 #include "cli/output.h"
+#include "cli/publish.h"
 #include "cli/snapshot_command.h"
 #include "cli/watch_command.h"
 
@@ -108,6 +109,17 @@ int acquire(const Args& args, client::Client& c, std::ostream& out, std::ostream
     if (args.positional.size() > 1) req.keys = args.positional;  // a set under one lease
     auto r = c.acquire(req);
     if (!r) return fail(r.error(), args, err);
+    const client::Lease& lease = r.value();
+    // --advance: published before the token is printed, by deadline - margin (run's margin).
+    const auto margin = std::max(milliseconds(10), lease.lease / 10);
+    if (const Publication p = publish_first(args, lease, lease.deadline() - margin); p.code != kExitOk) {
+        err << "fencectl acquire: " << p.message << "; releasing the lock (token " << lease.token << ")\n";
+        if (auto released = c.release(lease.keys, lease.token); !released) {
+            err << "fencectl acquire: warning: release of token " << lease.token
+                << " failed: " << released.error().message << '\n';
+        }
+        return p.code;
+    }
     out << (args.output == Output::kJson ? lease_json(r.value()) : std::to_string(r.value().token)) << '\n';
     return kExitOk;
 }

@@ -8,11 +8,11 @@ constexpr const char* kOverview = R"(fencectl - fencing-token locks from a pgfen
 usage: fencectl [--endpoints H:P,...] [--timeout DUR] [--max-clock-drift-ppm N] COMMAND [ARGS...]
 
 commands:
-  acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
+  acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [--advance R --dsn DSN] [-o json]
                            take the lock; prints only the fencing token
   release KEY TOKEN        give the lock back
   keepalive KEY TOKEN      reset the lease of a held lock; prints the remaining ttl
-  run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
+  run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] [--advance R --dsn DSN] -- CMD [ARGS...]
                            hold the lock while CMD runs (see fencectl run --help)
   elect NAME --value V [--lease 10s] [--wait DUR] [--owner ID] [--grace 2s] -- CMD [ARGS...]
                            run CMD while leader of election NAME (see fencectl elect --help)
@@ -73,14 +73,16 @@ exit codes:
      not caught up, it is already a member...; the message says which)
   12 what answered on an endpoint is not a pgfence member (a web server, a proxy)
   13 watch: the revision asked for is older than the history the members keep
-  (10 and 11 are fence-worker's: stale token, database error; one scheme for every tool)
+  10 --advance: a newer fence is already at the resource (the token is stale)
+  11 --advance: a database error (connection, SQL error, refused proof, timeout)
 
 While no member answers, fencectl says once on stderr, within about a second,
 which endpoints it tries and where they came from, and keeps trying until
 --timeout (acquire: plus --wait).
 )";
 
-constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [--lease 10s] [--wait 30s] [--owner ID] [-o json]
+constexpr const char* kAcquire = R"(usage: fencectl acquire KEY [KEY...] [--lease 10s] [--wait 30s] [--owner ID]
+                        [--advance RESOURCE... --dsn DSN] [-o json]
 
 Takes the lock on KEY and prints only its fencing token on stdout. Write to the
 database with that token; keep the lock with `fencectl keepalive KEY TOKEN`
@@ -94,8 +96,17 @@ shortened by the clock-rate bound: lease x (1 - rho), rho = --max-clock-drift-pp
   -o json       print {"key","token","lease_ms","owner"} instead of the bare token,
                 with "proof" too when the cluster signs grants (pass it to pg_fence
                 as SET LOCAL pg_fence.proof, docs/sql.md)
+  --advance R   publish the token at resource R in PostgreSQL before printing it:
+                fence_advance(R, token, proof) (the proof of the key named R, when
+                the cluster signs grants), so that from then on every older token
+                is refused at R. Repeatable (at most 64), one transaction for all;
+                if it fails the lock is released, nothing is printed, and the
+                exit is 10 (R holds a newer fence) or 11 (database error)
+  --dsn DSN     the database for --advance: a libpq connection string or URI
+                (default: the PG* environment variables, as psql uses them)
 
-exit: 0 acquired, 3 held (or the wait ran out), 5 cluster unavailable, 2 bad arguments
+exit: 0 acquired, 3 held (or the wait ran out), 5 cluster unavailable, 2 bad arguments,
+10/11 --advance failed (lock released)
 )";
 
 constexpr const char* kRelease = R"(usage: fencectl release KEY TOKEN
@@ -114,7 +125,8 @@ remaining ttl in milliseconds.
 exit: 0 kept, 4 lease lost (not held with that token any more), 5 cluster unavailable
 )";
 
-constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s] -- CMD [ARGS...]
+constexpr const char* kRun = R"(usage: fencectl run KEY [--lease 10s] [--wait 30s] [--owner ID] [--grace 2s]
+                    [--advance RESOURCE... --dsn DSN] -- CMD [ARGS...]
 
 Acquires KEY, then runs CMD with FENCE_KEY, FENCE_TOKEN, FENCE_SEQ_FILE and
 FENCECTL (this fencectl's path) in its environment (and FENCE_PROOF, the
@@ -132,10 +144,20 @@ CMD exits, the lock is released.
   --lease, --wait, --owner   as for acquire
   --grace DUR                time between SIGTERM and SIGKILL when the lease is lost
                              (default 2s, at most a quarter of the lease)
+  --advance R                before CMD starts, publish the token at resource R in
+                             PostgreSQL: fence_advance(R, token, proof) (the proof of
+                             KEY when R is KEY and the cluster signs grants). From then
+                             on every older token is refused at R, before CMD has
+                             written. Repeatable (at most 64), one transaction for all.
+                             If it fails — R already holds a newer fence, a connection
+                             or SQL error — the lock is released and CMD never starts
+  --dsn DSN                  the database for --advance: a libpq connection string or
+                             URI (default: the PG* environment variables, as psql)
 
 exit: CMD's exit status (128+N if CMD died of signal N); 4 if the lease was
 lost (CMD was terminated); 3 held, 5 unavailable (CMD never started);
-127 CMD not found, 126 CMD not executable
+10 --advance found a newer fence, 11 --advance failed in the database (CMD
+never started, the lock released); 127 CMD not found, 126 CMD not executable
 )";
 
 constexpr const char* kElect = R"(usage: fencectl elect NAME --value V [--lease 10s] [--wait DUR] [--owner ID] [--grace 2s] -- CMD [ARGS...]

@@ -7,6 +7,7 @@
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
+#include "cli/publish.h"
 #include "client/exit_codes.h"
 #include "cli/seq_file.h"
 
@@ -180,6 +181,13 @@ int hold_granted(const Args& args, client::Client& c, const Holding& h, const cl
     const std::uint64_t token = acquired.token;
     LeaseClock lc(acquired, args.grace.value_or(kDefaultGrace));
     lc.confirmed(acquired.sent_at, acquired.deadline());
+    // --advance: the token reaches the resources before CMD starts, done by
+    // the SIGTERM time (after it, CMD could not start anyway).
+    if (const Publication p = publish_first(args, acquired, lc.term_at); p.code != kExitOk) {
+        err << h.who << ": " << p.message << "; releasing " << h.key << ", CMD not started\n";
+        release_quietly(c, h, token, err);
+        return p.code;
+    }
     int code = kExitOther;
     if (!confirm_before_start(c, h, token, lc, err, code)) {
         release_quietly(c, h, token, err);

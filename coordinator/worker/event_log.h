@@ -3,27 +3,31 @@
 //
 //   worker,event,key,token,send_ns,ack_ns,path,outcome,value
 //
-// event:   acquire | write | replay | forge | release | keepalive (one line
-//          per KeepAlive request the keepalive thread makes). A replay is the
-//          sequenced path's first write sent again after the later ones; a
-//          forge, one forged or misdirected proof of --forge (its key and
-//          token are what was sent).
+// event:   acquire | advance | write | replay | forge | release | keepalive
+//          (one line per KeepAlive request the keepalive thread makes). An
+//          advance is --advance's publish of the token before the work. A
+//          replay is the sequenced path's first write sent again after the
+//          later ones; a forge, one forged or misdirected proof of --forge (its
+//          key and token are what was sent).
 // send_ns: CLOCK_MONOTONIC (steady_clock) nanoseconds when the request was
 //          sent: an acquire's first request (for one that failed: when the
 //          call began, and ack_ns when it gave up); a keepalive's request (taken
 //          just before the call when it failed); a release's call; a write's
-//          transaction (0 when the write was not tried: lease_lost, or no
-//          database connection). ack_ns: when its answer arrived (a release
-//          or a write: when the call returned), 0 when none did.
+//          or an advance's transaction (0 when it was not tried: lease_lost,
+//          or no database connection). ack_ns: when its answer arrived (a
+//          release, a write or an advance: when the call returned), 0 when
+//          none did.
 //          Every process on one machine reads the same clock, so the end-to-end
 //          checker can order acquires across workers.
 // path:    the write path for acquire and write; PATH:KIND for forge (KIND:
 //          corrupt, other_key, other_token, untrusted, missing); empty for
-//          release and keepalive.
-// outcome: acquire ok|held|unavailable|error; write, replay and forge
-//          accepted|stale|bad_proof (55F02)|not_found|error (write also
-//          lease_lost); release ok|not_held|error; keepalive ok|not_held|error.
+//          advance, release and keepalive.
+// outcome: acquire ok|held|unavailable|error; advance published|stale|error;
+//          write, replay and forge accepted|stale|bad_proof (55F02)|not_found|
+//          error (write also lease_lost); release ok|not_held|error;
+//          keepalive ok|not_held|error.
 // value:   the counter after an accepted write; a replay's sequence number;
+//          an advance's number of resources;
 //          a keepalive's ttl in ms when ok; else 0.
 //
 // Threading: open() before any other thread uses the log; write() may be

@@ -7,6 +7,7 @@
 
 #include "client/duration.h"
 #include "lock/commands.h"
+#include "pgconn/advance.h"
 
 namespace pgfence::worker {
 namespace {
@@ -111,7 +112,11 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
     if (flag == "--seed") {
         return parse_int<std::uint64_t>(flag, v, 0, UINT64_MAX, o.seed);
     }
-    if (flag == "--conninfo") {
+    if (flag == "--advance") {
+        if (std::string why = pgconn::check_resource(std::string(v)); !why.empty()) return bad(flag, v, why);
+        if (o.advance.size() >= pgconn::kMaxAdvanceResources) return bad(flag, v, "at most 64 resources");
+        o.advance.emplace_back(v);
+    } else if (flag == "--conninfo") {
         o.conninfo = v;
     } else if (flag == "--endpoints") {
         o.endpoints = v;

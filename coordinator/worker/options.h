@@ -66,6 +66,9 @@ struct Options {
     milliseconds work{0};           // --work: pretend to work this long before writing
     milliseconds duration{0};       // --duration: stop starting iterations after this (0: none)
     std::string conninfo;           // --conninfo: libpq connection string ("" = PG* env)
+    // --advance R (repeatable): publish each iteration's token at these
+    // resources (fence_advance, over --conninfo) before its work starts.
+    std::vector<std::string> advance;
     std::string endpoints;          // --endpoints (else FENCE_ENDPOINTS)
     std::string cacert, cert, key, bearer_file;  // --cacert --cert --key --bearer-file (else FENCE_*_FILE)
     Mode mode = Mode::kGuard;       // --mode

@@ -9,13 +9,13 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "pgconn/advance.h"
+#include "pgconn/connection.h"
 #include "worker/options.h"
-
-struct pg_conn;
 
 namespace pgfence::worker {
 
@@ -55,6 +55,10 @@ class PgWriter {
     // `require_proof`, the key's resource (fence_admit's) needs proofs too.
     std::string ensure_key(const std::string& key, bool require_proof);
 
+    // --advance: publishes `token` at `targets` in a transaction of its own
+    // (pgconn/advance.h), under this connection's timeouts.
+    pgconn::PublishResult publish(const std::vector<pgconn::AdvanceTarget>& targets, std::uint64_t token);
+
     // One fenced read-modify-write through `path` (not kMixed); `seq` is the
     // write's sequence number on kSequenced (1..), ignored on the others.
     // `proof`, when set, goes with the token: SET LOCAL pg_fence.proof on the
@@ -66,11 +70,7 @@ class PgWriter {
                       const std::string& audit_path = {});
 
   private:
-    struct ConnDeleter {
-        void operator()(pg_conn* conn) const;
-    };
-    std::string exec_plain(const char* sql);
-    std::unique_ptr<pg_conn, ConnDeleter> conn_;
+    pgconn::Connection conn_;
 };
 
 }  // namespace pgfence::worker

@@ -7,6 +7,8 @@ std::string usage() {
 
   acquire KEY from the coordinator (a lease and a fencing token)
   -> keep the lease alive at lease/3 in a background thread
+  -> with --advance R: publish the token at resource R first (fence_advance),
+     so that every older holder is refused there before any work starts
   -> do the work in PostgreSQL carrying the token, in one transaction:
      read-modify-write a counter and append (key, token, worker, value)
      to an audit table
@@ -61,6 +63,13 @@ Options:
                        error) and go on; without it the first failure ends the program
   --no-lease-check     write even when the keepalive says the lease is gone
                        (tests use it: the database fence must catch such writes)
+  --advance R          before each iteration's work (and its --work pause), publish
+                       the iteration's token at resource R: fence_advance(R, token,
+                       proof) over --conninfo, in a transaction of its own (the grant's
+                       proof when R is the key and the cluster signs grants).
+                       Repeatable (at most 64; one transaction for all). If R already
+                       holds a newer fence (exit 10) or the publish fails (exit 11),
+                       nothing is written and the lock is released
   --conninfo STR       libpq connection string (default: the PG* environment)
   --endpoints H:P,...  coordinator members (default: $FENCE_ENDPOINTS, else 127.0.0.1:7501-7503);
                        https://H:P for members that serve TLS
@@ -70,7 +79,7 @@ Options:
   --worker-id W        name written to the audit table and the log (default fence-worker-PID)
   --log FILE           append one CSV line per event:
                          worker,event,key,token,send_ns,ack_ns,path,outcome,value
-                       event is acquire|write|replay|forge|release|keepalive; send_ns/ack_ns are
+                       event is acquire|advance|write|replay|forge|release|keepalive; send_ns/ack_ns are
                        CLOCK_MONOTONIC nanoseconds of the request's send and of its
                        answer (acquire: its first send; keepalive: one line per
                        request, ack_ns 0 when nothing answered, value = ttl ms)
@@ -109,9 +118,10 @@ Exit codes (the same numbers as fencectl's, docs/cli.md):
   4   the lease was lost before the write; nothing was written
   5   no coordinator member answered (cluster unavailable)
   7   not authorized: the coordinator refused the credentials (401) or the key (403)
-  10  stale token refused by PostgreSQL (55F01): a newer holder wrote
+  10  stale token refused by PostgreSQL (55F01): a newer holder wrote; or
+      --advance found a newer fence already at a resource
   11  PostgreSQL error other than a stale token (connection, schema, timeout, our
-      own token proof refused: 55F02)
+      own token proof refused: 55F02), also when publishing for --advance
   12  what answered on an endpoint is not a pgfence member
 )";
 }

@@ -88,6 +88,43 @@ int Worker::prepare() {
     return kExitOk;
 }
 
+bool Worker::reconnected(Event& e) {
+    if (db_.connected()) return true;
+    const std::string err = db_.connect(o_.conninfo, o_.worker_id);
+    if (err.empty()) return true;
+    e.outcome = "error";
+    log_.write(e);
+    ++stats_.db_errors;
+    say(err);
+    return false;
+}
+
+bool Worker::publish_first(const client::Lease& lease, int& code) {
+    if (o_.advance.empty()) return true;
+    Event e{"advance", lease.key, lease.token, {}, {}, "", "", static_cast<std::int64_t>(o_.advance.size())};
+    if (!reconnected(e)) {
+        code = failed(kExitDatabase);
+        return false;
+    }
+    e.sent_at = std::chrono::steady_clock::now();
+    const pgconn::PublishResult r =
+        db_.publish(pgconn::advance_targets(o_.advance, lease.keys, lease.proofs, lease.proof), lease.token);
+    e.acked_at = std::chrono::steady_clock::now();
+    e.outcome = r.outcome == pgconn::PublishOutcome::kPublished ? "published"
+                : r.outcome == pgconn::PublishOutcome::kStale   ? "stale"
+                                                                : "error";
+    log_.write(e);
+    if (r.outcome == pgconn::PublishOutcome::kPublished) {
+        say("token " + std::to_string(lease.token) + " published at " + std::to_string(o_.advance.size()) +
+            " resource(s) before the work");
+        return true;
+    }
+    ++(r.outcome == pgconn::PublishOutcome::kStale ? stats_.stale : stats_.db_errors);
+    std::fprintf(stderr, "fence-worker: %s; not writing, releasing %s\n", r.message.c_str(), lease.key.c_str());
+    code = failed(pgconn::exit_code_of(r.outcome));
+    return false;
+}
+
 int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, bool lease_lost, bool& accepted) {
     Event e{"write", lease.key, lease.token, {}, {}, to_string(path), "", 0};
     const std::string tok = std::to_string(lease.token) + (seq > 0 ? " seq " + std::to_string(seq) : "");
@@ -99,15 +136,7 @@ int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, 
         say("lease on " + lease.key + " (token " + tok + ") is gone before the write; not writing");
         return failed(kExitLostLease);
     }
-    if (!db_.connected()) {
-        if (std::string err = db_.connect(o_.conninfo, o_.worker_id); !err.empty()) {
-            e.outcome = "error";
-            log_.write(e);
-            ++stats_.db_errors;
-            say(err);
-            return failed(kExitDatabase);
-        }
-    }
+    if (!reconnected(e)) return failed(kExitDatabase);
     e.sent_at = std::chrono::steady_clock::now();
     const WriteResult w = db_.write(path, lease.key, lease.token, seq, o_.worker_id, proof_of(lease));
     e.acked_at = std::chrono::steady_clock::now();
@@ -341,10 +370,13 @@ int Worker::iteration(long i) {
     int code = kExitOk;
     {
         Keepalive keepalive(client_options_, lease, &log_);
-        if (o_.work.count() > 0) std::this_thread::sleep_for(o_.work);
-        const auto lost = [&] { return o_.lease_check && keepalive.lost(); };
-        bool accepted = false;
-        code = path == Mode::kSequenced ? write_sequenced(lease, lost) : write_with(lease, path, 0, lost(), accepted);
+        if (publish_first(lease, code)) {
+            if (o_.work.count() > 0) std::this_thread::sleep_for(o_.work);
+            const auto lost = [&] { return o_.lease_check && keepalive.lost(); };
+            bool accepted = false;
+            code = path == Mode::kSequenced ? write_sequenced(lease, lost)
+                                            : write_with(lease, path, 0, lost(), accepted);
+        }
         stats_.renewals += keepalive.renewals();
     }
     release(lease);

@@ -1,6 +1,7 @@
 // The fence-worker loop: for each iteration
-//   acquire (a lease and a token) -> start the keepalive thread -> work ->
-//   fenced write in PostgreSQL -> stop the keepalive -> release.
+//   acquire (a lease and a token) -> start the keepalive thread -> publish
+//   the token at the --advance resources -> work -> fenced write in
+//   PostgreSQL -> stop the keepalive -> release.
 // On the sequenced path the fenced write is kSequencedWrites numbered writes,
 // then the first of them sent again (a "replay"), which must be refused.
 // With --proof every write carries the grant's token proof; with --forge the
@@ -50,6 +51,13 @@ class Worker {
     // number on the sequenced path, else 0); returns an exit code (kExitOk
     // when the loop may go on) and sets `accepted` when PostgreSQL took it.
     int write_with(const client::Lease& lease, Mode path, std::int64_t seq, bool lease_lost, bool& accepted);
+    // --advance: publishes the lease's token at every resource before the
+    // work (an "advance" event). False, with `code` set, when it failed: then
+    // nothing is written.
+    bool publish_first(const client::Lease& lease, int& code);
+    // Connects again when the connection was lost; false (e logged as an
+    // error) when that failed.
+    bool reconnected(Event& e);
     // The sequenced path: numbered writes, then the replay of the first.
     int write_sequenced(const client::Lease& lease, const std::function<bool()>& lease_lost);
     int replay(const client::Lease& lease, std::int64_t seq);

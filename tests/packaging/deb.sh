@@ -82,6 +82,11 @@ depends=$(dpkg-deb -f "$W/deb/${PG_PACKAGE}_${version}_"*.deb Depends)
 [[ $depends == *postgresql-$pg_major* && $depends == *libsodium* ]] &&
   ok "$PG_PACKAGE depends on postgresql-$pg_major and libsodium ($depends)" ||
   bad "$PG_PACKAGE's Depends lacks postgresql-$pg_major or libsodium: $depends"
+# fencectl --advance and fence-worker talk to PostgreSQL through libpq.
+for p in fencectl fence-worker; do
+  depends=$(dpkg-deb -f "$W/deb/${p}_${version}_"*.deb Depends)
+  [[ $depends == *libpq5* ]] && ok "$p depends on libpq5 ($depends)" || bad "$p's Depends lacks libpq5: $depends"
+done
 
 # --- 2. install ---------------------------------------------------------------
 if ! dpkg -i "${debs[@]}" >"$W/dpkg-i.out" 2>&1; then

@@ -26,19 +26,22 @@ redirects, deadlines and lease rule; lock()/HeldLock (pgfence.holder) hold a
 lock with a background keepalive as `fencectl run` does, and number the
 writes made with its token for pg_fence's sequenced mode (next_seq(): 1, 2,
 3, ... up to MAX_SEQ); errors are the classes of pgfence.errors, each with
-the code a tool exits with for it (pgfence.exitcodes, fencectl's); durations
+the code a tool exits with for it (pgfence.exitcodes, fencectl's);
+lock(..., advance=R, db=conn) publishes the token at resource R in PostgreSQL
+before the block starts (pgfence.advance); durations
 ("10s", "500ms") and endpoint lists ("h:p,https://h:p") are spelled as
 fencectl's.
 """
 
 from . import exitcodes
+from .advance import publish_generation
 from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, ELECTION_PREFIX, Client, KeepaliveResult, Leader, Lease,
                      LockInfo, usable_lease)
 from .duration import format_duration_ms, parse_duration_ms
 from .endpoints import Endpoint, endpoints_from, parse_endpoint, parse_endpoints
 from .errors import (BadRequestError, CompactedError, FenceError, HeldError, LeaseLostError, NotAuthorizedError,
-                     NotFoundError, NotHeldError, NotPgfenceError, ProtocolError, TableFullError,
-                     UnavailableError)
+                     NotFoundError, NotHeldError, NotPgfenceError, ProtocolError, PublishError, StalePublishError,
+                     TableFullError, UnavailableError)
 from .holder import MAX_SEQ, HeldLock, campaign, election, hold, lock
 
 __all__ = [
@@ -47,5 +50,6 @@ __all__ = [
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
     "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",
-    "NotAuthorizedError", "LeaseLostError", "CompactedError", "MAX_SEQ", "exitcodes",
+    "NotAuthorizedError", "LeaseLostError", "CompactedError", "PublishError", "StalePublishError", "MAX_SEQ",
+    "exitcodes", "publish_generation",
 ]

@@ -26,6 +26,11 @@ C++ client (coordinator/client/client.h), all under FenceError.
 | CompactedError      | "compacted"      | 13   | 410 on watch: the revision asked for (or resumed from) |
 |                     |                  |      | is older than the history the members keep;            |
 |                     |                  |      | oldest_revision says where it starts                   |
+| PublishError        | "database"       | 11   | lock(advance=...): publishing the token at a resource  |
+|                     |                  |      | failed in the database (connection, SQL error, a       |
+|                     |                  |      | refused proof, a timeout); sqlstate says which         |
+| StalePublishError   | "stale"          | 10   | lock(advance=...): a resource holds a newer fence      |
+|                     |                  |      | already (a PublishError too); `fence` is it            |
 
 Every error carries `kind`, `message` (what happened, naming the key, the
 token and the member where they are known, with the server's own message
@@ -136,3 +141,30 @@ class CompactedError(FenceError):
     def __init__(self, message, http_status=0, *, oldest_revision=0, **kwargs):
         super().__init__(message, http_status, **kwargs)
         self.oldest_revision = oldest_revision
+
+
+class PublishError(FenceError):
+    """Publishing a token at a resource (pgfence.advance) failed in the
+    database: nothing was committed, and lock(advance=...) released the lock.
+    `resource` (None when several were published together), `token`,
+    `sqlstate` (the driver's, None when it gave none)."""
+
+    kind = "database"
+    exit_code = exitcodes.EXIT_DATABASE
+
+    def __init__(self, message, http_status=0, *, resource=None, sqlstate=None, **kwargs):
+        super().__init__(message, http_status, **kwargs)
+        self.resource = resource
+        self.sqlstate = sqlstate
+
+
+class StalePublishError(PublishError):
+    """Publishing found a newer fence already at `resource` (`fence`): a
+    newer holder published first, and this token is stale there."""
+
+    kind = "stale"
+    exit_code = exitcodes.EXIT_STALE
+
+    def __init__(self, message, http_status=0, *, fence=None, **kwargs):
+        super().__init__(message, http_status, **kwargs)
+        self.fence = fence

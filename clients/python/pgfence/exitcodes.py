@@ -19,8 +19,9 @@ tool built on this package.
 | 8    | EXIT_UNKNOWN_MEMBER | member change: no member of that ID in the configuration         |
 | 9    | EXIT_REFUSED        | member change refused now                                        |
 | 10   | EXIT_STALE          | PostgreSQL refused the token: SQLSTATE 55F01, or fenced_update   |
-|      |                     | answered 'stale'                                                 |
-| 11   | EXIT_DATABASE       | a database error other than a stale token                        |
+|      |                     | answered 'stale', or a publish found a newer fence               |
+|      |                     | (StalePublishError)                                              |
+| 11   | EXIT_DATABASE       | a database error other than a stale token (PublishError too)     |
 | 12   | EXIT_NOT_PGFENCE    | what answered on an endpoint is not a pgfence member             |
 | 13   | EXIT_COMPACTED      | watch: the revision asked for is older than the history kept     |
 

@@ -56,6 +56,7 @@ import threading
 import time
 
 from . import errors
+from .advance import publish_generation, resources_of
 from .client import Client, usable_lease
 from .duration import parse_duration_ms
 
@@ -383,11 +384,17 @@ def campaign(client, name, value="", lease="10s", wait="30s", owner="", on_lost=
 
 
 class _LockContext:
-    def __init__(self, key, lease, wait, owner, client, on_lost, margin, options, value=None):
+    def __init__(self, key, lease, wait, owner, client, on_lost, margin, options, value=None, advance=None,
+                 db=None):
         parse_duration_ms(lease)  # a bad duration is reported at the call, before any request
         parse_duration_ms(wait)
         if margin is not None:
             parse_duration_ms(margin)  # hold() checks it against the lease
+        if (advance is None) != (db is None):
+            raise ValueError("advance= and db= go together: the resources to publish the token at, and the "
+                             "DB-API connection to publish it over")
+        self._advance = None if advance is None else resources_of(advance)
+        self._db = db
         self._args = (key, lease, wait, owner, on_lost, margin)
         self._value = value  # an election's value; None: a lock
         self._client = client
@@ -405,11 +412,24 @@ class _LockContext:
                 self._held = hold(client, key, lease, wait, owner, on_lost, margin=margin)
             else:
                 self._held = campaign(client, key, self._value, lease, wait, owner, on_lost, margin=margin)
+            if self._advance is not None:
+                self._publish()
         except BaseException:
             if self._own_client is not None:
                 self._own_client.close()
             raise
         return self._held
+
+    def _publish(self):
+        """advance=: the token reaches the resources before the block starts
+        (the keepalive already runs); on failure the lock is released and the
+        PublishError raised."""
+        held = self._held
+        try:
+            publish_generation(self._db, self._advance, held.token, {held.key: held.proof} if held.proof else None)
+        except BaseException:
+            held.release()
+            raise
 
     def __exit__(self, *exc):
         try:
@@ -420,7 +440,8 @@ class _LockContext:
         return False
 
 
-def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None, **options):
+def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None, advance=None, db=None,
+         **options):
     """A context manager that holds `key` for the duration of a `with` block:
 
         with pgfence.lock("report:7", lease="10s", wait="30s") as lease:
@@ -434,8 +455,18 @@ def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, m
     lease is lost. `margin`: `lease.lost` turns true that long before the
     deadline (a duration; default lease / 10, at least 10ms, as `fencectl
     run`); it must be shorter than lease x (1 - rho) (ValueError on entering,
-    before any request). Defaults as fencectl's: lease 10s, wait 30s."""
-    return _LockContext(key, lease, wait, owner, client, on_lost, margin, options)
+    before any request). Defaults as fencectl's: lease 10s, wait 30s.
+
+    `advance` (a resource name, or a list of them) with `db` (a DB-API
+    connection the caller made, not inside a transaction): before the block
+    starts, the token is published at those resources with fence_advance
+    in a committed transaction of its own (pgfence.advance; the lease's proof
+    goes to a resource named like `key`), so every older token is refused
+    there from then on. If that fails the lock is released and
+    StalePublishError (a newer fence is there, exit code 10) or PublishError
+    (a database error, 11) is raised; ValueError, before any request, for a
+    bad resource name or one of the two without the other."""
+    return _LockContext(key, lease, wait, owner, client, on_lost, margin, options, advance=advance, db=db)
 
 
 def election(name, value="", lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None,

@@ -71,7 +71,9 @@ def _free_base(n):
 class Cluster:
     """N members on 127.0.0.1 (scripts/cluster.sh), stopped at the end of the run."""
 
-    def __init__(self, name, n=3, tls=False, flags="", env=None):
+    def __init__(self, name, n=3, tls=False, flags="", env=None, base=None):
+        """`base`: a fixed FENCE_BASE_PORT (a suite with its own port range);
+        None: a free range, tried again on another if a member cannot bind."""
         self.dir = os.path.join(WORK, name)
         self.n = n
         self.tls = tls
@@ -79,7 +81,7 @@ class Cluster:
         _cleanups.append(self.stop)
         bin_dir = os.path.dirname(coordinator_bin())
         for attempt in range(3):
-            self.base = _free_base(n)
+            self.base = base if base is not None else _free_base(n)
             run_env = dict(os.environ, FENCE_BIN_DIR=bin_dir, FENCE_BASE_PORT=str(self.base),
                            FENCE_COORDINATOR_FLAGS=f"{FAST_FLAGS} {flags}", **(env or {}))
             cmd = ["bash", CLUSTER_SH, "start", self.dir, str(n)] + (["--tls"] if tls else [])
@@ -155,11 +157,13 @@ class Cluster:
 class Postgres:
     """A throwaway PostgreSQL with pg_fence (pg.sh); sets PG* in os.environ."""
 
-    def __init__(self, name):
+    def __init__(self, name, port=None):
+        """`port`: a fixed port (a suite with its own port range); None: a free one."""
         self.dir = os.path.join(WORK, name)
         os.makedirs(self.dir)
         _cleanups.append(self.stop)
-        script = f'source "{PG_SH}" && pg_throwaway_start "{self.dir}" >&2 && env | grep "^PG"'
+        fixed = f"pg_free_port() {{ echo {int(port)}; }} && " if port is not None else ""
+        script = f'source "{PG_SH}" && {fixed}pg_throwaway_start "{self.dir}" >&2 && env | grep "^PG"'
         r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"PostgreSQL did not start: {r.stderr}")

@@ -337,6 +337,31 @@ BOOST_AUTO_TEST_CASE(member_subcommands_parse_and_name_what_is_wrong) {
     BOOST_TEST(parse({"help", "member"}).args.help);
 }
 
+BOOST_AUTO_TEST_CASE(advance_is_repeatable_bounded_and_only_for_run_and_acquire) {
+    const cli::ArgsParse run =
+        parse({"run", "report:7", "--advance", "report:7", "--advance=ledger", "--dsn", "host=db", "--", "true"});
+    BOOST_TEST_REQUIRE(run.error == "");
+    BOOST_TEST(run.args.advance == (std::vector<std::string>{"report:7", "ledger"}));
+    BOOST_TEST(run.args.dsn == "host=db");
+    const cli::ArgsParse env = parse({"acquire", "a", "b", "--advance", "a"});
+    BOOST_TEST_REQUIRE(env.error == "");
+    BOOST_TEST(env.args.dsn == "");  // libpq's "": the PG* environment
+    auto error_of = [](std::vector<std::string> words) { return parse(std::move(words)).error; };
+    BOOST_TEST(error_of({"get", "a", "--advance", "a"}).find("not valid for 'get'") != std::string::npos);
+    BOOST_TEST(error_of({"elect", "n", "--advance", "a", "--", "true"}).find("not valid for 'elect'") !=
+               std::string::npos);
+    BOOST_TEST(error_of({"run", "a", "--dsn", "host=db", "--", "true"}).find("--dsn: used only with --advance") !=
+               std::string::npos);
+    BOOST_TEST(error_of({"acquire", "a", "--advance", ""}).find("resource '' must be 1-512 bytes") !=
+               std::string::npos);
+    BOOST_TEST(error_of({"acquire", "a", "--advance", "x\ty"}).find("control character") != std::string::npos);
+    std::vector<std::string> many{"acquire", "a"};
+    for (int i = 0; i < 65; ++i) many.insert(many.end(), {"--advance", "r" + std::to_string(i)});
+    BOOST_TEST(error_of(many).find("--advance: at most 64 resources (got another: 'r64')") != std::string::npos);
+    many.resize(many.size() - 2);
+    BOOST_TEST(error_of(many) == "");
+}
+
 BOOST_AUTO_TEST_CASE(tls_and_bearer_flags_reach_the_client_options) {
     const std::string dir = "/tmp/pgfence-parse-test-" + std::to_string(::getpid());
     ::mkdir(dir.c_str(), 0700);

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""pgfence.lock(..., advance=..., db=...) end to end, with a real 3-member
+cluster and a real PostgreSQL with pg_fence (ports of the publish-first
+tests: cluster base 14600, PostgreSQL 14620):
+
+- inside the block, before it has written, another session already finds
+  fence_current(R) = the lease's token at every resource, and an older
+  token's fence_admit is refused (55F01) and its fence_advance answers false;
+  also over a connection in autocommit mode;
+- a resource that holds a newer fence: StalePublishError (exit_code 10,
+  naming the resource, the token and the fence), the block never runs, the
+  key is free at once and the caller's connection is usable (rolled back);
+- a closed connection, and a database without pg_fence: PublishError
+  (exit_code 11), the block never runs, the key is free;
+- advance= without db= (and a bad resource name): ValueError before any request."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import harness  # noqa: E402
+from harness import pgfence, psql  # noqa: E402
+import psycopg2  # noqa: E402  (Debian's python3-psycopg2)
+
+CLUSTER_BASE, PG_PORT = 14600, 14620
+STALE_FENCE = 9000000000
+
+
+def fence_of(resource):
+    return psql(f"SELECT fence_current('{resource}')")
+
+
+def sqlstate_of(statement):
+    """Runs `statement` in a transaction of its own; None or its SQLSTATE."""
+    conn = psycopg2.connect("")
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(statement)
+        return None
+    except psycopg2.Error as e:
+        return e.pgcode
+    finally:
+        conn.close()
+
+
+class LockAdvance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pg = harness.Postgres("pg", port=PG_PORT)
+        psql("CREATE EXTENSION pg_fence")
+        psql("CREATE DATABASE nofence")
+        cls.cluster = harness.Cluster("cluster", base=CLUSTER_BASE)
+        cls.client = pgfence.Client(cls.cluster.endpoints)
+        harness.wait_until(20, lambda: cls.cluster.leader_id(cls.client), "a leader")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+
+    def setUp(self):
+        self.db = psycopg2.connect("")
+        self.addCleanup(self.db.close)
+
+    def lock(self, key, **kwargs):
+        return pgfence.lock(key, lease="5s", wait="0s", client=self.client, **kwargs)
+
+    def assert_free(self, key):
+        with self.assertRaises(pgfence.NotFoundError):
+            self.client.get(key)
+
+    def test_the_token_is_the_fence_before_the_block_writes(self):
+        older = self.client.acquire("py:1", lease="1s", wait="0s")
+        self.client.release("py:1", older.token)
+        psql(f"SELECT fence_advance('py:1', {older.token})")
+        with self.lock("py:1", advance=["py:1", "py:other"], db=self.db) as lease:
+            self.assertEqual(fence_of("py:1"), str(lease.token))
+            self.assertEqual(fence_of("py:other"), str(lease.token))
+            self.assertEqual(sqlstate_of(f"SELECT fence_admit('py:1', {older.token})"), "55F01")
+            self.assertEqual(psql(f"SELECT fence_advance('py:1', {older.token})"), "f")
+        self.assert_free("py:1")
+
+    def test_an_autocommit_connection_publishes_too(self):
+        self.db.autocommit = True
+        with self.lock("py:auto", advance="py:auto", db=self.db) as lease:
+            self.assertEqual(fence_of("py:auto"), str(lease.token))
+
+    def test_a_newer_fence_there_raises_stale_and_releases(self):
+        psql(f"SELECT fence_advance('py:2', {STALE_FENCE})")
+        entered = False
+        with self.assertRaises(pgfence.StalePublishError) as caught:
+            with self.lock("py:2", advance="py:2", db=self.db):
+                entered = True
+        e = caught.exception
+        self.assertFalse(entered, "the block ran although the publish was stale")
+        self.assertEqual(e.exit_code, pgfence.exitcodes.EXIT_STALE)
+        self.assertEqual((e.resource, e.fence), ("py:2", STALE_FENCE))
+        self.assertRegex(str(e), rf'^token {e.token} not published at resource "py:2": its fence is {STALE_FENCE}')
+        self.assert_free("py:2")
+        with self.db.cursor() as cur:  # rolled back: the caller's connection goes on
+            cur.execute("SELECT 1")
+            self.assertEqual(cur.fetchone()[0], 1)
+
+    def test_database_errors_raise_publish_error_and_release(self):
+        self.db.close()
+        with self.assertRaises(pgfence.PublishError) as caught:
+            with self.lock("py:3", advance="py:3", db=self.db):
+                self.fail("the block ran over a closed connection")
+        self.assertNotIsInstance(caught.exception, pgfence.StalePublishError)
+        self.assertEqual(caught.exception.exit_code, pgfence.exitcodes.EXIT_DATABASE)
+        self.assertIn('not published at resource "py:3": fence_advance failed: ', str(caught.exception))
+        self.assert_free("py:3")
+        other = psycopg2.connect(dbname="nofence")
+        self.addCleanup(other.close)
+        with self.assertRaises(pgfence.PublishError) as caught:
+            with self.lock("py:3", advance="py:3", db=other):
+                self.fail("the block ran without pg_fence in the database")
+        self.assertEqual(caught.exception.sqlstate, "42883")
+        self.assertIn("(SQLSTATE 42883)", str(caught.exception))
+        self.assert_free("py:3")
+
+    def test_bad_arguments_are_refused_before_any_request(self):
+        with self.assertRaisesRegex(ValueError, "advance= and db= go together"):
+            self.lock("py:4", advance="py:4")
+        with self.assertRaisesRegex(ValueError, "must be 1-512 bytes"):
+            self.lock("py:4", advance="", db=self.db)
+        with self.assertRaisesRegex(ValueError, "control character"):
+            self.lock("py:4", advance=["ok", "a\nb"], db=self.db)
+        with self.assertRaisesRegex(ValueError, "at most 64"):
+            self.lock("py:4", advance=[f"r{i}" for i in range(65)], db=self.db)
+        self.assert_free("py:4")
+
+
+if __name__ == "__main__":
+    harness.main()
