@@ -66,9 +66,14 @@ ns_exec() {
 # Only ever call it with & (in the foreground it would replace the caller).
 # It also closes the lock's descriptor (ns_lock): a member or PostgreSQL that
 # outlived a killed run must not keep the next run out.
+# CMD starts with SIGHUP ignored: the nemesis stops processes on purpose, and
+# the kernel sends SIGHUP to a stopped process whose process group becomes
+# orphaned (the shell that started the run exiting first is enough). A member
+# installs its own SIGHUP handler (reloads), which replaces the ignore.
 ns_spawn() {
   local host=$1
   shift
+  trap '' HUP
   if [[ -n "$NS_LOCK_FD" ]]; then
     exec nsenter "--net=/run/netns/$(ns_name "$host")" -- "$@" {NS_LOCK_FD}>&-
   fi
