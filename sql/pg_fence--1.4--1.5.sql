@@ -33,7 +33,7 @@ CREATE TABLE fence_outbox (
 COMMENT ON TABLE fence_outbox IS
 'Side effects enqueued by fence_enqueue under a fencing token, delivered by fence-relay';
 -- the relay's claim: due pending entries, oldest due first
-CREATE INDEX fence_outbox_due ON fence_outbox (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX fence_outbox_due ON fence_outbox (next_attempt_at, id) WHERE state = 'pending';
 -- a restored database must still deliver what it had not delivered, and
 -- keep the keys of what it had
 SELECT pg_catalog.pg_extension_config_dump('fence_outbox', '');

@@ -37,6 +37,7 @@ class Receiver:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes
 
             def do_GET(self):
                 with receiver.lock:
