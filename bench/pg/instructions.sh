@@ -74,7 +74,7 @@ RUN_USER=${BENCH_INSTR_USER:-postgres}
 # the settings of every postgres --single run
 PG_OPTS=(-c shared_preload_libraries=pg_fence -c huge_pages=off -c jit=off -c fsync=off)
 
-usage() { sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 (($# == 0)) || { usage >&2; exit 2; }
 if [[ ! $N1 =~ ^[1-9][0-9]*$ || ! ${N2:-} =~ ^[1-9][0-9]*$ || -n ${extra:-} ]] || ((N1 >= N2)); then
