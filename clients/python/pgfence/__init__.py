@@ -28,10 +28,11 @@ writes made with its token for pg_fence's sequenced mode (next_seq(): 1, 2,
 3, ... up to MAX_SEQ); errors are the classes of pgfence.errors, each with
 the code a tool exits with for it (pgfence.exitcodes, fencectl's); durations
 ("10s", "500ms") and endpoint lists ("h:p,https://h:p") are spelled as
-fencectl's.
+fencectl's. pgfence.outbox enqueues side effects in pg_fence's fenced outbox
+(psycopg2 cursor); `python3 -m pgfence.relay` (fence-relay) delivers them.
 """
 
-from . import exitcodes
+from . import exitcodes, outbox
 from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, ELECTION_PREFIX, Client, KeepaliveResult, Leader, Lease,
                      LockInfo, usable_lease)
 from .duration import format_duration_ms, parse_duration_ms
@@ -47,5 +48,5 @@ __all__ = [
     "DEFAULT_MAX_CLOCK_DRIFT_PPM", "Endpoint", "endpoints_from", "parse_endpoint", "parse_endpoints",
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
     "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",
-    "NotAuthorizedError", "LeaseLostError", "CompactedError", "MAX_SEQ", "exitcodes",
+    "NotAuthorizedError", "LeaseLostError", "CompactedError", "MAX_SEQ", "exitcodes", "outbox",
 ]
