@@ -17,7 +17,7 @@ CREATE TABLE fence_outbox (
     target text NOT NULL CHECK (octet_length(target) BETWEEN 1 AND 512),
     token bigint NOT NULL CHECK (token >= 0),
     operation_id text NOT NULL CHECK (octet_length(operation_id) BETWEEN 1 AND 256),
-    idempotency_key text NOT NULL UNIQUE,
+    idempotency_key text COLLATE "C" NOT NULL UNIQUE,
     endpoint text NOT NULL CHECK (octet_length(endpoint) <= 2048),
     payload jsonb NOT NULL,
     state text NOT NULL DEFAULT 'pending'

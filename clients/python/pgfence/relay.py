@@ -39,7 +39,6 @@ the round's length (at most --batch-time plus one --timeout).
 
 import argparse
 import http.client
-import json
 import logging
 import os
 import random
@@ -109,9 +108,12 @@ class Sender:
         self._conns().clear()
 
     def post(self, endpoint, key, body):
-        """(status, headers, answer text) or raises OSError/HTTPException."""
+        """(status, headers, answer text) or raises OSError/HTTPException;
+        ValueError for an endpoint that is not http(s)://host[:port]..."""
         url = urllib.parse.urlsplit(endpoint)
-        where = (url.scheme.lower(), url.hostname, url.port)
+        if url.scheme.lower() not in ("http", "https") or not url.hostname:
+            raise ValueError(f"invalid endpoint {endpoint!r}: not http(s)://host[:port][/path]")
+        where = (url.scheme.lower(), url.hostname, url.port)  # .port: ValueError if bad
         path = url.path or "/"
         if url.query:
             path += "?" + url.query
@@ -206,6 +208,8 @@ class Relay:
         a = self.args
         try:
             status, headers, answer = self.sender.post(endpoint, key, payload.encode("utf-8"))
+        except ValueError as e:  # a row written without fence_enqueue's checks
+            return Outcome(entry_id, PARKED, 1, None, _excerpt(str(e)))
         except (OSError, http.client.HTTPException) as e:
             why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             return Outcome(entry_id, RETRY, 1, None, _excerpt(f"{endpoint}: {why}"),

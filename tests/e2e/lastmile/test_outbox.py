@@ -283,6 +283,11 @@ class OutboxTest(unittest.TestCase):
         rec.status = 200
         wait_until(10, lambda: states() == ["delivered"], "delivered after the retry")
         self.assertIn("parked: HTTP 422", relay.text())
+        # a row written without fence_enqueue (no endpoint check): parked, naming it
+        query("INSERT INTO fence_outbox (target, token, operation_id, idempotency_key, endpoint, payload) "
+              "VALUES ('mail:3', 1, 'direct', 'k-direct', 'ftp://h/x', '{}')")
+        wait_until(10, lambda: states("operation_id = 'direct'") == ["parked"], "the direct row parked")
+        self.assertIn("invalid endpoint 'ftp://h/x'", entries("operation_id = 'direct'")[0][5])
         relay.kill(signal.SIGTERM)
 
     def test_e_two_relays_deliver_each_entry_once(self):
