@@ -1,7 +1,9 @@
 """fence-relay: delivers pg_fence's outbox (fence_outbox) to HTTP endpoints.
 
-Run as `python3 -m pgfence.relay` or `fence-relay`; `--help` says how. Needs
-psycopg2 (Debian: python3-psycopg2) and the standard library.
+Run as `python3 -m pgfence.relay` or `fence-relay` (the launcher
+clients/python/fence-relay.in, installed by make install and the package
+fence-relay); `--help` says how. Needs psycopg2 (Debian: python3-psycopg2)
+and the standard library.
 
 One round (a batch), in one transaction:
 
@@ -382,7 +384,7 @@ examples:
 """
 
 
-def parse_args(argv):
+def parse_args(argv, version=None):
     p = argparse.ArgumentParser(
         prog="fence-relay",
         description="Deliver pg_fence's outbox (fence_outbox) to HTTP endpoints, at least once, "
@@ -406,6 +408,8 @@ def parse_args(argv):
     p.add_argument("--metrics", metavar="HOST:PORT", default="",
                    help="serve Prometheus text at http://HOST:PORT/metrics")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--version", action="version",
+                   version=f"fence-relay (pgfence) {version or 'from the source tree'}")
     args = p.parse_args(argv)
     try:
         for name in ("timeout", "batch_time", "idle", "backoff", "max_backoff", "log_every"):
@@ -427,8 +431,9 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv=None, version=None):
+    """Runs the relay; its exit status. version: the installed launcher's."""
+    args = parse_args(sys.argv[1:] if argv is None else argv, version)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s fence-relay[%(process)d] %(levelname)s %(message)s")
     relay = Relay(args)
