@@ -258,9 +258,10 @@ class Relay:
 
             results = self.pool.map(one, deliver) if self.pool else map(one, deliver)
             outcomes.extend(o for o in results if o is not None)
+            attempts_before = {e[0]: e[6] for e in deliver}
             for o in outcomes:
                 if o.state == RETRY and a.max_attempts:
-                    attempts = next(e[6] for e in deliver if e[0] == o.entry_id) + 1
+                    attempts = attempts_before[o.entry_id] + 1
                     if attempts >= a.max_attempts:
                         o.state = PARKED
                         o.error = _excerpt(f"after {attempts} attempts: {o.error}")

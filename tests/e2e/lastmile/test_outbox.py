@@ -3,7 +3,8 @@ pg_fence, the relay (python3 -m pgfence.relay) as separate processes, a real
 deduplicating HTTP receiver (receiver.py) and, for the paused worker, a real
 coordinator and a worker process that is SIGSTOPped.
 
-Ports (this suite's range, 14000..14399): receivers 14000..14049, relay
+Ports (this suite's range, 14000..14399): receivers 14000..14049 (14005:
+nothing ever listens there), relay
 metrics 14050..14059, PostgreSQL 14100, the coordinator 14201/14301.
 
 Environment: FENCE_COORDINATOR_BIN (required). pg_fence must be installed
@@ -288,6 +289,16 @@ class OutboxTest(unittest.TestCase):
               "VALUES ('mail:3', 1, 'direct', 'k-direct', 'ftp://h/x', '{}')")
         wait_until(10, lambda: states("operation_id = 'direct'") == ["parked"], "the direct row parked")
         self.assertIn("invalid endpoint 'ftp://h/x'", entries("operation_id = 'direct'")[0][5])
+        relay.kill(signal.SIGTERM)
+
+    def test_d2_max_attempts_parks_an_entry_that_keeps_failing(self):
+        enqueue("mail:4", 1, "never", "http://127.0.0.1:14005/hook", {})  # nothing listens there
+        relay = Relay("--backoff", "50ms", "--max-backoff", "100ms", "--max-attempts", "2")
+        wait_until(10, lambda: states() == ["parked"], "parked after 2 attempts")
+        row = entries()[0]
+        self.assertEqual(row[3], 2)
+        self.assertTrue(row[5].startswith("after 2 attempts: http://127.0.0.1:14005/hook: ConnectionRefusedError"),
+                        row[5])
         relay.kill(signal.SIGTERM)
 
     def test_e_two_relays_deliver_each_entry_once(self):
