@@ -167,6 +167,9 @@ class Relay:
         import psycopg2  # only the relay needs it, not the rest of the package
         self.conn = psycopg2.connect(self.args.dsn, application_name="fence-relay")
         with self.conn, self.conn.cursor() as cur:
+            # a round's transaction stays open while it delivers: a server's
+            # idle_in_transaction_session_timeout must not end it (re-deliveries)
+            cur.execute("SET idle_in_transaction_session_timeout = 0")
             cur.execute("SELECT n.nspname FROM pg_catalog.pg_extension e "
                         "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
                         "WHERE e.extname = 'pg_fence'")
