@@ -303,7 +303,7 @@ class OutboxTest(unittest.TestCase):
 
     def test_e_two_relays_deliver_each_entry_once(self):
         rec = self.receiver(14004)
-        rec.delay_s = 0.004
+        rec.delay_s = 0.01  # about 2 s of work for one relay: the other one starts well before it ends
         conn = db()
         with conn.cursor() as cur:
             cur.execute("SELECT fence_enqueue('batch:' || (n %% 10), 1, 'op-' || n, %s, jsonb_build_object('n', n)) "
