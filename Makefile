@@ -3,7 +3,7 @@
 #   make test   install what is missing, build, run every test (warnings are errors)
 #
 # Other targets: deps build install deb sim faults soak fuzz bench bench-pg
-#                bench-pg-instr bench-coordinator bench-scale bench-wal
+#                bench-pg-instr bench-relay bench-coordinator bench-scale bench-wal
 #                check-debian13 clean help
 # Build options: JOBS=2 BUILD=build BUILD_TYPE=RelWithDebInfo CMAKE_FLAGS=... WERROR=ON|OFF
 #                V=1 (make demo: show the build's output as it comes)
@@ -34,7 +34,7 @@ WERROR ?=
 ASAN_MODULES ?= codec;raft;lock;member;auth;storage;log;net
 
 .PHONY: all help deps build build-asan install deb test demo sim faults soak fuzz \
-        bench bench-pg bench-pg-instr bench-coordinator bench-scale bench-wal \
+        bench bench-pg bench-pg-instr bench-relay bench-coordinator bench-scale bench-wal \
         check-debian13 clean
 
 # werror_sync DIR: DIR's PGFENCE_WERROR made $(WERROR) when WERROR is set.
@@ -131,6 +131,12 @@ bench-pg-instr:
 	PGFENCE_BENCH_DEPS=1 bash scripts/install-deps.sh
 	$(MAKE) -C pg_extension -j$(JOBS) install
 	bash bench/pg/instructions.sh
+
+# make bench-relay: entries per second fence-relay delivers to a local
+# receiver, by the receiver's own count (bench/outbox/run.sh; goal 2,000/s).
+bench-relay:
+	$(MAKE) -C pg_extension -j$(JOBS) install
+	bash bench/outbox/run.sh
 
 bench-wal: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target bench_wal

@@ -12,16 +12,24 @@
 # turns on verifiable tokens (the members sign every grant; the table checks
 # each write's proof against the cluster's public key and the row's lock):
 # a token without a proof and a proof for another lock are refused (55F02),
-# then the race is played again and ends as in scene 1.
+# then the race is played again and ends as in scene 1. Scene 3 plays it
+# with a side effect: each worker sends its e-mail through pg_fence's outbox
+# (fence_enqueue), a relay (python3 -m pgfence.relay) delivers the outbox to
+# a small mail receiver (tests/e2e/lastmile/receiver.py, port DEMO_MAIL_PORT),
+# and the paused worker's e-mail is refused at enqueue (55F01) and never sent.
 # Everything it starts is stopped on exit, also on Ctrl-C. Exit status 0 only
 # if, in both scenes, PostgreSQL refused the stale write (SQLSTATE 55F01) and
 # the row holds B's report; scene 1: fence_stats counted one stale rejection
 # and fence-worker A stopped (exit 10, stale); scene 2: the two writes without a valid
-# proof were refused (55F02) and counted.
+# proof were refused (55F02) and counted; scene 3 (when it runs): A's e-mail
+# was refused at enqueue (55F01), the receiver got exactly one request, B's,
+# and B's entry is the outbox's only one, delivered.
 #
 # Environment: BUILD (build directory, default build) or E2E_BUILD_DIR, or the
 # binaries themselves: FENCE_COORDINATOR_BIN, FENCECTL_BIN, FENCE_WORKER_BIN;
-# DEMO_LEASE (worker A's lease, default 3s); DEMO_KEEP=1 keeps the temporary
+# DEMO_LEASE (worker A's lease, default 3s); DEMO_MAIL_PORT (scene 3's mail
+# receiver, default 14390; scene 3 needs /usr/bin/python3 with
+# python3-psycopg2, and is skipped without it); DEMO_KEEP=1 keeps the temporary
 # directory (it is always kept when the demo fails).
 # Until the coordinator is built, falls back to scripts/demo-sql.sh (the SQL half).
 set -euo pipefail
@@ -62,7 +70,7 @@ fencectl() { "$FENCECTL" "$@"; }
 
 # --- Cleanup: everything started here is stopped here -------------------------
 WORK=$(mktemp -d /tmp/pgfence-demo.XXXXXX)
-A_PID="" W_PID=""
+A_PID="" W_PID="" MAIL_PIDS=()
 cleanup() {
   local rc=$?
   trap "" INT TERM   # a second Ctrl-C must not cut the cleanup short
@@ -77,6 +85,9 @@ cleanup() {
     kill -TERM "$W_PID" 2>/dev/null   # it finishes its iteration (a few seconds), then exits
     e2e_wait_for 5 bash -c "! kill -0 $W_PID" || kill -KILL "$W_PID" 2>/dev/null
   fi
+  local pid
+  for pid in "${MAIL_PIDS[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${MAIL_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   bash "${FENCE_CLUSTER_SH:-$E2E_ROOT/scripts/cluster.sh}" stop "$WORK/cluster" >/dev/null 2>&1 || true
   pg_throwaway_stop "$WORK"
   if [[ "${DEMO_KEEP:-0}" == 1 || $rc -eq 1 ]]; then   # keep logs of a failed demo, not of a Ctrl-C
@@ -355,12 +366,107 @@ step "fence_stats after scene 2"
 sql -c "SELECT relation, accepted, rejected_stale, rejected_proof FROM fence_stats
           WHERE relation = 'reports'::regclass" | show
 
-echo
-if ((REFUSED == 1)) && [[ "$BODY" == "report by worker B (token $B_TOKEN)" ]] && ((PROOF_REJECTS == 2)); then
-  printf '%s[%s] PASS: scene 1 refused the stale write; scene 2 refused a token without a proof and a\n' \
-    "$green" "$(e2e_now)"
-  printf '           proof for another lock (55F02), kept B'"'"'s verified write (token %s) and refused A'"'"'s stale one (55F01).%s\n' \
-    "$B_TOKEN" "$off"
-  exit 0
+((REFUSED == 1)) && [[ "$BODY" == "report by worker B (token $B_TOKEN)" ]] && ((PROOF_REJECTS == 2)) ||
+  fail "scene 2: expected A's write refused as stale (refused=$REFUSED), B's body in row 7 (body='$BODY'), two proof rejections (fence_stats: $PROOF_REJECTS)"
+SCENE2_B_TOKEN=$B_TOKEN
+
+# --- Scene 3: a side effect, through the fenced outbox ---------------------------
+MAIL_KEY=mail:report:7
+MAIL_PORT=${DEMO_MAIL_PORT:-14390}
+MAIL_URL=http://127.0.0.1:$MAIL_PORT/send
+# mail_count FIELD: the receiver's count of applied (e-mails sent) or received (POSTs)
+mail_count() { curl -s --max-time 2 "http://127.0.0.1:$MAIL_PORT/count" | sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p"; }
+# Worker A of scene 3: acquire, write the e-mail for 3 s, enqueue it under its token.
+cat >"$WORK/mailer-a.sh" <<'WORKER'
+token=$("$FENCECTL_BIN" acquire "$MAIL_KEY" --lease "$LEASE" --wait 0s) || exit
+echo "$token" >"$SCENE/a.token.tmp" && mv "$SCENE/a.token.tmp" "$SCENE/a.token"
+sleep 3   # writing the e-mail
+psql -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "SELECT fence_enqueue('$MAIL_KEY', $token, 'report-7-mail', '$MAIL_URL',
+  jsonb_build_object('to', 'boss@example.org', 'text', 'report 7, by worker A (token $token)'))" >"$SCENE/a.psql" 2>&1
+echo $? >"$SCENE/a.rc"
+WORKER
+export MAIL_KEY MAIL_URL
+
+scene3() {
+  SCENE=$WORK/scene3
+  mkdir -p "$SCENE"
+  export SCENE
+  step "Scene 3: a side effect. The report goes out by e-mail, which PostgreSQL cannot take back"
+  note "Each worker records its e-mail in pg_fence's outbox, in its transaction and under its"
+  note "token: SELECT fence_enqueue('$MAIL_KEY', token, 'report-7-mail', '$MAIL_URL', '{...}')."
+  note "A relay (python3 -m pgfence.relay) delivers the outbox, each e-mail with an"
+  note "Idempotency-Key; the mail receiver sends each key once."
+  /usr/bin/python3 "$E2E_ROOT/tests/e2e/lastmile/receiver.py" "$MAIL_PORT" >"$SCENE/receiver.log" 2>&1 &
+  MAIL_PIDS+=($!)
+  e2e_wait_for 10 bash -c "curl -s --max-time 1 http://127.0.0.1:$MAIL_PORT/count >/dev/null" ||
+    fail "the mail receiver did not start on port $MAIL_PORT: $(cat "$SCENE/receiver.log")"
+  PYTHONPATH="$E2E_ROOT/clients/python" /usr/bin/python3 -m pgfence.relay --idle 100ms --log-every 1s \
+    >"$SCENE/relay.log" 2>&1 &
+  MAIL_PIDS+=($!)
+  note "receiver on 127.0.0.1:$MAIL_PORT, relay pid $!"
+
+  step "t0  worker A acquires $MAIL_KEY with a $LEASE lease and writes the e-mail (3 s)"
+  setsid bash "$WORK/mailer-a.sh" >"$SCENE/a.out" 2>&1 &
+  A_PID=$!
+  e2e_wait_for 30 test -s "$SCENE/a.token" || fail "worker A got no token within 30s: $(cat "$SCENE/a.out")"
+  A_TOKEN=$(cat "$SCENE/a.token")
+  note "worker A: token ${bold}$A_TOKEN${off}"
+  step "t1  worker A pauses (SIGSTOP) before it enqueues its e-mail; t2  its lease expires"
+  kill -STOP -- "-$A_PID"
+  [[ -f "$SCENE/a.rc" ]] && fail "worker A enqueued before it could be paused (machine too slow?)"
+  e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$MAIL_KEY\" >/dev/null 2>&1" ||
+    fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
+  step "t3  worker B acquires $MAIL_KEY and enqueues its e-mail under its token"
+  B_TOKEN=$(fencectl acquire "$MAIL_KEY" --lease 10s --wait 5s) || fail "worker B got no token"
+  note "worker B: token ${bold}$B_TOKEN${off}"
+  sql -At -c "SELECT fence_enqueue('$MAIL_KEY', $B_TOKEN, 'report-7-mail', '$MAIL_URL',
+    jsonb_build_object('to', 'boss@example.org', 'text', 'report 7, by worker B (token $B_TOKEN)'))" |
+    sed 's/^/           idempotency key: /'
+  fencectl release "$MAIL_KEY" "$B_TOKEN" >/dev/null 2>&1 || true
+  e2e_wait_for 15 bash -c "[[ \$(curl -s --max-time 1 http://127.0.0.1:$MAIL_PORT/count) == *'\"applied\": 1'* ]]" ||
+    fail "the relay did not deliver B's e-mail within 15s: $(tail -5 "$SCENE/relay.log")"
+  note "${green}sent${off}: the relay delivered B's e-mail; the receiver applied it."
+
+  step "t5  worker A wakes up (SIGCONT) and enqueues its e-mail with token $A_TOKEN"
+  kill -CONT -- "-$A_PID"
+  e2e_wait_for 30 test -s "$SCENE/a.rc" || fail "worker A did not finish within 30s"
+  show <"$SCENE/a.psql"
+  MAIL_REFUSED=0
+  if [[ $(cat "$SCENE/a.rc") != 0 ]] && grep -q 55F01 "$SCENE/a.psql"; then
+    MAIL_REFUSED=1
+    note "${red}REJECTED${off} with SQLSTATE 55F01: A's e-mail is not in the outbox, so it is never sent."
+  fi
+  sleep 1   # a few relay rounds: anything A had enqueued would be delivered by now
+  step "The outbox and the receiver"
+  sql -c "SELECT token, operation_id, state, attempts, last_status FROM fence_outbox ORDER BY id" | show
+  sql -c "SELECT state, entries FROM fence_outbox_backlog" | show
+  MAIL_SENT=$(mail_count applied) MAIL_POSTS=$(mail_count received)
+  note "receiver: $MAIL_SENT e-mail(s) sent, $MAIL_POSTS request(s) received"
+  MAIL_OK=0
+  if ((MAIL_REFUSED == 1)) && [[ $MAIL_SENT == 1 && $MAIL_POSTS == 1 ]] &&
+     [[ $(sql -At -c "SELECT string_agg(token || ':' || state, ',') FROM fence_outbox") == "$B_TOKEN:delivered" ]]; then
+    MAIL_OK=1
+  fi
+}
+
+SCENE3=skipped
+if /usr/bin/python3 -c 'import psycopg2' 2>/dev/null && command -v curl >/dev/null; then
+  scene3
+  ((MAIL_OK == 1)) ||
+    fail "scene 3: expected A's enqueue refused (refused=$MAIL_REFUSED), one e-mail sent and one request received (sent=$MAIL_SENT, received=$MAIL_POSTS), B's entry delivered"
+  SCENE3=ok
+else
+  note "(scene 3 needs /usr/bin/python3 with python3-psycopg2, and curl: skipped)"
 fi
-fail "scene 2: expected A's write refused as stale (refused=$REFUSED), B's body in row 7 (body='$BODY'), two proof rejections (fence_stats: $PROOF_REJECTS)"
+
+echo
+printf '%s[%s] PASS: scene 1 refused the stale write; scene 2 refused a token without a proof and a\n' \
+  "$green" "$(e2e_now)"
+printf '           proof for another lock (55F02), kept B'"'"'s verified write (token %s) and refused A'"'"'s stale one (55F01)' \
+  "$SCENE2_B_TOKEN"
+if [[ $SCENE3 == ok ]]; then
+  printf ';\n           scene 3 refused the paused worker'"'"'s e-mail (55F01) and sent B'"'"'s once.%s\n' "$off"
+else
+  printf '.%s\n' "$off"
+fi
+exit 0

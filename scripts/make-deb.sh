@@ -8,6 +8,9 @@
 #                            stops the unit's instances before removal
 #   fencectl                 /usr/bin/fencectl and its manual page
 #   fence-worker             /usr/bin/fence-worker and its manual page
+#   fence-relay              /usr/bin/fence-relay (the outbox relay, Python),
+#                            its manual page, and the Python package pgfence
+#                            in /usr/lib/pgfence/python (Architecture: all)
 #   postgresql-N-pg-fence    the pg_fence extension (library, control file,
 #                            SQL) for PostgreSQL N: one package per major whose
 #                            server headers are present, 15 on the host, 17 and
@@ -59,9 +62,10 @@ shlib_depends() {
   (cd "$W" && dpkg-shlibdeps -O "$@" 2>/dev/null) | sed -n 's/^shlibs:Depends=//p'
 }
 
-# package NAME STAGE DEPENDS DESCRIPTION: writes DEBIAN/control and builds OUT/NAME_VERSION_ARCH.deb.
+# package NAME STAGE DEPENDS DESCRIPTION [ARCH]: writes DEBIAN/control and
+# builds OUT/NAME_VERSION_ARCH.deb (ARCH: the machine's, or all).
 package() {
-  local name=$1 stage=$2 depends=$3 description=$4
+  local name=$1 stage=$2 depends=$3 description=$4 arch=${5:-$arch}
   mkdir -p "$stage/DEBIAN"
   local size
   size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
@@ -111,16 +115,17 @@ for prog in coordinator/server/fence-coordinator coordinator/cli/fencectl coordi
   [[ -x "$BUILD/$prog" ]] || die "$BUILD/$prog is not built (run make build)"
   [[ -f "$BUILD/man/$(basename "$prog").1" ]] || die "$BUILD/man/$(basename "$prog").1 is missing (help2man: run make deps, then make build)"
 done
+[[ -f "$BUILD/man/fence-relay.1" ]] || die "$BUILD/man/fence-relay.1 is missing (help2man: run make deps, then make build)"
 built=$("$BUILD/coordinator/server/fence-coordinator" --version)
 [[ $built == *" $version" ]] || die "the build is of another version ($built), not $version: rebuild"
 
-# The three programs, one cmake --install component each.
-for component in coordinator fencectl worker; do
+# The four programs, one cmake --install component each.
+for component in coordinator fencectl worker relay; do
   DESTDIR="$W/stage-$component" cmake --install "$BUILD" --prefix /usr --component "$component" >/dev/null
 done
 find "$W"/stage-* -name '*.1' -exec gzip -9n {} +
-# Debian ships programs stripped of their debug information.
-strip --strip-unneeded "$W"/stage-*/usr/bin/*
+# Debian ships programs stripped of their debug information (fence-relay is a script).
+strip --strip-unneeded "$W"/stage-{coordinator,fencectl,worker}/usr/bin/*
 mkdir -p "$W/stage-coordinator/etc/pgfence" "$W/stage-coordinator/usr/lib/systemd/system" \
          "$W/stage-coordinator/usr/share/doc/fence-coordinator/examples"
 install -m 0644 "$ROOT/deploy/systemd/fence-coordinator@.service" "$W/stage-coordinator/usr/lib/systemd/system/"
@@ -177,6 +182,13 @@ package fence-worker "$W/stage-worker" \
   "pgfence demonstration and test worker
  fence-worker takes a pgfence lock and writes to PostgreSQL with its fencing
  token; the end-to-end tests and the demo run it."
+
+package fence-relay "$W/stage-relay" "python3, python3-psycopg2" \
+  "pgfence outbox relay
+ fence-relay delivers the entries of pg_fence's fenced outbox (fence_enqueue)
+ to HTTP endpoints with an Idempotency-Key, at least once, never an entry
+ whose token a newer lock holder has overtaken. Includes the Python client
+ package pgfence (in /usr/lib/pgfence/python)." all
 
 # The extension: the host's major here, the others inside their chroots
 # (written to $W, which the chroot shares, then moved to OUT).

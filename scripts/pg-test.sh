@@ -58,13 +58,16 @@ list_tests() { # dir ext [nopreload|preload]
 # COPYs the row, which fence_resources_guard allows; afterwards it refuses a
 # direct UPDATE of require_proof), and the shared vector's proof verifies
 # there.  It keeps a resource's sequence number too (1.3): the replay of the
-# stored (token, seq) is refused after the restore.  Prints a
+# stored (token, seq) is refused after the restore.  And (1.5) the outbox:
+# a restored entry keeps its key (enqueueing it again adds nothing) and the
+# id sequence goes on after it (a new entry does not collide with its id).
+# Prints a
 # pg_regress-style result.
 dump_restore_test() {
   local db=regress_fence_dump restored=regress_fence_restored log=$OUT/dump_restore.log
   local proof got="" want refused="" guarded=""
   proof=$(sed -n 's/^proof=//p' "$PG_FENCE_VECTORS/token_proof_v1.txt")
-  want=$'21fe31dfa154a261|12345678901234567890\nreport:8|0|t\nt\n42|3\nf\nt'
+  want=$'21fe31dfa154a261|12345678901234567890\nreport:8|0|t\nt\n42|3\nf\nt\n1|1|pending\nt\nt\n2'
   {
     dropdb --if-exists "$db" && dropdb --if-exists "$restored" &&
     createdb "$db" && createdb "$restored" &&
@@ -74,6 +77,7 @@ CREATE EXTENSION pg_fence;
 SELECT fence_trust_key(:'pub', 12345678901234567890);
 SELECT fence_require_proof('report:8');
 SELECT fence_advance('job:seq', 42, 3);
+SELECT fence_enqueue('mail:dump', 5, 'op', 'http://127.0.0.1:9/', '{"a": 1}');
 SQL
     pg_dump -d "$db" | psql -X -q -v ON_ERROR_STOP=1 -d "$restored" &&
     got=$(psql -X -At -v ON_ERROR_STOP=1 -d "$restored" -v proof="$proof" <<'SQL'
@@ -83,6 +87,10 @@ SELECT fence_advance('report:8', 900, :'proof');
 SELECT fence_current('job:seq'), fence_current_seq('job:seq');
 SELECT fence_advance('job:seq', 42, 3);
 SELECT fence_advance('job:seq', 42, 4);
+SELECT count(*), max(id), min(state) FROM fence_outbox;
+SELECT fence_enqueue('mail:dump', 5, 'op', 'http://127.0.0.1:9/', '{"a": 1}') = fence_outbox_key('mail:dump', 5, 'op');
+SELECT fence_enqueue('mail:dump', 5, 'op2', 'http://127.0.0.1:9/', '{}') IS NOT NULL;
+SELECT count(*) FROM fence_outbox;
 SQL
     )
     echo "$got"

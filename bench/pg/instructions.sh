@@ -41,6 +41,12 @@
 # fence_guard+set (a proof verified every time; both runs also execute a
 # SET line per UPDATE, which cancels).
 #
+# The outbox (BENCH_OUTBOX_VARIANTS): fence_admit and fence_enqueue per
+# call, a newer token for resource bench:ID each time (the "per UPDATE"
+# column is per call for them); checked after each run: every resource
+# holds the last token admitted to it, and fence_outbox has one entry per
+# fence_enqueue.
+#
 # Goals: fence_guard at most 1.05 x plain per UPDATE, and fewer
 # than plpgsql; with pg_fence.preempt on, fence_guard+preempt at most 1.03 x
 # fence_guard+proof (the same guard, preemption off); for mode sequenced, fence_guard+seq at most 1.05 x fence_guard
@@ -69,7 +75,7 @@ RUN_USER=${BENCH_INSTR_USER:-postgres}
 # the settings of every postgres --single run
 PG_OPTS=(-c shared_preload_libraries=pg_fence -c huge_pages=off -c jit=off -c fsync=off)
 
-usage() { sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }   # the header, up to its first other line
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 (($# == 0)) || { usage >&2; exit 2; }
 if [[ ! $N1 =~ ^[1-9][0-9]*$ || ! ${N2:-} =~ ^[1-9][0-9]*$ || -n ${extra:-} ]] || ((N1 >= N2)); then
@@ -165,11 +171,23 @@ check_run() {
     return 1
   fi
   [[ $variant == no-op ]] && return 0
-  sum=$(echo 'SELECT sum(fence) AS fence_sum FROM bench_t' | single "$dir" 2>/dev/null |
+  local sum_sql='SELECT sum(fence) AS fence_sum FROM bench_t' entries
+  # the outbox variants: each resource bench:ID holds the last token admitted
+  [[ $variant == fence_admit || $variant == fence_enqueue ]] &&
+    sum_sql="SELECT sum(fence) AS fence_sum FROM fence_resources WHERE resource LIKE 'bench:%'"
+  sum=$(echo "$sum_sql" | single "$dir" 2>/dev/null |
         sed -nE 's/^[[:space:]]*1: fence_sum = "([0-9]+)".*/\1/p')
   if [[ $sum != "$(expected_fence_sum "$n" "$variant")" ]]; then
     echo "instructions.sh: $variant, $n statements: sum(fence) is '$sum', not $(expected_fence_sum "$n" "$variant"): not every write was done" >&2
     return 1
+  fi
+  if [[ $variant == fence_enqueue ]]; then
+    entries=$(echo 'SELECT count(*) AS entries FROM fence_outbox' | single "$dir" 2>/dev/null |
+              sed -nE 's/^[[:space:]]*1: entries = "([0-9]+)".*/\1/p')
+    if [[ $entries != "$n" ]]; then
+      echo "instructions.sh: $variant, $n statements: fence_outbox has '$entries' entries, not $n" >&2
+      return 1
+    fi
   fi
   if [[ $variant == fenced_update* ]]; then
     applied=$(grep -c 'fenced_update = "applied"' "$log.out" || true)
@@ -233,7 +251,8 @@ results=$OUT/counts.txt
 : >"$results"
 PROOFS=$OUT/proofs.txt
 sign_proofs
-for variant in no-op $BENCH_VARIANTS $BENCH_SEQ_VARIANTS $BENCH_CANDIDATE_VARIANTS $BENCH_PROOF_VARIANTS; do
+for variant in no-op $BENCH_VARIANTS $BENCH_SEQ_VARIANTS $BENCH_CANDIDATE_VARIANTS $BENCH_PROOF_VARIANTS \
+               $BENCH_OUTBOX_VARIANTS; do
   make_template "$variant"
   for n in "$N1" "$N2"; do
     echo "instructions.sh: $variant, $n statements under callgrind ..." >&2
@@ -306,6 +325,10 @@ after_breakdown >"$OUT/after.txt"
       printf "  fresh proof per transaction (Ed25519 verify): %.0f instructions (fence_guard+proof_fresh - fence_guard+set, %.3f x plain)\n", fresh, fresh / plain
       pre = upd["fence_guard+preempt"] - upd["fence_guard+proof"]
       printf "  pg_fence.preempt on (the registry: register, PRE_COMMIT check, removal): %.0f instructions (fence_guard+preempt - fence_guard+proof)\n", pre
+      print ""
+      print "the outbox, per call (a new token, a new entry each time):"
+      e = upd["fence_enqueue"]; a = upd["fence_admit"]
+      printf "  fence_enqueue %.0f instructions (%.3f x plain); fence_admit alone %.0f; the rest (checks, key, INSERT) %.0f\n", e, e / plain, a, e - a
       g = upd["fence_guard"]; l = upd["plpgsql"]
       print ""
       print "goals, instructions per UPDATE:"

@@ -18,6 +18,16 @@
 #                        half of the pair is newer, so a newer token costs
 #                        what a newer sequence under one token does
 #
+# The outbox (bench/pg/instructions.sh only), one resource per row id
+# ('bench:ID'), a newer token every call:
+#
+#   fence_admit          SELECT fence_admit('bench:ID', TOK): the admission
+#                        fence_enqueue makes, alone
+#   fence_enqueue        SELECT fence_enqueue('bench:ID', TOK, 'op', URL,
+#                        {"balance": BAL}): the admission, the checks of its
+#                        arguments, the idempotency key and the entry's
+#                        INSERT into fence_outbox
+#
 # Its baseline (bench/pg/instructions.sh only):
 #
 #   plain+seq            the fence_guard+seq UPDATE on the same table without
@@ -73,6 +83,8 @@ BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
 # Measured by instructions only: fence_guard+seq minus it is the guard's
 # cost on a sequenced table.
 BENCH_SEQ_VARIANTS="plain+seq"
+# Measured by instructions only: per call of the function, not per UPDATE.
+BENCH_OUTBOX_VARIANTS="fence_admit fence_enqueue"
 # Measured by instructions only; need the proofs instructions.sh signs.
 BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set fence_guard+preempt"
 # The token every fence_guard+proof UPDATE writes, and the proofs' lock key
@@ -145,6 +157,10 @@ bench_table_sql() {
 bench_statement() {
   local variant=$1 table=$2 id=$3 bal=$4 tok=$5
   case $variant in
+    fence_admit)
+      echo "SELECT fence_admit('bench:' || $id, CAST($tok AS bigint));" ;;
+    fence_enqueue)
+      echo "SELECT fence_enqueue('bench:' || $id, CAST($tok AS bigint), 'op', 'http://127.0.0.1:9/hook', jsonb_build_object('balance', CAST($bal AS int)));" ;;
     fenced_update*)
       echo "SELECT fenced_update('$table', jsonb_build_object('id', CAST($id AS int)), jsonb_build_object('balance', CAST($bal AS int)), CAST($tok AS bigint));" ;;
     *+seq)

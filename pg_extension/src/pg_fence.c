@@ -362,6 +362,7 @@ _PG_init(void)
 	if (token_variable == NULL || seq_variable == NULL || proof_variable == NULL)
 		elog(ERROR, "pg_fence: settings pg_fence.token, .seq and .proof not found after defining them");
 
+	FenceOutboxInit();
 	MarkGUCPrefixReserved("pg_fence");
 	FenceGuardInit();
 	FencePreemptInit(process_shared_preload_libraries_in_progress);

@@ -110,6 +110,10 @@ extern Oid	FenceGuardSuppressAcceptStats(Oid relid);
 
 /* resources.c: lets fence_resources_guard (resources_guard.c) admit pg_fence's own writes */
 extern bool FenceResourcesOwnWrite(void);
+extern void FenceAdmitResource(FunctionCallInfo fcinfo, int proof_argno);
+
+/* outbox.c: defines pg_fence.max_outbox_payload */
+extern void FenceOutboxInit(void);
 
 /* preempt.c: stale in-flight transactions ended (pg_fence.preempt) */
 extern bool fence_preempt;

@@ -471,9 +471,9 @@ RejectStaleAdmit(const char *resource, const FencePair *in, const FencePair *fen
 					 "this resource, and acquire the lock again before retrying.")));
 }
 
-/* fence_admit's two forms: admit this transaction or raise 55F01 */
-static Datum
-Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
+/* Admit this transaction under the call's token or raise 55F01 */
+static void
+AdmitOrRaise(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 {
 	char	   *resource = ResourceArg(fcinfo);
 	FencePair	in = PairArgs(fcinfo, pos);
@@ -488,7 +488,27 @@ Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 	FenceStatsAccepted(InvalidOid, resource, in.token);
 	if (fence_preempt)
 		FencePreempt(resource, in.token, true);
+}
+
+/* fence_admit's two forms: admit this transaction or raise 55F01 */
+static Datum
+Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
+{
+	AdmitOrRaise(fcinfo, pos);
 	PG_RETURN_VOID();
+}
+
+/*
+ * fence_admit(resource, token, proof) for a function whose arguments 0 and
+ * 1 are the resource and the token and argument proof_argno the proof
+ * (fence_enqueue): the same rule, counters and errors
+ */
+void
+FenceAdmitResource(FunctionCallInfo fcinfo, int proof_argno)
+{
+	ResourceArgPositions pos = {-1, proof_argno};
+
+	AdmitOrRaise(fcinfo, &pos);
 }
 
 /* fence_advance(resource, token[, proof]): publish a generation; false if stale */

@@ -2,7 +2,7 @@
 # The Debian packages, installed on this machine and used (make test's last
 # suite: it replaces the development build's extension files while it runs).
 #
-#   1. scripts/make-deb.sh builds the four packages from the current build;
+#   1. scripts/make-deb.sh builds the five packages from the current build;
 #   2. dpkg installs them; every installed program answers --help and
 #      --version (the packages' version), the manual pages are there, the
 #      pgfence user exists, and systemd-analyze verifies the installed unit
@@ -10,7 +10,8 @@
 #   3. the installed fence-coordinator runs a one-member cluster, the
 #      installed fencectl takes a lock from it, and a throwaway PostgreSQL
 #      runs CREATE EXTENSION pg_fence from the package's files and refuses a
-#      stale write;
+#      stale write, and the installed fence-relay takes an outbox entry from
+#      it (its receiver is down: the entry stays pending, tried once);
 #   4. dpkg purges them, their files are gone, and the development build's
 #      extension is installed again (make -C pg_extension install);
 #   5. in each chroot of scripts/pg-chroot.sh that has been made (trixie: 17,
@@ -34,7 +35,7 @@ VERDICT_NAME=packages
 source "$ROOT/tests/packaging/lib.sh"
 pg_major=$(pg_major_of pg_config)
 PG_PACKAGE=postgresql-$pg_major-pg-fence
-PACKAGES=(fence-coordinator fencectl fence-worker "$PG_PACKAGE")
+PACKAGES=(fence-coordinator fencectl fence-worker fence-relay "$PG_PACKAGE")
 
 if [[ $(id -u) -ne 0 ]]; then bad "installing packages needs root"; finish; fi
 for p in "${PACKAGES[@]}"; do
@@ -95,7 +96,7 @@ if ! dpkg -i "${debs[@]}" >"$W/dpkg-i.out" 2>&1; then
   finish
 fi
 ok "dpkg -i installed ${PACKAGES[*]}"
-for prog in fence-coordinator fencectl fence-worker; do
+for prog in fence-coordinator fencectl fence-worker fence-relay; do
   owner=$(dpkg -S "/usr/bin/$prog" 2>/dev/null | cut -d: -f1)
   [[ $owner == "$prog" ]] || bad "/usr/bin/$prog belongs to '$owner', not $prog"
   help=$("/usr/bin/$prog" --help 2>&1) && grep -qi "usage" <<<"$help" ||
@@ -172,6 +173,16 @@ SQL
   else
     bad "the stale write failed for another reason: $(cat "$W/stale.err")"
   fi
+  # nothing listens on base + 50: the attempt fails, the entry stays pending
+  psql -X -q -At -v ON_ERROR_STOP=1 \
+    -c "SELECT fence_enqueue('pkg:mail', $token, 'op', 'http://127.0.0.1:$((base + 50))/', '{}')" >/dev/null 2>"$W/enqueue.err"
+  if /usr/bin/fence-relay --once --timeout 2s >"$W/relay.log" 2>&1; then
+    out=$(psql -X -At -c "SELECT state, attempts, last_error LIKE '%ConnectionRefused%' FROM fence_outbox")
+    [[ $out == "pending|1|t" ]] && ok "the installed fence-relay tried the outbox entry once (receiver down: pending)" ||
+      bad "after fence-relay --once the entry is '$out', not pending|1|t; $(cat "$W/enqueue.err" "$W/relay.log")"
+  else
+    bad "the installed fence-relay --once failed: $(tail -5 "$W/relay.log")"
+  fi
   pg_throwaway_stop "$W" >/dev/null 2>&1
 else
   bad "no throwaway PostgreSQL: $(tail -5 "$W/pg.out" 2>/dev/null)"
@@ -183,7 +194,8 @@ coordinator_pid=""
 # --- 4. remove, and put the development build back ------------------------------
 if dpkg -P "${PACKAGES[@]}" >"$W/dpkg-p.out" 2>&1; then
   gone=1
-  for f in /usr/bin/fence-coordinator /usr/bin/fencectl /usr/bin/fence-worker "$unit" \
+  for f in /usr/bin/fence-coordinator /usr/bin/fencectl /usr/bin/fence-worker /usr/bin/fence-relay \
+           /usr/lib/pgfence/python/pgfence/relay.py "$unit" \
            "$ext_dir/pg_fence.control" "$(pg_config --pkglibdir)/pg_fence.so"; do
     [[ -e $f ]] && { bad "$f is still there after dpkg -P"; gone=0; }
   done

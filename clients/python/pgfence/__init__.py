@@ -30,10 +30,11 @@ the code a tool exits with for it (pgfence.exitcodes, fencectl's);
 lock(..., advance=R, db=conn) publishes the token at resource R in PostgreSQL
 before the block starts (pgfence.advance); durations
 ("10s", "500ms") and endpoint lists ("h:p,https://h:p") are spelled as
-fencectl's.
+fencectl's. pgfence.outbox enqueues side effects in pg_fence's fenced outbox
+(psycopg2 cursor); `python3 -m pgfence.relay` (fence-relay) delivers them.
 """
 
-from . import exitcodes
+from . import exitcodes, outbox
 from .advance import publish_generation
 from .client import (DEFAULT_MAX_CLOCK_DRIFT_PPM, ELECTION_PREFIX, Client, KeepaliveResult, Leader, Lease,
                      LockInfo, usable_lease)
@@ -51,5 +52,5 @@ __all__ = [
     "parse_duration_ms", "format_duration_ms", "FenceError", "HeldError", "NotHeldError",
     "NotFoundError", "BadRequestError", "UnavailableError", "ProtocolError", "TableFullError", "NotPgfenceError",
     "NotAuthorizedError", "LeaseLostError", "CompactedError", "PublishError", "StalePublishError", "MAX_SEQ",
-    "exitcodes", "publish_generation",
+    "exitcodes", "outbox", "publish_generation",
 ]

@@ -8,7 +8,8 @@
 -- fence_resources_guard of 1.1 on an old resource row, 1.2's fence_raise
 -- on an old guard and old resources, 1.3's warning about an ambiguous lock
 -- key template, 1.3's sequenced fences on an old resource row and an old
--- guard's table turned sequenced in place).  The \dx+ ... comparison guards less
+-- guard's table turned sequenced in place, 1.5's outbox on an old resource
+-- row).  The \dx+ ... comparison guards less
 -- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
 -- same 1.0--1.1, 1.1--1.2, 1.2--1.3, 1.3--1.4 and 1.4--1.5 scripts, so the two can differ only through
 -- data the scripts meet (tables, rows, triggers of a used 1.0 database);
@@ -79,7 +80,7 @@ CREATE TABLE amb (a int, b int, fence bigint NOT NULL DEFAULT 0);
 CREATE TRIGGER zzz_fence_guard BEFORE INSERT OR UPDATE OR DELETE ON amb
   FOR EACH ROW EXECUTE FUNCTION fence_guard('fence', 'strict', '{a}{b}');
 INSERT INTO amb VALUES (1, 23, 0);
-ALTER EXTENSION pg_fence UPDATE;
+ALTER EXTENSION pg_fence UPDATE TO '1.4';
 SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
 SELECT fence_lock_key('amb', amb) FROM amb;
 -- 1.3 refuses the template from now on
@@ -106,6 +107,17 @@ UPDATE up SET body = 'b1 late', fence = 51, fence_seq = 1 WHERE id = 2;
 \echo SQLSTATE :SQLSTATE
 SELECT * FROM up ORDER BY id;
 
+-- 1.5's outbox admits at a resource row made before it (job: (50, 1))
+ALTER EXTENSION pg_fence UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+SELECT fence_enqueue('job', 49, 'mail', 'http://127.0.0.1:9/', '{}');
+\echo SQLSTATE :SQLSTATE
+SELECT fence_enqueue('job', 51, 'mail', 'http://127.0.0.1:9/', '{"n": 1}')
+       = fence_outbox_key('job', 51, 'mail') AS keyed;
+SELECT resource, fence, seq FROM fence_resources WHERE resource = 'job';
+SELECT target, token, operation_id, state FROM fence_outbox;
+SELECT state, entries FROM fence_outbox_backlog;
+
 -- the same objects, definitions, comments and privileges as a fresh 1.5
 \o :tmp/upgraded.txt
 \dx+ pg_fence
@@ -113,6 +125,8 @@ SELECT * FROM up ORDER BY id;
 \d+ fence_resources
 \d+ fence_trusted_keys
 \d+ fence_stats
+\d+ fence_outbox
+\d+ fence_outbox_backlog
 \dp fence*
 SELECT extversion, extconfig::regclass[], extcondition FROM pg_extension WHERE extname = 'pg_fence';
 \o
@@ -125,6 +139,8 @@ CREATE EXTENSION pg_fence;
 \d+ fence_resources
 \d+ fence_trusted_keys
 \d+ fence_stats
+\d+ fence_outbox
+\d+ fence_outbox_backlog
 \dp fence*
 SELECT extversion, extconfig::regclass[], extcondition FROM pg_extension WHERE extname = 'pg_fence';
 \o
