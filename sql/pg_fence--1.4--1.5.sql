@@ -15,12 +15,13 @@ CREATE FUNCTION fence_preempt_stats(
     OUT terminated bigint,
     OUT denied bigint,
     OUT unregistered bigint,
-    OUT inflight integer)
+    OUT inflight integer,
+    OUT refused_in_flight bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fence_preempt_stats'
 LANGUAGE C;
 COMMENT ON FUNCTION fence_preempt_stats() IS
-'Preemptions by pg_fence.preempt, all databases together, since server start or fence_stats_reset(): transactions preempted (marked so they cannot commit), cancelled, terminated, denied a signal by the signal rules; admissions the full registry could not take; admissions registered now (needs shared_preload_libraries = pg_fence)';
+'Preemptions by pg_fence.preempt, all databases together, since server start or fence_stats_reset(): transactions preempted (marked so they cannot commit), cancelled, terminated, denied a signal by the signal rules; admissions the full registry could not take; admissions registered now; admissions refused because another open transaction admitted a newer token for the target (needs shared_preload_libraries = pg_fence)';
 
 -- outbox
 -- Side effects recorded under a fencing token in the transaction of the
@@ -118,3 +119,18 @@ $$;
 COMMENT ON FUNCTION fence_outbox_purge(interval) IS
 'Deletes delivered and superseded fence_outbox entries last changed more than older_than ago; how many';
 REVOKE ALL ON FUNCTION fence_outbox_purge(interval) FROM PUBLIC;
+
+-- The application role needs INSERT on fence_outbox (fence_enqueue runs as
+-- the caller), the relay UPDATE; this trigger refuses a direct INSERT (one
+-- that is not fence_enqueue's, unless by a superuser: a restore) and an
+-- UPDATE of anything but an entry's delivery state.
+CREATE FUNCTION fence_outbox_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_outbox_guard'
+LANGUAGE C;
+COMMENT ON FUNCTION fence_outbox_guard() IS
+'Trigger (BEFORE INSERT OR UPDATE ON fence_outbox, FOR EACH ROW): raises 42501 for an INSERT not made by fence_enqueue (superusers excepted, for restores), and for an UPDATE that changes id, target, token, operation_id, idempotency_key, endpoint, payload or created_at';
+
+CREATE TRIGGER fence_outbox_guard
+BEFORE INSERT OR UPDATE ON fence_outbox
+FOR EACH ROW EXECUTE FUNCTION fence_outbox_guard();

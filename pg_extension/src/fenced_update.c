@@ -533,6 +533,30 @@ CheckFormMatchesGuard(Relation rel, const FuArgPositions *pos)
 						 "mode => 'sequenced'.")));
 }
 
+/* The key columns of a fenced_update call and their values, for KeyArgColumn */
+typedef struct KeyArgs
+{
+	const FuCall *call;
+	const Datum *values;
+	const char *nulls;
+} KeyArgs;
+
+/* FenceKeyColumnFn over fenced_update's key: known when key names the column */
+static bool
+KeyArgColumn(void *arg, AttrNumber attnum, Datum *value, bool *isnull)
+{
+	KeyArgs    *args = (KeyArgs *) arg;
+
+	for (int i = 0; i < args->call->key.nkeys; i++)
+		if (args->call->key.attnums[i] == attnum)
+		{
+			*value = args->values[i];
+			*isnull = args->nulls[i] == 'n';
+			return true;
+		}
+	return false;
+}
+
 /*
  * With pg_fence.preempt on, on a table with a lock key template whose
  * columns are all in key: end the older transactions admitted under the
@@ -546,32 +570,16 @@ PreemptBeforeUpdate(FunctionCallInfo fcinfo, FuCall *call, Datum *values, char *
 {
 	const Trigger *guard = FenceFindGuard(call->rel);
 	const char *template = guard != NULL ? FenceGuardTemplateArg(guard) : NULL;
-	FenceKeyTemplate *parsed;
+	KeyArgs		args = {call, values, nulls};
 	StringInfoData key;
 
 	if (template == NULL)
 		return;
-	parsed = FenceParseKeyTemplate(call->rel, template, call->key.fence_attnum,
-								   CurrentMemoryContext);
 	initStringInfo(&key);
-	for (int p = 0; p < parsed->nparts; p++)
-	{
-		FenceKeyPart *part = &parsed->parts[p];
-		int			i = 0;
-
-		if (part->attnum == 0)
-		{
-			appendStringInfoString(&key, part->literal);
-			continue;
-		}
-		while (i < call->key.nkeys &&
-			   (call->key.attnums[i] != part->attnum || nulls[i] == 'n'))
-			i++;
-		if (i == call->key.nkeys)
-			return;
-		appendStringInfoString(&key, OutputFunctionCall(&part->output, values[i]));
-	}
-	if (key.len > FENCE_LOCK_KEY_MAXLEN ||
+	if (FenceAppendLockKey(FenceParseKeyTemplate(call->rel, template, call->key.fence_attnum,
+												 CurrentMemoryContext),
+						   KeyArgColumn, &args, &key) != 0 ||
+		key.len > FENCE_LOCK_KEY_MAXLEN ||
 		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
 							proof != NULL ? proof : FenceCurrentProof(),
 							key.data, call->token))

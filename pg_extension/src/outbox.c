@@ -23,9 +23,25 @@
  *
  * The idempotency key is "pgfence-v1-" followed by the hex SHA-256 of
  *	  be32 len(target) | target | be64 token | be32 len(operation_id) | operation_id
+ * (target and operation_id as UTF-8, converted from the database encoding;
+ * a SQL_ASCII database's bytes as they are),
  * so it depends on nothing but the three values (the lengths keep
  * ("a", "bc") and ("ab", "c") apart), and a receiver, a relay or the
  * client library (pgfence.outbox.idempotency_key) computes the same one.
+ *
+ * The trigger fence_outbox_guard (BEFORE INSERT OR UPDATE ON fence_outbox,
+ * FOR EACH ROW) keeps the table to what fence_enqueue admitted: the
+ * application role needs INSERT on it (fence_enqueue is SECURITY INVOKER),
+ * and a direct INSERT would skip the fence, require_proof and the checks
+ * above.  It refuses with 42501
+ *	  an INSERT, unless fence_enqueue's own INSERT is running
+ *	  (own_insert_depth) or the current user is a superuser (a restore's
+ *	  COPY; a superuser could disable the trigger anyway);
+ *	  an UPDATE that changes id, target, token, operation_id,
+ *	  idempotency_key, endpoint, payload or created_at: the relay and the
+ *	  operator change only the delivery state (state, attempts,
+ *	  next_attempt_at, last_status, last_error, updated_at, delivered_at).
+ * DELETE stays allowed (fence_outbox_purge, the operator).
  *
  * Delivery is the relay's (clients/python/pgfence/relay.py): it claims
  * pending entries with FOR UPDATE SKIP LOCKED, marks an entry whose token
@@ -34,20 +50,26 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 
 #include "pg_fence.h"
 
 PG_FUNCTION_INFO_V1(fence_enqueue);
 PG_FUNCTION_INFO_V1(fence_outbox_key);
+PG_FUNCTION_INFO_V1(fence_outbox_guard);
 
 #define OUTBOX_TABLE				"fence_outbox"
 #define FENCE_OPERATION_ID_MAXLEN	256
@@ -71,6 +93,12 @@ static int	fence_max_outbox_payload = FENCE_MAX_PAYLOAD_DEFAULT;
 static Oid	plans_nspid = InvalidOid;
 static SPIPlanPtr insert_plan = NULL;	/* -> id, or no row if the key exists */
 static SPIPlanPtr existing_plan = NULL; /* ($1 key) -> endpoint, payload */
+
+/*
+ * > 0 while fence_enqueue's INSERT runs: fence_outbox_guard admits it.
+ * Restored by PG_FINALLY also when the INSERT fails.
+ */
+static int	own_insert_depth = 0;
 
 /* Define pg_fence.max_outbox_payload (from _PG_init) */
 void
@@ -206,9 +234,12 @@ CheckPayload(Jsonb *payload)
 				 errhint("Send a reference to the data (a row id, a URL) rather than the data.")));
 }
 
+/* Hash len and data, converted from the database encoding to UTF-8 */
 static void
-HashField(pg_cryptohash_ctx *ctx, const char *data, uint32 len)
+HashField(pg_cryptohash_ctx *ctx, const char *text, size_t text_len)
 {
+	const char *data = pg_server_to_any(text, (int) text_len, PG_UTF8);
+	uint32		len = data == text ? (uint32) text_len : (uint32) strlen(data);
 	uint8		be[4] = {len >> 24, len >> 16, len >> 8, len};
 
 	if (pg_cryptohash_update(ctx, be, 4) < 0 ||
@@ -232,10 +263,10 @@ IdempotencyKey(const char *target, size_t target_len, int64 token,
 		be[i] = (uint8) (t >> (56 - 8 * i));
 	if (ctx == NULL || pg_cryptohash_init(ctx) < 0)
 		elog(ERROR, "pg_fence: SHA-256 failed: %s", pg_cryptohash_error(ctx));
-	HashField(ctx, target, (uint32) target_len);
+	HashField(ctx, target, target_len);
 	if (pg_cryptohash_update(ctx, be, 8) < 0)
 		elog(ERROR, "pg_fence: SHA-256 failed: %s", pg_cryptohash_error(ctx));
-	HashField(ctx, op, (uint32) op_len);
+	HashField(ctx, op, op_len);
 	if (pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
 		elog(ERROR, "pg_fence: SHA-256 failed: %s", pg_cryptohash_error(ctx));
 	pg_cryptohash_free(ctx);
@@ -323,7 +354,16 @@ fence_enqueue(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
-	ret = SPI_execute_plan(insert_plan, values, NULL, false, 1);
+	own_insert_depth++;
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(insert_plan, values, NULL, false, 1);
+	}
+	PG_FINALLY();
+	{
+		own_insert_depth--;
+	}
+	PG_END_TRY();
 	if (ret != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "pg_fence: inserting into fence_outbox failed: %s",
 			 SPI_result_code_string(ret));
@@ -370,4 +410,85 @@ fence_outbox_key(PG_FUNCTION_ARGS)
 													PG_GETARG_INT64(1),
 													VARDATA_ANY(op),
 													VARSIZE_ANY_EXHDR(op))));
+}
+
+/* Columns of fence_outbox only fence_enqueue sets (fence_outbox_guard) */
+static const char *const outbox_fixed_columns[] = {
+	"id", "target", "token", "operation_id", "idempotency_key", "endpoint", "payload",
+	"created_at"
+};
+
+/* Raise 42501 unless an UPDATE of fence_outbox keeps outbox_fixed_columns */
+static void
+CheckOutboxUpdate(Relation rel, HeapTuple oldtuple, HeapTuple newtuple)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	for (int i = 0; i < lengthof(outbox_fixed_columns); i++)
+	{
+		int			attnum = SPI_fnumber(tupdesc, outbox_fixed_columns[i]);
+		Form_pg_attribute att;
+		bool		old_null;
+		bool		new_null;
+		Datum		old_value;
+		Datum		new_value;
+
+		if (attnum <= 0)
+			continue;
+		att = TupleDescAttr(tupdesc, attnum - 1);
+		old_value = heap_getattr(oldtuple, attnum, tupdesc, &old_null);
+		new_value = heap_getattr(newtuple, attnum, tupdesc, &new_null);
+		if (old_null == new_null &&
+			(old_null || datumIsEqual(old_value, new_value, att->attbyval, att->attlen)))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("column \"%s\" of a %s entry cannot be changed",
+						outbox_fixed_columns[i], RelationGetRelationName(rel)),
+				 errdetail("fence_enqueue admitted the entry as it is; only its delivery "
+						   "state (state, attempts, next_attempt_at, last_status, "
+						   "last_error, updated_at, delivered_at) may change."),
+				 errhint("Enqueue the changed effect with fence_enqueue under a new "
+						 "operation_id.")));
+	}
+}
+
+/*
+ * Trigger (BEFORE INSERT OR UPDATE ON fence_outbox, FOR EACH ROW): only
+ * fence_enqueue inserts, and an UPDATE changes only the delivery state
+ * (see the file comment)
+ */
+Datum
+fence_outbox_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_outbox_guard: not called by trigger manager")));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
+		  TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence_outbox_guard: must be fired BEFORE INSERT OR UPDATE, "
+						"FOR EACH ROW")));
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		CheckOutboxUpdate(trigdata->tg_relation, trigdata->tg_trigtuple,
+						  trigdata->tg_newtuple);
+		return PointerGetDatum(trigdata->tg_newtuple);
+	}
+	if (own_insert_depth == 0 && !superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only fence_enqueue may insert into %s",
+						RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("A direct INSERT would skip the fence of its target, its proof "
+						   "and the checks of its endpoint and payload."),
+				 errhint("Call fence_enqueue(target, token, operation_id, endpoint, "
+						 "payload).")));
+	return PointerGetDatum(trigdata->tg_trigtuple);
 }

@@ -23,10 +23,16 @@
  * another backend whose transaction is still the one that registered it,
  * is marked preempted under the registry's LWLock, and its backend is
  * signalled as pg_cancel_backend / pg_terminate_backend would: SIGTERM when
- * it waits for its client (idle in transaction: a cancel is ignored there),
- * SIGINT otherwise.  Never an entry of the same or a newer token, never one
+ * it waits for its client (idle in transaction, or blocked writing a result
+ * to a client that does not read: a cancel is ignored there), SIGINT
+ * otherwise.  Never an entry of the same or a newer token, never one
  * of another target.  Then, with register, this transaction's admission is
- * added.  Who may be signalled follows pg_signal_backend's rules: a
+ * added.  When another backend's open transaction registered a newer token
+ * for target, the caller is refused instead (55F01, counted in
+ * refused_in_flight), before it preempts or registers anything: two rows
+ * under one lock key have fences of their own, so the row's fence alone
+ * would admit an older token after a newer one was admitted on the other
+ * row, and the older transaction could commit after the newer one.  Who may be signalled follows pg_signal_backend's rules: a
  * superuser's backend only by a superuser; otherwise the current user must
  * have the privileges of the victim's role, or of pg_signal_backend.  When
  * not allowed: no signal, a LOG line, the denied counter; the mark stays.
@@ -75,7 +81,7 @@ PG_FUNCTION_INFO_V1(fence_preempt_stats);
 #define PREEMPT_POLL_MS				2
 
 /* Columns of fence_preempt_stats() */
-#define PREEMPT_STATS_COLUMNS		6
+#define PREEMPT_STATS_COLUMNS		7
 
 #define PREEMPT_NONE				(-1)
 
@@ -116,6 +122,7 @@ typedef struct PreemptShared
 	int64		terminated;
 	int64		denied;			/* marked, but not ours to signal */
 	int64		unregistered;	/* admissions the full registry could not take */
+	int64		refused_in_flight;	/* admissions refused: a newer one is open */
 } PreemptShared;
 
 bool		fence_preempt = false;
@@ -348,14 +355,23 @@ ReserveMyEntry(void)
 	my_entries = repalloc(my_entries, my_size * sizeof(int));
 }
 
+/* The newest admission of another open transaction newer than the caller's */
+typedef struct Newer
+{
+	int64		token;			/* 0: none */
+	int			pid;
+} Newer;
+
 /*
  * One pass over target's bucket (lock held, exclusive): collect the older
  * transactions of other backends into victims (at most max); find this
- * transaction's own entry.  Returns the number of victims.
+ * transaction's own entry, and the newest open admission of another
+ * backend with a newer token than token (newer).  Returns the number of
+ * victims.
  */
 static int
 ScanTarget(uint32 hash, const char *target, int64 token, Victim *victims, int max,
-		   PreemptEntry **mine)
+		   PreemptEntry **mine, Newer *newer)
 {
 	int			n = 0;
 	int			procno = FenceMyProcNumber();
@@ -363,6 +379,8 @@ ScanTarget(uint32 hash, const char *target, int64 token, Victim *victims, int ma
 
 	GET_VXID_FROM_PGPROC(myvxid, *MyProc);
 	*mine = NULL;
+	newer->token = 0;
+	newer->pid = 0;
 	for (int i = buckets[hash % (uint32) fence_max_inflight]; i != PREEMPT_NONE;
 		 i = entries[i].next)
 	{
@@ -376,7 +394,16 @@ ScanTarget(uint32 hash, const char *target, int64 token, Victim *victims, int ma
 				*mine = entry;
 			continue;
 		}
-		if (entry->token >= token || entry->preempted || n >= max ||
+		if (entry->token > token)
+		{
+			if (entry->token > newer->token && StillOpen(entry, &entry->vxid))
+			{
+				newer->token = entry->token;
+				newer->pid = entry->pid;
+			}
+			continue;
+		}
+		if (entry->token == token || entry->preempted || n >= max ||
 			!StillOpen(entry, &entry->vxid))
 			continue;
 		victims[n].index = i;
@@ -424,6 +451,19 @@ AddEntry(uint32 hash, const char *target, int64 token)
 }
 
 /*
+ * Does proc wait for its client: reading its next command (idle in
+ * transaction) or writing a result it does not read (a paused client)?
+ * Such a backend ignores a cancel: it is terminated.
+ */
+static bool
+WaitsForClient(const PGPROC *proc)
+{
+	uint32		event = proc->wait_event_info;
+
+	return event == WAIT_EVENT_CLIENT_READ || event == WAIT_EVENT_CLIENT_WRITE;
+}
+
+/*
  * Mark the victims still open, and signal those allowed (lock held: a
  * transaction cannot finish its end while it is held, so a signal never
  * reaches the backend's next transaction).  A victim found committing is
@@ -453,8 +493,7 @@ MarkAndSignal(Victim *victims, int n, int64 token)
 		if (!victims[v].allowed)
 			continue;
 		proc = GetPGProcByNumber(entry->procno);
-		victims[v].signal = proc->wait_event_info == WAIT_EVENT_CLIENT_READ ?
-			SIGTERM : SIGINT;
+		victims[v].signal = WaitsForClient(proc) ? SIGTERM : SIGINT;
 		if (kill(entry->pid, victims[v].signal) != 0)
 			victims[v].signal = 0;
 	}
@@ -475,8 +514,7 @@ AwaitCancelled(Victim *victim)
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		if (!StillOpen(entry, &victim->vxid))
 			done = true;
-		else if (GetPGProcByNumber(entry->procno)->wait_event_info ==
-				 WAIT_EVENT_CLIENT_READ)
+		else if (WaitsForClient(GetPGProcByNumber(entry->procno)))
 		{
 			if (kill(entry->pid, SIGTERM) == 0)
 				victim->signal = SIGTERM;
@@ -514,7 +552,7 @@ ReportVictims(const Victim *victims, int n, const char *target, int64 token)
 			what = "not signalled: the current user may not signal its backend "
 				"(pg_signal_backend's rules), its commit is refused";
 		else if (victim->signal == SIGTERM)
-			what = "terminated its session (idle in transaction)";
+			what = "terminated its session (waiting for its client)";
 		else if (victim->signal == SIGINT)
 			what = "cancelled its statement";
 		else
@@ -525,6 +563,27 @@ ReportVictims(const Victim *victims, int n, const char *target, int64 token)
 						token, MyProcPid, victim->token, victim->pid, target, what),
 				 errhidestmt(true), errhidecontext(true)));
 	}
+}
+
+/*
+ * Refuse an admission of token for target: another backend's open
+ * transaction admitted the newer token newer->token there (counted)
+ */
+static void
+RefuseInFlight(const char *target, int64 token, const Newer *newer)
+{
+	SpinLockAcquire(&shared->mutex);
+	shared->refused_in_flight++;
+	SpinLockRelease(&shared->mutex);
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_STALE),
+			 errmsg("stale fencing token " INT64_FORMAT " for \"%s\": a newer token "
+					INT64_FORMAT " is in flight for it", token, target, newer->token),
+			 errdetail("The open transaction of backend pid %d admitted the newer token "
+					   "for this target (pg_fence.preempt); an older one is not admitted "
+					   "while that one may still commit.", newer->pid),
+			 errhint("Stop working on this target, and acquire the lock again before "
+					 "retrying.")));
 }
 
 /* The most victims one preemption handles at once; more: another pass */
@@ -541,6 +600,7 @@ FencePreempt(const char *target, int64 token, bool register_it)
 	uint32		hash;
 	Victim		victims[PREEMPT_MAX_VICTIMS];
 	PreemptEntry *mine;
+	Newer		newer;
 	int			n;
 	bool		full = false;
 
@@ -552,7 +612,12 @@ FencePreempt(const char *target, int64 token, bool register_it)
 	{
 		/* each pass ends its victims; a flood of new ones is not waited out */
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		n = ScanTarget(hash, target, token, victims, PREEMPT_MAX_VICTIMS, &mine);
+		n = ScanTarget(hash, target, token, victims, PREEMPT_MAX_VICTIMS, &mine, &newer);
+		if (newer.token != 0)
+		{
+			LWLockRelease(shared->lock);
+			RefuseInFlight(target, token, &newer);
+		}
 		if (n == 0 || pass == PREEMPT_MAX_PASSES)
 		{
 			if (register_it && mine != NULL)
@@ -596,14 +661,14 @@ FencePreemptResetCounters(void)
 		return;
 	SpinLockAcquire(&shared->mutex);
 	shared->preempted = shared->cancelled = shared->terminated = 0;
-	shared->denied = shared->unregistered = 0;
+	shared->denied = shared->unregistered = shared->refused_in_flight = 0;
 	SpinLockRelease(&shared->mutex);
 }
 
 /*
  * fence_preempt_stats() -> (preempted, cancelled, terminated, denied,
- * unregistered, inflight): all databases together, since start or
- * fence_stats_reset()
+ * unregistered, inflight, refused_in_flight): all databases together,
+ * since start or fence_stats_reset()
  */
 Datum
 fence_preempt_stats(PG_FUNCTION_ARGS)
@@ -632,6 +697,7 @@ fence_preempt_stats(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum(shared->terminated);
 	values[3] = Int64GetDatum(shared->denied);
 	values[4] = Int64GetDatum(shared->unregistered);
+	values[6] = Int64GetDatum(shared->refused_in_flight);
 	SpinLockRelease(&shared->mutex);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

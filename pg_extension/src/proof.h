@@ -79,6 +79,14 @@ extern FenceKeyTemplate *FenceParseKeyTemplate(Relation rel, const char *templat
 											   MemoryContext mcxt);
 extern void FenceCheckKeyTemplateUnambiguous(Relation rel, const char *template,
 											 const FenceKeyTemplate *t);
+/*
+ * A column's value for FenceAppendLockKey: false when the caller does not
+ * know it; *isnull set otherwise
+ */
+typedef bool (*FenceKeyColumnFn) (void *arg, AttrNumber attnum, Datum *value, bool *isnull);
+/* 0, or the attnum of the first column that is unknown or NULL */
+extern AttrNumber FenceAppendLockKey(const FenceKeyTemplate *template, FenceKeyColumnFn column,
+									 void *arg, StringInfo key);
 /* target NULL: a refusal is raised but not counted */
 extern char *FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template,
 							   HeapTuple tuple, const FenceProofTarget *target);

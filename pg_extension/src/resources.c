@@ -289,9 +289,10 @@ ProofArgOrSetting(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 
 /*
  * With pg_fence.preempt on: end the older transactions admitted on the
- * resource before the upsert, which would wait for their row lock.  On a
- * resource that requires proofs (as last committed; an unknown resource
- * requires none), only with a proof that verifies.
+ * resource before the upsert, which would wait for their row lock.  Not
+ * when the fence (as last committed) is already newer than the token: the
+ * caller is refused anyway.  On a resource that requires proofs (an
+ * unknown resource requires none), only with a proof that verifies.
  */
 static void
 PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
@@ -299,9 +300,11 @@ PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePa
 {
 	ResourceState state;
 
-	if (ReadFence(resource, false, &state) && state.require_proof &&
-		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
-							ProofArgOrSetting(fcinfo, pos), resource, in->token))
+	if (ReadFence(resource, false, &state) &&
+		(state.fence.token > in->token ||
+		 (state.require_proof &&
+		  !FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
+							  ProofArgOrSetting(fcinfo, pos), resource, in->token))))
 		return;
 	FencePreempt(resource, in->token, false);
 }

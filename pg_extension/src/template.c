@@ -270,15 +270,15 @@ FenceCheckKeyTemplateUnambiguous(Relation rel, const char *template,
 						 "other columns on one side only.")));
 }
 
-/* The lock key of tuple under template (palloc'd); 55F02 if it has none */
-char *
-FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template, HeapTuple tuple,
-				  const FenceProofTarget *target)
+/*
+ * Append the lock key under template to key, each column's value from
+ * column(arg, attnum, ...); stops at the first column that is unknown or
+ * NULL and returns its attnum, else 0
+ */
+AttrNumber
+FenceAppendLockKey(const FenceKeyTemplate *template, FenceKeyColumnFn column, void *arg,
+				   StringInfo key)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	StringInfoData key;
-
-	initStringInfo(&key);
 	for (int i = 0; i < template->nparts; i++)
 	{
 		const FenceKeyPart *part = &template->parts[i];
@@ -287,19 +287,52 @@ FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template, HeapTuple tupl
 
 		if (part->attnum == 0)
 		{
-			appendStringInfoString(&key, part->literal);
+			appendStringInfoString(key, part->literal);
 			continue;
 		}
-		value = heap_getattr(tuple, part->attnum, tupdesc, &isnull);
-		if (isnull)
-			FenceRefuseLockKey(target, ERRCODE_FENCE_PROOF,
-							   psprintf("row of table \"%s\" has no lock key: column \"%s\" is NULL",
-										RelationGetRelationName(rel),
-										NameStr(TupleDescAttr(tupdesc, part->attnum - 1)->attname)),
-							   "The table verifies token proofs, and its lock key template "
-							   "names this column.");
-		appendStringInfoString(&key, OutputFunctionCall((FmgrInfo *) &part->output, value));
+		if (!column(arg, part->attnum, &value, &isnull) || isnull)
+			return part->attnum;
+		appendStringInfoString(key, OutputFunctionCall((FmgrInfo *) &part->output, value));
 	}
+	return 0;
+}
+
+/* A heap tuple and its descriptor, for TupleColumn */
+typedef struct KeyTuple
+{
+	HeapTuple	tuple;
+	TupleDesc	tupdesc;
+} KeyTuple;
+
+/* FenceKeyColumnFn over a heap tuple: every column is known */
+static bool
+TupleColumn(void *arg, AttrNumber attnum, Datum *value, bool *isnull)
+{
+	KeyTuple   *kt = (KeyTuple *) arg;
+
+	*value = heap_getattr(kt->tuple, attnum, kt->tupdesc, isnull);
+	return true;
+}
+
+/* The lock key of tuple under template (palloc'd); 55F02 if it has none */
+char *
+FenceBuildLockKey(Relation rel, const FenceKeyTemplate *template, HeapTuple tuple,
+				  const FenceProofTarget *target)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	KeyTuple	kt = {tuple, tupdesc};
+	StringInfoData key;
+	AttrNumber	null_attnum;
+
+	initStringInfo(&key);
+	null_attnum = FenceAppendLockKey(template, TupleColumn, &kt, &key);
+	if (null_attnum != 0)
+		FenceRefuseLockKey(target, ERRCODE_FENCE_PROOF,
+						   psprintf("row of table \"%s\" has no lock key: column \"%s\" is NULL",
+									RelationGetRelationName(rel),
+									NameStr(TupleDescAttr(tupdesc, null_attnum - 1)->attname)),
+						   "The table verifies token proofs, and its lock key template "
+						   "names this column.");
 	if (key.len > FENCE_LOCK_KEY_MAXLEN)
 		FenceRefuseLockKey(target, ERRCODE_FENCE_PROOF,
 						   psprintf("lock key of a row of table \"%s\" is %d bytes long, "

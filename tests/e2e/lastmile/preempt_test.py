@@ -8,6 +8,9 @@ Every write path preempts an older transaction paused two ways:
   sleep    it runs pg_sleep(60): its statement is cancelled
   sigstop  its psql client is SIGSTOPped while idle in transaction: its
            session is terminated
+  write    its psql client is SIGSTOPped while the backend sends it a 50 MB
+           result, so the backend blocks in ClientWrite (a cancel is ignored
+           there): its session is terminated (guard and admit paths)
 Write paths (token 10 is the older holder, 20 the newer):
   guard    the older UPDATEs row 1, the newer row 2, under one lock key
   fenced   the older UPDATEs row 3, the newer fenced_update()s the same row
@@ -156,18 +159,26 @@ class SleepingVictim:
 class StoppedVictim:
     """An older transaction whose psql client is SIGSTOPped, idle in transaction."""
 
+    TAIL = ""  # statements after the writes
+
     def __init__(self, name, write_sql):
         env = dict(os.environ, PGAPPNAME=name, PGUSER="app", PGDATABASE="postgres")
         self.name = name
         self.psql = subprocess.Popen(
             ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=0"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.psql.stdin.write("BEGIN;\n" + "".join(s + ";\n" for s in write_sql))
+        self.psql.stdin.write("BEGIN;\n" + "".join(s + ";\n" for s in write_sql) + self.TAIL)
         self.psql.stdin.flush()
-        wait_for(name + " to be idle in transaction", lambda: q(
-            "SELECT state FROM pg_stat_activity WHERE application_name = %s",
-            (name,)) == [("idle in transaction",)])
-        self.pid = q("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,))[0][0]
+        self.stop()
+
+    def activity(self, column):
+        return q("SELECT %s FROM pg_stat_activity WHERE application_name = %%s" % column,
+                 (self.name,))
+
+    def stop(self):
+        wait_for(self.name + " to be idle in transaction",
+                 lambda: self.activity("state") == [("idle in transaction",)])
+        self.pid = self.activity("pid")[0][0]
         os.kill(self.psql.pid, signal.SIGSTOP)
 
     def check_ended(self):
@@ -175,9 +186,30 @@ class StoppedVictim:
             "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (self.pid,)))
         os.kill(self.psql.pid, signal.SIGCONT)
         out, _ = self.psql.communicate("COMMIT;\n", timeout=WAIT_BOUND)
-        if "terminating connection" not in out and "server closed the connection" not in out:
-            fail("%s: psql did not learn that its session was terminated: %r" % (self.name, out))
-        return "terminated its session (idle in transaction)"
+        tail = out[-2000:]
+        if not any(m in tail for m in ("terminating connection", "server closed the connection",
+                                       "connection to server was lost")):
+            fail("%s: psql did not learn that its session was terminated: %r" % (self.name, tail))
+        return "terminated its session (waiting for its client)"
+
+
+class WritingVictim(StoppedVictim):
+    """An older transaction blocked sending a large result to its SIGSTOPped psql."""
+
+    # the result is produced after the sleep, once psql is stopped: it fills
+    # the socket's buffers and the backend blocks writing the rest
+    TAIL = "SELECT pg_sleep(1) IS NULL AS slept, repeat('x', 50000000) AS big;\n"
+
+    def stop(self):
+        wait_for(self.name + " to sleep before its result",
+                 lambda: self.activity("wait_event") == [("PgSleep",)])
+        self.pid = self.activity("pid")[0][0]
+        os.kill(self.psql.pid, signal.SIGSTOP)
+        wait_for(self.name + " to block writing its result",
+                 lambda: self.activity("wait_event") == [("ClientWrite",)])
+
+
+VICTIMS = {"sleep": SleepingVictim, "sigstop": StoppedVictim, "write": WritingVictim}
 
 
 # --- the write paths ------------------------------------------------------------
@@ -231,7 +263,7 @@ def scenario(path, mode, base):
 
     before = stats()
     name = "victim_%s_%s" % (path, mode)
-    victim = (SleepingVictim if mode == "sleep" else StoppedVictim)(name, old)
+    victim = VICTIMS[mode](name, old)
     took, result = run_newer(new)
     if took > NEWER_BOUND:
         fail("%s/%s: the newer write took %.1fs (bound %.0fs)" % (path, mode, took, NEWER_BOUND))
@@ -260,8 +292,10 @@ def scenario(path, mode, base):
 
 # --- what preemption never does --------------------------------------------------
 
-def never(label, old_user, old_sql, new_user, new_sql, newer_waits):
-    """The older transaction stays open and commits; nothing is counted."""
+def never(label, old_user, old_sql, new_user, new_sql, newer_waits, refused=False):
+    """The older transaction stays open and commits; nothing is counted.
+    refused: the newer session's write is refused at once (55F01: the older
+    transaction holds a newer token)."""
     before = stats()
     old = connect(old_user)
     with old.cursor() as cur:
@@ -273,8 +307,14 @@ def never(label, old_user, old_sql, new_user, new_sql, newer_waits):
             cur.execute(new_sql)
         conn.commit()
         waited = False
+        if refused:
+            fail("%s: the write of the older token was admitted" % label)
     except psycopg2.errors.QueryCanceled:
         waited = True
+    except psycopg2.Error as e:
+        if not refused or e.pgcode != "55F01" or "is in flight for it" not in str(e):
+            raise
+        waited = False
     conn.close()
     if waited != newer_waits:
         fail("%s: the newer write %s" % (label, "waited" if waited else "did not wait"))
@@ -329,10 +369,13 @@ def main():
         for path in ("guard", "fenced", "admit", "advance"):
             scenario(path, mode, base)
             base += 1
+    for path in ("guard", "admit"):
+        scenario(path, "write", base)
+        base += 1
     never("same token", "app", "SELECT fence_admit('job:same', 20)",
           "app", "SELECT fence_admit('job:same', 20)", newer_waits=True)
     never("the older transaction holds a newer token", "app", "SELECT fence_admit('job:newer', 30)",
-          "app", "SELECT fence_admit('job:newer', 20)", newer_waits=True)
+          "app", "SELECT fence_admit('job:newer', 20)", newer_waits=False, refused=True)
     never("another target", "app", "SELECT fence_admit('job:x', 10)",
           "app", "SELECT fence_admit('job:y', 20)", newer_waits=False)
     never("pg_fence.preempt off in the newer session", "app", "SELECT fence_admit('job:off', 10)",

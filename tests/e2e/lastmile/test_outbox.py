@@ -284,7 +284,9 @@ class OutboxTest(unittest.TestCase):
         rec.status = 200
         wait_until(10, lambda: states() == ["delivered"], "delivered after the retry")
         self.assertIn("parked: HTTP 422", relay.text())
-        # a row written without fence_enqueue (no endpoint check): parked, naming it
+        # a row written without fence_enqueue (no endpoint check): fence_outbox_guard admits a
+        # direct INSERT only from a superuser (this test's role; a restore), and the relay
+        # still parks its bad endpoint, naming it
         query("INSERT INTO fence_outbox (target, token, operation_id, idempotency_key, endpoint, payload) "
               "VALUES ('mail:3', 1, 'direct', 'k-direct', 'ftp://h/x', '{}')")
         wait_until(10, lambda: states("operation_id = 'direct'") == ["parked"], "the direct row parked")

@@ -85,7 +85,8 @@ SELECT fence_outbox_purge('1 day');
 SELECT fence_outbox_purge('1 day');
 SELECT count(*) FROM fence_outbox WHERE operation_id = 'op2';
 
--- privileges: an application role needs grants on both tables and the sequence
+-- privileges: an application role needs grants on both tables and the sequence,
+-- a relay SELECT and UPDATE on fence_outbox
 CREATE ROLE regress_outbox_app;
 SET ROLE regress_outbox_app;
 SELECT fence_enqueue('mail:9', 1, 'x', 'http://h/', '{}');
@@ -97,10 +98,51 @@ SET ROLE regress_outbox_app;
 SELECT fence_enqueue('mail:9', 1, 'x', 'http://h/', '{}') IS NOT NULL AS enqueued;
 SELECT fence_outbox_purge('0');
 SELECT * FROM fence_outbox_backlog;
+-- INSERT on fence_outbox is for fence_enqueue only: a direct INSERT would
+-- skip the fence (mail:9 is at 1), require_proof and the endpoint check
+\set VERBOSITY verbose
+INSERT INTO fence_outbox (target, token, operation_id, idempotency_key, endpoint, payload)
+VALUES ('mail:9', 0, 'forged', 'k-forged', 'ftp://evil/', '{}');
+\set VERBOSITY default
+SELECT count(*) FROM fence_outbox WHERE operation_id = 'forged';
+-- ... and the relay's UPDATE changes the delivery state only
 RESET ROLE;
-REVOKE ALL ON fence_resources, fence_outbox FROM regress_outbox_app;
+CREATE ROLE regress_outbox_relay;
+GRANT SELECT, UPDATE ON fence_outbox TO regress_outbox_relay;
+SET ROLE regress_outbox_relay;
+UPDATE fence_outbox SET state = 'parked', attempts = attempts + 1, last_status = 400,
+       last_error = 'bad', next_attempt_at = now(), updated_at = now()
+ WHERE target = 'mail:9';
+UPDATE fence_outbox SET endpoint = 'http://evil/' WHERE target = 'mail:9';
+UPDATE fence_outbox SET token = 2 WHERE target = 'mail:9';
+UPDATE fence_outbox SET payload = '{"x": 1}' WHERE target = 'mail:9';
+SELECT state, attempts, endpoint, token, payload FROM fence_outbox WHERE target = 'mail:9';
+RESET ROLE;
+-- a superuser is held to the same UPDATE rule, but may INSERT (a restore)
+UPDATE fence_outbox SET target = 'mail:10' WHERE target = 'mail:9';
+INSERT INTO fence_outbox (target, token, operation_id, idempotency_key, endpoint, payload)
+VALUES ('mail:9', 1, 'restored', 'k-restored', 'http://h/', '{}');
+SELECT count(*) FROM fence_outbox WHERE target = 'mail:9';
+REVOKE ALL ON fence_resources, fence_outbox FROM regress_outbox_app, regress_outbox_relay;
 REVOKE ALL ON SEQUENCE fence_outbox_id_seq FROM regress_outbox_app;
-DROP ROLE regress_outbox_app;
+DROP ROLE regress_outbox_app, regress_outbox_relay;
 
 DELETE FROM fence_outbox;
 DELETE FROM fence_resources WHERE resource IN ('mail:7', 'mail:8', 'mail:9', 't');
+
+-- the key hashes UTF-8 whatever the database encoding: the same value in a
+-- LATIN1 database as here and in pgfence.outbox.idempotency_key (chr(233)
+-- is 'é' in both encodings)
+SELECT fence_outbox_key('caf' || chr(233), 1, 'op' || chr(233)) =
+       'pgfence-v1-0f25cc27458fdf338f64b3e1e305a53d8ef2c34a76568121a8c65573e74086fb' AS utf8_key;
+CREATE DATABASE regress_outbox_latin1 ENCODING 'LATIN1' LOCALE 'C' TEMPLATE template0;
+\c regress_outbox_latin1
+SET client_min_messages = warning;
+CREATE EXTENSION pg_fence;
+RESET client_min_messages;
+SELECT fence_outbox_key('caf' || chr(233), 1, 'op' || chr(233)) =
+       'pgfence-v1-0f25cc27458fdf338f64b3e1e305a53d8ef2c34a76568121a8c65573e74086fb' AS latin1_key;
+SELECT fence_enqueue('caf' || chr(233), 1, 'op' || chr(233), 'http://h/', '{}') =
+       'pgfence-v1-0f25cc27458fdf338f64b3e1e305a53d8ef2c34a76568121a8c65573e74086fb' AS latin1_enqueue;
+\c contrib_regression
+DROP DATABASE regress_outbox_latin1;
