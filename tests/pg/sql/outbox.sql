@@ -100,10 +100,9 @@ SELECT fence_outbox_purge('0');
 SELECT * FROM fence_outbox_backlog;
 -- INSERT on fence_outbox is for fence_enqueue only: a direct INSERT would
 -- skip the fence (mail:9 is at 1), require_proof and the endpoint check
-\set VERBOSITY verbose
 INSERT INTO fence_outbox (target, token, operation_id, idempotency_key, endpoint, payload)
 VALUES ('mail:9', 0, 'forged', 'k-forged', 'ftp://evil/', '{}');
-\set VERBOSITY default
+\echo SQLSTATE :SQLSTATE
 SELECT count(*) FROM fence_outbox WHERE operation_id = 'forged';
 -- ... and the relay's UPDATE changes the delivery state only
 RESET ROLE;
@@ -114,6 +113,7 @@ UPDATE fence_outbox SET state = 'parked', attempts = attempts + 1, last_status =
        last_error = 'bad', next_attempt_at = now(), updated_at = now()
  WHERE target = 'mail:9';
 UPDATE fence_outbox SET endpoint = 'http://evil/' WHERE target = 'mail:9';
+\echo SQLSTATE :SQLSTATE
 UPDATE fence_outbox SET token = 2 WHERE target = 'mail:9';
 UPDATE fence_outbox SET payload = '{"x": 1}' WHERE target = 'mail:9';
 SELECT state, attempts, endpoint, token, payload FROM fence_outbox WHERE target = 'mail:9';

@@ -10,7 +10,8 @@ CREATE VIEW pr_triggers AS
 SELECT tgrelid::regclass AS rel, pg_get_triggerdef(oid) AS definition
   FROM pg_trigger
  WHERE NOT tgisinternal
-   AND tgrelid NOT IN ('fence_trusted_keys'::regclass, 'fence_resources'::regclass)
+   AND tgrelid NOT IN ('fence_trusted_keys'::regclass, 'fence_resources'::regclass,
+                       'fence_outbox'::regclass)
  ORDER BY tgrelid::regclass::text, tgname;
 
 -- defaults: column fence, mode strict; BEFORE UPDATE OR DELETE on every
