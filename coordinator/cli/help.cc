@@ -63,7 +63,8 @@ exit codes:
   1  other error (unexpected answer, cannot start CMD)
   2  usage error, or the server rejected the request as invalid (HTTP 400)
   3  lock held by someone else, or --wait ran out
-  4  lease lost (keepalive refused; run: the lease could not be kept and CMD was terminated)
+  4  lease lost (keepalive refused; run: the lease could not be kept and CMD was terminated;
+     --advance: no time left to publish before the lease's deadline, lock released)
   5  cluster unavailable (no member answered, no leader) within --timeout
   6  not found (get: no such lock; release: not held with that token; leader: the
      election has no leader; proclaim, resign: the election is not led with that token)
@@ -101,12 +102,14 @@ shortened by the clock-rate bound: lease x (1 - rho), rho = --max-clock-drift-pp
                 the cluster signs grants), so that from then on every older token
                 is refused at R. Repeatable (at most 64), one transaction for all;
                 if it fails the lock is released, nothing is printed, and the
-                exit is 10 (R holds a newer fence) or 11 (database error)
+                exit is 10 (R holds a newer fence), 11 (database error) or 4
+                (no time left to publish before the lease's deadline)
   --dsn DSN     the database for --advance: a libpq connection string or URI
                 (default: the PG* environment variables, as psql uses them)
 
 exit: 0 acquired, 3 held (or the wait ran out), 5 cluster unavailable, 2 bad arguments,
-10/11 --advance failed (lock released)
+10 --advance found a newer fence, 11 --advance failed in the database, 4 no
+time left to publish (nothing printed, the lock released)
 )";
 
 constexpr const char* kRelease = R"(usage: fencectl release KEY TOKEN
@@ -150,14 +153,16 @@ CMD exits, the lock is released.
                              on every older token is refused at R, before CMD has
                              written. Repeatable (at most 64), one transaction for all.
                              If it fails — R already holds a newer fence, a connection
-                             or SQL error — the lock is released and CMD never starts
+                             or SQL error, no time left before the lease's deadline —
+                             the lock is released and CMD never starts
   --dsn DSN                  the database for --advance: a libpq connection string or
                              URI (default: the PG* environment variables, as psql)
 
 exit: CMD's exit status (128+N if CMD died of signal N); 4 if the lease was
 lost (CMD was terminated); 3 held, 5 unavailable (CMD never started);
-10 --advance found a newer fence, 11 --advance failed in the database (CMD
-never started, the lock released); 127 CMD not found, 126 CMD not executable
+10 --advance found a newer fence, 11 --advance failed in the database, 4 no
+time left to publish (CMD never started, the lock released); 127 CMD not
+found, 126 CMD not executable
 )";
 
 constexpr const char* kElect = R"(usage: fencectl elect NAME --value V [--lease 10s] [--wait DUR] [--owner ID] [--grace 2s] -- CMD [ARGS...]

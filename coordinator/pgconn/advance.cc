@@ -9,10 +9,16 @@ namespace {
 
 constexpr std::size_t kMaxResourceBytes = 512;  // pg_fence's bound on a resource name (docs/sql.md)
 
-constexpr const char* kAdvanceSql = "SELECT fence_advance($1::text, $2::bigint, $3::text)";
-constexpr const char* kCurrentSql = "SELECT fence_current($1::text)";
+// Every name is qualified: the DSN's search_path may put a schema that
+// others can write before pg_fence's, where a fence_advance of the same
+// signature would receive the token and its proof. pg_fence's own schema is
+// looked up (quoted) once per publish.
+constexpr const char* kSchemaSql =
+    "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
+    "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+    "WHERE e.extname OPERATOR(pg_catalog.=) 'pg_fence'";
 constexpr const char* kTimeoutsSql =
-    "SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $1, false)";
+    "SELECT pg_catalog.set_config('statement_timeout', $1, false), pg_catalog.set_config('lock_timeout', $1, false)";
 
 // token 42 not published at resource "a" / at resources "a", "b"
 std::string not_published(const std::vector<AdvanceTarget>& targets, std::uint64_t token) {
@@ -38,18 +44,23 @@ PublishResult rolled_back(const Connection& conn, PublishResult why) {
     return why;
 }
 
-// One resource's fence_advance inside the open transaction.
-PublishResult advance_one(const Connection& conn, const AdvanceTarget& t, std::uint64_t token) {
+// One resource's fence_advance inside the open transaction; `schema` is
+// pg_fence's, quoted.
+PublishResult advance_one(const Connection& conn, const std::string& schema, const AdvanceTarget& t,
+                          std::uint64_t token) {
     const std::string tok = std::to_string(token);
     const std::string head = "token " + tok + " not published at resource \"" + t.resource + "\": ";
-    const Result r = conn.exec(kAdvanceSql, {t.resource, tok, t.proof.empty() ? Param() : Param(t.proof)});
+    const std::string advance_sql =
+        "SELECT " + schema + ".fence_advance($1::pg_catalog.text, $2::pg_catalog.int8, $3::pg_catalog.text)";
+    const Result r = conn.exec(advance_sql.c_str(), {t.resource, tok, t.proof.empty() ? Param() : Param(t.proof)});
     if (!r.ok()) {
         const bool stale = r.sqlstate() == kStaleSqlstate;
         return result(stale ? PublishOutcome::kStale : PublishOutcome::kError,
                       head + "fence_advance failed: " + cause(r));
     }
     if (r.value(0, 0) == "t") return result(PublishOutcome::kPublished, {});
-    const Result current = conn.exec(kCurrentSql, {t.resource});
+    const std::string current_sql = "SELECT " + schema + ".fence_current($1::pg_catalog.text)";
+    const Result current = conn.exec(current_sql.c_str(), {t.resource});
     const std::string fence = current.ok() && !current.is_null(0, 0) ? current.value(0, 0) : "unknown";
     return result(PublishOutcome::kStale, head + "its fence is " + fence +
                                               " already (a newer holder published first; this token is stale)");
@@ -93,8 +104,14 @@ PublishResult publish_generation(const Connection& conn, std::vector<AdvanceTarg
     if (const Result b = conn.exec("BEGIN"); !b.ok()) {
         return result(PublishOutcome::kError, not_published(targets, token) + ": BEGIN failed: " + cause(b));
     }
+    const Result schema = conn.exec(kSchemaSql);
+    if (!schema.ok() || schema.rows() == 0) {
+        const std::string why = !schema.ok() ? "cannot look up pg_fence's schema: " + cause(schema)
+                                             : "pg_fence is not installed in this database (CREATE EXTENSION pg_fence)";
+        return rolled_back(conn, result(PublishOutcome::kError, not_published(targets, token) + ": " + why));
+    }
     for (const AdvanceTarget& t : targets) {
-        PublishResult one = advance_one(conn, t, token);
+        PublishResult one = advance_one(conn, schema.value(0, 0), t, token);
         if (one.outcome != PublishOutcome::kPublished) return rolled_back(conn, std::move(one));
     }
     if (const Result c = conn.exec("COMMIT"); !c.ok()) {

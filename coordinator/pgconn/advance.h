@@ -23,7 +23,11 @@
 //               | refused proof (55F02), a timeout       |
 //
 // The resources are advanced in sorted order (two publishers of overlapping
-// sets cannot deadlock) and each at most once.
+// sets cannot deadlock) and each at most once. pg_fence's functions are
+// called qualified by the extension's schema, looked up in pg_extension at
+// each publish (kError "pg_fence is not installed in this database" when it
+// is not): a schema before it in the connection's search_path is never
+// consulted.
 #pragma once
 
 #include <chrono>

@@ -2,7 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace pgfence::pgconn {
@@ -22,6 +24,49 @@ std::string trimmed(const char* text) {
     }
     while (!m.empty() && m.back() == ' ') m.pop_back();
     return m;
+}
+
+// Whether libpq takes `conninfo` as a connection string (a URI or
+// keyword=value pairs) rather than a database name: its own rule for
+// expand_dbname.
+bool is_connection_string(const std::string& conninfo) {
+    return conninfo.starts_with("postgresql://") || conninfo.starts_with("postgres://") ||
+           conninfo.find('=') != std::string::npos;
+}
+
+// Whether a parsed option holds what a password written unencoded into a
+// URI leaves there ("postgresql://u:pa/ss@h/db" makes "pa" the port,
+// "u:pa@ss@h" makes "ss@h" the host): libpq's connect error would quote it.
+bool holds_misplaced_text(const PQconninfoOption& o) {
+    if (o.val == nullptr) return false;
+    const std::string_view keyword = o.keyword, value = o.val;
+    std::size_t begin = 0;
+    while (begin <= value.size()) {
+        const std::size_t end = std::min(value.find(',', begin), value.size());
+        const std::string_view part = value.substr(begin, end - begin);
+        if (keyword == "port" && part.find_first_not_of("0123456789") != std::string_view::npos) return true;
+        if ((keyword == "host" || keyword == "hostaddr") && !part.empty() && part[0] != '/' && part[0] != '@' &&
+            part.find('@') != std::string_view::npos) {
+            return true;
+        }
+        begin = end + 1;
+    }
+    return false;
+}
+
+// "" when libpq can parse `conninfo` and none of its values looks like part
+// of a password, else a reason that leaves the conninfo out: libpq's own
+// messages quote it (all of a URI, the words after a keyword=value pair,
+// a value), password included.
+std::string check_conninfo(const std::string& conninfo) {
+    if (!is_connection_string(conninfo)) return {};
+    char* err = nullptr;
+    PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &err);
+    PQfreemem(err);
+    bool bad = options == nullptr;
+    for (const PQconninfoOption* o = options; !bad && o->keyword != nullptr; ++o) bad = holds_misplaced_text(*o);
+    PQconninfoFree(options);
+    return bad ? "invalid connection string (not shown: it may hold a password)" : "";
 }
 
 }  // namespace
@@ -74,6 +119,8 @@ void Connection::Finish::operator()(pg_conn* c) const {
 }
 
 std::string Connection::connect(const std::string& conninfo, const ConnectDefaults& defaults) {
+    conn_.reset();
+    if (std::string bad = check_conninfo(conninfo); !bad.empty()) return "cannot connect to PostgreSQL: " + bad;
     // Keywords are applied in order and the expanded conninfo ("dbname",
     // last) overrides the defaults before it.
     std::vector<const char*> keys, values;

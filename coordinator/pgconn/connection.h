@@ -66,8 +66,13 @@ class Connection {
 
     // Connects with `conninfo` (a keyword=value string or a postgresql://
     // URI; "" takes everything from the PG* environment, as psql does).
-    // Returns "" or libpq's reason, prefixed "cannot connect to PostgreSQL: ".
-    // The conninfo is never part of the message: it may hold a password.
+    // Returns "" or the reason, prefixed "cannot connect to PostgreSQL: ".
+    // The conninfo is never part of the message (it may hold a password): a
+    // string libpq cannot parse, or one that an unencoded character in the
+    // password leaves with a port or host that is not one, is refused
+    // before connecting as "invalid connection string (not shown: it may
+    // hold a password)"; any other reason is libpq's, which names host and
+    // port (and user or database), never the password.
     std::string connect(const std::string& conninfo, const ConnectDefaults& defaults);
     bool connected() const;
     void close() { conn_.reset(); }

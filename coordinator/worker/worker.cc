@@ -88,13 +88,13 @@ int Worker::prepare() {
     return kExitOk;
 }
 
-bool Worker::reconnected(Event& e) {
+bool Worker::reconnected(Event& e, long& errors) {
     if (db_.connected()) return true;
     const std::string err = db_.connect(o_.conninfo, o_.worker_id);
     if (err.empty()) return true;
     e.outcome = "error";
     log_.write(e);
-    ++stats_.db_errors;
+    ++errors;
     say(err);
     return false;
 }
@@ -102,7 +102,7 @@ bool Worker::reconnected(Event& e) {
 bool Worker::publish_first(const client::Lease& lease, int& code) {
     if (o_.advance.empty()) return true;
     Event e{"advance", lease.key, lease.token, {}, {}, "", "", static_cast<std::int64_t>(o_.advance.size())};
-    if (!reconnected(e)) {
+    if (!reconnected(e, stats_.db_errors)) {
         code = failed(kExitDatabase);
         return false;
     }
@@ -136,7 +136,7 @@ int Worker::write_with(const client::Lease& lease, Mode path, std::int64_t seq, 
         say("lease on " + lease.key + " (token " + tok + ") is gone before the write; not writing");
         return failed(kExitLostLease);
     }
-    if (!reconnected(e)) return failed(kExitDatabase);
+    if (!reconnected(e, stats_.db_errors)) return failed(kExitDatabase);
     e.sent_at = std::chrono::steady_clock::now();
     const WriteResult w = db_.write(path, lease.key, lease.token, seq, o_.worker_id, proof_of(lease));
     e.acked_at = std::chrono::steady_clock::now();
@@ -274,15 +274,7 @@ int Worker::forge_one(const client::Lease& lease, Mode path, Forgery forgery) {
     }
     const std::string what = std::string(to_string(path)) + ":" + to_string(forgery);
     Event e{"forge", key, token, {}, {}, what, "", 0};
-    if (!db_.connected()) {
-        if (std::string err = db_.connect(o_.conninfo, o_.worker_id); !err.empty()) {
-            e.outcome = "error";
-            log_.write(e);
-            ++stats_.forged_errors;
-            say(err);
-            return failed(kExitDatabase);
-        }
-    }
+    if (!reconnected(e, stats_.forged_errors)) return failed(kExitDatabase);
     const std::int64_t seq = path == Mode::kSequenced ? lease.next_seq().value_or(1) : 0;
     e.sent_at = std::chrono::steady_clock::now();
     const WriteResult w = db_.write(path, key, token, seq, o_.worker_id, proof, std::string("forge:") + to_string(forgery));

@@ -56,8 +56,8 @@ class Worker {
     // nothing is written.
     bool publish_first(const client::Lease& lease, int& code);
     // Connects again when the connection was lost; false (e logged as an
-    // error) when that failed.
-    bool reconnected(Event& e);
+    // error, `errors` counted) when that failed.
+    bool reconnected(Event& e, long& errors);
     // The sequenced path: numbered writes, then the replay of the first.
     int write_sequenced(const client::Lease& lease, const std::function<bool()>& lease_lost);
     int replay(const client::Lease& lease, std::int64_t seq);

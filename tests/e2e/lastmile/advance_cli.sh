@@ -7,8 +7,11 @@
 #   - R already holding a newer fence: run releases the lock (the key is free
 #     at once), never starts CMD, exits 10 with a message naming R, the token
 #     and the fence; acquire likewise, printing nothing;
-#   - a DSN nobody answers at, and a database without pg_fence: exit 11, the
-#     message names the cause, the lock is released, CMD never starts;
+#   - a DSN nobody answers at, an invalid DSN (its password not printed), and
+#     a database without pg_fence: exit 11, the message names the cause, the
+#     lock is released, CMD never starts;
+#   - functions named like pg_fence's in a schema before it in search_path
+#     are never called (the publish calls pg_fence's schema-qualified);
 #   - an older holder paused inside its fence_admit transaction: the publish
 #     waits for it no longer than the lease allows (exit 11, a lock timeout,
 #     released);
@@ -85,9 +88,38 @@ grep -q 'not published at resource "job:3": cannot connect to PostgreSQL: .*1443
 expect_code 11 fencectl run job:3 --advance job:3 --dsn "dbname=nofence" -- touch "$WORK/started3"
 [[ ! -e "$WORK/started3" ]] || fail "CMD started although fence_advance does not exist there"
 key_free job:3 || fail "job:3 is still held after the SQL error"
-grep -q 'not published at resource "job:3": fence_advance failed: .*(SQLSTATE 42883)' "$WORK/last.err" ||
-  fail "SQL error message: $(cat "$WORK/last.err")"
-echo "PASS: unreachable DSN and missing pg_fence: exit 11 naming the cause, lock released, CMD never started"
+grep -q 'not published at resource "job:3": pg_fence is not installed in this database' "$WORK/last.err" ||
+  fail "missing pg_fence message: $(cat "$WORK/last.err")"
+expect_code 11 fencectl run job:3 --advance job:3 --dsn "postgresql://u:s3cr3t-pw@[::1]x/db" -- touch "$WORK/started3"
+[[ ! -e "$WORK/started3" ]] || fail "CMD started although the DSN was invalid"
+grep -q 'not published at resource "job:3": cannot connect to PostgreSQL: invalid connection string (not shown' \
+  "$WORK/last.err" || fail "invalid DSN message: $(cat "$WORK/last.err")"
+! grep -q s3cr3t "$WORK/last.err" || fail "the invalid DSN's password was printed: $(cat "$WORK/last.err")"
+key_free job:3 || fail "job:3 is still held after the invalid DSN"
+echo "PASS: unreachable DSN, invalid DSN (not echoed) and missing pg_fence: exit 11 naming the cause, lock released, CMD never started"
+
+# 3a. A schema before pg_fence's in the DSN's search_path with functions of
+# the same signatures: the publish calls pg_fence's (qualified), never those.
+sql <<'SQL' >/dev/null || fail "creating the decoy schema"
+CREATE SCHEMA decoy;
+CREATE FUNCTION decoy.fence_advance(text, bigint, text) RETURNS boolean LANGUAGE plpgsql
+  AS $$BEGIN RAISE EXCEPTION 'decoy fence_advance called'; END$$;
+CREATE FUNCTION decoy.fence_current(text) RETURNS bigint LANGUAGE plpgsql
+  AS $$BEGIN RAISE EXCEPTION 'decoy fence_current called'; END$$;
+SQL
+[[ "$(sql -c "SET search_path = decoy, public" -c "SELECT fence_advance('x', 1, NULL)" 2>&1)" == *"decoy fence_advance called"* ]] ||
+  fail "the decoy is not what an unqualified fence_advance calls under search_path decoy, public"
+fencectl run job:6 --advance job:6 --dsn "options=-csearch_path=decoy,public" -- bash -c 'echo "$FENCE_TOKEN" >"$0"' \
+  "$WORK/decoy_token" || fail "run --advance with the decoy first in search_path exited $?"
+[[ "$(sql -c "SELECT fence_current('job:6')")" == "$(cat "$WORK/decoy_token")" ]] ||
+  fail "job:6 does not hold run's token $(cat "$WORK/decoy_token") (decoy first in search_path)"
+sql -c "SELECT fence_advance('job:7', 9000000000)" >/dev/null || fail "seeding job:7"
+expect_code 10 fencectl run job:7 --advance job:7 --dsn "options=-csearch_path=decoy,public" -- touch "$WORK/started3a"
+[[ ! -e "$WORK/started3a" ]] || fail "CMD started although the publish was stale"
+grep -q 'not published at resource "job:7": its fence is 9000000000 already' "$WORK/last.err" ||
+  fail "stale publish with the decoy first in search_path: $(cat "$WORK/last.err")"
+key_free job:7 || fail "job:7 is still held after the stale publish"
+echo "PASS: fence_advance and fence_current of a schema before pg_fence's in search_path are never called"
 
 # 3b. An older holder paused mid-transaction holds the resource's row: the
 # publish waits for it within run's SIGTERM time only (2s lease: about 1.2s).

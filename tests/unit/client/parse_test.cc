@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "client/exit_codes.h"
 #include "client/duration.h"
 #include "client/endpoints.h"
@@ -189,6 +190,21 @@ BOOST_AUTO_TEST_CASE(help_anywhere) {
     BOOST_TEST(p.args.help);
     BOOST_TEST(p.args.command == "run");
     BOOST_TEST(parse({"help", "status"}).args.command == "status");
+}
+
+// Every exit of the --advance publish (cli/publish.cc) is in the help of the
+// commands that publish, on one line once the help's line breaks are gone.
+BOOST_AUTO_TEST_CASE(help_of_run_and_acquire_lists_every_publish_exit) {
+    for (const std::string command : {"acquire", "run"}) {
+        std::string flat;
+        for (const char c : cli::help_text(command)) {
+            const char w = c == '\n' ? ' ' : c;
+            if (w != ' ' || (!flat.empty() && flat.back() != ' ')) flat += w;
+        }
+        for (const std::string expect : {"10 --advance", "11 --advance", "4 no time left to publish"}) {
+            BOOST_TEST(flat.find(expect) != std::string::npos, command << " --help lacks '" << expect << "'");
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(bad_endpoint_list_is_a_usage_error) {

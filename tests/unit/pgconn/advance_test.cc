@@ -48,6 +48,36 @@ BOOST_AUTO_TEST_CASE(a_connection_that_fails_is_a_database_error_naming_resource
     BOOST_CHECK(r.message.find("sekret-pw") == std::string::npos);
 }
 
+// libpq quotes a connection string it cannot parse (a URI whole, the words
+// after a keyword's value), and a connect error quotes a value that an
+// unencoded character in the password put in the port or the host.
+BOOST_AUTO_TEST_CASE(a_bad_connection_string_is_not_echoed) {
+    for (const char* conninfo : {
+             "postgresql://u:s3cr3t-pw@[::1]x/db",         // unexpected character ... in URI: "<the URI>"
+             "postgresql://u:s3cr3t-pw@[::1/db",           // no matching "]" ... in URI: "<the URI>"
+             "postgresql://u:s3cr3t%zz-pw@127.0.0.1/db",   // invalid percent-encoded token: "s3cr3t%zz-pw"
+             "postgresql://u:pw@127.0.0.1/db?s3cr3t-pw",   // missing key/value separator ...: "s3cr3t-pw"
+             "host=127.0.0.1 password=my s3cr3t-pw",       // missing "=" after "s3cr3t-pw"
+             "postgresql://u:s3cr3t/pw@127.0.0.1:14799/db",  // the port is "s3cr3t"
+             "postgresql://u:pw@s3cr3t@127.0.0.1:14799/db",  // the host is "s3cr3t@127.0.0.1"
+         }) {
+        Connection c;
+        const std::string why = c.connect(conninfo, ConnectDefaults{"pgconn-test", 2});
+        BOOST_TEST_MESSAGE(conninfo << " -> " << why);
+        BOOST_CHECK_EQUAL(why, "cannot connect to PostgreSQL: invalid connection string (not shown: it may hold a "
+                               "password)");
+        BOOST_CHECK(why.find("s3cr3t") == std::string::npos);
+        BOOST_CHECK(!c.connected());
+    }
+    // A string libpq parses keeps libpq's reason (host and port, not the password).
+    Connection c;
+    const std::string why = c.connect("postgresql://u:s3cr3t-pw@127.0.0.1:14799,127.0.0.1:14798/db?connect_timeout=2",
+                                      ConnectDefaults{"pgconn-test", 2});
+    BOOST_TEST_MESSAGE(why);
+    BOOST_CHECK(why.starts_with("cannot connect to PostgreSQL: connection to server at \"127.0.0.1\", port 14799"));
+    BOOST_CHECK(why.find("s3cr3t") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(outcomes_map_to_the_shared_exit_codes) {
     BOOST_CHECK_EQUAL(exit_code_of(PublishOutcome::kPublished), kExitOk);
     BOOST_CHECK_EQUAL(exit_code_of(PublishOutcome::kStale), kExitStale);
