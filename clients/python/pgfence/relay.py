@@ -334,15 +334,10 @@ class Relay:
             if cur.fetchone()[0] is None:
                 raise RuntimeError("this database's pg_fence has no fence_outbox: "
                                    "ALTER EXTENSION pg_fence UPDATE (1.5 or later)")
-            # the largest payload fence_enqueue takes (a chunk of the claim holds
-            # at most --batch-bytes of them); 16 MB, its highest, if unknown
-            cur.execute("SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings "
-                        "WHERE name = 'pg_fence.max_outbox_payload'")
-            setting = cur.fetchone()
-        self.max_payload = setting[0] if setting else 16 << 20
         from psycopg2.extensions import quote_ident
         s = quote_ident(row[0], self.conn)
         self.schema = row[0]
+        self.max_payload = self._max_payload(s)
         self.claim_sql = (
             f"SELECT o.id, o.target, o.token, o.idempotency_key, o.endpoint, o.payload::text, "
             f"o.attempts, r.fence FROM {s}.fence_outbox AS o "
@@ -358,6 +353,24 @@ class Relay:
             f"FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::text[], %s::float8[]) "
             f"AS u(id, state, tried, status, error, delay_ms) WHERE o.id = u.id")
         log.info("connected; delivering the outbox %s.fence_outbox", row[0])
+
+    def _max_payload(self, schema):
+        """pg_fence.max_outbox_payload in bytes, the largest payload
+        fence_enqueue takes (a chunk of the claim holds at most --batch-bytes
+        of them); its highest, 16 MB, if this session cannot read it. The
+        setting exists once pg_fence's library is loaded: a call of
+        fence_outbox_key loads it."""
+        import psycopg2
+        with self.conn, self.conn.cursor() as cur:
+            try:
+                cur.execute("SAVEPOINT max_payload")
+                cur.execute(f"SELECT {schema}.fence_outbox_key('relay', 0, 'relay')")
+            except psycopg2.Error:
+                cur.execute("ROLLBACK TO SAVEPOINT max_payload")
+            cur.execute("SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings "
+                        "WHERE name = 'pg_fence.max_outbox_payload'")
+            row = cur.fetchone()
+        return row[0] if row else 16 << 20
 
     def close(self):
         if self.conn is not None:

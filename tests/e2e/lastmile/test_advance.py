@@ -137,7 +137,7 @@ class LockAdvance(unittest.TestCase):
         ender = threading.Timer(10, older.rollback)
         ender.start()
         self.addCleanup(ender.cancel)
-        for key, kwargs, bound in (("py:paused", {"lease": "2s"}, 2.5),
+        for key, kwargs, bound in (("py:paused", {"lease": "2s"}, 3.0),
                                    ("py:paused2", {"lease": "20s", "advance_timeout": "300ms"}, 1.5)):
             with self.subTest(key=key):
                 started = time.monotonic()
