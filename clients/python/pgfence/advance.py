@@ -10,9 +10,18 @@ every resource took the token. From that commit on, pg_fence refuses every
 older token at those resources, whether or not the new holder has written.
 
 `db` is a DB-API 2.0 connection the caller made (psycopg2, psycopg 3, pg8000:
-a driver that takes %s parameters); this package does not import a driver.
-It must not be inside a transaction with work of its own: the publish
-commits (with `autocommit` on, it sends BEGIN and COMMIT itself).
+a driver that takes %s parameters); this package does not import a driver
+and never connects. It must not be inside a transaction with work of its
+own: the publish commits (with `autocommit` on, it sends BEGIN and COMMIT
+itself). fence_advance is called by its schema-qualified name (the schema
+pg_fence is installed in), whatever the connection's search_path.
+
+`timeout` (a duration, e.g. "2s", or None: no bound of its own) bounds the
+publish: the transaction runs SET LOCAL lock_timeout and statement_timeout
+to it, so an older holder's open transaction on a resource's row (a paused
+fence_admit) makes it fail with PublishError (SQLSTATE 55P03 or 57014)
+instead of waiting. lock(advance=...) passes the lease's usable time (until
+lost_at, the lease's deadline minus the margin).
 
 | outcome                                   | raises             | exit_code |
 |-------------------------------------------|--------------------|-----------|
@@ -25,11 +34,12 @@ Nothing is committed when it raises (the transaction is rolled back).
 """
 
 from . import errors
+from .duration import parse_duration_ms
 
 MAX_RESOURCES = 64  # as fencectl's --advance
 _MAX_RESOURCE_BYTES = 512  # pg_fence's bound on a resource name (docs/sql.md)
-_ADVANCE_SQL = "SELECT fence_advance(%s::text, %s::bigint, %s::text)"
-_CURRENT_SQL = "SELECT fence_current(%s::text)"
+_SCHEMA_SQL = ("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
+               "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_fence'")
 
 
 def resources_of(advance):
@@ -70,15 +80,28 @@ def _not_published(resources, token):
     return f"token {token} not published at resource{'s' if len(resources) > 1 else ''} {names}"
 
 
-def _run(db, resources, token, proofs):
+def _run(db, resources, token, proofs, timeout_ms):
     """The transaction's statements; returns (resource, fence) of the first
     resource with a newer fence, else None."""
     cur = db.cursor()
     try:
+        if timeout_ms is not None:
+            cur.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true), "
+                        "pg_catalog.set_config('statement_timeout', %s, true)",
+                        (f"{timeout_ms}ms", f"{timeout_ms}ms"))
+            cur.fetchone()
+        cur.execute(_SCHEMA_SQL)
+        row = cur.fetchone()
+        if row is None:
+            raise errors.PublishError(f"{_not_published(resources, token)}: pg_fence is not installed in "
+                                      "this database (CREATE EXTENSION pg_fence)",
+                                      resource=resources[0] if len(resources) == 1 else None, token=token)
+        schema = row[0]
         for resource in resources:
-            cur.execute(_ADVANCE_SQL, (resource, token, proofs.get(resource) or None))
+            cur.execute(f"SELECT {schema}.fence_advance(%s::text, %s::bigint, %s::text)",
+                        (resource, token, proofs.get(resource) or None))
             if cur.fetchone()[0] is not True:
-                cur.execute(_CURRENT_SQL, (resource,))
+                cur.execute(f"SELECT {schema}.fence_current(%s::text)", (resource,))
                 return resource, cur.fetchone()[0]
         return None
     finally:
@@ -106,12 +129,14 @@ def _rollback_quietly(db, autocommit):
         pass
 
 
-def publish_generation(db, resources, token, proofs=None):
+def publish_generation(db, resources, token, proofs=None, timeout=None):
     """Publishes `token` at `resources` (see the module's docstring).
     `proofs`: {resource: proof} for resources that are lock keys of a
-    cluster that signs grants (a proof binds its own lock key only)."""
+    cluster that signs grants (a proof binds its own lock key only).
+    `timeout`: a duration bounding the publish (None: the connection's own)."""
     resources = resources_of(resources)
     proofs = proofs or {}
+    timeout_ms = None if timeout is None else max(1, parse_duration_ms(timeout))
     autocommit = getattr(db, "autocommit", False) is True
     try:
         if autocommit:
@@ -120,7 +145,7 @@ def publish_generation(db, resources, token, proofs=None):
                 cur.execute("BEGIN")
             finally:
                 cur.close()
-        stale = _run(db, resources, token, proofs)
+        stale = _run(db, resources, token, proofs, timeout_ms)
         if stale is not None:
             _rollback_quietly(db, autocommit)
             resource, fence = stale
@@ -129,7 +154,9 @@ def publish_generation(db, resources, token, proofs=None):
                 "(a newer holder published first; this token is stale)",
                 resource=resource, fence=fence, token=token)
         _end(db, autocommit, True)
-    except errors.FenceError:
+    except errors.FenceError as e:
+        if not isinstance(e, errors.StalePublishError):  # that one rolled back already
+            _rollback_quietly(db, autocommit)
         raise
     except Exception as e:  # the driver's: connection, SQL error, refused proof, timeout
         _rollback_quietly(db, autocommit)

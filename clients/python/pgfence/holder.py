@@ -385,16 +385,19 @@ def campaign(client, name, value="", lease="10s", wait="30s", owner="", on_lost=
 
 class _LockContext:
     def __init__(self, key, lease, wait, owner, client, on_lost, margin, options, value=None, advance=None,
-                 db=None):
+                 db=None, advance_timeout=None):
         parse_duration_ms(lease)  # a bad duration is reported at the call, before any request
         parse_duration_ms(wait)
         if margin is not None:
             parse_duration_ms(margin)  # hold() checks it against the lease
+        if advance_timeout is not None:
+            parse_duration_ms(advance_timeout)
         if (advance is None) != (db is None):
             raise ValueError("advance= and db= go together: the resources to publish the token at, and the "
                              "DB-API connection to publish it over")
         self._advance = None if advance is None else resources_of(advance)
         self._db = db
+        self._advance_timeout = advance_timeout
         self._args = (key, lease, wait, owner, on_lost, margin)
         self._value = value  # an election's value; None: a lock
         self._client = client
@@ -425,10 +428,17 @@ class _LockContext:
         (the keepalive already runs); on failure the lock is released and the
         PublishError raised."""
         held = self._held
+        timeout = self._advance_timeout
+        if timeout is None:  # the lease's usable time: until lost_at (deadline - margin)
+            timeout = f"{max(1, int((held.lost_at - time.monotonic()) * 1000))}ms"
         try:
-            publish_generation(self._db, self._advance, held.token, {held.key: held.proof} if held.proof else None)
+            publish_generation(self._db, self._advance, held.token, {held.key: held.proof} if held.proof else None,
+                               timeout=timeout)
         except BaseException:
-            held.release()
+            try:
+                held.release()
+            except Exception:  # the publish's error is the one to report; the lease runs out anyway
+                pass
             raise
 
     def __exit__(self, *exc):
@@ -441,7 +451,7 @@ class _LockContext:
 
 
 def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None, advance=None, db=None,
-         **options):
+         advance_timeout=None, **options):
     """A context manager that holds `key` for the duration of a `with` block:
 
         with pgfence.lock("report:7", lease="10s", wait="30s") as lease:
@@ -465,8 +475,12 @@ def lock(key, lease="10s", wait="30s", owner="", *, client=None, on_lost=None, m
     there from then on. If that fails the lock is released and
     StalePublishError (a newer fence is there, exit code 10) or PublishError
     (a database error, 11) is raised; ValueError, before any request, for a
-    bad resource name or one of the two without the other."""
-    return _LockContext(key, lease, wait, owner, client, on_lost, margin, options, advance=advance, db=db)
+    bad resource name or one of the two without the other. `advance_timeout`
+    (a duration; default: the lease's usable time, until `lost_at`) bounds
+    the publish with lock_timeout and statement_timeout: an older holder's
+    open transaction on a resource's row makes it a PublishError, not a wait."""
+    return _LockContext(key, lease, wait, owner, client, on_lost, margin, options, advance=advance, db=db,
+                        advance_timeout=advance_timeout)
 
 
 def election(name, value="", lease="10s", wait="30s", owner="", *, client=None, on_lost=None, margin=None,

@@ -7,7 +7,8 @@ and the standard library.
 
 One round (a batch), in one transaction:
 
-1. claim up to --batch due pending entries, oldest due first:
+1. claim up to --batch due pending entries (and about --batch-bytes of
+   payload), oldest due first:
    SELECT ... FROM fence_outbox WHERE state = 'pending' AND next_attempt_at <= now()
    ... FOR UPDATE OF o SKIP LOCKED, with the fence of each entry's target
    (fence_resources) read by the same statement. Entries another relay has
@@ -17,12 +18,13 @@ One round (a batch), in one transaction:
    work). The others are POSTed to their endpoint with the JSON payload and
    the headers Idempotency-Key and Content-Type: application/json, over
    keep-alive connections (one per endpoint host and thread);
-3. each answer decides: 2xx -> `delivered`; 408, 429, 5xx, a timeout or a
-   connection error -> stays `pending`, due again after an exponential
+3. each answer decides: 2xx -> `delivered`; 408, 429, 5xx, a timeout, a
+   connection or TLS error (a certificate that does not verify too), or an
+   unexpected exception -> stays `pending`, due again after an exponential
    backoff (--backoff doubled per attempt, at most --max-backoff, +-20%
-   jitter; a Retry-After in seconds is honoured within that cap); any other
-   status (3xx, other 4xx) -> `parked` with the status and an excerpt of the
-   answer (an operator retries it with fence_outbox_retry); with
+   jitter; a Retry-After of 1 to 9 ASCII digits is honoured within that
+   cap); any other status (3xx, other 4xx) -> `parked` with the status and
+   an excerpt of the answer (an operator retries it with fence_outbox_retry); with
    --max-attempts N, an entry still failing after N attempts is parked too;
 4. the outcomes are written and the transaction commits.
 
@@ -36,15 +38,25 @@ keep attempting entries (the rest stay pending, untouched).
 
 The fence is checked when the round claims the entry. An entry claimed just
 before a newer token reaches its target is still delivered: that window is
-the round's length (at most --batch-time plus one --timeout).
+the round's length (at most --batch-time plus one --timeout: --timeout bounds
+each request as a whole, from the host's DNS lookup and the connect to the
+last byte of the answer; a request still going at its deadline is closed and
+counts as a failed attempt, retried).
+
+A round holds at most --batch entries and about --batch-bytes of payload
+(the claim is fetched in chunks and stops once their payloads reach
+--batch-bytes; it always takes at least one entry).
 """
 
 import argparse
 import http.client
+import io
+import ipaddress
 import logging
 import os
 import random
 import signal
+import socket
 import sys
 import threading
 import time
@@ -80,6 +92,25 @@ def _excerpt(text):
     return data.decode("utf-8", "ignore")
 
 
+def parse_bytes(text):
+    """'65536', '512KiB', '64MiB', '1GiB' -> bytes; ValueError naming the text."""
+    units = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    digits = text.rstrip("BKMGi")
+    unit = text[len(digits):]
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 12) or unit not in units:
+        raise ValueError(f"invalid size {text!r}: a number of bytes, or with KiB, MiB or GiB")
+    return int(digits) * units[unit]
+
+
+def retry_after_s(value):
+    """A Retry-After header's delay in seconds, or None: only 1 to 9 ASCII
+    digits count (an HTTP date or anything else is ignored)."""
+    value = (value or "").strip()
+    if value.isascii() and value.isdigit() and len(value) <= 9:
+        return int(value)
+    return None
+
+
 def backoff_ms(attempts, base_ms, cap_ms, retry_after_s=None):
     """Delay before the next attempt of an entry that has failed `attempts`
     times (1 after the first failure): base * 2^(attempts-1), at most cap,
@@ -87,8 +118,83 @@ def backoff_ms(attempts, base_ms, cap_ms, retry_after_s=None):
     delay = min(cap_ms, base_ms * (2 ** min(attempts - 1, 40)))
     delay *= random.uniform(0.8, 1.2)
     if retry_after_s is not None:
-        delay = max(delay, retry_after_s * 1000.0)
+        delay = max(delay, min(retry_after_s, 10 ** 9) * 1000.0)
     return min(delay, cap_ms)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reads, each with the time left before `deadline` as its
+    timeout: an answer trickling in cannot outlast the deadline."""
+
+    def __init__(self, sock, deadline):
+        self.sock = sock
+        self.deadline = deadline
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("timed out")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(b)
+
+
+class _DeadlineSocket:
+    """What HTTPResponse needs of a socket (makefile), reading under a deadline."""
+
+    def __init__(self, sock, deadline):
+        self.sock = sock
+        self.deadline = deadline
+
+    def makefile(self, mode, *args, **kwargs):
+        return io.BufferedReader(_DeadlineReader(self.sock, self.deadline))
+
+
+def _getaddrinfo(host, port, timeout_s):
+    """socket.getaddrinfo within timeout_s: in a daemon thread (a lookup
+    that hangs is left behind; it cannot delay the relay or its exit)."""
+    done = threading.Event()
+    result = {}
+
+    def lookup():
+        try:
+            result["infos"] = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except BaseException as e:  # handed to the waiting thread
+            result["error"] = e
+        done.set()
+
+    threading.Thread(target=lookup, name="fence-relay-dns", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise socket.timeout(f"DNS lookup of {host} timed out")
+    if "error" in result:
+        raise result["error"]
+    return result["infos"]
+
+
+def _create_connection(address, timeout, deadline):
+    """socket.create_connection with the DNS lookup and every connect within `deadline`."""
+    host, port = address
+    try:
+        ipaddress.ip_address(host)
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)  # a literal: no lookup
+    except ValueError:
+        infos = _getaddrinfo(host, port, max(0.0, deadline - time.monotonic()))
+    error = None
+    for family, kind, proto, _name, addr in infos:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("timed out")
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left)
+            sock.connect(addr)
+            return sock
+        except OSError as e:
+            sock.close()
+            error = e
+    raise error or OSError(f"getaddrinfo of {host} returned nothing")
 
 
 class Sender:
@@ -111,7 +217,9 @@ class Sender:
 
     def post(self, endpoint, key, body):
         """(status, headers, answer text) or raises OSError/HTTPException;
-        ValueError for an endpoint that is not http(s)://host[:port]..."""
+        ValueError for an endpoint that is not http(s)://host[:port]...
+        The whole request (DNS lookup, connect, sending, the answer) ends
+        within the timeout: socket.timeout, the connection closed, if not."""
         url = urllib.parse.urlsplit(endpoint)
         if url.scheme.lower() not in ("http", "https") or not url.hostname:
             raise ValueError(f"invalid endpoint {endpoint!r}: not http(s)://host[:port][/path]")
@@ -119,6 +227,7 @@ class Sender:
         path = url.path or "/"
         if url.query:
             path += "?" + url.query
+        deadline = time.monotonic() + self.timeout_s
         conns = self._conns()
         for fresh_try in (False, True):
             conn = conns.get(where)
@@ -126,7 +235,14 @@ class Sender:
             if conn is None:
                 cls = http.client.HTTPSConnection if where[0] == "https" else http.client.HTTPConnection
                 conn = conns[where] = cls(url.hostname, url.port, timeout=self.timeout_s)
+            conn._create_connection = lambda address, _timeout, _source=None: \
+                _create_connection(address, _timeout, deadline)
+            conn.response_class = lambda sock, **kw: http.client.HTTPResponse(_DeadlineSocket(sock, deadline), **kw)
             try:
+                if conn.sock is None:
+                    conn.timeout = max(0.001, deadline - time.monotonic())
+                    conn.connect()
+                conn.sock.settimeout(max(0.001, deadline - time.monotonic()))  # sendall: the whole send
                 conn.request("POST", path, body=body, headers={
                     "Content-Type": "application/json",
                     "Idempotency-Key": key,
@@ -142,13 +258,50 @@ class Sender:
                 conn.close()
                 conns.pop(where, None)
                 # a kept-alive connection the server had closed: once more on a new one
-                if not reused or fresh_try:
+                if not reused or fresh_try or time.monotonic() >= deadline:
                     raise
             except BaseException:
                 conn.close()
                 conns.pop(where, None)
                 raise
         raise AssertionError("unreachable")
+
+
+class ConnectError(OSError):
+    """The database connection failed; its text never holds the connection string."""
+
+
+BAD_DSN = "cannot connect: invalid connection string (not shown: it may hold a password)"
+
+
+def _secrets_of(dsn):
+    """The strings a connection error must not show: the DSN and its password."""
+    secrets = [dsn] if dsn else []
+    try:
+        from psycopg2.extensions import parse_dsn
+        password = parse_dsn(dsn).get("password") if dsn else None
+    except Exception:
+        password = None
+    for value in (password, os.environ.get("PGPASSWORD")):
+        if value:
+            secrets.append(value)
+            secrets.append(urllib.parse.quote(value, safe=""))
+    return sorted(set(secrets), key=len, reverse=True)
+
+
+def connect_database(dsn, **kwargs):
+    """psycopg2.connect, raising ConnectError with a text that cannot show
+    the connection string or its password (libpq quotes a URI it cannot parse)."""
+    import psycopg2  # only the relay needs it, not the rest of the package
+    try:
+        return psycopg2.connect(dsn, **kwargs)
+    except psycopg2.ProgrammingError:
+        raise ConnectError(BAD_DSN) from None
+    except Exception as e:
+        text = " ".join(str(e).split()) or type(e).__name__
+        for secret in _secrets_of(dsn):
+            text = text.replace(secret, "(not shown)")
+        raise ConnectError(f"cannot connect: {text}") from None
 
 
 class Relay:
@@ -161,11 +314,12 @@ class Relay:
         self.conn = None
         self.schema = None
         self.claim_sql = self.update_sql = None
+        self.max_payload = 16 << 20
+        self.claim_full = False  # the last claim stopped at --batch or --batch-bytes
 
     # -- database --------------------------------------------------------
     def connect(self):
-        import psycopg2  # only the relay needs it, not the rest of the package
-        self.conn = psycopg2.connect(self.args.dsn, application_name="fence-relay")
+        self.conn = connect_database(self.args.dsn, application_name="fence-relay")
         with self.conn, self.conn.cursor() as cur:
             # a round's transaction stays open while it delivers: a server's
             # idle_in_transaction_session_timeout must not end it (re-deliveries)
@@ -183,6 +337,7 @@ class Relay:
         from psycopg2.extensions import quote_ident
         s = quote_ident(row[0], self.conn)
         self.schema = row[0]
+        self.max_payload = self._max_payload(s)
         self.claim_sql = (
             f"SELECT o.id, o.target, o.token, o.idempotency_key, o.endpoint, o.payload::text, "
             f"o.attempts, r.fence FROM {s}.fence_outbox AS o "
@@ -199,6 +354,24 @@ class Relay:
             f"AS u(id, state, tried, status, error, delay_ms) WHERE o.id = u.id")
         log.info("connected; delivering the outbox %s.fence_outbox", row[0])
 
+    def _max_payload(self, schema):
+        """pg_fence.max_outbox_payload in bytes, the largest payload
+        fence_enqueue takes (a chunk of the claim holds at most --batch-bytes
+        of them); its highest, 16 MB, if this session cannot read it. The
+        setting exists once pg_fence's library is loaded: a call of
+        fence_outbox_key loads it."""
+        import psycopg2
+        with self.conn, self.conn.cursor() as cur:
+            try:
+                cur.execute("SAVEPOINT max_payload")
+                cur.execute(f"SELECT {schema}.fence_outbox_key('relay', 0, 'relay')")
+            except psycopg2.Error:
+                cur.execute("ROLLBACK TO SAVEPOINT max_payload")
+            cur.execute("SELECT setting::bigint * 1024 FROM pg_catalog.pg_settings "
+                        "WHERE name = 'pg_fence.max_outbox_payload'")
+            row = cur.fetchone()
+        return row[0] if row else 16 << 20
+
     def close(self):
         if self.conn is not None:
             try:
@@ -209,37 +382,67 @@ class Relay:
 
     # -- one entry -------------------------------------------------------
     def deliver(self, entry):
+        """The outcome of one entry's attempt; never raises: an unexpected
+        exception is a failed attempt (retried), so no entry stops the relay."""
+        try:
+            return self._deliver(entry)
+        except Exception as e:
+            log.exception("entry %d: unexpected %s while delivering it; retried", entry[0], type(e).__name__)
+            why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            a = self.args
+            return Outcome(entry[0], RETRY, 1, None, _excerpt(f"{entry[4]}: unexpected {why}"),
+                           backoff_ms(entry[6] + 1, a.backoff_ms, a.max_backoff_ms))
+
+    def _deliver(self, entry):
         entry_id, _target, _token, key, endpoint, payload, attempts, _fence = entry
         a = self.args
         try:
             status, headers, answer = self.sender.post(endpoint, key, payload.encode("utf-8"))
-        except ValueError as e:  # a row written without fence_enqueue's checks
-            return Outcome(entry_id, PARKED, 1, None, _excerpt(str(e)))
         except (OSError, http.client.HTTPException) as e:
+            # ssl.SSLError (a certificate that does not verify too) is an
+            # OSError: retried, as the endpoint's certificate may be fixed
             why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             return Outcome(entry_id, RETRY, 1, None, _excerpt(f"{endpoint}: {why}"),
                            backoff_ms(attempts + 1, a.backoff_ms, a.max_backoff_ms))
+        except ValueError as e:  # a row written without fence_enqueue's checks
+            return Outcome(entry_id, PARKED, 1, None, _excerpt(str(e)))
         if 200 <= status < 300:
             return Outcome(entry_id, DELIVERED, 1, status)
         error = _excerpt(f"HTTP {status}: {answer}")
         if status in (408, 429) or status >= 500:
-            retry_after = headers.get("Retry-After", "")
-            ra = int(retry_after) if retry_after.isdigit() else None
             return Outcome(entry_id, RETRY, 1, status, error,
-                           backoff_ms(attempts + 1, a.backoff_ms, a.max_backoff_ms, ra))
+                           backoff_ms(attempts + 1, a.backoff_ms, a.max_backoff_ms,
+                                      retry_after_s(headers.get("Retry-After"))))
         return Outcome(entry_id, PARKED, 1, status, error)
 
     # -- one round -------------------------------------------------------
+    def claim(self):
+        """Claims up to --batch due entries, fetched in chunks (a server-side
+        cursor: only fetched rows are locked) until their payloads reach
+        --batch-bytes; at least one entry."""
+        a = self.args
+        chunk = max(1, min(a.batch, a.batch_bytes // self.max_payload))
+        entries, size = [], 0
+        with self.conn.cursor(name="fence_relay_claim") as cur:
+            cur.execute(self.claim_sql, (a.batch,))
+            while len(entries) < a.batch and size < a.batch_bytes:
+                rows = cur.fetchmany(min(chunk, a.batch - len(entries)))
+                if not rows:
+                    break
+                entries += rows
+                size += sum(len(r[5] or "") for r in rows)
+        self.claim_full = len(entries) == a.batch or size >= a.batch_bytes
+        return entries
+
     def round(self):
         """Claims, delivers and marks one batch; how many entries it claimed."""
         a = self.args
         started = time.monotonic()
+        entries = self.claim()
+        if not entries:
+            self.conn.commit()
+            return 0
         with self.conn.cursor() as cur:
-            cur.execute(self.claim_sql, (a.batch,))
-            entries = cur.fetchall()
-            if not entries:
-                self.conn.commit()
-                return 0
             outcomes = []
             deliver = []
             for e in entries:
@@ -318,7 +521,7 @@ class Relay:
                 last_log, logged = now, dict(self.totals)
             if a.once and claimed == 0:
                 break
-            if claimed < a.batch:
+            if claimed == 0 or not self.claim_full:
                 self.stopping.wait(a.idle_ms / 1000.0)
         self.close()
         self.sender.close()
@@ -368,7 +571,8 @@ what it does:
   POSTs the others' payload to their endpoint with the headers Idempotency-Key
   and Content-Type: application/json, and marks each one:
     2xx                              delivered
-    408, 429, 5xx, timeout, refused  pending, retried after a backoff
+    408, 429, 5xx, timeout, refused,
+    a TLS error                      pending, retried after a backoff
     other status (3xx, 4xx)          parked with the status and the answer
   An entry leaves `pending` only after a 2xx, a park or a supersede: a relay
   that dies mid-round delivers its entries again next time, with the same key
@@ -397,9 +601,13 @@ def parse_args(argv, version=None):
     p.add_argument("--dsn", default=os.environ.get("FENCE_RELAY_DSN", ""),
                    help="libpq connection string (default: $FENCE_RELAY_DSN, else libpq's PG* variables)")
     p.add_argument("--batch", type=int, default=100, help="entries claimed per round, 1..10000 (default 100)")
+    p.add_argument("--batch-bytes", default="64MiB",
+                   help="stop claiming entries in a round once their payloads reach this size "
+                        "(default 64MiB; a round takes at least one entry)")
     p.add_argument("--concurrency", type=int, default=4,
                    help="requests in flight per relay, 1..64 (default 4); entries are not delivered in order")
-    p.add_argument("--timeout", default="10s", help="connect and answer timeout per request (default 10s)")
+    p.add_argument("--timeout", default="10s",
+                   help="bound of each request as a whole: DNS lookup, connect, send, answer (default 10s)")
     p.add_argument("--batch-time", default="30s",
                    help="stop starting deliveries in a round after this long (default 30s)")
     p.add_argument("--idle", default="200ms", help="pause when no entry is due (default 200ms)")
@@ -418,8 +626,11 @@ def parse_args(argv, version=None):
     try:
         for name in ("timeout", "batch_time", "idle", "backoff", "max_backoff", "log_every"):
             setattr(args, name + "_ms", parse_duration_ms(getattr(args, name)))
+        args.batch_bytes = parse_bytes(args.batch_bytes)
     except (ValueError, TypeError) as e:
         p.error(str(e))
+    if args.batch_bytes < 1:
+        p.error(f"--batch-bytes must be at least 1 byte, not {args.batch_bytes}")
     if not 1 <= args.batch <= 10000:
         p.error(f"--batch must be 1..10000, not {args.batch}")
     if not 1 <= args.concurrency <= 64:

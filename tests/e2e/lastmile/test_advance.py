@@ -12,11 +12,19 @@ tests: cluster base 14600, PostgreSQL 14620):
   key is free at once and the caller's connection is usable (rolled back);
 - a closed connection, and a database without pg_fence: PublishError
   (exit_code 11), the block never runs, the key is free;
+- an older holder paused inside its fence_admit transaction holds the
+  resource's row: the publish gives up within the lease's usable time (or
+  advance_timeout) with PublishError (lock or statement timeout), released;
+- a failed release after a failed publish does not hide the PublishError;
+- a connection whose search_path lacks pg_fence's schema publishes too;
 - advance= without db= (and a bad resource name): ValueError before any request."""
 
 import os
 import sys
+import threading
+import time
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import harness  # noqa: E402
@@ -115,9 +123,48 @@ class LockAdvance(unittest.TestCase):
         with self.assertRaises(pgfence.PublishError) as caught:
             with self.lock("py:3", advance="py:3", db=other):
                 self.fail("the block ran without pg_fence in the database")
-        self.assertEqual(caught.exception.sqlstate, "42883")
-        self.assertIn("(SQLSTATE 42883)", str(caught.exception))
+        self.assertIn('not published at resource "py:3": pg_fence is not installed in this database',
+                      str(caught.exception))
         self.assert_free("py:3")
+
+    def test_a_paused_older_holder_makes_the_publish_time_out(self):
+        psql("SELECT fence_advance('py:paused', 1)")
+        older = psycopg2.connect("")
+        self.addCleanup(older.close)
+        with older.cursor() as cur:  # an older holder's open transaction: it holds the resource's row
+            cur.execute("SELECT fence_admit('py:paused', 1)")
+        # if the publish waited for it, it would succeed once this ends it (10s): the test fails, not hangs
+        ender = threading.Timer(10, older.rollback)
+        ender.start()
+        self.addCleanup(ender.cancel)
+        for key, kwargs, bound in (("py:paused", {"lease": "2s"}, 3.0),
+                                   ("py:paused2", {"lease": "20s", "advance_timeout": "300ms"}, 1.5)):
+            with self.subTest(key=key):
+                started = time.monotonic()
+                with self.assertRaises(pgfence.PublishError) as caught:
+                    with pgfence.lock(key, wait="0s", client=self.client, advance="py:paused", db=self.db,
+                                      **kwargs):
+                        self.fail("the block ran although the publish did not commit")
+                elapsed = time.monotonic() - started
+                self.assertIn(caught.exception.sqlstate, ("55P03", "57014"), str(caught.exception))
+                self.assertLess(elapsed, bound, f"the publish behind a paused holder took {elapsed:.1f}s")
+                self.assert_free(key)
+                self.db.rollback()
+        self.assertEqual(fence_of("py:paused"), "1")
+
+    def test_a_failed_release_does_not_hide_the_publish_error(self):
+        self.db.close()
+        with mock.patch.object(pgfence.HeldLock, "release", side_effect=RuntimeError("release failed")):
+            with self.assertRaises(pgfence.PublishError):
+                with self.lock("py:7", advance="py:7", db=self.db):
+                    self.fail("the block ran over a closed connection")
+        self.client.release("py:7", self.client.get("py:7").token)
+
+    def test_pg_fence_outside_the_search_path(self):
+        db = psycopg2.connect("", options="-c search_path=pg_catalog")
+        self.addCleanup(db.close)
+        with self.lock("py:path", advance="py:path", db=db) as lease:
+            self.assertEqual(fence_of("py:path"), str(lease.token))
 
     def test_bad_arguments_are_refused_before_any_request(self):
         with self.assertRaisesRegex(ValueError, "advance= and db= go together"):

@@ -4,7 +4,7 @@ deduplicating HTTP receiver (receiver.py) and, for the paused worker, a real
 coordinator and a worker process that is SIGSTOPped.
 
 Ports (this suite's range, 14000..14399): receivers 14000..14049 (14005:
-nothing ever listens there), relay
+nothing ever listens there; 14060..14069: test_relay_unit.py), relay
 metrics 14050..14059, PostgreSQL 14100, the coordinator 14201/14301.
 
 Environment: FENCE_COORDINATOR_BIN (required). pg_fence must be installed
@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import unittest
 import urllib.request
 
@@ -106,6 +105,14 @@ class Relay:
     def text(self):
         with open(self.log_path) as f:
             return f.read()
+
+
+def run_once(*flags):
+    """python3 -m pgfence.relay --once: rounds until none claims an entry; its CompletedProcess."""
+    r = subprocess.run([PYTHON, "-m", "pgfence.relay", "--once", *flags], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=CLIENT_PATH), timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r
 
 
 def entries(where="true"):
@@ -272,9 +279,13 @@ class OutboxTest(unittest.TestCase):
         row = entries()[0]
         self.assertEqual(row[3:5], (1, 422))
         self.assertIn("HTTP 422: no such mailbox: nobody@example.org", row[5])
-        time.sleep(0.5)  # parked entries are not retried
-        self.assertEqual(entries()[0][3], 1)
+        # parked entries are not retried: a relay round (--once) leaves it alone
+        relay.kill(signal.SIGTERM)
+        once = run_once("--backoff", "100ms")
+        self.assertIn("rounds=0", once.stderr)
+        self.assertEqual(entries()[0][2:4], ("parked", 1))
         self.assertEqual(sum(rec.counts()[1].values()), 1)
+        first, relay = relay, Relay("--backoff", "100ms")
         self.assertEqual(query("SELECT entries FROM fence_outbox_backlog WHERE state = 'parked'"), [(1,)])
         # a 503 is retried; an operator's fence_outbox_retry of the parked entry, then a 2xx, delivers it
         rec.status = 503
@@ -283,7 +294,7 @@ class OutboxTest(unittest.TestCase):
         self.assertEqual(entries()[0][2:5], ("pending", entries()[0][3], 503))
         rec.status = 200
         wait_until(10, lambda: states() == ["delivered"], "delivered after the retry")
-        self.assertIn("parked: HTTP 422", relay.text())
+        self.assertIn("parked: HTTP 422", first.text())
         # a row written without fence_enqueue (no endpoint check): fence_outbox_guard admits a
         # direct INSERT only from a superuser (this test's role; a restore), and the relay
         # still parks its bad endpoint, naming it
@@ -302,6 +313,21 @@ class OutboxTest(unittest.TestCase):
         self.assertTrue(row[5].startswith("after 2 attempts: http://127.0.0.1:14005/hook: ConnectionRefusedError"),
                         row[5])
         relay.kill(signal.SIGTERM)
+
+    def test_d3_batch_bytes_bounds_a_round(self):
+        rec = self.receiver(14006)
+        keys = [enqueue("big:1", 1, f"big-{i}", rec.url(), {"pad": "x" * 1000}) for i in range(5)]
+        # about 1 kB each: a round stops claiming at 1500 bytes, so it takes 2 entries (3 rounds for 5)
+        r = run_once("--batch-bytes", "1500")
+        self.assertEqual(states(), ["delivered"] * 5)
+        self.assertIn("delivered=5 ", r.stderr)
+        self.assertIn("rounds=3 ", r.stderr)
+        self.assertEqual(rec.counts()[0], {k: 1 for k in keys})
+        # one entry larger than --batch-bytes still goes, alone
+        big = enqueue("big:1", 1, "huge", rec.url(), {"pad": "y" * 5000})
+        r = run_once("--batch-bytes", "100")
+        self.assertIn("rounds=1 ", r.stderr)
+        self.assertEqual(rec.counts()[0][big], 1)
 
     def test_e_two_relays_deliver_each_entry_once(self):
         rec = self.receiver(14004)
