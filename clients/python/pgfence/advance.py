@@ -27,6 +27,8 @@ lost_at, the lease's deadline minus the margin).
 |-------------------------------------------|--------------------|-----------|
 | every resource's fence is the token       | nothing            |           |
 | a resource holds a newer fence already    | StalePublishError  | 10        |
+| (or, with pg_fence.preempt, a newer token |                    |           |
+| is in flight there: 55F01)                |                    |           |
 | any database error (connection, SQL, a    | PublishError       | 11        |
 | refused proof 55F02, a timeout)           |                    |           |
 
@@ -39,7 +41,7 @@ from .duration import parse_duration_ms
 MAX_RESOURCES = 64  # as fencectl's --advance
 _MAX_RESOURCE_BYTES = 512  # pg_fence's bound on a resource name (docs/sql.md)
 _SCHEMA_SQL = ("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
-               "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_fence'")
+               "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'pg_fence'")
 
 
 def resources_of(advance):
@@ -160,6 +162,10 @@ def publish_generation(db, resources, token, proofs=None, timeout=None):
         raise
     except Exception as e:  # the driver's: connection, SQL error, refused proof, timeout
         _rollback_quietly(db, autocommit)
+        if _sqlstate(e) == "55F01":  # pg_fence.preempt: a newer token is in flight at a resource
+            raise errors.StalePublishError(
+                f"{_not_published(resources, token)}: {_cause(e)}",
+                resource=resources[0] if len(resources) == 1 else None, token=token, sqlstate="55F01") from e
         raise errors.PublishError(f"{_not_published(resources, token)}: fence_advance failed: {_cause(e)}",
                                   resource=resources[0] if len(resources) == 1 else None, token=token,
                                   sqlstate=_sqlstate(e)) from e

@@ -429,9 +429,13 @@ class _LockContext:
         PublishError raised."""
         held = self._held
         timeout = self._advance_timeout
-        if timeout is None:  # the lease's usable time: until lost_at (deadline - margin)
-            timeout = f"{max(1, int((held.lost_at - time.monotonic()) * 1000))}ms"
         try:
+            if timeout is None:  # the lease's usable time: until lost_at (deadline - margin)
+                left_ms = int((held.lost_at - time.monotonic()) * 1000)
+                if left_ms <= 0:  # as fencectl: exit 4, nothing published
+                    raise errors.LeaseLostError(
+                        f"no time left in the lease of {held.key!r} (token {held.token}) to publish it")
+                timeout = f"{left_ms}ms"
             publish_generation(self._db, self._advance, held.token, {held.key: held.proof} if held.proof else None,
                                timeout=timeout)
         except BaseException:

@@ -289,11 +289,31 @@ def _secrets_of(dsn):
     return sorted(set(secrets), key=len, reverse=True)
 
 
+def _misplaced_text(dsn):
+    """True when libpq parses the DSN but would carry part of a password into
+    a host or port it names in its errors: an unencoded "@" in a URI's
+    password lands in the host, an unencoded "/" makes the rest the port.
+    The rule of fencectl's connect (coordinator/pgconn/connection.cc)."""
+    from psycopg2.extensions import parse_dsn
+    options = parse_dsn(dsn) if dsn else {}
+    for port in options.get("port", "").split(","):
+        if port and not port.isdigit():
+            return True
+    for name in ("host", "hostaddr"):
+        for host in options.get(name, "").split(","):
+            if host and not host.startswith(("/", "@")) and "@" in host:
+                return True
+    return False
+
+
 def connect_database(dsn, **kwargs):
     """psycopg2.connect, raising ConnectError with a text that cannot show
-    the connection string or its password (libpq quotes a URI it cannot parse)."""
+    the connection string or its password (libpq quotes a URI it cannot
+    parse, and names the host and port of one it parsed)."""
     import psycopg2  # only the relay needs it, not the rest of the package
     try:
+        if _misplaced_text(dsn):
+            raise ConnectError(BAD_DSN)
         return psycopg2.connect(dsn, **kwargs)
     except psycopg2.ProgrammingError:
         raise ConnectError(BAD_DSN) from None
@@ -326,7 +346,7 @@ class Relay:
             cur.execute("SET idle_in_transaction_session_timeout = 0")
             cur.execute("SELECT n.nspname FROM pg_catalog.pg_extension e "
                         "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
-                        "WHERE e.extname = 'pg_fence'")
+                        "WHERE e.extname OPERATOR(pg_catalog.=) 'pg_fence'")
             row = cur.fetchone()
             if row is None:
                 raise RuntimeError("pg_fence is not installed in this database (CREATE EXTENSION pg_fence)")

@@ -145,6 +145,9 @@ class RelayUnitTest(unittest.TestCase):
                 ("postgresql://relay:s3cr%3Ft@db.example:5432/app?bad_param=1", "invalid connection string (not shown"),
                 ("postgresql://relay:s3cr3t@[db/app", "invalid connection string (not shown"),
                 ("host=db password=s3cr3t junk", "invalid connection string (not shown"),
+                # parsed by libpq, but part of the password would be the host or the port it names
+                ("postgresql://relay:pw@s3cr3t@127.0.0.1:14061/app", "invalid connection string (not shown"),
+                ("postgresql://relay:s3cr3t/pw@127.0.0.1/app", "invalid connection string (not shown"),
                 ("host=127.0.0.1 port=14061 user=relay password=s3cr3t connect_timeout=5", "Connection refused")):
             with self.subTest(dsn=dsn):
                 out = io.StringIO()
@@ -157,6 +160,15 @@ class RelayUnitTest(unittest.TestCase):
                 self.assertEqual(code, 11)
                 self.assertIn(text, out.getvalue())
                 self.assertNotIn("s3cr", out.getvalue())
+
+    def test_a_connection_error_naming_the_password_is_scrubbed(self):
+        import psycopg2
+        said = psycopg2.OperationalError("server said: password s3cr3t! (s3cr3t%21 encoded) rejected")
+        with mock.patch.object(psycopg2, "connect", side_effect=said):
+            with self.assertRaises(relay.ConnectError) as caught:
+                relay.connect_database("host=127.0.0.1 port=14061 password=s3cr3t!")
+        self.assertIn("rejected", str(caught.exception))
+        self.assertNotIn("s3cr3t", str(caught.exception))
 
     def test_batch_bytes(self):
         self.assertEqual(args().batch_bytes, 64 << 20)
