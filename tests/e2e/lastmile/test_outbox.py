@@ -40,24 +40,6 @@ harness._free_base = lambda n: COORDINATOR_BASE  # the suite's ports, not harnes
 CLIENT_PATH = os.path.join(ROOT, "clients", "python")
 
 
-class Postgres(harness.Postgres):
-    """harness.Postgres (tests/e2e/safety/lib/pg.sh) on this suite's port."""
-
-    def __init__(self, name):
-        self.dir = os.path.join(WORK, name)
-        os.makedirs(self.dir)
-        harness._cleanups.append(self.stop)
-        script = (f'source "{harness.PG_SH}" && pg_free_port() {{ echo {PG_PORT}; }} && '
-                  f'pg_throwaway_start "{self.dir}" >&2 && env | grep "^PG"')
-        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise RuntimeError(f"PostgreSQL did not start: {r.stderr}")
-        for line in r.stdout.splitlines():
-            name, _, value = line.partition("=")
-            if name in ("PGHOST", "PGPORT", "PGUSER", "PGDATABASE"):
-                os.environ[name] = value
-
-
 def db():
     conn = psycopg2.connect("")
     conn.autocommit = True
@@ -155,7 +137,7 @@ WORKER = textwrap.dedent("""
 class OutboxTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.pg = Postgres("pg")
+        cls.pg = harness.Postgres("pg", port=PG_PORT)
         harness.psql("CREATE EXTENSION pg_fence")
 
     def setUp(self):
