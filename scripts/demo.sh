@@ -182,6 +182,21 @@ exit $rc
 WORKER
 export WORK KEY LEASE
 
+# start_worker_a SCRIPT: starts worker A ($WORK/SCRIPT, a process group of
+# its own) and waits for its token; sets A_PID and A_TOKEN.
+start_worker_a() {
+  setsid bash "$WORK/$1" >"$SCENE/a.out" 2>&1 &
+  A_PID=$!
+  e2e_wait_for 30 test -s "$SCENE/a.token" || fail "worker A got no token within 30s: $(cat "$SCENE/a.out")"
+  A_TOKEN=$(cat "$SCENE/a.token")
+}
+
+# wait_lease_expired KEY: until the coordinator no longer holds KEY.
+wait_lease_expired() {
+  e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$1\" >/dev/null 2>&1" ||
+    fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
+}
+
 # play_race: the timeline t0..t5 in $SCENE (a directory of its own), with the
 # proof passed along when VERIFY=1. Sets A_TOKEN, B_TOKEN and REFUSED (1 if
 # PostgreSQL refused A's write as stale, SQLSTATE 55F01).
@@ -192,10 +207,7 @@ play_race() {
   if ((VERIFY == 1)); then how=" -o json"; fi
 
   step "t0  worker A starts and acquires $KEY with a $LEASE lease"
-  setsid bash "$WORK/worker-a.sh" >"$SCENE/a.out" 2>&1 &
-  A_PID=$!
-  e2e_wait_for 30 test -s "$SCENE/a.token" || fail "worker A got no token within 30s: $(cat "$SCENE/a.out")"
-  A_TOKEN=$(cat "$SCENE/a.token")
+  start_worker_a worker-a.sh
   note "worker A (pid $A_PID): \$ fencectl acquire $KEY --lease $LEASE$how   ->  token ${bold}$A_TOKEN${off}"
   note "(the token is the index of the Raft log entry that granted the lock: it only grows)"
   note "A now prepares its report (3 s of work) before writing it with token $A_TOKEN."
@@ -211,8 +223,7 @@ play_race() {
 
   step "t2  A's lease expires on the coordinator (waiting, at most ${WAIT_EXPIRY_S}s)"
   t_start=$(e2e_ms)
-  e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$KEY\" >/dev/null 2>&1" ||
-    fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
+  wait_lease_expired "$KEY"
   note "after $(( ($(e2e_ms) - t_start) ))ms: the leader proposed Expire{$KEY, $A_TOKEN}; the cluster committed it."
   note "\$ fencectl get $KEY   ->  not held"
 
@@ -406,16 +417,12 @@ scene3() {
   note "receiver on 127.0.0.1:$MAIL_PORT, relay pid $!"
 
   step "t0  worker A acquires $MAIL_KEY with a $LEASE lease and writes the e-mail (3 s)"
-  setsid bash "$WORK/mailer-a.sh" >"$SCENE/a.out" 2>&1 &
-  A_PID=$!
-  e2e_wait_for 30 test -s "$SCENE/a.token" || fail "worker A got no token within 30s: $(cat "$SCENE/a.out")"
-  A_TOKEN=$(cat "$SCENE/a.token")
+  start_worker_a mailer-a.sh
   note "worker A: token ${bold}$A_TOKEN${off}"
   step "t1  worker A pauses (SIGSTOP) before it enqueues its e-mail; t2  its lease expires"
   kill -STOP -- "-$A_PID"
   [[ -f "$SCENE/a.rc" ]] && fail "worker A enqueued before it could be paused (machine too slow?)"
-  e2e_wait_for "$WAIT_EXPIRY_S" bash -c "! \"$FENCECTL\" get \"$MAIL_KEY\" >/dev/null 2>&1" ||
-    fail "the coordinator did not expire A's lease within ${WAIT_EXPIRY_S}s"
+  wait_lease_expired "$MAIL_KEY"
   step "t3  worker B acquires $MAIL_KEY and enqueues its e-mail under its token"
   B_TOKEN=$(fencectl acquire "$MAIL_KEY" --lease 10s --wait 5s) || fail "worker B got no token"
   note "worker B: token ${bold}$B_TOKEN${off}"
@@ -436,7 +443,6 @@ scene3() {
     MAIL_REFUSED=1
     note "${red}REJECTED${off} with SQLSTATE 55F01: A's e-mail is not in the outbox, so it is never sent."
   fi
-  sleep 1   # a few relay rounds: anything A had enqueued would be delivered by now
   step "The outbox and the receiver"
   sql -c "SELECT token, operation_id, state, attempts, last_status FROM fence_outbox ORDER BY id" | show
   sql -c "SELECT state, entries FROM fence_outbox_backlog" | show

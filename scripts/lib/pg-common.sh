@@ -3,7 +3,9 @@
 # functions only):
 #
 #   pg_major_of PG_CONFIG    the major of that pg_config's server (15, 17, ...)
-#   pg_free_port             a loopback TCP port nobody listens on (bounded tries)
+#   pg_free_port             a loopback TCP port nobody listens on (bounded tries),
+#                            in PG_PORT_BASE..+PG_PORT_COUNT-1 (default
+#                            20000..31999, below the ephemeral range)
 #   pg_ext_stage DIR         copies the extension's sources (pg_extension/, sql/,
 #                            and tests/pg, tests/vectors for make installcheck)
 #                            into DIR, without build products: a build there
@@ -25,13 +27,13 @@ pg_major_of() {
 pg_free_port() {
   local i p
   for ((i = 0; i < 50; i++)); do
-    p=$((20000 + RANDOM % 12000))   # below the ephemeral range (32768+)
+    p=$((${PG_PORT_BASE:-20000} + RANDOM % ${PG_PORT_COUNT:-12000}))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return 0
     fi
   done
-  echo "pg_free_port: no free port found in 50 tries" >&2
+  echo "pg_free_port: no free port found in 50 tries in ${PG_PORT_BASE:-20000}..$((${PG_PORT_BASE:-20000} + ${PG_PORT_COUNT:-12000} - 1))" >&2
   return 1
 }
 

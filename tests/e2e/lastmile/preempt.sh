@@ -14,18 +14,7 @@ export E2E_ROOT
 source "$E2E_ROOT/tests/e2e/safety/lib/pg.sh"
 
 # this suite's ports: 15000..15099 (pg_throwaway_launch asks pg_free_port)
-pg_free_port() {
-  local i p
-  for ((i = 0; i < 50; i++)); do
-    p=$((15000 + RANDOM % 100))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  echo "preempt.sh: no free port in 15000..15099" >&2
-  return 1
-}
+PG_PORT_BASE=15000 PG_PORT_COUNT=100
 
 PYTHON=${PREEMPT_PYTHON:-/usr/bin/python3}
 "$PYTHON" -c 'import psycopg2' 2>/dev/null ||
