@@ -15,6 +15,11 @@ tests: cluster base 14600, PostgreSQL 14620):
 - an older holder paused inside its fence_admit transaction holds the
   resource's row: the publish gives up within the lease's usable time (or
   advance_timeout) with PublishError (lock or statement timeout), released;
+- pg_fence.preempt: a newer token in flight at a resource (an open
+  transaction admitted it) makes the publish StalePublishError with
+  SQLSTATE 55F01 (exit_code 10), at once, released, nothing published;
+- a wait that leaves no time in the lease (another holder kept the key past
+  it): LeaseLostError (exit_code 4), nothing published, released;
 - a failed release after a failed publish does not hide the PublishError;
 - a connection whose search_path lacks pg_fence's schema publishes too;
 - advance= without db= (and a bad resource name): ValueError before any request."""
@@ -151,6 +156,47 @@ class LockAdvance(unittest.TestCase):
                 self.assert_free(key)
                 self.db.rollback()
         self.assertEqual(fence_of("py:paused"), "1")
+
+    def test_a_newer_token_in_flight_is_a_stale_publish(self):
+        # pg_fence.preempt: a newer holder's open transaction admitted its token at the resource;
+        # the older lease's publish is refused 55F01 ("in flight"), which is a stale publish
+        newer = psycopg2.connect("")
+        self.addCleanup(newer.close)
+        with newer.cursor() as cur:
+            cur.execute("SET pg_fence.preempt = on")
+            cur.execute(f"SELECT fence_admit('py:inflight', {STALE_FENCE})")
+        with self.db.cursor() as cur:
+            cur.execute("SET pg_fence.preempt = on")
+        self.db.commit()
+        started = time.monotonic()
+        with self.assertRaises(pgfence.StalePublishError) as caught:
+            with self.lock("py:inflight", advance="py:inflight", db=self.db):
+                self.fail("the block ran although a newer token is in flight at the resource")
+        self.assertLess(time.monotonic() - started, 3.0, "the refusal waited for the newer transaction")
+        self.assertEqual(caught.exception.sqlstate, "55F01", str(caught.exception))
+        self.assertEqual(caught.exception.exit_code, 10)
+        self.assertIn(f"a newer token {STALE_FENCE} is in flight", str(caught.exception))
+        self.assert_free("py:inflight")
+        newer.rollback()
+        self.assertEqual(fence_of("py:inflight"), "", "the refused publish left a fence")
+
+    def test_a_wait_that_leaves_no_time_is_a_lost_lease(self):
+        # another holder keeps the key past our whole lease: the grant answers after the
+        # lease's deadline - margin, so nothing is published and LeaseLostError (exit 4) is raised
+        psql("SELECT fence_advance('py:late', 1)")
+        other_client = pgfence.Client(self.cluster.endpoints)  # (the timer's thread has a client of its own)
+        self.addCleanup(other_client.close)
+        other = other_client.acquire("py:late", lease="10s")
+        releaser = threading.Timer(1.5, lambda: other_client.release("py:late", other.token))
+        releaser.start()
+        self.addCleanup(releaser.cancel)
+        with self.assertRaises(pgfence.LeaseLostError) as caught:
+            with pgfence.lock("py:late", lease="1s", wait="10s", client=self.client, advance="py:late",
+                              db=self.db):
+                self.fail("the block ran with no time left in the lease")
+        self.assertEqual(caught.exception.exit_code, 4)
+        self.assertEqual(fence_of("py:late"), "1", "a lease with no time left published its token")
+        self.assert_free("py:late")
 
     def test_a_failed_release_does_not_hide_the_publish_error(self):
         self.db.close()

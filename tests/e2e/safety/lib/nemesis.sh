@@ -368,12 +368,13 @@ nem_partition() {
 # since the call: a hand-over can land on the other member, and under load the
 # cluster may have no leader for a while (waited for, not counted as a try).
 # Sets NEM_LEADER_TRIES to the hand-overs tried; returns 1 if ID never became
-# leader within the bound.
+# leader within the bound, or at once when member ID is not running.
 nem_make_leader() {
   local id=$1 leader other deadline=$(($(e2e_ms) + NEM_LEADER_S * 1000))
   NEM_LEADER_TRIES=0
   nem_is_leader() { [[ "$(nem_role "$1" 2>/dev/null)" == leader ]]; }
   while (($(e2e_ms) < deadline)); do
+    mem_is_member "$id" || return 1   # (a member that died cannot lead: the caller says so)
     leader=$(nem_leader_id) || { sleep 0.2; continue; }
     [[ "$leader" == "$id" ]] && return 0
     NEM_LEADER_TRIES=$((NEM_LEADER_TRIES + 1))
@@ -403,25 +404,48 @@ nem_lock_ttl() {
 # reading timed by the midpoint of its request). ID must stay leader meanwhile:
 # up to 3 tries, each making it leader again first; every try has a key of its
 # own, released through every member (a lock left behind must not make the
-# next try "held").
+# next try "held"). On failure NEM_MEASURE_WHY says what each try saw (the
+# acquire's error, the ttl_ms readings, whether member ID still ran and its
+# role), for the failure line the run prints.
 nem_measure_rate() {
   local id=$1 try
-  NEM_RATE=?
+  NEM_RATE=? NEM_MEASURE_WHY=""
   for ((try = 1; try <= 3; try++)); do
-    ((try == 1)) || nem_make_leader "$id" || continue
+    if ((try > 1)) && ! nem_make_leader "$id"; then
+      NEM_MEASURE_WHY+=" try $try: member $id did not lead again ($NEM_LEADER_TRIES hand-overs, $(nem_member_state "$id"));"
+      continue
+    fi
     nem_measure_rate_once "$id" "nemesis:clock:$(e2e_ms)" && return 0
+    NEM_MEASURE_WHY+=" try $try: $NEM_ONCE_WHY ($(nem_member_state "$id"));"
   done
   return 1
 }
 
+# nem_member_state ID: "running, <role>" or "not running", and the
+# member's last log line: what a failure line needs to tell a fault that did
+# not take from a member that died.
+nem_member_state() {
+  local log=$CLUSTER_DIR/$1.log state
+  if mem_is_member "$1"; then state="running, $(nem_role "$1" 2>/dev/null || echo 'no answer')"; else state="not running"; fi
+  echo "$state; its log ends: $(tail -n 1 "$log" 2>/dev/null | cut -c 1-240)"
+}
+
 nem_measure_rate_once() {
-  local id=$1 key=$2 token ttl1 ttl2 a1 a2 b1 b2
-  token=$(nem_ctl "$FENCECTL" --endpoints "$(mem_endpoint "$id")" --timeout 3s acquire "$key" --lease 60s --wait 0s 2>/dev/null) || return 1
+  local id=$1 key=$2 token ttl1 ttl2 a1 a2 b1 b2 err
+  NEM_ONCE_WHY=""
+  if ! token=$(nem_ctl "$FENCECTL" --endpoints "$(mem_endpoint "$id")" --timeout 3s acquire "$key" --lease 60s --wait 0s 2>"$WORK/measure.err"); then
+    err=$(tail -n 1 "$WORK/measure.err" | cut -c 1-200)
+    NEM_ONCE_WHY="the probe acquire at member $id failed: ${err:-no message}"
+    return 1
+  fi
   a1=$(e2e_ms); ttl1=$(nem_lock_ttl "$id" "$key"); b1=$(e2e_ms)
   sleep 3
   a2=$(e2e_ms); ttl2=$(nem_lock_ttl "$id" "$key"); b2=$(e2e_ms)
   nem_ctl "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 3s release "$key" "$token" >/dev/null 2>&1 || true
-  [[ "$ttl1" =~ ^[0-9]+$ && "$ttl2" =~ ^[0-9]+$ ]] || return 1
+  if ! [[ "$ttl1" =~ ^[0-9]+$ && "$ttl2" =~ ^[0-9]+$ ]]; then
+    NEM_ONCE_WHY="member $id's ttl_ms for the probe read '${ttl1}' then '${ttl2}'"
+    return 1
+  fi
   # real time between the two readings: the midpoints of the two requests
   NEM_RATE=$(awk -v t1="$ttl1" -v t2="$ttl2" -v r=$(((a2 + b2) - (a1 + b1))) 'BEGIN { printf "%.3f", (t1 - t2) * 2 / r }')
 }
@@ -432,9 +456,9 @@ nem_clock_rate() {
   mem_restart "$id" rate "$rate"
   nem_up "$id"
   if ! nem_make_leader "$id"; then
-    nem_fail "$kind: member $id (clock x$rate) did not become leader within ${NEM_LEADER_S}s ($NEM_LEADER_TRIES hand-overs)"
+    nem_fail "$kind: member $id (clock x$rate) did not become leader within ${NEM_LEADER_S}s ($NEM_LEADER_TRIES hand-overs; $(nem_member_state "$id"))"
   elif ! nem_measure_rate "$id"; then
-    nem_fail "$kind: could not measure member $id's lease clock"
+    nem_fail "$kind: could not measure member $id's lease clock:$NEM_MEASURE_WHY"
   else
     tol=$(awk -v r="$rate" 'BEGIN { print (r > 2 ? r * 0.1 : 0.02) }')
     if awk -v m="$NEM_RATE" -v r="$rate" -v t="$tol" 'BEGIN { exit !((m - r) <= t && (r - m) <= t) }'; then
@@ -481,9 +505,9 @@ nem_clock_jump() {
   fi
   # It changes nothing: as leader, its lease clock still runs at real time.
   if ! nem_make_leader "$id"; then
-    nem_fail "clock_jump: member $id did not become leader within ${NEM_LEADER_S}s ($NEM_LEADER_TRIES hand-overs)"
+    nem_fail "clock_jump: member $id did not become leader within ${NEM_LEADER_S}s ($NEM_LEADER_TRIES hand-overs; $(nem_member_state "$id"))"
   elif ! nem_measure_rate "$id"; then
-    nem_fail "clock_jump: could not measure member $id's lease clock"
+    nem_fail "clock_jump: could not measure member $id's lease clock:$NEM_MEASURE_WHY"
   elif awk -v m="$NEM_RATE" 'BEGIN { exit !(m >= 0.98 && m <= 1.02) }'; then
     proof+=",leader=$id,rate_measured=$NEM_RATE"
   else
