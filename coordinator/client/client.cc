@@ -51,7 +51,7 @@ int exit_code_of(ErrorKind kind, bool lease_call) {
         case ErrorKind::kRefused: return kExitRefused;
         case ErrorKind::kNotPgfence: return kExitNotPgfence;
         case ErrorKind::kCompacted: return kExitCompacted;
-        case ErrorKind::kUnknownToken: return kExitNotFound;
+        case ErrorKind::kUnknownToken: return kExitNoSuchToken;
     }
     return kExitOther;
 }
