@@ -178,6 +178,7 @@ echo "== pg_regress + isolation, shared_preload_libraries = pg_fence"
 pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
   -o shared_preload_libraries=pg_fence -o pg_fence.max_tracked=16 \
   -o pg_fence.max_tracked_resources=16 -o pg_fence.max_inflight=4 \
+  -o pg_fence.rejection_log_size=8 \
   bash "$ROOT/scripts/pg-test.sh" --inside preload 2>&1 | tee "$OUT/preload.log" | quiet || status=1
 
 echo "== pg_regress without shared_preload_libraries"
