@@ -38,19 +38,24 @@ pg_throwaway_start "$WORK" || fail "PostgreSQL did not start"
 EXPLAIN_DSN="host=127.0.0.1 port=$PGPORT user=postgres dbname=postgres"
 worker --setup --conninfo "$EXPLAIN_DSN" >/dev/null || fail "fence-worker --setup"
 start_cluster 3
-wait_until 20 "a leader" fencectl acquire warmup --lease 1s --wait 0s
+granted() { fencectl acquire warmup --lease 1s --wait 0s >/dev/null; }
+wait_until 20 "a leader" granted
 run_worker() { worker --conninfo "$EXPLAIN_DSN" --quiet "$@"; }
+# spawn_worker ARGS... &: the same in the background, with $! the worker's own
+# pid (exec: a backgrounded function is a subshell, which a SIGSTOP would miss).
+# Only ever call it with &.
+spawn_worker() { exec "$FENCE_WORKER_BIN" --conninfo "$EXPLAIN_DSN" --quiet "$@"; }
 
 # 1. Paused holder.
 echo "paused_holder: SIGSTOP past the lease"
 a=$WORK/pa.csv
-run_worker --key e:paused --lease 2s --work 4s --no-lease-check --worker-id pa --log "$a" >"$WORK/pa.out" 2>&1 &
+spawn_worker --key e:paused --lease 2s --work 4s --no-lease-check --worker-id pa --log "$a" >"$WORK/pa.out" 2>&1 &
 pa=$!
 PIDS+=("$pa")
 wait_until 20 "worker pa's grant" has_token "$a"
 kill -STOP "$pa"
 ta=$(token_of "$a")
-run_worker --key e:paused --lease 2s --wait 15s --worker-id pb --log "$WORK/pb.csv" >"$WORK/pb.out" 2>&1 ||
+run_worker --key e:paused --lease 10s --wait 15s --worker-id pb --log "$WORK/pb.csv" >"$WORK/pb.out" 2>&1 ||
   fail "worker pb: $(cat "$WORK/pb.out")"
 tb=$(token_of "$WORK/pb.csv")
 ((tb > ta)) || fail "pb's token $tb is not newer than pa's $ta"
@@ -66,13 +71,13 @@ echo "PASS: paused_holder"
 # 2. Lease too short: one piece of work outlasts the lease.
 echo "lease_too_short: renewed between pieces, one piece longer than the lease"
 a=$WORK/sa.csv
-run_worker --key e:short --lease 1500ms --renew between --work 200ms,200ms,3s --no-lease-check --worker-id sa \
+spawn_worker --key e:short --lease 1500ms --renew between --work 200ms,200ms,3s --no-lease-check --worker-id sa \
   --log "$a" >"$WORK/sa.out" 2>&1 &
 sa=$!
 PIDS+=("$sa")
 wait_until 20 "worker sa's grant" has_token "$a"
 ta=$(token_of "$a")
-run_worker --key e:short --lease 2s --wait 15s --worker-id sb --log "$WORK/sb.csv" >"$WORK/sb.out" 2>&1 ||
+run_worker --key e:short --lease 10s --wait 15s --worker-id sb --log "$WORK/sb.csv" >"$WORK/sb.out" 2>&1 ||
   fail "worker sb: $(cat "$WORK/sb.out")"
 code=0
 wait "$sa" || code=$?
@@ -85,13 +90,13 @@ echo "PASS: lease_too_short"
 # 3. Continued after a failed renewal.
 echo "continued_after_failed_renewal: the keepalive is refused, the worker writes anyway"
 a=$WORK/ca.csv
-run_worker --key e:renewal --lease 3s --work 4s --no-lease-check --worker-id ca --log "$a" >"$WORK/ca.out" 2>&1 &
+spawn_worker --key e:renewal --lease 3s --work 4s --no-lease-check --worker-id ca --log "$a" >"$WORK/ca.out" 2>&1 &
 ca=$!
 PIDS+=("$ca")
 wait_until 20 "worker ca's grant" has_token "$a"
 ta=$(token_of "$a")
 fencectl release e:renewal "$ta" || fail "releasing token $ta"
-run_worker --key e:renewal --lease 2s --wait 15s --worker-id cb --log "$WORK/cb.csv" >"$WORK/cb.out" 2>&1 ||
+run_worker --key e:renewal --lease 10s --wait 15s --worker-id cb --log "$WORK/cb.csv" >"$WORK/cb.out" 2>&1 ||
   fail "worker cb: $(cat "$WORK/cb.out")"
 code=0
 wait "$ca" || code=$?
@@ -103,12 +108,12 @@ echo "PASS: continued_after_failed_renewal"
 # 4. Contention: a waiter, no rejection.
 echo "contention: B waits for A"
 a=$WORK/na.csv
-run_worker --key e:wait --lease 2s --work 1s --worker-id na --log "$a" >"$WORK/na.out" 2>&1 &
+spawn_worker --key e:wait --lease 2s --work 1s --worker-id na --log "$a" >"$WORK/na.out" 2>&1 &
 na=$!
 PIDS+=("$na")
 wait_until 20 "worker na's grant" has_token "$a"
 ta=$(token_of "$a")
-run_worker --key e:wait --lease 2s --wait 15s --worker-id nb --log "$WORK/nb.csv" >"$WORK/nb.out" 2>&1 ||
+run_worker --key e:wait --lease 10s --wait 15s --worker-id nb --log "$WORK/nb.csv" >"$WORK/nb.out" 2>&1 ||
   fail "worker nb: $(cat "$WORK/nb.out")"
 wait "$na" || fail "worker na exited $?: $(cat "$WORK/na.out")"
 (($(stale_rejections "$ta") == 0)) || fail "token $ta was refused"

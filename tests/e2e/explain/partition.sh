@@ -27,6 +27,7 @@ PA=""
 cleanup() {
   local rc=$?
   [[ -n "$PA" ]] && kill -KILL "$PA" 2>/dev/null
+  [[ -n "${M1:-}" ]] && kill -TERM "$M1" 2>/dev/null && wait "$M1" 2>/dev/null
   pg_throwaway_stop "$WORK"
   ns_teardown
   if ((rc != 0)); then tail -n 20 "$WORK"/m1.log "$WORK"/*.out >&2 2>/dev/null; fi
@@ -44,6 +45,7 @@ DSN="host=$PG_TCP_HOST port=$PGPORT user=postgres dbname=postgres"
 EP="$(ns_addr m1):15201"
 ns_spawn m1 "$FENCE_COORDINATOR_BIN" --id 1 --peers "1=$(ns_addr m1):15101" --client-addr "$EP" \
   --data-dir "$WORK/m1" --heartbeat-ms 20 --election-ms 150 --min-lease 500 >"$WORK/m1.log" 2>&1 &
+M1=$!
 ctl() { ns_exec ctl "$FENCECTL_BIN" --endpoints "$EP" "$@"; }
 e2e_wait_for 30 ctl acquire warmup --lease 1s --wait 0s || fail "the member granted nothing within 30 s"
 ns_exec w0 "$FENCE_WORKER_BIN" --setup --conninfo "$DSN" >/dev/null || fail "fence-worker --setup"
@@ -57,13 +59,14 @@ has_token() { [[ -n "$(token_of "$1")" ]]; }
 e2e_wait_for 20 has_token "$a" || fail "worker pa acquired nothing: $(cat "$WORK/pa.out")"
 ta=$(token_of "$a")
 ns_cut holder both w0 m1 || fail "nft cut"
-ns_exec w1 "$FENCE_WORKER_BIN" --endpoints "$EP" --conninfo "$DSN" --quiet --key e:cut --lease 2s --wait 15s \
+ns_exec w1 "$FENCE_WORKER_BIN" --endpoints "$EP" --conninfo "$DSN" --quiet --key e:cut --lease 10s --wait 15s \
   --worker-id pb --log "$WORK/pb.csv" >"$WORK/pb.out" 2>&1 || fail "worker pb: $(cat "$WORK/pb.out")"
 code=0
 wait "$PA" || code=$?
 PA=""
 ((code == 10)) || fail "worker pa exited $code, want 10 (stale): $(cat "$WORK/pa.out")"
-(($(ns_cut_dropped holder) > 0)) || fail "the cut dropped no packet"
+dropped=$(ns_cut_dropped holder)
+((dropped > 0)) || fail "the cut dropped no packet"
 grep -q "^pa,keepalive,e:cut,$ta,[0-9]*,0,,error,0$" "$a" || fail "no unanswered keepalive in pa's log: $(cat "$a")"
 ns_heal
 cause() {
@@ -73,7 +76,7 @@ cause() {
 }
 got=$(cause --client-log "$a")
 [[ "$got" == partitioned_holder ]] || fail "with pa's log: cause $got, want partitioned_holder ($(cat "$WORK/explain.json"))"
-echo "PASS: partitioned_holder (nft cut w0 <-> m1, $(ns_cut_dropped holder) packets dropped)"
+echo "PASS: partitioned_holder (nft cut w0 <-> m1, $dropped packets dropped)"
 got=$(cause)
 [[ "$got" == paused_holder ]] || fail "without pa's log: cause $got, want paused_holder ($(cat "$WORK/explain.json"))"
 grep -q "network cut" "$WORK/explain.json" || fail "without the log, explain does not say a cut looks the same"
