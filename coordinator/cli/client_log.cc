@@ -63,19 +63,30 @@ ClientLog read_client_log(const std::string& path, const std::set<std::uint64_t>
         return log;
     }
     std::size_t read = 0;
-    std::string line;
-    while (std::getline(in, line)) {
-        read += line.size() + 1;
+    std::string line(kMaxClientLogLineBytes + 1, '\0');
+    while (in) {
+        // A line longer than the limit is read up to it, then skipped to its end.
+        in.getline(line.data(), static_cast<std::streamsize>(line.size()));
+        const auto got = static_cast<std::size_t>(in.gcount());
+        const bool too_long = in.fail() && !in.eof() && got + 1 >= line.size();
+        if (got == 0 && !in) break;
+        read += got;
+        if (too_long) {
+            in.clear();
+            in.ignore(static_cast<std::streamsize>(kMaxClientLogBytes), '\n');
+            read += static_cast<std::size_t>(in.gcount());
+        }
         if (read > kMaxClientLogBytes || log.events.size() >= kMaxClientLogLines) {
             log.truncated = true;
             break;
         }
-        if (line.size() > kMaxClientLogLineBytes) {
+        if (too_long) {
             ++log.bad_lines;
             continue;
         }
+        const std::string text(line.data(), got > 0 && !in.eof() ? got - 1 : got);
         ClientEvent e;
-        if (!parse_client_log_line(line, e)) {
+        if (!parse_client_log_line(text, e)) {
             ++log.bad_lines;
         } else if (tokens.contains(e.token)) {
             log.events.push_back(std::move(e));

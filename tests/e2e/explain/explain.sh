@@ -46,80 +46,75 @@ run_worker() { worker --conninfo "$EXPLAIN_DSN" --quiet "$@"; }
 # Only ever call it with &.
 spawn_worker() { exec "$FENCE_WORKER_BIN" --conninfo "$EXPLAIN_DSN" --quiet "$@"; }
 
+# start_holder ID KEY ARGS...: worker ID holds KEY (ARGS: lease, work...) in
+# the background; sets HOLDER (its pid), LOG (its log) and TA (its token) once
+# it has acquired.
+start_holder() {
+  local id=$1 key=$2
+  shift 2
+  LOG=$WORK/$id.csv
+  spawn_worker --key "$key" --worker-id "$id" --log "$LOG" "$@" >"$WORK/$id.out" 2>&1 &
+  HOLDER=$!
+  PIDS+=("$HOLDER")
+  wait_until 20 "worker $id's grant" has_token "$LOG"
+  TA=$(token_of "$LOG")
+}
+# run_waiter ID KEY: worker ID waits for KEY, then acquires, writes, releases.
+run_waiter() {
+  run_worker --key "$2" --lease 10s --wait 15s --worker-id "$1" --log "$WORK/$1.csv" >"$WORK/$1.out" 2>&1 ||
+    fail "worker $1: $(cat "$WORK/$1.out")"
+  (($(token_of "$WORK/$1.csv") > TA)) || fail "$1's token is not newer than the holder's $TA"
+}
+# holder_exits CODE: the holder ends with CODE (10: its write was refused as stale).
+holder_exits() {
+  local code=0
+  wait "$HOLDER" || code=$?
+  ((code == $1)) || fail "the holder exited $code, want $1: $(cat "${LOG%.csv}.out")"
+}
+
 # 1. Paused holder.
 echo "paused_holder: SIGSTOP past the lease"
-a=$WORK/pa.csv
-spawn_worker --key e:paused --lease 2s --work 4s --no-lease-check --worker-id pa --log "$a" >"$WORK/pa.out" 2>&1 &
-pa=$!
-PIDS+=("$pa")
-wait_until 20 "worker pa's grant" has_token "$a"
-kill -STOP "$pa"
-ta=$(token_of "$a")
-run_worker --key e:paused --lease 10s --wait 15s --worker-id pb --log "$WORK/pb.csv" >"$WORK/pb.out" 2>&1 ||
-  fail "worker pb: $(cat "$WORK/pb.out")"
-tb=$(token_of "$WORK/pb.csv")
-((tb > ta)) || fail "pb's token $tb is not newer than pa's $ta"
-kill -CONT "$pa"
-code=0
-wait "$pa" || code=$?
-((code == 10)) || fail "worker pa exited $code, want 10 (stale): $(cat "$WORK/pa.out")"
-(($(stale_rejections "$ta") >= 1)) || fail "no stale rejection of token $ta in fence_rejections"
-expect_cause paused_holder "$ta" --client-log "$a"
-expect_cause paused_holder "$ta"
+start_holder pa e:paused --lease 2s --work 4s --no-lease-check
+kill -STOP "$HOLDER"
+run_waiter pb e:paused
+kill -CONT "$HOLDER"
+holder_exits 10
+(($(stale_rejections "$TA") >= 1)) || fail "no stale rejection of token $TA in fence_rejections"
+expect_cause paused_holder "$TA" --client-log "$LOG"
+expect_cause paused_holder "$TA"
 echo "PASS: paused_holder"
 
-# 2. Lease too short: one piece of work outlasts the lease.
+# 2. Lease too short: renewed between pieces, one piece outlasts the lease.
 echo "lease_too_short: renewed between pieces, one piece longer than the lease"
-a=$WORK/sa.csv
-spawn_worker --key e:short --lease 1500ms --renew between --work 200ms,200ms,3s --no-lease-check --worker-id sa \
-  --log "$a" >"$WORK/sa.out" 2>&1 &
-sa=$!
-PIDS+=("$sa")
-wait_until 20 "worker sa's grant" has_token "$a"
-ta=$(token_of "$a")
-run_worker --key e:short --lease 10s --wait 15s --worker-id sb --log "$WORK/sb.csv" >"$WORK/sb.out" 2>&1 ||
-  fail "worker sb: $(cat "$WORK/sb.out")"
-code=0
-wait "$sa" || code=$?
-((code == 10)) || fail "worker sa exited $code, want 10 (stale): $(cat "$WORK/sa.out")"
-(($(awk -F, -v t="$ta" '$2 == "keepalive" && $4 == t && $8 == "ok"' "$a" | wc -l) >= 2)) ||
-  fail "worker sa did not renew before its long piece: $(cat "$a")"
-expect_cause lease_too_short "$ta" --client-log "$a"
+start_holder sa e:short --lease 1500ms --renew between --work 200ms,200ms,3s --no-lease-check
+run_waiter sb e:short
+holder_exits 10
+(($(awk -F, -v t="$TA" '$2 == "keepalive" && $4 == t && $8 == "ok"' "$LOG" | wc -l) >= 2)) ||
+  fail "worker sa did not renew before its long piece: $(cat "$LOG")"
+expect_cause lease_too_short "$TA" --client-log "$LOG"
 echo "PASS: lease_too_short"
 
-# 3. Continued after a failed renewal.
+# 3. Continued after a failed renewal: the lease is taken away (released
+# with its token by another process), the next keepalive is refused.
 echo "continued_after_failed_renewal: the keepalive is refused, the worker writes anyway"
-a=$WORK/ca.csv
-spawn_worker --key e:renewal --lease 3s --work 4s --no-lease-check --worker-id ca --log "$a" >"$WORK/ca.out" 2>&1 &
-ca=$!
-PIDS+=("$ca")
-wait_until 20 "worker ca's grant" has_token "$a"
-ta=$(token_of "$a")
-fencectl release e:renewal "$ta" || fail "releasing token $ta"
-run_worker --key e:renewal --lease 10s --wait 15s --worker-id cb --log "$WORK/cb.csv" >"$WORK/cb.out" 2>&1 ||
-  fail "worker cb: $(cat "$WORK/cb.out")"
-code=0
-wait "$ca" || code=$?
-((code == 10)) || fail "worker ca exited $code, want 10 (stale): $(cat "$WORK/ca.out")"
-grep -q "^ca,keepalive,e:renewal,$ta,.*,not_held," "$a" || fail "no refused keepalive in ca's log: $(cat "$a")"
-expect_cause continued_after_failed_renewal "$ta" --client-log "$a"
+start_holder ca e:renewal --lease 3s --work 4s --no-lease-check
+fencectl release e:renewal "$TA" || fail "releasing token $TA"
+run_waiter cb e:renewal
+holder_exits 10
+grep -q "^ca,keepalive,e:renewal,$TA,.*,not_held," "$LOG" || fail "no refused keepalive in ca's log: $(cat "$LOG")"
+expect_cause continued_after_failed_renewal "$TA" --client-log "$LOG"
 echo "PASS: continued_after_failed_renewal"
 
 # 4. Contention: a waiter, no rejection.
 echo "contention: B waits for A"
-a=$WORK/na.csv
-spawn_worker --key e:wait --lease 2s --work 1s --worker-id na --log "$a" >"$WORK/na.out" 2>&1 &
-na=$!
-PIDS+=("$na")
-wait_until 20 "worker na's grant" has_token "$a"
-ta=$(token_of "$a")
-run_worker --key e:wait --lease 10s --wait 15s --worker-id nb --log "$WORK/nb.csv" >"$WORK/nb.out" 2>&1 ||
-  fail "worker nb: $(cat "$WORK/nb.out")"
-wait "$na" || fail "worker na exited $?: $(cat "$WORK/na.out")"
-(($(stale_rejections "$ta") == 0)) || fail "token $ta was refused"
-expect_cause contention "$ta" --client-log "$a"
+start_holder na e:wait --lease 2s --work 1s
+run_waiter nb e:wait
+holder_exits 0
+(($(stale_rejections "$TA") == 0)) || fail "token $TA was refused"
+expect_cause contention "$TA" --client-log "$LOG"
 echo "PASS: contention"
 
+ta=$TA
 # 5. What explain says when there is nothing to say, or it cannot.
 expect_code 14 fencectl explain 999999999 --dsn "$EXPLAIN_DSN"
 grep -q "no such token was issued: 999999999" "$WORK/last.err" || fail "token never issued: $(cat "$WORK/last.err")"

@@ -197,6 +197,14 @@ BOOST_AUTO_TEST_CASE(client_log_keeps_the_tokens_asked_for) {
     BOOST_TEST(log.events.size() == 2u);
     BOOST_TEST(log.bad_lines == 1u);
     BOOST_TEST(!log.truncated);
+    {
+        std::ofstream out(path);
+        out << std::string(kMaxClientLogLineBytes + 10, 'x') << "\nw,write,k,41,3,4,guard,stale,0";  // no last newline
+    }
+    const ClientLog tail = read_client_log(path, {41});
+    BOOST_TEST(tail.bad_lines == 1u);  // the long line, skipped to its end
+    BOOST_TEST_REQUIRE(tail.events.size() == 1u);
+    BOOST_TEST(tail.events[0].outcome == "stale");
     std::remove(path.c_str());
     BOOST_TEST(read_client_log(path, {41}).error.find(path) != std::string::npos);
 }
