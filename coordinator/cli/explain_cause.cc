@@ -140,7 +140,27 @@ bool stalled(Context& c) {
     return false;
 }
 
-// Rule 5: one piece of work longer than the lease.
+// Rule 5: the holder's own deadline passed without a renewal.
+bool deadline_passed(Context& c) {
+    for (const ClientEvent& e : c.ev.client_log) {
+        if (e.event != "deadline" || e.ack_ns > c.write_ns()) continue;
+        c.add("the holder's log: its lease's local deadline passed without a successful keepalive" +
+              (c.write != nullptr ? ", and it wrote " + ns_to_ms_text(c.write_ns() - e.ack_ns) + " after noticing"
+                                  : std::string()));
+        return true;
+    }
+    return false;
+}
+
+// Whether the holder sent a keepalive of the token between `from` and `to`.
+bool renewed_during(const Context& c, std::int64_t from, std::int64_t to) {
+    for (const ClientEvent& e : c.ev.client_log) {
+        if (e.event == "keepalive" && e.send_ns >= from && e.send_ns <= to) return true;
+    }
+    return false;
+}
+
+// Rule 6: one piece of work longer than the lease, with no keepalive sent during it.
 bool long_work(Context& c) {
     std::uint64_t renewed = 0;
     for (const ClientEvent& e : c.ev.client_log) {
@@ -148,14 +168,16 @@ bool long_work(Context& c) {
         if (e.event != "work" || e.ack_ns <= e.send_ns) continue;
         const std::int64_t took_ns = e.ack_ns - e.send_ns;
         if (took_ns <= c.lease_ms * 1'000'000 || e.send_ns > c.write_ns()) continue;
+        if (renewed_during(c, e.send_ns, e.ack_ns)) continue;
         c.add("the holder's log: one piece of work took " + ns_to_ms_text(took_ns) + ", longer than the lease (" +
-              ms_text(c.lease_ms) + "), after " + std::to_string(renewed) + " successful keepalive(s)");
+              ms_text(c.lease_ms) + ") with no keepalive sent during it, after " + std::to_string(renewed) +
+              " successful keepalive(s)");
         return true;
     }
     return false;
 }
 
-// Rule 6: the coordinator's view alone.
+// Rule 7: the coordinator's view alone.
 bool stopped_before_expiry(Context& c) {
     const Life& l = c.ev.life;
     if (l.ended_how != "expired" || !l.ended_wall_ms) return false;
@@ -197,7 +219,7 @@ Explanation no_stale_rejection(Context& c) {
     return c.decide(Cause::kUndetermined);
 }
 
-// Rule 7: what is missing.
+// Rule 8: what is missing.
 Explanation undetermined(Context& c) {
     const Life& l = c.ev.life;
     c.add_rejection_line();
@@ -247,15 +269,14 @@ Explanation classify(const Evidence& ev) {
         if (is_stale(r) && r.token == ev.life.token && (c.first == nullptr || r.at_ms < c.first->at_ms)) c.first = &r;
     }
     if (c.first == nullptr) return no_stale_rejection(c);  // rule 1
-    if (refused_in_log(c) || refused_by_members(c)) {       // rule 2
-        c.add_rejection_line();
-        return c.decide(Cause::kContinuedAfterFailedRenewal);
-    }
     const std::pair<bool (*)(Context&), Cause> rules[] = {
-        {unanswered_keepalives, Cause::kPartitionedHolder},  // rule 3
-        {stalled, Cause::kPausedHolder},                     // rule 4
-        {long_work, Cause::kLeaseTooShort},                  // rule 5
-        {stopped_before_expiry, Cause::kPausedHolder},       // rule 6
+        {refused_in_log, Cause::kContinuedAfterFailedRenewal},      // rule 2
+        {refused_by_members, Cause::kContinuedAfterFailedRenewal},  // rule 2
+        {unanswered_keepalives, Cause::kPartitionedHolder},         // rule 3
+        {stalled, Cause::kPausedHolder},                            // rule 4
+        {deadline_passed, Cause::kContinuedAfterFailedRenewal},     // rule 5
+        {long_work, Cause::kLeaseTooShort},                         // rule 6
+        {stopped_before_expiry, Cause::kPausedHolder},              // rule 7
     };
     for (const auto& [holds, cause] : rules) {
         if (holds(c)) {
@@ -263,7 +284,7 @@ Explanation classify(const Evidence& ev) {
             return c.decide(cause);
         }
     }
-    return undetermined(c);  // rule 7
+    return undetermined(c);  // rule 8
 }
 
 }  // namespace pgfence::cli::explain

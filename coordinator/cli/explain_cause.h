@@ -30,14 +30,18 @@
 //  4 paused_holder                   the client log shows the holder stalled (a
 //                                    timer of the token's that woke at least a third
 //                                    of the lease late: the process did not run)
-//  5 lease_too_short                 the client log shows one piece of work of the
-//                                    token that lasted longer than the lease
-//  6 paused_holder                   the coordinator ended the token as expired,
+//  5 continued_after_failed_renewal  the client log shows the holder's local lease
+//                                    deadline passed without a successful keepalive
+//                                    (a `deadline` line) before the write: it knew
+//  6 lease_too_short                 the client log shows one piece of work of the
+//                                    token that lasted longer than the lease, with
+//                                    no keepalive of the token sent during it
+//  7 paused_holder                   the coordinator ended the token as expired,
 //                                    the last keepalive it saw arrived before the
 //                                    expiry, and the write came after the expiry
 //                                    (without a client log a network cut looks the
 //                                    same: the evidence says so)
-//  7 undetermined                    none of the above; `missing` says what
+//  8 undetermined                    none of the above; `missing` says what
 //                                    evidence would have decided it
 #pragma once
 

@@ -367,20 +367,22 @@ keepalives it received while leading), the writes PostgreSQL refused with it
 log (--client-log). It names one cause:
 
   continued_after_failed_renewal  a keepalive was refused (or answered with an
-                   error) before the write, and the holder wrote anyway
+                   error), or the holder's own lease deadline passed unrenewed
+                   (--client-log), before the write, and it wrote anyway
   partitioned_holder  keepalives sent after the last acknowledged one got no
                    answer (needs --client-log)
   paused_holder    the holder did not run (a stall in its log), or the leader
                    stopped hearing from it before the expiry and the write came
                    after the expiry (without --client-log a network cut looks
                    the same; the evidence says so)
-  lease_too_short  one piece of work lasted longer than the lease (needs
-                   --client-log)
+  lease_too_short  one piece of work lasted longer than the lease, with no
+                   keepalive sent during it (needs --client-log)
   contention       no write with TOKEN was refused; a waiter got the lock next
   undetermined     the evidence does not decide; "missing" says what would
 
-The rules are tried in the order above (contention first when nothing was
-refused); docs/operations.md "Investigating stale writes" has them in full.
+The rules are tried in an order (contention first when nothing was refused;
+docs/cli.md "explain" has them in full, docs/operations.md "Investigating
+stale writes" what to do about each).
 
   --dsn DSN          libpq connection string of the database ("" = the PG*
                      environment); never printed. Without it the database is

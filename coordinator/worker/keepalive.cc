@@ -60,7 +60,8 @@ bool Keepalive::attempt(client::Client& client) {
         std::lock_guard lock(mu_);
         deadline = deadline_;
     }
-    if (client::Clock::now() >= deadline) {
+    if (const auto now = client::Clock::now(); now >= deadline) {
+        if (log_ != nullptr) log_->write(Event{"deadline", key_, token_, deadline, now, "", "", 0});
         mark_lost("no successful KeepAlive before the lease deadline");
         return false;
     }

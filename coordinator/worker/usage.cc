@@ -90,12 +90,14 @@ Options:
   --log FILE           append one CSV line per event:
                          worker,event,key,token,send_ns,ack_ns,path,outcome,value
                        event is acquire|advance|write|replay|forge|release|keepalive|
-                       work|stall; send_ns/ack_ns are CLOCK_MONOTONIC nanoseconds of the
+                       work|stall|deadline; send_ns/ack_ns are CLOCK_MONOTONIC nanoseconds of the
                        request's send and of its answer (acquire: its first send;
                        keepalive: one line per request, ack_ns 0 when nothing answered,
                        value = ttl ms; work: a piece's start and end; stall: a timer
                        of the worker woke at least lease/3 late, send_ns when it
-                       should have, ack_ns when it did: the process did not run).
+                       should have, ack_ns when it did: the process did not run;
+                       deadline: the lease's local deadline passed without a
+                       renewal, send_ns the deadline, ack_ns when noticed).
                        fencectl explain --client-log reads this file
   --seed N             random seed for key/path choice (default: from the worker id)
   --max-clock-drift-ppm N

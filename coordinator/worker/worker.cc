@@ -324,9 +324,8 @@ void Worker::work(const client::Lease& lease, Keepalive& keepalive) {
         std::this_thread::sleep_for(piece);
         const auto end = std::chrono::steady_clock::now();
         log_.write(Event{"work", lease.key, lease.token, start, end, "", "done", piece.count()});
-        // Between renewals nothing else watches the clock: a sleep that came
-        // back late is the worker's own evidence of a pause.
-        if (o_.renew == Renew::kBetween) keepalive.note_wakeup(start + piece, end);
+        // A sleep that came back late is the worker's own evidence of a pause.
+        keepalive.note_wakeup(start + piece, end);
     }
 }
 

@@ -466,7 +466,7 @@ col() { awk -v k="$1" -v c="$2" '$1 ~ k { print $c }' "$WORK/faults.log"; }
   printf '  %-36s %s\n' "max acknowledged token" "$MAX_ACKED"
   explain_report "$WORK/explain"
 } | tee "$REPORT_DIR/summary.txt"
-cp "$WORK/explain/explained.txt" "$REPORT_DIR/" 2>/dev/null || true
+cp -r "$WORK/explain" "$REPORT_DIR/explain" 2>/dev/null || true
 cp "$WORK/faults.log" "$WORK/checks.txt" "$REPORT_DIR/"
 cp "$WORK/check.out" "$REPORT_DIR/check.out"
 [[ -f "$WORK/nemesis-failures.log" ]] && cp "$WORK/nemesis-failures.log" "$REPORT_DIR/"

@@ -155,8 +155,27 @@ BOOST_AUTO_TEST_CASE(lease_too_short_is_a_piece_of_work_longer_than_the_lease) {
                      line("write", 5000, 5010, "stale")};
     const Explanation x = classify(ev);
     BOOST_TEST(to_string(x.cause) == "lease_too_short");
-    BOOST_TEST(x.evidence.front().find("after 1 successful keepalive") != std::string::npos);
+    BOOST_TEST(x.evidence.front().find("no keepalive sent during it, after 1 successful keepalive") !=
+               std::string::npos);
     ev.client_log[1] = line("work", 200, 200 + kLease, "", kLease);
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    // A keepalive sent during the piece: the piece did not stop the renewals.
+    ev.client_log[1] = line("work", 200, 200 + kLease + 1, "", kLease + 1);
+    ev.client_log.insert(ev.client_log.begin() + 2, line("keepalive", 200 + kLease, 200 + kLease + 1, "ok"));
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(a_local_deadline_passed_before_the_write_is_a_failed_renewal) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("deadline", 950, 5000, ""), line("work", 200, 4800, "", 1500),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");  // before rule 6's long piece
+    ev.client_log[0] = line("deadline", 950, 5001, "");                       // noticed after the write
+    BOOST_TEST(to_string(cause_of(ev)) == "lease_too_short");
+    // A stall explains why the deadline passed: rule 4 first.
+    ev.client_log = {line("stall", 300, 2000, ""), line("deadline", 950, 2000, ""),
+                     line("write", 5000, 5010, "stale")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
 }
 

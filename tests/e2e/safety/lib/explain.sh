@@ -7,7 +7,7 @@
 # of the worker that held the token (--client-log). Bounded: at most
 # EXPLAIN_MAX tokens, and none started after EXPLAIN_BUDGET_S seconds.
 #
-#   explain_stale_rejections DIR   writes DIR/<token>.json (.err) and
+#   explain_stale_rejections DIR   (run.sh copies DIR into the report) writes DIR/<token>.json (.err) and
 #                                  DIR/explained.txt, one line per token:
 #                                  token|worker|key|refused|cause|exit|first evidence;
 #                                  sets EXPLAIN_TOKENS (stale tokens in all),
