@@ -31,6 +31,7 @@ bool TokenRecord::same_derived(const TokenRecord& o) const {
     return token == o.token && keys == o.keys && owner == o.owner && lease_ms == o.lease_ms &&
            granted_index == o.granted_index && granted_wall_ms == o.granted_wall_ms && log_end(end) == log_end(o.end) &&
            ended_index == o.ended_index && ended_wall_ms == o.ended_wall_ms && next_token == o.next_token;
+    // next_unknown is not compared: only a member that restored has it.
 }
 
 std::uint64_t token_bytes(const TokenRecord& r) {
@@ -63,7 +64,7 @@ void TokenHistory::granted(raft::Index index, std::optional<std::uint64_t> wall_
         if (it == by_key_.end() || it->second.begin == it->second.tokens.size()) continue;
         TokenRecord* prev = find(it->second.tokens.back());
         if (prev == nullptr) continue;
-        if (prev->next_token == 0) prev->next_token = token;
+        if (prev->next_token == 0 && !prev->next_unknown) prev->next_token = token;
         if (prev->end == TokenEnd::kHeld) prev->end = TokenEnd::kSuperseded;
     }
     TokenRecord r;
@@ -151,6 +152,7 @@ void TokenHistory::restored(raft::Index index, const lock::LockTable& table) {
     });
     for (auto& [token, r] : records_) {
         if (r.end == TokenEnd::kHeld && !held.contains(token)) r.end = TokenEnd::kRestore;
+        if (r.end != TokenEnd::kHeld && r.next_token == 0) r.next_unknown = true;
     }
     for (auto& [token, r] : held) {
         if (records_.contains(token)) continue;

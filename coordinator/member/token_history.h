@@ -21,7 +21,9 @@
 //
 // Restore (restored()): the member installed a snapshot at index I and did not
 // apply the entries it covers. A token kept here as held that the restored
-// table does not hold with it ends `restore` (index unknown); each lock the
+// table does not hold with it ends `restore` (index unknown); a token ended
+// without a next one keeps none (it may have been granted in the entries
+// skipped, next_unknown); each lock the
 // table holds that is not kept here gets a record without granted index or
 // wall time. Every token issued at an entry <= I is at most I + floor, so
 // tokens below I + floor + 1 not kept here answer "compacted".
@@ -80,7 +82,10 @@ struct TokenRecord {
     TokenEnd end = TokenEnd::kHeld;
     raft::Index ended_index = 0;  // 0: held, or not known (restore, superseded)
     std::optional<std::uint64_t> ended_wall_ms;
-    lock::Token next_token = 0;  // the first token granted after it on one of its keys; 0: none yet
+    lock::Token next_token = 0;  // the first token granted after it on one of its keys; 0: none yet, or unknown
+    // Ended before a restore that skipped the entries after it: its next
+    // token may be among them, so none is recorded (next_token stays 0).
+    bool next_unknown = false;
     bool phantom = false;        // observed as leader (above)
     const std::string& key() const { return keys.front(); }
     // What the log decides (every field above but `phantom`), for comparing members.
@@ -134,6 +139,11 @@ public:
     bool led_while_held(const TokenRecord& r) const;
     // The tokens of `key` kept, newest first, at most `limit`.
     std::vector<const TokenRecord*> of_key(std::string_view key, std::size_t limit) const;
+    // Calls f(const TokenRecord&) for every token kept, oldest first.
+    template <typename F>
+    void for_each(F&& f) const {
+        for (const auto& [token, r] : records_) f(r);
+    }
     lock::Token oldest_token() const { return oldest_token_; }
     std::size_t size() const { return records_.size(); }
     std::uint64_t bytes() const { return bytes_; }
