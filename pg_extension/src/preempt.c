@@ -46,6 +46,10 @@
  * waited for too, at most PREEMPT_WAIT_MS, and terminated when it turned
  * out to be idle in transaction after all (it was between statements).
  *
+ * Both refusals, the admission refused in flight and the preempted commit,
+ * are recorded in fence_rejections (rejections.c) with the write's table
+ * or resource and path; an entry keeps those of the admission it registered.
+ *
  * Without shared_preload_libraries = pg_fence there is no registry, and
  * pg_fence.preempt does nothing.
  */

@@ -212,6 +212,8 @@ FenceRecordRejection(FencePath path, FenceReason reason, Oid relid, const char *
 {
 	RejectionEntry entry;
 
+	Assert(path >= 0 && path < FENCE_PATHS);
+	Assert(reason >= 0 && reason < FENCE_REASONS);
 	if (shared == NULL)
 		return;
 	pg_atomic_fetch_add_u64(&shared->counts[path][reason], 1);

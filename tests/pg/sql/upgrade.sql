@@ -9,12 +9,13 @@
 -- on an old guard and old resources, 1.3's warning about an ambiguous lock
 -- key template, 1.3's sequenced fences on an old resource row and an old
 -- guard's table turned sequenced in place, 1.5's outbox on an old resource
--- row, 1.6's fence_rejections showing a rejection made under 1.5).  The \dx+ ... comparison guards less
--- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
--- same 1.0--1.1, 1.1--1.2, 1.2--1.3, 1.3--1.4, 1.4--1.5 and 1.5--1.6 scripts, so the two can differ only through
--- data the scripts meet (tables, rows, triggers of a used 1.0 database);
--- it becomes a real check once a later version ships its own install
--- script.
+-- row, 1.6's fence_rejections showing the rejections made before it).  The
+-- \dx+ ... comparison guards less than it seems: a fresh CREATE EXTENSION
+-- runs the 1.0 script and then the same 1.0--1.1, 1.1--1.2, 1.2--1.3,
+-- 1.3--1.4, 1.4--1.5 and 1.5--1.6 scripts, so the two can differ only
+-- through data the scripts meet (tables, rows, triggers of a used 1.0
+-- database); it becomes a real check once a later version ships its own
+-- install script.
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS regress_fence_upgraded;
 DROP DATABASE IF EXISTS regress_fence_fresh;
@@ -120,8 +121,9 @@ SELECT resource, fence, seq FROM fence_resources WHERE resource = 'job';
 SELECT target, token, operation_id, state FROM fence_outbox;
 SELECT state, entries FROM fence_outbox_backlog;
 
--- 1.6 shows the rejections kept in shared memory, also those made under 1.5
--- (the ring belongs to the library, not to the extension's version)
+-- 1.6 shows the rejections kept in shared memory, also those made under
+-- earlier versions (the ring belongs to the library, not to the version):
+-- the newest 8 of this database
 ALTER EXTENSION pg_fence UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
 SELECT relation, resource, lock_key, token, fence, seq, fence_seq, path, reason, sqlstate
