@@ -55,7 +55,7 @@ global flags:
                         --client-cert-auth (default: $FENCE_CERT_FILE, $FENCE_KEY_FILE)
   --bearer-file FILE    send the secret on FILE's first line as a bearer token, for
                         members started with --auth-file (default: $FENCE_BEARER_FILE)
-  -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
+  -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status/explain
   -h, --help            help
   --version             the release version
 
