@@ -5,13 +5,15 @@
 #
 #   1. preloaded server (shared_preload_libraries = pg_fence, and a small
 #      pg_fence.max_tracked and max_tracked_resources so the stats bounds
-#      are testable, and pg_fence.max_inflight so a full preemption
-#      registry is):
+#      are testable, pg_fence.max_inflight so a full preemption registry
+#      is, and pg_fence.rejection_log_size so the ring's wrapping is):
 #        make installcheck    pg_regress tests/pg/sql/*.sql except nopreload*,
 #                             pg_isolation_regress tests/pg/specs/*.spec
 #        dump_restore         pg_dump keeps fence_trusted_keys and require_proof
-#   2. server without preload: make installcheck runs tests/pg/sql/nopreload*.sql
-#      (fencing works; fence_stats says what to configure)
+#   2. preloaded server with pg_fence.rejection_log_size = 0: rejection_log_off
+#      (no ring; the counts still count)
+#   3. server without preload: make installcheck runs tests/pg/sql/nopreload*.sql
+#      (fencing works; fence_stats and fence_rejections say what to configure)
 #
 # The extension is built from a copy of its sources (in $OUT/src, warnings
 # are errors), so builds for several majors never share objects. PG_CONFIG picks the major
@@ -111,6 +113,40 @@ SQL
   fi
 }
 
+# pg_fence.rejection_log_size = 0 (the server of this run): no ring, so
+# fence_rejections is empty and its reset clears nothing, while
+# fence_rejection_counts still counts.  Prints a pg_regress-style result.
+rejection_log_off_test() {
+  local db=regress_fence_ringoff log=$OUT/rejection_log_off.log got="" stale=""
+  local want=$'0\n0\n0\n1'
+  {
+    dropdb --if-exists "$db" && createdb "$db" &&
+    psql -X -q -v ON_ERROR_STOP=1 -d "$db" <<'SQL' &&
+CREATE EXTENSION pg_fence;
+CREATE TABLE t (id int PRIMARY KEY, fence bigint NOT NULL DEFAULT 0);
+INSERT INTO t VALUES (1, 5);
+SELECT fence_protect('t');
+SQL
+    stale=$(psql -X -At -d "$db" -c "UPDATE t SET fence = 4 WHERE id = 1" 2>&1)
+    echo "$stale"
+    got=$(psql -X -At -v ON_ERROR_STOP=1 -d "$db" <<'SQL'
+SHOW pg_fence.rejection_log_size;
+SELECT count(*) FROM fence_rejections;
+SELECT fence_rejections_reset();
+SELECT rejections FROM fence_rejection_counts() WHERE path = 'guard' AND reason = 'stale';
+SQL
+    )
+    echo "$got"
+    dropdb --if-exists "$db"
+  } >"$log" 2>&1
+  if [[ $got == "$want" && $stale == *"stale fencing token 4"* ]]; then
+    echo "test rejection_log_off            ... ok"
+  else
+    echo "test rejection_log_off            ... FAILED (see $log)"
+    return 1
+  fi
+}
+
 # make in this major's copy of the sources
 ext_make() { PG_CONFIG=$PG_CONFIG pg_ext_make "$OUT/src" "$@"; }
 
@@ -123,6 +159,8 @@ run_inside() {
     ext_make installcheck ISOLATION= || status=1
     ext_make installcheck REGRESS= || status=1
     dump_restore_test || status=1
+  elif [[ $mode == ringoff ]]; then
+    rejection_log_off_test || status=1
   else
     mkdir -p "$OUT/nopreload"
     ext_make installcheck EXTRA_REGRESS_OPTS="--outputdir=$OUT/nopreload" || status=1
@@ -178,7 +216,13 @@ echo "== pg_regress + isolation, shared_preload_libraries = pg_fence"
 pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
   -o shared_preload_libraries=pg_fence -o pg_fence.max_tracked=16 \
   -o pg_fence.max_tracked_resources=16 -o pg_fence.max_inflight=4 \
+  -o pg_fence.rejection_log_size=8 \
   bash "$ROOT/scripts/pg-test.sh" --inside preload 2>&1 | tee "$OUT/preload.log" | quiet || status=1
+
+echo "== pg_fence.rejection_log_size = 0"
+pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
+  -o shared_preload_libraries=pg_fence -o pg_fence.rejection_log_size=0 \
+  bash "$ROOT/scripts/pg-test.sh" --inside ringoff 2>&1 | tee "$OUT/ringoff.log" | quiet || status=1
 
 echo "== pg_regress without shared_preload_libraries"
 pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
@@ -188,9 +232,9 @@ pg_virtualenv -t -v "$PG_VERSION_MAJOR" -c "-p $(pg_free_port)" \
 # to PostgreSQL 15, and TAP ("ok 3 - NAME", "not ok 3 - NAME") from 16 on.
 ok_line='^((test +| +)[^ ]+ +\.\.\. ok|ok +[0-9]+ +[-+] )'
 failed_line='^((test +| +)[^ ]+ +\.\.\. FAILED|not ok +[0-9]+ +[-+] )'
-passed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE "$ok_line" || true)
-failed=$(cat "$OUT/preload.log" "$OUT/nopreload.log" | grep -cE "$failed_line" || true)
-expected=$(( 1 + $(list_tests "$TESTS/sql" sql preload | wc -l) +
+passed=$(cat "$OUT/preload.log" "$OUT/ringoff.log" "$OUT/nopreload.log" | grep -cE "$ok_line" || true)
+failed=$(cat "$OUT/preload.log" "$OUT/ringoff.log" "$OUT/nopreload.log" | grep -cE "$failed_line" || true)
+expected=$(( 2 + $(list_tests "$TESTS/sql" sql preload | wc -l) +
              $(list_tests "$TESTS/specs" spec preload | wc -l) +
              $(list_tests "$TESTS/sql" sql nopreload | wc -l) ))
 if (( passed + failed != expected )); then

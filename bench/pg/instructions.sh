@@ -47,6 +47,12 @@
 # holds the last token admitted to it, and fence_outbox has one entry per
 # fence_enqueue.
 #
+# Rejections (BENCH_REJECTION_VARIANTS): fence_advance refused every time
+# (a stale token, a false result), with the ring of fence_rejections on and
+# off; the difference per call is the cost of recording a rejection.
+# Checked after each run: every call returned false, and every resource
+# still holds BENCH_REJECT_FENCE.
+#
 # Goals: fence_guard at most 1.05 x plain per UPDATE, and fewer
 # than plpgsql; with pg_fence.preempt on, fence_guard+preempt at most 1.03 x
 # fence_guard+proof (the same guard, preemption off); for mode sequenced, fence_guard+seq at most 1.05 x fence_guard
@@ -88,6 +94,14 @@ if [[ ! -e $("$PG_CONFIG" --sharedir)/extension/pg_fence.control ]]; then
   echo "instructions.sh: pg_fence is not installed; run: make -C $ROOT/pg_extension install" >&2
   exit 1
 fi
+
+# Settings of variant's runs besides PG_OPTS, one argument a line.
+bench_run_settings() {
+  case $1 in
+    advance_stale) printf '%s\n' -c pg_fence.log_rejections=off ;;
+    advance_stale+ring_off) printf '%s\n' -c pg_fence.log_rejections=off -c pg_fence.rejection_log_size=0 ;;
+  esac
+}
 
 # Run "$@" as the user that owns the clusters (postgres refuses root).
 as_run_user() {
@@ -143,6 +157,10 @@ expected_fence_sum() {
     echo $((BENCH_PROOF_TOKEN * ($1 < ROWS ? $1 : ROWS)))
     return
   fi
+  if [[ $2 == advance_stale* ]]; then
+    echo $((BENCH_REJECT_FENCE * ROWS))
+    return
+  fi
   awk -v n="$1" -v rows="$ROWS" 'BEGIN {
     s = 0
     for (r = 1; r <= rows && r <= n; r++) s += r + rows * int((n - r) / rows)
@@ -165,7 +183,7 @@ make_template() {
 
 # Fail unless the run of variant with n statements did all its writes.
 check_run() {
-  local variant=$1 n=$2 dir=$3 log=$4 sum applied
+  local variant=$1 n=$2 dir=$3 log=$4 sum applied refused
   if grep -q 'ERROR' "$log.err"; then
     echo "instructions.sh: $variant, $n statements: a statement failed, see $log.err" >&2
     return 1
@@ -173,7 +191,7 @@ check_run() {
   [[ $variant == no-op ]] && return 0
   local sum_sql='SELECT sum(fence) AS fence_sum FROM bench_t' entries
   # the outbox variants: each resource bench:ID holds the last token admitted
-  [[ $variant == fence_admit || $variant == fence_enqueue ]] &&
+  [[ $variant == fence_admit || $variant == fence_enqueue || $variant == advance_stale* ]] &&
     sum_sql="SELECT sum(fence) AS fence_sum FROM fence_resources WHERE resource LIKE 'bench:%'"
   sum=$(echo "$sum_sql" | single "$dir" 2>/dev/null |
         sed -nE 's/^[[:space:]]*1: fence_sum = "([0-9]+)".*/\1/p')
@@ -189,6 +207,13 @@ check_run() {
       return 1
     fi
   fi
+  if [[ $variant == advance_stale* ]]; then
+    refused=$(grep -c 'fence_advance = "f"' "$log.out" || true)
+    if ((refused != n)); then
+      echo "instructions.sh: $variant, $n statements: fence_advance refused $refused calls, not $n; see $log.out" >&2
+      return 1
+    fi
+  fi
   if [[ $variant == fenced_update* ]]; then
     applied=$(grep -c 'fenced_update = "applied"' "$log.out" || true)
     if ((applied != n)); then
@@ -200,12 +225,14 @@ check_run() {
 
 # Instructions of one run of variant with n statements, on a fresh copy.
 count_run() {
-  local variant=$1 n=$2 dir=$TMP/run log=$OUT/$1-$2 total
+  local variant=$1 n=$2 dir=$TMP/run log=$OUT/$1-$2 total settings
+  mapfile -t settings < <(bench_run_settings "$variant")
   rm -rf "$dir"
   cp -a "$TMP/template-$variant" "$dir"
   run_sql "$variant" "$n" >"$TMP/run.sql"
   as_run_user valgrind --tool=callgrind --callgrind-out-file="$TMP/callgrind.out" \
-    --log-file="$TMP/valgrind.log" "$BINDIR/postgres" --single -D "$dir" "${PG_OPTS[@]}" postgres \
+    --log-file="$TMP/valgrind.log" "$BINDIR/postgres" --single -D "$dir" "${PG_OPTS[@]}" \
+    "${settings[@]}" postgres \
     <"$TMP/run.sql" >"$log.out" 2>"$log.err"
   cp "$TMP/valgrind.log" "$log.valgrind"
   cp "$TMP/callgrind.out" "$log.callgrind"
@@ -252,7 +279,7 @@ results=$OUT/counts.txt
 PROOFS=$OUT/proofs.txt
 sign_proofs
 for variant in no-op $BENCH_VARIANTS $BENCH_SEQ_VARIANTS $BENCH_CANDIDATE_VARIANTS $BENCH_PROOF_VARIANTS \
-               $BENCH_OUTBOX_VARIANTS; do
+               $BENCH_OUTBOX_VARIANTS $BENCH_REJECTION_VARIANTS; do
   make_template "$variant"
   for n in "$N1" "$N2"; do
     echo "instructions.sh: $variant, $n statements under callgrind ..." >&2
@@ -329,6 +356,10 @@ after_breakdown >"$OUT/after.txt"
       print "the outbox, per call (a new token, a new entry each time):"
       e = upd["fence_enqueue"]; a = upd["fence_admit"]
       printf "  fence_enqueue %.0f instructions (%.3f x plain); fence_admit alone %.0f; the rest (checks, key, INSERT) %.0f\n", e, e / plain, a, e - a
+      r = upd["advance_stale"]; r0 = upd["advance_stale+ring_off"]
+      print ""
+      print "rejections, per refused call (fence_advance, stale token, pg_fence.log_rejections off):"
+      printf "  ring on %.0f instructions, ring off (pg_fence.rejection_log_size = 0) %.0f: recording one rejection in fence_rejections costs %.0f (%.3f x the refused call)\n", r, r0, r - r0, (r - r0) / r0
       g = upd["fence_guard"]; l = upd["plpgsql"]
       print ""
       print "goals, instructions per UPDATE:"

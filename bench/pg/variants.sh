@@ -28,6 +28,16 @@
 #                        arguments, the idempotency key and the entry's
 #                        INSERT into fence_outbox
 #
+# Rejections (bench/pg/instructions.sh only), one resource per row id,
+# advanced to BENCH_REJECT_FENCE first, so every call is refused:
+#
+#   advance_stale           SELECT fence_advance('bench:ID', TOK) -> false,
+#                           recorded in fence_rejections (the ring on, at its
+#                           default size)
+#   advance_stale+ring_off  the same with pg_fence.rejection_log_size = 0:
+#                           the difference is what recording a rejection
+#                           costs (pg_fence.log_rejections is off in both)
+#
 # Its baseline (bench/pg/instructions.sh only):
 #
 #   plain+seq            the fence_guard+seq UPDATE on the same table without
@@ -85,6 +95,11 @@ BENCH_CANDIDATE_VARIANTS="guard_when after_plpgsql after_when"
 BENCH_SEQ_VARIANTS="plain+seq"
 # Measured by instructions only: per call of the function, not per UPDATE.
 BENCH_OUTBOX_VARIANTS="fence_admit fence_enqueue"
+# Measured by instructions only: per refused call; the settings of each
+# run are in instructions.sh (bench_run_settings).
+BENCH_REJECTION_VARIANTS="advance_stale advance_stale+ring_off"
+# The fence of every resource of the rejection variants: above every token
+BENCH_REJECT_FENCE=1000000000000
 # Measured by instructions only; need the proofs instructions.sh signs.
 BENCH_PROOF_VARIANTS="fence_guard+proof fence_guard+proof_fresh fence_guard+set fence_guard+preempt"
 # The token every fence_guard+proof UPDATE writes, and the proofs' lock key
@@ -148,6 +163,8 @@ bench_table_sql() {
       printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard AFTER UPDATE ON $table FOR EACH ROW EXECUTE FUNCTION bench_plpgsql_guard();" ;;
     after_when)
       printf '%s\n\n' "CREATE TRIGGER zzz_plpgsql_guard AFTER UPDATE ON $table FOR EACH ROW WHEN ($stale) EXECUTE FUNCTION bench_plpgsql_reject();" ;;
+    advance_stale*)
+      printf '%s\n\n' "SELECT count(*) FROM generate_series(1, $rows) AS i WHERE fence_advance('bench:' || i, $BENCH_REJECT_FENCE);" ;;
   esac
   printf '%s\n\n' "VACUUM ANALYZE $table;"
 }
@@ -159,6 +176,8 @@ bench_statement() {
   case $variant in
     fence_admit)
       echo "SELECT fence_admit('bench:' || $id, CAST($tok AS bigint));" ;;
+    advance_stale*)
+      echo "SELECT fence_advance('bench:' || $id, CAST($tok AS bigint));" ;;
     fence_enqueue)
       echo "SELECT fence_enqueue('bench:' || $id, CAST($tok AS bigint), 'op', 'http://127.0.0.1:9/hook', jsonb_build_object('balance', CAST($bal AS int)));" ;;
     fenced_update*)

@@ -2,6 +2,9 @@
 
 #include <array>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 
 #include "client/client.h"
 #include "client/duration.h"
@@ -30,7 +33,7 @@ constexpr std::size_t kVariable = static_cast<std::size_t>(-1);
 // lease): kMoreKeys more positionals are allowed before the token.
 constexpr std::size_t kMoreKeys = lock::kMaxGrantManyKeys - 1;
 
-constexpr std::array<CommandSpec, 15> kCommands{{
+constexpr std::array<CommandSpec, 16> kCommands{{
     {"acquire", 1, "KEY [KEY...]", true, false, true, false},
     {"release", 2, "KEY [KEY...] TOKEN", false, false, false, false},
     {"keepalive", 2, "KEY [KEY...] TOKEN", false, false, true, false},
@@ -46,6 +49,7 @@ constexpr std::array<CommandSpec, 15> kCommands{{
     {"member", kVariable, "list | add ID | promote ID | remove ID", false, false, true, false},
     {"snapshot", kVariable, "save FILE | status FILE", false, false, true, false},
     {"watch", kVariable, "KEY | --prefix P", false, false, false, false},
+    {"explain", kVariable, "TOKEN | --key K", false, false, true, false},
 }};
 
 bool several_keys(const CommandSpec& c) {
@@ -136,6 +140,30 @@ struct Parser {
             a.advance.push_back(value);
             return true;
         }
+        if (flag == "--since" || flag == "--until") {
+            std::string why;
+            const auto now_ms = std::chrono::duration_cast<milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch()).count();
+            const auto t = parse_time(value, now_ms, why);
+            if (!t) return error(flag + ": " + why);
+            (flag == "--since" ? a.since_ms : a.until_ms) = *t;
+            return true;
+        }
+        if (flag == "--limit") {
+            std::uint64_t n = 0;
+            const char* end = value.data() + value.size();
+            const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+            if (value.empty() || ec != std::errc() || ptr != end || n == 0 || n > kMaxExplainLimit) {
+                return error("--limit: '" + value + "' must be 1.." + std::to_string(kMaxExplainLimit));
+            }
+            a.limit = n;
+            return true;
+        }
+        if (flag == "--client-log") {
+            if (value.empty()) return error("--client-log: needs a file name");
+            a.client_log = value;
+            return true;
+        }
         if (flag == "--dsn") {
             a.dsn = value;
             a.dsn_given = true;
@@ -180,11 +208,11 @@ struct Parser {
             return true;
         }
         if (name == "-o") name = "--output";
-        static constexpr std::array<const char*, 19> kWithValue{
+        static constexpr std::array<const char*, 23> kWithValue{
             "--endpoints", "--owner", "--timeout",   "--lease",     "--wait",     "--grace",
             "--output",    "--max-clock-drift-ppm",  "--cacert",    "--cert",     "--key",
             "--bearer-file", "--peer-addr", "--client-addr", "--prefix", "--rev", "--value",
-            "--advance", "--dsn"};
+            "--advance", "--dsn", "--since", "--until", "--limit", "--client-log"};
         bool known = false;
         for (const char* f : kWithValue) known = known || name == f;
         if (!known) return error("unknown flag '" + name + "' (see fencectl --help)" + run_hint());
@@ -216,6 +244,10 @@ struct Parser {
     }
 
     bool flag_allowed(const CommandSpec& c, const std::string& f) {
+        if (out.args.command == "explain" &&
+            (f == "--dsn" || f == "--since" || f == "--until" || f == "--limit" || f == "--client-log")) {
+            return true;
+        }
         if (f == "--endpoints" || f == "--timeout" || f == "--max-clock-drift-ppm" || f == "--cacert" || f == "--cert" ||
             f == "--key" || f == "--bearer-file") {
             return true;
@@ -258,6 +290,30 @@ struct Parser {
                          " argument(s)");
         }
         if (!a.prefix_given && a.positional.front().empty()) return error("watch: KEY is empty (use --prefix \"\" for every key)");
+        return true;
+    }
+
+    // fencectl explain TOKEN | --key K [--since T] [--until T] [--limit N]
+    bool validate_explain() {
+        Args& a = out.args;
+        a.subcommand.clear();
+        a.explain_key = a.key;  // explain's --key is the lock key
+        a.key.clear();
+        const bool by_key = !a.explain_key.empty();
+        if (by_key == !a.positional.empty() || a.positional.size() > 1) {
+            return error("explain: give TOKEN or --key K, one of them (got " + std::to_string(a.positional.size()) +
+                         " argument(s)" + (by_key ? " and --key" : "") + ")");
+        }
+        if (!by_key) {
+            const auto token = parse_token(a.positional.front());
+            if (!token) return error("explain: invalid token '" + a.positional.front() + "' (expected an integer 1.." +
+                                     std::to_string(lock::kMaxToken) + ")");
+            a.token = *token;
+            if (a.since_ms || a.until_ms || a.limit) return error("explain: --since, --until and --limit go with --key");
+        }
+        if (a.since_ms && a.until_ms && *a.since_ms > *a.until_ms) {
+            return error("explain: --since is after --until");
+        }
         return true;
     }
 
@@ -304,9 +360,10 @@ struct Parser {
             if (!flag_allowed(*c, f)) return error("flag " + f + " is not valid for '" + a.command + "'");
         }
         if (c->positional == kVariable) {
-            const bool ok = a.command == "member" ? validate_member()
-                            : a.command == "watch" ? validate_watch()
-                                                   : validate_snapshot();
+            const bool ok = a.command == "member"    ? validate_member()
+                            : a.command == "watch"   ? validate_watch()
+                            : a.command == "explain" ? validate_explain()
+                                                     : validate_snapshot();
             if (!ok) return false;
         } else if (a.positional.size() < c->positional ||
                    a.positional.size() > c->positional + (several_keys(*c) ? kMoreKeys : 0)) {
@@ -325,7 +382,7 @@ struct Parser {
             a.token = *token;
         }
         if (a.command == "proclaim") a.value = a.positional[2];
-        if (a.dsn_given && a.advance.empty()) {
+        if (a.dsn_given && a.advance.empty() && a.command != "explain") {
             return error("--dsn: used only with --advance RESOURCE (the database to publish the token in)");
         }
         if (a.lease && a.lease->count() == 0) return error("--lease: must be greater than 0");
@@ -335,6 +392,28 @@ struct Parser {
 };
 
 }  // namespace
+
+std::optional<std::int64_t> parse_time(const std::string& text, std::int64_t now_ms, std::string& error) {
+    if (const client::DurationParse d = client::parse_duration(text); d.value) return now_ms - d.value->count();
+    // YYYY-MM-DDTHH:MM:SS[.mmm]Z
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0, n = 0;
+    const bool with_ms = text.size() == 24;
+    const int got = with_ms ? std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &y, &mo, &d, &h, &mi, &s, &ms, &n)
+                            : std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &y, &mo, &d, &h, &mi, &s, &n);
+    if (got != (with_ms ? 7 : 6) || static_cast<std::size_t>(n) != text.size() || mo < 1 || mo > 12 || d < 1 ||
+        d > 31 || h > 23 || mi > 59 || s > 60) {
+        error = "'" + text + "' is neither a time (2026-12-04T21:30:00Z, UTC) nor a duration before now (15m)";
+        return std::nullopt;
+    }
+    std::tm tm{};
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = s;
+    return static_cast<std::int64_t>(timegm(&tm)) * 1000 + ms;
+}
 
 std::optional<std::uint64_t> parse_token(const std::string& text) {
     std::uint64_t value = 0;

@@ -45,7 +45,14 @@ struct Args {
     std::vector<std::string> advance;
     std::string dsn;
     bool dsn_given = false;
-    std::uint64_t token = 0;         // release/keepalive: parsed TOKEN
+    std::uint64_t token = 0;         // release/keepalive/explain: parsed TOKEN
+    // explain: TOKEN, or --key K (the lock key; explain's --key is not the
+    // TLS key, which comes from FENCE_KEY_FILE there) with --since/--until
+    // (epoch ms; nullopt: unbounded) and --limit; --client-log FILE.
+    std::string explain_key;
+    std::optional<std::int64_t> since_ms, until_ms;
+    std::optional<std::uint64_t> limit;
+    std::string client_log;
     // member: the subcommand (list, add, promote, remove), its ID, and add's addresses
     std::string subcommand;
     std::uint64_t member_id = 0;
@@ -60,6 +67,10 @@ struct ArgsParse {
 // `argv` without the program name.
 ArgsParse parse_args(const std::vector<std::string>& argv);
 
+// A --since/--until time: "YYYY-MM-DDTHH:MM:SS[.mmm]Z" (UTC), or a duration
+// before `now_ms` ("15m"). nullopt with `error` set when it is neither.
+std::optional<std::int64_t> parse_time(const std::string& text, std::int64_t now_ms, std::string& error);
+
 // Strict decimal token: 1..INT64_MAX (tokens are PostgreSQL bigints).
 std::optional<std::uint64_t> parse_token(const std::string& text);
 
@@ -69,6 +80,9 @@ constexpr milliseconds kDefaultWait{30'000};
 // elect without --wait campaigns in rounds of this long, until leader.
 constexpr milliseconds kElectWaitRound{30'000};
 constexpr milliseconds kDefaultTimeout{10'000};
-constexpr milliseconds kMinAttemptTimeout{100};  // run: floor of the per-request timeout
+constexpr milliseconds kMinAttemptTimeout{100};
+// explain --key: the tokens of the key looked at (newest first) by default, at most.
+constexpr std::uint64_t kDefaultExplainLimit = 20;
+constexpr std::uint64_t kMaxExplainLimit = 1000;  // run: floor of the per-request timeout
 
 }  // namespace pgfence::cli

@@ -11,6 +11,7 @@
 #include "client/duration.h"
 
 #include "client/exit_codes.h"
+#include "cli/explain_command.h"
 #include "cli/output.h"
 #include "cli/publish.h"
 #include "cli/snapshot_command.h"
@@ -314,6 +315,7 @@ int run_simple_command(const Args& args, client::Client& client, std::ostream& o
     if (cmd == "member") return member(args, client, out, err);
     if (cmd == "snapshot") return run_snapshot_command(args, client, out, err);
     if (cmd == "watch") return run_watch_command(args, client, out, err);
+    if (cmd == "explain") return run_explain_command(args, client, out, err);
     err << "fencectl: unknown command '" << cmd << "'\n";
     return kExitUsage;
 }

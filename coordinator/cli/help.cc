@@ -32,6 +32,9 @@ commands:
   watch KEY | --prefix P [--rev N] [--progress]
                            print lock events as JSON lines as they happen, until
                            interrupted (see fencectl help watch)
+  explain TOKEN | --key K [--since T] [--until T] [--dsn DSN] [--client-log FILE] [-o json]
+                           why a token's write was refused: its life, the refused
+                           writes, the cause (see fencectl help explain)
   help [COMMAND]           this text, or one command's
 
 global flags:
@@ -52,7 +55,7 @@ global flags:
                         --client-cert-auth (default: $FENCE_CERT_FILE, $FENCE_KEY_FILE)
   --bearer-file FILE    send the secret on FILE's first line as a bearer token, for
                         members started with --auth-file (default: $FENCE_BEARER_FILE)
-  -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status
+  -o, --output FMT      table (default) or json, for acquire/keepalive/get/list/status/explain
   -h, --help            help
   --version             the release version
 
@@ -73,9 +76,12 @@ exit codes:
   9  member: the change is refused now (another one is in progress, the learner has
      not caught up, it is already a member...; the message says which)
   12 what answered on an endpoint is not a pgfence member (a web server, a proxy)
-  13 watch: the revision asked for is older than the history the members keep
+  13 watch: the revision asked for is older than the history the members keep;
+     explain: the token is older than the token history the members keep
+  14 explain: no such token was issued
   10 --advance: a newer fence is already at the resource (the token is stale)
-  11 --advance: a database error (connection, SQL error, refused proof, timeout)
+  11 --advance, explain --dsn: a database error (connection, SQL error, refused proof,
+     timeout; explain: no fence_rejections view)
 
 While no member answers, fencectl says once on stderr, within about a second,
 which endpoints it tries and where they came from, and keeps trying until
@@ -350,6 +356,55 @@ watch within --timeout, 7 not authorized (the read permission on the key or
 prefix), 2 bad arguments
 )help";
 
+constexpr const char* kExplain = R"help(usage: fencectl explain TOKEN [--dsn DSN] [--client-log FILE] [-o json]
+       fencectl explain --key K [--since T] [--until T] [--limit N] [--dsn DSN] [--client-log FILE] [-o json]
+
+Says why a write carrying TOKEN was refused as stale, from the evidence:
+the token's life on the coordinator (granted, keepalives, how it ended, the
+token that followed; asked of every member, since each counts only the
+keepalives it received while leading), the writes PostgreSQL refused with it
+(the fence_rejections view, pg_fence 1.6, over --dsn), and the holder's own
+log (--client-log). It names one cause:
+
+  continued_after_failed_renewal  a keepalive was refused (or answered with an
+                   error), or the holder's own lease deadline passed unrenewed
+                   (--client-log), before the write, and it wrote anyway
+  partitioned_holder  keepalives sent after the last acknowledged one got no
+                   answer (needs --client-log)
+  paused_holder    the holder did not run (a stall in its log), or the leader
+                   stopped hearing from it before the expiry and the write came
+                   after the expiry (without --client-log a network cut looks
+                   the same; the evidence says so)
+  lease_too_short  one piece of work lasted longer than the lease, with no
+                   keepalive sent during it (needs --client-log)
+  contention       no write with TOKEN was refused; a waiter got the lock next
+  undetermined     the evidence does not decide; "missing" says what would
+
+The rules are tried in an order (contention first when nothing was refused;
+docs/cli.md "explain" has them in full, docs/operations.md "Investigating
+stale writes" what to do about each).
+
+  --dsn DSN          libpq connection string of the database ("" = the PG*
+                     environment); never printed. Without it the database is
+                     not read and the cause is undetermined
+  --client-log FILE  the holder's log in fence-worker's CSV format (--log); read
+                     up to 256 MiB, the token's lines kept
+  --key K            explain every token of lock key K granted in the window
+                     (explain's --key is the lock key; the TLS client key then
+                     comes from $FENCE_KEY_FILE)
+  --since T, --until T  the window: 2026-12-04T21:30:00Z (UTC) or a duration
+                     before now (15m); tokens whose lease overlaps it
+  --limit N          the newest N tokens of the key looked at (default 20, at most 1000)
+  -o json            one JSON object (with --key: {"key":K,"tokens":[...]}): the
+                     token's life as the members answer it, keepalives merged and
+                     by member, next, rejections, client_log, cause, evidence, missing
+
+exit: 0 explained (any cause), 14 no such token was issued, 13 the token is
+older than the history kept, 11 the database failed or has no fence_rejections,
+5 no member answered, 7 not authorized (read permission on the key), 2 bad
+arguments or an unreadable --client-log
+)help";
+
 }  // namespace
 
 std::string help_text(const std::string& command) {
@@ -369,6 +424,7 @@ std::string help_text(const std::string& command) {
     if (command == "member") return kMember;
     if (command == "snapshot") return kSnapshot;
     if (command == "watch") return kWatch;
+    if (command == "explain") return kExplain;
     return "";
 }
 

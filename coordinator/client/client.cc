@@ -33,6 +33,7 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kUnknownMember: return "unknown_member";
         case ErrorKind::kRefused: return "refused";
         case ErrorKind::kCompacted: return "compacted";
+        case ErrorKind::kUnknownToken: return "unknown_token";
     }
     return "unknown";
 }
@@ -50,6 +51,7 @@ int exit_code_of(ErrorKind kind, bool lease_call) {
         case ErrorKind::kRefused: return kExitRefused;
         case ErrorKind::kNotPgfence: return kExitNotPgfence;
         case ErrorKind::kCompacted: return kExitCompacted;
+        case ErrorKind::kUnknownToken: return kExitNoSuchToken;
     }
     return kExitOther;
 }
@@ -296,6 +298,74 @@ Result<MemberList> member_list_of(const json::object& answer, const std::string&
     return out;
 }
 
+// An optional unsigned field: nullopt when missing, null or not a number.
+std::optional<std::uint64_t> get_opt_u64(const json::object& o, const char* name) {
+    std::uint64_t v = 0;
+    if (!get_u64(o, name, v)) return std::nullopt;
+    return v;
+}
+
+const json::object* object_field(const json::object& o, const char* name) {
+    const json::value* v = o.if_contains(name);
+    return v != nullptr && v->is_object() ? &v->get_object() : nullptr;
+}
+
+Result<TokenLife> token_life_of_json(const json::object& o, const std::string& endpoint) {
+    TokenLife t;
+    if (!get_u64(o, "token", t.token)) return protocol_error("token answer without a numeric 'token'");
+    t.key = get_string(o, "key");
+    if (const json::value* keys = o.if_contains("keys"); keys != nullptr && keys->is_array()) {
+        for (const json::value& k : keys->get_array()) {
+            if (k.is_string()) t.keys.emplace_back(k.get_string());
+        }
+    }
+    if (t.keys.empty()) t.keys.push_back(t.key);
+    t.owner = get_string(o, "owner");
+    std::uint64_t lease_ms = 0;
+    get_u64(o, "lease_ms", lease_ms);
+    t.lease = milliseconds(lease_ms);
+    if (const json::object* g = object_field(o, "granted")) {
+        t.granted.index = get_opt_u64(*g, "index");
+        t.granted.wall_ms = get_opt_u64(*g, "wall_ms");
+    }
+    const json::object* e = object_field(o, "ended");
+    if (e == nullptr) return protocol_error("token answer without an 'ended' object");
+    t.ended.how = get_string(*e, "how");
+    t.ended.index = get_opt_u64(*e, "index");
+    t.ended.wall_ms = get_opt_u64(*e, "wall_ms");
+    t.ended.last_keepalive_wall_ms = get_opt_u64(*e, "last_keepalive_wall_ms");
+    t.next_token = get_opt_u64(o, "next_token");
+    if (const json::object* k = object_field(o, "keepalives")) {
+        get_u64(*k, "observed_by", t.keepalives.observed_by);
+        const json::value* leader = k->if_contains("while_leader");
+        t.keepalives.while_leader = leader != nullptr && leader->is_bool() && leader->get_bool();
+        get_u64(*k, "ok", t.keepalives.ok);
+        t.keepalives.last_ok_wall_ms = get_opt_u64(*k, "last_ok_wall_ms");
+        get_u64(*k, "refused", t.keepalives.refused);
+        t.keepalives.last_refused_wall_ms = get_opt_u64(*k, "last_refused_wall_ms");
+        t.keepalives.last_refused_reason = get_string(*k, "last_refused_reason");
+    }
+    t.endpoint = endpoint;
+    t.json = json::serialize(o);
+    return t;
+}
+
+Result<KeyHistory> key_history_of_json(const json::object& o, const std::string& body, const std::string& endpoint) {
+    KeyHistory h;
+    h.key = get_string(o, "key");
+    const json::value* tokens = o.if_contains("tokens");
+    if (tokens == nullptr || !tokens->is_array()) return protocol_error("key history answer without a 'tokens' array");
+    for (const json::value& v : tokens->get_array()) {
+        if (!v.is_object()) return protocol_error("'tokens' holds a non-object");
+        Result<TokenLife> t = token_life_of_json(v.get_object(), endpoint);
+        if (!t) return t.error();
+        h.tokens.push_back(std::move(t.value()));
+    }
+    h.endpoint = endpoint;
+    h.json = body;
+    return h;
+}
+
 }  // namespace
 
 // Maps a non-200 final answer to an Error. `not_found_kind` distinguishes get from release/keepalive.
@@ -310,6 +380,7 @@ Error error_of(const CallResult& call, ErrorKind not_found_kind) {
         case kStatusBadRequest: return {ErrorKind::kBadRequest, "bad request: " + detail, r.status};
         case kStatusNotFound:
             if (code == "unknown_member") return {ErrorKind::kUnknownMember, detail, r.status};
+            if (code == "unknown_token") return {ErrorKind::kUnknownToken, detail, r.status};
             return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
         case kStatusConflict:
             if (code == "member_change_refused") return {ErrorKind::kRefused, detail, r.status};
@@ -321,6 +392,7 @@ Error error_of(const CallResult& call, ErrorKind not_found_kind) {
             if (code == "compacted") {
                 Error e{ErrorKind::kCompacted, "compacted: " + detail, r.status};
                 get_u64(p.object, "oldest_revision", e.oldest_revision);
+                get_u64(p.object, "oldest_token", e.oldest_token);
                 return e;
             }
             return {ErrorKind::kProtocol, "unexpected HTTP status 410: " + detail, r.status};
@@ -562,6 +634,37 @@ public:
         return member_status_of(p.value(), r.response.body, endpoint);
     }
 
+    // GET `target` at `endpoint` alone (no redirect, no retry), or from the
+    // first member that answers when `endpoint` is null.
+    CallResult get_at(const Endpoint* endpoint, const std::string& target) {
+        if (endpoint == nullptr) return get(target);
+        const Options& o = transport_.options();
+        Call call;
+        call.make = [&] { return Attempt{{"GET", target, {}}, o.attempt_timeout}; };
+        call.deadline = Clock::now() + std::min(o.timeout, o.attempt_timeout);
+        call.follow_redirects = false;
+        call.retry = false;
+        return transport_.perform_at(*endpoint, call);
+    }
+
+    Result<TokenLife> token_life(const Endpoint* endpoint, std::uint64_t token) {
+        CallResult r = get_at(endpoint, "/v1/tokens/" + std::to_string(token));
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kProtocol);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return token_life_of_json(p.value(), r.answered_by);
+    }
+
+    Result<KeyHistory> key_history(const Endpoint* endpoint, const std::string& key, std::size_t limit) {
+        CallResult r = get_at(endpoint, "/v1/keys/" + url_encode(key) + "/history?limit=" + std::to_string(limit));
+        if (!r.answered) return r.error;
+        if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kProtocol);
+        Result<json::object> p = body_of(r);
+        if (!p) return p.error();
+        return key_history_of_json(p.value(), r.response.body, r.answered_by);
+    }
+
     Result<MemberStatus> status() {
         Error last{ErrorKind::kUnavailable, "no endpoints", 0};
         for (const Endpoint& e : transport_.options().endpoints) {
@@ -665,6 +768,20 @@ Result<Released> Client::observe(const std::string& name, milliseconds interval,
 Result<std::vector<LockInfo>> Client::list(const std::string& prefix) { return impl_->list(prefix); }
 Result<MemberStatus> Client::status() { return impl_->status(); }
 Result<MemberStatus> Client::status_of(const Endpoint& endpoint) { return impl_->status_of(endpoint); }
+
+Result<TokenLife> Client::token_life(std::uint64_t token) { return impl_->token_life(nullptr, token); }
+
+Result<TokenLife> Client::token_life_of(const Endpoint& endpoint, std::uint64_t token) {
+    return impl_->token_life(&endpoint, token);
+}
+
+Result<KeyHistory> Client::key_history(const std::string& key, std::size_t limit) {
+    return impl_->key_history(nullptr, key, limit);
+}
+
+Result<KeyHistory> Client::key_history_of(const Endpoint& endpoint, const std::string& key, std::size_t limit) {
+    return impl_->key_history(&endpoint, key, limit);
+}
 Result<std::string> Client::snapshot(milliseconds timeout) { return impl_->snapshot(timeout); }
 Result<MemberList> Client::members() { return impl_->members(); }
 Result<MemberList> Client::add_member(std::uint64_t id, const std::string& peer_addr, const std::string& client_addr) {

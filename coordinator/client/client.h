@@ -111,7 +111,9 @@ enum class ErrorKind : std::uint8_t {
     kUnknownMember,  // 404 unknown_member: no member of that ID in the configuration
     kRefused,        // 409 member_change_refused: the membership change is not allowed now (message says why)
     kNotPgfence,     // an endpoint answered HTTP that is not a pgfence member's (a body that is not a JSON object)
-    kCompacted,      // 410 compacted: a watch from a revision older than the history kept (see oldest_revision)
+    kCompacted,      // 410 compacted: a watch from a revision older than the history kept (see oldest_revision),
+                     // or a token older than the token history kept (see oldest_token)
+    kUnknownToken,   // 404 unknown_token: no such token was issued (GET /v1/tokens/{token})
 };
 
 const char* to_string(ErrorKind kind);
@@ -126,6 +128,7 @@ struct Error {
     std::string message;  // says what happened, with the server's message when it sent one
     int http_status = 0;  // 0 when no HTTP answer was involved
     std::uint64_t oldest_revision = 0;  // kCompacted: the oldest revision the member still keeps
+    std::uint64_t oldest_token = 0;     // kCompacted from the token history: the oldest token it still keeps
 };
 
 // An acquire's 400 about its lease or wait, in the terms of the flags the
@@ -252,6 +255,52 @@ struct MemberStatus {
 
 struct Released {};
 
+// A token's life as one member applied it (GET /v1/tokens/{token},
+// docs/http-api.md). Everything but `keepalives` is derived from the log,
+// the same on every member; `keepalives` is what the answering member saw
+// while it led, so a caller asks every member and merges them.
+struct TokenMoment {
+    std::optional<std::uint64_t> index;    // the log entry (null: not known here)
+    std::optional<std::uint64_t> wall_ms;  // the leader's wall clock carried in the entry (null: none)
+};
+struct TokenEnd {
+    // "held" (not ended), "released", "expired", "phantom", "restore" or "superseded".
+    std::string how;
+    std::optional<std::uint64_t> index;
+    std::optional<std::uint64_t> wall_ms;
+    std::optional<std::uint64_t> last_keepalive_wall_ms;
+};
+struct TokenKeepalives {
+    std::uint64_t observed_by = 0;  // the member that answered
+    bool while_leader = false;      // it saw keepalives of this token as leader
+    std::uint64_t ok = 0;
+    std::optional<std::uint64_t> last_ok_wall_ms;
+    std::uint64_t refused = 0;
+    std::optional<std::uint64_t> last_refused_wall_ms;
+    std::string last_refused_reason;  // "" when none
+};
+struct TokenLife {
+    std::uint64_t token = 0;
+    std::string key;                // a set's: its first key
+    std::vector<std::string> keys;  // a set's keys ({key} for one key)
+    std::string owner;
+    milliseconds lease{0};
+    TokenMoment granted;
+    TokenEnd ended;
+    std::optional<std::uint64_t> next_token;  // the token granted next on the same key
+    TokenKeepalives keepalives;
+    std::string endpoint;  // the member that answered
+    std::string json;      // this token's object as the member answered it, for -o json
+};
+struct KeyHistory {
+    std::string key;
+    std::vector<TokenLife> tokens;  // newest first
+    std::string endpoint;           // the member that answered
+    std::string json;               // the raw answer, for -o json
+};
+// The most tokens one key's history answer holds (GET /v1/keys/{key}/history?limit=).
+constexpr std::size_t kMaxKeyHistoryLimit = 1000;
+
 // One member of the configuration in force, as GET /v1/members lists it.
 struct MemberEntry {
     std::uint64_t id = 0;
@@ -331,6 +380,17 @@ public:
     // error retrying cannot fix; resumes on another member when the stream
     // breaks, with no gap and no duplicate. The contract: watch_stream.h.
     Result<WatchEnd> watch(const WatchRequest& request, const WatchCallback& on_event);
+    // A token's life (GET /v1/tokens/{token}) from the first member that
+    // answers: kUnknownToken when no such token was issued, kCompacted
+    // (Error::oldest_token) when it is older than the history kept.
+    Result<TokenLife> token_life(std::uint64_t token);
+    // The same from one given member, without redirects or retries
+    // elsewhere: ask each member to merge their `keepalives`.
+    Result<TokenLife> token_life_of(const Endpoint& endpoint, std::uint64_t token);
+    // The tokens of `key` the member keeps, newest first, at most `limit`
+    // (1..kMaxKeyHistoryLimit) (GET /v1/keys/{key}/history).
+    Result<KeyHistory> key_history(const std::string& key, std::size_t limit = 100);
+    Result<KeyHistory> key_history_of(const Endpoint& endpoint, const std::string& key, std::size_t limit = 100);
     // What member `id`, added and about to start with --join, asks (no
     // credentials needed): kUnknownMember when it was not added.
     Result<MemberList> join_info(std::uint64_t id);

@@ -19,6 +19,8 @@ constexpr int kExitRefused = 9;         // member add/promote/remove refused now
 constexpr int kExitStale = 10;          // PostgreSQL refused the token (55F01): a newer holder wrote
 constexpr int kExitDatabase = 11;       // PostgreSQL failed for another reason (connection, schema, timeout)
 constexpr int kExitNotPgfence = 12;     // what answered on an endpoint is not a pgfence member
-constexpr int kExitCompacted = 13;      // watch: the revision asked for is older than the history the members keep
+constexpr int kExitCompacted = 13;      // watch: the revision asked for is older than the history the members keep;
+                                        // explain: the token is older than the token history the members keep
+constexpr int kExitNoSuchToken = 14;    // explain: no member issued that token (404 unknown_token)
 
 }  // namespace pgfence

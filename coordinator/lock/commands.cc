@@ -13,6 +13,7 @@ namespace {
 constexpr std::uint8_t kCommandVersion = 1;
 constexpr std::uint8_t kUserCommandVersion = 2;   // a Grant with a user (commands.h)
 constexpr std::uint8_t kValueCommandVersion = 3;  // a Grant with a value (commands.h)
+constexpr std::uint8_t kStampedVersion = 4;       // the leader's wall clock, then a command (commands.h)
 
 enum class Tag : std::uint8_t {
     kGrant = 1,
@@ -331,17 +332,41 @@ std::string encode(const Command& cmd) {
     return out;
 }
 
-std::variant<Command, DecodeError> decode_command(std::string_view bytes) {
+std::string encode(const Command& cmd, std::uint64_t wall_ms) {
+    std::string out;
+    codec::put_u8(out, kStampedVersion);
+    codec::put_u64(out, wall_ms);
+    out += encode(cmd);
+    return out;
+}
+
+std::variant<Stamped, DecodeError> decode_entry(std::string_view bytes) {
     codec::Reader in(bytes, read_error, "command");
-    const std::uint8_t version = in.u8("version");
-    if (in.ok() && version != kCommandVersion && version != kUserCommandVersion && version != kValueCommandVersion) {
+    std::uint8_t version = in.u8("version");
+    std::optional<std::uint64_t> wall_ms;
+    if (in.ok() && version == kStampedVersion) {
+        wall_ms = in.u64("wall_ms");
+        const std::size_t inner_offset = in.offset();
+        version = in.u8("stamped command version");
+        if (in.ok() && (version < kCommandVersion || version > kValueCommandVersion)) {
+            in.fail_at(inner_offset, "stamped command version " + std::to_string(version) + " (known: " +
+                                         std::to_string(kCommandVersion) + ".." +
+                                         std::to_string(kValueCommandVersion) + ")");
+        }
+    } else if (in.ok() && (version < kCommandVersion || version > kValueCommandVersion)) {
         in.fail_at(0, "unknown command version " + std::to_string(version) + " (known: " +
-                          std::to_string(kCommandVersion) + ".." + std::to_string(kValueCommandVersion) + ")");
+                          std::to_string(kCommandVersion) + ".." + std::to_string(kStampedVersion) + ")");
     }
     std::optional<Command> cmd;
     if (in.ok()) cmd = decode_body(in, version);
     if (!cmd || !in.expect_end("the end")) return DecodeError{in.error()};
-    return std::move(*cmd);
+    return Stamped{std::move(*cmd), wall_ms};
+}
+
+std::variant<Command, DecodeError> decode_command(std::string_view bytes) {
+    auto decoded = decode_entry(bytes);
+    if (auto* err = std::get_if<DecodeError>(&decoded)) return std::move(*err);
+    return std::move(std::get<Stamped>(decoded).command);
 }
 
 std::string read_error(const codec::ReadFailure& failure, std::string_view context) {

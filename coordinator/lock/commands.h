@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -287,12 +288,28 @@ std::string validate(const Proclaim& proclaim);
 // that a lower version could carry (a version 2 Grant with an empty user, a
 // version 3 Grant with an empty value, any other tag) is refused: one
 // encoding per command.
+// Version 4 stamps a command with the leader's wall clock when it proposed
+// it: [4][wall_ms u64][the command's own encoding, from its version byte
+// (1..3) on]. A leader writes it (encode(cmd, wall_ms)) only when every
+// member can read it (member::Config::log_wall_time); decode_command() reads
+// versions 1..4 (a stamp is dropped: it changes nothing the table does) and
+// decode_entry() returns the stamp too. A stamped command inside a stamp is
+// refused.
 // encode() throws std::length_error for a key, owner, user or value longer than its limit
 // (decode would reject it); every other command encodes, and
 // decode_command(encode(c)) == c. decode_command() checks structure and length
 // limits only; validate() checks the values.
 std::string encode(const Command& cmd);
 std::variant<Command, DecodeError> decode_command(std::string_view bytes);
+
+// A command with the leader's wall clock (milliseconds since the Unix epoch)
+// when the entry carries one (version 4).
+struct Stamped {
+    Command command;
+    std::optional<std::uint64_t> wall_ms;
+};
+std::string encode(const Command& cmd, std::uint64_t wall_ms);  // version 4
+std::variant<Stamped, DecodeError> decode_entry(std::string_view bytes);
 
 // How the lock formats word a failed read (a codec::Wording; `context` is
 // "command" or "snapshot"), e.g.

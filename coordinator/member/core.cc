@@ -20,7 +20,9 @@ static_assert(lock::kMaxTableBytes + (64u << 20) <= raft::kMaxSnapshotBytes);
 }  // namespace
 
 Core::Core(Config config, const raft::Storage& storage)
-    : config_(std::move(config)), history_(config_.watch_history_events, config_.watch_history_bytes) {
+    : config_(std::move(config)),
+      history_(config_.watch_history_events, config_.watch_history_bytes),
+      tokens_(config_.token_history_tokens, config_.token_history_bytes) {
     if (config_.snapshot_log_pct > kMaxSnapshotLogPct) {
         throw std::invalid_argument("snapshot_log_pct " + num(config_.snapshot_log_pct) + " is above " +
                                     num(kMaxSnapshotLogPct));
@@ -61,6 +63,7 @@ Core::Core(Config config, const raft::Storage& storage)
         last_snapshot_index_ = snap.meta.index;
         applied_term_ = snap.meta.term;
         history_.reset(snap.meta.index);
+        tokens_.restored(snap.meta.index, table_);
         if (config_.observer != nullptr) config_.observer->restored(snap.meta, table_);
     }
     written_hard_state_ = storage.hard_state();
@@ -291,6 +294,7 @@ void Core::persisted(Time now) {
         last_snapshot_index_ = rd->snapshot->meta.index;
         applied_bytes_since_snapshot_ = 0;
         history_.reset(rd->snapshot->meta.index);
+        tokens_.restored(rd->snapshot->meta.index, table_);
         if (config_.observer != nullptr) config_.observer->restored(rd->snapshot->meta, table_);
         log(LogLevel::kInfo, "snapshot_installed",
             {{"index", num(rd->snapshot->meta.index)}, {"locks", num(table_.size())}});
@@ -324,6 +328,7 @@ void Core::observe_role(Time now) {
 void Core::become_leader(Time now) {
     if (leader_term_ != 0) lose_leadership(now);
     leader_term_ = raft_->term();
+    tokens_.leading_from(table_.applied_index());
     log(LogLevel::kInfo, "became_leader", {{"term", num(leader_term_)}, {"locks", num(table_.size())}});
     restart_all_leases(now);
     checkpoints_restored_ = false;
@@ -338,6 +343,7 @@ void Core::become_leader(Time now) {
 void Core::lose_leadership(Time /*now*/) {
     log(LogLevel::kInfo, "lost_leadership", {{"term", num(leader_term_)}, {"leader", num(raft_->leader())}});
     leader_term_ = 0;
+    tokens_.led_until(table_.applied_index());
     leases_.clear();
     ++expiry_wave_;  // the wave in flight ends with the leases it was for
     expiry_wave_pending_ = 0;
@@ -350,7 +356,8 @@ bool Core::propose(const lock::Command& cmd, Time now, ProposalDone done, raft::
         *error = raft::ProposeError::kBacklog;
         return false;
     }
-    const raft::ProposeResult r = raft_->propose(lock::encode(cmd));
+    const bool stamp = config_.log_wall_time && wall_ms_ != 0;
+    const raft::ProposeResult r = raft_->propose(stamp ? lock::encode(cmd, wall_ms_) : lock::encode(cmd));
     *error = r.error;
     if (r.error != raft::ProposeError::kNone) return false;
     proposals_[r.index] = Proposal{r.term, now, std::move(done)};

@@ -29,6 +29,11 @@
 //                              snapshot: the Raft core keeps it, not a copy) is durable
 //   begin_shutdown(reachable, now)  stop taking writes; a leader hands its
 //                              leadership to the most caught-up reachable peer
+//   wall_clock(wall_ms)        the shell's wall clock (ms since the Unix epoch),
+//                              told before every other input: a leader stamps
+//                              the entries it proposes with it (lock/commands.h
+//                              version 4) and the token history records keepalives
+//                              at it. Only recorded, never used to decide.
 // and then, once per batch of inputs (the shell: once per turn of its event
 // loop, so that requests read together share one Ready and one write):
 //   turn(now)                  confirms leadership for what asked, follows role
@@ -184,6 +189,7 @@
 #include "member/counters.h"
 #include "member/lease.h"
 #include "member/leases.h"
+#include "member/token_history.h"
 #include "member/watch_history.h"
 #include "raft/raft.h"
 
@@ -267,6 +273,14 @@ struct Config {
     // The lock events kept for watches (watch_history.h), both >= 1.
     std::size_t watch_history_events = kDefaultWatchHistoryEvents;
     std::uint64_t watch_history_bytes = kDefaultWatchHistoryBytes;
+    // Each token's life as applied here (token_history.h), both >= 1.
+    std::size_t token_history_tokens = kDefaultTokenHistoryTokens;
+    std::uint64_t token_history_bytes = kDefaultTokenHistoryBytes;
+    // Entries are stamped with the leader's wall clock (lock::encode(cmd,
+    // wall_ms), version 4) once wall_clock() told it. false: written as
+    // before (versions 1..3), which a member of a release before the stamp
+    // reads. Every member must be able to read version 4 before it is true.
+    bool log_wall_time = true;
     std::chrono::nanoseconds proposal_timeout = std::chrono::seconds(10);
     int sweep_every_ticks = 5;             // how often proposals are checked for the timeout
     bool debug_logs = false;               // produce debug-level lines (else they are skipped)
@@ -343,6 +357,7 @@ public:
     // (net/token_signer.h; "": it signs none): each Granted answer records
     // it as its lease's kid (lease.h). Told at start and at every reload.
     void set_proof_kid(std::string_view kid);
+    void wall_clock(std::uint64_t wall_ms) { wall_ms_ = wall_ms; }
     void turn(Time now);
     Effects take_effects();
     // The same into `out` (cleared first): a caller that keeps one Effects
@@ -357,6 +372,9 @@ public:
     // The lock events applied here (watch_history.h): appended as entries
     // apply, reset when a snapshot is restored.
     const WatchHistory& watch_history() const { return history_; }
+    // Each token's life as applied here (token_history.h): kept across a
+    // restore, which ends what it did not see end.
+    const TokenHistory& token_history() const { return tokens_; }
     const Counters& counters() const { return counters_; }
     bool is_leader() const { return raft_->role() == raft::Role::kLeader; }
     // Acquire, release and keepalive are taken (else answered Unavailable).
@@ -458,6 +476,9 @@ private:
                     const std::string& owner = {}, std::uint64_t lease_ms = 0, bool existed = false,
                     const std::string& value = {});
     std::string owner_of(std::string_view key, lock::Token token) const;
+    // A keepalive of `key` (or a set's first key) with `token` refused: why,
+    // for the token history ("not_held", "expiring", "part_of_set").
+    void note_keepalive_refused(const std::string& key, lock::Token token, const char* reason = nullptr);
 
     // core_snapshots.cc
     void maybe_snapshot();
@@ -534,6 +555,10 @@ private:
     std::unique_ptr<raft::Raft> raft_;
     lock::LockTable table_;
     WatchHistory history_;
+    TokenHistory tokens_;
+    std::uint64_t wall_ms_ = 0;  // wall_clock(); 0: not told
+    // The wall clock the entry being applied carries (lock::Stamped).
+    std::optional<std::uint64_t> entry_wall_ms_;
     Counters counters_;
     Effects effects_;
 

@@ -43,12 +43,15 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     applied_term_ = e.term;
     applied_bytes_since_snapshot_ += e.data.size() + kEntryOverheadBytes;
     std::optional<lock::Command> cmd;
+    entry_wall_ms_.reset();
     if (e.type == raft::EntryType::kNormal) {
-        auto decoded = lock::decode_command(e.data);
+        auto decoded = lock::decode_entry(e.data);
         if (auto* err = std::get_if<lock::DecodeError>(&decoded)) {
             log(LogLevel::kError, "entry_undecodable", {{"index", num(e.index)}, {"error", err->message}});
         } else {
-            cmd = std::move(std::get<lock::Command>(decoded));
+            auto& stamped = std::get<lock::Stamped>(decoded);
+            cmd = std::move(stamped.command);
+            entry_wall_ms_ = stamped.wall_ms;
         }
     }
     // Release and Expire remove the lock: whether it is held with the
@@ -112,6 +115,9 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             ++counters_.grants;
             if (ok->created) {
                 note_event(index, WatchEventType::kGranted, g->key, ok->token, g->owner, ok->lease_ms, false, g->value);
+                tokens_.granted(index, entry_wall_ms_, ok->token, {g->key}, g->owner, ok->lease_ms);
+            } else {
+                tokens_.regranted(ok->token, ok->lease_ms);
             }
             const std::uint64_t lease_ms = ok->lease_ms;  // in force: a re-grant keeps the longer (lock/table.h)
             log(level, "grant", {{"key", g->key}, {"token", num(ok->token)}, {"owner", g->owner},
@@ -148,6 +154,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
                                    {"keys", num(r->keys.size())}});
         }
         if (removed) {
+            tokens_.ended(r->token, TokenEnd::kReleased, index, entry_wall_ms_);
             for (const std::string& key : r->keys) {
                 note_event(index, WatchEventType::kReleased, key, r->token);
                 on_removed(key, r->token, now);
@@ -161,6 +168,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         log(level, "release", {{"key", r->key}, {"token", num(r->token)}, {"released", removed ? "true" : "false"},
                                {"owner", before.front().owner}});
         if (removed) {
+            tokens_.ended(r->token, TokenEnd::kReleased, index, entry_wall_ms_);
             note_event(index, WatchEventType::kReleased, r->key, r->token);
             on_removed(r->key, r->token, now);
         }
@@ -209,6 +217,9 @@ void Core::on_applied_many(raft::Index index, const lock::GrantMany& g, const lo
             for (const std::string& key : g.keys) {
                 note_event(index, WatchEventType::kGranted, key, ok->token, g.owner, ok->lease_ms);
             }
+            tokens_.granted(index, entry_wall_ms_, ok->token, g.keys, g.owner, ok->lease_ms);
+        } else {
+            tokens_.regranted(ok->token, ok->lease_ms);
         }
         // One line per key, as an ExpireMany's expiries: each key's lease is one.
         for (const std::string& key : g.keys) {
@@ -243,7 +254,10 @@ void Core::on_expired(const lock::Expire& x, bool existed, const std::string& ow
     ++(existed ? counters_.expiries_existed : counters_.expiries_missing);
     log(is_leader() ? LogLevel::kInfo : LogLevel::kDebug, "expire",
         {{"key", x.key}, {"token", num(x.token)}, {"existed", existed ? "true" : "false"}, {"owner", owner}});
-    if (existed) on_removed(x.key, x.token, now);
+    if (existed) {
+        tokens_.ended(x.token, TokenEnd::kExpired, table_.applied_index(), entry_wall_ms_);
+        on_removed(x.key, x.token, now);
+    }
 }
 
 // The lock `key` held with `token` is gone: its lease too, and a leader

@@ -273,6 +273,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
     // A set is kept alive whole (lock/table.h: the set is the locks of one token).
     if (const lock::Lock* held = table_.find(req.key); held != nullptr && held->token == req.token) {
         if (const std::uint32_t n = table_.set_size(req.token); n > 0) {
+            note_keepalive_refused(req.key, req.token, "part_of_set");
             respond(id, PartOfSet{part_of_set_message(req.key, n, req.token, "keep")});
             return;
         }
@@ -284,6 +285,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
     };
     if (!usable(req.key, req.token)) {
         ++counters_.keepalive_failures;
+        note_keepalive_refused(req.key, req.token);
         respond(id, NotHeld{});
         return;
     }
@@ -294,6 +296,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
         }
         if (!usable(req.key, req.token)) {
             ++counters_.keepalive_failures;
+            note_keepalive_refused(req.key, req.token);
             respond(id, NotHeld{});
             return;
         }
@@ -306,6 +309,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
             }
             if (!usable(req.key, req.token)) {
                 ++counters_.keepalive_failures;
+                note_keepalive_refused(req.key, req.token);
                 respond(id, NotHeld{});
                 return;
             }
@@ -315,6 +319,7 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
             leases_.restart(req.key, req.token, at, config_.max_clock_drift_ppm);
             leases_.answered(req.key, req.token);
             ++counters_.keepalives;
+            tokens_.keepalive_ok(req.token, wall_ms_);
             log(LogLevel::kDebug, "keepalive",
                 {{"key", req.key}, {"token", num(req.token)}, {"owner", owner_of(req.key, req.token)}});
             respond(id, KeptAlive{req.key, req.token, leases_.find(req.key)->lease_ms});
@@ -327,6 +332,14 @@ void Core::keepalive(RequestId id, const KeepAlive& req) {
         }
         answer(true, now);
     });
+}
+
+void Core::note_keepalive_refused(const std::string& key, lock::Token token, const char* reason) {
+    if (reason == nullptr) {
+        const Lease* l = leases_.find(key);
+        reason = l != nullptr && l->token == token && l->expiring() ? "expiring" : "not_held";
+    }
+    tokens_.keepalive_refused(token, wall_ms_, reason);
 }
 
 void Core::keepalive_set(RequestId id, const KeepAlive& req) {
@@ -343,6 +356,7 @@ void Core::keepalive_set(RequestId id, const KeepAlive& req) {
     };
     auto refuse = [this, id, req](int why) {
         ++counters_.keepalive_failures;
+        note_keepalive_refused(req.keys.front(), req.token, why == 2 ? "part_of_set" : nullptr);
         if (why == 2) {
             respond(id, PartOfSet{part_of_set_message(req.keys.front(), table_.set_size(req.token), req.token, "keep")});
         } else {
@@ -379,6 +393,7 @@ void Core::keepalive_set(RequestId id, const KeepAlive& req) {
                 leases_.answered(key, req.token);
             }
             ++counters_.keepalives;
+            tokens_.keepalive_ok(req.token, wall_ms_);
             log(LogLevel::kDebug, "keepalive",
                 {{"key", req.keys.front()}, {"keys", num(req.keys.size())}, {"token", num(req.token)}});
             respond(id, KeptAlive{{}, req.token, leases_.find(req.keys.front())->lease_ms, req.keys});
@@ -466,7 +481,10 @@ void Core::expire_phantom_grant(const std::string& key, lock::Token token, Time 
     // Ends now, or stays ended: a lease that already ran out (its
     // confirmation round may be under way) keeps its earlier expire_at; one
     // whose Expire is proposed is left as it is.
-    if (held) leases_.cut(key, token, now);
+    if (held) {
+        leases_.cut(key, token, now);
+        tokens_.phantom(token);
+    }
     log(LogLevel::kInfo, "phantom_release",
         {{"key", key}, {"token", num(token)}, {"expiring", held ? "true" : "false"}, {"owner", owner_of(key, token)}});
     if (held) check_expiries(now);

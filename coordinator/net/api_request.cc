@@ -336,6 +336,26 @@ std::variant<std::string, BadRequest> percent_decode(std::string_view s) {
 }
 }  // namespace
 
+std::variant<std::string, BadRequest> decode_path_segment(std::string_view segment) {
+    std::string out;
+    out.reserve(segment.size());
+    for (std::size_t i = 0; i < segment.size(); ++i) {
+        if (segment[i] != '%') {
+            out.push_back(segment[i]);
+            continue;
+        }
+        const int hi = i + 2 < segment.size() ? hex_value(segment[i + 1]) : -1;
+        const int lo = i + 2 < segment.size() ? hex_value(segment[i + 2]) : -1;
+        if (hi < 0 || lo < 0) {
+            return BadRequest{"path segment '" + std::string(segment.substr(0, 200)) + "' has a bad %-escape at byte " +
+                              std::to_string(i)};
+        }
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+    }
+    return out;
+}
+
 std::variant<QueryParam, BadRequest> query_param(std::string_view query, std::string_view name) {
     while (!query.empty()) {
         const std::size_t amp = query.find('&');

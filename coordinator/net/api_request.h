@@ -74,6 +74,9 @@ struct QueryParam {
 };
 std::variant<QueryParam, BadRequest> query_param(std::string_view query, std::string_view name);
 
+// A path segment, percent-decoded ('+' is itself); a bad %-escape names the segment.
+std::variant<std::string, BadRequest> decode_path_segment(std::string_view segment);
+
 // GET /v1/locks's query (member/api.h ListLocks): key=K alone (one lock), or
 // any of prefix=P, after=A (each empty or a valid key), limit=N (a decimal
 // 1..member::kMaxListLimit). BadRequest names the parameter and the bad value;

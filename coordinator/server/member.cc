@@ -128,6 +128,9 @@ std::string Member::Impl::start() {
     cfg.token_floor = options.token_floor;
     cfg.watch_history_events = options.watch_history_events;
     cfg.watch_history_bytes = options.watch_history_bytes;
+    cfg.token_history_tokens = options.token_history_events;
+    cfg.token_history_bytes = options.token_history_bytes;
+    cfg.log_wall_time = options.log_wall_time;
     cfg.debug_logs = log::log_enabled(LogLevel::kDebug);
     try {
         core = std::make_unique<member::Core>(cfg, log->storage());

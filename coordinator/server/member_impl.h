@@ -122,7 +122,16 @@ struct Member::Impl {
     std::uint64_t reachable_ticks() const;
     void shutdown(std::function<void()> done);
     void shutdown_step(Clock::time_point give_up, std::function<void()> done);
-    static member::Time now() { return Clock::now().time_since_epoch(); }
+    // Reads both clocks: tells the core the wall clock (member::Core::wall_clock,
+    // before the input this reading goes with) and returns the monotonic one.
+    member::Time now() {
+        if (core) {
+            const auto wall = std::chrono::system_clock::now().time_since_epoch();
+            const auto wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wall).count();
+            core->wall_clock(wall_ms > 0 ? static_cast<std::uint64_t>(wall_ms) : 0);
+        }
+        return Clock::now().time_since_epoch();
+    }
 
     // ---- member_http.cc: the gate (routes.h), answers ----
     void handle_http(const net::HttpRequest& req, const ExchangePtr& ex);

@@ -130,6 +130,11 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_checkpoints_per_tick = n;
         return {};
     }
+    if (name == "log-wall-time") {
+        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
+        o.log_wall_time = value == "on";
+        return {};
+    }
     if (name == "owner-binding") {
         if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
         o.owner_binding = value == "on";
@@ -160,6 +165,8 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "watch-buffer-bytes") return bounded(o.watch_buffer_bytes, 4096, 1u << 30);
     if (name == "watch-history-events") return bounded(o.watch_history_events, 1, 100'000'000);
     if (name == "watch-history-bytes") return bounded(o.watch_history_bytes, 4096, std::uint64_t{64} << 30);
+    if (name == "token-history-events") return bounded(o.token_history_events, 1, 100'000'000);
+    if (name == "token-history-bytes") return bounded(o.token_history_bytes, 4096, std::uint64_t{64} << 30);
     if (name == "snapshot-chunk-bytes") {
         if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
             return "--" + name + ": '" + value + "' must be 1024..16777216";
@@ -515,6 +522,17 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          watches that start from a revision (defaults 100000 and
                          67108864; 1..100000000 and 4096..68719476736); a revision
                          older than the oldest kept is answered 410 compacted
+  --token-history-events N, --token-history-bytes N
+                         the tokens this member keeps the life of, as it applied
+                         them, for GET /v1/tokens/{token} and /v1/keys/{key}/history
+                         (defaults 100000 and 67108864; 1..100000000 and
+                         4096..68719476736); a token older than the oldest kept is
+                         answered 410 compacted
+  --log-wall-time on|off the leader stamps each entry it proposes with its wall
+                         clock (a version-4 command), which the token history
+                         shows (default on). A member of a release before the
+                         stamp cannot read one: off until every member runs this
+                         release (docs/operations.md, Upgrades)
   --snapshot-chunk-bytes N
                          a snapshot larger than this goes to a lagging follower in
                          chunks of N bytes, at most 8 MiB (and at least one chunk)

@@ -11,6 +11,8 @@
 #include <utility>
 #include <variant>
 
+#include "net/api_request.h"
+#include "net/json_text.h"
 #include "pgfence_version.h"
 #include "server/member_impl.h"
 
@@ -19,6 +21,9 @@ namespace pgfence::server {
 namespace {
 
 using Impl = Member::Impl;
+
+// GET /v1/keys/{key}/history without ?limit=.
+constexpr std::size_t kDefaultKeyHistoryLimit = 100;
 
 // ---- parsers ----------------------------------------------------------------
 
@@ -152,6 +157,65 @@ bool parse_watch(Impl& m, Call& call) {
     return true;
 }
 
+// GET /v1/tokens/{token}: a token 1..lock::kMaxToken. The request is a
+// ListLocks of the token's key (of no key when it is not kept here), for
+// authorization: read on its key.
+bool parse_token(Impl& m, Call& call) {
+    const std::string_view text = path_segment(call.path, 2);
+    lock::Token token = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), token);
+    if (ec != std::errc() || end != text.data() + text.size() || token == 0 || token > lock::kMaxToken) {
+        ++m.metrics.bad_requests;
+        respond_error(call.ex, 400, "bad_token",
+                      "token '" + std::string(text.substr(0, 64)) + "' is not a token: a decimal number 1.." +
+                          std::to_string(lock::kMaxToken));
+        return false;
+    }
+    call.token = token;
+    member::ListLocks list;
+    if (const member::TokenRecord* r = m.core->token_history().lookup(token).record) list.key = r->key();
+    call.request = std::move(list);
+    return true;
+}
+
+// GET /v1/keys/{key}/history[?limit=N]: the key percent-encoded, a valid
+// key; N 1..member::kMaxKeyHistoryTokens (default 100). The request is a
+// ListLocks of the key, for authorization.
+bool parse_key_history(Impl& m, Call& call) {
+    auto decoded = net::decode_path_segment(path_segment(call.path, 2));
+    if (auto* bad = std::get_if<net::BadRequest>(&decoded)) {
+        m.bad_request(call.ex, "key: " + bad->message);
+        return false;
+    }
+    std::string& key = std::get<std::string>(decoded);
+    if (std::string why = net::check_key(key); !why.empty()) {
+        m.bad_request(call.ex, "key '" + key.substr(0, 64) + "' in the path is invalid: " + why);
+        return false;
+    }
+    auto param = net::query_param(call.query, "limit");
+    if (auto* bad = std::get_if<net::BadRequest>(&param)) {
+        m.bad_request(call.ex, bad->message);
+        return false;
+    }
+    const auto& limit = std::get<net::QueryParam>(param);
+    call.history_limit = kDefaultKeyHistoryLimit;
+    if (limit.found) {
+        std::size_t n = 0;
+        const auto [end, ec] = std::from_chars(limit.value.data(), limit.value.data() + limit.value.size(), n);
+        if (ec != std::errc() || end != limit.value.data() + limit.value.size() || n == 0 ||
+            n > member::kMaxKeyHistoryTokens) {
+            m.bad_request(call.ex, "query parameter 'limit' must be 1.." + std::to_string(member::kMaxKeyHistoryTokens) +
+                                       ", got '" + limit.value.substr(0, 32) + "'");
+            return false;
+        }
+        call.history_limit = n;
+    }
+    member::ListLocks list;
+    list.key = std::move(key);
+    call.request = std::move(list);
+    return true;
+}
+
 // GET /v1/election/observe?name=N: a watch of the election's key from now,
 // which first tells the lock as it is (WatchSpec::state).
 bool parse_observe(Impl& m, Call& call) {
@@ -274,6 +338,105 @@ void get_watch(Impl& m, Call& call) {
     m.watchers->open(std::move(stream), spec, m.core->table().applied_index(), held);
 }
 
+// ---- token history ------------------------------------------------------------
+
+void append_u64_or_null(std::string& out, const char* name, std::optional<std::uint64_t> v) {
+    out += ",\"";
+    out += name;
+    out += "\":";
+    out += v ? std::to_string(*v) : std::string("null");
+}
+
+std::optional<std::uint64_t> known(std::uint64_t v) { return v != 0 ? std::optional<std::uint64_t>(v) : std::nullopt; }
+
+// One token's object (docs/http-api.md "GET /v1/tokens/{token}").
+void append_token_json(std::string& out, const Impl& m, const member::TokenRecord& r) {
+    const member::TokenHistory& history = m.core->token_history();
+    out += "{\"token\":" + std::to_string(r.token) + ",\"key\":";
+    net::append_json_string(out, r.key());
+    if (r.keys.size() > 1) {
+        out += ",\"keys\":[";
+        for (std::size_t i = 0; i < r.keys.size(); ++i) {
+            if (i > 0) out += ',';
+            net::append_json_string(out, r.keys[i]);
+        }
+        out += ']';
+    }
+    out += ",\"owner\":";
+    net::append_json_string(out, r.owner);
+    out += ",\"lease_ms\":" + std::to_string(r.lease_ms) + ",\"granted\":{";
+    out += "\"index\":" + (r.granted_index != 0 ? std::to_string(r.granted_index) : std::string("null"));
+    append_u64_or_null(out, "wall_ms", r.granted_wall_ms);
+    out += "},\"ended\":{\"how\":\"";
+    out += member::to_string(r.end);
+    out += '"';
+    append_u64_or_null(out, "index", known(r.ended_index));
+    append_u64_or_null(out, "wall_ms", r.ended_wall_ms);
+    const member::TokenKeepalives* k = history.keepalives(r.token);
+    const bool expired = r.end == member::TokenEnd::kExpired || r.end == member::TokenEnd::kPhantom;
+    append_u64_or_null(out, "last_keepalive_wall_ms", expired && k != nullptr ? k->last_ok_wall_ms : std::nullopt);
+    out += '}';
+    append_u64_or_null(out, "next_token", known(r.next_token));
+    out += ",\"keepalives\":{\"observed_by\":" + std::to_string(m.options.id);
+    out += ",\"while_leader\":";
+    out += history.led_while_held(r) ? "true" : "false";
+    out += ",\"ok\":" + std::to_string(k != nullptr ? k->ok : 0);
+    append_u64_or_null(out, "last_ok_wall_ms", k != nullptr ? k->last_ok_wall_ms : std::nullopt);
+    out += ",\"refused\":" + std::to_string(k != nullptr ? k->refused : 0);
+    append_u64_or_null(out, "last_refused_wall_ms", k != nullptr ? k->last_refused_wall_ms : std::nullopt);
+    out += ",\"last_refused_reason\":";
+    if (k != nullptr && k->refused > 0) {
+        net::append_json_string(out, k->last_refused_reason);
+    } else {
+        out += "null";
+    }
+    out += "}}";
+}
+
+// A token's life as this member applied it, from its token history: 404
+// for a token never issued, 410 for one older than the history keeps.
+void get_token(Impl& m, Call& call) {
+    const member::TokenHistory& history = m.core->token_history();
+    const member::TokenHistory::Lookup found = history.lookup(call.token);
+    const std::string token = std::to_string(call.token);
+    if (found.record != nullptr) {
+        std::string body;
+        append_token_json(body, m, *found.record);
+        respond(call, std::move(body));
+    } else if (found.compacted) {
+        const std::string oldest = std::to_string(history.oldest_token());
+        call.ex->respond(net::HttpResponse{
+            410,
+            "{\"error\":\"compacted\",\"message\":\"token " + token +
+                " is older than this member's token history, which keeps every token from " + oldest +
+                " on (--token-history-events, --token-history-bytes, or a snapshot installed): ask another member "
+                "that applied it\",\"oldest_token\":" + oldest + "}",
+            "application/json",
+            {}});
+    } else {
+        respond_error(call.ex, 404, "unknown_token",
+                      "no token " + token + " was issued (this member applied the log up to index " +
+                          std::to_string(m.core->table().applied_index()) + " and keeps every token from " +
+                          std::to_string(history.oldest_token()) + " on)");
+    }
+}
+
+// The tokens of one key this member keeps, newest first.
+void get_key_history(Impl& m, Call& call) {
+    const std::string& key = *std::get<member::ListLocks>(call.request).key;
+    std::string body = "{\"key\":";
+    net::append_json_string(body, key);
+    body += ",\"oldest_token\":" + std::to_string(m.core->token_history().oldest_token()) + ",\"tokens\":[";
+    bool first = true;
+    for (const member::TokenRecord* r : m.core->token_history().of_key(key, call.history_limit)) {
+        if (!first) body += ',';
+        first = false;
+        append_token_json(body, m, *r);
+    }
+    body += "]}";
+    respond(call, std::move(body));
+}
+
 // What member N, added to the configuration and starting with --join, needs
 // before it can start: the cluster ID and every member's addresses, none of
 // them a secret (docs/security.md), so asked without credentials. The leader
@@ -302,6 +465,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/keepalive",       Need::kLockOnKey, Serves::kWriter, parse_keepalive,                        ParseAt::kLast,  ask_core},
     {"GET",  "/v1/locks",           Need::kReadOnKey, Serves::kLeader, parse_list,                             ParseAt::kLast,  get_locks},
     {"GET",  "/v1/watch",           Need::kReadOnKey, Serves::kAny,    parse_watch,                            ParseAt::kLast,  get_watch},
+    {"GET",  "/v1/tokens/{token}",  Need::kReadOnKey, Serves::kAny,    parse_token,                            ParseAt::kFirst, get_token},
+    {"GET",  "/v1/keys/{key}/history", Need::kReadOnKey, Serves::kAny, parse_key_history,                      ParseAt::kFirst, get_key_history},
     {"POST", "/v1/election/campaign", Need::kLockOnKey, Serves::kWriter, parse_campaign,                       ParseAt::kLast,  ask_election<ElectionCall::Kind::kCampaign>},
     {"POST", "/v1/election/proclaim", Need::kLockOnKey, Serves::kWriter, parse_proclaim,                       ParseAt::kLast,  ask_election<ElectionCall::Kind::kProclaim>},
     {"POST", "/v1/election/resign", Need::kLockOnKey, Serves::kWriter, parse_resign,                           ParseAt::kLast,  ask_election<ElectionCall::Kind::kResign>},
@@ -329,7 +494,7 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
     RouteMatch m;
     bool path_needs_credentials = false;
     for (const Route& r : kRoutes) {
-        if (r.path != path) continue;
+        if (!path_matches(r.path, path)) continue;
         m.path_known = true;
         path_needs_credentials = path_needs_credentials || r.need != Need::kNothing;
         if (r.method == method) m.route = &r;
@@ -343,6 +508,34 @@ RouteMatch match_route(std::string_view method, std::string_view path) {
 }
 
 bool changes_state(const Route& route) { return route.method != "GET"; }
+
+bool path_matches(std::string_view pattern, std::string_view path) {
+    if (pattern.find('{') == std::string_view::npos) return pattern == path;
+    for (;;) {
+        const std::size_t p_end = pattern.find('/');
+        const std::size_t q_end = path.find('/');
+        const std::string_view want = pattern.substr(0, p_end);
+        const std::string_view got = path.substr(0, q_end);
+        const bool any = want.size() >= 2 && want.front() == '{' && want.back() == '}';
+        if (any ? got.empty() : want != got) return false;
+        if ((p_end == std::string_view::npos) != (q_end == std::string_view::npos)) return false;
+        if (p_end == std::string_view::npos) return true;
+        pattern.remove_prefix(p_end + 1);
+        path.remove_prefix(q_end + 1);
+    }
+}
+
+std::string_view path_segment(std::string_view path, std::size_t n) {
+    if (path.empty() || path.front() != '/') return n == 0 ? path : std::string_view();
+    std::size_t start = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t slash = path.find('/', start);
+        if (slash == std::string_view::npos) return {};
+        start = slash + 1;
+    }
+    const std::size_t end = path.find('/', start);
+    return path.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+}
 
 namespace {
 

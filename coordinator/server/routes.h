@@ -98,6 +98,10 @@ struct Call {
     // GET /v1/watch: what it asks for (`request` holds a ListLocks of its
     // key, or of no key for a prefix, so that authorization is a list's).
     WatchSpec watch;
+    // GET /v1/tokens/{token}: the token asked for. GET /v1/keys/{key}/history:
+    // the key (in `request`'s ListLocks) and how many tokens at most.
+    lock::Token token = 0;
+    std::size_t history_limit = 0;
 };
 
 // A parser fills call.request (or call.joining) and returns true, or answers
@@ -108,7 +112,9 @@ using Handler = void (*)(Member::Impl&, Call&);
 
 struct Route {
     std::string_view method;
-    std::string_view path;  // matched exactly (no prefix, no pattern)
+    // Matched exactly, but for a segment written {name}, which matches one
+    // non-empty segment (no '/'): the parser reads it (path_segment()).
+    std::string_view path;
     Need need;
     Serves serves;
     Parser parse;  // null: the request has nothing to parse
@@ -128,6 +134,10 @@ struct RouteMatch {
     bool credentials = true;
 };
 RouteMatch match_route(std::string_view method, std::string_view path);
+// Whether `path` matches a route's `pattern` (above).
+bool path_matches(std::string_view pattern, std::string_view path);
+// The `n`th segment of `path` (0: the one after the leading '/'), "" when it has fewer.
+std::string_view path_segment(std::string_view path, std::size_t n);
 
 // A route changes state unless its method is GET: only such a request
 // must carry a JSON body (step 3). Every GET route only reads.

@@ -4,7 +4,13 @@
 //   worker,event,key,token,send_ns,ack_ns,path,outcome,value
 //
 // event:   acquire | advance | write | replay | forge | release | keepalive
-//          (one line per KeepAlive request the keepalive thread makes). An
+//          (one line per KeepAlive request the keepalive thread makes) |
+//          work (one piece of --work: send_ns its start, ack_ns its end,
+//          value its length asked for in ms) | stall (a timer of the worker
+//          woke at least lease/3 late: send_ns when it was due, ack_ns when
+//          it woke, value the delay in ms; the process did not run) |
+//          deadline (the lease's local deadline passed without a successful
+//          KeepAlive: send_ns the deadline, ack_ns when it was noticed). An
 //          advance is --advance's publish of the token before the work. A
 //          replay is the sequenced path's first write sent again after the
 //          later ones; a forge, one forged or misdirected proof of --forge (its
@@ -25,7 +31,7 @@
 // outcome: acquire ok|held|unavailable|error; advance published|stale|error;
 //          write, replay and forge accepted|stale|bad_proof (55F02)|not_found|
 //          error (write also lease_lost); release ok|not_held|error;
-//          keepalive ok|not_held|error.
+//          keepalive ok|not_held|error; work done; stall and deadline empty.
 // value:   the counter after an accepted write; a replay's sequence number;
 //          an advance's number of resources;
 //          a keepalive's ttl in ms when ok; else 0.

@@ -4,14 +4,15 @@
 
 namespace pgfence::worker {
 
-Keepalive::Keepalive(const client::Options& options, const client::Lease& lease, EventLog* log)
+Keepalive::Keepalive(const client::Options& options, const client::Lease& lease, EventLog* log, bool background)
     : options_(options),
       key_(lease.key),
       token_(lease.token),
       lease_(lease.lease),
       log_(log),
-      deadline_(lease.deadline()),
-      thread_([this](std::stop_token stop) { run(std::move(stop)); }) {}
+      deadline_(lease.deadline()) {
+    if (background) thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
+}
 
 Keepalive::~Keepalive() {
     thread_.request_stop();
@@ -42,48 +43,67 @@ void Keepalive::log_request(client::Clock::time_point sent_at, client::Clock::ti
     log_->write(Event{"keepalive", key_, token_, sent_at, acked_at, "", outcome, ttl_ms});
 }
 
+void Keepalive::note_wakeup(client::Clock::time_point due, client::Clock::time_point woke) {
+    if (log_ == nullptr || woke - due < lease_ / 3) return;
+    const auto late_ms = std::chrono::duration_cast<client::milliseconds>(woke - due).count();
+    log_->write(Event{"stall", key_, token_, due, woke, "", "", late_ms});
+}
+
+void Keepalive::renew_now(client::Client& client) {
+    if (!lost_.load()) attempt(client);
+}
+
+bool Keepalive::attempt(client::Client& client) {
+    const client::milliseconds interval = std::max(lease_ / 3, client::milliseconds(10));
+    client::Clock::time_point deadline;
+    {
+        std::lock_guard lock(mu_);
+        deadline = deadline_;
+    }
+    if (const auto now = client::Clock::now(); now >= deadline) {
+        if (log_ != nullptr) log_->write(Event{"deadline", key_, token_, deadline, now, "", "", 0});
+        mark_lost("no successful KeepAlive before the lease deadline");
+        return false;
+    }
+    const client::Clock::time_point called_at = client::Clock::now();
+    auto r = client.keepalive(key_, token_, deadline);
+    const client::Clock::time_point returned_at = client::Clock::now();
+    if (r) {
+        {
+            std::lock_guard lock(mu_);
+            deadline_ = std::max(deadline_, r.value().deadline());
+        }
+        renewals_.fetch_add(1);
+        log_request(r.value().sent_at, returned_at, "ok", r.value().ttl.count());
+        next_ = client::Clock::now() + interval;
+        return true;
+    }
+    // An error with an HTTP status had an answer; the others (no member
+    // answered by the deadline) had none.
+    const bool answered = r.error().http_status != 0;
+    const bool gone = r.error().kind == client::ErrorKind::kNotHeld;
+    log_request(called_at, answered ? returned_at : client::Clock::time_point{}, gone ? "not_held" : "error", 0);
+    if (gone) {
+        mark_lost("the coordinator says the lease is gone: " + r.error().message);
+        return false;
+    }
+    next_ = client::Clock::now() + interval / 4;  // retry sooner
+    return true;
+}
+
 void Keepalive::run(std::stop_token stop) {
     client::Client client(options_);
-    const client::milliseconds interval = std::max(lease_ / 3, client::milliseconds(10));
-    client::Clock::time_point next = client::Clock::now() + interval;
+    next_ = client::Clock::now() + std::max(lease_ / 3, client::milliseconds(10));
     // Bounded: each pass either renews (deadline moves forward), or fails and
     // ends the loop at the deadline at the latest.
     while (!stop.stop_requested()) {
-        client::Clock::time_point deadline;
         {
             std::unique_lock lock(mu_);
-            cv_.wait_until(lock, stop, next, [] { return false; });
+            cv_.wait_until(lock, stop, next_, [] { return false; });
             if (stop.stop_requested()) return;
-            deadline = deadline_;
         }
-        if (client::Clock::now() >= deadline) {
-            mark_lost("no successful KeepAlive before the lease deadline");
-            return;
-        }
-        const client::Clock::time_point called_at = client::Clock::now();
-        auto r = client.keepalive(key_, token_, deadline);
-        const client::Clock::time_point returned_at = client::Clock::now();
-        if (r) {
-            {
-                std::lock_guard lock(mu_);
-                deadline_ = std::max(deadline_, r.value().deadline());
-            }
-            renewals_.fetch_add(1);
-            log_request(r.value().sent_at, returned_at, "ok", r.value().ttl.count());
-            next = client::Clock::now() + interval;
-            continue;
-        }
-        // An error with an HTTP status had an answer; the others (no member
-        // answered by the deadline) had none.
-        const bool answered = r.error().http_status != 0;
-        const bool gone = r.error().kind == client::ErrorKind::kNotHeld;
-        log_request(called_at, answered ? returned_at : client::Clock::time_point{},
-                    gone ? "not_held" : "error", 0);
-        if (gone) {
-            mark_lost("the coordinator says the lease is gone: " + r.error().message);
-            return;
-        }
-        next = client::Clock::now() + interval / 4;  // retry sooner
+        note_wakeup(next_, client::Clock::now());
+        if (!attempt(client)) return;
     }
 }
 

@@ -11,7 +11,13 @@
 //
 // Every KeepAlive request is logged to the EventLog, if one is given, as a
 // `keepalive` line (event_log.h): its send and answer times, ok | not_held |
-// error, and the ttl on success.
+// error, and the ttl on success. When the thread's timed wait returns at
+// least lease/3 after it was due (the process did not run: stopped,
+// starved, swapped out), a `stall` line records when it was due and when it
+// woke: the evidence of a pause that `fencectl explain` reads.
+//
+// Without the thread (`background` false, fence-worker --renew between) the
+// worker renews itself with renew_now(), and the same rules apply to it.
 //
 // Threading: the thread owns its own client::Client and writes to the
 // EventLog (whose write() is thread-safe); the accessors may be called from
@@ -34,8 +40,9 @@ namespace pgfence::worker {
 
 class Keepalive {
   public:
-    // `log` may be null: nothing is logged.
-    Keepalive(const client::Options& options, const client::Lease& lease, EventLog* log);
+    // `log` may be null: nothing is logged. `background` false: no thread,
+    // the caller renews with renew_now().
+    Keepalive(const client::Options& options, const client::Lease& lease, EventLog* log, bool background = true);
     ~Keepalive();
     Keepalive(const Keepalive&) = delete;
     Keepalive& operator=(const Keepalive&) = delete;
@@ -45,8 +52,15 @@ class Keepalive {
     std::string why_lost() const;
     int renewals() const { return renewals_.load(); }
 
+    // One KeepAlive now, with `client`, unless the lease is already lost.
+    void renew_now(client::Client& client);
+    // Logs a `stall` line when `woke` is at least lease/3 after `due`.
+    void note_wakeup(client::Clock::time_point due, client::Clock::time_point woke);
+
   private:
     void run(std::stop_token stop);
+    // One KeepAlive attempt; false when the lease is lost (stop renewing).
+    bool attempt(client::Client& client);
     void mark_lost(std::string why);
     void log_request(client::Clock::time_point sent_at, client::Clock::time_point acked_at,
                      const char* outcome, std::int64_t ttl_ms);
@@ -63,6 +77,7 @@ class Keepalive {
     std::string why_lost_;                // guarded by mu_
     std::atomic<bool> lost_{false};
     std::atomic<int> renewals_{0};
+    client::Clock::time_point next_;  // the thread's (or renew_now's caller's) next attempt
     std::jthread thread_;  // last: started after every member above is ready
 };
 

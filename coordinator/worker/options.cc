@@ -63,6 +63,21 @@ std::string parse_ms(std::string_view flag, std::string_view text, milliseconds&
     return {};
 }
 
+// --work D[,D...]: the pieces of work, each a duration.
+std::string parse_work(std::string_view text, std::vector<milliseconds>& pieces) {
+    pieces.clear();
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const client::DurationParse d = client::parse_duration(text.substr(start, comma - start));
+        if (!d.value) return bad("--work", text, d.error);
+        if (pieces.size() >= kMaxWorkPieces) return bad("--work", text, "at most 64 pieces");
+        pieces.push_back(*d.value);
+        start = comma + 1;
+    }
+    return {};
+}
+
 template <class Int>
 std::string parse_int(std::string_view flag, std::string_view text, Int min, Int max, Int& out) {
     Int v{};
@@ -101,7 +116,12 @@ std::string apply_valued(std::string_view flag, std::string_view v, Options& o) 
     if (flag == "--key") return parse_keys(v, o.keys);
     if (flag == "--lease") return parse_ms(flag, v, o.lease);
     if (flag == "--wait") return parse_ms(flag, v, o.wait);
-    if (flag == "--work") return parse_ms(flag, v, o.work);
+    if (flag == "--work") return parse_work(v, o.work);
+    if (flag == "--renew") {
+        if (v != "thread" && v != "between") return bad(flag, v, "expected thread or between");
+        o.renew = v == "thread" ? Renew::kThread : Renew::kBetween;
+        return {};
+    }
     if (flag == "--duration") return parse_ms(flag, v, o.duration);
     if (flag == "--pause") return parse_ms(flag, v, o.pause);
     if (flag == "--mode") return parse_mode(v, o.mode);
@@ -149,8 +169,13 @@ std::string check_bounds(Options& o) {
     if (o.lease < kMinLease || o.lease > kMaxLease) {
         return bad("--lease", client::format_duration(o.lease), "must be within 100ms..1h");
     }
-    if (o.work >= o.lease * 10) {
-        return bad("--work", client::format_duration(o.work), "must be shorter than 10 leases");
+    milliseconds work{0};
+    for (const milliseconds piece : o.work) work += piece;
+    if (work >= o.lease * 10) {
+        return bad("--work", client::format_duration(work), "must be shorter than 10 leases in all");
+    }
+    if (o.renew == Renew::kBetween && o.work.empty()) {
+        return "fence-worker: --renew between renews before each piece of --work: give --work D[,D...]";
     }
     if (!o.setup && !o.print_clock && o.keys.empty()) return "fence-worker: --key is required (see --help)";
     if (o.worker_id.empty()) o.worker_id = "fence-worker-" + std::to_string(::getpid());

@@ -28,6 +28,13 @@ enum class Mode : std::uint8_t {
 
 const char* to_string(Mode mode);
 
+// Who renews the lease while the work runs (--renew).
+enum class Renew : std::uint8_t {
+    kThread,   // a keepalive thread, every lease/3, whatever the work does
+    kBetween,  // the worker itself, one KeepAlive before each piece of --work (a
+               // single-threaded job's loop): a piece longer than the lease loses it
+};
+
 // Exit codes: the project's one scheme (client/exit_codes.h); fence-worker
 // ends with kExitOk, kExitOther, kExitUsage, kExitHeld, kExitLostLease,
 // kExitUnavailable, kExitNotAuthorized, kExitStale, kExitDatabase or
@@ -58,12 +65,16 @@ constexpr std::size_t kMaxKeys = 64;
 constexpr long kMaxIterations = 10'000'000;
 constexpr milliseconds kMinLease{100};
 constexpr milliseconds kMaxLease{std::chrono::hours(1)};
+constexpr std::size_t kMaxWorkPieces = 64;
 
 struct Options {
     std::vector<std::string> keys;  // --key, repeatable or comma separated
     milliseconds lease{2'000};      // --lease
     milliseconds wait{0};           // --wait: queue behind the holder this long
-    milliseconds work{0};           // --work: pretend to work this long before writing
+    // --work D[,D...]: pretend to work before writing, in pieces of these
+    // lengths (one "work" log line each); empty: no work.
+    std::vector<milliseconds> work;
+    Renew renew = Renew::kThread;   // --renew thread|between
     milliseconds duration{0};       // --duration: stop starting iterations after this (0: none)
     std::string conninfo;           // --conninfo: libpq connection string ("" = PG* env)
     // --advance R (repeatable): publish each iteration's token at these

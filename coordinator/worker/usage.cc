@@ -55,14 +55,24 @@ Options:
                        accepted or error); an accepted one is exit 1
   --lease D            lease length (default 2s; 100ms..1h); D is like 500ms, 2s, 1m
   --wait D             queue behind the current holder up to D (default 0: fail if held)
-  --work D             pretend to work for D between acquire and write (default 0)
+  --work D[,D...]      pretend to work between acquire and write (default none), in
+                       pieces of these lengths (at most 64); --log records each as a
+                       "work" line (send_ns its start, ack_ns its end, value the
+                       length asked for in ms)
+  --renew thread|between
+                       who keeps the lease alive during the work: thread (default), a
+                       keepalive thread every lease/3; between, the worker itself,
+                       one KeepAlive before each piece of --work, as a single-threaded
+                       job does: a piece longer than the lease loses the lease
   --iterations N       acquire/write/release cycles (default 1)
   --duration D         stop starting new iterations after D (default: no limit)
   --pause D            sleep D after each iteration (default 0)
   --keep-going         log a failed iteration (held, stale, unavailable, database
                        error) and go on; without it the first failure ends the program
-  --no-lease-check     write even when the keepalive says the lease is gone
-                       (tests use it: the database fence must catch such writes)
+  --no-lease-check     write even when the keepalive says the lease is gone (refused,
+                       or no answer before the local deadline): the code that goes on
+                       after a failed renewal (tests use it: the database fence must
+                       catch such writes, and fencectl explain must name why)
   --advance R          before each iteration's work (and its --work pause), publish
                        the iteration's token at resource R: fence_advance(R, token,
                        proof) over --conninfo, in a transaction of its own (the grant's
@@ -79,10 +89,16 @@ Options:
   --worker-id W        name written to the audit table and the log (default fence-worker-PID)
   --log FILE           append one CSV line per event:
                          worker,event,key,token,send_ns,ack_ns,path,outcome,value
-                       event is acquire|advance|write|replay|forge|release|keepalive; send_ns/ack_ns are
-                       CLOCK_MONOTONIC nanoseconds of the request's send and of its
-                       answer (acquire: its first send; keepalive: one line per
-                       request, ack_ns 0 when nothing answered, value = ttl ms)
+                       event is acquire|advance|write|replay|forge|release|keepalive|
+                       work|stall|deadline; send_ns/ack_ns are CLOCK_MONOTONIC nanoseconds of the
+                       request's send and of its answer (acquire: its first send;
+                       keepalive: one line per request, ack_ns 0 when nothing answered,
+                       value = ttl ms; work: a piece's start and end; stall: a timer
+                       of the worker woke at least lease/3 late, send_ns when it
+                       should have, ack_ns when it did: the process did not run;
+                       deadline: the lease's local deadline passed without a
+                       renewal, send_ns the deadline, ack_ns when noticed).
+                       fencectl explain --client-log reads this file
   --seed N             random seed for key/path choice (default: from the worker id)
   --max-clock-drift-ppm N
                        rho: the largest clock-rate error of this host and of the

@@ -317,6 +317,18 @@ void Worker::release(const client::Lease& lease) {
     say("released " + lease.key + " token " + std::to_string(lease.token) + ": " + e.outcome);
 }
 
+void Worker::work(const client::Lease& lease, Keepalive& keepalive) {
+    for (const milliseconds piece : o_.work) {
+        if (o_.renew == Renew::kBetween) keepalive.renew_now(client_);
+        const auto start = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(piece);
+        const auto end = std::chrono::steady_clock::now();
+        log_.write(Event{"work", lease.key, lease.token, start, end, "", "done", piece.count()});
+        // A sleep that came back late is the worker's own evidence of a pause.
+        keepalive.note_wakeup(start + piece, end);
+    }
+}
+
 int Worker::iteration(long i) {
     ++stats_.iterations;
     const std::string& key = pick_key();
@@ -361,9 +373,9 @@ int Worker::iteration(long i) {
     }
     int code = kExitOk;
     {
-        Keepalive keepalive(client_options_, lease, &log_);
+        Keepalive keepalive(client_options_, lease, &log_, o_.renew == Renew::kThread);
         if (publish_first(lease, code)) {
-            if (o_.work.count() > 0) std::this_thread::sleep_for(o_.work);
+            work(lease, keepalive);
             const auto lost = [&] { return o_.lease_check && keepalive.lost(); };
             bool accepted = false;
             code = path == Mode::kSequenced ? write_sequenced(lease, lost)

@@ -23,6 +23,7 @@
 #include "client/client.h"
 #include "net/token_signer.h"
 #include "worker/event_log.h"
+#include "worker/keepalive.h"
 #include "worker/options.h"
 #include "worker/pg_writer.h"
 
@@ -67,6 +68,8 @@ class Worker {
     int forge_one(const client::Lease& lease, Mode path, Forgery forgery);
     // The proof sent with the lease's writes (--proof), else none.
     std::optional<std::string> proof_of(const client::Lease& lease) const;
+    // --work: each piece, renewing before it with --renew between.
+    void work(const client::Lease& lease, Keepalive& keepalive);
     void release(const client::Lease& lease);
     int failed(int code);
     Mode pick_path();

@@ -422,7 +422,7 @@ DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
 	{
 		FencePair	in = {call->token, call->has_seq, call->seq};
 
-		FenceStatsRejected(relid, NULL, &in, stored, FENCE_PATH_FENCED_UPDATE);
+		FenceStatsRejected(relid, NULL, NULL, &in, stored, FENCE_PATH_FENCED_UPDATE);
 		return "stale";
 	}
 	return NULL;
@@ -584,7 +584,8 @@ PreemptBeforeUpdate(FunctionCallInfo fcinfo, FuCall *call, Datum *values, char *
 							proof != NULL ? proof : FenceCurrentProof(),
 							key.data, call->token))
 		return;
-	FencePreempt(key.data, call->token, false);
+	FencePreempt(key.data, call->token, false, RelationGetRelid(call->rel),
+				 FENCE_PATH_FENCED_UPDATE);
 }
 
 /* Both SQL forms of fenced_update; pos says where their arguments are */

@@ -432,14 +432,17 @@ SeqFromNewRow(Relation rel, HeapTuple newtuple, AttrNumber attnum)
 	return DatumGetInt64(value);
 }
 
-/* Count, log and raise 55F01 for a (token, sequence) not after the row's */
+/*
+ * Count, record, log and raise 55F01 for a (token, sequence) not after the
+ * row's; key: the row's lock key, NULL without a template
+ */
 static void
 RejectStalePair(Relation rel, GuardConfig *config, const FencePair *in,
-				const FencePair *stored)
+				const FencePair *stored, const char *key)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 
-	FenceStatsRejected(RelationGetRelid(rel), NULL, in, stored, FENCE_PATH_GUARD);
+	FenceStatsRejected(RelationGetRelid(rel), NULL, key, in, stored, FENCE_PATH_GUARD);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token %s for table \"%s\" (fence is %s)",
@@ -460,9 +463,10 @@ RejectStalePair(Relation rel, GuardConfig *config, const FencePair *in,
 			 errtablecol(rel, config->attnum)));
 }
 
-/* Count, log and raise 55F01 for a stale token */
+/* Count, record, log and raise 55F01 for a stale token (key as above) */
 static void
-RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence)
+RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence,
+			   const char *key)
 {
 	const char *column =
 		NameStr(TupleDescAttr(RelationGetDescr(rel), config->attnum - 1)->attname);
@@ -470,7 +474,7 @@ RejectStaleRow(Relation rel, GuardConfig *config, int64 token, int64 fence)
 	FencePair	stored = {fence, false, 0};
 
 	/* Shared-memory counters are not transactional: count before raising. */
-	FenceStatsRejected(RelationGetRelid(rel), NULL, &in, &stored, FENCE_PATH_GUARD);
+	FenceStatsRejected(RelationGetRelid(rel), NULL, key, &in, &stored, FENCE_PATH_GUARD);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token " INT64_FORMAT " for table \"%s\" (fence is "
@@ -571,7 +575,7 @@ GuardInsert(Relation rel, GuardConfig *config, HeapTuple newtuple)
 	key = FenceBuildLockKey(rel, config->template, newtuple, &target);
 	FenceCheckProof(&target, FenceCurrentProof(), key, token);
 	if (fence_preempt)
-		FencePreempt(key, token, true);
+		FencePreempt(key, token, true, RelationGetRelid(rel), FENCE_PATH_GUARD);
 	return PointerGetDatum(newtuple);
 }
 
@@ -625,19 +629,23 @@ IncomingWrite(Relation rel, GuardConfig *config, TriggerData *trigdata, bool is_
 	return write;
 }
 
-/* Raise 55F01 (after counting it) unless the write passes the row's fence */
+/*
+ * Raise 55F01 (after counting it) unless the write passes the row's fence;
+ * key: the row's lock key, NULL when not built
+ */
 static void
-CheckOrder(Relation rel, GuardConfig *config, const GuardWrite *write, HeapTuple oldtuple)
+CheckOrder(Relation rel, GuardConfig *config, const GuardWrite *write, HeapTuple oldtuple,
+		   const char *key)
 {
 	FencePair	stored = StoredPair(rel, config, oldtuple);
 
 	if (config->mode == FENCE_MODE_SEQUENCED)
 	{
 		if (!FencePairAfter(&write->in, &stored))
-			RejectStalePair(rel, config, &write->in, &stored);
+			RejectStalePair(rel, config, &write->in, &stored, key);
 	}
 	else if (!FenceAdmits(config->mode, stored.token, write->in.token))
-		RejectStaleRow(rel, config, write->in.token, stored.token);
+		RejectStaleRow(rel, config, write->in.token, stored.token, key);
 }
 
 /* Trigger: admit the change only if its token passes the row's fence */
@@ -664,10 +672,10 @@ fence_guard(PG_FUNCTION_ARGS)
 	write = IncomingWrite(rel, config, trigdata, is_delete);
 	if (config->template != NULL && !write.raising)
 		key = CheckRowProof(rel, config, trigdata, write.in.token, is_delete);
-	CheckOrder(rel, config, &write, trigdata->tg_trigtuple);
+	CheckOrder(rel, config, &write, trigdata->tg_trigtuple, key);
 	/* the row's lock key is a preemption target (preempt.c) */
 	if (fence_preempt && key != NULL)
-		FencePreempt(key, write.in.token, true);
+		FencePreempt(key, write.in.token, true, RelationGetRelid(rel), FENCE_PATH_GUARD);
 
 	if (!write.raising && suppress_accept_relid != RelationGetRelid(rel))
 		FenceStatsAccepted(RelationGetRelid(rel), NULL, write.in.token);

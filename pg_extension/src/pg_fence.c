@@ -60,6 +60,10 @@ PG_MODULE_MAGIC;
 #define FENCE_MAX_INFLIGHT_MIN		1
 #define FENCE_MAX_INFLIGHT_MAX		100000
 
+/* pg_fence.rejection_log_size: entries of the ring of recent rejections */
+#define FENCE_REJECTION_LOG_DEFAULT	1024
+#define FENCE_REJECTION_LOG_MAX		65536
+
 /* Parsed value of pg_fence.token, kept as the GUC's "extra" */
 typedef struct FenceTokenSetting
 {
@@ -353,7 +357,19 @@ _PG_init(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
+		DefineCustomIntVariable("pg_fence.rejection_log_size",
+								"Number of recent rejections fence_rejections keeps, all databases together.",
+								"Exists only with shared_preload_libraries = 'pg_fence'. "
+								"0 keeps none (fence_rejection_counts still counts).",
+								&fence_rejection_log_size,
+								FENCE_REJECTION_LOG_DEFAULT,
+								0,
+								FENCE_REJECTION_LOG_MAX,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 		FenceStatsInit();
+		FenceRejectionsInit();
 	}
 
 	token_variable = FenceFindGucVariable("pg_fence.token");
@@ -594,8 +610,30 @@ FencePathName(FencePath path)
 			return "fence_admit";
 		case FENCE_PATH_ADVANCE:
 			return "fence_advance";
+		case FENCE_PATH_ENQUEUE:
+			return "fence_enqueue";
 	}
 	return "pg_fence";
+}
+
+/* Name of a path in fence_rejections and fence_rejection_counts */
+const char *
+FencePathShortName(FencePath path)
+{
+	switch (path)
+	{
+		case FENCE_PATH_GUARD:
+			return "guard";
+		case FENCE_PATH_FENCED_UPDATE:
+			return "fenced_update";
+		case FENCE_PATH_ADMIT:
+			return "admit";
+		case FENCE_PATH_ADVANCE:
+			return "advance";
+		case FENCE_PATH_ENQUEUE:
+			return "enqueue";
+	}
+	return "unknown";
 }
 
 /* schema.table, each part quoted only if needed (palloc'd) */

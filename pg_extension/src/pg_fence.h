@@ -55,14 +55,31 @@ typedef struct FencePair
 	int64		seq;
 } FencePair;
 
-/* Where a fence decision was taken; named in the LOG line */
+/*
+ * Where a fence decision was taken; named in the LOG line and in
+ * fence_rejections.  FENCE_PATH_GUARD is 0: the default of a zeroed target.
+ */
 typedef enum FencePath
 {
 	FENCE_PATH_GUARD,
 	FENCE_PATH_FENCED_UPDATE,
 	FENCE_PATH_ADMIT,
-	FENCE_PATH_ADVANCE
+	FENCE_PATH_ADVANCE,
+	FENCE_PATH_ENQUEUE
 } FencePath;
+
+#define FENCE_PATHS					5
+
+/* Why a write was refused (fence_rejections.reason) */
+typedef enum FenceReason
+{
+	FENCE_REASON_STALE,			/* token not newer than the fence (55F01) */
+	FENCE_REASON_IN_FLIGHT,		/* a newer token's transaction is open (55F01) */
+	FENCE_REASON_PREEMPTED,		/* a newer token preempted it: commit refused (55F01) */
+	FENCE_REASON_PROOF			/* token proof or lock key refused (55F02) */
+} FenceReason;
+
+#define FENCE_REASONS				4
 
 /* pg_fence.c: settings and helpers shared by every feature */
 struct Trigger;
@@ -83,6 +100,7 @@ extern char *FencePairString(const FencePair *pair);
 extern const struct Trigger *FenceFindGuard(Relation rel);
 extern const char *FenceGuardTemplateArg(const struct Trigger *guard);
 extern const char *FencePathName(FencePath path);
+extern const char *FencePathShortName(FencePath path);
 extern char *FenceQualifiedRelName(Relation rel);
 extern void FenceCheckNotNull(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
@@ -119,14 +137,22 @@ extern void FenceOutboxInit(void);
 extern bool fence_preempt;
 extern int	fence_max_inflight;
 extern void FencePreemptInit(bool preloading);
-extern void FencePreempt(const char *target, int64 token, bool register_it);
+extern void FencePreempt(const char *target, int64 token, bool register_it,
+						 Oid relid, FencePath path);
 extern void FencePreemptResetCounters(void);
 
 /* stats.c: shared-memory counters and the rejection LOG line */
 extern void FenceStatsInit(void);
 extern void FenceStatsAccepted(Oid relid, const char *resource, int64 token);
-extern void FenceStatsRejected(Oid relid, const char *resource, const FencePair *in,
-							   const FencePair *fence, FencePath path);
+extern void FenceStatsRejected(Oid relid, const char *resource, const char *lock_key,
+							   const FencePair *in, const FencePair *fence, FencePath path);
 extern void FenceStatsRejectedProof(Oid relid, const char *resource);
+
+/* rejections.c: the ring of recent rejections and the counts by reason */
+extern int	fence_rejection_log_size;
+extern void FenceRejectionsInit(void);
+extern void FenceRecordRejection(FencePath path, FenceReason reason, Oid relid,
+								 const char *key, const FencePair *in,
+								 const FencePair *fence);
 
 #endif							/* PG_FENCE_H */

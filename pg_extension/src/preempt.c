@@ -46,6 +46,10 @@
  * waited for too, at most PREEMPT_WAIT_MS, and terminated when it turned
  * out to be idle in transaction after all (it was between statements).
  *
+ * Both refusals, the admission refused in flight and the preempted commit,
+ * are recorded in fence_rejections (rejections.c) with the write's table
+ * or resource and path; an entry keeps those of the admission it registered.
+ *
  * Without shared_preload_libraries = pg_fence there is no registry, and
  * pg_fence.preempt does nothing.
  */
@@ -104,6 +108,8 @@ typedef struct PreemptEntry
 	Oid			roleid;			/* its session role, for the signal rules */
 	VirtualTransactionId vxid;	/* the transaction that registered it */
 	int64		token;
+	Oid			relid;			/* the admitting write's table, or InvalidOid */
+	uint8		path;			/* the admitting write's FencePath */
 	bool		preempted;		/* marked: may no longer commit */
 	int64		by_token;		/* the token that preempted it */
 	int			by_pid;
@@ -236,6 +242,20 @@ MyPreemptedEntry(void)
 }
 
 /*
+ * Record in fence_rejections a refusal of token on entry's target (the
+ * write's own fields: relid, path), by the newer token fence
+ */
+static void
+RecordRefusal(const PreemptEntry *entry, FenceReason reason, int64 token, int64 fence)
+{
+	FencePair	in = {token, false, 0};
+	FencePair	by = {fence, false, 0};
+
+	FenceRecordRejection((FencePath) entry->path, reason, entry->relid, entry->target,
+						 &in, &by);
+}
+
+/*
  * Refuse to commit a preempted transaction; otherwise mark this
  * transaction's entries committing
  */
@@ -256,6 +276,7 @@ PreCommit(void)
 	}
 	copy = *entry;
 	LWLockRelease(shared->lock);
+	RecordRefusal(&copy, FENCE_REASON_PREEMPTED, copy.token, copy.by_token);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("transaction with fencing token " INT64_FORMAT " for \"%s\" was "
@@ -419,9 +440,12 @@ ScanTarget(uint32 hash, const char *target, int64 token, Victim *victims, int ma
 	return n;
 }
 
-/* Add this transaction's admission of target (lock held); false when full */
+/*
+ * Add this transaction's admission of target by the write of relid (or
+ * InvalidOid) on path (lock held); false when full
+ */
 static bool
-AddEntry(uint32 hash, const char *target, int64 token)
+AddEntry(uint32 hash, const char *target, int64 token, Oid relid, FencePath path)
 {
 	int			i = shared->free;
 	PreemptEntry *entry;
@@ -439,6 +463,8 @@ AddEntry(uint32 hash, const char *target, int64 token)
 	entry->roleid = MyProc->roleId;
 	GET_VXID_FROM_PGPROC(entry->vxid, *MyProc);
 	entry->token = token;
+	entry->relid = relid;
+	entry->path = (uint8) path;
 	entry->preempted = false;
 	entry->by_token = 0;
 	entry->by_pid = 0;
@@ -566,15 +592,21 @@ ReportVictims(const Victim *victims, int n, const char *target, int64 token)
 }
 
 /*
- * Refuse an admission of token for target: another backend's open
- * transaction admitted the newer token newer->token there (counted)
+ * Refuse an admission of token for target by the write of relid (or
+ * InvalidOid) on path: another backend's open transaction admitted the
+ * newer token newer->token there (counted and recorded)
  */
 static void
-RefuseInFlight(const char *target, int64 token, const Newer *newer)
+RefuseInFlight(const char *target, int64 token, const Newer *newer, Oid relid,
+			   FencePath path)
 {
+	FencePair	in = {token, false, 0};
+	FencePair	by = {newer->token, false, 0};
+
 	SpinLockAcquire(&shared->mutex);
 	shared->refused_in_flight++;
 	SpinLockRelease(&shared->mutex);
+	FenceRecordRejection(path, FENCE_REASON_IN_FLIGHT, relid, target, &in, &by);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("stale fencing token " INT64_FORMAT " for \"%s\": a newer token "
@@ -591,11 +623,13 @@ RefuseInFlight(const char *target, int64 token, const Newer *newer)
 #define PREEMPT_MAX_PASSES			64
 
 /*
- * A newer admission: preempt target's older open transactions; with
+ * A newer admission by the write of relid (InvalidOid: the resource
+ * target) on path: preempt target's older open transactions; with
  * register, record this transaction's admission (see the file comment)
  */
 void
-FencePreempt(const char *target, int64 token, bool register_it)
+FencePreempt(const char *target, int64 token, bool register_it, Oid relid,
+			 FencePath path)
 {
 	uint32		hash;
 	Victim		victims[PREEMPT_MAX_VICTIMS];
@@ -616,14 +650,14 @@ FencePreempt(const char *target, int64 token, bool register_it)
 		if (newer.token != 0)
 		{
 			LWLockRelease(shared->lock);
-			RefuseInFlight(target, token, &newer);
+			RefuseInFlight(target, token, &newer, relid, path);
 		}
 		if (n == 0 || pass == PREEMPT_MAX_PASSES)
 		{
 			if (register_it && mine != NULL)
 				mine->token = Max(mine->token, token);
 			else if (register_it)
-				full = !AddEntry(hash, target, token);
+				full = !AddEntry(hash, target, token, relid, path);
 			LWLockRelease(shared->lock);
 			break;
 		}

@@ -254,12 +254,21 @@ RememberVerified(const char *proof, const char *lockkey, int64 token)
 	strlcpy(entry->lockkey, lockkey, sizeof(entry->lockkey));
 }
 
-/* Count a refusal of target's write in fence_stats */
+/*
+ * Count a refusal of target's write in fence_stats and record it in
+ * fence_rejections; lockkey and token NULL / negative when unknown
+ */
 static void
-CountRefusal(const FenceProofTarget *target)
+CountRefusal(const FenceProofTarget *target, const char *lockkey, int64 token)
 {
-	if (target != NULL)
-		FenceStatsRejectedProof(target->relid, target->resource);
+	FencePair	in = {token, false, 0};
+
+	if (target == NULL)
+		return;
+	FenceStatsRejectedProof(target->relid, target->resource);
+	FenceRecordRejection(target->path, FENCE_REASON_PROOF, target->relid,
+						 OidIsValid(target->relid) ? lockkey : target->resource,
+						 token >= 0 ? &in : NULL, NULL);
 }
 
 /* Count and raise 55F02 for a lock key that cannot be built */
@@ -267,7 +276,7 @@ void
 FenceRefuseLockKey(const FenceProofTarget *target, int sqlerrcode,
 				   const char *message, const char *detail)
 {
-	CountRefusal(target);
+	CountRefusal(target, NULL, -1);
 	ereport(ERROR,
 			(errcode(sqlerrcode),
 			 errmsg_internal("%s", message),
@@ -282,7 +291,7 @@ RefuseProof(const FenceProofTarget *target, ProofRefusal why, const char *text,
 			const FenceProof *proof, const char *reason,
 			const char *lockkey, int64 token, uint64 bound_cluster)
 {
-	CountRefusal(target);
+	CountRefusal(target, lockkey, token);
 	switch (why)
 	{
 		case PROOF_MISSING:
@@ -365,7 +374,7 @@ SignedLockKey(const FenceProofTarget *target, const char *lockkey)
 		for (const unsigned char *p = (const unsigned char *) lockkey; *p; p++)
 			if (*p >= 0x80)
 			{
-				CountRefusal(target);
+				CountRefusal(target, lockkey, -1);
 				ereport(ERROR,
 						(errcode(ERRCODE_FENCE_PROOF),
 						 errmsg("lock key \"%s\" cannot be verified in a SQL_ASCII database: "

@@ -21,6 +21,7 @@
 #include "fmgr.h"
 #include "utils/relcache.h"
 
+#include "pg_fence.h"
 #include "trusted_keys.h"
 
 /* Lengths of the wire form */
@@ -38,12 +39,13 @@ typedef struct FenceProof
 	unsigned char signature[FENCE_SIGNATURE_LEN];
 } FenceProof;
 
-/* What a proof is checked for, and where a refusal is counted */
+/* What a proof is checked for, and where a refusal is counted and recorded */
 typedef struct FenceProofTarget
 {
 	Oid			nspid;			/* schema of the extension */
 	Oid			relid;			/* protected relation, or InvalidOid */
 	const char *resource;		/* resource name, or NULL */
+	FencePath	path;			/* the refusing path (fence_rejections) */
 } FenceProofTarget;
 
 /* One part of a lock key template: literal text or a column's value */

@@ -296,7 +296,7 @@ ProofArgOrSetting(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
  */
 static void
 PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
-					const ResourceArgPositions *pos)
+					const ResourceArgPositions *pos, FencePath path)
 {
 	ResourceState state;
 
@@ -306,16 +306,17 @@ PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePa
 		  !FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
 							  ProofArgOrSetting(fcinfo, pos), resource, in->token))))
 		return;
-	FencePreempt(resource, in->token, false);
+	FencePreempt(resource, in->token, false, InvalidOid, path);
 }
 
 /*
  * Advance the resource's fence to the incoming pair if it is after it, lock
- * the row until the end of the transaction, and return the row now stored
+ * the row until the end of the transaction, and return the row now stored;
+ * path: the calling function, for a refusal's record
  */
 static ResourceState
 LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *in,
-			   const ResourceArgPositions *pos)
+			   const ResourceArgPositions *pos, FencePath path)
 {
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -326,7 +327,7 @@ LockAndAdvance(FunctionCallInfo fcinfo, const char *resource, const FencePair *i
 		elog(ERROR, "pg_fence: SPI_connect failed");
 	EnsurePlans(get_func_namespace(fcinfo->flinfo->fn_oid));
 	if (fence_preempt)
-		PreemptBeforeUpsert(fcinfo, resource, in, pos);
+		PreemptBeforeUpsert(fcinfo, resource, in, pos, path);
 
 	values[0] = CStringGetTextDatum(resource);
 	values[1] = Int64GetDatum(in->token);
@@ -384,7 +385,7 @@ CheckProofNotSeq(const char *proof)
  */
 static ResourceState
 LockAdvanceAndVerify(FunctionCallInfo fcinfo, const ResourceArgPositions *pos,
-					 const char *resource, const FencePair *in)
+					 const char *resource, const FencePair *in, FencePath path)
 {
 	ResourceState state;
 	FenceProofTarget target;
@@ -392,12 +393,13 @@ LockAdvanceAndVerify(FunctionCallInfo fcinfo, const ResourceArgPositions *pos,
 
 	if (pos->seq < 0 && PG_NARGS() > pos->proof && !PG_ARGISNULL(pos->proof))
 		CheckProofNotSeq(text_to_cstring(PG_GETARG_TEXT_PP(pos->proof)));
-	state = LockAndAdvance(fcinfo, resource, in, pos);
+	state = LockAndAdvance(fcinfo, resource, in, pos, path);
 	if (!state.require_proof)
 		return state;
 	target.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
 	target.relid = InvalidOid;
 	target.resource = resource;
+	target.path = path;
 	proof = ProofArgOrSetting(fcinfo, pos);
 	FenceCheckProof(&target, proof, resource, in->token);
 	return state;
@@ -435,16 +437,17 @@ Advance(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 {
 	char	   *resource = ResourceArg(fcinfo);
 	FencePair	in = PairArgs(fcinfo, pos);
-	ResourceState state = LockAdvanceAndVerify(fcinfo, pos, resource, &in);
+	ResourceState state = LockAdvanceAndVerify(fcinfo, pos, resource, &in,
+											   FENCE_PATH_ADVANCE);
 
 	if (!ResourceAdmits(resource, &in, &state))
 	{
-		FenceStatsRejected(InvalidOid, resource, &in, &state.fence, FENCE_PATH_ADVANCE);
+		FenceStatsRejected(InvalidOid, resource, NULL, &in, &state.fence, FENCE_PATH_ADVANCE);
 		PG_RETURN_BOOL(false);
 	}
 	FenceStatsAccepted(InvalidOid, resource, in.token);
 	if (fence_preempt)
-		FencePreempt(resource, in.token, true);
+		FencePreempt(resource, in.token, true, InvalidOid, FENCE_PATH_ADVANCE);
 	PG_RETURN_BOOL(true);
 }
 
@@ -474,30 +477,33 @@ RejectStaleAdmit(const char *resource, const FencePair *in, const FencePair *fen
 					 "this resource, and acquire the lock again before retrying.")));
 }
 
-/* Admit this transaction under the call's token or raise 55F01 */
+/*
+ * Admit this transaction under the call's token or raise 55F01; path:
+ * fence_admit or fence_enqueue
+ */
 static void
-AdmitOrRaise(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
+AdmitOrRaise(FunctionCallInfo fcinfo, const ResourceArgPositions *pos, FencePath path)
 {
 	char	   *resource = ResourceArg(fcinfo);
 	FencePair	in = PairArgs(fcinfo, pos);
-	ResourceState state = LockAdvanceAndVerify(fcinfo, pos, resource, &in);
+	ResourceState state = LockAdvanceAndVerify(fcinfo, pos, resource, &in, path);
 
 	if (!ResourceAdmits(resource, &in, &state))
 	{
 		/* Shared-memory counters are not transactional: count first. */
-		FenceStatsRejected(InvalidOid, resource, &in, &state.fence, FENCE_PATH_ADMIT);
+		FenceStatsRejected(InvalidOid, resource, NULL, &in, &state.fence, path);
 		RejectStaleAdmit(resource, &in, &state.fence);
 	}
 	FenceStatsAccepted(InvalidOid, resource, in.token);
 	if (fence_preempt)
-		FencePreempt(resource, in.token, true);
+		FencePreempt(resource, in.token, true, InvalidOid, path);
 }
 
 /* fence_admit's two forms: admit this transaction or raise 55F01 */
 static Datum
 Admit(FunctionCallInfo fcinfo, const ResourceArgPositions *pos)
 {
-	AdmitOrRaise(fcinfo, pos);
+	AdmitOrRaise(fcinfo, pos, FENCE_PATH_ADMIT);
 	PG_RETURN_VOID();
 }
 
@@ -511,7 +517,7 @@ FenceAdmitResource(FunctionCallInfo fcinfo, int proof_argno)
 {
 	ResourceArgPositions pos = {-1, proof_argno};
 
-	AdmitOrRaise(fcinfo, &pos);
+	AdmitOrRaise(fcinfo, &pos, FENCE_PATH_ENQUEUE);
 }
 
 /* fence_advance(resource, token[, proof]): publish a generation; false if stale */

@@ -411,14 +411,18 @@ FenceStatsRejectedProof(Oid relid, const char *resource)
 }
 
 /*
- * Record a stale token and write the LOG line; the caller then decides.
- * A pair with a sequence (sequenced fences) is written "(token, seq)".
+ * Record a stale token (fence_stats, fence_rejections) and write the LOG
+ * line; the caller then decides.  lock_key: a row's lock key, NULL when
+ * unknown (a resource's is its name).  A pair with a sequence (sequenced
+ * fences) is written "(token, seq)".
  */
 void
-FenceStatsRejected(Oid relid, const char *resource, const FencePair *in,
-				   const FencePair *fence, FencePath path)
+FenceStatsRejected(Oid relid, const char *resource, const char *lock_key,
+				   const FencePair *in, const FencePair *fence, FencePath path)
 {
 	CountDecision(relid, resource, in->token, STATS_REJECTED_STALE);
+	FenceRecordRejection(path, FENCE_REASON_STALE, relid,
+						 OidIsValid(relid) ? lock_key : resource, in, fence);
 	if (!fence_log_rejections)
 		return;
 	if (OidIsValid(relid))

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
                   partitions = 0, beyond = 0, overlaps = 0, beyond_stale = 0, expires_checked = 0,
                   waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
                   promotions = 0, removals = 0, leader_removals = 0, config_changes = 0, removed_stopped = 0,
-                  elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0, twins_unwritten = 0, proclaims = 0,
+                  elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0, twins_unwritten = 0, proclaims = 0, token_histories = 0,
                   answered_expires = 0, checkpoints = 0, checkpoint_clears = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
         answered_expires += r.answered_expires_checked;
         twins_unwritten += r.twin_grants_unwritten;
         proclaims += r.proclaims;
+        token_histories += r.token_histories_checked;
         waiters_checked += r.waiter_order_checked;
         waiting_sets += r.waiting_sets_checked;
         tokens_checked += r.fresh_tokens_checked;
@@ -237,7 +238,7 @@ int main(int argc, char** argv) {
                 "beyond_rho_seeds=%llu beyond_rho_lease_overlaps=%llu beyond_rho_stale_writes_refused=%llu "
                 "membership_seeds=%llu members_added=%llu promotions=%llu removals=%llu leader_removals=%llu "
                 "config_changes=%llu removed_stopped=%llu one_voter_seeds=%llu elections_checked=%llu "
-                "commit_quorums_checked=%llu twin_grants_unwritten=%llu answered_expires_checked=%llu proclaims=%llu\n",
+                "commit_quorums_checked=%llu twin_grants_unwritten=%llu answered_expires_checked=%llu proclaims=%llu token_histories_checked=%llu\n",
                 static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(grants), static_cast<unsigned long long>(grants_many),
                 static_cast<unsigned long long>(releases),
@@ -259,7 +260,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(removed_stopped), static_cast<unsigned long long>(one_voter_seeds),
                 static_cast<unsigned long long>(elections_checked), static_cast<unsigned long long>(commit_quorums),
                 static_cast<unsigned long long>(twins_unwritten), static_cast<unsigned long long>(answered_expires),
-                static_cast<unsigned long long>(proclaims));
+                static_cast<unsigned long long>(proclaims), static_cast<unsigned long long>(token_histories));
     if (flags.require_counts) {
         const std::pair<const char*, std::uint64_t> counts[] = {
             {"grants", grants}, {"grants_many", grants_many}, {"releases", releases}, {"expires", expires},
@@ -276,7 +277,8 @@ int main(int argc, char** argv) {
             {"leader_removals", leader_removals}, {"config_changes", config_changes},
             {"removed_stopped", removed_stopped}, {"elections_checked", elections_checked},
             {"commit_quorums_checked", commit_quorums}, {"twin_grants_unwritten", twins_unwritten},
-            {"answered_expires_checked", answered_expires}, {"proclaims", proclaims}};
+            {"answered_expires_checked", answered_expires}, {"proclaims", proclaims},
+            {"token_histories_checked", token_histories}};
         std::string zero;
         for (const auto& [name, value] : counts) {
             if (value == 0) zero += std::string(zero.empty() ? "" : ", ") + name;

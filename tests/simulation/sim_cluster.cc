@@ -99,11 +99,13 @@ private:
     const raft::Configuration* leader_configuration() const;
     const Member* leading_member() const;  // the up member that leads the highest term (null: none)
     void check_configuration_index(const raft::Configuration& config) const;
+    void check_token_histories() const;
     void trace(const std::string& line) const;
     void finish_result();
     void add_counters(const member::Counters& c);
 
     RunOptions options_;
+    mutable std::uint64_t token_histories_compared_ = 0;  // tokens check_token_histories() compared
     SimRandom root_;
     SimRandom net_random_{0};
     SimRandom fault_random_{0};
@@ -284,7 +286,10 @@ RunResult Cluster::run() {
         while (!events_.empty()) {
             if (fault_phase_ && step_ >= options_.steps) start_liveness();
             if (!fault_phase_ && !draining_ && liveness_done()) start_drain();
-            if (draining_ && drained()) break;
+            if (draining_ && drained()) {
+                check_token_histories();
+                break;
+            }
             require(fault_phase_ || draining_ || now_us_ <= liveness_deadline_us_, "liveness: no commit progress within ",
                     kLivenessElectionTimeouts, " election timeouts and a round trip per append's worth of entries behind after healing "
                     "(leader proposal at index ", marker_index_, " term ", marker_term_, ")");
@@ -331,6 +336,7 @@ void Cluster::finish_result() {
     result_.waiting_sets_checked = leader_checker_->waiting_sets_checked();
     result_.fresh_tokens_checked = workload_->tokens().fresh_checked();
     result_.proclaims = workload_->proclaimed();
+    result_.token_histories_checked = token_histories_compared_;
     for (const auto& op : workload_->acked()) result_.reads_acked += op.kind == ClientOp::Kind::kRead ? 1 : 0;
     result_.sim_time_us = now_us_;
     for (const auto& s : slots_) {
@@ -894,6 +900,38 @@ const Member* Cluster::leading_member() const {
 const raft::Configuration* Cluster::leader_configuration() const {
     const Member* best = leading_member();
     return best != nullptr ? &best->raft().configuration() : nullptr;
+}
+
+// Every two up members agree on what the log decides of each token both
+// keep in full (member/token_history.h): granted here, not ended by a
+// restore nor superseded. A token one of them has not seen end yet (it lags)
+// is skipped, and a next token one of them has not applied yet.
+void Cluster::check_token_histories() const {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        const Member& a = *slots_[i].member;
+        if (!a.up()) continue;
+        for (std::size_t j = i + 1; j < slots_.size(); ++j) {
+            const Member& b = *slots_[j].member;
+            if (!b.up()) continue;
+            a.core().token_history().for_each([&](const member::TokenRecord& ra) {
+                const member::TokenRecord* rb = b.core().token_history().lookup(ra.token).record;
+                auto full = [](const member::TokenRecord& r) {
+                    return r.granted_index != 0 && r.end != member::TokenEnd::kRestore &&
+                           r.end != member::TokenEnd::kSuperseded;
+                };
+                if (rb == nullptr || !full(ra) || !full(*rb)) return;
+                if ((ra.end == member::TokenEnd::kHeld) != (rb->end == member::TokenEnd::kHeld)) return;
+                member::TokenRecord x = ra;
+                member::TokenRecord y = *rb;
+                if (x.next_token == 0 || y.next_token == 0) x.next_token = y.next_token = 0;
+                require(x.same_derived(y), "members ", i + 1, " and ", j + 1, " differ on token ", ra.token,
+                        " (granted at ", ra.granted_index, " / ", rb->granted_index, ", ended ",
+                        member::to_string(ra.end), " at ", ra.ended_index, " / ", member::to_string(rb->end), " at ",
+                        rb->ended_index, ", next ", ra.next_token, " / ", rb->next_token, ")");
+                ++token_histories_compared_;
+            });
+        }
+    }
 }
 
 // Every member of `config` (the leader's; each has applied the liveness

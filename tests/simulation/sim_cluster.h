@@ -87,6 +87,9 @@ struct RunResult {
     std::uint64_t answered_expires_checked = 0;  // lease_checker.h: Expires checked against answered leases
     std::uint64_t twin_grants_unwritten = 0;     // twin acquires' Granted answers reported unwritten
     std::uint64_t proclaims = 0;                 // proclaims answered Proclaimed (values set through the log)
+    // Tokens two members' token histories were compared on, at the end
+    // (what the log decides of each must be the same).
+    std::uint64_t token_histories_checked = 0;
     std::uint64_t waiter_order_checked = 0;  // waiter grants checked for arrival order
     std::uint64_t waiting_sets_checked = 0;  // of them, sets of keys (on each key)
     std::uint64_t fresh_tokens_checked = 0;  // token_checker.h: fresh grants checked against earlier tokens

@@ -39,6 +39,14 @@ member::Time Member::now() const {
     return member::Time(static_cast<std::int64_t>(static_cast<double>(clock_us_) * clock_rate_ * 1000.0));
 }
 
+// The member's wall clock: its monotonic reading from a fixed epoch
+// (member::Core::wall_clock), told before the inputs that may propose.
+void Member::tell_wall_clock() {
+    constexpr std::uint64_t kSimEpochMs = 1'800'000'000'000;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now()).count();
+    core_->wall_clock(kSimEpochMs + static_cast<std::uint64_t>(ms));
+}
+
 void Member::start(std::uint64_t random_seed) {
     require(!up(), "member ", id(), " started twice");
     require(!stopped_, "member ", id(), " started after it stopped for good");
@@ -115,6 +123,7 @@ void Member::stop() {
 }
 
 void Member::tick(Outbox& out) {
+    tell_wall_clock();
     core_->tick(now());
     after_input(out);
 }
@@ -122,6 +131,7 @@ void Member::tick(Outbox& out) {
 void Member::step(const raft::Message& m, std::uint64_t sent_us, Outbox& out) {
     leader_checker_.delivered(id(), m, sent_us);
     quorum_checker_.delivered(m);
+    tell_wall_clock();
     core_->step(m, now());
     after_input(out);
 }
@@ -131,6 +141,7 @@ void Member::handle_client(const ClientRequest& request, Outbox& out) {
     const auto* acquire = std::get_if<member::Acquire>(&request.request);
     pending_[id] = Pending{request.client, request.op_id, request.attempt,
                            acquire ? keys_of(*acquire) : std::vector<std::string>{}};
+    tell_wall_clock();
     core_->request(id, request.request, now());
     after_input(out);
 }

@@ -145,6 +145,7 @@ private:
     };
 
     member::Time now() const;
+    void tell_wall_clock();
     void end_process();  // crash() and stop(): everything but the disk is gone
     void carry_out(Outbox& out);  // the core's effects, except a Persist's start (begin_persist)
     void carry_out_batch(Outbox& out);

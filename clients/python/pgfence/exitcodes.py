@@ -23,7 +23,9 @@ tool built on this package.
 |      |                     | (StalePublishError)                                              |
 | 11   | EXIT_DATABASE       | a database error other than a stale token (PublishError too)     |
 | 12   | EXIT_NOT_PGFENCE    | what answered on an endpoint is not a pgfence member             |
-| 13   | EXIT_COMPACTED      | watch: the revision asked for is older than the history kept     |
+| 13   | EXIT_COMPACTED      | watch: the revision asked for is older than the history kept;    |
+|      |                     | explain: the token is older than the token history kept          |
+| 14   | EXIT_NO_SUCH_TOKEN  | explain (fencectl): no such token was issued                     |
 
 Every FenceError carries its code as `exit_code` (pgfence.errors).
 """
@@ -42,3 +44,4 @@ EXIT_STALE = 10
 EXIT_DATABASE = 11
 EXIT_NOT_PGFENCE = 12
 EXIT_COMPACTED = 13
+EXIT_NO_SUCH_TOKEN = 14

@@ -168,7 +168,9 @@ grep -q "^pg_fence_stats_last_accepted_token{.*name=\"reports\".*} $t2\$" "$W/ex
   fail "the exporter's last_accepted_token for reports is not $t2"
 grep -q '^pg_exporter_last_scrape_error 0$' "$W/exporter.metrics" ||
   fail "the exporter reports a failed scrape: $(grep last_scrape_error "$W/exporter.metrics")"
-pass "postgres_exporter serves fence_stats (rejected_stale 1, last_accepted_token $t2)"
+grep -qE '^pg_fence_rejections_total\{.*path="guard",reason="stale".*\} 1$' "$W/exporter.metrics" ||
+  { grep pg_fence_rejections "$W/exporter.metrics" >&2; fail "the exporter's rejections for guard, stale are not 1"; }
+pass "postgres_exporter serves fence_stats (rejected_stale 1, last_accepted_token $t2) and fence_rejection_counts (guard, stale: 1)"
 
 # Every metric name in the rules and the dashboard is served live. A
 # histogram's _bucket/_sum/_count series are served under those names.

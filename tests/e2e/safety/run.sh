@@ -67,6 +67,9 @@
 #        FENCE_WORKER_BIN, FENCECTL_BIN, FENCE_COORDINATOR_BIN, BUILD, E2E_BUILD_DIR
 #        say where the binaries are (else they are searched under build*/).
 # Needs root (namespaces), ip, nft, faketime, fiu-run, gnuplot (make deps installs them).
+# Every stale rejection of the run is then explained (lib/explain.sh: fencectl
+# explain per refused token, with its worker's log; bounded) and listed with
+# its cause in the summary.
 # Ends with "safety: N passed, N failed", then
 #   "faults: seed=S seconds=T ops=N accepted=N refused=N faults=N violations=N forged=N forged_accepted=N"
 # and the report directory; exit status 0 only if every check passed.
@@ -79,6 +82,7 @@ source "$HERE/lib/pg.sh"
 source "$HERE/lib/netns.sh"
 source "$HERE/lib/members.sh"
 source "$HERE/lib/nemesis.sh"
+source "$HERE/lib/explain.sh"
 
 RUN_S=${SAFETY_SECONDS:-40}
 SEED=${SAFETY_SEED:-$(((RANDOM << 15 | RANDOM) % 1000000000))}
@@ -272,8 +276,9 @@ log "seed $SEED (the same seed gives the same schedule: SAFETY_SEED=$SEED), ${RU
 log "first cycle of the schedule: $(head -n ${#NEM_KINDS[@]} "$WORK/schedule.txt" | awk '{ printf "%s ", $1 }')"
 ns_setup "${HOSTS[@]}" || die "could not create the network namespaces"
 log "namespaces ${NS_TAG}-{br,${HOSTS[*]// /,}} on 198.18.0.0/24 (bridge ${NS_TAG}-br)"
-PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 pg_throwaway_start "$WORK" ||
-  die "PostgreSQL did not start"
+# (rejection_log_size: fence_rejections keeps the run's refusals for explain)
+PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 \
+  pg_throwaway_start "$WORK" pg_fence.rejection_log_size=16384 || die "PostgreSQL did not start"
 # Token proofs: the members sign with signing.key; forger.key is the
 # adversary's, which PostgreSQL never trusts.
 for k in signing forger; do
@@ -419,6 +424,9 @@ FRESH=$(nem_ctl "$FENCECTL" --endpoints "$FENCE_ENDPOINTS" --timeout 10s acquire
 check fresh_token_above_every_ack "FRESH > MAX_ACKED" \
   "fresh acquire got $FRESH > max acknowledged $MAX_ACKED"
 ((FRESH > MAX_ACKED)) || VIOLATIONS=$((VIOLATIONS + 1))
+explain_stale_rejections "$WORK/explain" || log "could not list the stale rejections of the history"
+check stale_rejections_explained "EXPLAIN_ERRORS == 0 && (EXPLAIN_DONE > 0 || EXPLAIN_TOKENS == 0)" \
+  "fencectl explain answered for $EXPLAIN_DONE of $EXPLAIN_TOKENS refused tokens, $EXPLAIN_ERRORS errors (see explained.txt)"
 
 # --- Report ----------------------------------------------------------------------
 FAULTS=$(grep -cv '^$' "$WORK/faults.log" || true)
@@ -456,7 +464,9 @@ col() { awk -v k="$1" -v c="$2" '$1 ~ k { print $c }' "$WORK/faults.log"; }
   stats "heal -> grant" "$FINAL_GRANT_MS"
   stats "heal -> $LIVE_WRITES writes accepted" "$LIVE_MS"
   printf '  %-36s %s\n' "max acknowledged token" "$MAX_ACKED"
+  explain_report "$WORK/explain"
 } | tee "$REPORT_DIR/summary.txt"
+cp -r "$WORK/explain" "$REPORT_DIR/explain" 2>/dev/null || true
 cp "$WORK/faults.log" "$WORK/checks.txt" "$REPORT_DIR/"
 cp "$WORK/check.out" "$REPORT_DIR/check.out"
 [[ -f "$WORK/nemesis-failures.log" ]] && cp "$WORK/nemesis-failures.log" "$REPORT_DIR/"

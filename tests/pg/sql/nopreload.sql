@@ -1,5 +1,6 @@
 -- nopreload: without shared_preload_libraries fencing works the same, and
--- fence_stats says what to configure.  (Run on a server without preload.)
+-- fence_stats and fence_rejections say what to configure.  (Run on a
+-- server without preload.)
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pg_fence;
 RESET client_min_messages;
@@ -42,6 +43,15 @@ SELECT * FROM fence_stats;
 \echo SQLSTATE :SQLSTATE
 SELECT fence_stats_reset();
 \echo SQLSTATE :SQLSTATE
+-- so does the record of rejections (55000); pg_fence.rejection_log_size
+-- does not exist
+SELECT * FROM fence_rejections;
+\echo SQLSTATE :SQLSTATE
+SELECT fence_rejections_reset();
+\echo SQLSTATE :SQLSTATE
+SELECT * FROM fence_rejection_counts();
+\echo SQLSTATE :SQLSTATE
+SELECT count(*) FROM pg_settings WHERE name = 'pg_fence.rejection_log_size';
 
 DROP TABLE np;
 DELETE FROM fence_resources;

@@ -1,7 +1,7 @@
 -- upgrade: a database created with version 1.0 keeps its fences, triggers
 -- and resources through ALTER EXTENSION pg_fence UPDATE (to 1.1, 1.2, 1.3,
--- 1.4, then 1.5), and ends up with the same extension objects as a fresh
--- install of 1.5.
+-- 1.4, 1.5, then 1.6), and ends up with the same extension objects as a
+-- fresh install of 1.6.
 --
 -- The main value is the behaviour checks on fences that existed before the
 -- update (stale and newer tokens on an old guard, old resources, the
@@ -9,12 +9,13 @@
 -- on an old guard and old resources, 1.3's warning about an ambiguous lock
 -- key template, 1.3's sequenced fences on an old resource row and an old
 -- guard's table turned sequenced in place, 1.5's outbox on an old resource
--- row).  The \dx+ ... comparison guards less
--- than it seems: a fresh CREATE EXTENSION runs the 1.0 script and then the
--- same 1.0--1.1, 1.1--1.2, 1.2--1.3, 1.3--1.4 and 1.4--1.5 scripts, so the two can differ only through
--- data the scripts meet (tables, rows, triggers of a used 1.0 database);
--- it becomes a real check once a later version ships its own install
--- script.
+-- row, 1.6's fence_rejections showing the rejections made before it).  The
+-- \dx+ ... comparison guards less than it seems: a fresh CREATE EXTENSION
+-- runs the 1.0 script and then the same 1.0--1.1, 1.1--1.2, 1.2--1.3,
+-- 1.3--1.4, 1.4--1.5 and 1.5--1.6 scripts, so the two can differ only
+-- through data the scripts meet (tables, rows, triggers of a used 1.0
+-- database); it becomes a real check once a later version ships its own
+-- install script.
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS regress_fence_upgraded;
 DROP DATABASE IF EXISTS regress_fence_fresh;
@@ -108,8 +109,10 @@ UPDATE up SET body = 'b1 late', fence = 51, fence_seq = 1 WHERE id = 2;
 SELECT * FROM up ORDER BY id;
 
 -- 1.5's outbox admits at a resource row made before it (job: (50, 1))
-ALTER EXTENSION pg_fence UPDATE;
+ALTER EXTENSION pg_fence UPDATE TO '1.5';
 SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+SELECT fence_rejections_reset();
+\echo SQLSTATE :SQLSTATE
 SELECT fence_enqueue('job', 49, 'mail', 'http://127.0.0.1:9/', '{}');
 \echo SQLSTATE :SQLSTATE
 SELECT fence_enqueue('job', 51, 'mail', 'http://127.0.0.1:9/', '{"n": 1}')
@@ -118,7 +121,17 @@ SELECT resource, fence, seq FROM fence_resources WHERE resource = 'job';
 SELECT target, token, operation_id, state FROM fence_outbox;
 SELECT state, entries FROM fence_outbox_backlog;
 
--- the same objects, definitions, comments and privileges as a fresh 1.5
+-- 1.6 shows the rejections kept in shared memory, also those made under
+-- earlier versions (the ring belongs to the library, not to the version):
+-- the newest 8 of this database
+ALTER EXTENSION pg_fence UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_fence';
+SELECT relation, resource, lock_key, token, fence, seq, fence_seq, path, reason, sqlstate
+  FROM fence_rejections;
+SELECT fence_rejections_reset();
+SELECT count(*) FROM fence_rejections;
+
+-- the same objects, definitions, comments and privileges as a fresh 1.6
 \o :tmp/upgraded.txt
 \dx+ pg_fence
 \df+ fence*
@@ -127,6 +140,7 @@ SELECT state, entries FROM fence_outbox_backlog;
 \d+ fence_stats
 \d+ fence_outbox
 \d+ fence_outbox_backlog
+\d+ fence_rejections
 \dp fence*
 SELECT extversion, extconfig::regclass[], extcondition FROM pg_extension WHERE extname = 'pg_fence';
 \o
@@ -141,6 +155,7 @@ CREATE EXTENSION pg_fence;
 \d+ fence_stats
 \d+ fence_outbox
 \d+ fence_outbox_backlog
+\d+ fence_rejections
 \dp fence*
 SELECT extversion, extconfig::regclass[], extcondition FROM pg_extension WHERE extname = 'pg_fence';
 \o

@@ -542,3 +542,52 @@ BOOST_AUTO_TEST_CASE(all_members_stopped_is_unavailable_by_the_deadline) {
     BOOST_TEST(r.error().message.find("/healthz") != std::string::npos, r.error().message);
     BOOST_TEST((test::Clock::now() - start < 700ms + kSlack));
 }
+
+// GET /v1/tokens/{token} and /v1/keys/{key}/history: the answer's fields, the
+// key percent-encoded in the path, and 404 unknown_token / 410 compacted.
+BOOST_AUTO_TEST_CASE(token_life_and_key_history_read_the_token_history) {
+    const std::string life =
+        R"({"token":41,"key":"report:7","owner":"w-a","lease_ms":5000,"granted":{"index":1234,"wall_ms":1796000000000},)"
+        R"("ended":{"how":"expired","index":1300,"wall_ms":1796000009000,"last_keepalive_wall_ms":1796000003000},)"
+        R"("next_token":1301,"keepalives":{"observed_by":2,"while_leader":true,"ok":12,"last_ok_wall_ms":1796000003000,)"
+        R"("refused":1,"last_refused_wall_ms":1796000010000,"last_refused_reason":"not_held"}})";
+    FakeServer s([&](const FakeRequest& r) {
+        if (r.target == "/v1/tokens/41") return reply(200, life);
+        if (r.target == "/v1/tokens/7") return reply(404, R"({"error":"unknown_token","message":"no token 7 was issued"})");
+        if (r.target == "/v1/tokens/3") {
+            return reply(410, R"({"error":"compacted","message":"token 3 is older","oldest_token":20})");
+        }
+        if (r.target == "/v1/keys/report%3A7/history?limit=5") return reply(200, R"({"key":"report:7","tokens":[)" + life + "]}");
+        return reply(500, R"({"error":"unexpected"})");
+    });
+    client::Client c(options_for({s.endpoint()}));
+    auto t = c.token_life_of(s.endpoint(), 41);
+    BOOST_TEST_REQUIRE(t.ok(), t.message());
+    const client::TokenLife& v = t.value();
+    BOOST_TEST(v.token == 41u);
+    BOOST_TEST(v.key == "report:7");
+    BOOST_TEST((v.keys == std::vector<std::string>{"report:7"}));
+    BOOST_TEST(v.lease.count() == 5000);
+    BOOST_TEST(v.granted.index.value_or(0) == 1234u);
+    BOOST_TEST(v.granted.wall_ms.value_or(0) == 1796000000000u);
+    BOOST_TEST(v.ended.how == "expired");
+    BOOST_TEST(v.ended.last_keepalive_wall_ms.value_or(0) == 1796000003000u);
+    BOOST_TEST(v.next_token.value_or(0) == 1301u);
+    BOOST_TEST(v.keepalives.observed_by == 2u);
+    BOOST_TEST(v.keepalives.while_leader);
+    BOOST_TEST(v.keepalives.ok == 12u);
+    BOOST_TEST(v.keepalives.refused == 1u);
+    BOOST_TEST(v.keepalives.last_refused_reason == "not_held");
+    auto unknown = c.token_life(7);
+    BOOST_TEST_REQUIRE(!unknown.ok());
+    BOOST_TEST((unknown.error().kind == client::ErrorKind::kUnknownToken));
+    auto compacted = c.token_life(3);
+    BOOST_TEST_REQUIRE(!compacted.ok());
+    BOOST_TEST((compacted.error().kind == client::ErrorKind::kCompacted));
+    BOOST_TEST(compacted.error().oldest_token == 20u);
+    auto h = c.key_history("report:7", 5);
+    BOOST_TEST_REQUIRE(h.ok(), h.message());
+    BOOST_TEST(h.value().key == "report:7");
+    BOOST_TEST_REQUIRE(h.value().tokens.size() == 1u);
+    BOOST_TEST(h.value().tokens[0].token == 41u);
+}

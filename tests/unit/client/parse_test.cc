@@ -261,6 +261,8 @@ BOOST_AUTO_TEST_CASE(exit_codes_by_error_kind) {
     BOOST_TEST(code(ErrorKind::kNotPgfence, "status") == pgfence::kExitNotPgfence);
     BOOST_TEST(pgfence::kExitNotPgfence == 12);
     BOOST_TEST(code(ErrorKind::kCompacted, "watch") == pgfence::kExitCompacted);
+    BOOST_TEST(code(ErrorKind::kCompacted, "explain") == pgfence::kExitCompacted);
+    BOOST_TEST(code(ErrorKind::kUnknownToken, "explain") == pgfence::kExitNoSuchToken);
 }
 
 BOOST_AUTO_TEST_CASE(the_one_exit_code_scheme_gives_each_number_one_meaning) {
@@ -268,8 +270,8 @@ BOOST_AUTO_TEST_CASE(the_one_exit_code_scheme_gives_each_number_one_meaning) {
                                  pgfence::kExitHeld,        pgfence::kExitLostLease,    pgfence::kExitUnavailable,
                                  pgfence::kExitNotFound,    pgfence::kExitNotAuthorized, pgfence::kExitUnknownMember,
                                  pgfence::kExitRefused,     pgfence::kExitStale,        pgfence::kExitDatabase,
-                                 pgfence::kExitNotPgfence,  pgfence::kExitCompacted};
-    for (std::size_t i = 0; i < codes.size(); ++i) BOOST_TEST(codes[i] == static_cast<int>(i));  // 0..13, in order
+                                 pgfence::kExitNotPgfence,  pgfence::kExitCompacted,     pgfence::kExitNoSuchToken};
+    for (std::size_t i = 0; i < codes.size(); ++i) BOOST_TEST(codes[i] == static_cast<int>(i));  // 0..14, in order
 }
 
 BOOST_AUTO_TEST_CASE(run_without_the_double_dash_says_where_the_command_goes) {
@@ -329,6 +331,34 @@ BOOST_AUTO_TEST_CASE(watch_takes_a_key_or_a_prefix_a_revision_and_progress) {
     BOOST_TEST(error_of({"get", "a", "--rev", "3"}).find("not valid for 'get'") != std::string::npos);
     BOOST_TEST(error_of({"list", "--progress"}).find("not valid for 'list'") != std::string::npos);
     BOOST_TEST(parse({"help", "watch"}).args.help);
+}
+
+BOOST_AUTO_TEST_CASE(explain_takes_a_token_or_a_key_with_a_window) {
+    const cli::ArgsParse t = parse({"explain", "41", "--dsn", "", "--client-log", "w.csv", "-o", "json"});
+    BOOST_TEST_REQUIRE(t.error == "");
+    BOOST_TEST(t.args.token == 41u);
+    BOOST_TEST(t.args.dsn_given);
+    BOOST_TEST(t.args.client_log == "w.csv");
+    const cli::ArgsParse k = parse({"explain", "--key", "report:7", "--since", "2026-12-04T21:30:00.250Z",
+                                    "--until", "2026-12-04T21:31:00Z", "--limit", "5"});
+    BOOST_TEST_REQUIRE(k.error == "");
+    BOOST_TEST(k.args.explain_key == "report:7");
+    BOOST_TEST(k.args.key == "");  // not the TLS key
+    BOOST_TEST(*k.args.since_ms == 1796419800250);
+    BOOST_TEST(*k.args.until_ms == 1796419860000);
+    BOOST_TEST(*k.args.limit == 5u);
+    auto error_of = [](std::vector<std::string> words) { return parse(std::move(words)).error; };
+    BOOST_TEST(error_of({"explain"}).find("give TOKEN or --key K") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "41", "--key", "k"}).find("one of them") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "x41"}).find("invalid token 'x41'") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "41", "--since", "1h"}).find("go with --key") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "--key", "k", "--since", "yesterday"}).find("'yesterday'") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "--key", "k", "--limit", "1001"}).find("1..1000") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "--key", "k", "--since", "1m", "--until", "1h"}).find("after --until") !=
+               std::string::npos);
+    BOOST_TEST(error_of({"get", "k", "--client-log", "w.csv"}).find("not valid for 'get'") != std::string::npos);
+    std::string why;
+    BOOST_TEST(*cli::parse_time("15m", 1'000'000, why) == 100'000);
 }
 
 BOOST_AUTO_TEST_CASE(member_subcommands_parse_and_name_what_is_wrong) {

@@ -251,4 +251,51 @@ BOOST_AUTO_TEST_CASE(describe_escapes_bytes_that_could_forge_log_lines) {
     BOOST_TEST(describe(Expire{"k", 6}).find("expire") == 0u);
 }
 
+// Version 4 stamps a command with the leader's wall clock: [4][wall_ms
+// u64][the command's own bytes]. decode_entry() returns both, decode_command()
+// the command; every older version still decodes, with no stamp.
+BOOST_AUTO_TEST_CASE(a_stamped_command_is_version_4_and_older_versions_decode_without_a_stamp) {
+    for (const Command& cmd : samples()) {
+        const std::string plain = encode(cmd);
+        const std::string stamped = encode(cmd, 1'796'420'452'990);
+        BOOST_TEST(stamped == Bytes().u8(4).u64(1'796'420'452'990).get() + plain);
+        auto entry = decode_entry(stamped);
+        BOOST_TEST_REQUIRE(std::holds_alternative<Stamped>(entry), decode_error(stamped));
+        BOOST_TEST((std::get<Stamped>(entry).command == cmd));
+        BOOST_TEST(std::get<Stamped>(entry).wall_ms.value_or(0) == 1'796'420'452'990u);
+        auto command = decode_command(stamped);
+        BOOST_TEST_REQUIRE(std::holds_alternative<Command>(command));
+        BOOST_TEST((std::get<Command>(command) == cmd));
+        // The older format, as releases before the stamp write it: no wall time.
+        auto old = decode_entry(plain);
+        BOOST_TEST_REQUIRE(std::holds_alternative<Stamped>(old));
+        BOOST_TEST((std::get<Stamped>(old).command == cmd));
+        BOOST_TEST(!std::get<Stamped>(old).wall_ms.has_value());
+    }
+    // Version 1 bytes written by hand (a release before the stamp): a Release.
+    auto v1 = decode_entry(Bytes().u8(1).u8(2).str("k").u64(7).get());
+    BOOST_TEST_REQUIRE(std::holds_alternative<Stamped>(v1));
+    BOOST_TEST((std::get<Stamped>(v1).command == Command{Release{"k", 7}}));
+    BOOST_TEST(!std::get<Stamped>(v1).wall_ms.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_stamp_must_hold_one_command_of_versions_1_to_3) {
+    const std::string release = encode(Release{"k", 7});
+    // A stamp inside a stamp, a stamp of nothing, a truncated stamp, an unknown inner version.
+    std::string error = decode_error(Bytes().u8(4).u64(1).get() + encode(Release{"k", 7}, 2));
+    BOOST_TEST(error.find("stamped command version 4") != std::string::npos, error);
+    BOOST_TEST(error.find("byte offset 9") != std::string::npos, error);
+    error = decode_error(Bytes().u8(4).u64(1).get());
+    BOOST_TEST(error.find("stamped command version needs 1 bytes") != std::string::npos, error);
+    error = decode_error(Bytes().u8(4).u8(1).u8(2).get());
+    BOOST_TEST(error.find("wall_ms needs 8 bytes") != std::string::npos, error);
+    error = decode_error(Bytes().u8(4).u64(1).u8(9).get() + release.substr(1));
+    BOOST_TEST(error.find("stamped command version 9") != std::string::npos, error);
+    error = decode_error(Bytes().u8(5).get() + release.substr(1));
+    BOOST_TEST(error.find("unknown command version 5 (known: 1..4)") != std::string::npos, error);
+    // Trailing bytes after a stamped command are refused as after any other.
+    error = decode_error(encode(Release{"k", 7}, 1) + "x");
+    BOOST_TEST(!error.empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

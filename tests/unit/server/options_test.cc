@@ -302,6 +302,27 @@ BOOST_AUTO_TEST_CASE(owner_binding_defaults_to_on_and_takes_on_or_off) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(token_history_limits_and_the_wall_clock_stamp_have_defaults_and_bounds) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(d.token_history_events == 100000u);
+    BOOST_TEST(d.token_history_bytes == (64u << 20));
+    BOOST_TEST(d.log_wall_time);
+    check_bounded_flag("--token-history-events", "1", &Options::token_history_events, 1, {"0", "100000001", "x"},
+                       "1..100000000");
+    check_bounded_flag("--token-history-bytes", "4096", &Options::token_history_bytes, 4096, {"4095", ""},
+                       "4096..68719476736");
+    Options off;
+    BOOST_TEST(parse_with("--log-wall-time", "off", off) == "");
+    BOOST_TEST(!off.log_wall_time);
+    Options b;
+    const std::string err = parse_with("--log-wall-time", "yes", b);
+    BOOST_TEST(err.find("--log-wall-time: 'yes' must be on or off") != std::string::npos, err);
+    for (const char* flag : {"--token-history-events", "--token-history-bytes", "--log-wall-time"}) {
+        BOOST_TEST(usage().find(flag) != std::string::npos, flag);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(lease_checkpoints_default_to_on_and_their_rate_to_1024) {
     Options d;
     BOOST_TEST(parse(kBase, d) == "");

@@ -69,6 +69,28 @@ BOOST_AUTO_TEST_CASE(an_unknown_path_is_404) {
     }
 }
 
+// A {name} segment matches one non-empty segment; the parser reads it.
+BOOST_AUTO_TEST_CASE(a_pattern_segment_matches_one_segment) {
+    BOOST_TEST(path_matches("/v1/tokens/{token}", "/v1/tokens/41"));
+    BOOST_TEST(path_matches("/v1/tokens/{token}", "/v1/tokens/x%2Fy"));
+    BOOST_TEST(path_matches("/v1/keys/{key}/history", "/v1/keys/report%3A7/history"));
+    for (const char* path : {"/v1/tokens/", "/v1/tokens", "/v1/tokens/41/", "/v1/tokens/4/1", "/v1/tokens//"}) {
+        BOOST_TEST(!path_matches("/v1/tokens/{token}", path), path);
+    }
+    for (const char* path : {"/v1/keys//history", "/v1/keys/a/b/history", "/v1/keys/a/history/", "/v1/keys/a"}) {
+        BOOST_TEST(!path_matches("/v1/keys/{key}/history", path), path);
+    }
+    BOOST_TEST(!path_matches("/v1/acquire", "/v1/acquire/"));
+    BOOST_TEST(match_route("GET", "/v1/tokens/41").route != nullptr);
+    BOOST_TEST(match_route("POST", "/v1/tokens/41").path_known);
+    BOOST_TEST(match_route("GET", "/v1/keys/a/history").route != nullptr);
+    BOOST_TEST(!match_route("GET", "/v1/tokens/").path_known);
+    BOOST_TEST(path_segment("/v1/tokens/41", 2) == "41");
+    BOOST_TEST(path_segment("/v1/keys/a%2Fb/history", 2) == "a%2Fb");
+    BOOST_TEST(path_segment("/v1/keys/a/history", 3) == "history");
+    BOOST_TEST(path_segment("/v1/tokens", 2) == "");
+}
+
 // With --auth-file, only /healthz and a joining member's question are
 // answered without credentials, and a wrong method on those paths too.
 BOOST_AUTO_TEST_CASE(only_healthz_and_join_are_asked_without_credentials) {

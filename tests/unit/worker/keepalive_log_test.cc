@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <memory>
 
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
@@ -207,4 +208,25 @@ BOOST_AUTO_TEST_CASE(lines_from_two_threads_never_interleave) {
     BOOST_TEST(acquires.size() == static_cast<std::size_t>(kPerThread));
     BOOST_TEST(keepalives.size() == static_cast<std::size_t>(kPerThread));
     for (const Line& l : keepalives) BOOST_TEST_REQUIRE(l.fields[2] == long_key);
+}
+
+BOOST_AUTO_TEST_CASE(a_wakeup_a_third_of_the_lease_late_is_a_stall_line) {
+    FakeServer s([](const FakeRequest&) { return reply(200, R"({"key":"job","token":77,"ttl_ms":900})"); });
+    TempFile file;
+    worker::EventLog log;
+    BOOST_TEST_REQUIRE(log.open(file.path.string(), "w1") == "");
+    {
+        worker::Keepalive k(options_for(s.endpoint()), lease_of(900ms), &log, false);  // no thread
+        const auto due = client::Clock::now();
+        k.note_wakeup(due, due + 299ms);  // under lease/3: not a stall
+        k.note_wakeup(due, due + 300ms);
+        k.renew_now(*std::make_unique<client::Client>(options_for(s.endpoint())));
+    }
+    const auto stalls = read_lines(file.path, "stall");
+    BOOST_TEST_REQUIRE(stalls.size() == 1u);
+    BOOST_TEST(stalls[0].fields[8] == "300");
+    BOOST_TEST(stalls[0].ack_ns() - stalls[0].send_ns() == 300'000'000);
+    // renew_now: one request, one line, and no thread made any other.
+    BOOST_TEST(read_lines(file.path, "keepalive").size() == 1u);
+    BOOST_TEST(s.requests().size() == 1u);
 }

@@ -1,0 +1,38 @@
+// fencectl explain: a token's life from the coordinator, joined with what
+// PostgreSQL refused, and the cause named (explain_cause.h decides it).
+//
+//   fencectl explain TOKEN [--dsn DSN] [--client-log FILE] [-o json]
+//   fencectl explain --key K [--since T] [--until T] [--limit N] [--dsn DSN] [--client-log FILE] [-o json]
+//
+// What it reads, each bounded:
+//   - GET /v1/tokens/{token} from every member it can find (the endpoints
+//     given and the members their /v1/status lists, at most kMaxEndpoints):
+//     the life from the first that answers, the keepalive arrivals summed
+//     over all (each member counts what it saw while leading);
+//   - the next token's life (its grant time), from any member;
+//   - with --key: GET /v1/keys/{key}/history?limit=N, then the above per
+//     token granted in the window;
+//   - with --dsn: the rows of the view fence_rejections (pg_fence 1.6)
+//     carrying the tokens, at most kMaxRejectionRows, over one connection
+//     whose statements time out with --timeout;
+//   - with --client-log: the holder's log (client_log.h's limits).
+//
+// Exit codes: 0 explained (whatever the cause, undetermined included);
+// kExitNoSuchToken when no member issued the token; kExitCompacted when it is
+// older than the history kept; kExitDatabase when --dsn fails or the view is
+// missing; kExitUsage for an unreadable --client-log; else the client's.
+#pragma once
+
+#include <ostream>
+
+#include "cli/args.h"
+#include "client/client.h"
+
+namespace pgfence::cli {
+
+// The most fence_rejections rows one explain reads.
+constexpr int kMaxRejectionRows = 1000;
+
+int run_explain_command(const Args& args, client::Client& client, std::ostream& out, std::ostream& err);
+
+}  // namespace pgfence::cli

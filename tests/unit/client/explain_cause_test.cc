@@ -1,0 +1,229 @@
+// The cause classifier of `fencectl explain` (cli/explain_cause.h): each
+// rule on both sides of its boundary, the order of the rules, and the
+// client log's CSV lines (cli/client_log.h).
+#define BOOST_TEST_MODULE explain_cause
+#include "cli/explain_cause.h"
+
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "cli/client_log.h"
+
+using namespace pgfence::cli::explain;
+
+namespace {
+
+constexpr std::int64_t kGrant = 1'000'000;  // wall ms
+constexpr std::int64_t kLease = 3'000;
+constexpr std::int64_t kMs = 1'000'000;  // ns
+
+// Token 41, granted at kGrant, renewed at +1000, expired at +4000; token 42
+// next; one stale rejection at `write_at`; the database was read.
+Evidence expired_token(std::int64_t write_at) {
+    Evidence ev;
+    ev.life = Life{41, "k", kLease, kGrant, "expired", kGrant + 4'000, kGrant + 1'000, 42};
+    ev.keepalives.members_answered = 3;
+    ev.keepalives.members_as_leader = 1;
+    ev.keepalives.ok = 1;
+    ev.keepalives.last_ok_wall_ms = kGrant + 1'000;
+    ev.next = NextGrant{42, kGrant + 4'010};
+    ev.rejections_read = true;
+    ev.rejections.push_back(Rejection{write_at, 41, 42, "t", "guard", "stale", "w"});
+    return ev;
+}
+
+ClientEvent line(const char* event, std::int64_t send_ms, std::int64_t ack_ms, const char* outcome,
+                 std::int64_t value = 0) {
+    return ClientEvent{event, 41, send_ms * kMs, ack_ms * kMs, outcome, value};
+}
+
+Cause cause_of(const Evidence& ev) {
+    return classify(ev).cause;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(without_the_database_nothing_is_decided) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.rejections_read = false;
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "undetermined");
+    BOOST_TEST(x.missing.front().find("--dsn") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(contention_is_a_follower_without_a_stale_rejection) {
+    Evidence ev = expired_token(0);
+    ev.rejections.clear();
+    BOOST_TEST(to_string(cause_of(ev)) == "contention");
+    ev.rejections.push_back(Rejection{kGrant + 5'000, 41, 42, "t", "guard", "in_flight", "w"});
+    BOOST_TEST(to_string(cause_of(ev)) == "contention");  // not stale: still no stale write
+    ev.life.next_token.reset();
+    ev.next.reset();
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");  // nobody followed, nothing refused
+    ev.life.next_token = 42;
+    ev.rejections.push_back(Rejection{kGrant + 5'000, 41, 42, "t", "guard", "stale", "w"});
+    BOOST_TEST(to_string(cause_of(ev)) != "contention");
+}
+
+BOOST_AUTO_TEST_CASE(paused_holder_from_the_coordinator_needs_the_write_after_the_expiry) {
+    const std::int64_t expiry = kGrant + 4'000;
+    BOOST_TEST(to_string(cause_of(expired_token(expiry + 1))) == "paused_holder");
+    BOOST_TEST(to_string(cause_of(expired_token(expiry))) == "undetermined");
+    const Explanation x = classify(expired_token(expiry + 1));
+    bool says_cut_looks_same = false;
+    for (const std::string& e : x.evidence) says_cut_looks_same |= e.find("--client-log") != std::string::npos;
+    BOOST_TEST(says_cut_looks_same);
+}
+
+BOOST_AUTO_TEST_CASE(paused_holder_needs_the_keepalives_to_stop_before_the_expiry) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.keepalives.last_ok_wall_ms = kGrant + 3'999;
+    ev.life.last_keepalive_wall_ms.reset();
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    ev.keepalives.last_ok_wall_ms = kGrant + 4'000;
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
+    // No keepalive at all: the grant was the last sign of life.
+    ev.keepalives.last_ok_wall_ms.reset();
+    ev.keepalives.ok = 0;
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(a_lease_that_did_not_run_out_is_not_a_pause) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.life.ended_how = "released";
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "undetermined");
+    BOOST_TEST(!x.missing.empty());
+    ev.life.ended_how = "expired";
+    ev.life.ended_wall_ms.reset();  // an entry without a wall time
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_keepalive_counts_only_by_the_write) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.keepalives.refused = 1;
+    ev.keepalives.last_refused_wall_ms = kGrant + 5'000;
+    ev.keepalives.last_refused_reason = "not_held";
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
+    ev.keepalives.last_refused_wall_ms = kGrant + 5'001;
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_in_the_client_log_counts_only_before_the_write) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 110, "not_held"), line("write", 110, 120, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
+    ev.client_log = {line("keepalive", 100, 111, "not_held"), line("write", 110, 120, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // answered after the write was sent
+    // An error with an answer (a 5xx) is a refusal too; without one it is not.
+    ev.client_log = {line("keepalive", 100, 105, "error"), line("write", 110, 120, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
+}
+
+BOOST_AUTO_TEST_CASE(partitioned_holder_is_unanswered_keepalives_after_the_last_ok_one) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "partitioned_holder");
+    // Sent before the last acknowledged one: a blip, not the cut.
+    ev.client_log = {line("keepalive", 90, 0, "error"), line("keepalive", 100, 105, "ok"),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    // Sent after the write: not why the write was late.
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("write", 5000, 5010, "stale"),
+                     line("keepalive", 5001, 0, "error")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(a_stall_counts_from_a_third_of_the_lease) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("stall", 1000, 1000 + kLease / 3, ""),
+                     line("work", 200, 4000, "", 500), line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // before the long piece of work: rule 4 first
+    ev.client_log[1] = line("stall", 1000, 1000 + kLease / 3 - 1, "");
+    BOOST_TEST(to_string(cause_of(ev)) == "lease_too_short");
+}
+
+BOOST_AUTO_TEST_CASE(lease_too_short_is_a_piece_of_work_longer_than_the_lease) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("work", 200, 200 + kLease + 1, "", kLease + 1),
+                     line("write", 5000, 5010, "stale")};
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "lease_too_short");
+    BOOST_TEST(x.evidence.front().find("no keepalive sent during it, after 1 successful keepalive") !=
+               std::string::npos);
+    ev.client_log[1] = line("work", 200, 200 + kLease, "", kLease);
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    // A keepalive sent during the piece: the piece did not stop the renewals.
+    ev.client_log[1] = line("work", 200, 200 + kLease + 1, "", kLease + 1);
+    ev.client_log.insert(ev.client_log.begin() + 2, line("keepalive", 200 + kLease, 200 + kLease + 1, "ok"));
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(a_local_deadline_passed_before_the_write_is_a_failed_renewal) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("deadline", 950, 5000, ""), line("work", 200, 4800, "", 1500),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");  // before rule 6's long piece
+    ev.client_log[0] = line("deadline", 950, 5001, "");                       // noticed after the write
+    BOOST_TEST(to_string(cause_of(ev)) == "lease_too_short");
+    // A stall explains why the deadline passed: rule 4 first.
+    ev.client_log = {line("stall", 300, 2000, ""), line("deadline", 950, 2000, ""),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(the_rules_go_in_order) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
+                     line("stall", 1000, 3000, ""), line("keepalive", 3100, 3110, "not_held"),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
+    ev.client_log.erase(ev.client_log.begin() + 3);
+    BOOST_TEST(to_string(cause_of(ev)) == "partitioned_holder");
+    ev.client_log.erase(ev.client_log.begin() + 1);
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+BOOST_AUTO_TEST_CASE(client_log_lines_parse_as_fence_worker_writes_them) {
+    ClientEvent e;
+    BOOST_TEST(parse_client_log_line("w-a,keepalive,report:7,41,100,0,,error,0", e));
+    BOOST_TEST(e.event == "keepalive");
+    BOOST_TEST(e.token == 41u);
+    BOOST_TEST(e.ack_ns == 0);
+    BOOST_TEST(parse_client_log_line("\"w,a\",write,\"k,\"\"q\",41,100,200,guard,stale,0", e));
+    BOOST_TEST(e.outcome == "stale");
+    BOOST_TEST(!parse_client_log_line("w-a,write,k,41,100,200,guard,stale", e));      // 8 fields
+    BOOST_TEST(!parse_client_log_line("w-a,write,k,41,100,200,guard,stale,0,1", e));  // 10
+    BOOST_TEST(!parse_client_log_line("w-a,write,k,x41,100,200,guard,stale,0", e));
+    BOOST_TEST(!parse_client_log_line("w-a,write,\"k,41,100,200,guard,stale,0", e));  // torn
+}
+
+BOOST_AUTO_TEST_CASE(client_log_keeps_the_tokens_asked_for) {
+    const std::string path = "explain_cause_test.csv";
+    {
+        std::ofstream out(path);
+        out << "w,acquire,k,41,1,2,guard,ok,0\nw,acquire,k,43,1,2,guard,ok,0\ntorn,li\nw,write,k,41,3,4,guard,stale,0\n";
+    }
+    const ClientLog log = read_client_log(path, {41});
+    BOOST_TEST(log.events.size() == 2u);
+    BOOST_TEST(log.bad_lines == 1u);
+    BOOST_TEST(!log.truncated);
+    {
+        std::ofstream out(path);
+        out << std::string(kMaxClientLogLineBytes + 10, 'x') << "\nw,write,k,41,3,4,guard,stale,0";  // no last newline
+    }
+    const ClientLog tail = read_client_log(path, {41});
+    BOOST_TEST(tail.bad_lines == 1u);  // the long line, skipped to its end
+    BOOST_TEST_REQUIRE(tail.events.size() == 1u);
+    BOOST_TEST(tail.events[0].outcome == "stale");
+    std::remove(path.c_str());
+    BOOST_TEST(read_client_log(path, {41}).error.find(path) != std::string::npos);
+}
