@@ -40,10 +40,30 @@ B=$(json_field "$HTTP_BODY" token)
 for m in 1 2 3; do wait_until 10 "member $m saw B expire" ended_as "$m" "$B" expired; done
 
 # C: held.
-post "$L" /v1/acquire '{"key":"t/a","lease_ms":5000,"owner":"w-c"}'
+post "$L" /v1/acquire '{"key":"t/a","lease_ms":60000,"owner":"w-c"}'
 [[ "$HTTP_CODE" == 200 ]] || fail "acquire C: $HTTP_CODE $HTTP_BODY"
 C=$(json_field "$HTTP_BODY" token)
 for m in 1 2 3; do wait_until 5 "member $m applied C" ended_as "$m" "$C" held; done
+
+# D: kept alive once, then left to expire: the leader tells its last keepalive's time.
+post "$L" /v1/acquire '{"key":"t/d","lease_ms":600,"owner":"w-d"}'
+[[ "$HTTP_CODE" == 200 ]] || fail "acquire D: $HTTP_CODE $HTTP_BODY"
+D=$(json_field "$HTTP_BODY" token)
+post "$L" /v1/keepalive "{\"key\":\"t/d\",\"token\":$D}"
+[[ "$HTTP_CODE" == 200 ]] || fail "keepalive of D: $HTTP_CODE $HTTP_BODY"
+for m in 1 2 3; do wait_until 10 "member $m saw D expire" ended_as "$m" "$D" expired; done
+for m in 1 2 3; do
+    token "$m" "$D"
+    last=$(field "$HTTP_BODY" .ended.last_keepalive_wall_ms)
+    if ((m == L)); then
+        [[ "$last" =~ ^[0-9]+$ && "$last" == "$(field "$HTTP_BODY" .keepalives.last_ok_wall_ms)" ]] ||
+            fail "the leader does not tell D's last keepalive: $HTTP_BODY"
+        (($(field "$HTTP_BODY" .ended.wall_ms) - last >= 600)) || fail "D expired less than its lease after its keepalive: $HTTP_BODY"
+    else
+        [[ "$last" == null ]] || fail "follower $m tells a keepalive of D it did not see: $HTTP_BODY"
+    fi
+done
+pass "an expired token's last keepalive is told by the leader that answered it"
 
 now_ms=$(($(date +%s%3N)))
 for m in 1 2 3; do
