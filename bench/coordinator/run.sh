@@ -48,7 +48,10 @@
 #
 #   bash bench/coordinator/run.sh          (make bench-coordinator)
 #
-# Quick run (about 4 minutes on 2 cores): BENCH_ROUNDS=2 BENCH_SECONDS=2 FAILOVER_ROUNDS=1
+# Time (2 cores): the default run about 12 minutes; a quick one,
+# BENCH_ROUNDS=2 BENCH_SECONDS=3 FAILOVER_ROUNDS=1, about 4. The points at 2,048
+# connections take longest: etcd's setup (a lease per connection, granted and
+# revoked one by one, untimed) and pgfence's TLS warm-up take seconds each.
 #
 # Environment: BENCH_CONNECTIONS ("1 8 32 128 512 2048": 1-8 counts, ascending,
 # each 1-4096), BENCH_SECONDS (5: the timed part of each point), BENCH_ROUNDS
