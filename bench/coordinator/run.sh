@@ -251,13 +251,22 @@ measure() {  # MODE C ROUND TARGET: one point, its line in R
     fi
 }
 
-points_total=$((BENCH_ROUNDS_N * ${#CONNS[@]} * ${#MODES[@]} * ${#TARGETS[@]}))
+points_per_round=$((${#CONNS[@]} * ${#MODES[@]} * ${#TARGETS[@]}))
+points_total=$((BENCH_ROUNDS_N * points_per_round))
 points_done=0
 MEASURE_START=$SECONDS
+POINT_START=$SECONDS
+FIRST_ROUND_S=()  # seconds each point of round 1 took: later rounds measure the same points, C ascending
 progress() {  # MODE C ROUND TARGET: one stderr line for the point just measured
-    local line=${R["$1 $2 $3 $4"]} spent=$((SECONDS - MEASURE_START)) left="?"
+    local line=${R["$1 $2 $3 $4"]} spent=$((SECONDS - MEASURE_START)) left=0 j
+    ((points_done < points_per_round)) && FIRST_ROUND_S+=($((SECONDS - POINT_START)))
+    POINT_START=$SECONDS
     points_done=$((points_done + 1))
-    ((points_done > 0)) && left=$((spent * (points_total - points_done) / points_done))
+    if ((points_done < points_per_round)); then  # the points so far, averaged (the large C come last: low)
+        left=$((spent * (points_total - points_done) / points_done))
+    else
+        for ((j = points_done; j < points_total; j++)); do left=$((left + FIRST_ROUND_S[j % points_per_round])); done
+    fi
     printf 'run.sh: [%4ds] round %d/%d %-5s %4s conns %-9s %9s c/s p50 %6s us p99 %7s us (warm-up %ss)  point %d/%d, ~%ss left\n' \
         "$((SECONDS - RUN_START))" "$3" "$BENCH_ROUNDS_N" "$1" "$2" "${NAME[$4]}" "$(field cycles_per_s "$line")" \
         "$(field p50_us "$line")" "$(field p99_us "$line")" "$(field warmup_s "$line")" "$points_done" "$points_total" "$left" >&2
