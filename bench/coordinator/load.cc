@@ -31,6 +31,8 @@ namespace http = boost::beast::http;
 
 constexpr int kMaxEvents = 256;
 constexpr int kTickMs = 10;  // timeouts and pauses are checked this often
+// Latency samples reserved up front, over all connections (a vector grows past it).
+constexpr std::size_t kReservedSamples = std::size_t{1} << 22;
 
 // Blocking connect (loopback answers at once), then non-blocking with
 // TCP_NODELAY. -1 with `error` set on failure.
@@ -119,7 +121,8 @@ struct Conn {
 
 class Loop {
   public:
-    Loop(std::vector<Conn>& conns, Clock::time_point end, SSL_CTX* tls) : conns_(conns), end_(end), tls_(tls) {
+    Loop(std::vector<Conn>& conns, Clock::duration duration, Clock::duration warmup_limit, SSL_CTX* tls)
+        : conns_(conns), duration_(duration), warmup_limit_(warmup_limit), tls_(tls) {
         epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
         if (epfd_ < 0)
             throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
@@ -129,7 +132,15 @@ class Loop {
         ::close(epfd_);
     }
 
+    // When the clock started (after the warm-up, if any), and this process's CPU then.
+    Clock::time_point measured_from() const { return measured_from_; }
+    double cpu_at_start() const { return cpu_at_start_; }
+
     void run() {
+        const auto began = Clock::now();
+        warming_ = warmup_limit_ > Clock::duration::zero();
+        warm_until_ = began + warmup_limit_;
+        if (!warming_) start_clock(began);
         for (std::size_t i = 0; i < conns_.size(); ++i) begin_acquire(i);
         epoll_event events[kMaxEvents];
         auto next_tick = Clock::now();
@@ -146,7 +157,8 @@ class Loop {
                     on_readable(i);
             }
             const auto now = Clock::now();
-            if (now >= end_) return;
+            if (warming_ && (warmed_ == conns_.size() || now >= warm_until_)) start_clock(now);
+            if (!warming_ && now >= end_) return;
             if (now >= next_tick) {
                 next_tick = now + std::chrono::milliseconds(kTickMs);
                 for (std::size_t i = 0; i < conns_.size(); ++i) {
@@ -164,6 +176,18 @@ class Loop {
     }
 
   private:
+    // The clock starts: what the warm-up did is forgotten but its errors.
+    void start_clock(Clock::time_point now) {
+        warming_ = false;
+        measured_from_ = now;
+        cpu_at_start_ = cpu_seconds();
+        end_ = now + duration_;
+        for (Conn& c : conns_) {
+            c.cycles = 0;
+            c.latencies_us.clear();
+        }
+    }
+
     void begin_acquire(std::size_t i) {
         Conn& c = conns_[i];
         c.phase = Phase::kAcquire;
@@ -382,6 +406,7 @@ class Loop {
             fail(i, why);
             return;
         }
+        if (warming_ && c.cycles == 0) ++warmed_;
         ++c.cycles;
         begin_acquire(i);
     }
@@ -399,6 +424,13 @@ class Loop {
     }
 
     std::vector<Conn>& conns_;
+    const Clock::duration duration_;
+    const Clock::duration warmup_limit_;
+    bool warming_ = false;
+    std::size_t warmed_ = 0;  // connections with a cycle done during the warm-up
+    Clock::time_point warm_until_;
+    Clock::time_point measured_from_;
+    double cpu_at_start_ = 0;
     Clock::time_point end_;
     SSL_CTX* tls_;
     int epfd_ = -1;
@@ -407,23 +439,25 @@ class Loop {
 }  // namespace
 
 LoadResult run_load(const ScriptFactory& factory, int connections,
-                    std::chrono::milliseconds duration, net::TlsContextPtr tls) {
+                    std::chrono::milliseconds duration, net::TlsContextPtr tls,
+                    std::chrono::milliseconds warmup_limit) {
     std::vector<Conn> conns(static_cast<std::size_t>(connections));
     for (int i = 0; i < connections; ++i) {
         Conn& c = conns[static_cast<std::size_t>(i)];
         c.script = factory(i);  // setup (e.g. etcd lease) untimed
         c.at = c.script->endpoint();
-        c.latencies_us.reserve(1 << 16);
+        c.latencies_us.reserve(kReservedSamples / static_cast<std::size_t>(connections));
     }
-    const double cpu_before = cpu_seconds();
-    const auto start = Clock::now();
-    {
-        Loop loop(conns, start + duration, tls ? tls->native_handle() : nullptr);
-        loop.run();
-    }
+    const auto began = Clock::now();
     LoadResult r;
-    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    r.cpu_s = cpu_seconds() - cpu_before;
+    {
+        Loop loop(conns, duration, warmup_limit, tls ? tls->native_handle() : nullptr);
+        loop.run();
+        const auto ended = Clock::now();  // before the connections are closed
+        r.cpu_s = cpu_seconds() - loop.cpu_at_start();
+        r.warmup_s = std::chrono::duration<double>(loop.measured_from() - began).count();
+        r.seconds = std::chrono::duration<double>(ended - loop.measured_from()).count();
+    }
     std::vector<std::uint32_t> all;
     for (Conn& c : conns) {
         r.cycles += c.cycles;

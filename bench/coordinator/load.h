@@ -18,6 +18,12 @@
 // acquire. Connecting blocks the loop (meant for loopback clusters), and so
 // does the TLS handshake of an https:// endpoint; after it the connection's
 // reads and writes go through OpenSSL on the same non-blocking socket.
+//
+// With a warm-up limit W > 0 the clock starts only once every connection has
+// completed one cycle (connected, followed its redirect to the leader, made
+// its TLS handshake), or W has passed: at 2,048 connections the connects and
+// handshakes alone would take seconds of a short run. What the warm-up did
+// (cycles, latencies) is not counted; its errors are.
 #pragma once
 
 #include <chrono>
@@ -66,7 +72,9 @@ constexpr auto kResponseTimeout = std::chrono::seconds(5);
 
 // Scripts are made (factory(0..connections-1)) before the clock starts.
 // `tls` (TlsSide::kClient) is used for https:// endpoints; null: none may be.
+// `warmup_limit`: see above (zero: the clock starts at once).
 LoadResult run_load(const ScriptFactory& factory, int connections,
-                    std::chrono::milliseconds duration, net::TlsContextPtr tls = nullptr);
+                    std::chrono::milliseconds duration, net::TlsContextPtr tls = nullptr,
+                    std::chrono::milliseconds warmup_limit = std::chrono::milliseconds(0));
 
 }  // namespace pgfence::bench

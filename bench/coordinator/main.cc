@@ -3,9 +3,14 @@
 // turns them into a table).
 //
 //   bench_coordinator load pgfence|etcd --endpoints H:P,... --connections C --seconds D [--cacert F]
+//                                       [--warmup-s W]
 //   bench_coordinator failover --endpoints H:P,... --kill-pid PID [--timeout-ms N]
 //
 // https://H:P endpoints are reached over TLS, verified against --cacert.
+// --warmup-s W (0-600, default 0): the clock starts once every connection has
+// completed one cycle, or after W s (load.h); warmup_s= in the line says how long.
+// The process's open-files limit is raised (within the hard limit) to fit C
+// connections; C beyond what it allows is refused before the run.
 // failover: one warm acquire+release, then SIGKILL to PID (the leader) and
 // acquire in a loop until one succeeds; prints failover_ms (kill -> success).
 #include <signal.h>
@@ -18,18 +23,20 @@
 #include "client/client.h"
 #include "scripts.h"
 #include "load.h"
+#include "report.h"
 
 namespace {
 
 using namespace pgfence;
 using namespace std::chrono_literals;
 
-constexpr int kMaxConnections = 256;
+constexpr int kMaxConnections = 4096;
 constexpr int kMaxSeconds = 600;
 
 int usage(const std::string& why) {
     std::cerr << "bench_coordinator: " << why << "\n"
               << "usage: bench_coordinator load pgfence|etcd --endpoints H:P,... --connections C --seconds D [--cacert F]\n"
+              << "                                          [--warmup-s W]\n"
               << "       bench_coordinator failover --endpoints H:P,... --kill-pid PID [--timeout-ms N]\n";
     return 2;
 }
@@ -54,7 +61,8 @@ int number(const std::map<std::string, std::string>& f, const std::string& name,
 }
 
 int load(const std::string& target, const std::vector<client::Endpoint>& endpoints, int connections, int seconds,
-         const std::string& cacert) {
+         const std::string& cacert, int warmup_s) {
+    if (auto err = bench::fit_connections(connections); !err.empty()) return usage(err);
     auto settings = std::make_shared<client::ConnectionSettings>();
     if (!cacert.empty()) {
         if (auto err = net::make_tls_context({"", "", cacert}, net::TlsSide::kClient, settings->tls); !err.empty()) {
@@ -67,7 +75,8 @@ int load(const std::string& target, const std::vector<client::Endpoint>& endpoin
         if (target == "etcd") return bench::make_etcd_script(endpoints, i, key, settings);
         return bench::make_pgfence_script(endpoints, i, key);
     };
-    const bench::LoadResult r = bench::run_load(factory, connections, std::chrono::seconds(seconds), settings->tls);
+    const bench::LoadResult r =
+        bench::run_load(factory, connections, std::chrono::seconds(seconds), settings->tls, std::chrono::seconds(warmup_s));
     std::cout << bench::format_result(target, connections, r) << std::endl;
     if (r.errors > 0) std::cerr << "bench_coordinator: " << r.errors << " errors, first: " << r.first_error << '\n';
     return r.cycles > 0 ? 0 : 1;
@@ -122,7 +131,7 @@ int main(int argc, char** argv) {
         if (!eps.error.empty()) return usage(eps.error);
         if (is_load) {
             return load(target, eps.endpoints, number(f, "connections", 1, kMaxConnections, 1),
-                        number(f, "seconds", 1, kMaxSeconds, 10), f["cacert"]);
+                        number(f, "seconds", 1, kMaxSeconds, 10), f["cacert"], number(f, "warmup-s", 0, kMaxSeconds, 0));
         }
         return failover(eps.endpoints, number(f, "kill-pid", 2, 1 << 30, 0), number(f, "timeout-ms", 100, 60'000, 10'000));
     } catch (const std::exception& e) {

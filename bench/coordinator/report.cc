@@ -16,6 +16,26 @@ double cpu_seconds() {
     return s(u.ru_utime) + s(u.ru_stime);
 }
 
+std::uint64_t raise_open_files(std::uint64_t want) {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
+    if (lim.rlim_cur < want) {
+        lim.rlim_cur = lim.rlim_max == RLIM_INFINITY || want < lim.rlim_max ? want : lim.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &lim);
+        ::getrlimit(RLIMIT_NOFILE, &lim);
+    }
+    return lim.rlim_cur;
+}
+
+std::string fit_connections(int connections) {
+    constexpr std::uint64_t kReserve = 64;  // stdio, epoll, gRPC's or OpenSSL's own, room to spare
+    const std::uint64_t files = static_cast<std::uint64_t>(connections) + kReserve;
+    const std::uint64_t limit = raise_open_files(files);
+    if (limit >= files) return {};
+    return "--connections " + std::to_string(connections) + " needs " + std::to_string(files) +
+           " open files; the limit is " + std::to_string(limit) + " (raise the hard limit: ulimit -Hn)";
+}
+
 void set_percentiles(std::vector<std::uint32_t>& latencies_us, LoadResult& r) {
     std::sort(latencies_us.begin(), latencies_us.end());
     r.p50_us = percentile_us(latencies_us, 0.50);
@@ -46,11 +66,11 @@ std::string format_result(const std::string& target, int connections, const Load
     std::snprintf(line, sizeof line,
                   "target=%s connections=%d seconds=%.2f cycles=%llu cycles_per_s=%.1f p50_us=%.0f "
                   "p99_us=%.0f "
-                  "max_us=%.0f errors=%llu redirects=%llu loadgen_cpu_s=%.2f",
+                  "max_us=%.0f errors=%llu redirects=%llu loadgen_cpu_s=%.2f warmup_s=%.2f",
                   target.c_str(), connections, r.seconds, static_cast<unsigned long long>(r.cycles),
                   r.cycles_per_s, r.p50_us, r.p99_us, r.max_us,
                   static_cast<unsigned long long>(r.errors),
-                  static_cast<unsigned long long>(r.redirects), r.cpu_s);
+                  static_cast<unsigned long long>(r.redirects), r.cpu_s, r.warmup_s);
     return line;
 }
 

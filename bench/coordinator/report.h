@@ -1,7 +1,8 @@
 // What one closed-loop load run measured, and its one-line summary: shared by
 // bench_coordinator (HTTP load, load.h) and bench_etcd_grpc (etcd's gRPC API),
 // so that bench/coordinator/run.sh reads the same fields from both; and the
-// percentiles and storm windows that bench_scale and bench_etcd_grpc share.
+// percentiles, storm windows and open-files limit that bench_scale and
+// bench_etcd_grpc share.
 #pragma once
 
 #include <chrono>
@@ -18,12 +19,21 @@ struct LoadResult {
     double seconds = 0;
     double cycles_per_s = 0;
     double p50_us = 0, p99_us = 0, max_us = 0;  // acquire latency
-    double cpu_s = 0;  // CPU the load generator itself used (user + system)
+    double cpu_s = 0;  // CPU the load generator itself used (user + system), timed part
+    double warmup_s = 0;  // untimed, before the clock: until every connection had done a cycle
     std::string first_error;
 };
 
 // CPU this process has used so far (user + system, all threads), in seconds.
 double cpu_seconds();
+
+// Raises this process's soft RLIMIT_NOFILE to `want` (within the hard
+// limit); returns the soft limit now in force.
+std::uint64_t raise_open_files(std::uint64_t want);
+
+// raise_open_files for a load of `connections` sockets and the process's own
+// descriptors besides; "" or why they do not fit (naming the limits).
+std::string fit_connections(int connections);
 
 // Sorts `latencies_us` and sets r.p50_us, r.p99_us and r.max_us from it
 // (0 when empty).
@@ -45,7 +55,7 @@ std::vector<std::uint32_t> sorted_us_overlapping(const std::vector<Span>& spans,
                                                  std::chrono::steady_clock::time_point to);
 
 // "target=T connections=C seconds=S cycles=N cycles_per_s=X p50_us=.. p99_us=..
-// max_us=.. errors=.. redirects=.. loadgen_cpu_s=..": one line, no newline.
+// max_us=.. errors=.. redirects=.. loadgen_cpu_s=.. warmup_s=..": one line, no newline.
 std::string format_result(const std::string& target, int connections, const LoadResult& r);
 
 }  // namespace pgfence::bench

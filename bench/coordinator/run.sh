@@ -1,63 +1,131 @@
 #!/usr/bin/env bash
-# pgfence vs etcd 3.4: acquire+release cycles/s and acquire latency at C = 1, 8
-# and 32 keep-alive connections (each looping on its own key for BENCH_SECONDS),
-# both 3-member clusters on 127.0.0.1 with data on disk (fsync on), in one run
-# (connection i starts at member i mod 3: pgfence's follow their 307 to the
-# leader, etcd's members proxy lock calls to their leader themselves);
-# then pgfence failover time: kill -9 the leader, time until the next acquire
-# succeeds, median of FAILOVER_ROUNDS (the killed member is restarted between rounds).
+# The concurrency curve, pgfence against etcd 3.4: acquire+release cycles/s and
+# acquire latency (p50, p99) at C = 1, 8, 32, 128, 512 and 2,048 keep-alive
+# connections (each looping on its own key for BENCH_SECONDS), both 3-member
+# clusters on 127.0.0.1 with data on disk (fsync on), in one run (connection i
+# starts at member i mod 3: pgfence's follow their 307 to the leader, etcd's
+# members proxy lock calls to their leader themselves); then pgfence failover
+# time: kill -9 the leader, time until the next acquire succeeds, median of
+# FAILOVER_ROUNDS (the killed member is restarted between rounds).
 #
-# etcd is driven two ways: etcd-grpc, its native gRPC API (v3lockpb Lock +
-# Unlock over HTTP/2, bench/etcd_grpc: the client path of etcd's own clientv3,
-# the anchor pgfence's figures are quoted against), and etcd-json, its v3 JSON
-# gateway (HTTP/1.1 + JSON like pgfence's API; bench_coordinator's etcd
-# target). The etcd-grpc row is there when bench_etcd_grpc was built (gRPC++,
-# protoc and etcd's .proto files: PGFENCE_BENCH_DEPS=1 scripts/install-deps.sh,
-# which `make bench-coordinator` runs); without it the tables have no
-# etcd-grpc figures and say so.
+# etcd is driven through its native gRPC API (etcd-grpc: v3lockpb Lock +
+# Unlock over HTTP/2, bench/etcd_grpc, the client path of etcd's own
+# clientv3; pgfence's ratios are quoted against it). It needs gRPC++, protoc
+# and etcd's .proto files (PGFENCE_BENCH_DEPS=1 scripts/install-deps.sh, which
+# `make bench-coordinator` runs); without them there is no etcd curve and the
+# output says so. BENCH_ETCD_JSON=1 adds etcd-json, its v3 JSON gateway
+# (HTTP/1.1 + JSON like pgfence's API; bench_coordinator's etcd target), as a
+# third column of the tables (not drawn).
 #
-# With BENCH_TLS=1 (the default) a second set runs beside the first, each
-# with TLS on the client and the peer port (the same certificates, made by
-# scripts/make-certs.sh through scripts/cluster.sh --tls; etcd with its own
-# flags: --cert-file, --peer-client-cert-auth, ...; both etcd clients verify
-# the members against the same CA), measured in the same rounds; a second
-# table gives the TLS rows and each target's TLS cost.
+# With BENCH_TLS=1 (the default) a second pair of curves runs beside the
+# first, each with TLS on the client and the peer port (certificates made for
+# the run by scripts/make-certs.sh through scripts/cluster.sh --tls; pgfence
+# with its TLS flags, etcd with its own: --cert-file, --peer-client-cert-auth,
+# ...; both clients verify the members against the same CA), in the same rounds;
+# a second table gives the TLS points and each system's cost of TLS.
+#
+# Every point is measured after a warm-up: the clock starts once every
+# connection has completed one cycle (connected, followed its redirect to the
+# leader, made its TLS handshake; at 2,048 connections that alone takes
+# seconds), at most BENCH_WARMUP_S; the warm-up's cycles are not counted.
+#
+# Rounds: every round measures each connection count against each system,
+# interleaved (pgfence, etcd in odd rounds, etcd, pgfence in even ones; the
+# plaintext and the TLS point alternate the same way), so the two are measured
+# seconds apart at each point: the disk's speed drifts over minutes (fsync
+# latency by +-15% on a VM), single runs vary by about as much. The tables
+# give medians over the rounds (max: the largest, errors: the sum); a ratio is
+# the median of the per-round ratios at that point; "best" is a system's
+# point with the most cycles/s (medians).
+#
+# Limits, raised for this run only: the soft open-files limit of this script
+# and what it starts (ulimit -Sn, to 2 x the largest C + 1024, within the hard
+# limit: the run stops, naming it, if the hard limit is lower); pgfence's
+# members get --max-connections and --max-connections-per-address of
+# max(1024, largest C + 256) (defaults 1024 and 512: every connection comes
+# from 127.0.0.1). etcd 3.4 has no connection limit to raise (its
+# --max-concurrent-streams is per connection and unlimited by default).
 #
 #   bash bench/coordinator/run.sh          (make bench-coordinator)
 #
-# Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS ("1 8 32"), BENCH_ROUNDS (4: the table
-# gives medians over the rounds, each round running every connection count against each target), FAILOVER_ROUNDS (5),
-# BUILD_BENCH (build-bench: Release build made here), JOBS (2),
-# BENCH_BASE_PORT (19400, pgfence: +1.. peers, +101.. HTTP; the TLS cluster +200), ETCD_BASE_PORT
-# (19300; the TLS cluster +50), BENCH_TLS (1: add the TLS rows; 0: plaintext only),
-# BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR (and GRPC_BENCH_BIN, optional:
-# the etcd-grpc row) to use existing binaries.
+# Time (2 cores): the default run about 12 minutes; a quick one,
+# BENCH_ROUNDS=2 BENCH_SECONDS=3 FAILOVER_ROUNDS=1, about 4. The points at 2,048
+# connections take longest: etcd's setup (a lease per connection, granted and
+# revoked one by one, untimed) and pgfence's TLS warm-up take seconds each.
+#
+# Environment: BENCH_CONNECTIONS ("1 8 32 128 512 2048": 1-8 counts, ascending,
+# each 1-4096), BENCH_SECONDS (5: the timed part of each point), BENCH_ROUNDS
+# (4, 1-9: use an even count for a balanced order), BENCH_WARMUP_S (30),
+# BENCH_TLS (1: add the TLS curves; 0: plaintext only), BENCH_ETCD_JSON (0),
+# FAILOVER_ROUNDS (5; 0 skips failover), BUILD_BENCH (build-bench: Release
+# build made here), JOBS (2), BENCH_BASE_PORT (19400, pgfence: +1.. peers,
+# +101.. HTTP; the TLS cluster +200), ETCD_BASE_PORT (19300; the TLS cluster
+# +50), FENCE_COORDINATOR_FLAGS (more member flags, after the limits above),
+# BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR (and
+# GRPC_BENCH_BIN, optional: the etcd-grpc curve) to use existing binaries.
+#
+# Output: progress on stderr (each point as it is measured, with the time
+# spent and an estimate of what is left); on stdout each run's line, the
+# tables, the best points, goal lines (PASS/FAIL: >= 10x etcd-grpc's cycles/s
+# at every point from 8 connections up, >= 20x at each system's best point),
+# failover; BUILD_BENCH/bench-coordinator/curve.tsv and curve.png (gnuplot:
+# cycles/s, p50 and p99 against connections, both systems, plaintext and TLS,
+# the ratio written at each pgfence point), whose paths are printed last.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-SECONDS_PER_RUN=${BENCH_SECONDS:-10}
-CONNECTIONS=${BENCH_CONNECTIONS:-1 8 32}
+RUN_START=$SECONDS
+die() { echo "run.sh: $*" >&2; exit 2; }
+
+SECONDS_PER_RUN=${BENCH_SECONDS:-5}
+CONNECTIONS=${BENCH_CONNECTIONS:-1 8 32 128 512 2048}
 TLS=${BENCH_TLS:-1}
-[[ "$TLS" == 0 || "$TLS" == 1 ]] || { echo "run.sh: BENCH_TLS must be 0 or 1, got '$TLS'" >&2; exit 2; }
-ROUNDS=${FAILOVER_ROUNDS:-5}
+ETCD_JSON=${BENCH_ETCD_JSON:-0}
+WARMUP_S=${BENCH_WARMUP_S:-30}
+FAILOVER_N=${FAILOVER_ROUNDS:-5}
 BENCH_ROUNDS_N=${BENCH_ROUNDS:-4}
 BUILD=${BUILD_BENCH:-$ROOT/build-bench}
 PG_BASE=${BENCH_BASE_PORT:-19400}
 ETCD_BASE=${ETCD_BASE_PORT:-19300}
 ETCD=${ETCD_BIN:-$(command -v etcd || true)}
-[[ -x "$ETCD" ]] || { echo "run.sh: etcd not found (apt-get install etcd-server)" >&2; exit 2; }
-[[ "$SECONDS_PER_RUN" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "run.sh: BENCH_SECONDS must be 1-999, got '$SECONDS_PER_RUN'" >&2; exit 2; }
-[[ "$BENCH_ROUNDS_N" =~ ^[1-9]$ ]] || { echo "run.sh: BENCH_ROUNDS must be 1-9, got '$BENCH_ROUNDS_N'" >&2; exit 2; }
+[[ -x "$ETCD" ]] || die "etcd not found (apt-get install etcd-server)"
+[[ "$TLS" == 0 || "$TLS" == 1 ]] || die "BENCH_TLS must be 0 or 1, got '$TLS'"
+[[ "$ETCD_JSON" == 0 || "$ETCD_JSON" == 1 ]] || die "BENCH_ETCD_JSON must be 0 or 1, got '$ETCD_JSON'"
+[[ "$SECONDS_PER_RUN" =~ ^[1-9][0-9]{0,2}$ ]] || die "BENCH_SECONDS must be 1-999, got '$SECONDS_PER_RUN'"
+[[ "$BENCH_ROUNDS_N" =~ ^[1-9]$ ]] || die "BENCH_ROUNDS must be 1-9, got '$BENCH_ROUNDS_N'"
+[[ "$WARMUP_S" =~ ^[0-9]{1,3}$ && $WARMUP_S -le 600 ]] || die "BENCH_WARMUP_S must be 0-600, got '$WARMUP_S'"
+[[ "$FAILOVER_N" =~ ^[0-9]$ ]] || die "FAILOVER_ROUNDS must be 0-9, got '$FAILOVER_N'"
+read -r -a CONNS <<<"$CONNECTIONS"
+((${#CONNS[@]} >= 1 && ${#CONNS[@]} <= 8)) || die "BENCH_CONNECTIONS needs 1-8 counts, got '$CONNECTIONS'"
+prev=0
+for c in "${CONNS[@]}"; do
+    [[ "$c" =~ ^[1-9][0-9]{0,3}$ && $c -le 4096 ]] || die "BENCH_CONNECTIONS: '$c' is not a count 1-4096"
+    ((c > prev)) || die "BENCH_CONNECTIONS must ascend, got '$CONNECTIONS'"
+    prev=$c
+done
+MAX_C=${CONNS[${#CONNS[@]} - 1]}
+
+# ---- limits, for this run only ----
+need_files=$((2 * MAX_C + 1024))
+soft=$(ulimit -Sn) hard=$(ulimit -Hn)
+if [[ "$soft" != unlimited ]] && ((soft < need_files)); then
+    [[ "$hard" == unlimited ]] || ((hard >= need_files)) ||
+        die "$MAX_C connections need $need_files open files; the hard limit is $hard (raise it: ulimit -Hn, LimitNOFILE=)"
+    ulimit -Sn "$need_files"
+    echo "open files: soft limit raised from $soft to $need_files for this run (ulimit -Sn)" >&2
+fi
+PG_MAX_CONNS=$((MAX_C + 256 > 1024 ? MAX_C + 256 : 1024))
+export FENCE_COORDINATOR_FLAGS="--max-connections $PG_MAX_CONNS --max-connections-per-address $PG_MAX_CONNS ${FENCE_COORDINATOR_FLAGS:-}"
 
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     # Warnings are not errors here: g++ 12 at -O3 reports a false -Wrestrict inside
     # std::string (server/bootstrap.cc); make test is where warnings stop a build.
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPGFENCE_WERROR=OFF >/dev/null
-    cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator
+    cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator >&2
     GRPC_BENCH_BIN=""
     # The target exists only where its dependencies were found (bench/etcd_grpc/CMakeLists.txt).
     targets=$(cmake --build "$BUILD" --target help)  # whole, before grep: no SIGPIPE under pipefail
     if grep -q '^\.\.\. bench_etcd_grpc$' <<<"$targets"; then
-        cmake --build "$BUILD" -j"${JOBS:-2}" --target bench_etcd_grpc
+        cmake --build "$BUILD" -j"${JOBS:-2}" --target bench_etcd_grpc >&2
         GRPC_BENCH_BIN=$BUILD/bench/etcd_grpc/bench_etcd_grpc
     fi
     BENCH_BIN=$BUILD/bench/coordinator/bench_coordinator
@@ -68,12 +136,14 @@ fi
 export FENCE_BIN_DIR
 GRPC_BENCH_BIN=${GRPC_BENCH_BIN:-}
 if [[ -z "$GRPC_BENCH_BIN" ]]; then
-    echo "run.sh: bench_etcd_grpc not built (gRPC++/protoc/etcd .proto files missing): no etcd-grpc row" >&2
+    echo "run.sh: bench_etcd_grpc not built (gRPC++/protoc/etcd .proto files missing): no etcd-grpc curve" >&2
 elif [[ ! -x "$GRPC_BENCH_BIN" ]]; then
-    echo "run.sh: GRPC_BENCH_BIN '$GRPC_BENCH_BIN' is not an executable" >&2; exit 2
+    die "GRPC_BENCH_BIN '$GRPC_BENCH_BIN' is not an executable"
 fi
 
 mkdir -p "$BUILD"
+OUT=$BUILD/bench-coordinator
+mkdir -p "$OUT"
 WORK=$(mktemp -d "$BUILD/bench-coordinator.XXXXXX")  # on disk, not tmpfs: fsync costs what it costs
 ETCD_PIDS=()
 
@@ -123,7 +193,7 @@ start_etcd() {  # BASE [TLS-DIR]: sets ETCD_ENDPOINTS (a TLS-DIR from cluster.sh
     local deadline=$((SECONDS + 30))
     for i in 1 2 3; do
         until curl -s -m 1 "${curl_tls[@]}" "$scheme://127.0.0.1:$((base + i))/health" | grep -q '"health":"true"'; do
-            ((SECONDS < deadline)) || { echo "run.sh: etcd not healthy after 30s; see $WORK/etcd-$tag-e$i.log" >&2; exit 1; }
+            ((SECONDS < deadline)) || die "etcd not healthy after 30s; see $WORK/etcd-$tag-e$i.log"
             sleep 0.2
         done
     done
@@ -135,7 +205,9 @@ line=$(FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" start "$WORK/pgfence"
 PG_ENDPOINTS=${line#export FENCE_ENDPOINTS=}
 start_etcd "$ETCD_BASE"
 echo "pgfence: $PG_ENDPOINTS   etcd $("$ETCD" --version | head -1 | awk '{print $3}'): $ETCD_ENDPOINTS"
+MODES=(plain)
 if ((TLS)); then
+    MODES=(plain tls)
     line=$(FENCE_BASE_PORT=$((PG_BASE + 200)) "$ROOT/scripts/cluster.sh" start "$WORK/pgfence-tls" 3 --tls)
     PG_TLS_ENDPOINTS=${line#export FENCE_ENDPOINTS=}
     CACERT="$WORK/pgfence-tls/tls/ca.pem"
@@ -145,121 +217,256 @@ if ((TLS)); then
     ETCD_ENDPOINTS=$plain_etcd
     echo "TLS on both ports: pgfence $PG_TLS_ENDPOINTS   etcd $ETCD_TLS_ENDPOINTS (CA $CACERT)"
 fi
-echo "each run: ${SECONDS_PER_RUN}s, every connection loops acquire + release on its own key"
+echo "pgfence members: --max-connections $PG_MAX_CONNS --max-connections-per-address $PG_MAX_CONNS;" \
+    "open files: $(ulimit -Sn) (soft)"
+echo "each point: warm-up (every connection one cycle, at most ${WARMUP_S}s), then ${SECONDS_PER_RUN}s;" \
+    "every connection loops acquire + release on its own key; connections: ${CONNS[*]}; $BENCH_ROUNDS_N round(s)"
 echo
 
-# Rounds: every round runs each connection count against the three targets
-# (pgfence, etcd-grpc, etcd-json in odd rounds, the reverse in even ones: use
-# an even BENCH_ROUNDS for a balanced order), so they are measured minutes
-# apart at most; the disk's speed drifts over minutes (fsync latency by +-15%
-# on this VM), and single 10 s runs vary by about as much. The tables give
-# per-connection-count medians over the rounds (max us: the largest), each
-# ratio the median of the per-round ratios.
-declare -A runs=()      # "c round" -> "pgfence line|etcd-json line|etcd-grpc line" (the last "" without it)
-declare -A tls_runs=()  # the same, with TLS
-load_set() {  # C ROUND PGFENCE-ENDPOINTS ETCD-ENDPOINTS [--cacert F]: prints the three lines joined by '|'
-    local c=$1 round=$2 pge=$3 ete=$4 pg="" js="" gr="" t
-    shift 4
-    local order=(pg grpc json)
-    ((round % 2 == 0)) && order=(json grpc pg)  # neither end always on the later disk
-    for t in "${order[@]}"; do
-        case $t in
-        pg) pg=$("$BENCH_BIN" load pgfence --endpoints "$pge" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@") ;;
-        json) js=$("$BENCH_BIN" load etcd --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@") ;;
-        grpc) [[ -z "$GRPC_BENCH_BIN" ]] ||
-            gr=$("$GRPC_BENCH_BIN" load --endpoints "$ete" --connections "$c" --seconds "$SECONDS_PER_RUN" "$@") ;;
-        esac
-    done
-    echo "$pg|$js|$gr"
+TARGETS=(pg)
+[[ -n "$GRPC_BENCH_BIN" ]] && TARGETS+=(grpc)
+((ETCD_JSON)) && TARGETS+=(json)
+declare -A NAME=([pg]=pgfence [grpc]=etcd-grpc [json]=etcd-json)
+declare -A R=()  # "MODE C ROUND TARGET" -> the load generator's line ("" if it failed)
+
+measure() {  # MODE C ROUND TARGET: one point, its line in R
+    local mode=$1 c=$2 round=$3 t=$4 pge=$PG_ENDPOINTS ete=$ETCD_ENDPOINTS out
+    local common=(--connections "$c" --seconds "$SECONDS_PER_RUN" --warmup-s "$WARMUP_S")
+    if [[ $mode == tls ]]; then
+        pge=$PG_TLS_ENDPOINTS ete=$ETCD_TLS_ENDPOINTS
+        common+=(--cacert "$CACERT")
+    fi
+    case $t in
+    pg) out=$("$BENCH_BIN" load pgfence --endpoints "$pge" "${common[@]}") || out="" ;;
+    json) out=$("$BENCH_BIN" load etcd --endpoints "$ete" "${common[@]}") || out="" ;;
+    grpc) out=$("$GRPC_BENCH_BIN" load --endpoints "$ete" "${common[@]}") || out="" ;;
+    esac
+    R["$mode $c $round $t"]=$out
+    if [[ -z "$out" ]]; then
+        echo "run.sh: ${NAME[$t]} ($mode) at $c connections, round $round: no cycle completed (its error above)" >&2
+    elif [[ $mode == tls ]]; then
+        echo "round=$round tls $out"
+    else
+        echo "round=$round $out"
+    fi
 }
-part() {  # pg|json|grpc LINE: one target's line of a load_set result
-    local pg js gr
-    IFS='|' read -r pg js gr <<<"$2"
-    case $1 in pg) echo "$pg" ;; json) echo "$js" ;; grpc) echo "$gr" ;; esac
+
+points_per_round=$((${#CONNS[@]} * ${#MODES[@]} * ${#TARGETS[@]}))
+points_total=$((BENCH_ROUNDS_N * points_per_round))
+points_done=0
+MEASURE_START=$SECONDS
+POINT_START=$SECONDS
+FIRST_ROUND_S=()  # seconds each point of round 1 took: later rounds measure the same points, C ascending
+progress() {  # MODE C ROUND TARGET: one stderr line for the point just measured
+    local line=${R["$1 $2 $3 $4"]} spent=$((SECONDS - MEASURE_START)) left=0 j
+    ((points_done < points_per_round)) && FIRST_ROUND_S+=($((SECONDS - POINT_START)))
+    POINT_START=$SECONDS
+    points_done=$((points_done + 1))
+    if ((points_done < points_per_round)); then  # the points so far, averaged (the large C come last: low)
+        left=$((spent * (points_total - points_done) / points_done))
+    else
+        for ((j = points_done; j < points_total; j++)); do left=$((left + FIRST_ROUND_S[j % points_per_round])); done
+    fi
+    printf 'run.sh: [%4ds] round %d/%d %-5s %4s conns %-9s %9s c/s p50 %6s us p99 %7s us (warm-up %ss)  point %d/%d, ~%ss left\n' \
+        "$((SECONDS - RUN_START))" "$3" "$BENCH_ROUNDS_N" "$1" "$2" "${NAME[$4]}" "$(field cycles_per_s "$line")" \
+        "$(field p50_us "$line")" "$(field p99_us "$line")" "$(field warmup_s "$line")" "$points_done" "$points_total" "$left" >&2
 }
+
 for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-    for c in $CONNECTIONS; do
-        # The plaintext and the TLS set alternate too.
-        if ((TLS && round % 2 == 0)); then
-            tls_runs["$c $round"]=$(load_set "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
-        fi
-        runs["$c $round"]=$(load_set "$c" "$round" "$PG_ENDPOINTS" "$ETCD_ENDPOINTS")
-        if ((TLS && round % 2 == 1)); then
-            tls_runs["$c $round"]=$(load_set "$c" "$round" "$PG_TLS_ENDPOINTS" "$ETCD_TLS_ENDPOINTS" --cacert "$CACERT")
-        fi
-        for t in pg grpc json; do
-            line=$(part $t "${runs["$c $round"]}")
-            [[ -z "$line" ]] || echo "round=$round $line"
-            ((TLS)) || continue
-            line=$(part $t "${tls_runs["$c $round"]}")
-            [[ -z "$line" ]] || echo "round=$round tls $line"
+    order=("${TARGETS[@]}") modes=("${MODES[@]}")
+    if ((round % 2 == 0)); then  # neither system, nor plaintext, always on the later disk
+        order=() modes=()
+        for ((i = ${#TARGETS[@]} - 1; i >= 0; i--)); do order+=("${TARGETS[i]}"); done
+        for ((i = ${#MODES[@]} - 1; i >= 0; i--)); do modes+=("${MODES[i]}"); done
+    fi
+    for c in "${CONNS[@]}"; do
+        for mode in "${modes[@]}"; do
+            for t in "${order[@]}"; do
+                measure "$mode" "$c" "$round" "$t"
+                progress "$mode" "$c" "$round" "$t"
+            done
         done
     done
 done
 
-median() {  # of the numbers on stdin; "-" when there are none
+# ---- tables ----
+median() {  # of the numbers on stdin, unrounded; "-" when there are none
     sort -g | awk '{a[NR] = $1}
-        END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+        END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
 }
+fmt() { awk -v f="$1" '$1 == "-" {print; next} {printf f "\n", $1}'; }  # FORMAT: each number on stdin, "-" kept
 maxof() { sort -g | awk 'END {print (NR == 0) ? "-" : $1}'; }
 sumof() { awk '{s += $1} END {print (NR == 0) ? "-" : s}'; }
-# The table read by these: runs (plaintext) or tls_runs.
-declare -n RUNS=runs
-over_rounds() {  # C pg|json|grpc FIELD REDUCER: one field of C's runs against one target, reduced
+over_rounds() {  # MODE C TARGET FIELD REDUCER: one field of a point over the rounds, reduced
+    local round v
+    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+        v=$(field "$4" "${R["$1 $2 $round $3"]:-}")
+        [[ -z "$v" ]] || echo "$v"
+    done | "$5"
+}
+ratios() {  # MODE C TARGET-A TARGET-B: per-round A/B cycles_per_s ratios
     local round
     for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        field "$3" "$(part "$2" "${RUNS["$1 $round"]}")"
-    done | "$4"
-}
-ratios() {  # C json|grpc: per-round pgfence/etcd cycles_per_s ratios
-    local round line
-    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        line=${RUNS["$1 $round"]}
-        awk -v a="$(field cycles_per_s "$(part pg "$line")")" -v b="$(field cycles_per_s "$(part "$2" "$line")")" \
-            'BEGIN { if (a != "" && b > 0) printf "%.2f\n", a / b }'
+        awk -v a="$(field cycles_per_s "${R["$1 $2 $round $3"]:-}")" -v b="$(field cycles_per_s "${R["$1 $2 $round $4"]:-}")" \
+            'BEGIN { if (a != "" && b != "" && b > 0) printf "%.3f\n", a / b }'
     done
 }
-columns() {  # C TARGET: "c/s p50 p99 max errors" of one target, medians (max: largest, errors: sum)
-    printf '%12s %9s %9s %9s %6s' "$(over_rounds "$1" "$2" cycles_per_s median)" "$(over_rounds "$1" "$2" p50_us median)" \
-        "$(over_rounds "$1" "$2" p99_us median)" "$(over_rounds "$1" "$2" max_us maxof)" "$(over_rounds "$1" "$2" errors sumof)"
+ratio_at() { ratios "$1" "$2" pg "$3" | median | fmt %.2f; }  # MODE C TARGET: pgfence/TARGET at C
+columns() {  # MODE C TARGET: "c/s p50 p99 max errors", medians (max: largest, errors: sum)
+    printf '%10s %8s %8s %8s %6s' "$(over_rounds "$1" "$2" "$3" cycles_per_s median | fmt %.0f)" \
+        "$(over_rounds "$1" "$2" "$3" p50_us median | fmt %.0f)" "$(over_rounds "$1" "$2" "$3" p99_us median | fmt %.0f)" \
+        "$(over_rounds "$1" "$2" "$3" max_us maxof)" "$(over_rounds "$1" "$2" "$3" errors sumof)"
 }
-table() {  # TITLE
-    local c
-    local head='%12s %9s %9s %9s %6s'
+table() {  # MODE TITLE
+    local mode=$1 c t
     echo
-    echo "$1, medians over $BENCH_ROUNDS_N round(s); ratios pgfence/etcd cycles/s, etcd-grpc's the anchor:"
-    printf "%5s | $head | $head | $head | %9s %9s | %s\n" conns "pgfence c/s" "p50 us" "p99 us" "max us" errors \
-        "etcd-grpc" "p50 us" "p99 us" "max us" errors "etcd-json" "p50 us" "p99 us" "max us" errors \
-        "/grpc" "/json" "per round /grpc; /json"
-    for c in $CONNECTIONS; do
-        printf '%5s | %s | %s | %s | %9s %9s | %s; %s\n' "$c" "$(columns "$c" pg)" "$(columns "$c" grpc)" "$(columns "$c" json)" \
-            "$(ratios "$c" grpc | median | awk '$1 == "-" {print; next} {printf "%.2fx\n", $1}')" \
-            "$(ratios "$c" json | median | awk '$1 == "-" {print; next} {printf "%.2fx\n", $1}')" \
-            "$(ratios "$c" grpc | sed 's/$/x/' | paste -sd' ')" "$(ratios "$c" json | sed 's/$/x/' | paste -sd' ')"
+    echo "$2, medians over $BENCH_ROUNDS_N round(s); x: pgfence/etcd cycles/s (median of the per-round ratios):"
+    printf '%5s' conns
+    for t in "${TARGETS[@]}"; do printf ' | %10s %8s %8s %8s %6s' "${NAME[$t]}" "p50 us" "p99 us" "max us" errors; done
+    for t in "${TARGETS[@]:1}"; do printf ' | %9s' "x ${NAME[$t]#etcd-}"; done
+    printf ' | per round\n'
+    for c in "${CONNS[@]}"; do
+        printf '%5s' "$c"
+        for t in "${TARGETS[@]}"; do printf ' | %s' "$(columns "$mode" "$c" "$t")"; done
+        for t in "${TARGETS[@]:1}"; do printf ' | %9s' "$(ratio_at "$mode" "$c" "$t")"; done
+        printf ' |'
+        for t in "${TARGETS[@]:1}"; do printf ' %s' "$(ratios "$mode" "$c" pg "$t" | awk '{printf "%.2f ", $1}')"; done
+        echo
     done
-    [[ -n "$GRPC_BENCH_BIN" ]] || echo "(no etcd-grpc row: bench_etcd_grpc was not built)"
 }
-# tls_cost C pg|json|grpc: per-round TLS/plaintext cycles_per_s of one target, median.
-tls_cost() {
-    local round
-    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
-        awk -v a="$(field cycles_per_s "$(part "$2" "${tls_runs["$1 $round"]}")")" \
-            -v b="$(field cycles_per_s "$(part "$2" "${runs["$1 $round"]}")")" \
-            'BEGIN { if (a != "" && b > 0) printf "%.3f\n", a / b }'
-    done | sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.3f\n", a[(NR + 1) / 2];
-                                            else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+best() {  # MODE TARGET: "C c/s" of the target's point with the most cycles/s (medians); "" if none
+    local c
+    for c in "${CONNS[@]}"; do echo "$c $(over_rounds "$1" "$c" "$2" cycles_per_s median)"; done |
+        awk '$2 != "-" && (best == "" || $2 > bestv) {best = $1; bestv = $2} END {if (best != "") print best, bestv}'
+}
+best_points() {  # MODE: pgfence's and etcd-grpc's best points and the ratios there
+    local mode=$1 pb eb
+    [[ -n "$GRPC_BENCH_BIN" ]] || return 0
+    pb=$(best "$mode" pg) eb=$(best "$mode" grpc)
+    [[ -n "$pb" && -n "$eb" ]] || { echo "$mode: best points not measured"; return 0; }
+    read -r PB_C PB_V <<<"$pb"
+    read -r EB_C EB_V <<<"$eb"
+    printf '%s: pgfence best %.0f c/s at %s conns (pgfence/etcd-grpc there: %sx); etcd-grpc best %.0f c/s at %s conns (pgfence/etcd-grpc there: %sx); best / best: %sx\n' \
+        "$mode" "$PB_V" "$PB_C" "$(ratio_at "$mode" "$PB_C" grpc)" "$EB_V" "$EB_C" "$(ratio_at "$mode" "$EB_C" grpc)" \
+        "$(awk -v a="$PB_V" -v b="$EB_V" 'BEGIN {printf "%.2f", a / b}')"
 }
 
-table "plaintext"
+table plain "plaintext"
+((TLS)) && table tls "TLS on the client and the peer port (both systems)"
+[[ -n "$GRPC_BENCH_BIN" ]] || echo "(no etcd-grpc curve: bench_etcd_grpc was not built)"
+echo
+for mode in "${MODES[@]}"; do best_points "$mode"; done
 if ((TLS)); then
-    declare -n RUNS=tls_runs
-    table "TLS on the client and the peer port (all three)"
     echo
     echo "cost of TLS (TLS cycles/s / plaintext cycles/s, median of per-round ratios):"
-    for c in $CONNECTIONS; do
-        printf '%5s conns: pgfence %s   etcd-grpc %s   etcd-json %s\n' "$c" "$(tls_cost "$c" pg)" "$(tls_cost "$c" grpc)" \
-            "$(tls_cost "$c" json)"
+    for c in "${CONNS[@]}"; do
+        printf '%5s conns:' "$c"
+        for t in "${TARGETS[@]}"; do
+            printf '  %s %s' "${NAME[$t]}" "$(for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+                awk -v a="$(field cycles_per_s "${R["tls $c $round $t"]:-}")" -v b="$(field cycles_per_s "${R["plain $c $round $t"]:-}")" \
+                    'BEGIN { if (a != "" && b != "" && b > 0) printf "%.3f\n", a / b }'
+            done | median | fmt %.2f)"
+        done
+        echo
     done
+fi
+
+# ---- goals ----
+if [[ -n "$GRPC_BENCH_BIN" ]]; then
+    goal() {  # NAME RATIO MIN
+        local verdict
+        verdict=$(awk -v r="$2" -v m="$3" 'BEGIN {print (r == "-" || r == "") ? "N/A " : (r >= m ? "PASS" : "FAIL")}')
+        printf '%s  %-52s %sx\n' "$verdict" "$1" "$2"
+    }
+    echo
+    echo "goals (this run, ratios to etcd-grpc's cycles/s):"
+    for mode in "${MODES[@]}"; do
+        for c in "${CONNS[@]}"; do
+            ((c >= 8)) && goal "$mode: >= 10x at $c connections" "$(ratio_at "$mode" "$c" grpc)" 10
+        done
+        pb=$(best "$mode" pg) eb=$(best "$mode" grpc)
+        [[ -n "$pb" ]] && goal "$mode: >= 20x at pgfence's best point (${pb%% *})" "$(ratio_at "$mode" "${pb%% *}" grpc)" 20
+        [[ -n "$eb" ]] && goal "$mode: >= 20x at etcd-grpc's best point (${eb%% *})" "$(ratio_at "$mode" "${eb%% *}" grpc)" 20
+    done
+fi
+
+# ---- TSV + PNG ----
+TSV=$OUT/curve.tsv
+{
+    printf 'conns'
+    for mode in plain tls; do printf '\t%s_pg_cps\t%s_pg_p50_us\t%s_pg_p99_us\t%s_etcd_cps\t%s_etcd_p50_us\t%s_etcd_p99_us\t%s_ratio' \
+        "$mode" "$mode" "$mode" "$mode" "$mode" "$mode" "$mode"; done
+    echo
+    for c in "${CONNS[@]}"; do
+        printf '%s' "$c"
+        for mode in plain tls; do
+            for t in pg grpc; do
+                printf '\t%s\t%s\t%s' "$(over_rounds "$mode" "$c" "$t" cycles_per_s median)" \
+                    "$(over_rounds "$mode" "$c" "$t" p50_us median)" "$(over_rounds "$mode" "$c" "$t" p99_us median)"
+            done
+            printf '\t%s' "$(ratio_at "$mode" "$c" grpc)"
+        done
+        echo
+    done
+} >"$TSV"
+PNG=$OUT/curve.png
+rm -f "$PNG"
+# curves PANEL (0 cycles/s, 1 p50, 2 p99): that panel's gnuplot plot clauses,
+# one per curve measured, and on panel 0 the ratio at each pgfence point.
+# TSV columns: 1 conns; plaintext 2-4 pgfence c/s p50 p99, 5-7 etcd, 8 ratio;
+# TLS 9-15 the same. "-" cells (not measured) are missing points.
+curves() {
+    local panel=$1 mode t off col y style=0 out="" suffix
+    local -A label=([pg]=pgfence [grpc]="etcd (gRPC)")
+    for mode in "${MODES[@]}"; do
+        off=0 suffix=""
+        [[ $mode == tls ]] && off=7 suffix=", TLS"
+        for t in pg grpc; do
+            style=$((style + 1))
+            [[ $t == pg || -n "$GRPC_BENCH_BIN" ]] || continue
+            col=$((off + panel + 2))
+            [[ $t == grpc ]] && col=$((col + 3))
+            y=$col
+            ((panel == 0)) || y="(\$$col / 1000)"  # us -> ms
+            out+="${out:+, }\"$TSV\" using 1:$y every ::1 with linespoints ls $style title \"${label[$t]}$suffix\""
+        done
+        if ((panel == 0)) && [[ -n "$GRPC_BENCH_BIN" ]]; then
+            out+=", \"$TSV\" using 1:$((off + 2)):(sprintf(\"%sx\", stringcolumn($((off + 8))))) every ::1 with labels"
+            [[ $mode == plain ]] && out+=" offset 0,1 notitle" || out+=" offset 0,-1 tc rgb \"#555555\" notitle"
+        fi
+    done
+    echo "$out"
+}
+if command -v gnuplot >/dev/null; then
+    title="pgfence vs etcd 3.4 (gRPC), 3 members each, fsync on, $(nproc) CPUs; medians of $BENCH_ROUNDS_N round(s) x ${SECONDS_PER_RUN}s (make bench-coordinator)"
+    xtics=$(printf '%s,' "${CONNS[@]}")
+    gnuplot <<GP || echo "run.sh: gnuplot failed; the table is in $TSV" >&2
+set terminal pngcairo size 1500,560 font ",10"
+set output "$PNG"
+set datafile separator "\t"
+set datafile missing "-"
+set key below height 2
+set logscale x 2
+set xrange [${CONNS[0]} / 1.6 : $MAX_C * 1.6]
+set xtics (${xtics%,})
+set xlabel "connections"
+set grid
+set style line 1 lc rgb "#1f77b4" lw 2 pt 7
+set style line 2 lc rgb "#d62728" lw 2 pt 5
+set style line 3 lc rgb "#1f77b4" lw 2 pt 6 dt 2
+set style line 4 lc rgb "#d62728" lw 2 pt 4 dt 2
+set multiplot layout 1,3 title "$title"
+set logscale y
+set ylabel "acquire+release cycles/s (labels: pgfence/etcd)"
+plot $(curves 0)
+set ylabel "acquire p50 (ms)"
+plot $(curves 1)
+set ylabel "acquire p99 (ms)"
+plot $(curves 2)
+unset multiplot
+GP
+else
+    echo "run.sh: gnuplot not installed (make deps installs gnuplot-nox): no PNG" >&2
 fi
 
 # ---- failover ----
@@ -277,9 +484,9 @@ wait_healthy() {
     done
 }
 
-echo
 times=()
-for ((round = 1; round <= ROUNDS; round++)); do
+for ((round = 1; round <= FAILOVER_N; round++)); do
+    ((round > 1)) || echo
     wait_healthy
     id=$(leader_id)
     [[ -n "$id" ]] || { echo "run.sh: no leader before failover round $round" >&2; exit 1; }
@@ -290,5 +497,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
     times+=("$ms")
     FENCE_BASE_PORT=$PG_BASE "$ROOT/scripts/cluster.sh" restart "$WORK/pgfence" "$id"
 done
-median=$(printf '%s\n' "${times[@]}" | median)
-echo "failover (kill -9 leader -> next acquire succeeds): median ${median} ms of ${ROUNDS} (${times[*]})"
+if ((FAILOVER_N > 0)); then
+    echo "failover (kill -9 leader -> next acquire succeeds): median $(printf '%s\n' "${times[@]}" | median) ms of $FAILOVER_N (${times[*]})"
+fi
+
+echo
+echo "total: $((SECONDS - RUN_START)) s"
+echo "written: $TSV"
+if [[ -s "$PNG" ]]; then echo "the curve: $PNG"; else echo "the curve: not drawn (see above); the table is in $TSV"; fi

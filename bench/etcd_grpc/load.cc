@@ -9,6 +9,8 @@ namespace pgfence::bench::etcd {
 namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(10);  // pauses are checked this often
+// Latency samples reserved up front, over all connections (a vector grows past it).
+constexpr std::size_t kReservedSamples = std::size_t{1} << 22;
 
 enum class Phase { kLock, kUnlock };
 
@@ -41,12 +43,28 @@ class Loop {
   public:
     Loop(const LockLoad& load, std::vector<Conn>& conns) : load_(load), conns_(conns) {}
 
-    // Until the end time or *stop; then cancels and drains what is in flight.
-    void run(Clock::time_point end) {
+    // When the clock started (after the warm-up, if any), and this process's CPU then.
+    Clock::time_point measured_from() const { return measured_from_; }
+    double cpu_at_start() const { return cpu_at_start_; }
+
+    // The warm-up, then `load_.duration` or until *stop; then cancels and
+    // drains what is in flight. Returns when the timed part ended.
+    Clock::time_point run() {
+        const auto began = Clock::now();
+        warming_ = load_.warmup_limit > Clock::duration::zero();
+        const auto warm_until = began + load_.warmup_limit;
+        if (!warming_) start_clock(began);
         for (std::size_t i = 0; i < conns_.size(); ++i) start_lock(i);
+        Clock::time_point ended;
         for (;;) {
             const auto now = Clock::now();
-            if (now >= end || (load_.stop != nullptr && load_.stop->load())) break;
+            const bool stopped = load_.stop != nullptr && load_.stop->load();
+            if (warming_ && (warmed_ == conns_.size() || now >= warm_until || stopped)) start_clock(now);
+            const auto end = warming_ ? warm_until : end_;
+            if (stopped || (!warming_ && now >= end)) {
+                ended = now;
+                break;
+            }
             void* tag = nullptr;
             bool ok = false;
             const auto wait = std::min<Clock::duration>(end - now, kTick);  // gRPC's clock is the system's
@@ -55,9 +73,22 @@ class Loop {
             resume_paused();
         }
         drain();
+        return ended;
     }
 
   private:
+    // The clock starts: what the warm-up did is forgotten but its errors.
+    void start_clock(Clock::time_point now) {
+        warming_ = false;
+        measured_from_ = now;
+        cpu_at_start_ = cpu_seconds();
+        end_ = now + load_.duration;
+        for (Conn& c : conns_) {
+            c.cycles = 0;
+            c.latencies_us.clear();
+        }
+    }
+
     static void* tag_of(std::size_t i) { return reinterpret_cast<void*>(i + 1); }
     static std::size_t index_of(void* tag) { return reinterpret_cast<std::uintptr_t>(tag) - 1; }
 
@@ -107,6 +138,7 @@ class Loop {
             start_unlock(i);
             return;
         }
+        if (warming_ && c.cycles == 0) ++warmed_;
         ++c.cycles;
         start_lock(i);
     }
@@ -153,6 +185,11 @@ class Loop {
     const LockLoad& load_;
     std::vector<Conn>& conns_;
     grpc::CompletionQueue cq_;
+    bool warming_ = false;
+    std::size_t warmed_ = 0;  // connections with a cycle done during the warm-up
+    Clock::time_point measured_from_;
+    double cpu_at_start_ = 0;
+    Clock::time_point end_;
 };
 
 // Channels, stubs and leases, before the clock; "" or the first failure.
@@ -169,7 +206,7 @@ std::string set_up(const LockLoad& load, std::vector<Conn>& conns) {
         c.lease = grant_lease(*lease, kLeaseTtlS, error);
         if (c.lease == 0) return "connection " + std::to_string(i) + " at " +
                                  eps[c.endpoint].to_string() + ": " + error;
-        c.latencies_us.reserve(1 << 16);
+        c.latencies_us.reserve(kReservedSamples / conns.size());
     }
     return {};
 }
@@ -190,11 +227,12 @@ LoadResult run_lock_load(const LockLoad& load) {
     } else {
         auto keeper_channel = open_channel(load.target, load.target.endpoints[0], "keeper");
         LeaseKeeper keeper(keeper_channel, leases, kLeaseTtlS);
-        const double cpu_before = cpu_seconds();
-        const auto start = Clock::now();
-        Loop(load, conns).run(start + load.duration);
-        r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        r.cpu_s = cpu_seconds() - cpu_before;
+        const auto began = Clock::now();
+        Loop loop(load, conns);
+        const auto ended = loop.run();
+        r.cpu_s = cpu_seconds() - loop.cpu_at_start();
+        r.warmup_s = std::chrono::duration<double>(loop.measured_from() - began).count();
+        r.seconds = std::chrono::duration<double>(ended - loop.measured_from()).count();
         if (std::string why = keeper.error(); !why.empty()) {
             ++r.errors;
             r.first_error = why;

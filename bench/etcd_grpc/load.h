@@ -18,6 +18,10 @@
 // and starts over with a Lock (re-entrant: the same name and lease give back
 // the same key). At the end, RPCs in flight are cancelled (not counted) and
 // the leases revoked, which deletes any lock key left (untimed).
+//
+// With a warm-up limit (as bench/coordinator/load.h's): the clock starts once
+// every connection has completed one Lock + Unlock, or the limit has passed;
+// the warm-up's cycles and latencies are not counted, its errors are.
 #pragma once
 
 #include <atomic>
@@ -30,12 +34,15 @@
 
 namespace pgfence::bench::etcd {
 
-constexpr std::int64_t kLeaseTtlS = 10;
+// Long enough to outlive the setup of kMaxConnections connections (a channel,
+// with TLS a handshake, and a LeaseGrant each, one after another: over 10 s
+// at 2,048 with TLS), before the keeper takes the leases over.
+constexpr std::int64_t kLeaseTtlS = 60;
 constexpr auto kRpcTimeout = std::chrono::seconds(5);
 constexpr auto kPauseAfterError = std::chrono::milliseconds(5);
 // Recorded latencies per connection; later samples are dropped.
 constexpr std::size_t kMaxSamplesPerConnection = 4'000'000;
-constexpr int kMaxConnections = 256;
+constexpr int kMaxConnections = 4096;
 
 struct LockLoad {
     Target target;
@@ -44,9 +51,10 @@ struct LockLoad {
     Clock::duration duration{};
     // Ends the run early when set (from another thread); null: run `duration`.
     const std::atomic<bool>* stop = nullptr;
+    Clock::duration warmup_limit{};  // zero: the clock starts at once
 };
 
-// Runs the load; r.seconds is the timed part only. Setup failures (a lease
+// Runs the load; r.seconds is the timed part only, r.warmup_s the warm-up. Setup failures (a lease
 // that cannot be granted) are returned as r.first_error with r.cycles 0 and
 // r.errors 1. A LeaseKeeper failure counts one error.
 LoadResult run_lock_load(const LockLoad& load);

@@ -24,12 +24,16 @@ using namespace pgfence::bench::etcd;
 constexpr const char* kHelp = R"(bench_etcd_grpc: etcd 3.4 through its gRPC API (v3lockpb, etcdserverpb).
 
   bench_etcd_grpc load --endpoints H:P,H:P,... --connections C --seconds D [--prefix P] [--cacert F]
-      C clients (1-256), closed loop, for D seconds (1-600), client i on its own
+                       [--warmup-s W]
+      C clients (1-4096), closed loop, for D seconds (1-600), client i on its own
       channel (TCP connection) to endpoint i mod n and its own lock name "P/i":
-      LeaseGrant (TTL 10 s, kept alive) once, untimed, then Lock(name, lease) +
-      Unlock(key) repeated. All clients are driven by one thread. Prints one line
+      LeaseGrant (TTL 60 s, kept alive) once, untimed, then Lock(name, lease) +
+      Unlock(key) repeated. All clients are driven by one thread. --warmup-s W
+      (0-600, default 0): the clock starts once every client has completed one
+      cycle, or after W s; that warm-up's cycles are not counted. The open-files
+      limit is raised (within the hard limit) to fit C channels. Prints one line
         target=etcd-grpc connections=C seconds=S cycles=N cycles_per_s=X p50_us=..
-        p99_us=.. max_us=.. errors=.. redirects=0 loadgen_cpu_s=..
+        p99_us=.. max_us=.. errors=.. redirects=0 loadgen_cpu_s=.. warmup_s=..
       (latency: of Lock, from its call to its answer). Exit 1 if no cycle completed.
 
   bench_etcd_grpc preload --endpoints ... --locks N --ttl-s T [--prefix P] [--connections C] [--cacert F]
@@ -129,10 +133,13 @@ Preload preload_of(const Flags& f, const std::string& default_prefix) {
 }
 
 int load(int argc, char** argv) {
-    const Flags f = parse_flags(argc, argv, {"endpoints", "connections", "seconds", "prefix", "cacert"});
+    const Flags f = parse_flags(argc, argv, {"endpoints", "connections", "seconds", "prefix", "cacert", "warmup-s"});
     const int connections = static_cast<int>(number(f, "connections", 1, kMaxConnections, 0));
+    // A channel is one TCP connection.
+    if (std::string err = bench::fit_connections(connections); !err.empty()) throw std::invalid_argument(err);
     const LockLoad l{target_of(f), connections, prefix_of(f, "bench-grpc"),
-                     std::chrono::seconds(number(f, "seconds", 1, 600, 0)), nullptr};
+                     std::chrono::seconds(number(f, "seconds", 1, 600, 0)), nullptr,
+                     std::chrono::seconds(number(f, "warmup-s", 0, 600, 0))};
     const bench::LoadResult r = run_lock_load(l);
     std::cout << bench::format_result("etcd-grpc", connections, r) << std::endl;
     if (r.errors > 0) std::cerr << "bench_etcd_grpc: " << r.errors << " errors, first: " << r.first_error << '\n';

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,17 +23,6 @@ constexpr int kTickMs = 10;
 constexpr auto kTimeoutScan = std::chrono::milliseconds(100);
 
 }  // namespace
-
-std::uint64_t raise_open_files(std::uint64_t want) {
-    rlimit lim{};
-    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
-    if (lim.rlim_cur < want) {
-        lim.rlim_cur = lim.rlim_max == RLIM_INFINITY || want < lim.rlim_max ? want : lim.rlim_max;
-        ::setrlimit(RLIMIT_NOFILE, &lim);
-        ::getrlimit(RLIMIT_NOFILE, &lim);
-    }
-    return lim.rlim_cur;
-}
 
 void Pipeline::reset(Conn& c) {
     c.fd = -1;

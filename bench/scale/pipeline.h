@@ -101,8 +101,4 @@ class Pipeline {
     int epfd_ = -1;
 };
 
-// Raises this process's soft RLIMIT_NOFILE to `want` (within the hard
-// limit); returns the soft limit now in force.
-std::uint64_t raise_open_files(std::uint64_t want);
-
 }  // namespace pgfence::bench
