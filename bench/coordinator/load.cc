@@ -184,6 +184,7 @@ class Loop {
         end_ = now + duration_;
         for (Conn& c : conns_) {
             c.cycles = 0;
+            c.redirects_total = 0;
             c.latencies_us.clear();
         }
     }

@@ -251,6 +251,10 @@ LoadResult run_lock_load(const LockLoad& load) {
             r.first_error = "cleanup: " + why;  // not counted: after the timed part
     }
     r.cycles_per_s = r.seconds > 0 ? static_cast<double>(r.cycles) / r.seconds : 0;
+    if (r.seconds <= 0 && r.errors == 0) {  // stopped during the warm-up: no point was measured
+        r.errors = 1;
+        r.first_error = "stopped during the warm-up: nothing was measured";
+    }
     set_percentiles(all, r);
     return r;
 }
