@@ -445,9 +445,26 @@ void get_token(Impl& m, Call& call) {
             "application/json",
             {}});
     } else {
+        // A token above applied + floor can only come from an entry this
+        // member has not applied yet (every later entry's index and floor are
+        // at least these): not "never issued" but not known here yet.
+        const lock::LockTable& table = m.core->table();
+        const std::uint64_t applied_token = table.applied_index() + table.token_floor();
+        if (call.token > applied_token) {
+            call.ex->respond(net::HttpResponse{
+                404,
+                "{\"error\":\"not_applied\",\"message\":\"token " + token +
+                    " is above every token this member applied (it applied the log up to index " +
+                    std::to_string(table.applied_index()) + ", tokens up to " + std::to_string(applied_token) +
+                    "): it may be issued in an entry not applied here yet; ask the leader or another member\","
+                    "\"applied_token\":" + std::to_string(applied_token) + "}",
+                "application/json",
+                {}});
+            return;
+        }
         respond_error(call.ex, 404, "unknown_token",
                       "no token " + token + " was issued (this member applied the log up to index " +
-                          std::to_string(m.core->table().applied_index()) + " and keeps every token from " +
+                          std::to_string(table.applied_index()) + " and keeps every token from " +
                           std::to_string(history.oldest_token()) + " on)");
     }
 }
