@@ -57,8 +57,9 @@ namespace pgfence::member {
 
 constexpr std::size_t kDefaultTokenHistoryTokens = 100000;
 constexpr std::uint64_t kDefaultTokenHistoryBytes = 64u << 20;
-// The most tokens one key's history answers at once.
+// The most tokens one key's history answers at once, and how many without a limit.
 constexpr std::size_t kMaxKeyHistoryTokens = 1000;
+constexpr std::size_t kDefaultKeyHistoryTokens = 100;
 
 enum class TokenEnd : std::uint8_t { kHeld, kReleased, kExpired, kPhantom, kRestore, kSuperseded };
 
