@@ -63,15 +63,6 @@ std::pair<int, std::string> get(const client::Endpoint& at, const std::string& t
     return {std::stoi(out.substr(9, 3)), out.substr(out.find("\r\n\r\n") + 4)};
 }
 
-template <class Fn>
-bool eventually(Fn cond) {
-    for (int i = 0; i < 500; ++i) {
-        if (cond()) return true;
-        std::this_thread::sleep_for(milliseconds(10));
-    }
-    return false;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(token_history_http)
