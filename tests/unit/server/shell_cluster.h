@@ -41,6 +41,16 @@
 
 namespace pgfence::server::test {
 
+// Polls `cond` every 10 ms for up to 5 s: whether it came true.
+template <class Fn>
+bool eventually(Fn cond) {
+    for (int i = 0; i < 500; ++i) {
+        if (cond()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
 // What one member's DurableLog has made durable, and how its writes ran.
 struct DiskRecord {
     std::atomic<std::thread::id> loop_thread{};  // set by the loop thread before Member::start()
@@ -115,7 +125,11 @@ class Cluster {
     // Starts the proxy and the members (ids 1..kMembers); start_error() says
     // what failed, if anything did.
     // `tweak`, when set, changes each member's Options before it starts.
-    explicit Cluster(Delays delays, std::function<void(Options&)> tweak = {});
+    // `after_checks`, when set, changes them after validate_options(): for an
+    // auth file, which it refuses without peer TLS (the proxy reads the peers'
+    // plaintext).
+    explicit Cluster(Delays delays, std::function<void(Options&)> tweak = {},
+                     std::function<void(Options&)> after_checks = {});
     ~Cluster();
     Cluster(const Cluster&) = delete;
     Cluster& operator=(const Cluster&) = delete;
