@@ -183,10 +183,12 @@ bool stopped_before_expiry(Context& c) {
     if (l.ended_how != "expired" || !l.ended_wall_ms) return false;
     std::optional<std::int64_t> last = c.ev.keepalives.last_ok_wall_ms;
     if (l.last_keepalive_wall_ms && (!last || *l.last_keepalive_wall_ms > *last)) last = l.last_keepalive_wall_ms;
-    if (!last) last = l.granted_wall_ms;  // no keepalive arrived: the grant was the last sign of life
+    const bool no_keepalive = !last;
+    if (no_keepalive) last = l.granted_wall_ms;  // the grant was the last sign of life
     if (!last || *last >= *l.ended_wall_ms || c.first->at_ms <= *l.ended_wall_ms) return false;
-    c.add("the leader last heard from the holder at " + wall(*last) + ", " + ms_text(*l.ended_wall_ms - *last) +
-          " before the lease expired at " + wall(*l.ended_wall_ms));
+    c.add((no_keepalive ? "no keepalive reached a leader after the grant at " : "the last keepalive reached the leader at ") +
+          wall(*last) + ", " + ms_text(*l.ended_wall_ms - *last) + " before the lease expired at " +
+          wall(*l.ended_wall_ms));
     c.add("the refused write came " + ms_text(c.first->at_ms - *l.ended_wall_ms) + " after the expiry");
     if (!c.ev.client_log_given) {
         c.add("without the holder's log (--client-log) a network cut or one long piece of work looks the same "
@@ -195,6 +197,21 @@ bool stopped_before_expiry(Context& c) {
         c.add("the holder's log shows no keepalive after its last acknowledged one: they were not sent");
     }
     return true;
+}
+
+// Evidence for any cause: the grant reached the holder after a whole lease
+// (the acquire waited in the queue, or the holder was paused or cut off while
+// the answer was on its way), so its lease was gone by its own deadline on arrival.
+void note_late_grant(Context& c) {
+    for (const ClientEvent& e : c.ev.client_log) {
+        if (e.event != "acquire" || e.outcome != "ok" || e.ack_ns <= e.send_ns) continue;
+        const std::int64_t took_ns = e.ack_ns - e.send_ns;
+        if (took_ns < c.lease_ms * 1'000'000) continue;
+        c.add("the holder's log: the grant arrived " + ns_to_ms_text(took_ns) + " after the acquire was sent (the "
+              "lease is " + ms_text(c.lease_ms) + " from the send): the lease was gone by the holder's own "
+              "deadline when it arrived");
+        return;
+    }
 }
 
 Explanation no_stale_rejection(Context& c) {
@@ -280,6 +297,7 @@ Explanation classify(const Evidence& ev) {
     };
     for (const auto& [holds, cause] : rules) {
         if (holds(c)) {
+            note_late_grant(c);
             c.add_rejection_line();
             return c.decide(cause);
         }

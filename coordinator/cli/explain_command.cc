@@ -65,12 +65,16 @@ std::vector<client::Endpoint> every_member(client::Client& c) {
 }
 
 // The token's life from every member in `members`: Failure when none knew it.
+// A member that gave no answer for one token is not asked for the next ones
+// (`silent`): with --key each would cost a timeout.
 Failure gather_life(client::Client& c, const std::vector<client::Endpoint>& members, std::uint64_t token,
-                    TokenReport& report) {
+                    TokenReport& report, std::set<std::string>& silent) {
     std::optional<client::Error> first_error;
     bool have = false;
     for (const client::Endpoint& e : members) {
+        if (silent.contains(e.to_string())) continue;
         auto r = c.token_life_of(e, token);
+        if (!r && r.error().kind == client::ErrorKind::kUnavailable) silent.insert(e.to_string());
         if (!r) {
             // "no such token" or "compacted" from one member says more than a timeout from another.
             const bool telling = r.error().kind == client::ErrorKind::kUnknownToken ||
@@ -83,6 +87,7 @@ Failure gather_life(client::Client& c, const std::vector<client::Endpoint>& memb
         report.by_member.push_back(r.value().keepalives);
     }
     if (have) return {};
+    if (!first_error) return {kExitUnavailable, "no member answered (each was silent for an earlier token)"};
     const client::Error& e = *first_error;
     if (e.kind == client::ErrorKind::kUnknownToken) {
         return {kExitNoSuchToken, "no such token was issued: " + std::to_string(token) + " (" + e.message + ")"};
@@ -239,6 +244,7 @@ json::object report_json(const TokenReport& t, const Sources& s, const Args& arg
                                     {"application_name", r.application_name}});
     }
     o["rejections_read"] = s.db_read;
+    o["rejections_truncated"] = s.rows_truncated;
     o["rejections"] = std::move(rows);
     o["client_log"] = s.log_given ? json::value(json::object{{"file", args.client_log},
                                                              {"lines", t.evidence.client_log.size()},
@@ -348,8 +354,9 @@ int run_explain_command(const Args& args, client::Client& c, std::ostream& out, 
     const std::vector<client::Endpoint> members = every_member(c);
     std::vector<TokenReport> reports(tokens.size());
     std::set<std::uint64_t> wanted;
+    std::set<std::string> silent;
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-        if (Failure f = gather_life(c, members, tokens[i], reports[i]); f.code != kExitOk) return fail(err, f);
+        if (Failure f = gather_life(c, members, tokens[i], reports[i], silent); f.code != kExitOk) return fail(err, f);
         if (const auto next = reports[i].life.next_token) {
             if (auto n = c.token_life(*next)) reports[i].next = n.value();
         }

@@ -179,6 +179,17 @@ BOOST_AUTO_TEST_CASE(a_local_deadline_passed_before_the_write_is_a_failed_renewa
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
 }
 
+BOOST_AUTO_TEST_CASE(a_grant_that_arrived_after_a_whole_lease_is_said) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("acquire", 100, 100 + kLease, "ok"), line("write", 4000, 4010, "stale")};
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "paused_holder");  // rule 7: what the coordinator saw
+    BOOST_TEST(x.evidence.at(x.evidence.size() - 2).find("the grant arrived 3000 ms after") != std::string::npos);
+    ev.client_log[0] = line("acquire", 100, 100 + kLease - 1, "ok");
+    for (const std::string& e : classify(ev).evidence) BOOST_TEST(e.find("grant arrived") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(the_rules_go_in_order) {
     Evidence ev = expired_token(kGrant + 5'000);
     ev.client_log_given = true;
