@@ -2,8 +2,6 @@
 
 #include <boost/json.hpp>
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <map>
 #include <set>
 
@@ -261,18 +259,7 @@ json::object report_json(const TokenReport& t, const Sources& s, const Args& arg
 }
 
 std::string when(std::optional<std::uint64_t> wall_ms, std::optional<std::uint64_t> index) {
-    std::string s;
-    if (wall_ms) {
-        const std::time_t t = static_cast<std::time_t>(*wall_ms / 1000);
-        std::tm tm{};
-        gmtime_r(&t, &tm);
-        char buf[48];
-        std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03d UTC", tm.tm_year + 1900, tm.tm_mon + 1,
-                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(*wall_ms % 1000));
-        s = buf;
-    } else {
-        s = "(time not recorded)";
-    }
+    const std::string s = wall_ms ? ex::wall_text(static_cast<std::int64_t>(*wall_ms)) : "(time not recorded)";
     return index ? s + " (log index " + std::to_string(*index) + ")" : s;
 }
 
