@@ -53,8 +53,9 @@ class Keepalive {
     int renewals() const { return renewals_.load(); }
 
     // One KeepAlive now, with `client`, unless the lease is already lost.
+    // Only without the thread (`background` false): it shares next_ with it.
     void renew_now(client::Client& client);
-    // Logs a `stall` line when `woke` is at least lease/3 after `due`.
+    // Logs a `stall` line when `woke` is at least lease/3 after `due` (any thread).
     void note_wakeup(client::Clock::time_point due, client::Clock::time_point woke);
 
   private:
