@@ -154,7 +154,8 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
                                    {"keys", num(r->keys.size())}});
         }
         if (removed) {
-            tokens_.ended(r->token, TokenEnd::kReleased, index, entry_wall_ms_);
+            tokens_.ended(r->token, TokenEnd::kReleased, index, entry_wall_ms_,
+                          static_cast<std::uint32_t>(r->keys.size()));
             for (const std::string& key : r->keys) {
                 note_event(index, WatchEventType::kReleased, key, r->token);
                 on_removed(key, r->token, now);

@@ -28,7 +28,7 @@ const char* to_string(TokenEnd end) {
 bool TokenRecord::same_derived(const TokenRecord& o) const {
     // A phantom here is an expiry elsewhere: both ended by the same Expire.
     auto log_end = [](TokenEnd e) { return e == TokenEnd::kPhantom ? TokenEnd::kExpired : e; };
-    return token == o.token && keys == o.keys && owner == o.owner && lease_ms == o.lease_ms &&
+    return token == o.token && keys == o.keys && keys_held == o.keys_held && owner == o.owner && lease_ms == o.lease_ms &&
            granted_index == o.granted_index && granted_wall_ms == o.granted_wall_ms && log_end(end) == log_end(o.end) &&
            ended_index == o.ended_index && ended_wall_ms == o.ended_wall_ms && next_token == o.next_token;
     // next_unknown is not compared: only a member that restored has it.
@@ -65,13 +65,19 @@ void TokenHistory::granted(raft::Index index, std::optional<std::uint64_t> wall_
         TokenRecord* prev = find(it->second.tokens.back());
         if (prev == nullptr) continue;
         if (prev->next_token == 0 && !prev->next_unknown) prev->next_token = token;
-        if (prev->end == TokenEnd::kHeld) prev->end = TokenEnd::kSuperseded;
+        // One key, still held here: its end was not applied here. (A set
+        // may hold its other keys still: a key of it expired alone.)
+        if (prev->end == TokenEnd::kHeld && prev->keys.size() == 1) {
+            prev->end = TokenEnd::kSuperseded;
+            prev->keys_held = 0;
+        }
     }
     TokenRecord r;
     r.token = token;
     r.keys = std::move(keys);
     r.owner = std::move(owner);
     r.lease_ms = lease_ms;
+    r.keys_held = static_cast<std::uint32_t>(r.keys.size());
     r.granted_index = index;
     r.granted_wall_ms = wall_ms;
     insert(std::move(r));
@@ -127,12 +133,15 @@ void TokenHistory::regranted(lock::Token token, std::uint64_t lease_ms) {
     r->phantom = false;  // a retry's re-grant was answered: no longer a phantom
 }
 
-void TokenHistory::ended(lock::Token token, TokenEnd how, raft::Index index, std::optional<std::uint64_t> wall_ms) {
+void TokenHistory::ended(lock::Token token, TokenEnd how, raft::Index index, std::optional<std::uint64_t> wall_ms,
+                         std::uint32_t keys) {
     if (how != TokenEnd::kReleased && how != TokenEnd::kExpired) {
         throw std::logic_error(std::string("token history: an entry cannot end a token as ") + to_string(how));
     }
     TokenRecord* r = find(token);
     if (r == nullptr || r->end != TokenEnd::kHeld) return;
+    r->keys_held -= std::min(keys, r->keys_held);
+    if (r->keys_held > 0) return;
     r->end = how == TokenEnd::kExpired && r->phantom ? TokenEnd::kPhantom : how;
     r->ended_index = index;
     r->ended_wall_ms = wall_ms;
@@ -149,10 +158,21 @@ void TokenHistory::restored(raft::Index index, const lock::LockTable& table) {
             r.lease_ms = l.lease_ms;
         }
         r.keys.push_back(l.key);
+        ++r.keys_held;
     });
     for (auto& [token, r] : records_) {
-        if (r.end == TokenEnd::kHeld && !held.contains(token)) r.end = TokenEnd::kRestore;
-        if (r.end != TokenEnd::kHeld && r.next_token == 0) r.next_unknown = true;
+        auto in_table = held.find(token);
+        // Still held: the lease in force (a re-grant among the entries skipped may have raised it).
+        if (in_table != held.end()) {
+            r.lease_ms = in_table->second.lease_ms;
+            r.keys_held = static_cast<std::uint32_t>(in_table->second.keys.size());
+        }
+        if (r.end == TokenEnd::kHeld && in_table == held.end()) {
+            r.end = TokenEnd::kRestore;
+            r.keys_held = 0;
+        }
+        // A key it no longer holds may have been granted again in the entries skipped.
+        if (r.keys_held < r.keys.size() && r.next_token == 0) r.next_unknown = true;
     }
     for (auto& [token, r] : held) {
         if (records_.contains(token)) continue;

@@ -8,8 +8,10 @@
 //   |                                      | of its keys gets next_token (if it has none)  |
 //   |                                      | and, if still held here, ends `superseded`    |
 //   | Grant: an idempotent re-grant        | lease_ms becomes the lease in force           |
-//   | Release, ReleaseMany: Released       | ends `released` at the entry                  |
-//   | Expire, ExpireMany: a lock existed   | ends `expired` at the entry                   |
+//   | Release, ReleaseMany: Released       | its keys removed                              |
+//   | Expire, ExpireMany: a lock existed   | that key removed                              |
+// A token ends (`released` or `expired`) at the entry that removes its last
+// key: a set's keys may expire in different ExpireMany entries.
 // wall_ms is the leader's wall clock carried in the entry (lock/commands.h,
 // version 4); none for an entry written without it.
 //
@@ -21,12 +23,13 @@
 //
 // Restore (restored()): the member installed a snapshot at index I and did not
 // apply the entries it covers. A token kept here as held that the restored
-// table does not hold with it ends `restore` (index unknown); a token ended
-// without a next one keeps none (it may have been granted in the entries
-// skipped, next_unknown); each lock the
-// table holds that is not kept here gets a record without granted index or
-// wall time. Every token issued at an entry <= I is at most I + floor, so
-// tokens below I + floor + 1 not kept here answer "compacted".
+// table does not hold with it ends `restore` (index unknown); one it holds
+// takes its lease in force (a re-grant may be among the entries skipped); a
+// token with a key gone and no next token keeps none (it may have been
+// granted in the entries skipped: next_unknown); each lock the table holds that is not kept
+// here gets a record without granted index or wall time. Every token issued
+// at an entry <= I is at most I + floor, so tokens below I + floor + 1 not
+// kept here answer "compacted".
 //
 // Bounds: at most max_tokens tokens and max_bytes bytes (token_bytes()
 // each); adding beyond either drops the oldest tokens (lowest first: tokens
@@ -79,12 +82,13 @@ struct TokenRecord {
     std::uint64_t lease_ms = 0;
     raft::Index granted_index = 0;  // 0: not known (a lock a restored snapshot held)
     std::optional<std::uint64_t> granted_wall_ms;
+    std::uint32_t keys_held = 0;  // of `keys`, how many are still held (0 once ended)
     TokenEnd end = TokenEnd::kHeld;
     raft::Index ended_index = 0;  // 0: held, or not known (restore, superseded)
     std::optional<std::uint64_t> ended_wall_ms;
     lock::Token next_token = 0;  // the first token granted after it on one of its keys; 0: none yet, or unknown
-    // Ended before a restore that skipped the entries after it: its next
-    // token may be among them, so none is recorded (next_token stays 0).
+    // Some of its keys (all, once ended) were gone at a restore that skipped
+    // entries: its next token may be among them, so none is recorded (next_token stays 0).
     bool next_unknown = false;
     bool phantom = false;        // observed as leader (above)
     const std::string& key() const { return keys.front(); }
@@ -109,9 +113,11 @@ public:
     // An idempotent re-grant of `token`: the lease in force (and, answered
     // to a retry, no longer a phantom).
     void regranted(lock::Token token, std::uint64_t lease_ms);
-    // `token` was released (kReleased) or expired (kExpired) by the entry
-    // at `index`; a token already ended keeps its end (a set's keys end together).
-    void ended(lock::Token token, TokenEnd how, raft::Index index, std::optional<std::uint64_t> wall_ms);
+    // The entry at `index` removed `keys` of `token`'s keys: released
+    // (kReleased) or expired (kExpired). The token ends so once none is left;
+    // an ended token keeps its end.
+    void ended(lock::Token token, TokenEnd how, raft::Index index, std::optional<std::uint64_t> wall_ms,
+               std::uint32_t keys = 1);
     // The member installed a snapshot at `index` whose table is `table` (above).
     void restored(raft::Index index, const lock::LockTable& table);
 

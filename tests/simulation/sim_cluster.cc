@@ -219,7 +219,23 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
 }
 
 // A member's place: its tick period (+-30% of the base) and clock, its core's config.
-void Cluster::add_slot(const member::Config& config, SimRandom random) {
+// Whether member `id` stamps the entries it proposes with its wall clock
+// (member::Config::log_wall_time), decided by the seed alone (no draw, so
+// the rest of a seed's run is as without it): every member in a third of the
+// seeds; none in another (a cluster upgrading from a release before the
+// stamp); odd IDs only in the last (the second round of that upgrade: both
+// formats in one log).
+bool stamps_wall_time(std::uint64_t seed, raft::NodeId id) {
+    switch (seed % 3) {
+        case 0: return true;
+        case 1: return false;
+        default: return id % 2 == 1;
+    }
+}
+
+void Cluster::add_slot(const member::Config& given, SimRandom random) {
+    member::Config config = given;
+    config.log_wall_time = stamps_wall_time(options_.seed, config.raft.id);
     Slot& s = slots_.emplace_back();
     s.random = random;
     const double spread = 0.7 + 0.6 * s.random.unit();  // per-member tick period, +-30%
@@ -927,7 +943,10 @@ void Cluster::check_token_histories() const {
                 require(x.same_derived(y), "members ", i + 1, " and ", j + 1, " differ on token ", ra.token,
                         " (granted at ", ra.granted_index, " / ", rb->granted_index, ", ended ",
                         member::to_string(ra.end), " at ", ra.ended_index, " / ", member::to_string(rb->end), " at ",
-                        rb->ended_index, ", next ", ra.next_token, " / ", rb->next_token, ")");
+                        rb->ended_index, ", next ", ra.next_token, " / ", rb->next_token, ", lease_ms ", ra.lease_ms,
+                        " / ", rb->lease_ms, ", granted wall ", ra.granted_wall_ms.value_or(0), " / ",
+                        rb->granted_wall_ms.value_or(0), ", ended wall ", ra.ended_wall_ms.value_or(0), " / ",
+                        rb->ended_wall_ms.value_or(0), ", keys ", ra.keys.size(), " / ", rb->keys.size(), ")");
                 ++token_histories_compared_;
             });
         }

@@ -4,7 +4,9 @@
 # and released, one whose lease ran out, one held; what the log decides is
 # the same on every member, the keepalives only the leader saw are labelled
 # as its; 400 for a malformed token, key or limit, 404 for a token never
-# issued, 410 compacted (a small --token-history-events) with the oldest kept.
+# issued, 410 compacted (a small --token-history-events) with the oldest kept;
+# the same lives derived again after a restart, and a grant written with
+# --log-wall-time off (the older format) without a wall time.
 source "$(dirname "$0")/../coordinator/lib.sh"
 
 # token MEMBER TOKEN -> HTTP_CODE, HTTP_BODY
@@ -40,10 +42,30 @@ B=$(json_field "$HTTP_BODY" token)
 for m in 1 2 3; do wait_until 10 "member $m saw B expire" ended_as "$m" "$B" expired; done
 
 # C: held.
-post "$L" /v1/acquire '{"key":"t/a","lease_ms":5000,"owner":"w-c"}'
+post "$L" /v1/acquire '{"key":"t/a","lease_ms":60000,"owner":"w-c"}'
 [[ "$HTTP_CODE" == 200 ]] || fail "acquire C: $HTTP_CODE $HTTP_BODY"
 C=$(json_field "$HTTP_BODY" token)
 for m in 1 2 3; do wait_until 5 "member $m applied C" ended_as "$m" "$C" held; done
+
+# D: kept alive once, then left to expire: the leader tells its last keepalive's time.
+post "$L" /v1/acquire '{"key":"t/d","lease_ms":600,"owner":"w-d"}'
+[[ "$HTTP_CODE" == 200 ]] || fail "acquire D: $HTTP_CODE $HTTP_BODY"
+D=$(json_field "$HTTP_BODY" token)
+post "$L" /v1/keepalive "{\"key\":\"t/d\",\"token\":$D}"
+[[ "$HTTP_CODE" == 200 ]] || fail "keepalive of D: $HTTP_CODE $HTTP_BODY"
+for m in 1 2 3; do wait_until 10 "member $m saw D expire" ended_as "$m" "$D" expired; done
+for m in 1 2 3; do
+    token "$m" "$D"
+    last=$(field "$HTTP_BODY" .ended.last_keepalive_wall_ms)
+    if ((m == L)); then
+        [[ "$last" =~ ^[0-9]+$ && "$last" == "$(field "$HTTP_BODY" .keepalives.last_ok_wall_ms)" ]] ||
+            fail "the leader does not tell D's last keepalive: $HTTP_BODY"
+        (($(field "$HTTP_BODY" .ended.wall_ms) - last >= 600)) || fail "D expired less than its lease after its keepalive: $HTTP_BODY"
+    else
+        [[ "$last" == null ]] || fail "follower $m tells a keepalive of D it did not see: $HTTP_BODY"
+    fi
+done
+pass "an expired token's last keepalive is told by the leader that answered it"
 
 now_ms=$(($(date +%s%3N)))
 for m in 1 2 3; do
@@ -134,3 +156,31 @@ for m in 1 2 3; do
     [[ "$HTTP_CODE" == 200 || "$HTTP_CODE" == 404 ]] || fail "member $m: the oldest token $oldest answered $HTTP_CODE"
 done
 pass "a token older than the history kept is answered 410 compacted with oldest_token"
+
+# Every member restarted with --log-wall-time off, one at a time (the upgrade
+# rule in reverse): the history is derived again from the log (the newest
+# token's life the same, wall times included), and an entry written then, in
+# the older format, carries none.
+token "$L" "$last"
+[[ "$HTTP_CODE" == 200 ]] || fail "the newest token $last answered $HTTP_CODE $HTTP_BODY"
+last_before=$(derived "$HTTP_BODY")
+sed -i 's/^FLAGS="\(.*\)"$/FLAGS="\1 --log-wall-time off"/' "$DIR/cluster.env"
+grep -q -- '--log-wall-time off' "$DIR/cluster.env" || fail "could not add --log-wall-time off to $DIR/cluster.env"
+for m in 1 2 3; do
+    "$CLUSTER" restart "$DIR" "$m" >/dev/null || fail "member $m did not restart"
+    wait_until 10 "member $m tells token $last again" ended_as "$m" "$last" released
+done
+L=$(wait_leader 10) || fail "no leader after the restarts"
+for m in 1 2 3; do
+    token "$m" "$last"
+    [[ "$(derived "$HTTP_BODY")" == "$last_before" ]] || fail "member $m tells token $last otherwise after its restart: $(derived "$HTTP_BODY") vs $last_before"
+done
+post "$L" /v1/acquire '{"key":"t/e","lease_ms":5000}'
+[[ "$HTTP_CODE" == 200 ]] || fail "acquire E: $HTTP_CODE $HTTP_BODY"
+E=$(json_field "$HTTP_BODY" token)
+for m in 1 2 3; do
+    wait_until 5 "member $m applied E" ended_as "$m" "$E" held
+    [[ "$(field "$HTTP_BODY" .granted.wall_ms)" == null && "$(field "$HTTP_BODY" .granted.index)" =~ ^[0-9]+$ ]] ||
+        fail "member $m: E, granted under --log-wall-time off, is $HTTP_BODY"
+done
+pass "after a restart each member derives token $last again from the log; a grant written without the stamp has wall_ms null"

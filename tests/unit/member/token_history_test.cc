@@ -75,6 +75,7 @@ BOOST_AUTO_TEST_CASE(an_end_is_recorded_once_and_a_grant_over_a_held_token_super
     TokenHistory h(100, 1u << 20);
     h.granted(2, kWall, 2, {"a", "b"}, "s", 500);  // a set
     h.ended(2, TokenEnd::kExpired, 3, kWall + 1);  // an ExpireMany: once per key
+    BOOST_TEST(std::string(to_string(record(h, 2).end)) == "held");
     h.ended(2, TokenEnd::kExpired, 3, kWall + 1);
     h.ended(2, TokenEnd::kReleased, 4, kWall + 2);  // too late: ended already
     BOOST_TEST(std::string(to_string(record(h, 2).end)) == "expired");
@@ -88,6 +89,19 @@ BOOST_AUTO_TEST_CASE(an_end_is_recorded_once_and_a_grant_over_a_held_token_super
     h.regranted(7, 9000);  // an idempotent re-grant: the lease in force
     BOOST_TEST(record(h, 7).lease_ms == 9000u);
     BOOST_CHECK_THROW(h.ended(7, TokenEnd::kRestore, 8, std::nullopt), std::logic_error);
+    // A set whose keys expire in two entries ends at the second; a key of it
+    // granted again meanwhile does not supersede it.
+    h.granted(10, kWall, 10, {"x", "y", "z"}, "s", 500);
+    h.ended(10, TokenEnd::kExpired, 11, kWall + 1);
+    BOOST_TEST(std::string(to_string(record(h, 10).end)) == "held");
+    BOOST_TEST(record(h, 10).keys_held == 2u);
+    h.granted(12, kWall, 12, {"x"}, "o", 500);
+    BOOST_TEST(std::string(to_string(record(h, 10).end)) == "held");
+    BOOST_TEST(record(h, 10).next_token == 12u);
+    h.ended(10, TokenEnd::kExpired, 13, kWall + 2, 2);
+    BOOST_TEST(std::string(to_string(record(h, 10).end)) == "expired");
+    BOOST_TEST(record(h, 10).ended_index == 13u);
+    BOOST_TEST(record(h, 10).keys_held == 0u);
 }
 
 // What the leader saw: a grant nobody received ends `phantom` when its
@@ -196,6 +210,7 @@ BOOST_AUTO_TEST_CASE(a_restore_ends_what_it_did_not_see_and_adds_what_it_holds) 
     h.ended(4, TokenEnd::kReleased, 5, kWall);
     lock::LockTable table;  // what the member that took the snapshot applied
     BOOST_TEST(std::get<lock::Granted>(table.apply(3, lock::Grant{"kept", 1000, "o"})).token == 3u);
+    table.apply(40, lock::Grant{"kept", 4000, "o"});  // a re-grant this member skips: the longer lease
     const lock::Result set = table.apply(50, lock::GrantMany{{"s2", "s1"}, 700, "w"});
     const lock::Token set_token = std::get<lock::Granted>(set).token;
     BOOST_TEST(set_token == 50u);
@@ -204,6 +219,7 @@ BOOST_AUTO_TEST_CASE(a_restore_ends_what_it_did_not_see_and_adds_what_it_holds) 
     BOOST_TEST(std::string(to_string(record(h, 2).end)) == "restore");
     BOOST_TEST(record(h, 2).ended_index == 0u);
     BOOST_TEST(std::string(to_string(record(h, 3).end)) == "held");
+    BOOST_TEST(record(h, 3).lease_ms == 4000u);
     BOOST_TEST(record(h, 4).next_unknown);
     const TokenRecord& s = record(h, set_token);
     BOOST_TEST(s.granted_index == 0u);
