@@ -34,6 +34,7 @@ const char* to_string(ErrorKind kind) {
         case ErrorKind::kRefused: return "refused";
         case ErrorKind::kCompacted: return "compacted";
         case ErrorKind::kUnknownToken: return "unknown_token";
+        case ErrorKind::kNotApplied: return "not_applied";
     }
     return "unknown";
 }
@@ -52,6 +53,7 @@ int exit_code_of(ErrorKind kind, bool lease_call) {
         case ErrorKind::kNotPgfence: return kExitNotPgfence;
         case ErrorKind::kCompacted: return kExitCompacted;
         case ErrorKind::kUnknownToken: return kExitNoSuchToken;
+        case ErrorKind::kNotApplied: return kExitUnavailable;
     }
     return kExitOther;
 }
@@ -381,6 +383,11 @@ Error error_of(const CallResult& call, ErrorKind not_found_kind) {
         case kStatusNotFound:
             if (code == "unknown_member") return {ErrorKind::kUnknownMember, detail, r.status};
             if (code == "unknown_token") return {ErrorKind::kUnknownToken, detail, r.status};
+            if (code == "not_applied") {
+                Error e{ErrorKind::kNotApplied, detail, r.status};
+                get_u64(p.object, "applied_token", e.applied_token);
+                return e;
+            }
             return {not_found_kind, detail.empty() ? "not found" : detail, r.status};
         case kStatusConflict:
             if (code == "member_change_refused") return {ErrorKind::kRefused, detail, r.status};
@@ -647,7 +654,27 @@ public:
         return transport_.perform_at(*endpoint, call);
     }
 
+    // From `endpoint` alone, or (null) from the first member that answers;
+    // one that has not applied the token yet (not_applied) sends it on to
+    // every endpoint in turn: the first that knows the token answers, else a
+    // member that applied past it and says unknown_token, else not_applied.
     Result<TokenLife> token_life(const Endpoint* endpoint, std::uint64_t token) {
+        Result<TokenLife> first = token_life_once(endpoint, token);
+        if (endpoint != nullptr || first || first.error().kind != ErrorKind::kNotApplied) return first;
+        Result<TokenLife> out = first;
+        for (const Endpoint& e : transport_.options().endpoints) {
+            Result<TokenLife> r = token_life_once(&e, token);
+            if (r) return r;
+            const ErrorKind kind = r.error().kind;
+            if (kind == ErrorKind::kUnknownToken ||
+                (kind == ErrorKind::kCompacted && out.error().kind != ErrorKind::kUnknownToken)) {
+                out = std::move(r);
+            }
+        }
+        return out;
+    }
+
+    Result<TokenLife> token_life_once(const Endpoint* endpoint, std::uint64_t token) {
         CallResult r = get_at(endpoint, "/v1/tokens/" + std::to_string(token));
         if (!r.answered) return r.error;
         if (r.response.status != kStatusOk) return error_of(r, ErrorKind::kProtocol);

@@ -114,6 +114,8 @@ enum class ErrorKind : std::uint8_t {
     kCompacted,      // 410 compacted: a watch from a revision older than the history kept (see oldest_revision),
                      // or a token older than the token history kept (see oldest_token)
     kUnknownToken,   // 404 unknown_token: no such token was issued (GET /v1/tokens/{token})
+    kNotApplied,     // 404 not_applied: the member has not applied the entries that may issue the token (yet);
+                     // not "never issued" (see applied_token)
 };
 
 const char* to_string(ErrorKind kind);
@@ -129,6 +131,7 @@ struct Error {
     int http_status = 0;  // 0 when no HTTP answer was involved
     std::uint64_t oldest_revision = 0;  // kCompacted: the oldest revision the member still keeps
     std::uint64_t oldest_token = 0;     // kCompacted from the token history: the oldest token it still keeps
+    std::uint64_t applied_token = 0;    // kNotApplied: the highest token the member's applied entries could issue
 };
 
 // An acquire's 400 about its lease or wait, in the terms of the flags the
@@ -382,10 +385,14 @@ public:
     Result<WatchEnd> watch(const WatchRequest& request, const WatchCallback& on_event);
     // A token's life (GET /v1/tokens/{token}) from the first member that
     // answers: kUnknownToken when no such token was issued, kCompacted
-    // (Error::oldest_token) when it is older than the history kept.
+    // (Error::oldest_token) when it is older than the history kept. A member
+    // that has not applied the token yet (404 not_applied) sends it on to
+    // every endpoint in turn; kNotApplied (Error::applied_token) when none
+    // has applied it, which does not mean it was never issued.
     Result<TokenLife> token_life(std::uint64_t token);
     // The same from one given member, without redirects or retries
-    // elsewhere: ask each member to merge their `keepalives`.
+    // elsewhere (kNotApplied as it answers): ask each member to merge their
+    // `keepalives`.
     Result<TokenLife> token_life_of(const Endpoint& endpoint, std::uint64_t token);
     // The tokens of `key` the member keeps, newest first, at most `limit`
     // (1..kMaxKeyHistoryLimit) (GET /v1/keys/{key}/history).

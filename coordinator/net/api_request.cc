@@ -336,6 +336,24 @@ std::variant<std::string, BadRequest> percent_decode(std::string_view s) {
 }
 }  // namespace
 
+std::string printable_excerpt(std::string_view text, std::size_t max_bytes) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    const std::string_view head = text.substr(0, max_bytes);
+    for (const char c : head) {
+        const auto b = static_cast<unsigned char>(c);
+        if (b > 0x20 && b < 0x7f) {
+            out.push_back(c);
+        } else {
+            out.push_back('%');
+            out.push_back(kHex[b >> 4]);
+            out.push_back(kHex[b & 0xf]);
+        }
+    }
+    if (text.size() > max_bytes) out += "...";
+    return out;
+}
+
 std::variant<std::string, BadRequest> decode_path_segment(std::string_view segment) {
     std::string out;
     out.reserve(segment.size());
@@ -347,7 +365,7 @@ std::variant<std::string, BadRequest> decode_path_segment(std::string_view segme
         const int hi = i + 2 < segment.size() ? hex_value(segment[i + 1]) : -1;
         const int lo = i + 2 < segment.size() ? hex_value(segment[i + 2]) : -1;
         if (hi < 0 || lo < 0) {
-            return BadRequest{"path segment '" + std::string(segment.substr(0, 200)) + "' has a bad %-escape at byte " +
+            return BadRequest{"path segment '" + printable_excerpt(segment, 200) + "' has a bad %-escape at byte " +
                               std::to_string(i)};
         }
         out.push_back(static_cast<char>(hi * 16 + lo));

@@ -74,6 +74,12 @@ struct QueryParam {
 };
 std::variant<QueryParam, BadRequest> query_param(std::string_view query, std::string_view name);
 
+// At most `max_bytes` of `text` for an error message, as printable ASCII: a
+// byte outside '!'..'~' is written %XX (as a still-encoded path segment
+// shows it), so no raw (or cut UTF-8) byte reaches an answer; "..." ends a
+// longer text.
+std::string printable_excerpt(std::string_view text, std::size_t max_bytes);
+
 // A path segment, percent-decoded ('+' is itself); a bad %-escape names the segment.
 std::variant<std::string, BadRequest> decode_path_segment(std::string_view segment);
 

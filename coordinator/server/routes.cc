@@ -10,7 +10,9 @@
 #include <system_error>
 #include <utility>
 #include <variant>
+#include <vector>
 
+#include "auth/policy.h"
 #include "net/api_request.h"
 #include "net/json_text.h"
 #include "pgfence_version.h"
@@ -157,23 +159,43 @@ bool parse_watch(Impl& m, Call& call) {
     return true;
 }
 
+// May the caller (none: authorization is off) read `key`?
+bool may_read(const Call& call, std::string_view key) {
+    return !call.caller || call.caller->policy->allowed(*call.caller->user, auth::Permission::kRead, key);
+}
+
 // GET /v1/tokens/{token}: a token 1..lock::kMaxToken. The request is a
-// ListLocks of the token's key (of no key when it is not kept here), for
-// authorization: read on its key.
+// ListLocks of the first of the token's keys the caller may read (of no key
+// when it is not kept here), for authorization: read on some key of the
+// token, else 403 (naming none of its keys).
 bool parse_token(Impl& m, Call& call) {
     const std::string_view text = path_segment(call.path, 2);
     lock::Token token = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), token);
     if (ec != std::errc() || end != text.data() + text.size() || token == 0 || token > lock::kMaxToken) {
         ++m.metrics.bad_requests;
+        // The segment as it came (still percent-encoded), escaped into JSON.
         respond_error(call.ex, 400, "bad_token",
-                      "token '" + std::string(text.substr(0, 64)) + "' is not a token: a decimal number 1.." +
+                      "token '" + net::printable_excerpt(text, 64) + "' is not a token: a decimal number 1.." +
                           std::to_string(lock::kMaxToken));
         return false;
     }
     call.token = token;
     member::ListLocks list;
-    if (const member::TokenRecord* r = m.core->token_history().lookup(token).record) list.key = r->key();
+    if (const member::TokenRecord* r = m.core->token_history().lookup(token).record) {
+        for (const std::string& k : r->keys) {
+            if (may_read(call, k)) {
+                list.key = k;
+                break;
+            }
+        }
+        if (!list.key) {
+            m.deny(call.ex, *call.caller, call.path, {},
+                   "user '" + call.caller->user->name + "' has no read permission on any key of token " +
+                       std::to_string(token));
+            return false;
+        }
+    }
     call.request = std::move(list);
     return true;
 }
@@ -189,7 +211,8 @@ bool parse_key_history(Impl& m, Call& call) {
     }
     std::string& key = std::get<std::string>(decoded);
     if (std::string why = net::check_key(key); !why.empty()) {
-        m.bad_request(call.ex, "key '" + key.substr(0, 64) + "' in the path is invalid: " + why);
+        // The segment as it came (still percent-encoded), not the decoded bytes.
+        m.bad_request(call.ex, "key '" + net::printable_excerpt(path_segment(call.path, 2), 64) + "' in the path is invalid: " + why);
         return false;
     }
     auto param = net::query_param(call.query, "limit");
@@ -205,7 +228,7 @@ bool parse_key_history(Impl& m, Call& call) {
         if (ec != std::errc() || end != limit.value.data() + limit.value.size() || n == 0 ||
             n > member::kMaxKeyHistoryTokens) {
             m.bad_request(call.ex, "query parameter 'limit' must be 1.." + std::to_string(member::kMaxKeyHistoryTokens) +
-                                       ", got '" + limit.value.substr(0, 32) + "'");
+                                       ", got '" + net::printable_excerpt(limit.value, 32) + "'");
             return false;
         }
         call.history_limit = n;
@@ -349,18 +372,26 @@ void append_u64_or_null(std::string& out, const char* name, std::optional<std::u
 
 std::optional<std::uint64_t> known(std::uint64_t v) { return v != 0 ? std::optional<std::uint64_t>(v) : std::nullopt; }
 
-// One token's object (docs/http-api.md "GET /v1/tokens/{token}").
-void append_token_json(std::string& out, const Impl& m, const member::TokenRecord& r) {
+// One token's object (docs/http-api.md "GET /v1/tokens/{token}"). Of a
+// set's keys it names only those the caller may read (`key` is the first of
+// them; the caller may read at least one, authorize() saw to it), and counts
+// the others in hidden_keys.
+void append_token_json(std::string& out, const Impl& m, const Call& call, const member::TokenRecord& r) {
     const member::TokenHistory& history = m.core->token_history();
+    std::vector<const std::string*> shown;
+    for (const std::string& k : r.keys) {
+        if (may_read(call, k)) shown.push_back(&k);
+    }
     out += "{\"token\":" + std::to_string(r.token) + ",\"key\":";
-    net::append_json_string(out, r.key());
+    net::append_json_string(out, shown.empty() ? std::string_view() : std::string_view(*shown.front()));
     if (r.keys.size() > 1) {
         out += ",\"keys\":[";
-        for (std::size_t i = 0; i < r.keys.size(); ++i) {
+        for (std::size_t i = 0; i < shown.size(); ++i) {
             if (i > 0) out += ',';
-            net::append_json_string(out, r.keys[i]);
+            net::append_json_string(out, *shown[i]);
         }
         out += ']';
+        if (shown.size() < r.keys.size()) out += ",\"hidden_keys\":" + std::to_string(r.keys.size() - shown.size());
     }
     out += ",\"owner\":";
     net::append_json_string(out, r.owner);
@@ -401,7 +432,7 @@ void get_token(Impl& m, Call& call) {
     const std::string token = std::to_string(call.token);
     if (found.record != nullptr) {
         std::string body;
-        append_token_json(body, m, *found.record);
+        append_token_json(body, m, call, *found.record);
         respond(call, std::move(body));
     } else if (found.compacted) {
         const std::string oldest = std::to_string(history.oldest_token());
@@ -414,9 +445,26 @@ void get_token(Impl& m, Call& call) {
             "application/json",
             {}});
     } else {
+        // A token above applied + floor can only come from an entry this
+        // member has not applied yet (every later entry's index and floor are
+        // at least these): not "never issued" but not known here yet.
+        const lock::LockTable& table = m.core->table();
+        const std::uint64_t applied_token = table.applied_index() + table.token_floor();
+        if (call.token > applied_token) {
+            call.ex->respond(net::HttpResponse{
+                404,
+                "{\"error\":\"not_applied\",\"message\":\"token " + token +
+                    " is above every token this member applied (it applied the log up to index " +
+                    std::to_string(table.applied_index()) + ", tokens up to " + std::to_string(applied_token) +
+                    "): it may be issued in an entry not applied here yet; ask the leader or another member\","
+                    "\"applied_token\":" + std::to_string(applied_token) + "}",
+                "application/json",
+                {}});
+            return;
+        }
         respond_error(call.ex, 404, "unknown_token",
                       "no token " + token + " was issued (this member applied the log up to index " +
-                          std::to_string(m.core->table().applied_index()) + " and keeps every token from " +
+                          std::to_string(table.applied_index()) + " and keeps every token from " +
                           std::to_string(history.oldest_token()) + " on)");
     }
 }
@@ -431,7 +479,7 @@ void get_key_history(Impl& m, Call& call) {
     for (const member::TokenRecord* r : m.core->token_history().of_key(key, call.history_limit)) {
         if (!first) body += ',';
         first = false;
-        append_token_json(body, m, *r);
+        append_token_json(body, m, call, *r);
     }
     body += "]}";
     respond(call, std::move(body));

@@ -11,6 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "client/client.h"
+#include "client/exit_codes.h"
 #include "fake_server.h"
 
 using namespace pgfence;
@@ -590,4 +591,39 @@ BOOST_AUTO_TEST_CASE(token_life_and_key_history_read_the_token_history) {
     BOOST_TEST(h.value().key == "report:7");
     BOOST_TEST_REQUIRE(h.value().tokens.size() == 1u);
     BOOST_TEST(h.value().tokens[0].token == 41u);
+}
+
+// A member that has not applied a token yet answers not_applied: token_life
+// asks the other endpoints (one knows it, or one that applied past it says
+// unknown_token); from one member, or when none applied it, kNotApplied,
+// never kUnknownToken.
+BOOST_AUTO_TEST_CASE(a_token_not_applied_on_one_member_is_asked_of_the_others) {
+    const std::string not_applied =
+        R"({"error":"not_applied","message":"token 50 is above every token this member applied","applied_token":40})";
+    FakeServer lagging([&](const FakeRequest&) { return reply(404, not_applied); });
+    FakeServer current([&](const FakeRequest& r) {
+        if (r.target == "/v1/tokens/50") {
+            return reply(200, R"({"token":50,"key":"k","owner":"","lease_ms":1000,"granted":{"index":50,"wall_ms":null},)"
+                              R"("ended":{"how":"held","index":null,"wall_ms":null,"last_keepalive_wall_ms":null},)"
+                              R"("next_token":null,"keepalives":{"observed_by":2,"while_leader":false,"ok":0,)"
+                              R"("last_ok_wall_ms":null,"refused":0,"last_refused_wall_ms":null,"last_refused_reason":null}})");
+        }
+        if (r.target == "/v1/tokens/51") return reply(404, R"({"error":"unknown_token","message":"no token 51"})");
+        return reply(404, not_applied);
+    });
+    client::Client c(options_for({lagging.endpoint(), current.endpoint()}));
+    auto alone = c.token_life_of(lagging.endpoint(), 50);
+    BOOST_TEST_REQUIRE(!alone.ok());
+    BOOST_TEST((alone.error().kind == client::ErrorKind::kNotApplied));
+    BOOST_TEST(alone.error().applied_token == 40u);
+    BOOST_TEST(client::exit_code_of(alone.error().kind, false) != pgfence::kExitNotFound);
+    auto found = c.token_life(50);
+    BOOST_TEST_REQUIRE(found.ok(), found.message());
+    BOOST_TEST(found.value().token == 50u);
+    auto unknown = c.token_life(51);
+    BOOST_TEST_REQUIRE(!unknown.ok());
+    BOOST_TEST((unknown.error().kind == client::ErrorKind::kUnknownToken));
+    auto nowhere = c.token_life(52);
+    BOOST_TEST_REQUIRE(!nowhere.ok());
+    BOOST_TEST((nowhere.error().kind == client::ErrorKind::kNotApplied));
 }

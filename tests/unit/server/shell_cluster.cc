@@ -398,10 +398,11 @@ struct Cluster::Impl {
     std::unique_ptr<Proxy> proxy;
     std::string start_error;
 
-    void start(Delays delays, const std::function<void(Options&)>& tweak);
+    void start(Delays delays, const std::function<void(Options&)>& tweak,
+               const std::function<void(Options&)>& after_checks);
 };
 
-Cluster::Cluster(Delays delays, std::function<void(Options&)> tweak) : impl_(std::make_unique<Impl>()) {
+Cluster::Cluster(Delays delays, std::function<void(Options&)> tweak, std::function<void(Options&)> after_checks) : impl_(std::make_unique<Impl>()) {
     // Errors only: each start and stop logs peer_disconnected warnings (a
     // proxy accepts a member's dial before the member behind it listens, then
     // drops it; the teardown closes every connection).
@@ -413,14 +414,15 @@ Cluster::Cluster(Delays delays, std::function<void(Options&)> tweak) : impl_(std
     }
     impl_->check = std::make_unique<ArrivalCheck>(std::move(records));
     impl_->proxy = std::make_unique<Proxy>(*impl_->check);
-    impl_->start(delays, tweak);
+    impl_->start(delays, tweak, after_checks);
 }
 
 Cluster::~Cluster() {
     stop();
 }
 
-void Cluster::Impl::start(Delays delays, const std::function<void(Options&)>& tweak) {
+void Cluster::Impl::start(Delays delays, const std::function<void(Options&)>& tweak,
+                          const std::function<void(Options&)>& after_checks) {
     std::array<std::uint16_t, kMembers> peer_ports{}, proxied{};
     for (int i = 0; i < kMembers; ++i) {
         holds.push_back(std::make_unique<PortHold>(holds_io));
@@ -444,6 +446,7 @@ void Cluster::Impl::start(Delays delays, const std::function<void(Options&)>& tw
             start_error = err;
             return;
         }
+        if (after_checks) after_checks(o);
         // Each member dials the others through the proxy: their addresses
         // differ from member to member, so they stay out of the shared first
         // configuration (as in a cluster bootstrapped without them).

@@ -115,7 +115,11 @@ class Cluster {
     // Starts the proxy and the members (ids 1..kMembers); start_error() says
     // what failed, if anything did.
     // `tweak`, when set, changes each member's Options before it starts.
-    explicit Cluster(Delays delays, std::function<void(Options&)> tweak = {});
+    // `after_checks`, when set, changes them after validate_options(): for an
+    // auth file, which it refuses without peer TLS (the proxy reads the peers'
+    // plaintext).
+    explicit Cluster(Delays delays, std::function<void(Options&)> tweak = {},
+                     std::function<void(Options&)> after_checks = {});
     ~Cluster();
     Cluster(const Cluster&) = delete;
     Cluster& operator=(const Cluster&) = delete;
