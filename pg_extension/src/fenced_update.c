@@ -393,6 +393,55 @@ ErrorKeyNotUnique(Relation rel)
 			 errhint("Name the columns of a primary key or unique constraint in key.")));
 }
 
+/* The key columns of a fenced_update call and their values, for KeyArgColumn */
+typedef struct KeyArgs
+{
+	const FuCall *call;
+	const Datum *values;
+	const char *nulls;
+} KeyArgs;
+
+/* FenceKeyColumnFn over fenced_update's key: known when key names the column */
+static bool
+KeyArgColumn(void *arg, AttrNumber attnum, Datum *value, bool *isnull)
+{
+	KeyArgs    *args = (KeyArgs *) arg;
+
+	for (int i = 0; i < args->call->key.nkeys; i++)
+		if (args->call->key.attnums[i] == attnum)
+		{
+			*value = args->values[i];
+			*isnull = args->nulls[i] == 'n';
+			return true;
+		}
+	return false;
+}
+
+/*
+ * The row's lock key as the call's key columns give it (values, nulls as
+ * RunUpdate has them), palloc'd; NULL when the table has no lock key
+ * template, or one of its columns is not in key or is NULL, or the key is
+ * longer than FENCE_LOCK_KEY_MAXLEN
+ */
+static char *
+KeyArgsLockKey(FuCall *call, Datum *values, char *nulls)
+{
+	const Trigger *guard = FenceFindGuard(call->rel);
+	const char *template = guard != NULL ? FenceGuardTemplateArg(guard) : NULL;
+	KeyArgs		args = {call, values, nulls};
+	StringInfoData key;
+
+	if (template == NULL)
+		return NULL;
+	initStringInfo(&key);
+	if (FenceAppendLockKey(FenceParseKeyTemplate(call->rel, template, call->key.fence_attnum,
+												 CurrentMemoryContext),
+						   KeyArgColumn, &args, &key) != 0 ||
+		key.len > FENCE_LOCK_KEY_MAXLEN)
+		return NULL;
+	return key.data;
+}
+
 /*
  * The outcome after the UPDATE changed processed rows; NULL when the probe
  * saw a row that the UPDATE should have changed (the caller tries again).
@@ -422,7 +471,8 @@ DecideOutcome(FuCall *call, FuPlan *plan, uint64 processed,
 	{
 		FencePair	in = {call->token, call->has_seq, call->seq};
 
-		FenceStatsRejected(relid, NULL, NULL, &in, stored, FENCE_PATH_FENCED_UPDATE);
+		FenceStatsRejected(relid, NULL, KeyArgsLockKey(call, values, nulls), &in, stored,
+						   FENCE_PATH_FENCED_UPDATE);
 		return "stale";
 	}
 	return NULL;
@@ -533,30 +583,6 @@ CheckFormMatchesGuard(Relation rel, const FuArgPositions *pos)
 						 "mode => 'sequenced'.")));
 }
 
-/* The key columns of a fenced_update call and their values, for KeyArgColumn */
-typedef struct KeyArgs
-{
-	const FuCall *call;
-	const Datum *values;
-	const char *nulls;
-} KeyArgs;
-
-/* FenceKeyColumnFn over fenced_update's key: known when key names the column */
-static bool
-KeyArgColumn(void *arg, AttrNumber attnum, Datum *value, bool *isnull)
-{
-	KeyArgs    *args = (KeyArgs *) arg;
-
-	for (int i = 0; i < args->call->key.nkeys; i++)
-		if (args->call->key.attnums[i] == attnum)
-		{
-			*value = args->values[i];
-			*isnull = args->nulls[i] == 'n';
-			return true;
-		}
-	return false;
-}
-
 /*
  * With pg_fence.preempt on, on a table with a lock key template whose
  * columns are all in key: end the older transactions admitted under the
@@ -568,23 +594,15 @@ static void
 PreemptBeforeUpdate(FunctionCallInfo fcinfo, FuCall *call, Datum *values, char *nulls,
 					const char *proof)
 {
-	const Trigger *guard = FenceFindGuard(call->rel);
-	const char *template = guard != NULL ? FenceGuardTemplateArg(guard) : NULL;
-	KeyArgs		args = {call, values, nulls};
-	StringInfoData key;
+	FenceProofTarget target = {get_func_namespace(fcinfo->flinfo->fn_oid),
+	RelationGetRelid(call->rel), NULL, FENCE_PATH_FENCED_UPDATE};
+	char	   *key = KeyArgsLockKey(call, values, nulls);
 
-	if (template == NULL)
+	if (key == NULL ||
+		!FenceProofVerifies(&target, proof != NULL ? proof : FenceCurrentProof(),
+							key, call->token))
 		return;
-	initStringInfo(&key);
-	if (FenceAppendLockKey(FenceParseKeyTemplate(call->rel, template, call->key.fence_attnum,
-												 CurrentMemoryContext),
-						   KeyArgColumn, &args, &key) != 0 ||
-		key.len > FENCE_LOCK_KEY_MAXLEN ||
-		!FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
-							proof != NULL ? proof : FenceCurrentProof(),
-							key.data, call->token))
-		return;
-	FencePreempt(key.data, call->token, false, RelationGetRelid(call->rel),
+	FencePreempt(key, call->token, false, RelationGetRelid(call->rel),
 				 FENCE_PATH_FENCED_UPDATE);
 }
 

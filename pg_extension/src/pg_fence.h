@@ -81,6 +81,17 @@ typedef enum FenceReason
 
 #define FENCE_REASONS				4
 
+/* Who made a refused write, as fence_rejections shows it */
+typedef struct FenceClient
+{
+	int			pid;
+	Oid			roleid;			/* the current user of the write */
+	Oid			dbid;
+	uint8		addr_family;	/* AF_INET, AF_INET6, or 0: no address */
+	uint8		addr[16];		/* network byte order */
+	char		appname[NAMEDATALEN];	/* as pg_stat_activity keeps it */
+} FenceClient;
+
 /* pg_fence.c: settings and helpers shared by every feature */
 struct Trigger;
 extern bool fence_log_rejections;
@@ -151,8 +162,12 @@ extern void FenceStatsRejectedProof(Oid relid, const char *resource);
 /* rejections.c: the ring of recent rejections and the counts by reason */
 extern int	fence_rejection_log_size;
 extern void FenceRejectionsInit(void);
+extern void FenceCurrentClient(FenceClient *client);
 extern void FenceRecordRejection(FencePath path, FenceReason reason, Oid relid,
 								 const char *key, const FencePair *in,
 								 const FencePair *fence);
+extern void FenceRecordRejectionOf(const FenceClient *client, FencePath path,
+								   FenceReason reason, Oid relid, const char *key,
+								   const FencePair *in, const FencePair *fence);
 
 #endif							/* PG_FENCE_H */

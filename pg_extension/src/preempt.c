@@ -46,9 +46,15 @@
  * waited for too, at most PREEMPT_WAIT_MS, and terminated when it turned
  * out to be idle in transaction after all (it was between statements).
  *
- * Both refusals, the admission refused in flight and the preempted commit,
- * are recorded in fence_rejections (rejections.c) with the write's table
- * or resource and path; an entry keeps those of the admission it registered.
+ * Both refusals are recorded in fence_rejections (rejections.c) with the
+ * write's table or resource and path: the admission refused in flight by
+ * the refused backend, and a preempted transaction by the backend that
+ * marks it, once, at the mark (a marked transaction can no longer commit,
+ * so it is recorded whether it then reaches its refused COMMIT or is
+ * cancelled or terminated before).  A preempted row names what the
+ * victim's entry holds: its newest token for the target, the table, path
+ * and client (pid, current user, application_name, address) of the write
+ * that admitted that token.
  *
  * Without shared_preload_libraries = pg_fence there is no registry, and
  * pg_fence.preempt does nothing.
@@ -110,6 +116,7 @@ typedef struct PreemptEntry
 	int64		token;
 	Oid			relid;			/* the admitting write's table, or InvalidOid */
 	uint8		path;			/* the admitting write's FencePath */
+	FenceClient client;			/* the admitting write's client, for its record */
 	bool		preempted;		/* marked: may no longer commit */
 	int64		by_token;		/* the token that preempted it */
 	int			by_pid;
@@ -242,17 +249,17 @@ MyPreemptedEntry(void)
 }
 
 /*
- * Record in fence_rejections a refusal of token on entry's target (the
- * write's own fields: relid, path), by the newer token fence
+ * Record in fence_rejections that entry (lock held) was preempted by token:
+ * its own token, target, table, path and client.  Raises nothing.
  */
 static void
-RecordRefusal(const PreemptEntry *entry, FenceReason reason, int64 token, int64 fence)
+RecordPreempted(const PreemptEntry *entry, int64 token)
 {
-	FencePair	in = {token, false, 0};
-	FencePair	by = {fence, false, 0};
+	FencePair	in = {entry->token, false, 0};
+	FencePair	by = {token, false, 0};
 
-	FenceRecordRejection((FencePath) entry->path, reason, entry->relid, entry->target,
-						 &in, &by);
+	FenceRecordRejectionOf(&entry->client, (FencePath) entry->path, FENCE_REASON_PREEMPTED,
+						   entry->relid, entry->target, &in, &by);
 }
 
 /*
@@ -276,7 +283,7 @@ PreCommit(void)
 	}
 	copy = *entry;
 	LWLockRelease(shared->lock);
-	RecordRefusal(&copy, FENCE_REASON_PREEMPTED, copy.token, copy.by_token);
+	/* recorded in fence_rejections when it was marked (RecordPreempted) */
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_STALE),
 			 errmsg("transaction with fencing token " INT64_FORMAT " for \"%s\" was "
@@ -465,6 +472,7 @@ AddEntry(uint32 hash, const char *target, int64 token, Oid relid, FencePath path
 	entry->token = token;
 	entry->relid = relid;
 	entry->path = (uint8) path;
+	FenceCurrentClient(&entry->client);
 	entry->preempted = false;
 	entry->by_token = 0;
 	entry->by_pid = 0;
@@ -493,7 +501,8 @@ WaitsForClient(const PGPROC *proc)
  * Mark the victims still open, and signal those allowed (lock held: a
  * transaction cannot finish its end while it is held, so a signal never
  * reaches the backend's next transaction).  A victim found committing is
- * left unmarked, to be waited for.
+ * left unmarked, to be waited for.  The first mark of an entry names the
+ * preempting token and backend, and records it in fence_rejections.
  */
 static void
 MarkAndSignal(Victim *victims, int n, int64 token)
@@ -513,9 +522,13 @@ MarkAndSignal(Victim *victims, int n, int64 token)
 			victims[v].committing = true;
 			continue;
 		}
-		entry->preempted = true;
-		entry->by_token = token;
-		entry->by_pid = MyProcPid;
+		if (!entry->preempted)
+		{
+			entry->preempted = true;
+			entry->by_token = token;
+			entry->by_pid = MyProcPid;
+			RecordPreempted(entry, token);
+		}
 		if (!victims[v].allowed)
 			continue;
 		proc = GetPGProcByNumber(entry->procno);
@@ -655,7 +668,16 @@ FencePreempt(const char *target, int64 token, bool register_it, Oid relid,
 		if (n == 0 || pass == PREEMPT_MAX_PASSES)
 		{
 			if (register_it && mine != NULL)
-				mine->token = Max(mine->token, token);
+			{
+				/* the newest token, with its write's table, path and client */
+				if (token >= mine->token)
+				{
+					mine->token = token;
+					mine->relid = relid;
+					mine->path = (uint8) path;
+					FenceCurrentClient(&mine->client);
+				}
+			}
 			else if (register_it)
 				full = !AddEntry(hash, target, token, relid, path);
 			LWLockRelease(shared->lock);

@@ -455,12 +455,14 @@ FenceCheckProof(const FenceProofTarget *target, const char *text,
  * Does proof (text; NULL or '' = none) verify for lockkey and token?  As
  * FenceCheckProof, but answers instead of counting and raising: a write
  * preempts older transactions before its own statement decides
- * (preempt.c), and only with a proof that verifies.
+ * (preempt.c), and only with a proof that verifies.  Only a lock key that
+ * cannot be signed (SignedLockKey) is counted and raised, for target: the
+ * caller's table or resource and path, as its own check would.
  */
 bool
-FenceProofVerifies(Oid nspid, const char *text, const char *lockkey, int64 token)
+FenceProofVerifies(const FenceProofTarget *target, const char *text, const char *lockkey,
+				   int64 token)
 {
-	FenceProofTarget target = {nspid, InvalidOid, NULL};
 	FenceProof	proof;
 	unsigned char message[FENCE_MESSAGE_MAXLEN];
 	size_t		length;
@@ -473,8 +475,8 @@ FenceProofVerifies(Oid nspid, const char *text, const char *lockkey, int64 token
 		return true;
 	if (FenceParseProof(text, &proof) != NULL)
 		return false;
-	length = BuildMessage(message, proof.cluster_id, token, SignedLockKey(&target, lockkey));
-	if (FenceCheckSignature(nspid, proof.kid, proof.cluster_id, proof.signature,
+	length = BuildMessage(message, proof.cluster_id, token, SignedLockKey(target, lockkey));
+	if (FenceCheckSignature(target->nspid, proof.kid, proof.cluster_id, proof.signature,
 							message, length, &bound_cluster) != FENCE_KEY_VERIFIED)
 		return false;
 	RememberVerified(text, lockkey, token);

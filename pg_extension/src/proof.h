@@ -70,8 +70,8 @@ extern void FenceSetProofSetting(const char *proof);
 extern const char *FenceSetProofOverride(const char *proof);
 extern void FenceCheckProof(const FenceProofTarget *target, const char *proof,
 							const char *lockkey, int64 token);
-extern bool FenceProofVerifies(Oid nspid, const char *text, const char *lockkey,
-							   int64 token);
+extern bool FenceProofVerifies(const FenceProofTarget *target, const char *text,
+							   const char *lockkey, int64 token);
 extern void FenceRefuseLockKey(const FenceProofTarget *target, int sqlerrcode,
 							   const char *message, const char *detail);
 

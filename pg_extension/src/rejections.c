@@ -8,20 +8,24 @@
  * raised (or its 'stale' / false result returned): a stale token on every
  * path (55F01, reason stale), an admission refused because another open
  * transaction admitted a newer token for the target (55F01, in_flight), a
- * commit refused because a newer token preempted the transaction (55F01,
- * preempted), and a refused token proof or lock key (55F02, proof).
+ * transaction a newer token preempted (55F01, preempted: recorded when the
+ * newer admission marks it, since from then on it cannot commit, whether
+ * it then reaches its refused COMMIT or is cancelled or terminated first),
+ * and a refused token proof or lock key (55F02, proof).
  *
  * The ring holds pg_fence.rejection_log_size entries (all databases
  * together; 0 = no ring); a new entry overwrites the oldest.  An entry
  * keeps what identifies the write: time, backend pid, role, the first
- * REJECTION_APPNAME_MAX bytes of application_name (as pg_stat_activity
- * shows it), client address, database, relation or resource, the lock key
+ * NAMEDATALEN - 1 bytes of application_name (as pg_stat_activity keeps
+ * it), client address, database, relation or resource, the lock key
  * when known (a resource's name; a row's key under its table's lock key
  * template), token and sequence number, the fence that refused it, path,
  * reason.  Names are cut at a character boundary of the database encoding
  * (a resource or lock key is at most FENCE_RESOURCE_MAXLEN bytes, so only
  * application_name is ever cut).  Roles and databases are kept as OIDs and
- * named when read.
+ * named when read.  A preempted transaction is recorded once, by the
+ * backend that marks it (preempt.c), with the client it had when it
+ * registered its admission; its refused COMMIT adds no second entry.
  *
  * Recording costs one clock read, the string copies into a stack entry,
  * and one exclusive LWLock for the copy into the slot; it allocates
@@ -31,11 +35,15 @@
  *
  * Reading shows the current database's entries, oldest first (other
  * databases' relation OIDs and resource names stay private, as in
- * fence_stats); application_name and client_addr only of roles whose
- * privileges the reader has, or with pg_read_all_stats, as in
- * pg_stat_activity.  Without shared_preload_libraries there is neither
- * ring nor counters, and reading either raises 55000 saying what to
- * configure.
+ * fence_stats).  application_name and client_addr are shown only to a
+ * reader with the privileges of the writer's role or of pg_read_all_stats
+ * (pg_stat_activity shows application_name to everyone; here it names the
+ * writer of a refused write, so it is gated with client_addr).  A row's
+ * lock key is built from the row's columns, so it is shown only to a
+ * reader with SELECT on the table, or who may see the writer's client;
+ * resource names are shown to every reader, as in fence_resources.
+ * Without shared_preload_libraries there is neither ring nor counters, and
+ * reading either raises 55000 saying what to configure.
  */
 #include "postgres.h"
 
@@ -67,9 +75,6 @@ PG_FUNCTION_INFO_V1(fence_rejection_counts);
 
 #define REJECTIONS_NAME				"pg_fence rejections"
 
-/* Bytes of application_name kept, as pg_stat_activity (NAMEDATALEN - 1) */
-#define REJECTION_APPNAME_MAX		(NAMEDATALEN - 1)
-
 /* Columns of fence_rejections() and fence_rejection_counts() */
 #define REJECTIONS_COLUMNS			17
 #define REJECTION_COUNTS_COLUMNS	4
@@ -81,9 +86,7 @@ PG_FUNCTION_INFO_V1(fence_rejection_counts);
 typedef struct RejectionEntry
 {
 	TimestampTz at;
-	int			pid;
-	Oid			roleid;
-	Oid			dbid;
+	FenceClient client;			/* pid, role, database, application_name, address */
 	Oid			relid;			/* InvalidOid for a resource */
 	int64		token;			/* REJECTION_NONE: unknown */
 	int64		seq;			/* REJECTION_NONE: none */
@@ -92,9 +95,6 @@ typedef struct RejectionEntry
 	uint8		path;			/* FencePath */
 	uint8		reason;			/* FenceReason */
 	bool		has_key;		/* key holds the resource or lock key */
-	uint8		addr_family;	/* AF_INET, AF_INET6, or 0: no address */
-	uint8		addr[16];		/* network byte order */
-	char		appname[REJECTION_APPNAME_MAX + 1];
 	char		key[FENCE_RESOURCE_MAXLEN + 1];
 } RejectionEntry;
 
@@ -180,35 +180,54 @@ CopyBounded(char *dst, size_t size, const char *src)
 
 /* The client's IP address as pg_stat_activity has it, if any (not a Unix socket) */
 static void
-CopyClientAddr(RejectionEntry *entry)
+CopyClientAddr(FenceClient *client)
 {
 	const struct sockaddr_storage *addr;
 
-	entry->addr_family = 0;
+	client->addr_family = 0;
 	if (MyBEEntry == NULL)
 		return;
 	addr = &MyBEEntry->st_clientaddr.addr;
 	if (addr->ss_family == AF_INET)
 	{
-		entry->addr_family = AF_INET;
-		memcpy(entry->addr, &((const struct sockaddr_in *) addr)->sin_addr, 4);
+		client->addr_family = AF_INET;
+		memcpy(client->addr, &((const struct sockaddr_in *) addr)->sin_addr, 4);
 	}
 	else if (addr->ss_family == AF_INET6)
 	{
-		entry->addr_family = AF_INET6;
-		memcpy(entry->addr, &((const struct sockaddr_in6 *) addr)->sin6_addr, 16);
+		client->addr_family = AF_INET6;
+		memcpy(client->addr, &((const struct sockaddr_in6 *) addr)->sin6_addr, 16);
 	}
 }
 
 /*
- * Record a refused write (and count it).  key: the resource's name when
- * relid is InvalidOid, else the row's lock key or NULL when unknown; in:
- * the write's token and sequence number, NULL when unknown; fence: what
- * refused it, NULL for a refused proof.  Allocates nothing, raises nothing.
+ * Who this backend writes as, for a rejection's record: pid, current user,
+ * database, application_name, client address.  Allocates nothing, raises
+ * nothing.
  */
 void
-FenceRecordRejection(FencePath path, FenceReason reason, Oid relid, const char *key,
-					 const FencePair *in, const FencePair *fence)
+FenceCurrentClient(FenceClient *client)
+{
+	client->pid = MyProcPid;
+	client->roleid = GetUserId();
+	client->dbid = MyDatabaseId;
+	CopyBounded(client->appname, sizeof(client->appname),
+				application_name != NULL ? application_name : "");
+	CopyClientAddr(client);
+}
+
+/*
+ * Record a refused write of client (and count it).  key: the resource's
+ * name when relid is InvalidOid, else the row's lock key or NULL when
+ * unknown; in: the write's token and sequence number, NULL when unknown;
+ * fence: what refused it, NULL for a refused proof.  Allocates nothing,
+ * raises nothing, so it may be called with another LWLock held
+ * (preempt.c records the transactions it marks).
+ */
+void
+FenceRecordRejectionOf(const FenceClient *client, FencePath path, FenceReason reason,
+					   Oid relid, const char *key, const FencePair *in,
+					   const FencePair *fence)
 {
 	RejectionEntry entry;
 
@@ -221,9 +240,7 @@ FenceRecordRejection(FencePath path, FenceReason reason, Oid relid, const char *
 		return;
 
 	entry.at = GetCurrentTimestamp();
-	entry.pid = MyProcPid;
-	entry.roleid = GetUserId();
-	entry.dbid = MyDatabaseId;
+	entry.client = *client;
 	entry.relid = relid;
 	entry.token = in != NULL ? in->token : REJECTION_NONE;
 	entry.seq = in != NULL && in->has_seq ? in->seq : REJECTION_NONE;
@@ -233,14 +250,24 @@ FenceRecordRejection(FencePath path, FenceReason reason, Oid relid, const char *
 	entry.reason = (uint8) reason;
 	entry.has_key = key != NULL;
 	CopyBounded(entry.key, sizeof(entry.key), key != NULL ? key : "");
-	CopyBounded(entry.appname, sizeof(entry.appname),
-				application_name != NULL ? application_name : "");
-	CopyClientAddr(&entry);
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	ring[shared->written % (uint64) fence_rejection_log_size] = entry;
 	shared->written++;
 	LWLockRelease(shared->lock);
+}
+
+/* FenceRecordRejectionOf for this backend's own write */
+void
+FenceRecordRejection(FencePath path, FenceReason reason, Oid relid, const char *key,
+					 const FencePair *in, const FencePair *fence)
+{
+	FenceClient client;
+
+	if (shared == NULL)
+		return;
+	FenceCurrentClient(&client);
+	FenceRecordRejectionOf(&client, path, reason, relid, key, in, fence);
 }
 
 /* Raise 55000 with a hint when shared memory was not set up */
@@ -310,16 +337,35 @@ static Datum
 ClientAddrDatum(const RejectionEntry *entry)
 {
 	inet	   *addr = (inet *) palloc0(sizeof(inet));
-	bool		v4 = entry->addr_family == AF_INET;
+	bool		v4 = entry->client.addr_family == AF_INET;
 
 	ip_family(addr) = v4 ? PGSQL_AF_INET : PGSQL_AF_INET6;
 	ip_bits(addr) = v4 ? 32 : 128;
-	memcpy(ip_addr(addr), entry->addr, v4 ? 4 : 16);
+	memcpy(ip_addr(addr), entry->client.addr, v4 ? 4 : 16);
 	SET_INET_VARSIZE(addr);
 	return InetPGetDatum(addr);
 }
 
-/* One output row of fence_rejections(); id: the entry's number since start or reset */
+/*
+ * May the current user see the lock key of a row of relid: with SELECT on
+ * the table (the key is built from the row's columns), or when it sees the
+ * writer's client (see_client).  A dropped table's keys stay hidden.
+ */
+static bool
+SeesRowKey(Oid relid, bool see_client)
+{
+	bool		missing = false;
+
+	return see_client ||
+		(pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &missing) == ACLCHECK_OK &&
+		 !missing);
+}
+
+/*
+ * One output row of fence_rejections(); id: the entry's number since start
+ * or reset; see_client: the reader may see the writer's application_name,
+ * client_addr, and row lock keys of any table
+ */
 static void
 EmitRejection(ReturnSetInfo *rsinfo, const RejectionEntry *entry, uint64 id,
 			  bool see_client)
@@ -329,20 +375,21 @@ EmitRejection(ReturnSetInfo *rsinfo, const RejectionEntry *entry, uint64 id,
 	bool		is_relation = OidIsValid(entry->relid);
 
 	values[0] = TimestampTzGetDatum(entry->at);
-	values[1] = Int32GetDatum(entry->pid);
-	SetNameColumn(values, nulls, 2, GetUserNameFromId(entry->roleid, true));
-	values[3] = CStringGetTextDatum(entry->appname);
+	values[1] = Int32GetDatum(entry->client.pid);
+	SetNameColumn(values, nulls, 2, GetUserNameFromId(entry->client.roleid, true));
+	values[3] = CStringGetTextDatum(entry->client.appname);
 	nulls[3] = !see_client;
-	nulls[4] = !see_client || entry->addr_family == 0;
+	nulls[4] = !see_client || entry->client.addr_family == 0;
 	if (!nulls[4])
 		values[4] = ClientAddrDatum(entry);
-	SetNameColumn(values, nulls, 5, get_database_name(entry->dbid));
+	SetNameColumn(values, nulls, 5, get_database_name(entry->client.dbid));
 	values[6] = ObjectIdGetDatum(entry->relid);
 	nulls[6] = !is_relation;
 	values[7] = CStringGetTextDatum(entry->key);
-	nulls[7] = is_relation;
+	nulls[7] = is_relation || !entry->has_key;
 	values[8] = CStringGetTextDatum(entry->key);
-	nulls[8] = !entry->has_key;
+	nulls[8] = !entry->has_key ||
+		(is_relation && !SeesRowKey(entry->relid, see_client));
 	SetInt64Column(values, nulls, 9, entry->token);
 	SetInt64Column(values, nulls, 10, entry->fence);
 	values[11] = CStringGetTextDatum(FencePathShortName((FencePath) entry->path));
@@ -354,7 +401,10 @@ EmitRejection(ReturnSetInfo *rsinfo, const RejectionEntry *entry, uint64 id,
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-/* May the current user see application_name and client_addr of roleid's writes? */
+/*
+ * May the current user see application_name and client_addr of roleid's
+ * writes: with the privileges of that role, or of pg_read_all_stats
+ */
 static bool
 SeesClient(Oid roleid)
 {
@@ -407,11 +457,11 @@ fence_rejections(PG_FUNCTION_ARGS)
 	copy = CopyRing(&count, &first);
 	for (int i = 0; i < count; i++)
 	{
-		if (copy[i].dbid != MyDatabaseId)
+		if (copy[i].client.dbid != MyDatabaseId)
 			continue;
-		if (copy[i].roleid != last_role)
+		if (copy[i].client.roleid != last_role)
 		{
-			last_role = copy[i].roleid;
+			last_role = copy[i].client.roleid;
 			last_sees = SeesClient(last_role);
 		}
 		EmitRejection(rsinfo, &copy[i], first + (uint64) i, last_sees);

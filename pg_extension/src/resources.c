@@ -299,12 +299,14 @@ PreemptBeforeUpsert(FunctionCallInfo fcinfo, const char *resource, const FencePa
 					const ResourceArgPositions *pos, FencePath path)
 {
 	ResourceState state;
+	FenceProofTarget target = {get_func_namespace(fcinfo->flinfo->fn_oid), InvalidOid,
+	resource, path};
 
 	if (ReadFence(resource, false, &state) &&
 		(state.fence.token > in->token ||
 		 (state.require_proof &&
-		  !FenceProofVerifies(get_func_namespace(fcinfo->flinfo->fn_oid),
-							  ProofArgOrSetting(fcinfo, pos), resource, in->token))))
+		  !FenceProofVerifies(&target, ProofArgOrSetting(fcinfo, pos), resource,
+							  in->token))))
 		return;
 	FencePreempt(resource, in->token, false, InvalidOid, path);
 }

@@ -210,6 +210,13 @@ SELECT fence_trust_key(:'pub') AS kid;
 SELECT fence_require_proof('é');
 SELECT fence_advance('é', 950, :'e_950');
 \echo SQLSTATE :SQLSTATE
+-- with pg_fence.preempt the key is refused before preempting: recorded for
+-- the resource and fence_advance, as without
+SET pg_fence.preempt = on;
+SELECT fence_advance('é', 950, :'e_950');
+\echo SQLSTATE :SQLSTATE
+RESET pg_fence.preempt;
+SELECT relation, resource, lock_key, token, path, reason, sqlstate FROM fence_rejections;
 -- ASCII keys are the same bytes in every encoding: verified
 SELECT fence_require_proof('job:ascii');
 SELECT fence_advance('job:ascii', 960, :'ascii_960');

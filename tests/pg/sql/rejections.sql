@@ -96,6 +96,8 @@ ROLLBACK;
 -- a row whose lock key cannot be built: no key, no token
 INSERT INTO rk VALUES (NULL, 'null key', 5);
 \echo SQLSTATE :SQLSTATE
+-- fenced_update's 'stale' names the row's key when its key columns give it
+SELECT fenced_update('rk', '{"id": 8}', '{"body": "d"}', 5);
 -- a resource that requires proofs
 SELECT fence_require_proof('rj:proof');
 SELECT fence_advance('rj:proof', 5);
@@ -132,15 +134,25 @@ SELECT application_name, octet_length(application_name) AS bytes,
 RESET application_name;
 
 -- another role: reads the view (its own rows in full, the others' without
--- application_name and client_addr), may not reset it unless granted
+-- application_name and client_addr, and without the lock key of a row of
+-- a table it may not SELECT: the key is made of the row's columns), may
+-- not reset it unless granted
 CREATE ROLE regress_rejections_reader;
 GRANT SELECT, INSERT, UPDATE ON fence_resources TO regress_rejections_reader;
+SELECT fenced_update('rk', '{"id": 8}', '{"body": "d"}', 6);
 SET ROLE regress_rejections_reader;
 SET application_name = 'reader';
 SELECT fence_advance('rj:wrap', 2);
 SELECT CASE WHEN role = session_user THEN 'the superuser' ELSE role END AS role,
-       application_name, resource, token
+       application_name, relation, resource, lock_key, token
   FROM fence_rejections;
+RESET ROLE;
+GRANT SELECT ON rk TO regress_rejections_reader;
+SET ROLE regress_rejections_reader;
+SELECT relation, lock_key, token FROM fence_rejections WHERE relation IS NOT NULL;
+RESET ROLE;
+REVOKE SELECT ON rk FROM regress_rejections_reader;
+SET ROLE regress_rejections_reader;
 SELECT fence_rejections_reset();
 \echo SQLSTATE :SQLSTATE
 RESET ROLE;
