@@ -23,10 +23,6 @@ bool is_write(const ClientEvent& e) {
     return e.event == "write" || e.event == "replay" || e.event == "forge";
 }
 
-bool is_stale(const Rejection& r) {
-    return r.reason == "stale";
-}
-
 // The holder's first write of the token that PostgreSQL refused as stale
 // (sent, so send_ns > 0), or null.
 const ClientEvent* first_stale_write(const std::vector<ClientEvent>& log) {
@@ -41,6 +37,7 @@ struct Context {
     std::int64_t lease_ms;
     const Rejection* first;       // the first stale rejection
     const ClientEvent* write;     // the holder's refused write in its log, or null
+    bool log;                     // a client log with lines of the token was given
     Explanation out;
 
     // The write's time in the holder's clock; without the write in the log,
@@ -60,14 +57,27 @@ struct Context {
         add("PostgreSQL refused a write carrying " + tok(first->token) + " at " + wall_text(first->at_ms) +
             (first->fence ? " (fence: " + tok(*first->fence) + ")" : std::string()) +
             (first->target.empty() ? std::string() : " on " + first->target) +
-            (first->path.empty() ? std::string() : ", path " + first->path));
+            (first->lock_key.empty() ? std::string() : " (lock key '" + first->lock_key + "')") +
+            (first->path.empty() ? std::string() : ", path " + first->path) +
+            (first->reason.empty() || first->reason == "stale" ? std::string() : ", reason " + first->reason));
+    }
+
+    // The send time of the last ok keepalive of the token sent before `before`; 0: none.
+    std::int64_t last_ok_keepalive_before(std::int64_t before) const {
+        std::int64_t last = 0;
+        for (const ClientEvent& e : ev.client_log) {
+            if (e.event == "keepalive" && e.outcome == "ok" && e.send_ns < before) last = std::max(last, e.send_ns);
+        }
+        return last;
     }
 };
 
-// Rule 2, client log: a keepalive answered with a refusal, then a write.
+// Rule 2, client log: a keepalive answered with a refusal after the last
+// successful one, then a write (a refusal followed by renewals is a blip).
 bool refused_in_log(Context& c) {
+    const std::int64_t last_ok_ns = c.last_ok_keepalive_before(c.write_ns());
     for (const ClientEvent& e : c.ev.client_log) {
-        if (e.event != "keepalive") continue;
+        if (e.event != "keepalive" || e.send_ns <= last_ok_ns) continue;
         const bool answered_refusal = e.outcome == "not_held" || (e.outcome == "error" && e.ack_ns > 0);
         if (!answered_refusal || e.ack_ns > c.write_ns()) continue;
         c.add("the holder's log: a keepalive of " + tok(c.ev.life.token) + " was answered '" + e.outcome + "'" +
@@ -78,10 +88,11 @@ bool refused_in_log(Context& c) {
     return false;
 }
 
-// Rule 2, coordinator: a member counted a refused keepalive by the write's time.
+// Rule 2, coordinator: a member counted a refused keepalive by the write's
+// time; not when the client log holds the write (it said what it saw).
 bool refused_by_members(Context& c) {
     const Keepalives& k = c.ev.keepalives;
-    if (k.refused == 0) return false;
+    if (k.refused == 0 || c.write != nullptr) return false;
     if (k.last_refused_wall_ms && *k.last_refused_wall_ms > c.first->at_ms) return false;
     c.add(std::to_string(k.refused) + " keepalive(s) of " + tok(c.ev.life.token) + " were refused by the leader" +
           (k.last_refused_wall_ms ? " (last at " + wall_text(*k.last_refused_wall_ms) + ")" : std::string()) +
@@ -90,18 +101,25 @@ bool refused_by_members(Context& c) {
     return true;
 }
 
-// Rule 3: keepalives sent after the last acknowledged one got no answer.
-bool unanswered_keepalives(Context& c) {
-    std::int64_t last_ok_ns = 0;
+// Whether a keepalive request sent at `send_ns` (it lasts at most a lease:
+// the holder cuts it at its local deadline) overlaps a stall of the holder.
+bool overlaps_stall(const Context& c, std::int64_t send_ns) {
+    const std::int64_t end_ns = send_ns + c.lease_ms * 1'000'000;
     for (const ClientEvent& e : c.ev.client_log) {
-        if (e.event == "keepalive" && e.outcome == "ok" && e.send_ns < c.write_ns()) {
-            last_ok_ns = std::max(last_ok_ns, e.send_ns);
-        }
+        if (e.event == "stall" && e.send_ns <= end_ns && send_ns <= e.ack_ns) return true;
     }
+    return false;
+}
+
+// Rule 3: keepalives sent after the last acknowledged one got no answer at
+// all (`unavailable`, a member answering 503, is an answer), and were not
+// cut short by a stall of the holder (a SIGSTOP mid-request).
+bool unanswered_keepalives(Context& c) {
+    const std::int64_t last_ok_ns = c.last_ok_keepalive_before(c.write_ns());
     int lost = 0;
     for (const ClientEvent& e : c.ev.client_log) {
         if (e.event == "keepalive" && e.outcome == "error" && e.ack_ns == 0 && e.send_ns > last_ok_ns &&
-            e.send_ns < c.write_ns()) {
+            e.send_ns < c.write_ns() && !overlaps_stall(c, e.send_ns)) {
             ++lost;
         }
     }
@@ -114,14 +132,34 @@ bool unanswered_keepalives(Context& c) {
     return true;
 }
 
-// Rule 4: a stall of the holder of at least a third of the lease.
+// The holder's lease end as its log tells it before `before`: the last ok
+// keepalive's send (or the acquire's) + the lease; 0: no such line.
+std::int64_t lease_end_before(const Context& c, std::int64_t before) {
+    std::int64_t from = c.last_ok_keepalive_before(before);
+    if (from == 0) {
+        for (const ClientEvent& e : c.ev.client_log) {
+            if (e.event == "acquire" && e.outcome == "ok" && e.send_ns > 0 && e.send_ns < before) from = e.send_ns;
+        }
+    }
+    return from == 0 ? 0 : from + c.lease_ms * 1'000'000;
+}
+
+// Rule 4: a stall of the holder of at least a third of the lease, across
+// its lease's end (or with its local deadline noticed inside it): a shorter
+// stall, or one the lease outlived, did not cost the lease.
 bool stalled(Context& c) {
     const std::int64_t floor_ns = c.lease_ms * 1'000'000 / kStallLeaseDivisor;
     for (const ClientEvent& e : c.ev.client_log) {
         if (e.event != "stall" || e.ack_ns <= e.send_ns || e.ack_ns - e.send_ns < floor_ns) continue;
         if (e.send_ns > c.write_ns()) continue;
+        const std::int64_t end = lease_end_before(c, e.send_ns);
+        bool spans = end != 0 && end >= e.send_ns && end <= e.ack_ns;
+        for (const ClientEvent& d : c.ev.client_log) {
+            spans |= d.event == "deadline" && d.send_ns >= e.send_ns && d.send_ns <= e.ack_ns;
+        }
+        if (!spans) continue;
         c.add("the holder's log: it did not run for " + ns_to_ms_text(e.ack_ns - e.send_ns) +
-              " (a timer woke that late; the lease is " + ms_text(c.lease_ms) + ")" +
+              " (a timer woke that late; the lease is " + ms_text(c.lease_ms) + "), across its lease's end" +
               (c.write != nullptr ? ", and it wrote " + ns_to_ms_text(c.write_ns() - e.ack_ns) + " after waking"
                                   : std::string()));
         return true;
@@ -179,7 +217,7 @@ bool stopped_before_expiry(Context& c) {
           wall_text(*last) + ", " + ms_text(*l.ended_wall_ms - *last) + " before the lease expired at " +
           wall_text(*l.ended_wall_ms));
     c.add("the refused write came " + ms_text(c.first->at_ms - *l.ended_wall_ms) + " after the expiry");
-    if (!c.ev.client_log_given) {
+    if (!c.log) {
         c.add("without the holder's log (--client-log) a network cut or one long piece of work looks the same "
               "from the coordinator");
     } else {
@@ -207,8 +245,21 @@ Explanation no_stale_rejection(Context& c) {
     const Life& l = c.ev.life;
     const std::size_t other = c.ev.rejections.size();
     if (other > 0) {
-        c.add(std::to_string(other) + " rejection(s) carried " + tok(l.token) + " for another reason (" +
-              c.ev.rejections.front().reason + "), none as stale");
+        c.add(std::to_string(other) + " rejection(s) carried " + tok(l.token) + " for a bad proof (" +
+              c.ev.rejections.front().reason + "), none from a late holder");
+    }
+    if (!c.ev.rejections_cover_token) {
+        c.add("no row of the database's rejection ring carries " + tok(l.token) + " as stale");
+        c.out.missing.push_back("the rejection ring no longer covers the token" +
+                                (c.ev.ring_gap.empty() ? std::string() : " (" + c.ev.ring_gap + ")") +
+                                ": a refusal may have been dropped");
+        return c.decide(Cause::kUndetermined);
+    }
+    if (c.write != nullptr) {
+        c.add("the holder's log: a write of " + tok(l.token) + " was refused as stale, yet no row of the "
+              "database's rejection ring carries it");
+        c.out.missing.push_back("the refused write's row in fence_rejections (another database, or a reset ring?)");
+        return c.decide(Cause::kUndetermined);
     }
     if (l.next_token) {
         c.add("no write carrying " + tok(l.token) + " was refused as stale");
@@ -240,9 +291,17 @@ Explanation undetermined(Context& c) {
               wall_text(*l.ended_wall_ms));
         c.out.missing.push_back("a write after the expiry (clocks of coordinator and database may differ)");
     } else {
-        c.out.missing.push_back("a keepalive arrival before the expiry (no member saw one while leading)");
+        std::optional<std::int64_t> last = c.ev.keepalives.last_ok_wall_ms;
+        if (l.last_keepalive_wall_ms && (!last || *l.last_keepalive_wall_ms > *last)) last = l.last_keepalive_wall_ms;
+        if (last && *last >= *l.ended_wall_ms) {
+            c.add("the last keepalive reached the leader at " + wall_text(*last) + ", not before the expiry at " +
+                  wall_text(*l.ended_wall_ms));
+            c.out.missing.push_back("a last keepalive arrival before the expiry (the leader's times disagree)");
+        } else {
+            c.out.missing.push_back("a keepalive arrival before the expiry (no member saw one while leading)");
+        }
     }
-    if (!c.ev.client_log_given) c.out.missing.push_back("the holder's own log (--client-log)");
+    if (!c.log) c.out.missing.push_back("the holder's own log (--client-log)");
     return c.decide(Cause::kUndetermined);
 }
 
@@ -258,6 +317,10 @@ std::string wall_text(std::int64_t ms) {
     return buf;
 }
 
+bool is_late_holder(const Rejection& r) {
+    return r.reason != "proof";
+}
+
 const char* to_string(Cause cause) {
     switch (cause) {
         case Cause::kPausedHolder: return "paused_holder";
@@ -270,8 +333,11 @@ const char* to_string(Cause cause) {
     return "undetermined";
 }
 
-Explanation classify(const Evidence& ev) {
-    Context c{ev, ev.life.lease_ms, nullptr, first_stale_write(ev.client_log), {}};
+namespace {
+
+Explanation classify_given(const Evidence& ev) {
+    Context c{ev, ev.life.lease_ms, nullptr, first_stale_write(ev.client_log),
+              ev.client_log_given && !ev.client_log.empty(), {}};
     // Rule 0.
     if (!ev.rejections_read) {
         c.out.missing.push_back("the database's rejections (--dsn): without them no write is known to be refused");
@@ -282,7 +348,7 @@ Explanation classify(const Evidence& ev) {
         return c.decide(Cause::kUndetermined);
     }
     for (const Rejection& r : ev.rejections) {
-        if (is_stale(r) && r.token == ev.life.token && (c.first == nullptr || r.at_ms < c.first->at_ms)) c.first = &r;
+        if (is_late_holder(r) && r.token == ev.life.token && (c.first == nullptr || r.at_ms < c.first->at_ms)) c.first = &r;
     }
     if (c.first == nullptr) return no_stale_rejection(c);  // rule 1
     const std::pair<bool (*)(Context&), Cause> rules[] = {
@@ -302,6 +368,17 @@ Explanation classify(const Evidence& ev) {
         }
     }
     return undetermined(c);  // rule 8
+}
+
+}  // namespace
+
+Explanation classify(const Evidence& ev) {
+    Explanation x = classify_given(ev);
+    if (ev.client_log_given && ev.client_log.empty()) {
+        x.missing.push_back("a line of " + tok(ev.life.token) +
+                            " in the holder's log (--client-log has none: it counted as not given)");
+    }
+    return x;
 }
 
 }  // namespace pgfence::cli::explain

@@ -29,7 +29,8 @@ Evidence expired_token(std::int64_t write_at) {
     ev.keepalives.last_ok_wall_ms = kGrant + 1'000;
     ev.next = NextGrant{42, kGrant + 4'010};
     ev.rejections_read = true;
-    ev.rejections.push_back(Rejection{write_at, 41, 42, "t", "guard", "stale", "w"});
+    ev.rejections_cover_token = true;
+    ev.rejections.push_back(Rejection{write_at, 41, 42, "t", "guard", "stale", "w", ""});
     return ev;
 }
 
@@ -52,18 +53,50 @@ BOOST_AUTO_TEST_CASE(without_the_database_nothing_is_decided) {
     BOOST_TEST(x.missing.front().find("--dsn") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(contention_is_a_follower_without_a_stale_rejection) {
+BOOST_AUTO_TEST_CASE(contention_is_a_follower_without_a_late_holder_rejection) {
     Evidence ev = expired_token(0);
     ev.rejections.clear();
     BOOST_TEST(to_string(cause_of(ev)) == "contention");
-    ev.rejections.push_back(Rejection{kGrant + 5'000, 41, 42, "t", "guard", "in_flight", "w"});
-    BOOST_TEST(to_string(cause_of(ev)) == "contention");  // not stale: still no stale write
+    ev.rejections.push_back(Rejection{kGrant + 5'000, 41, 42, "t", "guard", "proof", "w", ""});
+    BOOST_TEST(to_string(cause_of(ev)) == "contention");  // a bad proof: not a late holder
     ev.life.next_token.reset();
     ev.next.reset();
     BOOST_TEST(to_string(cause_of(ev)) == "undetermined");  // nobody followed, nothing refused
     ev.life.next_token = 42;
-    ev.rejections.push_back(Rejection{kGrant + 5'000, 41, 42, "t", "guard", "stale", "w"});
+    ev.rejections.push_back(Rejection{kGrant + 5'000, 41, 42, "t", "guard", "stale", "w", ""});
     BOOST_TEST(to_string(cause_of(ev)) != "contention");
+}
+
+// Every reason but 'proof' is a late holder's refusal.
+BOOST_AUTO_TEST_CASE(in_flight_and_preempted_are_late_holder_refusals) {
+    for (const char* reason : {"stale", "in_flight", "preempted"}) {
+        Evidence ev = expired_token(kGrant + 5'000);
+        ev.rejections.front().reason = reason;
+        BOOST_TEST(to_string(cause_of(ev)) == "paused_holder", reason);
+    }
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.rejections.front().reason = "proof";
+    BOOST_TEST(to_string(cause_of(ev)) == "contention");
+}
+
+// A missing row means no refusal only when the ring covers the token.
+BOOST_AUTO_TEST_CASE(contention_needs_the_ring_to_cover_the_token) {
+    Evidence ev = expired_token(0);
+    ev.rejections.clear();
+    ev.rejections_cover_token = false;
+    ev.ring_gap = "pg_fence.rejection_log_size is 0: the ring is off";
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "undetermined");
+    BOOST_TEST_REQUIRE(!x.missing.empty());
+    BOOST_TEST(x.missing.front().find("the rejection ring no longer covers the token") != std::string::npos);
+    BOOST_TEST(x.missing.front().find("rejection_log_size is 0") != std::string::npos);
+    // Covered, but the holder's log shows a write refused as stale: not contention.
+    ev.rejections_cover_token = true;
+    ev.client_log_given = true;
+    ev.client_log = {line("acquire", 100, 110, "ok"), line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
+    ev.client_log = {line("acquire", 100, 110, "ok"), line("write", 5000, 5010, "published")};
+    BOOST_TEST(to_string(cause_of(ev)) == "contention");
 }
 
 BOOST_AUTO_TEST_CASE(paused_holder_from_the_coordinator_needs_the_write_after_the_expiry) {
@@ -122,6 +155,32 @@ BOOST_AUTO_TEST_CASE(a_refusal_in_the_client_log_counts_only_before_the_write) {
     BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
 }
 
+// A refusal followed by a successful renewal was a blip: only refusals sent
+// after the last ok keepalive before the write count.
+BOOST_AUTO_TEST_CASE(a_refusal_then_renewals_is_not_a_failed_renewal) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "error"), line("keepalive", 200, 205, "ok"),
+                     line("write", 300, 310, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // rule 7
+    ev.client_log[1] = line("keepalive", 100, 104, "ok");    // the ok one sent first
+    ev.client_log[0] = line("keepalive", 101, 105, "error");
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
+}
+
+// The members' refused count speaks only when the client log holds no write
+// of the token: the holder's own log says what it saw.
+BOOST_AUTO_TEST_CASE(members_refusals_yield_to_the_client_logs_write) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.keepalives.refused = 1;
+    ev.keepalives.last_refused_wall_ms = kGrant + 4'500;
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    ev.client_log = {line("keepalive", 100, 105, "ok")};
+    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
+}
+
 BOOST_AUTO_TEST_CASE(partitioned_holder_is_unanswered_keepalives_after_the_last_ok_one) {
     Evidence ev = expired_token(kGrant + 5'000);
     ev.client_log_given = true;
@@ -136,16 +195,85 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_is_unanswered_keepalives_after_the_last_
     ev.client_log = {line("keepalive", 100, 105, "ok"), line("write", 5000, 5010, "stale"),
                      line("keepalive", 5001, 0, "error")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    // A member answered 503 (no leader): an answer, not a cut.
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 1150, "unavailable"),
+                     line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+// A keepalive lost because the holder was stopped mid-request (its request,
+// at most a lease long, overlaps a stall) is the pause's, not a cut's.
+BOOST_AUTO_TEST_CASE(a_keepalive_lost_to_a_stall_is_not_a_cut) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
+                     line("stall", 1100 + kLease, 4500, ""), line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    ev.client_log[2] = line("stall", 1100 + kLease + 1, 4500, "");  // after the request's end
+    BOOST_TEST(to_string(cause_of(ev)) == "partitioned_holder");
 }
 
 BOOST_AUTO_TEST_CASE(a_stall_counts_from_a_third_of_the_lease) {
     Evidence ev = expired_token(kGrant + 5'000);
     ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("stall", 1000, 1000 + kLease / 3, ""),
+    // The lease ends at 100 + kLease = 3100, inside the stall.
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("stall", 3000, 3000 + kLease / 3, ""),
                      line("work", 200, 4000, "", 500), line("write", 5000, 5010, "stale")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // before the long piece of work: rule 4 first
-    ev.client_log[1] = line("stall", 1000, 1000 + kLease / 3 - 1, "");
+    ev.client_log[1] = line("stall", 3099, 3099 + kLease / 3 - 1, "");
     BOOST_TEST(to_string(cause_of(ev)) == "lease_too_short");
+}
+
+// A stall the lease outlived did not cost it: it must span the lease's end
+// (the last ok keepalive sent before it, or the acquire, + the lease), or
+// hold a `deadline` line.
+BOOST_AUTO_TEST_CASE(a_stall_counts_only_across_the_lease_end) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = {line("acquire", 50, 60, "ok"), line("keepalive", 100, 105, "ok"),
+                     line("stall", 2000, 3100, ""), line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    for (const std::string& e : classify(ev).evidence) {
+        if (e.find("did not run") != std::string::npos) BOOST_TEST(e.find("across its lease's end") != std::string::npos);
+    }
+    ev.client_log[2] = line("stall", 2000, 3099, "");  // woke 1 ms before the lease end: renewed in time
+    ev.life.ended_how = "released";                     // and rule 7 out of the way
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
+    ev.client_log[2] = line("stall", 3101, 4100, "");  // began after it
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
+    // Without a keepalive the acquire's send counts: 50 + 3000 = 3050.
+    ev.client_log = {line("acquire", 50, 60, "ok"), line("stall", 2000, 3050, ""), line("write", 5000, 5010, "stale")};
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+    ev.client_log[1] = line("stall", 2000, 3049, "");
+    BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
+    // A `deadline` line inside the stall.
+    ev.client_log.push_back(line("deadline", 2500, 3049, ""));
+    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
+}
+
+// A client log without a line of the token counts as not given.
+BOOST_AUTO_TEST_CASE(a_client_log_without_the_token_counts_as_not_given) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "paused_holder");
+    bool says_cut = false, says_missing = false;
+    for (const std::string& e : x.evidence) says_cut |= e.find("--client-log") != std::string::npos;
+    for (const std::string& m : x.missing) says_missing |= m.find("--client-log has none") != std::string::npos;
+    BOOST_TEST(says_cut);
+    BOOST_TEST(says_missing);
+}
+
+// The undetermined line when the last keepalive arrived at or after the expiry.
+BOOST_AUTO_TEST_CASE(a_keepalive_at_the_expiry_is_said) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.keepalives.last_ok_wall_ms = kGrant + 4'000;
+    ev.life.last_keepalive_wall_ms.reset();
+    const Explanation x = classify(ev);
+    BOOST_TEST(to_string(x.cause) == "undetermined");
+    BOOST_TEST_REQUIRE(!x.missing.empty());
+    BOOST_TEST(x.missing.front().find("no member saw one") == std::string::npos);
+    BOOST_TEST(x.missing.front().find("last keepalive arrival before the expiry") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(lease_too_short_is_a_piece_of_work_longer_than_the_lease) {
@@ -193,8 +321,8 @@ BOOST_AUTO_TEST_CASE(a_grant_that_arrived_after_a_whole_lease_is_said) {
 BOOST_AUTO_TEST_CASE(the_rules_go_in_order) {
     Evidence ev = expired_token(kGrant + 5'000);
     ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
-                     line("stall", 1000, 3000, ""), line("keepalive", 3100, 3110, "not_held"),
+    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 3300, 0, "error"),
+                     line("stall", 3000, 3200, ""), line("keepalive", 3250, 3260, "not_held"),
                      line("write", 5000, 5010, "stale")};
     BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
     ev.client_log.erase(ev.client_log.begin() + 3);
