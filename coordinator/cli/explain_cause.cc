@@ -1,5 +1,7 @@
 #include "cli/explain_cause.h"
 
+#include "cli/output.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -54,7 +56,7 @@ struct Context {
     }
 
     void add_rejection_line() {
-        add("PostgreSQL refused a write carrying " + tok(first->token) + " at " + wall_text(first->at_ms) +
+        add("PostgreSQL refused a write carrying " + tok(first->token) + " at " + utc_text(first->at_ms) +
             (first->fence ? " (fence: " + tok(*first->fence) + ")" : std::string()) +
             (first->target.empty() ? std::string() : " on " + first->target) +
             (first->lock_key.empty() ? std::string() : " (lock key '" + first->lock_key + "')") +
@@ -95,7 +97,7 @@ bool refused_by_members(Context& c) {
     if (k.refused == 0 || c.write != nullptr) return false;
     if (k.last_refused_wall_ms && *k.last_refused_wall_ms > c.first->at_ms) return false;
     c.add(std::to_string(k.refused) + " keepalive(s) of " + tok(c.ev.life.token) + " were refused by the leader" +
-          (k.last_refused_wall_ms ? " (last at " + wall_text(*k.last_refused_wall_ms) + ")" : std::string()) +
+          (k.last_refused_wall_ms ? " (last at " + utc_text(*k.last_refused_wall_ms) + ")" : std::string()) +
           (k.last_refused_reason.empty() ? std::string() : ": " + k.last_refused_reason) +
           "; writes went on after it");
     return true;
@@ -127,7 +129,7 @@ bool unanswered_keepalives(Context& c) {
     c.add("the holder's log: " + std::to_string(lost) + " keepalive(s) of " + tok(c.ev.life.token) +
           " sent after its last acknowledged one got no answer (sent, not arrived)");
     if (c.ev.keepalives.last_ok_wall_ms) {
-        c.add("the last keepalive the leader received arrived at " + wall_text(*c.ev.keepalives.last_ok_wall_ms));
+        c.add("the last keepalive the leader received arrived at " + utc_text(*c.ev.keepalives.last_ok_wall_ms));
     }
     return true;
 }
@@ -214,8 +216,8 @@ bool stopped_before_expiry(Context& c) {
     if (no_keepalive) last = l.granted_wall_ms;  // the grant was the last sign of life
     if (!last || *last >= *l.ended_wall_ms || c.first->at_ms <= *l.ended_wall_ms) return false;
     c.add((no_keepalive ? "no keepalive reached a leader after the grant at " : "the last keepalive reached the leader at ") +
-          wall_text(*last) + ", " + ms_text(*l.ended_wall_ms - *last) + " before the lease expired at " +
-          wall_text(*l.ended_wall_ms));
+          utc_text(*last) + ", " + ms_text(*l.ended_wall_ms - *last) + " before the lease expired at " +
+          utc_text(*l.ended_wall_ms));
     c.add("the refused write came " + ms_text(c.first->at_ms - *l.ended_wall_ms) + " after the expiry");
     if (!c.log) {
         c.add("without the holder's log (--client-log) a network cut or one long piece of work looks the same "
@@ -282,20 +284,20 @@ Explanation undetermined(Context& c) {
     c.add_rejection_line();
     if (l.ended_how != "expired") {
         c.add(tok(l.token) + " ended " + (l.ended_how.empty() ? std::string("(unknown)") : l.ended_how) +
-              (l.ended_wall_ms ? " at " + wall_text(*l.ended_wall_ms) : std::string()) + ", not by its lease running out");
+              (l.ended_wall_ms ? " at " + utc_text(*l.ended_wall_ms) : std::string()) + ", not by its lease running out");
         c.out.missing.push_back("an expiry: the rules for a pause or a cut need the lease to have run out");
     } else if (!l.ended_wall_ms) {
         c.out.missing.push_back("the expiry's time (the log entry carries no leader wall time)");
     } else if (c.first->at_ms <= *l.ended_wall_ms) {
-        c.add("the refused write came at " + wall_text(c.first->at_ms) + ", not after the expiry at " +
-              wall_text(*l.ended_wall_ms));
+        c.add("the refused write came at " + utc_text(c.first->at_ms) + ", not after the expiry at " +
+              utc_text(*l.ended_wall_ms));
         c.out.missing.push_back("a write after the expiry (clocks of coordinator and database may differ)");
     } else {
         std::optional<std::int64_t> last = c.ev.keepalives.last_ok_wall_ms;
         if (l.last_keepalive_wall_ms && (!last || *l.last_keepalive_wall_ms > *last)) last = l.last_keepalive_wall_ms;
         if (last && *last >= *l.ended_wall_ms) {
-            c.add("the last keepalive reached the leader at " + wall_text(*last) + ", not before the expiry at " +
-                  wall_text(*l.ended_wall_ms));
+            c.add("the last keepalive reached the leader at " + utc_text(*last) + ", not before the expiry at " +
+                  utc_text(*l.ended_wall_ms));
             c.out.missing.push_back("a last keepalive arrival before the expiry (the leader's times disagree)");
         } else {
             c.out.missing.push_back("a keepalive arrival before the expiry (no member saw one while leading)");
@@ -306,16 +308,6 @@ Explanation undetermined(Context& c) {
 }
 
 }  // namespace
-
-std::string wall_text(std::int64_t ms) {
-    const std::time_t s = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    gmtime_r(&s, &tm);
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03d UTC", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-    return buf;
-}
 
 bool is_late_holder(const Rejection& r) {
     return r.reason != "proof";

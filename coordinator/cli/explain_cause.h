@@ -77,9 +77,6 @@ enum class Cause : std::uint8_t {
 // "paused_holder", ... as the JSON `cause` value.
 const char* to_string(Cause cause);
 
-// Epoch milliseconds as "2026-12-04 21:33:13.042 UTC", as the evidence says times.
-std::string wall_text(std::int64_t ms);
-
 // The token as the coordinator's log tells it (the same on every member).
 struct Life {
     std::uint64_t token = 0;

@@ -9,6 +9,7 @@
 
 #include "cli/client_log.h"
 #include "cli/explain_cause.h"
+#include "cli/output.h"
 #include "client/exit_codes.h"
 #include "pgconn/connection.h"
 
@@ -246,7 +247,7 @@ void decide(TokenReport& t, const Sources& s) {
     } else if (!end) {
         ev.ring_gap = "the token's end carries no time to compare the ring's oldest row with";
     } else if (*s.ring_oldest_ms > *end) {
-        ev.ring_gap = "its oldest row is from " + ex::wall_text(*s.ring_oldest_ms) + ", after the token ended";
+        ev.ring_gap = "its oldest row is from " + utc_text(*s.ring_oldest_ms) + ", after the token ended";
     } else {
         ev.rejections_cover_token = true;
     }
@@ -340,7 +341,7 @@ std::string printable(const std::string& text) {
 }
 
 std::string when(std::optional<std::uint64_t> wall_ms, std::optional<std::uint64_t> index) {
-    const std::string s = wall_ms ? ex::wall_text(static_cast<std::int64_t>(*wall_ms)) : "(time not recorded)";
+    const std::string s = wall_ms ? utc_text(static_cast<std::int64_t>(*wall_ms)) : "(time not recorded)";
     return index ? s + " (log index " + std::to_string(*index) + ")" : s;
 }
 
