@@ -159,19 +159,21 @@ Failure read_rejections(const Args& args, milliseconds timeout, const std::set<s
     std::string array = "{";
     for (const std::uint64_t t : tokens) array += (array.size() > 1 ? "," : "") + std::to_string(t);
     array += "}";
-    // The ring: whether it is on, and how far back it reaches.
-    const pgconn::Result ring = conn.exec(
-        "SELECT current_setting('pg_fence.rejection_log_size', true), "
-        "(SELECT (extract(epoch FROM min(at)) * 1000)::bigint FROM fence_rejections)");
+    // The ring: how far back it reaches, and whether it is on (read after
+    // the view: using it loads pg_fence, which defines the setting).
+    const pgconn::Result ring =
+        conn.exec("SELECT (extract(epoch FROM min(at)) * 1000)::bigint FROM fence_rejections");
     if (ring.ok() && ring.rows() == 1) {
-        if (!ring.is_null(0, 0) && !ring.value(0, 0).empty()) {
+        if (!ring.is_null(0, 0)) s.ring_oldest_ms = std::stoll(ring.value(0, 0));
+        const pgconn::Result size = conn.exec("SELECT current_setting('pg_fence.rejection_log_size', true)");
+        if (!size.ok()) return {kExitDatabase, "reading pg_fence.rejection_log_size: " + size.message()};
+        if (size.rows() == 1 && !size.is_null(0, 0) && !size.value(0, 0).empty()) {
             try {
-                s.ring_size = std::stoll(ring.value(0, 0));
+                s.ring_size = std::stoll(size.value(0, 0));
             } catch (const std::exception&) {
                 s.ring_size.reset();
             }
         }
-        if (!ring.is_null(0, 1)) s.ring_oldest_ms = std::stoll(ring.value(0, 1));
     } else if (!ring.ok() && (ring.sqlstate() == "42P01" || ring.sqlstate() == "42883")) {
         return {kExitDatabase, "the database has no fence_rejections view (" + ring.primary() +
                                    "): it needs pg_fence 1.6 or later (ALTER EXTENSION pg_fence UPDATE) and "
