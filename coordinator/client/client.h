@@ -37,6 +37,7 @@
 #include "client/sequence.h"
 #include "client/watch_stream.h"
 #include "member/lease.h"
+#include "member/token_history.h"
 
 namespace pgfence::client {
 
@@ -303,7 +304,7 @@ struct KeyHistory {
     std::string json;               // the raw answer, for -o json
 };
 // The most tokens one key's history answer holds (GET /v1/keys/{key}/history?limit=).
-constexpr std::size_t kMaxKeyHistoryLimit = 1000;
+constexpr std::size_t kMaxKeyHistoryLimit = member::kMaxKeyHistoryTokens;
 
 // One member of the configuration in force, as GET /v1/members lists it.
 struct MemberEntry {
@@ -397,8 +398,8 @@ public:
     Result<TokenLife> token_life_of(const Endpoint& endpoint, std::uint64_t token);
     // The tokens of `key` the member keeps, newest first, at most `limit`
     // (1..kMaxKeyHistoryLimit) (GET /v1/keys/{key}/history).
-    Result<KeyHistory> key_history(const std::string& key, std::size_t limit = 100);
-    Result<KeyHistory> key_history_of(const Endpoint& endpoint, const std::string& key, std::size_t limit = 100);
+    Result<KeyHistory> key_history(const std::string& key, std::size_t limit = member::kDefaultKeyHistoryTokens);
+    Result<KeyHistory> key_history_of(const Endpoint& endpoint, const std::string& key, std::size_t limit = member::kDefaultKeyHistoryTokens);
     // What member `id`, added and about to start with --join, asks (no
     // credentials needed): kUnknownMember when it was not added.
     Result<MemberList> join_info(std::uint64_t id);

@@ -559,6 +559,9 @@ private:
     std::uint64_t wall_ms_ = 0;  // wall_clock(); 0: not told
     // The wall clock the entry being applied carries (lock::Stamped).
     std::optional<std::uint64_t> entry_wall_ms_;
+    // What a grant applied now records as its wall time: entry_wall_ms_
+    // (core_leases.cc, where the simulation's mutants are).
+    std::optional<std::uint64_t> grant_wall_ms() const;
     Counters counters_;
     Effects effects_;
 

@@ -115,7 +115,7 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
             ++counters_.grants;
             if (ok->created) {
                 note_event(index, WatchEventType::kGranted, g->key, ok->token, g->owner, ok->lease_ms, false, g->value);
-                tokens_.granted(index, entry_wall_ms_, ok->token, {g->key}, g->owner, ok->lease_ms);
+                tokens_.granted(index, grant_wall_ms(), ok->token, {g->key}, g->owner, ok->lease_ms);
             } else {
                 tokens_.regranted(ok->token, ok->lease_ms);
             }
@@ -218,7 +218,7 @@ void Core::on_applied_many(raft::Index index, const lock::GrantMany& g, const lo
             for (const std::string& key : g.keys) {
                 note_event(index, WatchEventType::kGranted, key, ok->token, g.owner, ok->lease_ms);
             }
-            tokens_.granted(index, entry_wall_ms_, ok->token, g.keys, g.owner, ok->lease_ms);
+            tokens_.granted(index, grant_wall_ms(), ok->token, g.keys, g.owner, ok->lease_ms);
         } else {
             tokens_.regranted(ok->token, ok->lease_ms);
         }

@@ -25,9 +25,17 @@ enum class Mutant : int {
     kPhantomLeaked = 4,      // a phantom grant's lease is dropped: the lock is never expired
     kPhantomCutsAnswered = 5,  // a phantom grant's expiry cuts a lease answered to another request
     kKeepAliveKeepsCheckpoint = 6,  // a keepalive of a checkpointed lease is answered without clearing it
+    kGrantWallFromOwnClock = 7,     // a grant's wall time in the token history is this member's clock, not the entry's
 };
 constexpr Mutant kMutant = static_cast<Mutant>(PGFENCE_MEMBER_MUTANT);
 }  // namespace
+
+std::optional<std::uint64_t> Core::grant_wall_ms() const {
+    if constexpr (kMutant == Mutant::kGrantWallFromOwnClock) {
+        return wall_ms_ != 0 ? std::optional<std::uint64_t>(wall_ms_) : std::nullopt;
+    }
+    return entry_wall_ms_;
+}
 
 // ---- leadership confirmation -------------------------------------------------
 

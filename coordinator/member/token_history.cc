@@ -6,11 +6,22 @@
 namespace pgfence::member {
 
 namespace {
-// A key index entry's share of a record: the token in the key's vector and
-// about a hash node per key.
-constexpr std::uint64_t kIndexBytesPerKey = sizeof(lock::Token) + 64;
-// The record's node in the token map.
-constexpr std::uint64_t kRecordNodeBytes = 48;
+// A heap block of n bytes as an allocator takes it: glibc's malloc adds an
+// 8-byte header, rounds to 16 and takes 32 at least (jemalloc, which the
+// coordinator is linked with, takes no more).
+constexpr std::uint64_t alloc(std::uint64_t n) { return n == 0 ? 0 : std::max<std::uint64_t>(32, (n + 8 + 15) / 16 * 16); }
+// A string's heap block, 0 while it fits its inline buffer.
+std::uint64_t heap_bytes(const std::string& s) {
+    return s.capacity() > std::string().capacity() ? alloc(s.capacity() + 1) : 0;
+}
+// Nodes: std::map's carries 3 pointers and a colour; std::unordered_map's a
+// next pointer (and the hash of a string key), plus a bucket pointer each at
+// a load factor of 1.
+constexpr std::uint64_t kMapNodeHeader = 32;
+constexpr std::uint64_t kHashNodeHeader = 8;
+constexpr std::uint64_t kBucket = 8;
+// A token's slot in a key's list: a vector grown by doubling is up to half empty.
+constexpr std::uint64_t kKeySlotBytes = 2 * sizeof(lock::Token);
 }  // namespace
 
 const char* to_string(TokenEnd end) {
@@ -35,9 +46,24 @@ bool TokenRecord::same_derived(const TokenRecord& o) const {
 }
 
 std::uint64_t token_bytes(const TokenRecord& r) {
-    std::uint64_t bytes = sizeof(TokenRecord) + kRecordNodeBytes + r.owner.size();
-    for (const std::string& k : r.keys) bytes += sizeof(std::string) + k.size() + kIndexBytesPerKey;
+    std::uint64_t bytes = alloc(kMapNodeHeader + sizeof(std::pair<const lock::Token, TokenRecord>)) +
+                          heap_bytes(r.owner) + alloc(r.keys.capacity() * sizeof(std::string));
+    for (const std::string& k : r.keys) bytes += heap_bytes(k) + kKeySlotBytes;
     return bytes;
+}
+
+std::uint64_t key_index_bytes(const std::string& key) {
+    // The node holds its own copy of the key (of the key's size: no spare capacity).
+    // Its token list's first block too (a key is indexed with a token).
+    const std::uint64_t copy = key.size() > std::string().capacity() ? alloc(key.size() + 1) : 0;
+    return alloc(kHashNodeHeader + sizeof(std::string) + sizeof(std::vector<lock::Token>) + sizeof(std::size_t) +
+                 sizeof(std::size_t)) +
+           kBucket + copy + alloc(sizeof(lock::Token));
+}
+
+std::uint64_t keepalive_bytes(const TokenKeepalives& k) {
+    return alloc(kHashNodeHeader + sizeof(std::pair<const lock::Token, TokenKeepalives>)) + kBucket +
+           heap_bytes(k.last_refused_reason);
 }
 
 TokenHistory::TokenHistory(std::size_t max_tokens, std::uint64_t max_bytes)
@@ -88,13 +114,19 @@ void TokenHistory::insert(TokenRecord r) {
     bytes_ += token_bytes(r);
     for (const std::string& key : r.keys) index_key(key, token);
     records_.insert_or_assign(token, std::move(r));
+    trim();
+}
+
+void TokenHistory::trim() {
     while (!records_.empty() && (records_.size() > max_tokens_ || bytes_ > max_bytes_)) drop_oldest();
 }
 
 // Tokens grow with the log: a new one goes last, except a restored lock's
 // below a kept one (kept in order all the same).
 void TokenHistory::index_key(const std::string& key, lock::Token token) {
-    KeyTokens& kt = by_key_[key];
+    auto [it, added] = by_key_.try_emplace(key);
+    if (added) bytes_ += key_index_bytes(key);
+    KeyTokens& kt = it->second;
     if (kt.tokens.size() == kt.begin || kt.tokens.back() < token) {
         kt.tokens.push_back(token);
         return;
@@ -113,6 +145,7 @@ void TokenHistory::drop_oldest() {
         // The lowest token overall is the lowest of each of its keys.
         if (kt.begin < kt.tokens.size() && kt.tokens[kt.begin] == r.token) ++kt.begin;
         if (kt.begin == kt.tokens.size()) {
+            bytes_ -= key_index_bytes(k->first);
             by_key_.erase(k);
         } else if (kt.begin * 2 > kt.tokens.size()) {
             kt.tokens.erase(kt.tokens.begin(), kt.tokens.begin() + static_cast<std::ptrdiff_t>(kt.begin));
@@ -121,7 +154,10 @@ void TokenHistory::drop_oldest() {
     }
     bytes_ -= token_bytes(r);
     oldest_token_ = std::max(oldest_token_, r.token + 1);
-    keepalives_.erase(r.token);
+    if (auto k = keepalives_.find(r.token); k != keepalives_.end()) {
+        bytes_ -= keepalive_bytes(k->second);
+        keepalives_.erase(k);
+    }
     records_.erase(it);
     ++dropped_;
 }
@@ -188,17 +224,31 @@ void TokenHistory::keepalive_ok(lock::Token token, std::uint64_t wall_ms) {
     TokenRecord* r = find(token);
     if (r == nullptr) return;
     r->phantom = false;  // its holder has it
-    TokenKeepalives& k = keepalives_[token];
+    TokenKeepalives& k = keepalives_of(token);
     ++k.ok;
     k.last_ok_wall_ms = wall_ms;
+    trim();
 }
 
 void TokenHistory::keepalive_refused(lock::Token token, std::uint64_t wall_ms, std::string_view reason) {
     if (!records_.contains(token)) return;
-    TokenKeepalives& k = keepalives_[token];
+    TokenKeepalives& k = keepalives_of(token);
     ++k.refused;
     k.last_refused_wall_ms = wall_ms;
+    set_reason(k, reason);
+    trim();
+}
+
+TokenKeepalives& TokenHistory::keepalives_of(lock::Token token) {
+    auto [it, added] = keepalives_.try_emplace(token);
+    if (added) bytes_ += keepalive_bytes(it->second);
+    return it->second;
+}
+
+void TokenHistory::set_reason(TokenKeepalives& k, std::string_view reason) {
+    bytes_ -= heap_bytes(k.last_refused_reason);
     k.last_refused_reason = std::string(reason);
+    bytes_ += heap_bytes(k.last_refused_reason);
 }
 
 void TokenHistory::phantom(lock::Token token) {

@@ -31,9 +31,10 @@
 // at an entry <= I is at most I + floor, so tokens below I + floor + 1 not
 // kept here answer "compacted".
 //
-// Bounds: at most max_tokens tokens and max_bytes bytes (token_bytes()
-// each); adding beyond either drops the oldest tokens (lowest first: tokens
-// grow with the log). oldest_token(): every token issued from it on is kept
+// Bounds: at most max_tokens tokens and max_bytes bytes: token_bytes() each,
+// key_index_bytes() for each key while some kept token has it, and
+// keepalive_bytes() for each token with keepalives observed; adding beyond
+// either drops the oldest tokens (lowest first: tokens grow with the log). oldest_token(): every token issued from it on is kept
 // here or was never issued; lookup() of a token below it that is not kept
 // answers compacted.
 //
@@ -57,8 +58,9 @@ namespace pgfence::member {
 
 constexpr std::size_t kDefaultTokenHistoryTokens = 100000;
 constexpr std::uint64_t kDefaultTokenHistoryBytes = 64u << 20;
-// The most tokens one key's history answers at once.
+// The most tokens one key's history answers at once, and how many without a limit.
 constexpr std::size_t kMaxKeyHistoryTokens = 1000;
+constexpr std::size_t kDefaultKeyHistoryTokens = 100;
 
 enum class TokenEnd : std::uint8_t { kHeld, kReleased, kExpired, kPhantom, kRestore, kSuperseded };
 
@@ -96,9 +98,14 @@ struct TokenRecord {
     bool same_derived(const TokenRecord& o) const;
 };
 
-// What a record costs the history's byte bound: the structs, their strings
-// and the key index's share.
+// What the history's byte bound charges (each what it allocates: nodes,
+// strings beyond their inline buffer, vectors, as glibc's malloc takes them): a record (its node in the token map, its owner and keys, a slot
+// in each key's token list), a key while it is indexed (its node in the key
+// index and a bucket), and a token's keepalive observations (their node and
+// reason).
 std::uint64_t token_bytes(const TokenRecord& r);
+std::uint64_t key_index_bytes(const std::string& key);
+std::uint64_t keepalive_bytes(const TokenKeepalives& k);
 
 class TokenHistory {
 public:
@@ -164,6 +171,9 @@ private:
     void insert(TokenRecord r);
     void index_key(const std::string& key, lock::Token token);
     void drop_oldest();
+    void trim();  // drop the oldest while beyond a bound
+    TokenKeepalives& keepalives_of(lock::Token token);
+    void set_reason(TokenKeepalives& k, std::string_view reason);
 
     std::size_t max_tokens_;
     std::uint64_t max_bytes_;

@@ -199,6 +199,9 @@ std::string Member::Impl::metrics_text() const {
     g.applied_index = core->table().applied_index();
     g.last_token = core->table().last_token();
     g.token_floor = core->table().token_floor();
+    g.token_history_tokens = core->token_history().size();
+    g.token_history_bytes = core->token_history().bytes();
+    g.token_history_dropped = core->token_history().dropped();
     g.leases_by_kid = &core->leases_by_kid();
     for (const raft::ConfigMember& m : core->raft().configuration().members) {
         if (m.id == options.id) continue;

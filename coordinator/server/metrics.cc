@@ -80,6 +80,12 @@ std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     metric(out, "pgfence_applied_index", "gauge", "Index of the last entry applied to the lock table.", g.applied_index);
     metric(out, "pgfence_last_token", "gauge", "The largest fencing token granted (applied on this member).", g.last_token);
     metric(out, "pgfence_token_floor", "gauge", "Token floor of the applied lock table (every token granted is above it).", g.token_floor);
+    metric(out, "pgfence_token_history_tokens", "gauge",
+           "Tokens kept in this member's token history (GET /v1/tokens/{token}).", g.token_history_tokens);
+    metric(out, "pgfence_token_history_bytes", "gauge",
+           "Bytes charged to the token history's bound (--token-history-bytes).", g.token_history_bytes);
+    metric(out, "pgfence_token_history_dropped_total", "counter",
+           "Tokens dropped from the token history, oldest first, to stay within its bounds.", g.token_history_dropped);
     metric(out, "pgfence_token_max", "gauge",
            "The largest token the cluster can grant (bigint's largest value); grants past it are refused.", lock::kMaxToken);
     metric(out, "pgfence_peers", "gauge", "Other members in the configuration in force.", g.peers);

@@ -27,6 +27,11 @@ struct Gauges {  // sampled at render time
     std::uint64_t applied_index = 0;
     std::uint64_t last_token = 0;   // the largest token granted (applied lock table)
     std::uint64_t token_floor = 0;  // the applied table's token floor
+    // The token history (member/token_history.h): tokens kept, the bytes
+    // charged to its bound, tokens dropped to stay within its bounds.
+    std::uint64_t token_history_tokens = 0;
+    std::uint64_t token_history_bytes = 0;
+    std::uint64_t token_history_dropped = 0;
     std::uint64_t peers = 0;            // other members in the configuration in force
     std::uint64_t peers_reachable = 0;  // ... of them reachable (Member::Impl::peer_reachable)
     std::uint64_t peer_frames_dropped = 0;

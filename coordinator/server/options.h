@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "member/lease.h"
+#include "member/token_history.h"
 
 namespace pgfence::net {
 struct TransportOptions;
@@ -87,8 +88,8 @@ struct Options {
     std::uint64_t watch_history_bytes = 64u << 20;
     // GET /v1/tokens/{token} and /v1/keys/{key}/history: the tokens kept
     // (member/token_history.h), at most so many and so many bytes.
-    std::uint64_t token_history_events = 100000;
-    std::uint64_t token_history_bytes = 64u << 20;
+    std::uint64_t token_history_events = member::kDefaultTokenHistoryTokens;
+    std::uint64_t token_history_bytes = member::kDefaultTokenHistoryBytes;
     bool log_wall_time = true;  // --log-wall-time on|off (member::Config::log_wall_time)
     // rho: the largest clock-rate error of any member or client against real
     // time, in parts per million (0..kMaxClockDriftPpmLimit). The leader

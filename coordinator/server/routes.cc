@@ -24,9 +24,6 @@ namespace {
 
 using Impl = Member::Impl;
 
-// GET /v1/keys/{key}/history without ?limit=.
-constexpr std::size_t kDefaultKeyHistoryLimit = 100;
-
 // ---- parsers ----------------------------------------------------------------
 
 // `parsed` (a net/api_request.h result) into call.request, or 400.
@@ -221,7 +218,7 @@ bool parse_key_history(Impl& m, Call& call) {
         return false;
     }
     const auto& limit = std::get<net::QueryParam>(param);
-    call.history_limit = kDefaultKeyHistoryLimit;
+    call.history_limit = member::kDefaultKeyHistoryTokens;
     if (limit.found) {
         std::size_t n = 0;
         const auto [end, ec] = std::from_chars(limit.value.data(), limit.value.data() + limit.value.size(), n);

@@ -100,6 +100,8 @@ private:
     const Member* leading_member() const;  // the up member that leads the highest term (null: none)
     void check_configuration_index(const raft::Configuration& config) const;
     void check_token_histories() const;
+    [[noreturn]] void fail_token_history(std::size_t i, std::size_t j, const member::TokenRecord& ra,
+                                         const member::TokenRecord& rb, const std::string& what) const;
     void trace(const std::string& line) const;
     void finish_result();
     void add_counters(const member::Counters& c);
@@ -920,8 +922,11 @@ const raft::Configuration* Cluster::leader_configuration() const {
 
 // Every two up members agree on what the log decides of each token both
 // keep in full (member/token_history.h): granted here, not ended by a
-// restore nor superseded. A token one of them has not seen end yet (it lags)
-// is skipped, and a next token one of them has not applied yet.
+// restore nor superseded. Only what one of them has not applied yet may
+// differ: an end, or a next token's grant, above the lower of their applied
+// indexes (the member that lags has not seen it); at or below it, a token
+// held on one and ended on the other, or a next token only one knows, is a
+// difference.
 void Cluster::check_token_histories() const {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         const Member& a = *slots_[i].member;
@@ -929,6 +934,8 @@ void Cluster::check_token_histories() const {
         for (std::size_t j = i + 1; j < slots_.size(); ++j) {
             const Member& b = *slots_[j].member;
             if (!b.up()) continue;
+            const raft::Index both_applied =
+                std::min(a.core().table().applied_index(), b.core().table().applied_index());
             a.core().token_history().for_each([&](const member::TokenRecord& ra) {
                 const member::TokenRecord* rb = b.core().token_history().lookup(ra.token).record;
                 auto full = [](const member::TokenRecord& r) {
@@ -936,21 +943,49 @@ void Cluster::check_token_histories() const {
                            r.end != member::TokenEnd::kSuperseded;
                 };
                 if (rb == nullptr || !full(ra) || !full(*rb)) return;
-                if ((ra.end == member::TokenEnd::kHeld) != (rb->end == member::TokenEnd::kHeld)) return;
                 member::TokenRecord x = ra;
                 member::TokenRecord y = *rb;
-                if (x.next_token == 0 || y.next_token == 0) x.next_token = y.next_token = 0;
-                require(x.same_derived(y), "members ", i + 1, " and ", j + 1, " differ on token ", ra.token,
-                        " (granted at ", ra.granted_index, " / ", rb->granted_index, ", ended ",
-                        member::to_string(ra.end), " at ", ra.ended_index, " / ", member::to_string(rb->end), " at ",
-                        rb->ended_index, ", next ", ra.next_token, " / ", rb->next_token, ", lease_ms ", ra.lease_ms,
-                        " / ", rb->lease_ms, ", granted wall ", ra.granted_wall_ms.value_or(0), " / ",
-                        rb->granted_wall_ms.value_or(0), ", ended wall ", ra.ended_wall_ms.value_or(0), " / ",
-                        rb->ended_wall_ms.value_or(0), ", keys ", ra.keys.size(), " / ", rb->keys.size(), ")");
+                // An end only one applied: equal when it is above what both applied.
+                const bool x_held = x.end == member::TokenEnd::kHeld;
+                const bool y_held = y.end == member::TokenEnd::kHeld;
+                if (x_held != y_held) {
+                    const member::TokenRecord& ended = x_held ? y : x;
+                    if (ended.ended_index <= both_applied) {
+                        fail_token_history(i, j, ra, *rb, "held on one member, ended on the other at or below index " +
+                                                              std::to_string(both_applied) + " both applied");
+                    }
+                    return;
+                }
+                // A next token only one knows: equal when its grant is above what both applied.
+                if ((x.next_token == 0) != (y.next_token == 0)) {
+                    const member::TokenHistory& knows = x.next_token != 0 ? a.core().token_history()
+                                                                          : b.core().token_history();
+                    const lock::Token next = x.next_token != 0 ? x.next_token : y.next_token;
+                    const member::TokenRecord* n = knows.lookup(next).record;
+                    const bool unknown_here = x.next_unknown || y.next_unknown;
+                    if (!unknown_here && n != nullptr && n->granted_index != 0 && n->granted_index <= both_applied) {
+                        fail_token_history(i, j, ra, *rb, "next token " + std::to_string(next) +
+                                                              " granted at or below index " +
+                                                              std::to_string(both_applied) +
+                                                              " both applied, known to one member only");
+                    }
+                    x.next_token = y.next_token = 0;
+                }
+                if (!x.same_derived(y)) fail_token_history(i, j, ra, *rb, "what the log decides");
                 ++token_histories_compared_;
             });
         }
     }
+}
+
+void Cluster::fail_token_history(std::size_t i, std::size_t j, const member::TokenRecord& ra,
+                                 const member::TokenRecord& rb, const std::string& what) const {
+    fail("members ", i + 1, " and ", j + 1, " differ on token ", ra.token, ": ", what, " (granted at ",
+            ra.granted_index, " / ", rb.granted_index, ", ended ", member::to_string(ra.end), " at ", ra.ended_index,
+            " / ", member::to_string(rb.end), " at ", rb.ended_index, ", next ", ra.next_token, " / ", rb.next_token,
+            ", lease_ms ", ra.lease_ms, " / ", rb.lease_ms, ", granted wall ", ra.granted_wall_ms.value_or(0), " / ",
+            rb.granted_wall_ms.value_or(0), ", ended wall ", ra.ended_wall_ms.value_or(0), " / ",
+            rb.ended_wall_ms.value_or(0), ", keys ", ra.keys.size(), " / ", rb.keys.size(), ")");
 }
 
 // Every member of `config` (the leader's; each has applied the liveness

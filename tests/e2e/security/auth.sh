@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # --auth-file with bearer tokens over TLS: 401 without (or with unknown)
 # credentials, 403 outside a user's prefixes — on a follower too, before any
-# redirect — with the lock table unchanged; a list shows only readable keys;
+# redirect — with the lock table unchanged; a list shows only readable keys,
+# and so does a token's life or a key's history (403 without read);
 # /healthz stays open; refusals are counted and logged without the secret; a
 # token removed from the file is refused after SIGHUP.
 source "$(dirname "$0")/lib.sh"
 
 secret() { openssl rand -base64 32 | tr '+/' '-_' | tr -d '='; }
 hash_of() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
-W1=$(secret) W2=$(secret) OPS=$(secret)
-for u in W1 W2 OPS; do printf '%s\n' "${!u}" >"$DIR/$u.bearer"; done
+W1=$(secret) W2=$(secret) OPS=$(secret) BOTH=$(secret)
+for u in W1 W2 OPS BOTH; do printf '%s\n' "${!u}" >"$DIR/$u.bearer"; done
 write_auth() {  # the file, with w1's token unless "revoked"
     {
         echo "role reporter read:report/ lock:report/"
@@ -18,6 +19,7 @@ write_auth() {  # the file, with w1's token unless "revoked"
         if [[ ${1:-} == revoked ]]; then echo "user w1 reporter"; else echo "user w1 reporter token:sha256:$(hash_of "$W1")"; fi
         echo "user w2 jobs token:sha256:$(hash_of "$W2")"
         echo "user ops ops token:sha256:$(hash_of "$OPS")"
+        echo "user both reporter,jobs token:sha256:$(hash_of "$BOTH")"
     } >"$DIR/auth.txt.new"
     mv "$DIR/auth.txt.new" "$DIR/auth.txt"
 }
@@ -117,6 +119,34 @@ page=$(curl -s -m 3 "${CURL_TLS[@]}" -L -H "Authorization: Bearer $W1" "$(url "$
 page=$(curl -s -m 3 "${CURL_TLS[@]}" -L -H "Authorization: Bearer $W1" "$(url "$leader" "/v1/locks?prefix=job%2F&limit=1")")
 [[ $page == '{"locks":[]}' ]] || fail "w1's page of job/ (nothing readable) is not empty and final: $page"
 pass "a list shows only the keys the caller may read (pages and their cursors too)"
+
+# ---- token history: only the keys the caller may read ----
+as_get() {  # SECRET MEMBER PATH -> HTTP_CODE, HTTP_BODY
+    HTTP_BODY=$(curl -s -m 3 "${CURL_TLS[@]}" -H "Authorization: Bearer $1" -w '\n%{http_code}' "$(url "$2" "$3")" || true)
+    HTTP_CODE=${HTTP_BODY##*$'\n'}
+    HTTP_BODY=${HTTP_BODY%$'\n'*}
+}
+set_body=$(curl -s -m 3 "${CURL_TLS[@]}" -L -H "Authorization: Bearer $BOTH" -X POST -H 'Content-Type: application/json' \
+    --data-binary '{"keys":["job/s","report/s"],"lease_ms":300000}' "$(url "$leader" /v1/acquire)") || fail "both: acquire the set"
+ts=$(jq -r .token <<<"$set_body")
+applied_set() { as_get "$BOTH" "$1" "/v1/tokens/$ts"; [[ "$HTTP_CODE" == 200 ]]; }
+[[ "$ts" =~ ^[0-9]+$ ]] || fail "both: the set's acquire answered $set_body"
+for m in "$leader" "$follower"; do
+    wait_until 5 "member $m applied the set" applied_set "$m"
+    as_get "$W1" "$m" "/v1/tokens/$ts"
+    [[ "$HTTP_CODE" == 200 && "$(jq -c .keys <<<"$HTTP_BODY")" == '["report/s"]' && "$(jq -r .key <<<"$HTTP_BODY")" == report/s &&
+        "$(jq -r .hidden_keys <<<"$HTTP_BODY")" == 1 && "$HTTP_BODY" != *job/* ]] ||
+        fail "member $m: w1's view of the set $ts: $HTTP_CODE $HTTP_BODY"
+    as_get "$W1" "$m" "/v1/keys/report%2Fs/history"
+    [[ "$HTTP_CODE" == 200 && "$HTTP_BODY" == *'"hidden_keys":1'* && "$HTTP_BODY" != *job/* ]] || fail "member $m: w1's history of report/s: $HTTP_CODE $HTTP_BODY"
+    as_get "$W1" "$m" "/v1/tokens/$j1"
+    [[ "$HTTP_CODE" == 403 && "$HTTP_BODY" != *job/* ]] || fail "member $m: w1 read token $j1 of job/1: $HTTP_CODE $HTTP_BODY"
+    as_get "$W1" "$m" "/v1/keys/job%2F1/history"
+    [[ "$HTTP_CODE" == 403 ]] || fail "member $m: w1 read job/1's history: $HTTP_CODE $HTTP_BODY"
+    as_get "$BOTH" "$m" "/v1/tokens/$ts"
+    [[ "$HTTP_CODE" == 200 && "$(jq -c .keys <<<"$HTTP_BODY")" == '["job/s","report/s"]' ]] || fail "member $m: both's view of $ts: $HTTP_CODE $HTTP_BODY"
+done
+pass "token history: a set's keys the caller may not read are left out (hidden_keys), a token or key history without read is 403"
 
 # ---- counted, logged, never the secret ----
 metric_at_least "$leader" 'pgfence_auth_denied_total{status="401"}' 1 || fail "401s are not counted"

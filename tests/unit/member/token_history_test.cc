@@ -183,12 +183,37 @@ BOOST_AUTO_TEST_CASE(the_byte_bound_drops_the_oldest) {
     TokenRecord probe;
     probe.keys = {std::string(100, 'k')};
     probe.owner = "o";
-    const std::uint64_t each = token_bytes(probe);
+    // Each token has a key of its own: the key's index entry is charged too.
+    const std::uint64_t each = token_bytes(probe) + key_index_bytes(probe.keys[0]);
     TokenHistory h(1000, 3 * each);
     for (lock::Token t = 1; t <= 5; ++t) grant(h, t, std::string(99, 'k') + std::to_string(t % 10));
     BOOST_TEST(h.size() == 3u);
-    BOOST_TEST(h.bytes() <= 3 * each);
+    BOOST_TEST(h.bytes() == 3 * each);
     BOOST_TEST(h.oldest_token() == 3u);
+    // Tokens of one key share its entry: charged once, credited when its last token goes.
+    TokenHistory shared(1000, 1u << 20);
+    grant(shared, 1, std::string(100, 's'));
+    grant(shared, 2, std::string(100, 's'));
+    BOOST_TEST(shared.bytes() == 2 * token_bytes(probe) + key_index_bytes(probe.keys[0]));
+    // Keepalives are charged (their reason too) and credited with their token.
+    const std::uint64_t before = shared.bytes();
+    shared.keepalive_ok(1, kWall);
+    TokenKeepalives k;
+    BOOST_TEST(shared.bytes() == before + keepalive_bytes(k));
+    const std::string reason(40, 'r');  // beyond a string's inline buffer
+    shared.keepalive_refused(1, kWall, reason);
+    k.last_refused_reason = reason;
+    BOOST_TEST(keepalive_bytes(k) > keepalive_bytes(TokenKeepalives{}));
+    BOOST_TEST(shared.bytes() == before + keepalive_bytes(k));
+    TokenHistory two(2, 1u << 20);
+    grant(two, 1, "a");
+    two.keepalive_refused(1, kWall, reason);
+    grant(two, 2, "b");
+    grant(two, 3, "c");  // drops 1, its key and its keepalives
+    TokenHistory fresh(2, 1u << 20);
+    grant(fresh, 2, "b");
+    grant(fresh, 3, "c");
+    BOOST_TEST(two.bytes() == fresh.bytes());
     // A record larger than the bound alone is dropped at once.
     TokenHistory tiny(1000, 10);
     grant(tiny, 1);

@@ -41,6 +41,16 @@
 
 namespace pgfence::server::test {
 
+// Polls `cond` every 10 ms for up to 5 s: whether it came true.
+template <class Fn>
+bool eventually(Fn cond) {
+    for (int i = 0; i < 500; ++i) {
+        if (cond()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
 // What one member's DurableLog has made durable, and how its writes ran.
 struct DiskRecord {
     std::atomic<std::thread::id> loop_thread{};  // set by the loop thread before Member::start()

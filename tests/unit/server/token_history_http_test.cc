@@ -3,6 +3,7 @@
 // on any key of a token is refused (403, naming none of its keys), one that
 // may read some keys of a set sees only those (the others counted in
 // hidden_keys), and the key's history is refused without read on the key.
+// Without auth: an error shows no raw byte; /metrics tells the history.
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -60,15 +61,6 @@ std::pair<int, std::string> get(const client::Endpoint& at, const std::string& t
     for (ssize_t n; (n = ::recv(s.native_handle(), buf, sizeof buf, 0)) > 0;)
         out.append(buf, static_cast<std::size_t>(n));
     return {std::stoi(out.substr(9, 3)), out.substr(out.find("\r\n\r\n") + 4)};
-}
-
-template <class Fn>
-bool eventually(Fn cond) {
-    for (int i = 0; i < 500; ++i) {
-        if (cond()) return true;
-        std::this_thread::sleep_for(milliseconds(10));
-    }
-    return false;
 }
 
 }  // namespace
@@ -136,9 +128,9 @@ BOOST_AUTO_TEST_CASE(a_token_shows_only_the_keys_its_caller_may_read) {
 }
 
 // An error never echoes raw bytes: a bad segment is shown as it came, its
-// bytes outside printable ASCII %-escaped.
-BOOST_AUTO_TEST_CASE(an_error_echoes_no_raw_byte) {
-    Cluster cluster(Delays{milliseconds(0), milliseconds(0)}, [](Options&) {});
+// bytes outside printable ASCII %-escaped. /metrics tells the history's size.
+BOOST_AUTO_TEST_CASE(an_error_echoes_no_raw_byte_and_metrics_tell_the_history) {
+    Cluster cluster(Delays{milliseconds(0), milliseconds(0)}, [](Options& o) { o.admin_without_auth = true; });
     BOOST_REQUIRE_EQUAL(cluster.start_error(), "");
     const client::Endpoint at = cluster.endpoints()[0];
     for (const std::string& target :
@@ -146,12 +138,25 @@ BOOST_AUTO_TEST_CASE(an_error_echoes_no_raw_byte) {
           std::string("/v1/keys/%ZZ/history"), std::string("/v1/tokens/%C3%A9")}) {
         const auto [status, body] = get(at, target, "x");
         BOOST_TEST(status == 400, target << " " << body);
-        for (const char ch : body)
-            BOOST_TEST((static_cast<unsigned char>(ch) < 0x80), target << " " << body);
+        for (const char ch : body) BOOST_TEST((static_cast<unsigned char>(ch) < 0x80), target << " " << body);
         BOOST_TEST(boost::json::parse(body).as_object().contains("message"));
     }
     const auto [status, body] = get(at, "/v1/keys/%FF%FE/history", "x");
     BOOST_TEST(body.find("'%FF%FE'") != std::string::npos, body);
+
+    client::Options co;
+    co.endpoints = cluster.endpoints();
+    client::Client c(co);
+    auto lease = c.acquire(client::AcquireRequest{"m/1", milliseconds(30'000), milliseconds(0), ""});
+    BOOST_REQUIRE_MESSAGE(lease.ok(), lease.message());
+    auto metric = [&](const std::string& name) {
+        const std::string text = get(at, "/metrics", "x").second;
+        const std::size_t p = text.find("\n" + name + " ");
+        return p == std::string::npos ? std::uint64_t{0} : std::stoull(text.substr(p + name.size() + 2));
+    };
+    BOOST_TEST(eventually([&] { return metric("pgfence_token_history_tokens") == 1; }));
+    BOOST_TEST(metric("pgfence_token_history_bytes") > 100u);
+    BOOST_TEST(get(at, "/metrics", "x").second.find("\npgfence_token_history_dropped_total 0\n") != std::string::npos);
     cluster.stop();
 }
 

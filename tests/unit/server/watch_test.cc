@@ -119,15 +119,6 @@ std::uint64_t metric(const client::Endpoint& at, const std::string& name) {
     return p == std::string::npos ? 0 : std::stoull(text.substr(p + name.size() + 2));
 }
 
-template <class Fn>
-bool eventually(Fn cond) {
-    for (int i = 0; i < 500; ++i) {
-        if (cond()) return true;
-        std::this_thread::sleep_for(milliseconds(10));
-    }
-    return false;
-}
-
 std::uint64_t revision_of(const std::string& line) {
     return boost::json::parse(line).as_object().at("revision").to_number<std::uint64_t>();
 }
