@@ -69,17 +69,6 @@ std::vector<client::Endpoint> every_member(client::Client& c) {
     return all;
 }
 
-// Whether member answer `a` tells more of the token's life than `b`: ended
-// rather than held, ended at a later log index, or with the next token known
-// (a member that applied less of the log tells less).
-bool more_advanced(const client::TokenLife& a, const client::TokenLife& b) {
-    const bool a_ended = a.ended.how != "held", b_ended = b.ended.how != "held";
-    if (a_ended != b_ended) return a_ended;
-    const std::uint64_t ai = a.ended.index.value_or(0), bi = b.ended.index.value_or(0);
-    if (ai != bi) return ai > bi;
-    return a.next_token.has_value() && !b.next_token.has_value();
-}
-
 // The token's life from every member in `members`: Failure when none knew it.
 // A member that gave no answer for one token is not asked for the next ones
 // (`silent`): with --key each would cost a timeout. Two endpoints of one
@@ -430,6 +419,14 @@ Failure tokens_to_explain(const Args& args, client::Client& c, std::vector<std::
 }
 
 }  // namespace
+
+bool more_advanced(const client::TokenLife& a, const client::TokenLife& b) {
+    const bool a_ended = a.ended.how != "held", b_ended = b.ended.how != "held";
+    if (a_ended != b_ended) return a_ended;
+    const std::uint64_t ai = a.ended.index.value_or(0), bi = b.ended.index.value_or(0);
+    if (ai != bi) return ai > bi;
+    return a.next_token.has_value() && !b.next_token.has_value();
+}
 
 int run_explain_command(const Args& args, client::Client& c, std::ostream& out, std::ostream& err) {
     // An unreadable --client-log fails before any network or database read.

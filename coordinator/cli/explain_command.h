@@ -40,4 +40,10 @@ constexpr int kMaxRejectionRows = 1000;
 
 int run_explain_command(const Args& args, client::Client& client, std::ostream& out, std::ostream& err);
 
+// Whether member answer `a` tells more of the token's life than `b`: ended
+// rather than held, ended at a later log index, or with the next token known
+// (a member that applied less of the log tells less). explain keeps the most
+// advanced answer.
+bool more_advanced(const client::TokenLife& a, const client::TokenLife& b);
+
 }  // namespace pgfence::cli

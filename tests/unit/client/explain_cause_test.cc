@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "cli/client_log.h"
+#include "cli/explain_command.h"
 
 using namespace pgfence::cli::explain;
 
@@ -365,4 +366,25 @@ BOOST_AUTO_TEST_CASE(client_log_keeps_the_tokens_asked_for) {
     BOOST_TEST(tail.events[0].outcome == "stale");
     std::remove(path.c_str());
     BOOST_TEST(read_client_log(path, {41}).error.find(path) != std::string::npos);
+}
+
+// explain keeps the member answer that tells most: ended over held, the later
+// end, the next token known.
+BOOST_AUTO_TEST_CASE(the_most_advanced_member_answer_wins) {
+    pgfence::client::TokenLife held, ended, later, with_next;
+    held.ended.how = "held";
+    ended.ended.how = "expired";
+    ended.ended.index = 10;
+    later.ended.how = "expired";
+    later.ended.index = 12;
+    with_next = ended;
+    with_next.next_token = 42;
+    using pgfence::cli::more_advanced;
+    BOOST_TEST(more_advanced(ended, held));
+    BOOST_TEST(!more_advanced(held, ended));
+    BOOST_TEST(more_advanced(later, ended));
+    BOOST_TEST(!more_advanced(ended, later));
+    BOOST_TEST(more_advanced(with_next, ended));
+    BOOST_TEST(!more_advanced(ended, with_next));
+    BOOST_TEST(!more_advanced(ended, ended));
 }
