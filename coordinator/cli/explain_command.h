@@ -2,7 +2,8 @@
 // PostgreSQL refused, and the cause named (explain_cause.h decides it).
 //
 //   fencectl explain TOKEN [--dsn DSN] [--client-log FILE] [-o json]
-//   fencectl explain --key K [--since T] [--until T] [--limit N] [--dsn DSN] [--client-log FILE] [-o json]
+//   fencectl explain --key K [--since T] [--until T] [--limit N] [--dsn DSN] [--client-log FILE]
+//   [-o json]
 //
 // What it reads, each bounded:
 //   - GET /v1/tokens/{token} from every member it can find (the endpoints
@@ -38,7 +39,8 @@ namespace pgfence::cli {
 // The most fence_rejections rows one explain reads.
 constexpr int kMaxRejectionRows = 1000;
 
-int run_explain_command(const Args& args, client::Client& client, std::ostream& out, std::ostream& err);
+int run_explain_command(const Args& args, client::Client& client, std::ostream& out,
+                        std::ostream& err);
 
 // Whether member answer `a` tells more of the token's life than `b`: ended
 // rather than held, ended at a later log index, or with the next token known

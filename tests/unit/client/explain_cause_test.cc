@@ -40,6 +40,14 @@ ClientEvent line(const char* event, std::int64_t send_ms, std::int64_t ack_ms, c
     return ClientEvent{event, 41, send_ms * kMs, ack_ms * kMs, outcome, value};
 }
 
+// expired_token with the holder's log given: `lines`, the write at +5000.
+Evidence with_log(std::vector<ClientEvent> lines) {
+    Evidence ev = expired_token(kGrant + 5'000);
+    ev.client_log_given = true;
+    ev.client_log = std::move(lines);
+    return ev;
+}
+
 Cause cause_of(const Evidence& ev) {
     return classify(ev).cause;
 }
@@ -89,7 +97,8 @@ BOOST_AUTO_TEST_CASE(contention_needs_the_ring_to_cover_the_token) {
     const Explanation x = classify(ev);
     BOOST_TEST(to_string(x.cause) == "undetermined");
     BOOST_TEST_REQUIRE(!x.missing.empty());
-    BOOST_TEST(x.missing.front().find("the rejection ring no longer covers the token") != std::string::npos);
+    BOOST_TEST(x.missing.front().find("the rejection ring no longer covers the token") !=
+               std::string::npos);
     BOOST_TEST(x.missing.front().find("rejection_log_size is 0") != std::string::npos);
     // Covered, but the holder's log shows a write refused as stale: not contention.
     ev.rejections_cover_token = true;
@@ -106,7 +115,8 @@ BOOST_AUTO_TEST_CASE(paused_holder_from_the_coordinator_needs_the_write_after_th
     BOOST_TEST(to_string(cause_of(expired_token(expiry))) == "undetermined");
     const Explanation x = classify(expired_token(expiry + 1));
     bool says_cut_looks_same = false;
-    for (const std::string& e : x.evidence) says_cut_looks_same |= e.find("--client-log") != std::string::npos;
+    for (const std::string& e : x.evidence)
+        says_cut_looks_same |= e.find("--client-log") != std::string::npos;
     BOOST_TEST(says_cut_looks_same);
 }
 
@@ -145,9 +155,8 @@ BOOST_AUTO_TEST_CASE(a_refused_keepalive_counts_only_by_the_write) {
 }
 
 BOOST_AUTO_TEST_CASE(a_refusal_in_the_client_log_counts_only_before_the_write) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 110, "not_held"), line("write", 110, 120, "stale")};
+    Evidence ev =
+        with_log({line("keepalive", 100, 110, "not_held"), line("write", 110, 120, "stale")});
     BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
     ev.client_log = {line("keepalive", 100, 111, "not_held"), line("write", 110, 120, "stale")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // answered after the write was sent
@@ -159,10 +168,8 @@ BOOST_AUTO_TEST_CASE(a_refusal_in_the_client_log_counts_only_before_the_write) {
 // A refusal followed by a successful renewal was a blip: only refusals sent
 // after the last ok keepalive before the write count.
 BOOST_AUTO_TEST_CASE(a_refusal_then_renewals_is_not_a_failed_renewal) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "error"), line("keepalive", 200, 205, "ok"),
-                     line("write", 300, 310, "stale")};
+    Evidence ev = with_log({line("keepalive", 100, 105, "error"), line("keepalive", 200, 205, "ok"),
+                            line("write", 300, 310, "stale")});
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // rule 7
     ev.client_log[1] = line("keepalive", 100, 104, "ok");    // the ok one sent first
     ev.client_log[0] = line("keepalive", 101, 105, "error");
@@ -183,10 +190,8 @@ BOOST_AUTO_TEST_CASE(members_refusals_yield_to_the_client_logs_write) {
 }
 
 BOOST_AUTO_TEST_CASE(partitioned_holder_is_unanswered_keepalives_after_the_last_ok_one) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
-                     line("write", 5000, 5010, "stale")};
+    Evidence ev = with_log({line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
+                            line("write", 5000, 5010, "stale")});
     BOOST_TEST(to_string(cause_of(ev)) == "partitioned_holder");
     // Sent before the last acknowledged one: a blip, not the cut.
     ev.client_log = {line("keepalive", 90, 0, "error"), line("keepalive", 100, 105, "ok"),
@@ -197,7 +202,8 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_is_unanswered_keepalives_after_the_last_
                      line("keepalive", 5001, 0, "error")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
     // A member answered 503 (no leader): an answer, not a cut.
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 1150, "unavailable"),
+    ev.client_log = {line("keepalive", 100, 105, "ok"),
+                     line("keepalive", 1100, 1150, "unavailable"),
                      line("write", 5000, 5010, "stale")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
 }
@@ -205,10 +211,9 @@ BOOST_AUTO_TEST_CASE(partitioned_holder_is_unanswered_keepalives_after_the_last_
 // A keepalive lost because the holder was stopped mid-request (its request,
 // at most a lease long, overlaps a stall) is the pause's, not a cut's.
 BOOST_AUTO_TEST_CASE(a_keepalive_lost_to_a_stall_is_not_a_cut) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
-                     line("stall", 1100 + kLease, 4500, ""), line("write", 5000, 5010, "stale")};
+    Evidence ev =
+        with_log({line("keepalive", 100, 105, "ok"), line("keepalive", 1100, 0, "error"),
+                  line("stall", 1100 + kLease, 4500, ""), line("write", 5000, 5010, "stale")});
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
     ev.client_log[2] = line("stall", 1100 + kLease + 1, 4500, "");  // after the request's end
     BOOST_TEST(to_string(cause_of(ev)) == "partitioned_holder");
@@ -220,7 +225,8 @@ BOOST_AUTO_TEST_CASE(a_stall_counts_from_a_third_of_the_lease) {
     // The lease ends at 100 + kLease = 3100, inside the stall.
     ev.client_log = {line("keepalive", 100, 105, "ok"), line("stall", 3000, 3000 + kLease / 3, ""),
                      line("work", 200, 4000, "", 500), line("write", 5000, 5010, "stale")};
-    BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");  // before the long piece of work: rule 4 first
+    BOOST_TEST(to_string(cause_of(ev)) ==
+               "paused_holder");  // before the long piece of work: rule 4 first
     ev.client_log[1] = line("stall", 3099, 3099 + kLease / 3 - 1, "");
     BOOST_TEST(to_string(cause_of(ev)) == "lease_too_short");
 }
@@ -229,21 +235,22 @@ BOOST_AUTO_TEST_CASE(a_stall_counts_from_a_third_of_the_lease) {
 // (the last ok keepalive sent before it, or the acquire, + the lease), or
 // hold a `deadline` line.
 BOOST_AUTO_TEST_CASE(a_stall_counts_only_across_the_lease_end) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("acquire", 50, 60, "ok"), line("keepalive", 100, 105, "ok"),
-                     line("stall", 2000, 3100, ""), line("write", 5000, 5010, "stale")};
+    Evidence ev = with_log({line("acquire", 50, 60, "ok"), line("keepalive", 100, 105, "ok"),
+                            line("stall", 2000, 3100, ""), line("write", 5000, 5010, "stale")});
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
     for (const std::string& e : classify(ev).evidence) {
-        if (e.find("did not run") != std::string::npos) BOOST_TEST(e.find("across its lease's end") != std::string::npos);
+        if (e.find("did not run") != std::string::npos)
+            BOOST_TEST(e.find("across its lease's end") != std::string::npos);
     }
-    ev.client_log[2] = line("stall", 2000, 3099, "");  // woke 1 ms before the lease end: renewed in time
-    ev.life.ended_how = "released";                     // and rule 7 out of the way
+    ev.client_log[2] =
+        line("stall", 2000, 3099, "");  // woke 1 ms before the lease end: renewed in time
+    ev.life.ended_how = "released";     // and rule 7 out of the way
     BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
     ev.client_log[2] = line("stall", 3101, 4100, "");  // began after it
     BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
     // Without a keepalive the acquire's send counts: 50 + 3000 = 3050.
-    ev.client_log = {line("acquire", 50, 60, "ok"), line("stall", 2000, 3050, ""), line("write", 5000, 5010, "stale")};
+    ev.client_log = {line("acquire", 50, 60, "ok"), line("stall", 2000, 3050, ""),
+                     line("write", 5000, 5010, "stale")};
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
     ev.client_log[1] = line("stall", 2000, 3049, "");
     BOOST_TEST(to_string(cause_of(ev)) == "undetermined");
@@ -260,7 +267,8 @@ BOOST_AUTO_TEST_CASE(a_client_log_without_the_token_counts_as_not_given) {
     BOOST_TEST(to_string(x.cause) == "paused_holder");
     bool says_cut = false, says_missing = false;
     for (const std::string& e : x.evidence) says_cut |= e.find("--client-log") != std::string::npos;
-    for (const std::string& m : x.missing) says_missing |= m.find("--client-log has none") != std::string::npos;
+    for (const std::string& m : x.missing)
+        says_missing |= m.find("--client-log has none") != std::string::npos;
     BOOST_TEST(says_cut);
     BOOST_TEST(says_missing);
 }
@@ -274,33 +282,34 @@ BOOST_AUTO_TEST_CASE(a_keepalive_at_the_expiry_is_said) {
     BOOST_TEST(to_string(x.cause) == "undetermined");
     BOOST_TEST_REQUIRE(!x.missing.empty());
     BOOST_TEST(x.missing.front().find("no member saw one") == std::string::npos);
-    BOOST_TEST(x.missing.front().find("last keepalive arrival before the expiry") != std::string::npos);
+    BOOST_TEST(x.missing.front().find("last keepalive arrival before the expiry") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(lease_too_short_is_a_piece_of_work_longer_than_the_lease) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("work", 200, 200 + kLease + 1, "", kLease + 1),
-                     line("write", 5000, 5010, "stale")};
+    Evidence ev = with_log({line("keepalive", 100, 105, "ok"),
+                            line("work", 200, 200 + kLease + 1, "", kLease + 1),
+                            line("write", 5000, 5010, "stale")});
     const Explanation x = classify(ev);
     BOOST_TEST(to_string(x.cause) == "lease_too_short");
-    BOOST_TEST(x.evidence.front().find("no keepalive sent during it, after 1 successful keepalive") !=
-               std::string::npos);
+    BOOST_TEST(
+        x.evidence.front().find("no keepalive sent during it, after 1 successful keepalive") !=
+        std::string::npos);
     ev.client_log[1] = line("work", 200, 200 + kLease, "", kLease);
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
     // A keepalive sent during the piece: the piece did not stop the renewals.
     ev.client_log[1] = line("work", 200, 200 + kLease + 1, "", kLease + 1);
-    ev.client_log.insert(ev.client_log.begin() + 2, line("keepalive", 200 + kLease, 200 + kLease + 1, "ok"));
+    ev.client_log.insert(ev.client_log.begin() + 2,
+                         line("keepalive", 200 + kLease, 200 + kLease + 1, "ok"));
     BOOST_TEST(to_string(cause_of(ev)) == "paused_holder");
 }
 
 BOOST_AUTO_TEST_CASE(a_local_deadline_passed_before_the_write_is_a_failed_renewal) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("deadline", 950, 5000, ""), line("work", 200, 4800, "", 1500),
-                     line("write", 5000, 5010, "stale")};
-    BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");  // before rule 6's long piece
-    ev.client_log[0] = line("deadline", 950, 5001, "");                       // noticed after the write
+    Evidence ev = with_log({line("deadline", 950, 5000, ""), line("work", 200, 4800, "", 1500),
+                            line("write", 5000, 5010, "stale")});
+    BOOST_TEST(to_string(cause_of(ev)) ==
+               "continued_after_failed_renewal");        // before rule 6's long piece
+    ev.client_log[0] = line("deadline", 950, 5001, "");  // noticed after the write
     BOOST_TEST(to_string(cause_of(ev)) == "lease_too_short");
     // A stall explains why the deadline passed: rule 4 first.
     ev.client_log = {line("stall", 300, 2000, ""), line("deadline", 950, 2000, ""),
@@ -309,22 +318,22 @@ BOOST_AUTO_TEST_CASE(a_local_deadline_passed_before_the_write_is_a_failed_renewa
 }
 
 BOOST_AUTO_TEST_CASE(a_grant_that_arrived_after_a_whole_lease_is_said) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("acquire", 100, 100 + kLease, "ok"), line("write", 4000, 4010, "stale")};
+    Evidence ev =
+        with_log({line("acquire", 100, 100 + kLease, "ok"), line("write", 4000, 4010, "stale")});
     const Explanation x = classify(ev);
     BOOST_TEST(to_string(x.cause) == "paused_holder");  // rule 7: what the coordinator saw
-    BOOST_TEST(x.evidence.at(x.evidence.size() - 2).find("the grant arrived 3000 ms after") != std::string::npos);
+    BOOST_TEST(x.evidence.at(x.evidence.size() - 2).find("the grant arrived 3000 ms after") !=
+               std::string::npos);
     ev.client_log[0] = line("acquire", 100, 100 + kLease - 1, "ok");
-    for (const std::string& e : classify(ev).evidence) BOOST_TEST(e.find("grant arrived") == std::string::npos);
+    for (const std::string& e : classify(ev).evidence)
+        BOOST_TEST(e.find("grant arrived") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(the_rules_go_in_order) {
-    Evidence ev = expired_token(kGrant + 5'000);
-    ev.client_log_given = true;
-    ev.client_log = {line("keepalive", 100, 105, "ok"), line("keepalive", 3300, 0, "error"),
-                     line("stall", 3000, 3200, ""), line("keepalive", 3250, 3260, "not_held"),
-                     line("write", 5000, 5010, "stale")};
+    Evidence ev =
+        with_log({line("keepalive", 100, 105, "ok"), line("keepalive", 3300, 0, "error"),
+                  line("stall", 3000, 3200, ""), line("keepalive", 3250, 3260, "not_held"),
+                  line("write", 5000, 5010, "stale")});
     BOOST_TEST(to_string(cause_of(ev)) == "continued_after_failed_renewal");
     ev.client_log.erase(ev.client_log.begin() + 3);
     BOOST_TEST(to_string(cause_of(ev)) == "partitioned_holder");
@@ -350,7 +359,8 @@ BOOST_AUTO_TEST_CASE(client_log_keeps_the_tokens_asked_for) {
     const std::string path = "explain_cause_test.csv";
     {
         std::ofstream out(path);
-        out << "w,acquire,k,41,1,2,guard,ok,0\nw,acquire,k,43,1,2,guard,ok,0\ntorn,li\nw,write,k,41,3,4,guard,stale,0\n";
+        out << "w,acquire,k,41,1,2,guard,ok,0\nw,acquire,k,43,1,2,guard,ok,0\ntorn,li\nw,write,k,"
+               "41,3,4,guard,stale,0\n";
     }
     const ClientLog log = read_client_log(path, {41});
     BOOST_TEST(log.events.size() == 2u);
@@ -358,7 +368,8 @@ BOOST_AUTO_TEST_CASE(client_log_keeps_the_tokens_asked_for) {
     BOOST_TEST(!log.truncated);
     {
         std::ofstream out(path);
-        out << std::string(kMaxClientLogLineBytes + 10, 'x') << "\nw,write,k,41,3,4,guard,stale,0";  // no last newline
+        out << std::string(kMaxClientLogLineBytes + 10, 'x')
+            << "\nw,write,k,41,3,4,guard,stale,0";  // no last newline
     }
     const ClientLog tail = read_client_log(path, {41});
     BOOST_TEST(tail.bad_lines == 1u);  // the long line, skipped to its end
