@@ -117,6 +117,9 @@ struct Parser {
         for (auto [name, field] : {std::pair{"--cacert", &a.cacert}, std::pair{"--cert", &a.cert},
                                    std::pair{"--key", &a.key}, std::pair{"--bearer-file", &a.bearer_file}}) {
             if (flag != name) continue;
+            if (value.empty() && flag == "--key" && a.command == "explain") {
+                return error("explain --key: the lock key is empty ('')");
+            }
             if (value.empty()) return error(flag + ": needs a file name");
             *field = value;
             return true;
@@ -153,8 +156,8 @@ struct Parser {
             std::uint64_t n = 0;
             const char* end = value.data() + value.size();
             const auto [ptr, ec] = std::from_chars(value.data(), end, n);
-            if (value.empty() || ec != std::errc() || ptr != end || n == 0 || n > kMaxExplainLimit) {
-                return error("--limit: '" + value + "' must be 1.." + std::to_string(kMaxExplainLimit));
+            if (value.empty() || ec != std::errc() || ptr != end || n == 0 || n > client::kMaxKeyHistoryLimit) {
+                return error("--limit: '" + value + "' must be 1.." + std::to_string(client::kMaxKeyHistoryLimit));
             }
             a.limit = n;
             return true;
@@ -300,6 +303,7 @@ struct Parser {
         a.explain_key = a.key;  // explain's --key is the lock key
         a.key.clear();
         const bool by_key = !a.explain_key.empty();
+        a.by_key = by_key;
         if (by_key == !a.positional.empty() || a.positional.size() > 1) {
             return error("explain: give TOKEN or --key K, one of them (got " + std::to_string(a.positional.size()) +
                          " argument(s)" + (by_key ? " and --key" : "") + ")");
@@ -412,7 +416,17 @@ std::optional<std::int64_t> parse_time(const std::string& text, std::int64_t now
     tm.tm_hour = h;
     tm.tm_min = mi;
     tm.tm_sec = s;
-    return static_cast<std::int64_t>(timegm(&tm)) * 1000 + ms;
+    const std::time_t t = timegm(&tm);
+    // timegm normalises (February 31 becomes March 3): a time that does not
+    // come back as written is not a date.
+    std::tm back{};
+    gmtime_r(&t, &back);
+    if (back.tm_year != y - 1900 || back.tm_mon != mo - 1 || back.tm_mday != d || back.tm_hour != h ||
+        back.tm_min != mi || back.tm_sec != s) {
+        error = "'" + text + "' is not a time of the calendar (no such day or second, UTC)";
+        return std::nullopt;
+    }
+    return static_cast<std::int64_t>(t) * 1000 + ms;
 }
 
 std::optional<std::uint64_t> parse_token(const std::string& text) {

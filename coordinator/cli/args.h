@@ -50,6 +50,7 @@ struct Args {
     // TLS key, which comes from FENCE_KEY_FILE there) with --since/--until
     // (epoch ms; nullopt: unbounded) and --limit; --client-log FILE.
     std::string explain_key;
+    bool by_key = false;  // explain --key K (not TOKEN)
     std::optional<std::int64_t> since_ms, until_ms;
     std::optional<std::uint64_t> limit;
     std::string client_log;
@@ -80,9 +81,9 @@ constexpr milliseconds kDefaultWait{30'000};
 // elect without --wait campaigns in rounds of this long, until leader.
 constexpr milliseconds kElectWaitRound{30'000};
 constexpr milliseconds kDefaultTimeout{10'000};
-constexpr milliseconds kMinAttemptTimeout{100};
-// explain --key: the tokens of the key looked at (newest first) by default, at most.
+constexpr milliseconds kMinAttemptTimeout{100};  // run: floor of the per-request timeout
+// explain --key: the tokens of the key looked at (newest first) by default, at
+// most; --limit goes up to client::kMaxKeyHistoryLimit.
 constexpr std::uint64_t kDefaultExplainLimit = 20;
-constexpr std::uint64_t kMaxExplainLimit = 1000;  // run: floor of the per-request timeout
 
 }  // namespace pgfence::cli

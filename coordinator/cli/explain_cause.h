@@ -16,20 +16,31 @@
 //  --------------------------------  ------------------------------------------------
 //  0 undetermined                    the database was not read (no --dsn), or no
 //                                    member answered for the token
-//  1 contention                      no stale rejection carries the token, and a
+//  1 contention                      no late-holder rejection (any reason but
+//                                    'proof') carries the token, the rejection ring
+//                                    covers the token (it is on and its oldest row
+//                                    is no newer than the token's end), the client
+//                                    log (if given) shows no stale write, and a
 //                                    newer token followed on the key (a waiter got
-//                                    it); with neither: undetermined (nothing refused)
+//                                    it); else undetermined, saying which is missing
 //  2 continued_after_failed_renewal  a keepalive of the token was answered with a
 //                                    refusal before the refused write: in the client
 //                                    log (not_held, or an error with an answer, sent
-//                                    before the write), or counted by a member as
-//                                    refused at or before the write's time
+//                                    after the last ok keepalive before the write),
+//                                    or, when the client log holds no write of the
+//                                    token, counted by a member as refused at or
+//                                    before the write's time
 //  3 partitioned_holder              the client log shows keepalives of the token
 //                                    sent after its last acknowledged one and before
-//                                    the write that got no answer at all
+//                                    the write that got no answer at all (not
+//                                    `unavailable`: a member answered 503), and
+//                                    whose request did not overlap a stall
 //  4 paused_holder                   the client log shows the holder stalled (a
 //                                    timer of the token's that woke at least a third
 //                                    of the lease late: the process did not run)
+//                                    across its lease's end (the last ok keepalive,
+//                                    or the acquire, sent before the stall + the
+//                                    lease), or with a `deadline` line inside it
 //  5 continued_after_failed_renewal  the client log shows the holder's local lease
 //                                    deadline passed without a successful keepalive
 //                                    (a `deadline` line) before the write: it knew
@@ -43,6 +54,8 @@
 //                                    same: the evidence says so)
 //  8 undetermined                    none of the above; `missing` says what
 //                                    evidence would have decided it
+//
+// A client log with no line of the token counts as not given (`missing` says so).
 #pragma once
 
 #include <cstdint>
@@ -102,7 +115,13 @@ struct Rejection {
     std::optional<std::uint64_t> fence;  // the token that refused it
     std::string target;                  // relation or resource
     std::string path, reason, application_name;
+    std::string lock_key;  // "" when unknown or hidden
 };
+
+// Whether a refusal of this reason is a late holder's: every reason but
+// 'proof' (a token proof that does not verify) is one (stale, in_flight,
+// preempted, ...).
+bool is_late_holder(const Rejection& r);
 
 // One line of the holder's own log (fence-worker's --log, event_log.h).
 struct ClientEvent {
@@ -118,6 +137,11 @@ struct Evidence {
     Keepalives keepalives;
     std::optional<NextGrant> next;
     bool rejections_read = false;  // false: no --dsn
+    // The database's rejection ring holds every refusal since the token's end
+    // (it is on, and its oldest row is no newer than that); when false,
+    // ring_gap says why not. Only then does a missing row mean no refusal.
+    bool rejections_cover_token = false;
+    std::string ring_gap;
     std::vector<Rejection> rejections;  // rows carrying the token, oldest first
     bool client_log_given = false;
     std::vector<ClientEvent> client_log;  // the token's lines, in file order

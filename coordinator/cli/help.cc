@@ -32,7 +32,7 @@ commands:
   watch KEY | --prefix P [--rev N] [--progress]
                            print lock events as JSON lines as they happen, until
                            interrupted (see fencectl help watch)
-  explain TOKEN | --key K [--since T] [--until T] [--dsn DSN] [--client-log FILE] [-o json]
+  explain TOKEN | --key K [--since T] [--until T] [--limit N] [--dsn DSN] [--client-log FILE] [-o json]
                            why a token's write was refused: its life, the refused
                            writes, the cause (see fencectl help explain)
   help [COMMAND]           this text, or one command's
@@ -370,14 +370,17 @@ log (--client-log). It names one cause:
                    error), or the holder's own lease deadline passed unrenewed
                    (--client-log), before the write, and it wrote anyway
   partitioned_holder  keepalives sent after the last acknowledged one got no
-                   answer (needs --client-log)
-  paused_holder    the holder did not run (a stall in its log), or the leader
+                   answer, not even a 503 (needs --client-log)
+  paused_holder    the holder did not run across its lease's end (a stall in
+                   its log), or the leader
                    stopped hearing from it before the expiry and the write came
                    after the expiry (without --client-log a network cut looks
                    the same; the evidence says so)
   lease_too_short  one piece of work lasted longer than the lease, with no
                    keepalive sent during it (needs --client-log)
-  contention       no write with TOKEN was refused; a waiter got the lock next
+  contention       no write with TOKEN was refused (and the database's
+                   rejection ring still covers the token); a waiter got the
+                   lock next
   undetermined     the evidence does not decide; "missing" says what would
 
 The rules are tried in an order (contention first when nothing was refused;
@@ -392,16 +395,19 @@ stale writes" what to do about each).
   --key K            explain every token of lock key K granted in the window
                      (explain's --key is the lock key; the TLS client key then
                      comes from $FENCE_KEY_FILE)
-  --since T, --until T  the window: 2026-12-04T21:30:00Z (UTC) or a duration
-                     before now (15m); tokens whose lease overlaps it
-  --limit N          the newest N tokens of the key looked at (default 20, at most 1000)
-  -o json            one JSON object (with --key: {"key":K,"tokens":[...]}): the
+  --since T, --until T  the window: 2026-12-04T21:30:00Z (UTC, as explain prints
+                     times) or a duration before now (15m); tokens whose lease
+                     overlaps it
+  --limit N          the newest N tokens of the key looked at (default 20, at
+                     most 1000); the output says when older ones may be in the window
+  -o json            one JSON object (with --key: {"key":K,"tokens":[...],
+                     "more_tokens":B}): the
                      token's life as the members answer it, keepalives merged and
                      by member, next, rejections, client_log, cause, evidence, missing
 
 exit: 0 explained (any cause), 14 no such token was issued, 13 the token is
 older than the history kept, 11 the database failed or has no fence_rejections,
-5 no member answered, 7 not authorized (read permission on the key), 2 bad
+5 no member answered (or the token is past what a member applied), 7 not authorized (read permission on the key), 2 bad
 arguments or an unreadable --client-log
 )help";
 

@@ -2,10 +2,26 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cstdio>
+#include <ctime>
 
 #include "client/duration.h"
 
 namespace pgfence::cli {
+
+std::string utc_text(std::int64_t unix_ms, bool millis) {
+    const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+    std::tm tm{};
+    gmtime_r(&seconds, &tm);
+    char buf[48];
+    if (millis) {
+        std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(unix_ms % 1000));
+    } else {
+        std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    return buf;
+}
 namespace json = boost::json;
 
 void print_table(std::ostream& out, const std::vector<std::string>& header,

@@ -13,6 +13,10 @@ namespace pgfence::cli {
 void print_table(std::ostream& out, const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows);
 
+// Epoch milliseconds as ISO 8601 UTC, "2026-12-04T21:33:13.042Z" (without
+// `millis`: "2026-12-04T21:33:13Z"): what --since and --until take back.
+std::string utc_text(std::int64_t unix_ms, bool millis = true);
+
 std::string lock_json(const client::LockInfo& lock);
 std::string lease_json(const client::Lease& lease);
 std::vector<std::string> lock_row(const client::LockInfo& lock);

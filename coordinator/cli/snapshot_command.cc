@@ -16,14 +16,6 @@ namespace json = boost::json;
 
 namespace {
 
-std::string utc_text(std::uint64_t unix_ms) {
-    const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-    std::tm tm{};
-    gmtime_r(&seconds, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 // What `status` and `save` say of a backup: "" and `o` filled, or why the
 // lock table inside does not restore.
@@ -34,7 +26,7 @@ std::string describe(const storage::Backup& b, std::size_t bytes, json::object& 
     json::array voters, learners;
     for (const raft::ConfigMember& m : b.snapshot.meta.config.members) (m.voter ? voters : learners).push_back(m.id);
     o = json::object{{"cluster_id", std::to_string(b.cluster_id)},
-                     {"created", utc_text(b.created_unix_ms)},
+                     {"created", utc_text(static_cast<std::int64_t>(b.created_unix_ms), false)},
                      {"created_unix_ms", b.created_unix_ms},
                      {"index", b.snapshot.meta.index},
                      {"term", b.snapshot.meta.term},

@@ -133,6 +133,7 @@ struct Error {
     std::uint64_t oldest_revision = 0;  // kCompacted: the oldest revision the member still keeps
     std::uint64_t oldest_token = 0;     // kCompacted from the token history: the oldest token it still keeps
     std::uint64_t applied_token = 0;    // kNotApplied: the highest token the member's applied entries could issue
+    bool member_answered = false;       // kUnavailable: some member answered 503 (the request arrived)
 };
 
 // An acquire's 400 about its lease or wait, in the terms of the flags the

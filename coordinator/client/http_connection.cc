@@ -229,12 +229,18 @@ private:
     }
 
     // Non-blocking connect, then poll for writability until the deadline.
+    // connect(2) itself, not socket_.connect(): asio's synchronous connect
+    // waits for the answer without a timeout whatever the socket's mode, so
+    // a member whose packets are dropped would hold the call for the
+    // kernel's SYN retries (about two minutes), past any deadline.
     bool connect_one(const tcp::endpoint& to, Clock::time_point deadline, beast::error_code& ec) {
         close();
         socket_.open(to.protocol(), ec);
         if (!ec) socket_.non_blocking(true, ec);
         if (!ec) socket_.set_option(tcp::no_delay(true), ec);
-        if (!ec) socket_.connect(to, ec);
+        if (!ec && ::connect(socket_.native_handle(), to.data(), static_cast<socklen_t>(to.size())) != 0) {
+            ec = beast::error_code(errno, beast::system_category());
+        }
         if (ec == asio::error::in_progress || ec == asio::error::would_block) {
             ec = {};
             if (wait_ready(socket_.native_handle(), POLLOUT, deadline, ec)) {

@@ -147,6 +147,7 @@ Transport::Step Transport::attempt(const Endpoint& first, const Call& call, Call
             continue;
         }
         if (status == kStatusUnavailable) {
+            out.unavailable_answered = true;
             why = target.to_string() + " answered 503 " + quote_body(r.response.body);
             return Step::kNextEndpoint;
         }
@@ -191,6 +192,7 @@ CallResult Transport::perform(const Call& call) {
                  "cluster unavailable: no member gave an answer after " + std::to_string(out.attempts) +
                      " attempt(s); last error: " + why,
                  0};
+    out.error.member_answered = out.unavailable_answered;
     return out;
 }
 
@@ -200,6 +202,7 @@ CallResult Transport::perform_at(const Endpoint& endpoint, const Call& call) {
     probing_ = false;  // one request to a named member: the probe would only add a round trip
     if (Clock::now() < call.deadline && attempt(endpoint, call, out, why) == Step::kAnswered) return out;
     out.error = {ErrorKind::kUnavailable, endpoint.to_string() + " did not answer: " + why, 0};
+    out.error.member_answered = out.unavailable_answered;
     return out;
 }
 

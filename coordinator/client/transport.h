@@ -39,6 +39,9 @@ struct CallResult {
     HttpResponse response;     // when answered
     Error error;               // when not answered: kUnavailable or kProtocol
     bool any_sent = false;
+    // Some member answered 503 (no leader, or not ready): the request arrived
+    // though the call was not answered (Error::member_answered says so too).
+    bool unavailable_answered = false;
     Clock::time_point first_sent_at;  // first byte of the first attempt that went out
     Clock::time_point sent_at;        // first byte of the attempt that was answered
     int attempts = 0;

@@ -21,8 +21,9 @@
 //          just before the call when it failed); a release's call; a write's
 //          or an advance's transaction (0 when it was not tried: lease_lost,
 //          or no database connection). ack_ns: when its answer arrived (a
-//          release, a write or an advance: when the call returned), 0 when
-//          none did.
+//          release, a write or an advance: when the call returned; a
+//          keepalive `unavailable`: when the call gave up, a member having
+//          answered 503), 0 when none did.
 //          Every process on one machine reads the same clock, so the end-to-end
 //          checker can order acquires across workers.
 // path:    the write path for acquire and write; PATH:KIND for forge (KIND:
@@ -31,7 +32,8 @@
 // outcome: acquire ok|held|unavailable|error; advance published|stale|error;
 //          write, replay and forge accepted|stale|bad_proof (55F02)|not_found|
 //          error (write also lease_lost); release ok|not_held|error;
-//          keepalive ok|not_held|error; work done; stall and deadline empty.
+//          keepalive ok|not_held|unavailable (members answered 503 only: no
+//          leader)|error; work done; stall and deadline empty.
 // value:   the counter after an accepted write; a replay's sequence number;
 //          an advance's number of resources;
 //          a keepalive's ttl in ms when ok; else 0.

@@ -78,11 +78,14 @@ bool Keepalive::attempt(client::Client& client) {
         next_ = client::Clock::now() + interval;
         return true;
     }
-    // An error with an HTTP status had an answer; the others (no member
-    // answered by the deadline) had none.
-    const bool answered = r.error().http_status != 0;
+    // An error with an HTTP status had an answer; so had one where a member
+    // answered 503 (no leader: `unavailable`); the others (no member answered
+    // by the deadline) had none.
+    const bool unavailable = r.error().kind == client::ErrorKind::kUnavailable && r.error().member_answered;
+    const bool answered = r.error().http_status != 0 || unavailable;
     const bool gone = r.error().kind == client::ErrorKind::kNotHeld;
-    log_request(called_at, answered ? returned_at : client::Clock::time_point{}, gone ? "not_held" : "error", 0);
+    log_request(called_at, answered ? returned_at : client::Clock::time_point{},
+                gone ? "not_held" : unavailable ? "unavailable" : "error", 0);
     if (gone) {
         mark_lost("the coordinator says the lease is gone: " + r.error().message);
         return false;

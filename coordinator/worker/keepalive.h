@@ -11,9 +11,10 @@
 //
 // Every KeepAlive request is logged to the EventLog, if one is given, as a
 // `keepalive` line (event_log.h): its send and answer times, ok | not_held |
-// error, and the ttl on success. When the thread's timed wait returns at
-// least lease/3 after it was due (the process did not run: stopped,
-// starved, swapped out), a `stall` line records when it was due and when it
+// unavailable (a member answered 503) | error, and the ttl on success. When
+// the thread's timed wait returns at least lease/3 after it was due (the
+// process did not run: stopped, starved, swapped out), a `stall` line
+// records when it was due and when it
 // woke: the evidence of a pause that `fencectl explain` reads.
 //
 // Without the thread (`background` false, fence-worker --renew between) the
@@ -47,14 +48,18 @@ class Keepalive {
     Keepalive(const Keepalive&) = delete;
     Keepalive& operator=(const Keepalive&) = delete;
 
-    // True once the lease is known lost or its local deadline has passed.
+    // True once the lease is known lost or its local deadline has passed,
+    // checked at each call (also without the thread, after the last
+    // renew_now: --renew between's last piece). Only a renewal attempt logs
+    // a `deadline` line; lost() logs nothing.
     bool lost() const;
     std::string why_lost() const;
     int renewals() const { return renewals_.load(); }
 
     // One KeepAlive now, with `client`, unless the lease is already lost.
+    // Only without the thread (`background` false): it shares next_ with it.
     void renew_now(client::Client& client);
-    // Logs a `stall` line when `woke` is at least lease/3 after `due`.
+    // Logs a `stall` line when `woke` is at least lease/3 after `due` (any thread).
     void note_wakeup(client::Clock::time_point due, client::Clock::time_point woke);
 
   private:

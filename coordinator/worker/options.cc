@@ -71,7 +71,9 @@ std::string parse_work(std::string_view text, std::vector<milliseconds>& pieces)
         const std::size_t comma = std::min(text.find(',', start), text.size());
         const client::DurationParse d = client::parse_duration(text.substr(start, comma - start));
         if (!d.value) return bad("--work", text, d.error);
-        if (pieces.size() >= kMaxWorkPieces) return bad("--work", text, "at most 64 pieces");
+        if (pieces.size() >= kMaxWorkPieces) {
+            return bad("--work", text, "at most " + std::to_string(kMaxWorkPieces) + " pieces");
+        }
         pieces.push_back(*d.value);
         start = comma + 1;
     }

@@ -11,8 +11,10 @@
 #                   process), its next keepalive is refused, it writes anyway
 #                   (--no-lease-check): refused
 #   contention      B waits for A, A releases, B writes: no rejection
-# and: a token never issued (exit 14), explain --key over a window, a DSN with
-# a password that never shows. The partitioned holder: partition.sh.
+# and: a token never issued (exit 14), one past every member's log (5), explain --key over a window (and a
+# --limit that cuts it), a DSN with a password that never shows, a ring reset
+# after the token (no longer contention: undetermined). The partitioned
+# holder: partition.sh.
 # Ports: cluster 15101..15103 and 15201..15203, PostgreSQL 15400.
 # Needs pg_fence installed (make -C pg_extension install; make test does).
 source "$(dirname "$0")/../cli/lib.sh"
@@ -86,7 +88,7 @@ echo "PASS: paused_holder"
 
 # 2. Lease too short: renewed between pieces, one piece outlasts the lease.
 echo "lease_too_short: renewed between pieces, one piece longer than the lease"
-start_holder sa e:short --lease 1500ms --renew between --work 200ms,200ms,3s --no-lease-check
+start_holder sa e:short --lease 1500ms --renew between --work 200ms,200ms,8s --no-lease-check
 run_waiter sb e:short
 holder_exits 10
 (($(awk -F, -v t="$TA" '$2 == "keepalive" && $4 == t && $8 == "ok"' "$LOG" | wc -l) >= 2)) ||
@@ -116,14 +118,24 @@ echo "PASS: contention"
 
 ta=$TA
 # 5. What explain says when there is nothing to say, or it cannot.
-expect_code 14 fencectl explain 999999999 --dsn "$EXPLAIN_DSN"
-grep -q "no such token was issued: 999999999" "$WORK/last.err" || fail "token never issued: $(cat "$WORK/last.err")"
+# A token past every member's applied log may yet be issued (exit 5); one
+# below it that no grant took (a release's index) was never issued (exit 14).
+expect_code 5 fencectl explain 999999999 --dsn "$EXPLAIN_DSN"
+grep -q "not applied yet" "$WORK/last.err" || fail "token past the log: $(cat "$WORK/last.err")"
+never=""
+for ((t = 2; t < ta; t++)); do
+  code=0
+  fencectl explain "$t" >/dev/null 2>"$WORK/never.err" || code=$?
+  if ((code == 14)); then never=$t; break; fi
+done
+[[ -n "$never" ]] || fail "no token below $ta answered exit 14 (never issued)"
+grep -q "no such token was issued: $never" "$WORK/never.err" || fail "token never issued: $(cat "$WORK/never.err")"
 expect_code 11 fencectl explain "$ta" --dsn "host=127.0.0.1 port=1 user=postgres password=sekrit-pw connect_timeout=2"
 grep -q sekrit-pw "$WORK/last.err" && fail "the DSN's password is in the message: $(cat "$WORK/last.err")"
 expect_code 11 fencectl explain "$ta" --dsn "postgresql://u:pa/ss@127.0.0.1/db"
 grep -q "pa/ss" "$WORK/last.err" && fail "the DSN is in the message: $(cat "$WORK/last.err")"
 expect_code 2 fencectl explain "$ta" --client-log "$WORK/no-such-file.csv" --dsn "$EXPLAIN_DSN"
-echo "PASS: no such token (14), database errors without the DSN (11), an unreadable --client-log (2)"
+echo "PASS: no such token (14), one past the log (5), database errors without the DSN (11), an unreadable --client-log (2)"
 
 # 6. By key over a window: every token of e:paused granted in the last 10 minutes.
 fencectl explain --key e:paused --since 10m --dsn "$EXPLAIN_DSN" -o json >"$WORK/key.json" ||
@@ -138,4 +150,22 @@ PY
 fencectl explain --key e:paused --since 10m --dsn "$EXPLAIN_DSN" | grep -q "^cause: paused_holder" ||
   fail "explain --key's human output names no cause"
 echo "PASS: explain --key K --since 10m"
+fencectl explain --key e:paused --since 10m --limit 1 --dsn "$EXPLAIN_DSN" -o json >"$WORK/key1.json" ||
+  fail "explain --key --limit 1: $(cat "$WORK/key1.json")"
+/usr/bin/python3 - "$WORK/key1.json" <<'PY' || fail "explain --key --limit 1: $(cat "$WORK/key1.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["tokens"]) == 1 and d["more_tokens"] is True, d
+PY
+fencectl explain --key e:paused --since 10m --limit 1 --dsn "$EXPLAIN_DSN" | grep -q "older ones may be in the window" ||
+  fail "explain --key --limit 1 does not say the limit cut the window"
+echo "PASS: --limit cutting the window is said"
+
+# 7. A missing row means no refusal only while the ring covers the token:
+# once it is reset (emptied), the contention token is undetermined.
+[[ "$(psql -X -At -c "SELECT fence_rejections_reset() > 0")" == t ]] || fail "fence_rejections_reset cleared nothing"
+expect_cause undetermined "$ta"
+grep -q "the rejection ring no longer covers the token (the ring is empty" "$WORK/explain-$ta-undetermined.json" ||
+  fail "the uncovered token does not say so: $(cat "$WORK/explain-$ta-undetermined.json")"
+echo "PASS: contention needs the ring to cover the token"
 echo "explain: every cause produced and named"

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shared by this suite's tests (sourced after tests/e2e/cli/lib.sh, which sets
-# ROOT, WORK, fail, wait_until and the EXIT trap): fence-worker runs whose
+# ROOT, WORK, fail, wait_until and the EXIT trap, or after a script that sets
+# ROOT, WORK and fail itself, as partition.sh does): fence-worker runs whose
 # tokens come from their own logs, and fencectl explain's cause as JSON.
 # Ports of the suite: 15100..15499 (each script names its own).
 # shellcheck source=../safety/lib/common.sh
@@ -20,12 +21,17 @@ has_token() { [[ -n "$(token_of "$1")" ]]; }
 # json_field FILE FIELD: a top-level field of explain's JSON answer.
 json_field() { /usr/bin/python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(list,dict)) else v)' "$1" "$2"; }
 
+# explain_run ARGS...: runs fencectl (a script whose fencectl must run
+# elsewhere, in a network namespace, defines its own after sourcing this).
+explain_run() { "$FENCECTL_BIN" "$@"; }
+
 # expect_cause WANT TOKEN [ARGS...]: fencectl explain TOKEN -o json names WANT
-# (the evidence is printed either way).
+# (the evidence is printed either way); its answer is left in
+# $WORK/explain-TOKEN-WANT.json.
 expect_cause() {
   local want=$1 token=$2 out=$WORK/explain-$2-$1.json got code=0
   shift 2
-  "$FENCECTL_BIN" explain "$token" --dsn "$EXPLAIN_DSN" -o json "$@" >"$out" 2>"$out.err" || code=$?
+  explain_run explain "$token" --dsn "$EXPLAIN_DSN" -o json "$@" >"$out" 2>"$out.err" || code=$?
   ((code == 0)) || fail "fencectl explain $token exited $code: $(cat "$out.err")"
   got=$(json_field "$out" cause) || fail "explain's answer is not JSON: $(cat "$out")"
   echo "  explain $token $*: cause $got"

@@ -15,12 +15,13 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 E2E_ROOT=$(cd "$HERE/../../.." && pwd)
 export E2E_ROOT
-source "$E2E_ROOT/tests/e2e/safety/lib/common.sh"
+ROOT=$E2E_ROOT
 source "$E2E_ROOT/tests/e2e/safety/lib/netns.sh"
-source "$E2E_ROOT/tests/e2e/safety/lib/pg.sh"
 fail() { echo "FAIL [partition]: $*" >&2; exit 1; }
 : "${FENCECTL_BIN:?set FENCECTL_BIN}" "${FENCE_WORKER_BIN:?set FENCE_WORKER_BIN}"
 : "${FENCE_COORDINATOR_BIN:?set FENCE_COORDINATOR_BIN}"
+# token_of, has_token, expect_cause (and common.sh, pg.sh).
+source "$HERE/lib.sh"
 WORK=$(mktemp -d /tmp/pgfence-explain-ns.XXXXXX)
 chmod 755 "$WORK"
 PA=""
@@ -42,11 +43,13 @@ ns_setup ctl pg m1 w0 w1 || fail "could not create the network namespaces"
 PG_NETNS=$(ns_name pg) PG_LISTEN=$(ns_addr pg) PG_TRUST_NET=$NS_NET.0/24 pg_throwaway_start "$WORK" ||
   fail "PostgreSQL did not start"
 DSN="host=$PG_TCP_HOST port=$PGPORT user=postgres dbname=postgres"
+EXPLAIN_DSN=$DSN
 EP="$(ns_addr m1):15201"
 ns_spawn m1 "$FENCE_COORDINATOR_BIN" --id 1 --peers "1=$(ns_addr m1):15101" --client-addr "$EP" \
   --data-dir "$WORK/m1" --heartbeat-ms 20 --election-ms 150 --min-lease 500 >"$WORK/m1.log" 2>&1 &
 M1=$!
 ctl() { ns_exec ctl "$FENCECTL_BIN" --endpoints "$EP" "$@"; }
+explain_run() { ctl "$@"; }
 e2e_wait_for 30 ctl acquire warmup --lease 1s --wait 0s || fail "the member granted nothing within 30 s"
 ns_exec w0 "$FENCE_WORKER_BIN" --setup --conninfo "$DSN" >/dev/null || fail "fence-worker --setup"
 
@@ -54,8 +57,6 @@ a=$WORK/pa.csv
 ns_spawn w0 "$FENCE_WORKER_BIN" --endpoints "$EP" --conninfo "$DSN" --quiet --key e:cut --lease 2s --work 5s \
   --no-lease-check --worker-id pa --log "$a" >"$WORK/pa.out" 2>&1 &
 PA=$!
-token_of() { awk -F, '$2 == "acquire" && $8 == "ok" { print $4; exit }' "$1" 2>/dev/null; }
-has_token() { [[ -n "$(token_of "$1")" ]]; }
 e2e_wait_for 20 has_token "$a" || fail "worker pa acquired nothing: $(cat "$WORK/pa.out")"
 ta=$(token_of "$a")
 ns_cut holder both w0 m1 || fail "nft cut"
@@ -69,15 +70,9 @@ dropped=$(ns_cut_dropped holder)
 ((dropped > 0)) || fail "the cut dropped no packet"
 grep -q "^pa,keepalive,e:cut,$ta,[0-9]*,0,,error,0$" "$a" || fail "no unanswered keepalive in pa's log: $(cat "$a")"
 ns_heal
-cause() {
-  ctl explain "$ta" --dsn "$DSN" -o json "$@" >"$WORK/explain.json" 2>"$WORK/explain.err" ||
-    fail "fencectl explain: $(cat "$WORK/explain.err")"
-  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["cause"]); [print("    - " + e, file=sys.stderr) for e in d["evidence"]]' "$WORK/explain.json"
-}
-got=$(cause --client-log "$a")
-[[ "$got" == partitioned_holder ]] || fail "with pa's log: cause $got, want partitioned_holder ($(cat "$WORK/explain.json"))"
+expect_cause partitioned_holder "$ta" --client-log "$a"
 echo "PASS: partitioned_holder (nft cut w0 <-> m1, $dropped packets dropped)"
-got=$(cause)
-[[ "$got" == paused_holder ]] || fail "without pa's log: cause $got, want paused_holder ($(cat "$WORK/explain.json"))"
-grep -q "network cut" "$WORK/explain.json" || fail "without the log, explain does not say a cut looks the same"
+expect_cause paused_holder "$ta"
+grep -q "network cut" "$WORK/explain-$ta-paused_holder.json" ||
+  fail "without the log, explain does not say a cut looks the same"
 echo "PASS: without the holder's log the coordinator alone says paused_holder, and that a cut looks the same"

@@ -627,3 +627,38 @@ BOOST_AUTO_TEST_CASE(a_token_not_applied_on_one_member_is_asked_of_the_others) {
     BOOST_TEST_REQUIRE(!nowhere.ok());
     BOOST_TEST((nowhere.error().kind == client::ErrorKind::kNotApplied));
 }
+
+// A member whose packets are dropped: a listener with a backlog of 0 whose
+// accept queue is already full drops the next SYNs (net.ipv4.tcp_abort_on_overflow
+// 0, the default), so a connect gets no answer at all. The call still ends by
+// its deadline, not after the kernel's SYN retries (about two minutes).
+BOOST_AUTO_TEST_CASE(a_connect_that_gets_no_answer_ends_by_the_deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    BOOST_TEST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    BOOST_TEST_REQUIRE(::listen(fd, 0) == 0);
+    BOOST_TEST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    // Fill the accept queue (never accepted); one or two fit with backlog 0.
+    std::vector<int> fillers;
+    for (int i = 0; i < 3; ++i) {
+        const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ::connect(c, reinterpret_cast<sockaddr*>(&a), len);
+        fillers.push_back(c);
+    }
+    std::this_thread::sleep_for(100ms);  // the handshakes the queue takes complete
+    auto o = options_for({{"127.0.0.1", ntohs(a.sin_port)}});
+    o.timeout = 1s;
+    o.attempt_timeout = 300ms;
+    client::Client c(o);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = c.get("k");
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(!r);
+    if (!r) BOOST_TEST((r.error().kind == client::ErrorKind::kUnavailable));
+    BOOST_TEST(took < o.timeout + kSlack);
+    for (const int f : fillers) ::close(f);
+    ::close(fd);
+}

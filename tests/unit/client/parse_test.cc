@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "cli/args.h"
+#include "cli/output.h"
 #include "cli/commands.h"
 #include "cli/help.h"
 #include "client/exit_codes.h"
@@ -357,8 +358,18 @@ BOOST_AUTO_TEST_CASE(explain_takes_a_token_or_a_key_with_a_window) {
     BOOST_TEST(error_of({"explain", "--key", "k", "--since", "1m", "--until", "1h"}).find("after --until") !=
                std::string::npos);
     BOOST_TEST(error_of({"get", "k", "--client-log", "w.csv"}).find("not valid for 'get'") != std::string::npos);
+    BOOST_TEST(error_of({"explain", "--key", ""}).find("the lock key is empty ('')") != std::string::npos);
     std::string why;
     BOOST_TEST(*cli::parse_time("15m", 1'000'000, why) == 100'000);
+    // A day or second the calendar does not have is named, not normalised.
+    BOOST_TEST(!cli::parse_time("2026-02-31T00:00:00Z", 0, why));
+    BOOST_TEST(why.find("'2026-02-31T00:00:00Z'") != std::string::npos, why);
+    BOOST_TEST(!cli::parse_time("2026-12-04T21:30:60Z", 0, why));
+    BOOST_TEST(*cli::parse_time("2028-02-29T00:00:00Z", 0, why) == 1835395200000);
+    // What explain prints is what --since takes back.
+    BOOST_TEST(cli::utc_text(1796419800250) == "2026-12-04T21:30:00.250Z");
+    BOOST_TEST(*cli::parse_time(cli::utc_text(1796419800250), 0, why) == 1796419800250);
+    BOOST_TEST(cli::utc_text(1796419800250, false) == "2026-12-04T21:30:00Z");
 }
 
 BOOST_AUTO_TEST_CASE(member_subcommands_parse_and_name_what_is_wrong) {

@@ -230,3 +230,38 @@ BOOST_AUTO_TEST_CASE(a_wakeup_a_third_of_the_lease_late_is_a_stall_line) {
     BOOST_TEST(read_lines(file.path, "keepalive").size() == 1u);
     BOOST_TEST(s.requests().size() == 1u);
 }
+
+// Every member answering 503 (no leader) is an answer: the line says
+// `unavailable` with its answer time, not a request that never arrived.
+BOOST_AUTO_TEST_CASE(a_keepalive_answered_503_only_is_unavailable_with_its_answer_time) {
+    FakeServer s([](const FakeRequest&) { return reply(503, R"({"error":"no_leader"})"); });
+    TempFile file;
+    worker::EventLog log;
+    BOOST_TEST_REQUIRE(log.open(file.path.string(), "w1") == "");
+    client::Client c(options_for(s.endpoint()));
+    {
+        worker::Keepalive k(options_for(s.endpoint()), lease_of(900ms), &log, false);
+        k.renew_now(c);
+    }
+    const auto lines = read_lines(file.path, "keepalive");
+    BOOST_TEST_REQUIRE(lines.size() == 1u);
+    BOOST_TEST(lines[0].fields[7] == "unavailable");
+    BOOST_TEST(lines[0].ack_ns() > lines[0].send_ns());
+}
+
+// Without the thread (--renew between), lost() turns true once the local
+// deadline passes though nothing renews after the last piece, and logs no
+// `deadline` line for it.
+BOOST_AUTO_TEST_CASE(without_the_thread_lost_turns_true_at_the_local_deadline) {
+    FakeServer s([](const FakeRequest&) { return reply(200, R"({"key":"job","token":77,"ttl_ms":300})"); });
+    TempFile file;
+    worker::EventLog log;
+    BOOST_TEST_REQUIRE(log.open(file.path.string(), "w1") == "");
+    {
+        worker::Keepalive k(options_for(s.endpoint()), lease_of(300ms), &log, false);
+        BOOST_TEST(!k.lost());
+        BOOST_TEST_REQUIRE(wait_until([&] { return k.lost(); }, 2s));
+        BOOST_TEST(k.why_lost().find("local lease deadline") != std::string::npos, k.why_lost());
+    }
+    BOOST_TEST(read_lines(file.path, "deadline").empty());
+}

@@ -12,7 +12,9 @@
 #                                  token|worker|key|refused|cause|exit|first evidence;
 #                                  sets EXPLAIN_TOKENS (stale tokens in all),
 #                                  EXPLAIN_DONE, EXPLAIN_ERRORS (explain exited
-#                                  non-zero) and EXPLAIN_CAUSES ("cause=n ...")
+#                                  non-zero), EXPLAIN_OUT_OF_TIME (1: the
+#                                  budget ended the loop before EXPLAIN_MAX) and
+#                                  EXPLAIN_CAUSES ("cause=n ...")
 #   explain_report DIR             the summary's lines (printed)
 #
 # Needs: FENCECTL, FENCE_ENDPOINTS, PG_TCP_HOST, PGPORT, WORK; nem_ctl.
@@ -31,14 +33,18 @@ explain_stale_rejections() {
   local -A causes=()
   mkdir -p "$dir"
   : >"$dir/explained.txt"
-  EXPLAIN_DONE=0 EXPLAIN_ERRORS=0 EXPLAIN_TOKENS=0 EXPLAIN_CAUSES=""
+  EXPLAIN_DONE=0 EXPLAIN_ERRORS=0 EXPLAIN_TOKENS=0 EXPLAIN_CAUSES="" EXPLAIN_OUT_OF_TIME=0
   psql -X -At -F'|' -c "SELECT token, min(worker), min(key), count(*) FROM e2e_events
                          WHERE event = 'write' AND outcome = 'stale' GROUP BY token ORDER BY token" \
     >"$dir/stale-tokens.txt" || return 1
   EXPLAIN_TOKENS=$(wc -l <"$dir/stale-tokens.txt")
   deadline=$(($(e2e_ms) + EXPLAIN_BUDGET_S * 1000))
   while IFS='|' read -r token worker key refused; do
-    ((EXPLAIN_DONE < EXPLAIN_MAX && $(e2e_ms) < deadline)) || break
+    ((EXPLAIN_DONE < EXPLAIN_MAX)) || break
+    if (($(e2e_ms) >= deadline)); then
+      EXPLAIN_OUT_OF_TIME=1
+      break
+    fi
     args=()
     log=$(explain_log_of "$token")
     [[ -n "$log" ]] && args=(--client-log "$log")
