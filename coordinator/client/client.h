@@ -399,7 +399,8 @@ public:
     // The tokens of `key` the member keeps, newest first, at most `limit`
     // (1..kMaxKeyHistoryLimit) (GET /v1/keys/{key}/history).
     Result<KeyHistory> key_history(const std::string& key, std::size_t limit = member::kDefaultKeyHistoryTokens);
-    Result<KeyHistory> key_history_of(const Endpoint& endpoint, const std::string& key, std::size_t limit = member::kDefaultKeyHistoryTokens);
+    Result<KeyHistory> key_history_of(const Endpoint& endpoint, const std::string& key,
+                                      std::size_t limit = member::kDefaultKeyHistoryTokens);
     // What member `id`, added and about to start with --join, asks (no
     // credentials needed): kUnknownMember when it was not added.
     Result<MemberList> join_info(std::uint64_t id);

@@ -9,7 +9,9 @@ namespace {
 // A heap block of n bytes as an allocator takes it: glibc's malloc adds an
 // 8-byte header, rounds to 16 and takes 32 at least (jemalloc, which the
 // coordinator is linked with, takes no more).
-constexpr std::uint64_t alloc(std::uint64_t n) { return n == 0 ? 0 : std::max<std::uint64_t>(32, (n + 8 + 15) / 16 * 16); }
+constexpr std::uint64_t alloc(std::uint64_t n) {
+    return n == 0 ? 0 : std::max<std::uint64_t>(32, (n + 8 + 15) / 16 * 16);
+}
 // A string's heap block, 0 while it fits its inline buffer.
 std::uint64_t heap_bytes(const std::string& s) {
     return s.capacity() > std::string().capacity() ? alloc(s.capacity() + 1) : 0;

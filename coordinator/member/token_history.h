@@ -34,8 +34,9 @@
 // Bounds: at most max_tokens tokens and max_bytes bytes: token_bytes() each,
 // key_index_bytes() for each key while some kept token has it, and
 // keepalive_bytes() for each token with keepalives observed; adding beyond
-// either drops the oldest tokens (lowest first: tokens grow with the log). oldest_token(): every token issued from it on is kept
-// here or was never issued; lookup() of a token below it that is not kept
+// either drops the oldest tokens (lowest first: tokens grow with the log).
+// oldest_token(): every token issued from it on is kept here or was never
+// issued; lookup() of a token below it that is not kept
 // answers compacted.
 //
 // Threading: not thread-safe; the member core's thread.
@@ -99,8 +100,9 @@ struct TokenRecord {
 };
 
 // What the history's byte bound charges (each what it allocates: nodes,
-// strings beyond their inline buffer, vectors, as glibc's malloc takes them): a record (its node in the token map, its owner and keys, a slot
-// in each key's token list), a key while it is indexed (its node in the key
+// strings beyond their inline buffer, vectors, as glibc's malloc takes
+// them): a record (its node in the token map, its owner and keys, a slot in
+// each key's token list), a key while it is indexed (its node in the key
 // index and a bucket), and a token's keepalive observations (their node and
 // reason).
 std::uint64_t token_bytes(const TokenRecord& r);

@@ -209,7 +209,8 @@ bool parse_key_history(Impl& m, Call& call) {
     std::string& key = std::get<std::string>(decoded);
     if (std::string why = net::check_key(key); !why.empty()) {
         // The segment as it came (still percent-encoded), not the decoded bytes.
-        m.bad_request(call.ex, "key '" + net::printable_excerpt(path_segment(call.path, 2), 64) + "' in the path is invalid: " + why);
+        m.bad_request(call.ex, "key '" + net::printable_excerpt(path_segment(call.path, 2), 64) +
+                                   "' in the path is invalid: " + why);
         return false;
     }
     auto param = net::query_param(call.query, "limit");
