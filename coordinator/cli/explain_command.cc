@@ -78,12 +78,14 @@ Failure gather_life(client::Client& c, const std::vector<client::Endpoint>& memb
                     std::uint64_t token, TokenReport& report, std::set<std::string>& silent) {
     std::optional<client::Error> first_error;
     bool have = false, not_applied = false;
+    std::optional<client::Error> unknown;  // a member that applied past it says it was never issued
     for (const client::Endpoint& e : members) {
         if (silent.contains(e.to_string())) continue;
         auto r = c.token_life_of(e, token);
         if (!r && r.error().kind == client::ErrorKind::kUnavailable) silent.insert(e.to_string());
         if (!r) {
             not_applied |= r.error().kind == client::ErrorKind::kNotApplied;
+            if (r.error().kind == client::ErrorKind::kUnknownToken && !unknown) unknown = r.error();
             // "no such token" or "compacted" from one member says more than a timeout from another.
             const bool telling = r.error().kind == client::ErrorKind::kUnknownToken ||
                                  r.error().kind == client::ErrorKind::kCompacted;
@@ -102,16 +104,18 @@ Failure gather_life(client::Client& c, const std::vector<client::Endpoint>& memb
     if (have) return {};
     if (!first_error)
         return {kExitUnavailable, "no member answered (each was silent for an earlier token)"};
+    // "Never issued" from a member that applied past the token is definitive,
+    // whatever a lagging member (not_applied) or a silent one said.
+    if (unknown) {
+        return {kExitNoSuchToken,
+                "no such token was issued: " + std::to_string(token) + " (" + unknown->message + ")"};
+    }
     const client::Error& e = *first_error;
-    if (not_applied) {
+    if (not_applied && e.kind != client::ErrorKind::kCompacted) {
         return {kExitUnavailable,
                 "token " + std::to_string(token) +
                     " is past what some member applied, and no member knows it: not applied yet, "
                     "or never issued (ask again once the members caught up)"};
-    }
-    if (e.kind == client::ErrorKind::kUnknownToken) {
-        return {kExitNoSuchToken,
-                "no such token was issued: " + std::to_string(token) + " (" + e.message + ")"};
     }
     if (e.kind == client::ErrorKind::kCompacted) {
         return {kExitCompacted,

@@ -241,12 +241,14 @@ private:
         if (!ec && ::connect(socket_.native_handle(), to.data(), static_cast<socklen_t>(to.size())) != 0) {
             ec = beast::error_code(errno, beast::system_category());
         }
-        if (ec == asio::error::in_progress || ec == asio::error::would_block) {
+        // (Only EINPROGRESS means the connect goes on: EAGAIN from a TCP
+        // connect means it did not start, and is an error as it is.)
+        if (ec == asio::error::in_progress) {
             ec = {};
             if (wait_ready(socket_.native_handle(), POLLOUT, deadline, ec)) {
                 int error = 0;
                 socklen_t len = sizeof error;
-                ::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_ERROR, &error, &len);
+                if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
                 if (error != 0) ec = beast::error_code(error, beast::system_category());
             }
         }

@@ -512,9 +512,15 @@ MarkAndSignal(Victim *victims, int n, int64 token)
 		PreemptEntry *entry = &entries[victims[v].index];
 		PGPROC	   *proc;
 
-		if (!StillOpen(entry, &victims[v].vxid))
+		/*
+		 * The lock was let go since the scan: the transaction may have ended,
+		 * been marked by another backend (which signalled and counted it), or
+		 * admitted a token at least ours (no longer older): none is ours to
+		 * mark, record or signal.
+		 */
+		if (!StillOpen(entry, &victims[v].vxid) || entry->preempted || entry->token >= token)
 		{
-			victims[v].pid = 0; /* ended meanwhile */
+			victims[v].pid = 0;
 			continue;
 		}
 		if (entry->state == ENTRY_COMMITTING)
@@ -522,13 +528,10 @@ MarkAndSignal(Victim *victims, int n, int64 token)
 			victims[v].committing = true;
 			continue;
 		}
-		if (!entry->preempted)
-		{
-			entry->preempted = true;
-			entry->by_token = token;
-			entry->by_pid = MyProcPid;
-			RecordPreempted(entry, token);
-		}
+		entry->preempted = true;
+		entry->by_token = token;
+		entry->by_pid = MyProcPid;
+		RecordPreempted(entry, token);
 		if (!victims[v].allowed)
 			continue;
 		proc = GetPGProcByNumber(entry->procno);

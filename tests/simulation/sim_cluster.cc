@@ -956,6 +956,13 @@ void Cluster::check_token_histories() const {
                     }
                     return;
                 }
+                // Both held: the keys still held and the lease in force change while it is
+                // held (a set's keys expiring in different entries, a re-grant), so one member
+                // may have applied a change the other has not yet.
+                if (x_held && y_held) {
+                    x.keys_held = y.keys_held;
+                    x.lease_ms = y.lease_ms;
+                }
                 // A next token only one knows: equal when its grant is above what both applied.
                 if ((x.next_token == 0) != (y.next_token == 0)) {
                     const member::TokenHistory& knows = x.next_token != 0 ? a.core().token_history()
