@@ -35,13 +35,19 @@ void check_table(const LockTable& table) {
 }
 
 void fuzz_command(std::string_view bytes) {
+    auto entry = decode_entry(bytes);
     auto decoded = decode_command(bytes);
     if (auto* error = std::get_if<DecodeError>(&decoded)) {
         require(!error->message.empty());
+        require(std::holds_alternative<DecodeError>(entry));
         return;
     }
     const Command& cmd = std::get<Command>(decoded);
-    require(encode(cmd) == bytes);
+    // One encoding per entry: a stamped one (version 4) is its stamp and the command's own.
+    require(std::holds_alternative<Stamped>(entry));
+    const Stamped& stamped = std::get<Stamped>(entry);
+    require(stamped.command == cmd);
+    require((stamped.wall_ms ? encode(cmd, *stamped.wall_ms) : encode(cmd)) == bytes);
     (void)validate(cmd);
     (void)describe(cmd);
     LockTable table;
