@@ -10,24 +10,12 @@
 // key of its own per token: the key index then holds an entry per token).
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "member/token_history.h"
+#include "rss.h"
 
-namespace {
-
-// Resident set size in KiB (/proc/self/status VmRSS).
-long rss_kib() {
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-    }
-    return -1;
-}
-
-}  // namespace
+using pgfence::bench::rss_kib;
 
 int main(int argc, char** argv) {
     const std::size_t tokens = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;

@@ -62,7 +62,27 @@
 # +101.. HTTP; the TLS cluster +200), ETCD_BASE_PORT (19300; the TLS cluster
 # +50), FENCE_COORDINATOR_FLAGS (more member flags, after the limits above),
 # BENCH_SKIP_BUILD=1 with BENCH_BIN, FENCECTL_BIN, FENCE_BIN_DIR (and
-# GRPC_BENCH_BIN, optional: the etcd-grpc curve) to use existing binaries.
+# GRPC_BENCH_BIN, optional: the etcd-grpc curve; WAL_BENCH_BIN, optional:
+# bench_wal, the floor) to use existing binaries.
+#
+# The commit path: around every plaintext pgfence point every member's
+# GET /metrics is scraped before and after the load (the "before" scrape
+# precedes the load generator's warm-up, so the deltas include it); after the
+# tables, the commit decomposition (pgfence_commit_phase_seconds,
+# server/commit_phases.h: per-phase mean and p50 per commit,
+# bench/coordinator/phases.py; the leader's phases from the leader, f_* from
+# the followers) over the rounds at each point, with the batch size (entries
+# and bytes per fdatasync) and the coverage (commits timed vs proposals
+# answered from a batch); then the floor measured in the same run on the
+# same disk, after a 1 s settle following each round's point nearest 32
+# connections (bench_wal --floor-bytes, 3 s: one writer persisting one entry
+# of that point's mean batch bytes on the leader at a time through the WAL,
+# encode + pwrite + fdatasync, in the clusters' directory, plus a loopback TCP
+# round trip of a message that size; medians over the rounds; each round's
+# floor as a `round=N ...` line on stderr), and the goal line
+# "total p50 (request read -> answer written) at N connections <= 2x floor"
+# (total: the decomposition's, on the leader; N/A with the reason when a
+# figure is missing).
 #
 # Output: progress on stderr (each point as it is measured, with the time
 # spent and an estimate of what is left); on stdout each run's line, the
@@ -103,6 +123,10 @@ for c in "${CONNS[@]}"; do
     prev=$c
 done
 MAX_C=${CONNS[${#CONNS[@]} - 1]}
+NEAR32=""  # the connection count nearest 32: the commit path's goal point
+for c in "${CONNS[@]}"; do
+    [[ -z "$NEAR32" ]] || (((c - 32) * (c - 32) < (NEAR32 - 32) * (NEAR32 - 32))) && NEAR32=$c
+done
 
 # ---- limits, for this run only ----
 need_files=$((2 * MAX_C + 1024))
@@ -120,7 +144,7 @@ if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     # Warnings are not errors here: g++ 12 at -O3 reports a false -Wrestrict inside
     # std::string (server/bootstrap.cc); make test is where warnings stop a build.
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPGFENCE_WERROR=OFF >/dev/null
-    cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator >&2
+    cmake --build "$BUILD" -j"${JOBS:-2}" --target fence-coordinator fencectl bench_coordinator bench_wal >&2
     GRPC_BENCH_BIN=""
     # The target exists only where its dependencies were found (bench/etcd_grpc/CMakeLists.txt).
     targets=$(cmake --build "$BUILD" --target help)  # whole, before grep: no SIGPIPE under pipefail
@@ -131,7 +155,9 @@ if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     BENCH_BIN=$BUILD/bench/coordinator/bench_coordinator
     FENCECTL_BIN=$BUILD/coordinator/cli/fencectl
     FENCE_BIN_DIR=$BUILD/coordinator/server
+    WAL_BENCH_BIN=$BUILD/bench/bench_wal
 fi
+WAL_BENCH_BIN=${WAL_BENCH_BIN:-}  # optional with BENCH_SKIP_BUILD=1: no floor without it
 : "${BENCH_BIN:?}" "${FENCECTL_BIN:?}" "${FENCE_BIN_DIR:?}"
 export FENCE_BIN_DIR
 GRPC_BENCH_BIN=${GRPC_BENCH_BIN:-}
@@ -228,6 +254,16 @@ TARGETS=(pg)
 ((ETCD_JSON)) && TARGETS+=(json)
 declare -A NAME=([pg]=pgfence [grpc]=etcd-grpc [json]=etcd-json)
 declare -A R=()  # "MODE C ROUND TARGET" -> the load generator's line ("" if it failed)
+METRICS=$WORK/metrics  # the leader's /metrics around each plaintext pgfence point
+mkdir -p "$METRICS"
+scrape() {  # NAME: every plaintext pgfence member's /metrics into METRICS/NAME-ID (ID: 1, 2, 3 in endpoint order)
+    local eps ep i=0
+    IFS=, read -r -a eps <<<"$PG_ENDPOINTS"
+    for ep in "${eps[@]}"; do
+        i=$((i + 1))
+        curl -s -m 2 "http://$ep/metrics" >"$METRICS/$1-$i" || : >"$METRICS/$1-$i"
+    done
+}
 
 measure() {  # MODE C ROUND TARGET: one point, its line in R
     local mode=$1 c=$2 round=$3 t=$4 pge=$PG_ENDPOINTS ete=$ETCD_ENDPOINTS out
@@ -236,12 +272,14 @@ measure() {  # MODE C ROUND TARGET: one point, its line in R
         pge=$PG_TLS_ENDPOINTS ete=$ETCD_TLS_ENDPOINTS
         common+=(--cacert "$CACERT")
     fi
+    [[ $t == pg && $mode == plain ]] && scrape "$c-$round-before"
     case $t in
     pg) out=$("$BENCH_BIN" load pgfence --endpoints "$pge" "${common[@]}") || out="" ;;
     json) out=$("$BENCH_BIN" load etcd --endpoints "$ete" "${common[@]}") || out="" ;;
     grpc) out=$("$GRPC_BENCH_BIN" load --endpoints "$ete" "${common[@]}") || out="" ;;
     esac
     R["$mode $c $round $t"]=$out
+    [[ $t == pg && $mode == plain ]] && scrape "$c-$round-after"
     if [[ -z "$out" ]]; then
         echo "run.sh: ${NAME[$t]} ($mode) at $c connections, round $round: no cycle completed (its error above)" >&2
     elif [[ $mode == tls ]]; then
@@ -272,6 +310,23 @@ progress() {  # MODE C ROUND TARGET: one stderr line for the point just measured
         "$(field p50_us "$line")" "$(field p99_us "$line")" "$(field warmup_s "$line")" "$points_done" "$points_total" "$left" >&2
 }
 
+declare -A FLOOR=()  # round -> bench_wal's floor line
+floor_point() {  # ROUND: the floor, right after that round's plaintext pgfence point at NEAR32 connections
+    [[ -n "$WAL_BENCH_BIN" && -x "$WAL_BENCH_BIN" ]] || return 0
+    local f id bytes=""
+    for f in "$METRICS/$NEAR32-$1-after-"*; do
+        grep -q '^pgfence_is_leader 1$' "$f" 2>/dev/null || continue
+        id=${f##*-}
+        [[ -s "$f" && -s "$METRICS/$NEAR32-$1-before-$id" ]] || continue  # an empty scrape: no delta
+        bytes=$(python3 "$ROOT/bench/coordinator/phases.py" leader "$METRICS/$NEAR32-$1-before-$id" "$f" |
+            sed -n 's/.* bytes_per_sync=\([0-9]*\).*/\1/p') || bytes=
+    done
+    [[ "$bytes" =~ ^[0-9]+$ && $bytes -gt 0 ]] || bytes=100
+    sleep 1  # the members' last writes of the load settle first
+    FLOOR[$1]=$("$WAL_BENCH_BIN" --floor-bytes "$bytes" --dir "$WORK/floor" --seconds 3) || FLOOR[$1]=""
+    echo "round=$1 ${FLOOR[$1]:-floor not measured}" >&2
+}
+
 for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
     order=("${TARGETS[@]}") modes=("${MODES[@]}")
     if ((round % 2 == 0)); then  # neither system, nor plaintext, always on the later disk
@@ -284,6 +339,7 @@ for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
             for t in "${order[@]}"; do
                 measure "$mode" "$c" "$round" "$t"
                 progress "$mode" "$c" "$round" "$t"
+                [[ $t == pg && $mode == plain && $c == "$NEAR32" ]] && floor_point "$round"
             done
         done
     done
@@ -388,6 +444,68 @@ if [[ -n "$GRPC_BENCH_BIN" ]]; then
         [[ -n "$pb" ]] && goal "$mode: >= 20x at pgfence's best point (${pb%% *})" "$(ratio_at "$mode" "${pb%% *}" grpc)" 20
         [[ -n "$eb" ]] && goal "$mode: >= 20x at etcd-grpc's best point (${eb%% *})" "$(ratio_at "$mode" "${eb%% *}" grpc)" 20
     done
+fi
+
+# ---- the commit path on the leader, and its floor ----
+phase_pairs() {  # C: "ROLE BEFORE AFTER" per member and round (ROLE: leader or follower after the load; phases.py)
+    local round f id
+    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do
+        for f in "$METRICS/$1-$round-after-"*; do
+            id=${f##*-}
+            [[ -s "$f" && -s "$METRICS/$1-$round-before-$id" ]] || continue  # an empty scrape: no delta
+            if grep -q '^pgfence_is_leader 1$' "$f"; then echo "leader $METRICS/$1-$round-before-$id $f"
+            else echo "follower $METRICS/$1-$round-before-$id $f"; fi
+        done
+    done
+}
+echo
+echo "the commit path on the pgfence leader (plaintext; GET /metrics before and after each point, summed over rounds):"
+declare -A PHASE_SUMMARY=()
+for c in "${CONNS[@]}"; do
+    read -r -a pairs <<<"$(phase_pairs "$c" | tr '\n' ' ')"
+    if [[ " ${pairs[*]} " != *" leader "* ]]; then
+        echo "$c connections: no leader's metrics"
+        continue
+    fi
+    decomposition=$(python3 "$ROOT/bench/coordinator/phases.py" "${pairs[@]}") || { echo "$c connections: phases.py failed"; continue; }
+    PHASE_SUMMARY[$c]=$(grep '^summary ' <<<"$decomposition")
+    if [[ $c == "$NEAR32" ]]; then
+        echo "$c connections:"
+        grep -v '^summary ' <<<"$decomposition" | sed 's/^/  /'
+    else
+        echo "$c connections: ${PHASE_SUMMARY[$c]#summary }"
+    fi
+done
+s32=${PHASE_SUMMARY[$NEAR32]:-}
+floor_of() {  # FIELD: its median over the rounds' floor lines
+    local round
+    for ((round = 1; round <= BENCH_ROUNDS_N; round++)); do field "$1" "${FLOOR[$round]:-}"; done | { grep . || true; } | median
+}
+floors=0
+for ((r = 1; r <= BENCH_ROUNDS_N; r++)); do [[ -n "${FLOOR[$r]:-}" ]] && floors=$((floors + 1)); done
+goal="total p50 (request read -> answer written) at $NEAR32 connections <= 2x floor"
+if [[ -n "$s32" && $floors -gt 0 ]]; then
+    fp50=$(floor_of floor_p50_us) cp50=$(field total_p50_us "$s32")
+    echo
+    echo "the floor (same run, same disk, one writer, after each round's $NEAR32-connection pgfence point; medians of $floors):" \
+        "WAL write + fdatasync of $(floor_of bytes) B: p50 $(floor_of fdatasync_p50_us) us;" \
+        "loopback round trip: p50 $(floor_of rtt_p50_us) us; floor p50 $fp50 us (per round: $(for ((r = 1; r <= BENCH_ROUNDS_N; r++)); do
+            printf '%s ' "$(field floor_p50_us "${FLOOR[$r]:-}")"; done)us; the disk is shared: a noisy floor shows here)"
+    num='^[0-9]+([.][0-9]+)?$'
+    if [[ ! "$cp50" =~ $num ]]; then
+        echo "N/A   $goal: no total p50 at $NEAR32 connections (${cp50:-none}: no commit timed)"
+    elif [[ ! "$fp50" =~ $num ]] || awk -v f="$fp50" 'BEGIN { exit !(f <= 0) }'; then
+        echo "N/A   $goal: no floor p50 (${fp50:-none}: bench_wal printed none)"
+    else
+        awk -v c="$cp50" -v f="$fp50" -v g="$goal" 'BEGIN {
+            printf "%s  %s: %.0f us vs floor %.0f us (%.2fx)\n", (c <= 2 * f) ? "PASS" : "FAIL", g, c, f, c / f }'
+    fi
+elif [[ -z "$WAL_BENCH_BIN" ]]; then
+    echo "N/A   $goal: bench_wal not given (WAL_BENCH_BIN)"
+elif [[ -z "$s32" ]]; then
+    echo "N/A   $goal: no decomposition at $NEAR32 connections (no leader's metrics, or phases.py failed)"
+else
+    echo "N/A   $goal: the floor was not measured (bench_wal failed in every round: its error above)"
 fi
 
 # ---- TSV + PNG ----

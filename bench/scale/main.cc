@@ -26,12 +26,18 @@
 //     from the FIRST deadline (as bench_etcd_grpc storm does), after_last_s
 //     from the last. With --kill-pid (the leader's process) it is
 //     SIGKILLed as soon as the preload ends; the new leader restarts every
-//     lease, so all share one deadline: L x (1 + R/1e6) after the poll
-//     first saw the new leader; expired_all_s and after_last_s count from it.
+//     lease: at full length, ending L x (1 + R/1e6) after the poll first saw
+//     the new leader (the last deadline, after_last_s counts from it), or,
+//     one checkpointed before the kill (lease checkpoints, on by default:
+//     at half its run), with what was left of it, ending no earlier than its
+//     first deadline (the first grant's, as without --kill-pid: the window
+//     and expired_all_s count from it).
 //     With --aligned 1 (no --kill-pid) each acquire asks for what is left of
 //     L since the preload began (divided by 1 + R/1e6, at least 1 s), so all
 //     N leases end together, L x (1 + R/1e6) after the preload began: the
 //     deadline both figures count from. L must exceed the preload's time.
+//     term_after is the highest term any member showed until 3 s after the
+//     last expiry (a leader change in the storm's aftermath counts).
 //
 // The endpoint of preload and keepalive is the leader, found by asking each
 // of --endpoints for /metrics (pgfence_is_leader 1).
@@ -60,6 +66,7 @@ constexpr std::uint64_t kMaxLocks = 5'000'000;
 constexpr int kMaxConnections = 15'000;
 constexpr auto kPollEvery = 20ms;
 constexpr auto kProbeGap = 10ms;
+constexpr auto kTermSettle = 3s;  // the storm's term is read until this long after its last expiry
 
 int usage(const std::string& why) {
     std::cerr << "bench_scale: " << why << "\n"
@@ -509,7 +516,7 @@ int run_storm(const StormSettings& s, const std::vector<client::Endpoint>& endpo
         m.skip(*leader);
         const auto next = m.wait_leader(30s, term_before);
         if (!next) throw std::runtime_error("no new leader within 30s of killing the leader");
-        first_deadline = last_deadline = Clock::now() + margin;
+        last_deadline = Clock::now() + margin;  // first_deadline: a checkpointed lease's earliest
     }
     // The probe is not sent to a killed leader: its client would try it
     // first and count the failed connection as storm latency.
@@ -520,6 +527,14 @@ int run_storm(const StormSettings& s, const std::vector<client::Endpoint>& endpo
     const auto done = wait_expired(m, before, p.granted, last_deadline + s.timeout, term_after);
     probe.stop = true;
     probe_thread.join();
+    // A leader change just after the last expiry (a member stalled by the
+    // storm's aftermath: its snapshot, the log it compacts) counts too.
+    for (const auto settle_until = Clock::now() + kTermSettle; Clock::now() < settle_until;) {
+        for (const MemberMetrics& polled : m.poll()) {
+            if (polled.ok) term_after = std::max(term_after, polled.term);
+        }
+        std::this_thread::sleep_for(kPollEvery);
+    }
     // The cycles that overlap the storm: [first deadline, all expired (or now)].
     const std::vector<std::uint32_t> cycle_us =
         bench::sorted_us_overlapping(probe.cycles, first_deadline, done ? *done : Clock::now());

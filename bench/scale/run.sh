@@ -41,23 +41,37 @@
 #                 etcd's leases are granted with one TTL: theirs spread over
 #                 its preload, and its expired_s counts from the first
 #   storm 2       N locks with lease L2 (as L1), then kill -9 of the leader at
-#                 once: the new leader restarts every lease, so all share
-#                 one deadline (L2 x 1.05 after the new leader was first
-#                 seen); expired_s and after_last_s from it
+#                 once: the new leader restarts every lease at full length
+#                 (the last deadline: L2 x 1.05 after the new leader was
+#                 first seen; after_last_s from it) or, one checkpointed
+#                 before the kill (at half its run), with what was left of
+#                 it: ending no earlier than its first deadline (the first
+#                 grant's; expired_s and the probe's window from it)
 #                 Both: probe p99/max (us) of one connection looping
 #                 acquire+release 10 ms apart, over the cycles that overlap
 #                 the storm (its first deadline -> all expired; the probe
-#                 runs on an idle cluster before), and term before/after (an
+#                 runs on an idle cluster before), and term before/after
+#                 (after: the highest until 3 s past the last expiry; an
 #                 increase past the killed leader's = leader changes)
+#                 Goals: storm 1 at the largest N: all expired <= 5 s after
+#                 its deadline, probe p99 <= 20 ms, term unchanged; storm 2:
+#                 the same, its term up by one at most (the killed leader's
+#                 successor; a split vote in that election counts as a change)
 # and once, at the largest N: KEEPALIVE_CONNECTIONS (10000) connections to
 # the leader, each holding its own key (lease 3 s, keepalive every 1 s) for
 # BENCH_SECONDS: keepalives/s answered against expected, p99, errors.
 #
 #   bash bench/scale/run.sh          (make bench-scale)
 #
+# Flags: every pgfence member runs with --max-connections 12000 (the
+# holders' 10000 connections) and --max-lease 3600000 (the preload's
+# hour-long leases), nothing else: expiry (--max-expire-batch, the wave) is
+# measured at the server's defaults, as a user gets them.
+#
 # Environment: BENCH_SCALE_LOCKS ("0 100000 1000000"; each 0..2000000, at
 # most 6 values, ascending, the first 0: bytes per lock are measured against
-# it), BENCH_SCALE_SYSTEMS ("pgfence etcd"; one of them alone), BENCH_SECONDS (10, 1..60), KEEPALIVE_CONNECTIONS (10000, 0 = skip,
+# it), BENCH_SCALE_SYSTEMS ("pgfence etcd"; one of them alone), BENCH_SCALE_STORMS ("1 2";
+# "1" or "2": that storm alone; 0 skips the expiry storms, for a quicker run of the rows alone, e.g. B/lock), BENCH_SECONDS (10, 1..60), KEEPALIVE_CONNECTIONS (10000, 0 = skip,
 # at most 15000), ETCD_SCALE_MAX_LOCKS (100000: etcd rows for larger N are
 # skipped, see "Time budget"), BUILD_BENCH (build-bench: Release build
 # made here), JOBS (2), BENCH_SCALE_BASE_PORT (19800: pgfence peers +1..3,
@@ -65,7 +79,11 @@
 # +1..3, peers +11..13), ETCD_GRPC_BIN (default BUILD_BENCH/bench/etcd_grpc/
 # bench_etcd_grpc; without it the etcd rows are skipped, with a line saying
 # so), BENCH_SKIP_BUILD=1 with FENCE_BIN_DIR, BENCH_BIN, BENCH_SCALE_BIN,
-# FENCECTL_BIN to use existing binaries.
+# FENCECTL_BIN to use existing binaries. BENCH_SCALE_STORMS_ONLY=1: pgfence's
+# storms alone (no rows, no etcd), each N's lease BENCH_SCALE_STORM_LEASE_MS
+# (100000: it must outlast the storm's preload, 40-90 s for 1M on 2 loaded cores; no PNG).
+# BENCH_SCALE_EXTRA_FLAGS: appended to every member's flags (an A/B of a
+# setting; the output's second line shows the flags a run used).
 #
 # Output: the tables on stdout; BUILD_BENCH/bench-scale/scale.tsv and
 # scale.png (gnuplot: cycles/s and p99 against locks held, both systems);
@@ -89,6 +107,11 @@ BUILD=${BUILD_BENCH:-$ROOT/build-bench}
 PG_BASE=${BENCH_SCALE_BASE_PORT:-19800}
 ETCD_BASE=${ETCD_SCALE_BASE_PORT:-19950}
 SYSTEMS=${BENCH_SCALE_SYSTEMS:-pgfence etcd}
+STORMS_ONLY=${BENCH_SCALE_STORMS_ONLY:-0}
+STORM_LEASE_MS=${BENCH_SCALE_STORM_LEASE_MS:-100000}
+PG_FLAGS="--max-connections 12000 --max-lease 3600000${BENCH_SCALE_EXTRA_FLAGS:+ $BENCH_SCALE_EXTRA_FLAGS}"
+STORMS=${BENCH_SCALE_STORMS:-1 2}
+[[ "$STORMS" =~ ^(0|1|2|1\ 2)$ ]] || die "BENCH_SCALE_STORMS must be '0', '1', '2' or '1 2', got '$STORMS'"
 
 [[ "$SECONDS_PER_RUN" =~ ^[1-9][0-9]?$ && $SECONDS_PER_RUN -le 60 ]] ||
     die "BENCH_SECONDS must be 1..60, got '$SECONDS_PER_RUN'"
@@ -99,6 +122,10 @@ SYSTEMS=${BENCH_SCALE_SYSTEMS:-pgfence etcd}
 for port in "$PG_BASE" "$ETCD_BASE"; do
     [[ "$port" =~ ^[0-9]{4,5}$ && $port -ge 1024 && $port -le 65000 ]] || die "base port must be 1024..65000, got '$port'"
 done
+[[ "$STORMS_ONLY" =~ ^[01]$ ]] || die "BENCH_SCALE_STORMS_ONLY must be 0 or 1, got '$STORMS_ONLY'"
+[[ "$STORM_LEASE_MS" =~ ^[1-9][0-9]{3,6}$ && $STORM_LEASE_MS -le 3600000 ]] ||
+    die "BENCH_SCALE_STORM_LEASE_MS must be 1000..3600000, got '$STORM_LEASE_MS'"
+((STORMS_ONLY == 0)) || SYSTEMS=pgfence
 read -r -a LOCKS <<<"$LOCKS_LIST"
 ((${#LOCKS[@]} >= 1 && ${#LOCKS[@]} <= 6)) || die "BENCH_SCALE_LOCKS needs 1..6 values, got '$LOCKS_LIST'"
 prev=-1
@@ -193,8 +220,8 @@ rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 pg_start() {  # DIR BASE: sets PG_ENDPOINTS
     local line
-    # --max-expire-batch 1024: every member is of this release (docs/operations.md, Upgrades).
-    line=$(FENCE_BASE_PORT=$2 FENCE_COORDINATOR_FLAGS="--max-connections 12000 --max-lease 3600000 --max-expire-batch 1024" \
+    # Limits only (the header's "Flags"): expiry runs at the server's defaults.
+    line=$(FENCE_BASE_PORT=$2 FENCE_COORDINATOR_FLAGS="$PG_FLAGS" \
         "$ROOT/scripts/cluster.sh" start "$1" 3)
     PG_ENDPOINTS=${line#export FENCE_ENDPOINTS=}
     PG_DIR=$1
@@ -408,17 +435,24 @@ pg_row() {  # N
 
 # storm_lease_ms pg|etcd N: a lease that outlasts the storm's preload (one
 # more like the one measured at N): 1.5 x that preload time + 10 s
-storm_lease_ms() { awk -v p="${R[$1 $2 preload_s]}" 'BEGIN {l = p * 1.5 + 10; printf "%d", l * 1000}'; }
+# (BENCH_SCALE_STORMS_ONLY: BENCH_SCALE_STORM_LEASE_MS, no preload measured)
+storm_lease_ms() {
+    [[ -n "${R[$1 $2 preload_s]:-}" ]] || { echo "$STORM_LEASE_MS"; return; }
+    awk -v p="${R[$1 $2 preload_s]}" 'BEGIN {l = p * 1.5 + 10; printf "%d", l * 1000}'
+}
 
 pg_storms() {  # N
     local n=$1 lease line leader
     lease=$(storm_lease_ms pg "$n")
     pg_start "$WORK/storm-$n" $((PG_BASE + 50))
-    line=$("$BENCH_SCALE_BIN" storm --endpoints "$PG_ENDPOINTS" --locks "$n" --lease-ms "$lease" --prefix storm1 --aligned 1 \
-        2> >(grep -v 'preload [0-9]' >&2)) || true
-    echo "pgfence N=$n storm 1: $line"
-    R[pg $n storm1]=$line R[pg $n storm1_lease_ms]=$lease
-    phase "pgfence N=$n: storm 1 (lease ${lease} ms)"
+    if [[ " $STORMS " == *" 1 "* ]]; then
+        line=$("$BENCH_SCALE_BIN" storm --endpoints "$PG_ENDPOINTS" --locks "$n" --lease-ms "$lease" --prefix storm1 \
+            --aligned 1 2> >(grep -v 'preload [0-9]' >&2)) || true
+        echo "pgfence N=$n storm 1: $line"
+        R[pg $n storm1]=$line R[pg $n storm1_lease_ms]=$lease
+        phase "pgfence N=$n: storm 1 (lease ${lease} ms)"
+    fi
+    [[ " $STORMS " == *" 2 "* ]] || { pg_stop; return; }
     leader=$(pg_settled_leader)
     line=$("$BENCH_SCALE_BIN" storm --endpoints "$PG_ENDPOINTS" --locks "$n" --lease-ms "$lease" --prefix storm2 \
         --kill-pid "$(cat "$PG_DIR/$leader.pid")" 2> >(grep -v 'preload [0-9]' >&2)) || true
@@ -456,7 +490,7 @@ etcd_row() {  # N
     for i in 1 2 3; do etcd_wait_health "$i" 30; done
     phase "etcd N=$n: restart leader e$leader"
     R[etcd $n failover]=-
-    if ((n > 0)); then
+    if ((n > 0)) && [[ "$STORMS" != 0 ]]; then
         local ttl
         ttl=$(($(storm_lease_ms etcd "$n") / 1000))
         line=$("$GRPC_BIN" storm --endpoints "$ETCD_ENDPOINTS" --locks "$n" --ttl-s "$ttl" --prefix storm1 \
@@ -476,11 +510,12 @@ etcd_row() {  # N
 }
 
 echo "pgfence at scale vs etcd 3.4; N held locks: ${LOCKS[*]}; load ${SECONDS_PER_RUN}s at 32 connections"
-echo "data under $WORK (on disk)"
+echo "data under $WORK (on disk); pgfence members' flags: $PG_FLAGS"
+((STORMS_ONLY == 0)) || echo "BENCH_SCALE_STORMS_ONLY=1: pgfence's storms alone, lease $STORM_LEASE_MS ms"
 if [[ " $SYSTEMS " == *" pgfence "* ]]; then
     for n in "${LOCKS[@]}"; do
-        pg_row "$n"
-        ((n > 0)) && pg_storms "$n"
+        ((STORMS_ONLY)) || pg_row "$n"
+        ((n > 0)) && [[ "$STORMS" != 0 ]] && pg_storms "$n"
     done
 fi
 if [[ " $SYSTEMS " != *" etcd "* ]]; then
@@ -520,10 +555,14 @@ for sys in pg etcd; do
 done
 
 echo
+if [[ "$STORMS" == 0 ]]; then
+    echo "expiry storms skipped: BENCH_SCALE_STORMS=0 (no storm rows, no storm goals)"
+else
 echo "expiry storms (expired_s: the first deadline -> all expired; after_last_s: the last deadline -> all expired;"
 echo "probe: one connection's acquire+release cycles that overlap the storm, us; etcd: Lock + Unlock):"
 printf '%-7s %-6s %8s | %8s %9s %10s %12s | %10s %10s %6s | %s\n' system storm N lease_ms spread_s expired_s \
     after_last_s probe_p99 probe_max errs terms
+fi
 for sys in pg etcd; do
     for n in "${LOCKS[@]}"; do
         for s in storm1 storm2; do
@@ -559,7 +598,9 @@ TSV=$OUT/scale.tsv
         printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$(v "pg $n cps")" "$(v "pg $n p99")" "$(v "etcd $n cps")" "$(v "etcd $n p99")"
     done
 } >"$TSV"
-if command -v gnuplot >/dev/null; then
+if ((STORMS_ONLY)); then
+    echo "run.sh: no PNG with BENCH_SCALE_STORMS_ONLY=1 (no rows); the table is in $TSV" >&2
+elif command -v gnuplot >/dev/null; then
     # x: locks held (0 is drawn at 1 on the log axis); "-" cells are missing points.
     gnuplot <<GP || echo "run.sh: gnuplot failed; the table is in $TSV" >&2
 set terminal pngcairo size 1100,450 font ",10"
@@ -609,6 +650,18 @@ if [[ -n "$s1" ]]; then
     goal "storm probe p99 <= 20 ms" "$(awk -v p="$(field probe_p99_us "$s1")" 'BEGIN {print (p != "" && p <= 20000) ? 1 : 0}')" "$(field probe_p99_us "$s1") us"
     goal "storm: no leader change" "$([[ "$(field term_before "$s1")" == "$(field term_after "$s1")" ]] && echo 1 || echo 0)" \
         "term $(field term_before "$s1") -> $(field term_after "$s1")"
+elif [[ "$STORMS" == 0 ]]; then
+    echo "storm goals skipped: BENCH_SCALE_STORMS=0"
+fi
+s2=${R[pg $LARGEST storm2]:-}
+if [[ -n "$s2" ]]; then
+    e=$(field after_last_s "$s2")
+    goal "storm 2 (leader killed): all expired within 5 s" "$(awk -v e="$e" 'BEGIN {print (e ~ /^-?[0-9.]+$/ && e <= 5) ? 1 : 0}')" \
+        "${e} s after the new leader's deadline"
+    goal "storm 2 probe p99 <= 20 ms" "$(awk -v p="$(field probe_p99_us "$s2")" 'BEGIN {print (p != "" && p <= 20000) ? 1 : 0}')" "$(field probe_p99_us "$s2") us"
+    goal "storm 2: no leader change but the kill's" \
+        "$(awk -v b="$(field term_before "$s2")" -v a="$(field term_after "$s2")" 'BEGIN {if (a == "" || b == "") exit; print (a <= b + 1) ? 1 : 0}')" \
+        "term $(field term_before "$s2") -> $(field term_after "$s2")"
 fi
 goal "member holding N=$LARGEST restarts and serves within 2 s" \
     "$(awk -v f="${R[pg $LARGEST restart_f]:-}" -v l="${R[pg $LARGEST restart_l]:-}" 'BEGIN {if (f == "" || l == "") exit; print (f <= 2 && l <= 2) ? 1 : 0}')" \

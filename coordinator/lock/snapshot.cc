@@ -67,8 +67,7 @@ std::optional<Lock> read_lock(codec::Reader& in, std::uint8_t version) {
         }
     }
     if (!in.ok()) return std::nullopt;
-    return Lock{std::string(key), token,       lease_ms, std::string(owner), std::string(user),
-                std::string(value), remaining_ms};
+    return Lock{std::string(key), token, lease_ms, owner, user, value, remaining_ms};
 }
 
 void put_header(std::string& out, std::uint8_t version, std::uint64_t applied, Token floor, Token last,

@@ -342,7 +342,7 @@ std::string LockTable::check_invariants() const {
 }
 
 std::string LockTable::check_lock(const Lock& lock) const {
-    if (auto problem = validate(Grant{lock.key, lock.lease_ms, lock.owner, lock.user});
+    if (auto problem = validate(Grant{lock.key, lock.lease_ms, lock.owner.str(), lock.user.str()});
         !problem.empty()) {
         return "invalid lock: " + problem;
     }

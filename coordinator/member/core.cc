@@ -362,6 +362,7 @@ bool Core::propose(const lock::Command& cmd, Time now, ProposalDone done, raft::
     if (r.error != raft::ProposeError::kNone) return false;
     proposals_[r.index] = Proposal{r.term, now, std::move(done)};
     if (index != nullptr) *index = r.index;
+    if (config_.observer != nullptr) config_.observer->proposed(r.index, cmd);
     return true;
 }
 

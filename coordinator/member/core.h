@@ -197,15 +197,23 @@ namespace pgfence::member {
 
 using RequestId = std::uint64_t;
 
-// Told of every entry the core applies and every snapshot it restores, as it
-// happens (the simulation's checkers; the server passes none). Must not call
-// back into the core.
+// Told of every entry the core applies, every snapshot it restores and every
+// command it proposes, as it happens (the simulation's checkers; the server
+// passes none). Must not call back into the core.
 class ApplyObserver {
 public:
     virtual ~ApplyObserver() = default;
     virtual void before_apply(const raft::Entry& entry, const lock::LockTable& table) = 0;
     virtual void after_apply(const raft::Entry& entry, const lock::Result& result, const lock::LockTable& table) = 0;
     virtual void restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) = 0;
+    // A command this member proposed (as leader) and raft accepted at
+    // `index` (it may never commit); propose_raw() does not come here. The
+    // simulation reads a leader's Expires from it, the core logging one line
+    // per entry.
+    virtual void proposed(raft::Index index, const lock::Command& cmd) {
+        (void)index;
+        (void)cmd;
+    }
 };
 
 // Config bounds. A snapshot interval holds up to snapshot_log_pct % of the
@@ -220,12 +228,29 @@ constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
 // proposed during an expiry storm waits behind at most about one wave's
 // Expires, and the next wave starts as the last Expire of one applies.
 // Measured here with bench_scale storm (1M leases due together, 3 members,
-// --max-expire-batch 1024), wave size: time to expire all / p99 of a
-// probe's acquire+release meanwhile:
+// --max-expire-batch 1024, before lease checkpoints, a quiet machine), wave
+// size: time to expire all / p99 of a probe's acquire+release meanwhile:
 //   65,536: 3.8-4.1 s / 300-365 ms     2,048: 3.7-3.9 s / 43 ms
 //    4,096: 3.3-3.8 s /  37-65 ms      1,024: 4.0 s / 21-32 ms
 //      512: 4.1-4.5 s /  16-24 ms
+// At the server's defaults (wave 512, kDefaultMaxExpireBatch, lease
+// checkpoints on; bench-scale BENCH_SCALE_STORMS_ONLY=1, storm 1), on 2
+// cores shared with two other benchmarking helpers (load average 1.5-12),
+// time to expire all / probe p99 / CPU seconds of the 3 members:
+//   --max-expire-batch 1024: 4.2-18.2 s (median of 6: 10.3) / 8-198 ms (61) /
+//                            5.0-6.6 s (6.2)
+//   --max-expire-batch 1:    10.4-26.1 s (12.6) / 70-200 ms (71) /
+//                            9.2-11.0 s (10.2)
+// A storm is not CPU-bound (the leader: 1.3-3.5 CPU s of it): in the
+// slowest batch-1024 run (18.2 s, 1,926 waves of one ExpireMany each) about
+// 9 ms a wave, half of it the commit
+// (4.6 ms; the leader's fdatasync 1.0 ms), half the wave's round and the
+// loop's wake-ups. Overlapping a wave's round with the commit of the wave
+// before would take off most of that half.
 constexpr std::size_t kDefaultExpiryWave = 512;
+// Expires per entry by default (Config::max_expire_batch): the most an
+// ExpireMany holds, a wave's Expires in one entry.
+constexpr std::size_t kDefaultMaxExpireBatch = lock::kMaxExpireMany;
 constexpr std::size_t kMaxExpiryWave = 65536;
 // A snapshot is built a slice of locks per turn (lock::LockTable's
 // continue_snapshot): 16,384 locks is about 1 ms of encoding here, so a
@@ -243,8 +268,9 @@ struct Config {
     std::size_t snapshot_slice_locks = kDefaultSnapshotSliceLocks;  // locks encoded per turn, 1..kMaxSnapshotSliceLocks
     // Leases that ran out together are expired this many to an entry, as
     // one ExpireMany (1..lock::kMaxExpireMany; 1: one Expire each). Every
-    // member must be able to apply ExpireMany before it is raised.
-    std::size_t max_expire_batch = 1;
+    // member must be able to apply ExpireMany unless it is 1 (an upgrade
+    // from a release before ExpireMany, docs/operations.md "Upgrades").
+    std::size_t max_expire_batch = kDefaultMaxExpireBatch;
     // An owner is bound to the user that acquired with it (Acquire::user is
     // proposed in the Grant, a version-2 command). false: Grants are proposed
     // without the user (version 1, which a member of a release before owner
@@ -471,6 +497,8 @@ private:
                     const std::vector<HeldBefore>& before, Time now);
     void on_applied_many(raft::Index index, const lock::GrantMany& g, const lock::Result& result, Time now);
     void on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now);
+    void log_expired(raft::Index index, const lock::Expire& first, bool first_existed, const std::string& owner,
+                     std::size_t locks, std::size_t expired);
     void on_removed(const std::string& key, lock::Token token, Time now);
     void note_event(raft::Index index, WatchEventType type, const std::string& key, lock::Token token,
                     const std::string& owner = {}, std::uint64_t lease_ms = 0, bool existed = false,

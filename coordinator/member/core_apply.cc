@@ -56,11 +56,13 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     }
     // Release and Expire remove the lock: whether it is held with the
     // token, and its owner, before the command (one per lock of an ExpireMany).
+    // (An ExpireMany's owners only go in log lines: its first lock's, and
+    // each one's at debug level.)
     std::vector<HeldBefore> before;
-    auto note = [&](const std::string& key, lock::Token token) {
+    auto note = [&](const std::string& key, lock::Token token, bool owner = true) {
         const lock::Lock* l = table_.find(key);
         const bool held = l != nullptr && l->token == token;
-        before.push_back(HeldBefore{held, held ? l->owner : std::string()});
+        before.push_back(HeldBefore{held, held && owner ? l->owner.str() : std::string()});
     };
     if (const auto* r = cmd ? std::get_if<lock::Release>(&*cmd) : nullptr) note(r->key, r->token);
     if (const auto* x = cmd ? std::get_if<lock::Expire>(&*cmd) : nullptr) note(x->key, x->token);
@@ -69,7 +71,7 @@ void Core::apply_entry(const raft::Entry& e, Time now) {
     }
     if (const auto* m = cmd ? std::get_if<lock::ExpireMany>(&*cmd) : nullptr) {
         before.reserve(m->locks.size());
-        for (const lock::Expire& x : m->locks) note(x.key, x.token);
+        for (const lock::Expire& x : m->locks) note(x.key, x.token, before.empty() || config_.debug_logs);
     }
     if (config_.observer != nullptr) config_.observer->before_apply(e, table_);
     const lock::Result result = cmd ? table_.apply(e.index, *cmd) : table_.apply_noop(e.index);
@@ -100,7 +102,7 @@ void Core::note_event(raft::Index index, WatchEventType type, const std::string&
 
 std::string Core::owner_of(std::string_view key, lock::Token token) const {
     const lock::Lock* l = table_.find(key);
-    return l != nullptr && l->token == token ? l->owner : std::string();
+    return l != nullptr && l->token == token ? l->owner.str() : std::string();
 }
 
 // Counters, logs, leases and waiters follow every applied command. `before`:
@@ -178,17 +180,26 @@ void Core::on_applied(raft::Index index, const lock::Command& cmd, const lock::R
         const bool existed = ex != nullptr && ex->existed;
         note_event(index, WatchEventType::kExpired, x->key, x->token, {}, 0, existed);
         on_expired(*x, existed, before.front().owner, now);
+        log_expired(index, *x, existed, before.front().owner, 1, existed ? 1 : 0);
     } else if (const auto* m = std::get_if<lock::ExpireMany>(&cmd)) {
         // An invalid batch removes nothing (ExpiredMany{0}); a valid one
         // removes each lock held with its token, a key named twice once.
         const auto* ex = std::get_if<lock::ExpiredMany>(&result);
         const bool valid = ex != nullptr && ex->existed > 0;
         std::unordered_set<std::string_view> removed;
+        removed.reserve(m->locks.size());
+        std::size_t expired = 0;
+        bool first_existed = false;
         for (std::size_t i = 0; i < m->locks.size(); ++i) {
             const lock::Expire& one = m->locks[i];
             const bool existed = valid && before[i].held && removed.insert(one.key).second;
             note_event(index, WatchEventType::kExpired, one.key, one.token, {}, 0, existed);
             on_expired(one, existed, before[i].owner, now);
+            if (existed) ++expired;
+            if (i == 0) first_existed = existed;
+        }
+        if (!m->locks.empty()) {
+            log_expired(index, m->locks.front(), first_existed, before.front().owner, m->locks.size(), expired);
         }
     } else if (const auto* c = std::get_if<lock::Checkpoint>(&cmd)) {
         const auto* done = std::get_if<lock::Checkpointed>(&result);
@@ -251,21 +262,36 @@ void Core::on_applied_many(raft::Index index, const lock::GrantMany& g, const lo
     }
 }
 
+// One lock of an Expire or ExpireMany applied: a line only at debug level
+// (a storm applies a million); log_expired() sums up the entry.
 void Core::on_expired(const lock::Expire& x, bool existed, const std::string& owner, Time now) {
     ++(existed ? counters_.expiries_existed : counters_.expiries_missing);
-    log(is_leader() ? LogLevel::kInfo : LogLevel::kDebug, "expire",
-        {{"key", x.key}, {"token", num(x.token)}, {"existed", existed ? "true" : "false"}, {"owner", owner}});
+    if (config_.debug_logs) {
+        log(LogLevel::kDebug, "expire_lock",
+            {{"key", x.key}, {"token", num(x.token)}, {"existed", existed ? "true" : "false"}, {"owner", owner},
+             {"index", num(table_.applied_index())}});
+    }
     if (existed) {
         tokens_.ended(x.token, TokenEnd::kExpired, table_.applied_index(), entry_wall_ms_);
         on_removed(x.key, x.token, now);
     }
 }
 
+// One line per Expire or ExpireMany entry applied (info on the leader):
+// its first lock (key, token, existed, owner), how many locks it names and
+// how many of them it removed, and its index.
+void Core::log_expired(raft::Index index, const lock::Expire& first, bool first_existed, const std::string& owner,
+                       std::size_t locks, std::size_t expired) {
+    log(is_leader() ? LogLevel::kInfo : LogLevel::kDebug, "expire",
+        {{"key", first.key}, {"token", num(first.token)}, {"existed", first_existed ? "true" : "false"},
+         {"owner", owner}, {"locks", num(locks)}, {"expired", num(expired)}, {"index", num(index)}});
+}
+
 // The lock `key` held with `token` is gone: its lease too, and a leader
-// serves the key's waiters.
+// serves the key's waiters (if any key has some: a storm's keys have none).
 void Core::on_removed(const std::string& key, lock::Token token, Time now) {
     leases_.erase(key, token);
-    if (is_leader()) serve_waiters(key, now);
+    if (is_leader() && !waiters_.empty()) serve_waiters(key, now);
 }
 
 }  // namespace pgfence::member

@@ -180,13 +180,15 @@ void Core::check_expiries(Time now) {
     const std::uint64_t wave = ++expiry_wave_;
     expiry_wave_pending_ = 1;  // the round; each Expire proposed adds one
     if constexpr (kMutant == Mutant::kExpireUnconfirmed) {
+        for (const DueLease& d : due) leases_.settle_expiring(d.key, d.token, now, true);
         propose_expires(due, now, wave);
         expiry_wave_done(wave, nullptr);
         return;
     }
-    confirm([this, due = std::move(due), asked = now, wave](bool ok, Time at) {
+    confirm([this, due = std::move(due), asked = now, wave](bool ok, Time at) mutable {
         std::vector<DueLease> confirmed;
-        for (const DueLease& d : due) {
+        if (ok) confirmed.reserve(due.size());
+        for (DueLease& d : due) {
             // Logged before the lookup: losing leadership clears the leases
             // before the dropped round fails this callback.
             if (!ok) {
@@ -194,7 +196,11 @@ void Core::check_expiries(Time now) {
                     {{"key", d.key}, {"token", num(d.token)}, {"owner", owner_of(d.key, d.token)}});
             }
             // Failed, or restarted after the round was asked for: runs on.
-            if (leases_.settle(d.key, d.token, asked, ok) == LeaseSet::Settled::kDue) confirmed.push_back(d);
+            // Due: kExpiring from here (propose_expires() runs it again if
+            // its Expire cannot be proposed), in the one lookup of its lease.
+            if (leases_.settle_expiring(d.key, d.token, asked, ok) == LeaseSet::Settled::kDue) {
+                confirmed.push_back(std::move(d));
+            }
         }
         propose_expires(confirmed, at, wave);
         expiry_wave_done(wave, nullptr);
@@ -210,47 +216,64 @@ void Core::expiry_wave_done(std::uint64_t wave, const Time* applied_at) {
     }
 }
 
-// Proposes the expiry of `due` (leases in kConfirming), in
-// ExpireMany batches up to the command's limits; the leases of a batch
-// proposed are then kExpiring for good. Those of a batch that could not be
-// proposed go back to running, for a later wave.
+// Proposes the expiry of `due` (leases made kExpiring by settle_expiring()),
+// in ExpireMany batches up to the command's limits; the leases of a batch
+// proposed stay kExpiring for good. Those of a batch that could not be
+// proposed go back to running, for a later wave. One info line per entry
+// proposed (its first lock, how many), none per lock but at debug level.
 void Core::propose_expires(const std::vector<DueLease>& due, Time now, std::uint64_t wave) {
+    // A batch holds at least one lock: the largest key's fits in an entry.
+    static_assert(lock::expire_many_bytes(lock::kMaxKeyBytes) <= lock::kMaxExpireManyBytes);
     std::size_t next = 0;
     while (next < due.size()) {
-        lock::ExpireMany batch;
         std::size_t bytes = 0;
         const std::size_t first = next;
-        for (; next < due.size() && batch.locks.size() < config_.max_expire_batch; ++next) {
+        for (; next < due.size() && next - first < config_.max_expire_batch; ++next) {
             const std::size_t more = lock::expire_many_bytes(due[next].key.size());
             if (bytes + more > lock::kMaxExpireManyBytes) break;
             bytes += more;
-            batch.locks.push_back(lock::Expire{due[next].key, due[next].token});
+        }
+        const std::size_t count = next - first;
+        lock::Command cmd = lock::Expire{due[first].key, due[first].token};
+        if (count > 1) {
+            lock::ExpireMany many;
+            many.locks.reserve(count);
+            for (std::size_t i = first; i < next; ++i) many.locks.push_back(lock::Expire{due[i].key, due[i].token});
+            cmd = std::move(many);
         }
         raft::ProposeError err = raft::ProposeError::kNone;
+        raft::Index index = 0;
         auto done = [this, wave](const Witness* applied, Time at) {
             expiry_wave_done(wave, applied != nullptr ? &at : nullptr);
         };
-        const bool proposed = batch.locks.size() == 1 ? propose(batch.locks.front(), now, done, &err)
-                                                      : propose(batch, now, done, &err);
-        if (proposed) ++expiry_wave_pending_;
-        if (proposed && batch.locks.size() > 1) ++counters_.expire_batches;
-        for (std::size_t i = first; i < next; ++i) {
-            const DueLease& x = due[i];
-            if (!proposed) {
+        if (!propose(cmd, now, done, &err, &index)) {
+            for (std::size_t i = first; i < next; ++i) {
+                const DueLease& x = due[i];
                 leases_.set_running(x.key, x.token);
                 log(LogLevel::kWarn, "expire_not_proposed", {{"key", x.key}, {"token", num(x.token)},
                                                              {"error", raft::to_string(err)},
                                                              {"owner", owner_of(x.key, x.token)}});
-                continue;
             }
-            const Lease* l = leases_.set_expiring(x.key, x.token);
-            const std::uint64_t lease_ms = l != nullptr ? l->lease_ms : 0;
-            ++counters_.expires_proposed;
-            log(LogLevel::kInfo, "expire_proposed",
-                {{"key", x.key}, {"token", num(x.token)}, {"lease_ms", num(lease_ms)},
-                 {"margin_ms", num(expiry_margin_ms(lease_ms, config_.max_clock_drift_ppm))},
-                 {"owner", owner_of(x.key, x.token)}, {"batch", num(batch.locks.size())}});
+            continue;
         }
+        ++expiry_wave_pending_;
+        if (count > 1) ++counters_.expire_batches;
+        counters_.expires_proposed += count;
+        if (config_.debug_logs) {
+            for (std::size_t i = first; i < next; ++i) {
+                const DueLease& x = due[i];
+                log(LogLevel::kDebug, "expire_proposed_lock", {{"key", x.key}, {"token", num(x.token)},
+                                                               {"owner", owner_of(x.key, x.token)},
+                                                               {"index", num(index)}});
+            }
+        }
+        // The first lock's lease (its batch ran out together; lengths may differ).
+        const Lease* l = leases_.find(due[first].key);
+        const std::uint64_t lease_ms = l != nullptr ? l->lease_ms : 0;
+        log(LogLevel::kInfo, "expire_proposed",
+            {{"key", due[first].key}, {"token", num(due[first].token)}, {"lease_ms", num(lease_ms)},
+             {"margin_ms", num(expiry_margin_ms(lease_ms, config_.max_clock_drift_ppm))},
+             {"owner", owner_of(due[first].key, due[first].token)}, {"batch", num(count)}, {"index", num(index)}});
     }
 }
 
@@ -694,7 +717,7 @@ void Core::answer_granted(RequestId id, const Acquire& req, lock::Token token, s
     // A re-grant answers the lease in force: the longer, when the retry asked
     // for less, and the value the lock publishes.
     const lock::Lock* held = req.keys.empty() ? table_.find(req.key) : nullptr;
-    std::string value = held != nullptr && held->token == token ? held->value : req.value;
+    std::string value = held != nullptr && held->token == token ? held->value.str() : req.value;
     respond(id, Granted{req.key, token, lease_ms, req.owner, req.keys, std::move(value)}, by);
 }
 

@@ -1,30 +1,45 @@
-// The member core's counters and its one latency histogram, read by the
-// shell for GET /metrics (server/metrics.cc renders them in Prometheus's
+// The member core's counters and its one latency histogram (the histogram
+// type, its bounds a parameter, is the shell's too), read by the shell for
+// GET /metrics (server/metrics.cc renders them in Prometheus's
 // text format). Pure, std only; updated by the core only.
 #pragma once
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace pgfence::member {
 
-class Histogram {
+// A latency histogram over the bucket upper bounds `Bounds` (seconds,
+// ascending), plus +Inf.
+template <const auto& Bounds>
+class BoundedHistogram {
 public:
-    // Bucket upper bounds in seconds (100 us .. 2.5 s), plus +Inf.
-    static constexpr std::array<double, 14> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                        0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
-    void observe(std::chrono::nanoseconds d);
+    static constexpr const auto& kBounds = Bounds;
+    void observe(std::chrono::nanoseconds d) {
+        const double s = std::chrono::duration<double>(d).count();
+        std::size_t i = 0;
+        while (i < kBounds.size() && s > kBounds[i]) ++i;
+        ++counts_[i];
+        ++count_;
+        sum_seconds_ += s;
+    }
     // Per bucket (the last is +Inf), not cumulative.
-    const std::array<std::uint64_t, kBounds.size() + 1>& buckets() const { return counts_; }
+    const std::array<std::uint64_t, Bounds.size() + 1>& buckets() const { return counts_; }
     std::uint64_t count() const { return count_; }
     double sum_seconds() const { return sum_seconds_; }
 
 private:
-    std::array<std::uint64_t, kBounds.size() + 1> counts_{};
+    std::array<std::uint64_t, Bounds.size() + 1> counts_{};
     std::uint64_t count_ = 0;
     double sum_seconds_ = 0;
 };
+
+// The core's and the shell's latencies: 100 us .. 2.5 s.
+inline constexpr std::array<double, 14> kLatencyBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                          0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+using Histogram = BoundedHistogram<kLatencyBounds>;
 
 struct Counters {
     std::uint64_t grants = 0;            // Grants and GrantManys applied that granted

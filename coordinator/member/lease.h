@@ -92,9 +92,11 @@ constexpr std::uint64_t checkpoint_remaining_ms(std::uint64_t run_ms, std::chron
 //   kRunning    -> kConfirming  (expire_at passed: a leadership round is asked for)
 //   kConfirming -> kRunning     (the round failed, or was asked for before the lease's current
 //                                expire_at: a keepalive or re-grant restarted it meanwhile)
-//   kConfirming -> kExpiring    (confirmed after expire_at: Expire{key, token} proposed)
-// kExpiring is final: keepalive fails, an idempotent re-grant is refused, and
-// the lease leaves the map when the Expire (or a Release) applies.
+//   kConfirming -> kExpiring    (confirmed after expire_at: Expire{key, token} proposed next)
+//   kExpiring   -> kRunning     (its Expire could not be proposed: due again at its expire_at)
+// kExpiring is final once its Expire is proposed: keepalive fails, an
+// idempotent re-grant is refused, and the lease leaves the map when the
+// Expire (or a Release) applies.
 enum class LeasePhase : std::uint8_t { kRunning, kConfirming, kExpiring };
 
 // The `kid` of a lease: the ID of the key that signed the token proof last
@@ -142,7 +144,6 @@ struct Lease {
     Time started{};    // this run's (re)start
     Time deadline{};   // started + run_ms: the nominal end, reported as ttl_ms
     Time expire_at{};  // deadline + margin: Expire is considered from here on
-    LeasePhase phase = LeasePhase::kRunning;
     // When this run's checkpoint is due (started + run_ms / 2), kNoCheckpoint
     // when none is (checkpoints off, or proposed already in this run).
     Time checkpoint_at = kNoCheckpoint;
@@ -151,6 +152,7 @@ struct Lease {
     std::uint64_t checkpoint_index = 0;
     static constexpr Time kNoCheckpoint = Time::max();
     std::uint32_t answers = 0;  // saturates at kMaxAnswers (then never cut)
+    LeasePhase phase = LeasePhase::kRunning;  // next to answers and kid: 88 bytes in all, no padding between
     ProofKid kid;  // see kNoProofKid above
 
     static constexpr std::uint32_t kMaxAnswers = std::numeric_limits<std::uint32_t>::max();
@@ -178,5 +180,7 @@ struct Lease {
         return l;
     }
 };
+// 88 bytes on LP64 (leases.h counts a map node of 144 with it).
+static_assert(sizeof(void*) != 8 || sizeof(Lease) == 88);
 
 }  // namespace pgfence::member

@@ -17,25 +17,87 @@ LeaseSet::Slot* LeaseSet::find_token(std::string_view key, lock::Token token, Ma
     return &it->second;
 }
 
-namespace {
-// At the end when it is due last (emplace_hint: amortized constant there).
-template <typename Index, typename Due>
-typename Index::iterator insert_due(Index& index, const Due& due) {
-    return index.empty() || *index.rbegin() < due ? index.emplace_hint(index.end(), due) : index.insert(due).first;
+void LeaseSet::DueHeap::push(Due due) {
+    heap_.push_back(due);
+    sift_up(static_cast<std::uint32_t>(heap_.size() - 1), due);
 }
-}  // namespace
+
+void LeaseSet::DueHeap::erase(std::uint32_t i) {
+    heap_[i].lease->second.*place_ = kNotIndexed;
+    const Due last = heap_.back();
+    heap_.pop_back();
+    if (i < heap_.size()) {
+        if (i > 0 && before(last, heap_[(i - 1) / 4])) {
+            sift_up(i, last);
+        } else {
+            sift_down(i, last);
+        }
+    }
+    // Back to a quarter of its peak (after a storm): the memory goes back too.
+    if (heap_.capacity() > 4096 && heap_.size() < heap_.capacity() / 4) heap_.shrink_to_fit();
+}
+
+void LeaseSet::DueHeap::update(std::uint32_t i, Time at) {
+    Due due = heap_[i];
+    due.at = at;
+    if (i > 0 && before(due, heap_[(i - 1) / 4])) {
+        sift_up(i, due);
+    } else {
+        sift_down(i, due);
+    }
+}
+
+void LeaseSet::DueHeap::sift_up(std::uint32_t i, Due due) {
+    while (i > 0) {
+        const std::uint32_t parent = (i - 1) / 4;
+        if (!before(due, heap_[parent])) break;
+        put(i, heap_[parent]);
+        i = parent;
+    }
+    put(i, due);
+}
+
+void LeaseSet::DueHeap::sift_down(std::uint32_t i, Due due) {
+    const std::size_t n = heap_.size();
+    for (;;) {
+        const std::size_t first = std::size_t{i} * 4 + 1;
+        if (first >= n) break;
+        std::size_t least = first;
+        for (std::size_t c = first + 1; c < std::min(first + 4, n); ++c) {
+            if (before(heap_[c], heap_[least])) least = c;
+        }
+        if (!before(heap_[least], due)) break;
+        put(i, heap_[least]);
+        i = static_cast<std::uint32_t>(least);
+    }
+    put(i, due);
+}
+
+std::string LeaseSet::DueHeap::check() const {
+    for (std::size_t i = 0; i < heap_.size(); ++i) {
+        if (heap_[i].lease->second.*place_ != i) return "the index's entry " + std::to_string(i) + " is not its slot's place";
+        if (i > 0 && before(heap_[i], heap_[(i - 1) / 4])) {
+            return "the index's entry for " + heap_[i].lease->first + " comes before its parent";
+        }
+    }
+    return {};
+}
 
 void LeaseSet::unindex(Map::iterator it) {
-    if (it->second.lease.phase == LeasePhase::kRunning) running_.erase(it->second.at);
-    if (it->second.lease.checkpoint_at != Lease::kNoCheckpoint) checkpoints_due_.erase(it->second.checkpoint);
+    if (it->second.at != kNotIndexed) running_.erase(it->second.at);
+    if (it->second.checkpoint != kNotIndexed) checkpoints_due_.erase(it->second.checkpoint);
 }
 
+// A lease already in an index stays where it is (restart(): moved in place
+// by DueHeap::update()); one otherwise changed left both first.
 void LeaseSet::index(Map::iterator it) {
-    if (it->second.lease.checkpoint_at != Lease::kNoCheckpoint) {
-        it->second.checkpoint = insert_due(checkpoints_due_, Due{it->second.lease.checkpoint_at, &*it});
+    Slot& slot = it->second;
+    if (slot.lease.checkpoint_at != Lease::kNoCheckpoint && slot.checkpoint == kNotIndexed) {
+        checkpoints_due_.push(Due{slot.lease.checkpoint_at, &*it});
     }
-    if (it->second.lease.phase != LeasePhase::kRunning) return;
-    it->second.at = insert_due(running_, Due{it->second.lease.expire_at, &*it});
+    if (slot.lease.phase == LeasePhase::kRunning && slot.at == kNotIndexed) {
+        running_.push(Due{slot.lease.expire_at, &*it});
+    }
 }
 
 void LeaseSet::count_kid(std::string_view kid, bool add) {
@@ -56,7 +118,7 @@ void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t m
         lease.answers = 1;  // a former leader may have answered it
         lease.kid = ProofKid(kUnknownProofKid);
         count_kid(lease.kid.view(), true);
-        auto it = leases_.emplace(l.key, Slot{std::move(lease), {}, {}}).first;
+        auto it = leases_.emplace(l.key, Slot{std::move(lease)}).first;
         index(it);
     });
 }
@@ -112,9 +174,17 @@ bool LeaseSet::restart(std::string_view key, lock::Token token, Time now, std::u
     Map::iterator it;
     Slot* s = find_token(key, token, &it);
     if (s == nullptr) return false;
-    unindex(it);
     s->lease.restart(now, max_clock_drift_ppm, checkpoints_, run_ms);
-    index(it);
+    // Its phase is unchanged: indexed while running, it moves in place.
+    if (s->at != kNotIndexed) running_.update(s->at, s->lease.expire_at);
+    if (s->checkpoint != kNotIndexed) {
+        if (s->lease.checkpoint_at == Lease::kNoCheckpoint) {
+            checkpoints_due_.erase(s->checkpoint);
+        } else {
+            checkpoints_due_.update(s->checkpoint, s->lease.checkpoint_at);
+        }
+    }
+    index(it);  // a checkpoint newly due goes in
     return true;
 }
 
@@ -130,12 +200,12 @@ std::size_t LeaseSet::take_checkpoints(Time now, std::size_t limit, std::size_t 
                                        std::vector<DueCheckpoint>& out) {
     std::size_t taken = 0;
     std::size_t bytes = 0;
-    while (taken < limit && !checkpoints_due_.empty() && checkpoints_due_.begin()->at <= now) {
-        Node& node = *checkpoints_due_.begin()->lease;
+    while (taken < limit && !checkpoints_due_.empty() && checkpoints_due_.top().at <= now) {
+        Node& node = *checkpoints_due_.top().lease;
         const std::size_t more = lock::checkpoint_bytes(node.first.size());
         if (bytes + more > max_bytes) break;
         bytes += more;
-        checkpoints_due_.erase(checkpoints_due_.begin());
+        checkpoints_due_.erase(0);
         Lease& lease = node.second.lease;
         lease.checkpoint_at = Lease::kNoCheckpoint;
         ++taken;
@@ -161,28 +231,23 @@ bool LeaseSet::cut(std::string_view key, lock::Token token, Time now) {
 bool LeaseSet::set_running(std::string_view key, lock::Token token) {
     Map::iterator it;
     Slot* s = find_token(key, token, &it);
-    if (s == nullptr || s->lease.expiring()) return false;
+    if (s == nullptr) return false;
     unindex(it);
     s->lease.phase = LeasePhase::kRunning;
     index(it);
     return true;
 }
 
-const Lease* LeaseSet::set_expiring(std::string_view key, lock::Token token) {
-    Map::iterator it;
-    Slot* s = find_token(key, token, &it);
-    if (s == nullptr) return nullptr;
-    unindex(it);
-    s->lease.phase = LeasePhase::kExpiring;
-    s->lease.checkpoint_at = Lease::kNoCheckpoint;
-    return &s->lease;
-}
-
-LeaseSet::Settled LeaseSet::settle(std::string_view key, lock::Token token, Time asked, bool ok) {
+LeaseSet::Settled LeaseSet::settle_expiring(std::string_view key, lock::Token token, Time asked, bool ok) {
     Map::iterator it;
     Slot* s = find_token(key, token, &it);
     if (s == nullptr || s->lease.phase != LeasePhase::kConfirming) return Settled::kGone;
-    if (ok && asked >= s->lease.expire_at) return Settled::kDue;
+    unindex(it);  // kConfirming: from the checkpoints' index only
+    if (ok && asked >= s->lease.expire_at) {
+        s->lease.phase = LeasePhase::kExpiring;
+        s->lease.checkpoint_at = Lease::kNoCheckpoint;
+        return Settled::kDue;
+    }
     s->lease.phase = LeasePhase::kRunning;
     index(it);
     return Settled::kRunning;
@@ -200,15 +265,15 @@ bool LeaseSet::erase(std::string_view key, lock::Token token) {
 void LeaseSet::clear() {
     running_.clear();
     checkpoints_due_.clear();
-    leases_.clear();
+    Map().swap(leases_);  // its bucket array too: a deposed leader gives the memory back
     by_kid_.clear();
 }
 
 std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease>& out) {
     std::size_t taken = 0;
-    while (taken < limit && !running_.empty() && running_.begin()->at <= now) {
-        Node& lease = *running_.begin()->lease;
-        running_.erase(running_.begin());
+    while (taken < limit && !running_.empty() && running_.top().at <= now) {
+        Node& lease = *running_.top().lease;
+        running_.erase(0);
         lease.second.lease.phase = LeasePhase::kConfirming;
         out.push_back(DueLease{lease.first, lease.second.lease.token});
         ++taken;
@@ -224,13 +289,21 @@ std::string LeaseSet::check_invariants() const {
         ++kids[std::string(slot.lease.kid.view())];
         if (slot.lease.checkpoint_at != Lease::kNoCheckpoint) {
             ++checkpoints;
-            if (slot.checkpoint->at != slot.lease.checkpoint_at || &slot.checkpoint->lease->first != &key) {
+            if (slot.checkpoint >= checkpoints_due_.size() ||
+                checkpoints_due_.at(slot.checkpoint).at != slot.lease.checkpoint_at ||
+                &checkpoints_due_.at(slot.checkpoint).lease->first != &key) {
                 return "the checkpoint of the lease of " + key + " is not indexed at its checkpoint_at";
             }
+        } else if (slot.checkpoint != kNotIndexed) {
+            return "the lease of " + key + " has no checkpoint due but a place in the checkpoint index";
         }
-        if (slot.lease.phase != LeasePhase::kRunning) continue;
+        if (slot.lease.phase != LeasePhase::kRunning) {
+            if (slot.at != kNotIndexed) return "the lease of " + key + " does not run but has a place in the index";
+            continue;
+        }
         ++running;
-        if (slot.at->at != slot.lease.expire_at || &slot.at->lease->first != &key) {
+        if (slot.at >= running_.size() || running_.at(slot.at).at != slot.lease.expire_at ||
+            &running_.at(slot.at).lease->first != &key) {
             return "the running lease of " + key + " is not indexed at its expire_at";
         }
     }
@@ -243,6 +316,8 @@ std::string LeaseSet::check_invariants() const {
         return "the expiry index holds " + std::to_string(running_.size()) + " leases, " +
                std::to_string(running) + " run";
     }
+    if (auto problem = running_.check(); !problem.empty()) return "expiry index: " + problem;
+    if (auto problem = checkpoints_due_.check(); !problem.empty()) return "checkpoint index: " + problem;
     return {};
 }
 

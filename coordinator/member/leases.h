@@ -5,9 +5,11 @@
 // Why an index: the leader checks expiries on every tick (and after a phantom
 // release). Scanning every lease costs O(held) each time: with a million
 // locks held, tens of milliseconds of every 100 ms tick, whether anything
-// expires or not. The index is an ordered set by (expire_at, key) holding
-// exactly the leases in LeasePhase::kRunning; take_due() walks it from the
-// front and stops at the first lease not yet due.
+// expires or not. The index is a min-heap by (expire_at, key) holding
+// exactly the leases in LeasePhase::kRunning; take_due() takes from its top
+// and stops at the first lease not yet due, so it hands leases out earliest
+// expire_at first, ties by key. The leases with a checkpoint due are a
+// second heap of the same kind, by (checkpoint_at, key).
 //
 // Every change of a lease's expire_at or phase goes through a method here, so
 // the index cannot go stale; find() hands out const leases only.
@@ -15,14 +17,23 @@
 // Cost per operation, which the leader pays several times per request: the
 // leases are a hash map (a lookup touches a bucket and a node, where a tree
 // of a million leases touches some twenty nodes), each lease keeps its
-// position in the index (removing it does not search), and a lease
-// (re)started at the latest expire_at so far goes in at the index's end
-// (leases of one length started in time order: the common case; else
-// O(log n)). The index's entries point at the map's own nodes (a hash
-// map's node never moves, rehashing included), so take_due() reaches a
-// lease without a lookup; an entry is removed before the lease it names.
-// Ties of expire_at go by key: unique, and the order a new leader's
-// start_all() inserts in.
+// place in each heap (removing it does not search: O(log4 n) moves), a
+// lease started at the latest expire_at so far goes in at the heap's end
+// with one comparison (leases of one length started in time order: the
+// common case, O(1); else O(log4 n)), and a restart moves the lease's entry
+// from its place (one sift, O(log4 n)). The heaps' entries point at the map's own
+// nodes (a hash map's node never moves, rehashing included), so take_due()
+// reaches a lease without a lookup; an entry is removed before the lease it
+// names. Ties of expire_at go by key: unique, so the order is total.
+//
+// Memory per lease (what the leader holds per held lock besides the lock,
+// bench_lock_memory measures it), with libstdc++ on LP64 and a key of at
+// most 15 bytes (kept in the std::string itself; a longer key adds its own
+// allocation): its map node, 144 bytes with malloc's header (next pointer,
+// key, the 88-byte Lease, its two heap places), a bucket pointer, and 16
+// bytes in each heap it is in (expire_at and the node): about 190 bytes. A
+// heap's vector gives memory back once a quarter full, when above 4096
+// entries of capacity (after a storm); clear() gives everything back.
 //
 // Pure and deterministic: std only, time is passed in. Not thread-safe.
 #pragma once
@@ -31,7 +42,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,8 +72,9 @@ public:
     // `checkpoints`: each run of a lease has a checkpoint due at its half
     // (Lease::checkpoint_at), taken by take_checkpoints().
     explicit LeaseSet(bool checkpoints = false) : checkpoints_(checkpoints) {}
-    // Not copied: the index's entries and the slots' iterators point into this
-    // set's own containers (moving keeps them valid: node-based containers).
+    // Not copied: the heaps' entries point at the map's nodes, and each slot
+    // holds its u32 places in the heaps. A move keeps both: the map moves its
+    // nodes and the vectors their buffers, nothing is reallocated.
     LeaseSet(const LeaseSet&) = delete;
     LeaseSet& operator=(const LeaseSet&) = delete;
     LeaseSet(LeaseSet&&) = default;
@@ -108,24 +119,22 @@ public:
     // release), for a lease with `token` that is not kExpiring. False when
     // there is none.
     bool cut(std::string_view key, lock::Token token, Time now);
-    // Phase changes of `key`'s lease with `token` (false, nothing changed:
-    // there is none, or, for set_running, it is kExpiring, which is final):
-    // kRunning (back in the index), kExpiring.
+    // Makes `key`'s lease with `token` kRunning again, back in the index at
+    // its expire_at (false, nothing changed: there is none): a lease that
+    // settle_expiring() made kExpiring whose Expire could not be proposed.
     bool set_running(std::string_view key, lock::Token token);
-    // kExpiring; the lease, or nullptr (nothing changed) when there is none.
-    const Lease* set_expiring(std::string_view key, lock::Token token);
     // Ends the confirmation of `key`'s lease with `token`, taken by
     // take_due() and confirmed (or not: `ok`) by a round asked for at
     // `asked`, in one lookup:
     //   kGone     no such lease in kConfirming (released, re-granted,
     //             expired meanwhile): nothing changed;
     //   kDue      the round confirmed and was asked for at or after its
-    //             expire_at: it stays kConfirming, and the caller makes it
-    //             kExpiring (its Expire proposed) or kRunning (not proposed);
+    //             expire_at: now kExpiring, out of both indexes (its Expire
+    //             is proposed next; set_running() takes it back if that fails);
     //   kRunning  the round failed, or the lease was restarted after it was
     //             asked for: running again, in the index.
     enum class Settled { kGone, kDue, kRunning };
-    Settled settle(std::string_view key, lock::Token token, Time asked, bool ok);
+    Settled settle_expiring(std::string_view key, lock::Token token, Time asked, bool ok);
     // Removes `key`'s lease if it has `token`; true when it did.
     bool erase(std::string_view key, lock::Token token);
     void clear();
@@ -141,28 +150,70 @@ public:
     // their deadline to `out`. Returns how many it took.
     std::size_t take_checkpoints(Time now, std::size_t limit, std::size_t max_bytes, std::vector<DueCheckpoint>& out);
 
-    // "" or the first broken: the index holds exactly the running leases,
-    // each at its expire_at, and by_kid() counts every lease once. O(held):
-    // for tests and the simulation.
+    // "" or the first broken: the expiry heap holds exactly the running
+    // leases, each at its expire_at, and the checkpoint heap exactly those
+    // with a checkpoint due, at its checkpoint_at; each slot's places name its
+    // entries; each heap is in (at, key) order; by_kid() counts every lease
+    // once. O(held): for tests and the simulation.
     std::string check_invariants() const;
 
 private:
     struct Slot;
     using Node = std::pair<const std::string, Slot>;  // the map's value
     struct Due {
-        Time at;      // the lease's expire_at
+        Time at;      // the lease's expire_at (or checkpoint_at)
         Node* lease;  // the map's node: then by its key
-        bool operator<(const Due& o) const { return at != o.at ? at < o.at : lease->first < o.lease->first; }
     };
-    using Index = std::set<Due>;
+    // A place is a u32: a lease per lock, and no table holds kNotIndexed
+    // locks (kMaxTableBytes over the smallest lock's lock_bytes(), below).
+    static constexpr std::uint32_t kNotIndexed = 0xffff'ffff;
+    static_assert(lock::kMaxTableBytes / lock::lock_bytes(0, 0) < kNotIndexed);
+    // Its node in the map: 144 bytes with malloc's header (next pointer,
+    // key, the lease's 88 bytes and its two places).
     struct Slot {
         Lease lease;
-        Index::iterator at;  // its place in running_ while kRunning
-        Index::iterator checkpoint;  // its place in checkpoints_ while checkpoint_at != kNoCheckpoint
+        std::uint32_t at = kNotIndexed;          // its place in running_ while kRunning
+        std::uint32_t checkpoint = kNotIndexed;  // its place in checkpoints_due_ while checkpoint_at != kNoCheckpoint
+    };
+    // A 4-ary min-heap of Due by (at, key) in one vector (16 bytes a lease,
+    // no node), each entry's place kept in its slot (the field `place`), so
+    // that a lease leaves it without a search: push, pop and erase cost
+    // O(log4 n), a push due last O(1).
+    class DueHeap {
+    public:
+        explicit DueHeap(std::uint32_t Slot::*place) : place_(place) {}
+        bool empty() const { return heap_.empty(); }
+        std::size_t size() const { return heap_.size(); }
+        const Due& top() const { return heap_.front(); }
+        const Due& at(std::uint32_t i) const { return heap_[i]; }
+        void push(Due due);
+        void erase(std::uint32_t i);  // its slot's place becomes kNotIndexed
+        // Entry i's lease is now due at `at` (a restart): it moves up or down
+        // from where it is, one sift (O(log4 n)) where erase and push were two.
+        void update(std::uint32_t i, Time at);
+        void clear() { std::vector<Due>().swap(heap_); }  // its memory too (a deposed leader)
+        std::string check() const;  // "" or the first entry before its parent
+
+    private:
+        static bool before(const Due& a, const Due& b) {
+            return a.at != b.at ? a.at < b.at : a.lease->first < b.lease->first;
+        }
+        void put(std::uint32_t i, const Due& due) {
+            heap_[i] = due;
+            due.lease->second.*place_ = i;
+        }
+        void sift_up(std::uint32_t i, Due due);
+        void sift_down(std::uint32_t i, Due due);
+        std::vector<Due> heap_;
+        std::uint32_t Slot::*place_;
     };
     struct Hash {
         using is_transparent = void;
-        std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+        // noexcept: libstdc++'s unordered_map then keeps no hash code in each
+        // node (8 bytes a lease; other libraries decide otherwise). The price:
+        // a lookup walking a bucket compares keys instead of cached codes, and
+        // erase and rehash hash their keys again (docs/decisions.md).
+        std::size_t operator()(std::string_view key) const noexcept { return std::hash<std::string_view>{}(key); }
     };
     using Map = std::unordered_map<std::string, Slot, Hash, std::equal_to<>>;
 
@@ -173,8 +224,8 @@ private:
 
     std::map<std::string, std::size_t, std::less<>> by_kid_;  // held leases by kid
     Map leases_;
-    Index running_;  // every kRunning lease, by (expire_at, key)
-    Index checkpoints_due_;  // every lease with a checkpoint due, by (checkpoint_at, key)
+    DueHeap running_{&Slot::at};  // every kRunning lease, by (expire_at, key)
+    DueHeap checkpoints_due_{&Slot::checkpoint};  // every lease with a checkpoint due, by (checkpoint_at, key)
     bool checkpoints_ = false;
 };
 

@@ -16,6 +16,7 @@ public:
                  const std::vector<raft::Entry>& entries) override {
         storage_->persist(hard_state ? &*hard_state : nullptr, snapshot ? &*snapshot : nullptr, entries);
     }
+    PersistTimes last_persist() const override { return storage_->last_persist(); }
     bool write_snapshot_file(const raft::Snapshot& snapshot) override {
         return storage_->write_snapshot_file(snapshot);
     }

@@ -18,6 +18,7 @@
 
 #include "raft/storage.h"
 #include "raft/types.h"
+#include "storage/durable_storage.h"
 #include "storage/meta_files.h"
 
 namespace pgfence::server {
@@ -33,6 +34,10 @@ public:
     virtual void persist(const std::optional<raft::HardState>& hard_state,
                          const std::optional<raft::Snapshot>& snapshot,
                          const std::vector<raft::Entry>& entries) = 0;
+    // The last persist()'s WAL write and fdatasync, timed, and its bytes
+    // (zeros where there is no WAL); read on persist()'s thread after it.
+    using PersistTimes = storage::DurableStorage::PersistTimes;
+    virtual PersistTimes last_persist() const { return {}; }
     // The application's own snapshot at an applied index, in the storage's
     // two steps (storage/durable_storage.h): the file, durable on return,
     // while persists go on (false: an installed snapshot is as new, nothing

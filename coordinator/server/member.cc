@@ -2,6 +2,7 @@
 // core's turn() and its effects carried out in the order member/core.h states
 // (sends, the Persist and its after-persist messages, the snapshot save),
 // the disk work placed by DiskTurn (disk_turn.h).
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -216,6 +217,16 @@ void Member::Impl::on_tick() {
 }
 
 void Member::Impl::on_peer_message(raft::Message m) {
+    // The commit path's timing (commit_phases.h): a leader's acks of its
+    // term, a follower's appends of the current term or later.
+    const auto* ack = std::get_if<raft::AppendResponse>(&m.body);
+    if (ack != nullptr && ack->success && core->is_leader() && m.term == core->raft().term() &&
+        core->raft().configuration().is_voter(m.from)) {
+        commit_phases.acked(m.from, ack->match_index, Clock::now());
+    } else if (const auto* app = std::get_if<raft::AppendRequest>(&m.body);
+               app != nullptr && !app->entries.empty() && m.term >= core->raft().term()) {
+        commit_phases.append_read(m.term, app->entries.back().index, Clock::now());
+    }
     core->step(m, now());
     schedule_turn();
 }
@@ -307,13 +318,30 @@ void Member::Impl::execute(member::Effects& fx) {
             transport->set_peers(peers_to_dial());
         }
         transport->send(m);
+        // An ack sent without a write (the entries were in the log already):
+        // the appends it covers are not timed (commit_phases.h).
+        if (const auto* ack = std::get_if<raft::AppendResponse>(&m.body); ack != nullptr && ack->success) {
+            commit_phases.drop_appends(ack->match_index);
+        }
+    }
+    if (!core->is_leader() && phases_term != 0) {
+        commit_phases.reset();  // leadership lost: its batches are not answered here
+        phases_term = 0;
     }
     if (fx.persist) run_persist(fx.persist);
     if (fx.save) disk_step(DiskTurn::SaveTaken{fx.save});
-    for (member::Answer& a : fx.respond) answer(a.id, std::move(a.response));
+    const Clock::time_point applied_at = fx.respond.empty() ? Clock::time_point{} : Clock::now();
+    const bool timing = core->is_leader() && phases_term != 0;
+    for (member::Answer& a : fx.respond) {
+        const Clock::time_point read_at = answer(a.id, std::move(a.response));
+        if (timing && a.term == phases_term && read_at != Clock::time_point{}) {
+            commit_phases.answered(a.index, read_at, applied_at, Clock::now());
+        }
+    }
     for (member::RequestId id : fx.watch) {
         auto it = outstanding.find(id);
         if (it == outstanding.end()) continue;
+        it->second.read_at = {};  // it waits in a key's queue: its wait is not the commit's (commit_phases.h)
         it->second.exchange->watch_close();  // report_gone() asks client_gone() of it
         watched.insert(id);
     }
@@ -349,16 +377,28 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
         proof_signer->presign(security.signer(), std::shared_ptr<const std::vector<raft::Entry>>(rd, &rd->entries),
                               core->table().token_floor());
     }
+    const raft::Index timed = time_batch(*rd);
     const DiskTurn::Action where = disk_step(DiskTurn::PersistTaken{core->is_leader()});
     if (where.kind == DiskTurn::Action::kPersistOnWriter) {
-        auto took = std::make_shared<std::chrono::nanoseconds>();  // the persist alone, not the sends
+        struct Took {
+            std::chrono::nanoseconds persist{0};  // the persist alone, not the sends
+            Clock::time_point began;
+            DurableLog::PersistTimes wal;
+        };
+        auto took = std::make_shared<Took>();
         writer.submit(
             [this, rd, took] {
-                *took = persist_ready(*rd);
+                took->began = Clock::now();
+                took->persist = persist_ready(*rd);
+                took->wal = log->last_persist();
                 for (const raft::Message& m : rd->messages) transport->send(m);
             },
-            [this, took] {
-                metrics.fsync.observe(*took);
+            [this, took, timed, entries = rd->entries.size()] {
+                metrics.fsync.observe(took->persist);
+                if (entries != 0) commit_phases.persisted_batch(entries, took->wal.bytes);
+                if (timed != 0) {
+                    commit_phases.written(timed, took->began, took->wal.write, took->wal.sync, Clock::now());
+                }
                 core->persisted(now());
                 disk_step(DiskTurn::PersistDone{});
                 schedule_turn();
@@ -368,12 +408,36 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
     }
     core->persist_started(now());
     std::chrono::nanoseconds took{};
+    const Clock::time_point began = Clock::now();
     run_storage_work([this, &rd, &took] { took = persist_ready(*rd); });
+    if (!rd->entries.empty()) commit_phases.follower_wrote(Clock::now());
     metrics.fsync.observe(took);
-    for (const raft::Message& m : rd->messages) transport->send(m);
+    const DurableLog::PersistTimes wal = log->last_persist();
+    if (!rd->entries.empty()) commit_phases.persisted_batch(rd->entries.size(), wal.bytes);
+    for (const raft::Message& m : rd->messages) {
+        transport->send(m);
+        const auto* ack = std::get_if<raft::AppendResponse>(&m.body);
+        if (ack != nullptr && ack->success) commit_phases.follower_acked(ack->match_index, began, wal.sync, Clock::now());
+    }
     core->persisted(now());
     disk_step(DiskTurn::PersistDone{});
     schedule_turn();
+}
+
+raft::Index Member::Impl::time_batch(const raft::Ready& rd) {
+    if (!core->is_leader() || rd.entries.empty()) return 0;
+    if (core->raft().term() != phases_term) {
+        commit_phases.reset();  // leadership won: a follower's appends are forgotten too
+        phases_term = core->raft().term();
+    }
+    // The followers' acks that make a quorum with the leader's own log (a
+    // leader that is not a voter needs a quorum of followers).
+    const raft::Configuration& conf = core->raft().configuration();
+    const auto voters = static_cast<std::size_t>(
+        std::count_if(conf.members.begin(), conf.members.end(), [](const raft::ConfigMember& c) { return c.voter; }));
+    const std::size_t needed = voters / 2 + (conf.is_voter(core->raft().id()) ? 0 : 1);
+    commit_phases.taken(rd.entries.front().index, rd.entries.back().index, needed, Clock::now());
+    return rd.entries.back().index;
 }
 
 DiskTurn::Action Member::Impl::disk_step(const DiskTurn::Event& event) {

@@ -25,9 +25,9 @@ void respond_json(const ExchangePtr& ex, unsigned status, const json::value& bod
 // A lock's "value" is there when it publishes one.
 json::object lock_json(const member::LockView& v) {
     const lock::Lock& l = v.lock;
-    json::object o{{"key", l.key},           {"token", l.token},   {"owner", l.owner},
+    json::object o{{"key", l.key},           {"token", l.token},   {"owner", l.owner.view()},
                    {"lease_ms", l.lease_ms}, {"ttl_ms", v.ttl_ms}, {"kid", v.kid}};
-    if (!l.value.empty()) o["value"] = l.value;
+    if (!l.value.empty()) o["value"] = l.value.view();
     return o;
 }
 
@@ -115,7 +115,8 @@ std::string Member::Impl::members_json(const member::Members& m, bool progress) 
 void Member::Impl::submit(member::Request request, const ExchangePtr& ex, std::string target,
                           std::optional<Caller> reader, std::optional<ElectionCall> election) {
     const member::RequestId id = next_request++;
-    outstanding.emplace(id, Outstanding{ex, std::move(target), std::move(reader), std::move(election)});
+    outstanding.emplace(id,
+                        Outstanding{ex, std::move(target), std::move(reader), std::move(election), Clock::now()});
     core->request(id, std::move(request), now());
 }
 
@@ -180,13 +181,14 @@ void Member::Impl::client_left(member::RequestId id, LeftAt at) {
 
 // One answer of the core, written. A grant whose client is gone is not
 // written (client_left).
-void Member::Impl::answer(member::RequestId id, member::Response response) {
+Clock::time_point Member::Impl::answer(member::RequestId id, member::Response response) {
     auto it = outstanding.find(id);
     if (it == outstanding.end()) {
         // Its client left (client_left): only a grant needs telling back.
         if (std::holds_alternative<member::Granted>(response)) client_left(id, LeftAt::kGranted);
-        return;
+        return {};
     }
+    const Clock::time_point read_at = it->second.read_at;
     const Outstanding o = std::move(it->second);
     outstanding.erase(it);
     const ExchangePtr& ex = o.exchange;
@@ -203,7 +205,7 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
         if (o.election) name = o.election->name;
         if (!proof_signer) {
             write_grant(id, ex, *g, std::string(), name ? &*name : nullptr);
-            return;
+            return read_at;
         }
         // Signed off the loop, mostly while the grant was being committed
         // (server/proof_signer.h); the answer is written when its proof is ready.
@@ -214,7 +216,7 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
                                write_grant(id, ex, grant, proof, name ? &*name : nullptr);
                            });
     } else if (o.election && answer_election(*o.election, ex, response)) {
-        return;
+        return read_at;
     } else if (std::holds_alternative<member::Released>(response)) {
         ex->respond(net::HttpResponse{200, "{\"released\":true}", "application/json", {}});
     } else if (auto* k = std::get_if<member::KeptAlive>(&response); k != nullptr && !k->keys.empty()) {
@@ -267,6 +269,7 @@ void Member::Impl::answer(member::RequestId id, member::Response response) {
     } else {
         redirect_or_unavailable(o.target, ex, std::get<member::Unavailable>(response).leader);
     }
+    return read_at;
 }
 
 // The election routes' own answers: resign {"resigned":true}; proclaim
@@ -282,8 +285,8 @@ bool Member::Impl::answer_election(const ElectionCall& election, const ExchangeP
     } else if (auto* locks = std::get_if<member::Locks>(&response); locks != nullptr && locks->one) {
         const member::LockView& v = locks->locks.front();
         respond_json(ex, 200,
-                     json::object{{"name", election.name}, {"key", v.lock.key}, {"value", v.lock.value},
-                                  {"token", v.lock.token}, {"owner", v.lock.owner}, {"lease_ms", v.lock.lease_ms},
+                     json::object{{"name", election.name}, {"key", v.lock.key}, {"value", v.lock.value.view()},
+                                  {"token", v.lock.token}, {"owner", v.lock.owner.view()}, {"lease_ms", v.lock.lease_ms},
                                   {"ttl_ms", v.ttl_ms}});
     } else if (std::holds_alternative<member::NotHeld>(response)) {
         if (election.kind == Kind::kLeader) {

@@ -28,6 +28,7 @@
 #include "net/http_server.h"
 #include "net/member_info.h"
 #include "net/peer_transport.h"
+#include "server/commit_phases.h"
 #include "server/disk_turn.h"
 #include "server/durable_log.h"
 #include "server/loop.h"
@@ -61,6 +62,7 @@ struct Outstanding {
     // A list of every lock, with authorization on: only what this caller may read.
     std::optional<Caller> reader;
     std::optional<ElectionCall> election;
+    Clock::time_point read_at;  // handed to the core (CommitPhases' "queue" begins); zero once it waits in a queue
 };
 
 // Where a request stood when its client left (Member::Impl::client_left).
@@ -102,6 +104,8 @@ struct Member::Impl {
     void write_snapshot_file(std::shared_ptr<const raft::Snapshot> snap);  // on the snapshot thread
     void adopt_snapshot(std::shared_ptr<const raft::Snapshot> snap);       // on the writer thread
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
+    // A leader's batch taken (run_persist): CommitPhases told; its last index, or 0 when not timed.
+    raft::Index time_batch(const raft::Ready& rd);
     // The configuration in force changed: its members' addresses are
     // learnt, and the transport dials its members (member_status.cc).
     void apply_configuration(const raft::Configuration& config);
@@ -153,7 +157,9 @@ struct Member::Impl {
               std::string message);
     // SIGHUP: certificates, keys and the auth file loaded again (member.cc).
     void reload_security();
-    void answer(member::RequestId id, member::Response response);
+    // Returns the request's read time (zero when its client left or it is
+    // not to be timed: commit_phases.h).
+    Clock::time_point answer(member::RequestId id, member::Response response);
     // `election`: the campaign's name, when the grant answers one.
     void write_grant(member::RequestId id, const ExchangePtr& ex, const member::Granted& g, const std::string& proof,
                      const std::string* election = nullptr);
@@ -191,6 +197,8 @@ struct Member::Impl {
     std::unique_ptr<net::PeerTransport> transport;
     std::unique_ptr<net::HttpServer> http;
     Metrics metrics;
+    CommitPhases commit_phases;  // the leader's commit path, timed (commit_phases.h)
+    raft::Term phases_term = 0;  // the term commit_phases' batches are of
     net::RequestLimits limits;
     Security security;
     // Signs the proofs of grants, off the loop (null without --token-signing-key-file).

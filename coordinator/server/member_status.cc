@@ -226,6 +226,7 @@ std::string Member::Impl::metrics_text() const {
     }
     std::string out = metrics.render(core->counters(), g);
     watchers->render_metrics(out);
+    render_commit_phases(out, commit_phases);
     return out;
 }
 

@@ -8,22 +8,10 @@
 namespace pgfence::server {
 
 namespace {
-// Prometheus histogram: cumulative _bucket{le=...}, _sum, _count.
+// Prometheus histogram: HELP, TYPE, then its series.
 void histogram(std::string& out, const member::Histogram& h, const char* name, const char* help) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
-    std::uint64_t cumulative = 0;
-    char buf[160];
-    for (std::size_t i = 0; i < member::Histogram::kBounds.size(); ++i) {
-        cumulative += h.buckets()[i];
-        std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name, member::Histogram::kBounds[i],
-                      static_cast<unsigned long long>(cumulative));
-        out += buf;
-    }
-    cumulative += h.buckets().back();
-    std::snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n", name,
-                  static_cast<unsigned long long>(cumulative), name, h.sum_seconds(), name,
-                  static_cast<unsigned long long>(h.count()));
-    out += buf;
+    histogram_series(out, name, {}, h);
 }
 
 void metric(std::string& out, const char* name, const char* type, const char* help, std::uint64_t v) {
@@ -31,6 +19,24 @@ void metric(std::string& out, const char* name, const char* type, const char* he
            std::to_string(v) + "\n";
 }
 }  // namespace
+
+void histogram_series(std::string& out, const char* name, std::string_view label, std::span<const double> bounds,
+                      std::span<const std::uint64_t> buckets, std::uint64_t count, double sum_seconds) {
+    const std::string lb = label.empty() ? std::string() : std::string(label) + ",";  // before le
+    const std::string only = label.empty() ? std::string() : "{" + std::string(label) + "}";
+    std::uint64_t cumulative = 0;
+    char buf[64];
+    for (std::size_t i = 0; i < bounds.size(); ++i) {
+        cumulative += buckets[i];
+        std::snprintf(buf, sizeof buf, "%g\"} %llu\n", bounds[i], static_cast<unsigned long long>(cumulative));
+        out += std::string(name) + "_bucket{" + lb + "le=\"" + buf;
+    }
+    cumulative += buckets[bounds.size()];
+    out += std::string(name) + "_bucket{" + lb + "le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+    std::snprintf(buf, sizeof buf, " %.9f\n", sum_seconds);
+    out += std::string(name) + "_sum" + only + buf;
+    out += std::string(name) + "_count" + only + " " + std::to_string(count) + "\n";
+}
 
 std::string Metrics::render(const member::Counters& c, const Gauges& g) const {
     std::string out;

@@ -10,13 +10,27 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "member/counters.h"
 #include "net/conn_ranks.h"
 #include "net/incoming_slots.h"
 
 namespace pgfence::server {
+
+// A histogram's series in the Prometheus text format: cumulative
+// NAME_bucket{LABEL,le="..."}, NAME_sum{LABEL} and NAME_count{LABEL} (`label`
+// e.g. `phase="queue"`, or empty: none). Its HELP and TYPE lines are the
+// caller's.
+void histogram_series(std::string& out, const char* name, std::string_view label, std::span<const double> bounds,
+                      std::span<const std::uint64_t> buckets, std::uint64_t count, double sum_seconds);
+template <const auto& Bounds>
+void histogram_series(std::string& out, const char* name, std::string_view label,
+                      const member::BoundedHistogram<Bounds>& h) {
+    histogram_series(out, name, label, Bounds, h.buckets(), h.count(), h.sum_seconds());
+}
 
 struct Gauges {  // sampled at render time
     std::uint64_t waiters = 0;

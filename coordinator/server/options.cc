@@ -474,11 +474,12 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          kept in memory)
   --snapshot-keep N      log entries kept behind a snapshot so a briefly lagging
                          follower catches up by log, not snapshot (default 1000)
-  --max-expire-batch N   leases that ran out together are expired N to a log entry
-                         (an ExpireMany command; default 1: one Expire each; 1..1024).
-                         A member of a release before ExpireMany cannot apply one
-                         and would keep the locks it expires: raise it only once
-                         every member runs this release (docs/operations.md, Upgrades)
+  --max-expire-batch N   leases that ran out together are expired up to N to a log
+                         entry (an ExpireMany command; default 1024; 1..1024; 1: one Expire
+                         each). A member of a release before ExpireMany cannot apply
+                         one and would keep the locks it expires: upgrading from such
+                         a release, 1 until every member runs this release
+                         (docs/operations.md, Upgrades)
   --lease-checkpoints on|off
                          the leader checkpoints each lease's remaining time through
                          the log once per run, at its half, and a new leader restarts

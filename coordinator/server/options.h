@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "member/core.h"
 #include "member/lease.h"
 #include "member/token_history.h"
 
@@ -70,7 +71,7 @@ struct Options {
     std::uint64_t snapshot_keep = 1000;  // log entries kept behind a snapshot for slow followers
     std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
-    std::uint64_t max_expire_batch = 1;  // Expires per log entry (member::Config::max_expire_batch)
+    std::uint64_t max_expire_batch = member::kDefaultMaxExpireBatch;  // Expires per log entry
     bool owner_binding = true;  // --owner-binding on|off (member::Config::owner_binding)
     bool lease_checkpoints = true;  // --lease-checkpoints on|off (member::Config::lease_checkpoints)
     std::uint64_t max_checkpoints_per_tick = 1024;  // member::Config::max_checkpoints_per_tick

@@ -305,8 +305,14 @@ void DurableStorage::persist(const raft::HardState* hard_state, const raft::Snap
             wal_->reset(s + 1);
         }
     }
+    const std::uint64_t bytes_before = wal_->bytes_written();
+    const auto t0 = std::chrono::steady_clock::now();
     wal_->append(entries);
+    const auto t1 = std::chrono::steady_clock::now();
     wal_->sync();
+    last_persist_.write = t1 - t0;
+    last_persist_.sync = std::chrono::steady_clock::now() - t1;
+    last_persist_.bytes = wal_->bytes_written() - bytes_before;
 }
 
 void DurableStorage::save_snapshot(const raft::Snapshot& snap) {

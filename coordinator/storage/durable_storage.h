@@ -44,6 +44,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -98,6 +99,16 @@ class DurableStorage final : public raft::Storage {
     // none), durable on return. See the top of this file for the order.
     void persist(const raft::HardState* hard_state, const raft::Snapshot* snapshot,
                  const std::vector<raft::Entry>& entries);
+
+    // The last persist()'s entries part, timed (steady clock): encoding and
+    // writing its WAL record, then its fdatasync, and the record bytes
+    // written. The server's commit-path metrics (server/commit_phases.h).
+    struct PersistTimes {
+        std::chrono::nanoseconds write{0};  // encode + write()
+        std::chrono::nanoseconds sync{0};   // the WAL's fdatasync
+        std::uint64_t bytes = 0;
+    };
+    const PersistTimes& last_persist() const { return last_persist_; }
 
     // Writes the hard state with its commit index even when term and vote
     // are unchanged (persist() leaves commit alone then: it is recovered),
@@ -158,6 +169,7 @@ class DurableStorage final : public raft::Storage {
     raft::Index file_index_ = 0;  // of the snapshot the file holds (ahead of snapshot_ between the two steps)
     std::vector<std::string> warnings_;
     std::atomic<std::uint64_t> meta_syncs_{0};
+    PersistTimes last_persist_;  // persist()'s thread only
     bool broken_ = false;  // a write failed part-way: refuse everything (see Errors above)
 };
 

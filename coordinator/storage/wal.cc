@@ -258,6 +258,7 @@ void Wal::write_pending(const std::string& bytes) {
     Segment& open = segments_.back();
     pwrite_all(open_fd_.get(), bytes, open.bytes, open.path);
     open.bytes += bytes.size();
+    bytes_written_ += bytes.size();
     unsynced_ = true;
 }
 

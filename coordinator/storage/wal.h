@@ -202,6 +202,7 @@ class Wal {
     std::vector<raft::Entry> read(raft::Index lo, raft::Index hi) const;
 
     std::uint64_t sync_count() const { return sync_count_; }  // fdatasyncs so far
+    std::uint64_t bytes_written() const { return bytes_written_; }  // record bytes written so far
     std::size_t segment_count() const { return segments_.size(); }
 
   private:
@@ -248,6 +249,7 @@ class Wal {
     std::uint64_t room_end_ = 0;   // the open segment is preallocated up to here (0: not)
     std::uint64_t zeroed_to_ = 0;  // ... and zeros are written up to here
     std::uint64_t sync_count_ = 0;
+    std::uint64_t bytes_written_ = 0;
 };
 
 // Segment file name for seq ("wal-000000000000002a.seg"), and its inverse

@@ -78,12 +78,14 @@ public:
     // leader (the core's "grant" line at info level).
     void grant_applied(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t lease_ms,
                        member::Time local);
-    // A Release or Expire that removed the lock applied on the leading member.
+    // A Release, Expire or ExpireMany that removed the lock applied on the leading member.
     void lock_removed(raft::NodeId id, const std::string& key, lock::Token token);
-    // The core said it proposed Expire{key, token} (its log line, at that input).
+    // The core proposed Expire{key, token} at that input, alone or in an
+    // ExpireMany: read from the entry it proposed (ApplyObserver::proposed),
+    // once the expire_proposed line of that entry is checked against it.
     void expire_proposed(raft::NodeId id, const std::string& key, lock::Token token, std::uint64_t real_us,
                          member::Time local);
-    // An Expire entry of the member's own term in the Ready it handed out:
+    // A lock of an Expire or ExpireMany entry of the member's own term in the Ready it handed out:
     // it must have been announced by expire_proposed().
     void expire_in_ready(raft::NodeId id, raft::Term term, const std::string& key, lock::Token token);
     // A KeptAlive answered after a clearing Checkpoint applied is given

@@ -106,6 +106,8 @@ void Member::end_process() {
     pending_.clear();
     gone_.clear();
     twins_.clear();
+    expires_proposed_.clear();
+    expires_applied_.clear();
     leader_checker_.crashed(id());
 }
 
@@ -322,19 +324,45 @@ void Member::tell_leader_checker(Outbox& out) {
         if (event == "grant") {
             leader_checker_.grant_applied(id(), std::string(field(line, "key")), number(line, "token"),
                                           number(line, "lease_ms"), now());
-        } else if ((event == "release" && field(line, "released") == "true") ||
-                   (event == "expire" && field(line, "existed") == "true")) {
+        } else if (event == "release" && field(line, "released") == "true") {
             leader_checker_.lock_removed(id(), std::string(field(line, "key")), number(line, "token"));
+        } else if (event == "expire") {
+            // One line per entry: the locks it removed, as its apply saw them.
+            const raft::Index index = number(line, "index");
+            auto it = expires_applied_.find(index);
+            require(it != expires_applied_.end(), "member ", id(), " logged expire index=", index,
+                    " but applied no Expire there in this batch");
+            const AppliedExpire& applied = it->second;
+            const std::set<KeyToken> distinct(applied.removed.begin(), applied.removed.end());
+            require(number(line, "locks") == applied.locks && number(line, "expired") == distinct.size(), "member ",
+                    id(), " logged expire index=", index, " locks=", field(line, "locks"), " expired=",
+                    field(line, "expired"), " but its entry named ", applied.locks, " locks and removed ",
+                    distinct.size());
+            for (const auto& [key, token] : applied.removed) leader_checker_.lock_removed(id(), key, token);
         } else if (event == "expire_proposed") {
-            leader_checker_.expire_proposed(id(), std::string(field(line, "key")), number(line, "token"), clock_us_,
-                                            now());
-            out.expires_proposed.emplace_back(std::string(field(line, "key")), number(line, "token"));
+            // One line per entry: its locks, as proposed (proposed()).
+            const raft::Index index = number(line, "index");
+            auto it = expires_proposed_.find(index);
+            require(it != expires_proposed_.end(), "member ", id(), " logged expire_proposed index=", index,
+                    " but proposed no Expire there in this batch");
+            require(number(line, "batch") == it->second.size() && it->second.front().first == field(line, "key") &&
+                        it->second.front().second == number(line, "token"),
+                    "member ", id(), " logged expire_proposed index=", index, " key=", field(line, "key"),
+                    " batch=", field(line, "batch"), " for an entry of ", it->second.size(), " locks");
+            for (const auto& [key, token] : it->second) {
+                leader_checker_.expire_proposed(id(), key, token, clock_us_, now());
+                out.expires_proposed.emplace_back(key, token);
+            }
+            expires_proposed_.erase(it);
         } else if (event == "leases_from_checkpoints") {
             leader_checker_.restarted_from_checkpoints(id(), core_->leader_term(), core_->table(), now());
         } else if (event == "phantom_release" && field(line, "expiring") == "true") {
             leader_checker_.phantom_released(id(), std::string(field(line, "key")), number(line, "token"), now());
         }
     }
+    require(expires_proposed_.empty(), "member ", id(), " proposed an Expire at index ",
+            expires_proposed_.empty() ? 0 : expires_proposed_.begin()->first, " without an expire_proposed line");
+    expires_applied_.clear();  // a follower's, or a leader's logged above
     for (const member::RequestId rid : effects_.watch) {
         auto it = pending_.find(rid);
         if (it != pending_.end() && !it->second.acquire_keys.empty()) {
@@ -447,13 +475,31 @@ void Member::before_apply(const raft::Entry& entry, const lock::LockTable& table
     checker_.before_apply(id(), entry, table, disk_.durable());
     prior_.reset();
     prior_last_token_ = table.last_token();
+    expire_before_.clear();
     if (entry.type != raft::EntryType::kNormal) return;
     auto decoded = lock::decode_command(entry.data);
     if (const auto* cmd = std::get_if<lock::Command>(&decoded)) {
         if (const std::string* key = key_of(*cmd)) {
             if (const lock::Lock* held = table.find(*key)) prior_ = *held;
         }
+        auto note = [&](const lock::Expire& x) {
+            const lock::Lock* l = table.find(x.key);
+            expire_before_.push_back({{x.key, x.token}, l != nullptr && l->token == x.token});
+        };
+        if (const auto* x = std::get_if<lock::Expire>(cmd)) note(*x);
+        if (const auto* m = std::get_if<lock::ExpireMany>(cmd)) {
+            for (const lock::Expire& x : m->locks) note(x);
+        }
     }
+}
+
+void Member::proposed(raft::Index index, const lock::Command& cmd) {
+    std::vector<KeyToken> locks;
+    if (const auto* x = std::get_if<lock::Expire>(&cmd)) locks.emplace_back(x->key, x->token);
+    if (const auto* m = std::get_if<lock::ExpireMany>(&cmd)) {
+        for (const lock::Expire& x : m->locks) locks.emplace_back(x.key, x.token);
+    }
+    if (!locks.empty()) expires_proposed_[index] = std::move(locks);
 }
 
 void Member::after_apply(const raft::Entry& entry, const lock::Result& result, const lock::LockTable& table) {
@@ -462,6 +508,14 @@ void Member::after_apply(const raft::Entry& entry, const lock::Result& result, c
     require(table_broken.empty(), "member ", id(), " lock table check_invariants() after index ", entry.index, ": ",
             table_broken);
     checker_.after_apply(id(), entry, result, prior_, prior_last_token_, table);
+    if (!expire_before_.empty()) {
+        AppliedExpire& applied = expires_applied_[entry.index];
+        applied.locks = expire_before_.size();
+        for (const auto& [lock, held] : expire_before_) {
+            const lock::Lock* now_held = table.find(lock.first);
+            if (held && (now_held == nullptr || now_held->token != lock.second)) applied.removed.push_back(lock);
+        }
+    }
     if (entry.type == raft::EntryType::kConfig) quorum_checker_.config_applied(entry);
 }
 

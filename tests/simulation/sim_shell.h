@@ -135,6 +135,7 @@ public:
     void before_apply(const raft::Entry& entry, const lock::LockTable& table) override;
     void after_apply(const raft::Entry& entry, const lock::Result& result, const lock::LockTable& table) override;
     void restored(const raft::SnapshotMeta& meta, const lock::LockTable& table) override;
+    void proposed(raft::Index index, const lock::Command& cmd) override;
 
 private:
     struct Pending {
@@ -181,6 +182,19 @@ private:
     // For the checkers: the holder of the applying command's key before it.
     std::optional<lock::Lock> prior_;
     lock::Token prior_last_token_ = 0;
+    // A leader's Expire and ExpireMany entries since the batch of effects
+    // began (the core logs one line per entry, not per lock): proposed, by
+    // index, their locks; applied, by index, the locks named and those it
+    // removed (held with the token before, not after). The applying entry's
+    // locks and whether each was held with its token before it.
+    using KeyToken = std::pair<std::string, lock::Token>;
+    struct AppliedExpire {
+        std::size_t locks = 0;
+        std::vector<KeyToken> removed;
+    };
+    std::map<raft::Index, std::vector<KeyToken>> expires_proposed_;
+    std::map<raft::Index, AppliedExpire> expires_applied_;
+    std::vector<std::pair<KeyToken, bool>> expire_before_;
 
     // Durable-ack records: the last append ack and granted vote sent.
     std::optional<std::pair<raft::Index, raft::Term>> acked_entry_;

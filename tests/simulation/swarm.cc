@@ -58,7 +58,8 @@ FaultConfig draw_fault_config(SimRandom& random) {
     // Snapshots built a few locks per turn, so that entries apply while one
     // is being built (this simulation's tables hold tens of locks), or whole.
     if (random.chance(0.5)) c.snapshot_slice_locks = random.between(1, 4);
-    // Expiry one Expire to an entry (the server's default) or batched.
+    // Expiry one Expire to an entry (--max-expire-batch 1, while upgrading
+    // from a release before ExpireMany) or batched (the server's default: 1024).
     c.max_expire_batch = random.chance(0.25) ? 1 : random.between(2, 1024);
     // Waves of a few leases, so that leases due together go in several
     // waves back to back (this simulation holds tens of locks), or the default.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "member/core.h"
 #include "sim_random.h"
 
 namespace pgfence::sim {
@@ -49,7 +50,7 @@ struct FaultConfig {
     std::uint64_t compact_every_entries = 64;  // a member snapshots after this many applies
     std::uint64_t snapshot_log_pct = 0;        // and after this % of its table's bytes of log (member::Config's)
     std::size_t snapshot_slice_locks = 16384;  // locks a snapshot encodes per turn (member::Config's)
-    std::size_t max_expire_batch = 1;          // Expires per entry (member::Config's)
+    std::size_t max_expire_batch = member::kDefaultMaxExpireBatch;  // Expires per entry (member::Config's)
     std::size_t expiry_wave = 512;             // leases an expiry wave takes (member::Config's)
     bool lease_checkpoints = true;             // member::Config's
     std::size_t max_checkpoints_per_tick = 1024;  // member::Config's

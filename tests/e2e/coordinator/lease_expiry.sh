@@ -47,6 +47,8 @@ for attempt in 1 2 3; do
     fi
     saw_not_confirmed() { grep -q "event=expire_not_confirmed key=$key token=$T" "$DIR/$L.log"; }
     wait_until 10 "leader $L logs expire_not_confirmed for $key" saw_not_confirmed
+    # expire_proposed and expire lines name only an entry's first lock: these
+    # greps see $key because it runs out alone, the only lock of its entry.
     ! grep -q "event=expire_proposed key=$key" "$DIR/$L.log" || { resume; fail "leader $L proposed Expire without a quorum"; }
     ! grep -q "event=expire key=$key" "$DIR"/*.log || { resume; fail "an Expire for $key applied while the followers were stopped"; }
     resume

@@ -47,6 +47,8 @@ wait_until 10 "old leader $A applies the new leader's log" caught_up "$B" "$A"
 touch "$DIR/stop-keepalive"
 wait "$ka_pid"
 [[ ! -e "$DIR/keepalive-failures" ]] || fail "keepalives through $B failed: $(cat "$DIR/keepalive-failures")"
+# expire_proposed and expire lines name only an entry's first lock: these
+# greps see "stalled" because it runs out alone, the only lock of its entry.
 ! grep -q "event=expire_proposed key=stalled" "$DIR/$A.log" || fail "old leader $A proposed Expire for the stalled lock"
 ! grep -q "event=expire key=stalled" "$DIR"/*.log || fail "an Expire for the stalled lock was applied"
 get "$B" "/v1/locks?key=stalled"

@@ -4,11 +4,11 @@
 # (409 names the held key, nothing granted), kept alive and released only
 # whole (part_of_set otherwise), a waiting set is not jumped by a later
 # single-key waiter (no barging) and goes once its keys are free, the set
-# expires as one ExpireMany (--max-expire-batch above 1), and bad sets are
+# expires as one ExpireMany (--max-expire-batch's default), and bad sets are
 # refused with 400.
 source "$(dirname "$0")/../coordinator/lib.sh"
 
-cluster_start 3 "--max-expire-batch 64"  # leases that run out together go in one ExpireMany
+cluster_start 3  # leases that run out together go in one ExpireMany (the default batch)
 L=$(wait_leader 10) || fail "no leader"
 
 acquire() { post "$L" /v1/acquire "$1"; }

@@ -159,9 +159,9 @@ BOOST_AUTO_TEST_CASE(non_canonical_version_3_snapshots_are_refused) {
         if (flags_override == 0) {
             test::put_lock(b, lock, 3);
         } else {
-            b.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner).u8(flags_override);
-            if (flags_override & 1) b.str(lock.user);
-            if (flags_override & 2) b.str(lock.value);
+            b.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner.str()).u8(flags_override);
+            if (flags_override & 1) b.str(lock.user.str());
+            if (flags_override & 2) b.str(lock.value.str());
             if (flags_override & 4) b.u64(lock.remaining_ms);
         }
         return restore_error(b.get());

@@ -8,7 +8,7 @@ std::ostream& operator<<(std::ostream& os, const Command& cmd) {
     return os << describe(cmd);
 }
 std::ostream& operator<<(std::ostream& os, const Lock& lock) {
-    return os << describe(Command{Grant{lock.key, lock.lease_ms, lock.owner, lock.user}})
+    return os << describe(Command{Grant{lock.key, lock.lease_ms, lock.owner.str(), lock.user.str()}})
               << " token=" << lock.token << " value=" << lock.value << " remaining_ms=" << lock.remaining_ms;
 }
 }  // namespace pgfence::lock
@@ -16,14 +16,14 @@ std::ostream& operator<<(std::ostream& os, const Lock& lock) {
 namespace pgfence::lock::test {
 
 void put_lock(Bytes& bytes, const Lock& lock, std::uint8_t version) {
-    bytes.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner);
-    if (version == 2) bytes.str(lock.user);
+    bytes.str(lock.key).u64(lock.token).u64(lock.lease_ms).str(lock.owner.str());
+    if (version == 2) bytes.str(lock.user.str());
     if (version == 3) {
         const std::uint8_t flags = (lock.user.empty() ? 0 : 1) | (lock.value.empty() ? 0 : 2) |
                                    (lock.remaining_ms == 0 ? 0 : 4);
         bytes.u8(flags);
-        if (flags & 1) bytes.str(lock.user);
-        if (flags & 2) bytes.str(lock.value);
+        if (flags & 1) bytes.str(lock.user.str());
+        if (flags & 2) bytes.str(lock.value.str());
         if (flags & 4) bytes.u64(lock.remaining_ms);
     }
 }

@@ -2,6 +2,7 @@
 // with and without a quorum's confirmation, a new leader restarting leases,
 // waiter order, phantom release, proposal timeout, the rho margin.
 #include <boost/test/unit_test.hpp>
+#include <map>
 
 #include "harness.h"
 
@@ -489,6 +490,53 @@ BOOST_AUTO_TEST_CASE(leases_due_together_expire_in_batches_of_up_to_the_limit) {
     for (raft::NodeId id = 1; id <= 3; ++id) BOOST_TEST(h.core(id).table().size() == 1u);
     BOOST_TEST(h.logged(l, "expire_proposed", "batch", std::to_string(lock::kMaxExpireMany)));
     BOOST_TEST(h.core(l).check_invariants() == "");
+    // One line per entry proposed and per entry applied (per lock only at
+    // debug level: the next test).
+    BOOST_TEST(h.count_logged(l, "expire_proposed") == 3u);
+    BOOST_TEST(h.count_logged(l, "expire") == 3u);
+    BOOST_TEST(h.logged(l, "expire", "locks", std::to_string(lock::kMaxExpireMany)));
+    BOOST_TEST(h.logged(l, "expire", "expired", std::to_string(lock::kMaxExpireMany)));
+    BOOST_TEST(h.logged(l, "expire", "index", std::to_string(before + 1)));
+    BOOST_TEST(h.logged(l, "expire_proposed", "index", std::to_string(before + 1)));
+}
+
+// With debug lines on, each lock of an ExpireMany also gets an
+// expire_proposed_lock line on the leader and an expire_lock line where it
+// applies: its key, token, owner, whether it existed, the entry's index.
+BOOST_AUTO_TEST_CASE(at_debug_level_each_expired_lock_gets_its_own_lines) {
+    Harness h(3, [](Config& c) { c.debug_logs = true; });
+    const raft::NodeId l = h.elect();
+    std::map<std::string, lock::Token> tokens;
+    for (int i = 0; i < 3; ++i) {
+        const std::string key = "d" + std::to_string(i);
+        tokens[key] = as<Granted>(h.answer(l, h.send(l, acq(key, 1000, "owner-" + std::to_string(i))))).token;
+    }
+    const raft::Index entry = h.core(l).table().applied_index() + 1;
+    h.advance(milliseconds(1200));
+    BOOST_TEST_REQUIRE(h.core(l).table().size() == 0u);
+    BOOST_TEST(h.count_logged(l, "expire") == 1u);  // one entry
+    auto field = [](const LogLine& line, std::string_view name) {
+        for (std::size_t i = 0; i < line.count; ++i) {
+            if (name == line.fields[i].first) return line.fields[i].second;
+        }
+        return std::string("<none>");
+    };
+    for (const char* event : {"expire_proposed_lock", "expire_lock"}) {
+        std::map<std::string, std::string> owners;  // key -> owner, one line each
+        for (const LogLine& line : h.node(l).logs) {
+            if (std::string_view(line.event) != event) continue;
+            BOOST_TEST((line.level == LogLevel::kDebug));
+            const std::string key = field(line, "key");
+            BOOST_TEST_REQUIRE(tokens.count(key) == 1u);
+            BOOST_TEST(field(line, "token") == std::to_string(tokens[key]));
+            BOOST_TEST(field(line, "index") == std::to_string(entry));
+            if (std::string_view(event) == "expire_lock") BOOST_TEST(field(line, "existed") == "true");
+            BOOST_TEST(owners.emplace(key, field(line, "owner")).second, event << " twice for " << key);
+        }
+        BOOST_TEST((owners == std::map<std::string, std::string>{
+                        {"d0", "owner-0"}, {"d1", "owner-1"}, {"d2", "owner-2"}}),
+                   event);
+    }
 }
 
 // A storm larger than one wave (Config::expiry_wave) goes in waves back to
@@ -533,8 +581,8 @@ BOOST_AUTO_TEST_CASE(a_config_outside_the_wave_batch_or_slice_bounds_is_refused)
     BOOST_CHECK_THROW(build([](Config& c) { c.snapshot_slice_locks = 0; }), std::invalid_argument);
 }
 
-// With max_expire_batch 1 (the server's default, for clusters where a member
-// may not know ExpireMany) leases that ran out together go out one Expire each.
+// With max_expire_batch 1 (while upgrading from a release before
+// ExpireMany) leases that ran out together go out one Expire each.
 BOOST_AUTO_TEST_CASE(with_a_batch_of_one_each_lease_is_expired_by_an_expire_of_its_own) {
     Harness h(3, 0, 10000, 100, lock::kMaxTableBytes, 1);
     const raft::NodeId l = h.elect();
@@ -544,6 +592,39 @@ BOOST_AUTO_TEST_CASE(with_a_batch_of_one_each_lease_is_expired_by_an_expire_of_i
     BOOST_TEST(h.core(l).table().size() == 0u);
     BOOST_TEST(h.core(l).table().applied_index() - before == 5u);
     BOOST_TEST(h.core(l).counters().expire_batches == 0u);
+}
+
+// An Expire the leader cannot propose (its proposals are full: here its
+// appends are lost, so nothing it proposes applies) is logged
+// expire_not_proposed and its lease runs again, to expire at a later tick
+// once proposals drain.
+BOOST_AUTO_TEST_CASE(an_expire_that_cannot_be_proposed_runs_on_and_expires_later) {
+    Harness h(3, [](Config& c) { c.max_proposals = 2; });
+    const raft::NodeId l = h.elect();
+    as<Granted>(h.answer(l, h.send(l, acq("k", 1000))));
+    // The leader's appends are lost; its heartbeats are not: it keeps leading
+    // and confirms its expiry rounds, but commits nothing.
+    h.drop = [l](const raft::Message& m) { return m.from == l && std::holds_alternative<raft::AppendRequest>(m.body); };
+    const RequestId p0 = h.send(l, acq("p0", 1000));
+    const RequestId p1 = h.send(l, acq("p1", 1000));  // max_proposals pending
+    h.advance(milliseconds(1200));  // k ran out (1,050 ms with rho)
+    BOOST_TEST_REQUIRE(h.core(l).leader_term() != 0u);
+    BOOST_TEST(h.logged(l, "expire_not_proposed", "key", "k"));
+    BOOST_TEST(h.logged(l, "expire_not_proposed", "error", raft::to_string(raft::ProposeError::kBacklog)));
+    BOOST_TEST(h.core(l).counters().expires_proposed == 0u);
+    const Lease* lease = h.core(l).lease("k");
+    BOOST_TEST_REQUIRE(lease != nullptr);
+    BOOST_TEST((lease->phase == LeasePhase::kRunning));
+    BOOST_TEST(h.core(l).table().find("k") != nullptr);
+    BOOST_TEST(h.core(l).check_invariants() == "");
+    // Appends get through again: the proposals apply, and k expires.
+    h.drop = nullptr;
+    for (int i = 0; i < 200 && h.core(l).table().find("k") != nullptr; ++i) h.advance(Harness::kTick);
+    BOOST_TEST(h.core(l).table().find("k") == nullptr);
+    BOOST_TEST(h.core(l).counters().expires_proposed >= 1u);
+    as<Granted>(h.answer(l, p0));
+    as<Granted>(h.answer(l, p1));
+    BOOST_TEST(h.core(l).check_invariants() == "");
 }
 
 // A round that fails (the leader is cut off) leaves the whole batch running:

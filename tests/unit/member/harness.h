@@ -40,7 +40,7 @@ public:
                      std::uint64_t snapshot_log_pct = 100, std::uint64_t max_table_bytes = lock::kMaxTableBytes,
                      std::size_t max_expire_batch = lock::kMaxExpireMany,
                      std::size_t expiry_wave = kDefaultExpiryWave, bool owner_binding = true,
-                     bool lease_checkpoints = false) {
+                     bool lease_checkpoints = false, const std::function<void(Config&)>& configure = {}) {
         for (int i = 1; i <= members; ++i) ids_.push_back(static_cast<raft::NodeId>(i));
         nodes_.resize(static_cast<std::size_t>(members));
         for (int i = 0; i < members; ++i) {
@@ -59,10 +59,17 @@ public:
             c.owner_binding = owner_binding;
             c.lease_checkpoints = lease_checkpoints;
             c.snapshot_keep = 5;
+            if (configure) configure(c);
             configs_.push_back(c);
             nodes_[static_cast<std::size_t>(i)].core = std::make_unique<Core>(c, nodes_[static_cast<std::size_t>(i)].storage);
         }
     }
+
+    // The defaults above, and `configure` applied to each member's Config
+    // (debug_logs, max_proposals, ...).
+    Harness(int members, const std::function<void(Config&)>& configure)
+        : Harness(members, 50'000, 10000, 100, lock::kMaxTableBytes, lock::kMaxExpireMany, kDefaultExpiryWave, true,
+                  false, configure) {}
 
     // A member joining the running cluster: the next id, knowing no
     // configuration (raft.members empty) until the leader tells it.
@@ -185,6 +192,13 @@ public:
             }
         }
         return false;
+    }
+
+    // How many lines `at` logged of `event` (at `level`).
+    std::size_t count_logged(raft::NodeId at, std::string_view event, LogLevel level = LogLevel::kInfo) const {
+        std::size_t n = 0;
+        for (const LogLine& l : nodes_[at - 1].logs) n += event == l.event && l.level == level ? 1 : 0;
+        return n;
     }
 
     // Grant answers are reported written unless the test says otherwise.

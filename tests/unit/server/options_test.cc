@@ -2,7 +2,9 @@
 #include <boost/test/unit_test.hpp>
 #include <vector>
 
+#include "lock/commands.h"
 #include "member/addresses.h"
+#include "member/core.h"
 #include "net/peer_transport.h"
 #include "server/open_files.h"
 #include "server/options.h"
@@ -279,9 +281,11 @@ BOOST_AUTO_TEST_CASE(peer_connection_limits_have_defaults_bounds_and_reach_the_t
     BOOST_TEST(t.pending_timeout.count() == 1000);
 }
 
-BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_one_and_is_bounded_by_the_command) {
-    BOOST_TEST(Options{}.max_expire_batch == 1u);  // no ExpireMany unless asked for (docs/operations.md, Upgrades)
-    check_bounded_flag("--max-expire-batch", "1024", &Options::max_expire_batch, 1024,
+BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_the_commands_limit_and_is_bounded_by_it) {
+    // A wave's Expires in one ExpireMany; 1 only while upgrading from a release before it (docs/operations.md, Upgrades).
+    BOOST_TEST(Options{}.max_expire_batch == pgfence::member::kDefaultMaxExpireBatch);
+    BOOST_TEST(Options{}.max_expire_batch == pgfence::lock::kMaxExpireMany);
+    check_bounded_flag("--max-expire-batch", "1", &Options::max_expire_batch, 1,
                        {"0", "1025", "-1", "many", ""}, "1..1024");
 }
 

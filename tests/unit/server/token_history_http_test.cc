@@ -3,7 +3,8 @@
 // on any key of a token is refused (403, naming none of its keys), one that
 // may read some keys of a set sees only those (the others counted in
 // hidden_keys), and the key's history is refused without read on the key.
-// Without auth: an error shows no raw byte; /metrics tells the history.
+// Without auth: an error shows no raw byte; /metrics tells the history and
+// the commit path's phases (leader and follower).
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -157,6 +158,31 @@ BOOST_AUTO_TEST_CASE(an_error_echoes_no_raw_byte_and_metrics_tell_the_history) {
     BOOST_TEST(eventually([&] { return metric("pgfence_token_history_tokens") == 1; }));
     BOOST_TEST(metric("pgfence_token_history_bytes") > 100u);
     BOOST_TEST(get(at, "/metrics", "x").second.find("\npgfence_token_history_dropped_total 0\n") != std::string::npos);
+
+    // The commit path is timed (server/commit_phases.h): after a few
+    // acquires the leader has observed `total`, a follower `f_local`
+    // (counts only).
+    for (int i = 2; i < 6; ++i) {
+        const std::string key = "m/" + std::to_string(i);
+        auto more = c.acquire(client::AcquireRequest{key, milliseconds(30'000), milliseconds(0), ""});
+        BOOST_REQUIRE_MESSAGE(more.ok(), more.message());
+    }
+    auto count = [&](const client::Endpoint& e, const std::string& phase) {
+        const std::string name = "pgfence_commit_phase_seconds_count{phase=\"" + phase + "\"}";
+        const std::string text = get(e, "/metrics", "x").second;
+        const std::size_t p = text.find("\n" + name + " ");
+        return p == std::string::npos ? std::uint64_t{0} : std::stoull(text.substr(p + name.size() + 2));
+    };
+    BOOST_TEST(eventually([&] {
+        const std::vector<client::Endpoint> all = cluster.endpoints();
+        for (std::size_t l = 0; l < all.size(); ++l) {
+            if (count(all[l], "total") == 0) continue;
+            for (std::size_t f = 0; f < all.size(); ++f) {
+                if (f != l && count(all[f], "f_local") > 0) return true;
+            }
+        }
+        return false;
+    }));
     cluster.stop();
 }
 

@@ -237,6 +237,20 @@ BOOST_AUTO_TEST_CASE(one_fdatasync_per_batch) {
     }
 }
 
+// last_persist(): the bytes of the record the batch wrote (more than its
+// entries' data: the framing), none for a batch without entries.
+BOOST_AUTO_TEST_CASE(last_persist_reports_the_batch_bytes) {
+    TempDir dir;
+    auto s = open_storage(dir.path());
+    const auto entries = make_entries(1, 16, 1);
+    std::size_t data = 0;
+    for (const auto& e : entries) data += e.data.size();
+    s->persist(nullptr, nullptr, entries);
+    BOOST_TEST(s->last_persist().bytes > data);
+    s->persist(nullptr, nullptr, {});
+    BOOST_TEST(s->last_persist().bytes == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(conflicting_suffix_is_truncated_and_stays_truncated) {
     TempDir dir;
     {
