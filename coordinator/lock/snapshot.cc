@@ -42,7 +42,13 @@ constexpr std::uint64_t kMinLockBytes = lock_bytes(kMinKeyBytes, std::size_t{0})
 std::optional<Lock> read_lock(codec::Reader& in, std::uint8_t version) {
     const std::string_view key = in.string("lock key", kMaxKeyBytes);
     const std::uint64_t token = in.u64("lock token");
+    const std::size_t lease_offset = in.offset();
     const std::uint64_t lease_ms = in.u64("lock lease_ms");
+    // Checked here, not by check_invariants(): Lock keeps it in 32 bits.
+    if (in.ok() && lease_ms > kMaxLeaseMs) {
+        in.fail_at(lease_offset, "lock lease_ms " + std::to_string(lease_ms) + " is over the largest lease, " +
+                                     std::to_string(kMaxLeaseMs) + " ms");
+    }
     const std::string_view owner = in.string("lock owner", kMaxOwnerBytes);
     std::string_view user;
     std::string_view value;
@@ -58,7 +64,12 @@ std::optional<Lock> read_lock(codec::Reader& in, std::uint8_t version) {
         const std::size_t fields_offset = in.offset();
         if (flags & kHasUser) user = in.string("lock user", kMaxUserBytes);
         if (flags & kHasValue) value = in.string("lock value", kMaxValueBytes);
+        const std::size_t remaining_offset = in.offset();
         if (flags & kHasRemaining) remaining_ms = in.u64("lock remaining_ms");
+        if (in.ok() && remaining_ms > kMaxLeaseMs) {  // likewise (check_lock() compares it with lease_ms)
+            in.fail_at(remaining_offset, "lock remaining_ms " + std::to_string(remaining_ms) +
+                                             " is over the largest lease, " + std::to_string(kMaxLeaseMs) + " ms");
+        }
         const bool empty_present = ((flags & kHasUser) && user.empty()) || ((flags & kHasValue) && value.empty()) ||
                                    ((flags & kHasRemaining) && remaining_ms == 0);
         if (in.ok() && empty_present) {

@@ -48,7 +48,7 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
         }
         if (regrants(*held, grant.owner, grant.user)) {
             const Token token = held->token;
-            const std::uint64_t lease_ms = std::max(grant.lease_ms, held->lease_ms);
+            const std::uint64_t lease_ms = std::max<std::uint64_t>(grant.lease_ms, held->lease_ms);
             if (lease_ms == held->lease_ms && held->remaining_ms == 0) return Granted{token, false, lease_ms};
             before_change(grant.key);
             // A retry may lengthen the lease, and restarts it (no
@@ -155,7 +155,7 @@ Result LockTable::regrant_many(const GrantMany& many) {
     }
     // The set's locks agree on lease_ms (check_invariants()). Each restarts
     // at full length, as a Grant's re-grant: its checkpoint goes.
-    const std::uint64_t lease_ms = std::max(first->lease_ms, many.lease_ms);
+    const std::uint64_t lease_ms = std::max<std::uint64_t>(first->lease_ms, many.lease_ms);
     const Token token = first->token;
     for (const std::string& key : many.keys) restart(key, lease_ms);
     return Granted{token, false, lease_ms};

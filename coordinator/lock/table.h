@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,19 +35,31 @@ namespace pgfence::lock {
 // A constant, not a flag: members that disagreed on it would diverge.
 constexpr std::uint64_t kMaxTableBytes = 192ull << 20;
 
-// One held lock. 80 bytes (a tree node of 128 with malloc's header): the key
+// One held lock. 72 bytes (a tree node of 112 with malloc's header): the key
 // a std::string (inline up to 15 bytes), owner, user and value a Text (one
-// pointer, nothing else while empty).
+// pointer, nothing else while empty), lease_ms and remaining_ms a u32 each
+// (both at most kMaxLeaseMs: validate() refuses a longer Grant, restore() a
+// longer snapshot record). Built in the order of its fields' meaning (key,
+// token, lease_ms, owner, user, value, remaining_ms), laid out to leave no
+// padding.
 struct Lock {
+    static_assert(kMaxLeaseMs <= UINT32_MAX);
+    Lock() = default;
+    Lock(std::string key_, Token token_, std::uint64_t lease_ms_, Text owner_ = {}, Text user_ = {},
+         Text value_ = {}, std::uint64_t remaining_ms_ = 0)
+        : key(std::move(key_)), token(token_), lease_ms(static_cast<std::uint32_t>(lease_ms_)),
+          remaining_ms(static_cast<std::uint32_t>(remaining_ms_)), owner(std::move(owner_)), user(std::move(user_)),
+          value(std::move(value_)) {}
+
     std::string key;
     Token token = 0;
-    std::uint64_t lease_ms = 0;
+    std::uint32_t lease_ms = 0;
+    // The lease's time left at its last checkpoint (1..lease_ms), from which a
+    // new leader restarts the lease; 0 = no checkpoint: the full lease_ms.
+    std::uint32_t remaining_ms = 0;
     Text owner{};
     Text user{};   // who was granted it (Grant::user); "" without authentication
     Text value{};  // what the holder publishes (0..kMaxValueBytes; "" = none)
-    // The lease's time left at its last checkpoint (1..lease_ms), from which a
-    // new leader restarts the lease; 0 = no checkpoint: the full lease_ms.
-    std::uint64_t remaining_ms = 0;
     bool operator==(const Lock&) const = default;
     // Whether the lock has a field only snapshot version 3 carries.
     bool extended() const { return !value.empty() || remaining_ms != 0; }

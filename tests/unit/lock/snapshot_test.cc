@@ -152,7 +152,8 @@ BOOST_AUTO_TEST_CASE(a_sets_regrant_clears_the_checkpoints_of_its_keys) {
 }
 
 // One encoding per table in version 3: not needed, an unknown flag bit, a
-// field flagged present but empty, a checkpoint longer than its lease.
+// field flagged present but empty, a checkpoint longer than its lease;
+// in any version, a lease or checkpoint past kMaxLeaseMs.
 BOOST_AUTO_TEST_CASE(non_canonical_version_3_snapshots_are_refused) {
     const auto one = [](const Lock& lock, std::uint8_t flags_override = 0) {
         Bytes b = Bytes().u8(3).u64(10).u64(0).u64(10).u32(1);
@@ -177,6 +178,17 @@ BOOST_AUTO_TEST_CASE(non_canonical_version_3_snapshots_are_refused) {
     BOOST_TEST(error.find("mark a field present that is empty") != std::string::npos, error);
     error = one(Lock{"a", 9, kSnapshotLeaseMs, "w", "", "", kSnapshotLeaseMs + 1});
     BOOST_TEST(error.find("more than its lease of 5000 ms") != std::string::npos, error);
+    // Past kMaxLeaseMs (a Lock keeps both in 32 bits): refused as read, never truncated.
+    {
+        Bytes b = Bytes().u8(1).u64(10).u64(0).u64(10).u32(1);
+        b.str("a").u64(9).u64(kMaxLeaseMs + 1).str("w");
+        error = restore_error(b.get());
+        BOOST_TEST(error.find("lock lease_ms 86400001 is over the largest lease") != std::string::npos, error);
+        Bytes r = Bytes().u8(3).u64(10).u64(0).u64(10).u32(1);
+        r.str("a").u64(9).u64(kSnapshotLeaseMs).str("w").u8(4).u64((1ull << 32) + 1);
+        error = restore_error(r.get());
+        BOOST_TEST(error.find("lock remaining_ms 4294967297 is over the largest lease") != std::string::npos, error);
+    }
     error = one(Lock{"a", 9, kSnapshotLeaseMs, "w", "", std::string("bad\x01")});
     BOOST_TEST(error.find("value") != std::string::npos, error);
     error = one(Lock{"a", 9, kSnapshotLeaseMs, "w", "", std::string(kMaxValueBytes + 1, 'v')});

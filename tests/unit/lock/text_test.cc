@@ -90,7 +90,8 @@ BOOST_AUTO_TEST_CASE(locks_differing_in_a_text_differ) {
     BOOST_TEST(!(a == b));
 }
 
-// 80 bytes on LP64: the three Texts are a pointer each (lock/table.h).
-static_assert(sizeof(void*) != 8 || sizeof(pgfence::lock::Lock) == 80);
+// 72 bytes on LP64: the three Texts are a pointer each, lease_ms and
+// remaining_ms a u32 each (lock/table.h).
+static_assert(sizeof(void*) != 8 || sizeof(pgfence::lock::Lock) == 72);
 
 BOOST_AUTO_TEST_SUITE_END()
