@@ -388,7 +388,7 @@ const Lease* Core::lease(std::string_view key) const { return leases_.find(key);
 
 std::string Core::kid_of(std::string_view key, lock::Token token) const {
     const Lease* l = leases_.find(key);
-    return l != nullptr && l->token == token ? std::string(l->kid.view()) : std::string(kUnknownProofKid);
+    return l != nullptr && l->token == token ? std::string(leases_.kid(*l)) : std::string(kUnknownProofKid);
 }
 
 std::uint64_t Core::ttl_ms(std::string_view key, Time now) const {

@@ -36,7 +36,6 @@
 // which Expire is considered (`expire_at`) adds it.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -107,24 +106,11 @@ enum class LeasePhase : std::uint8_t { kRunning, kConfirming, kExpiring };
 inline constexpr std::string_view kNoProofKid = "none";          // no proof handed out (the member signs none, or no answer yet)
 inline constexpr std::string_view kUnknownProofKid = "unknown";  // restarted by a new leader: a former leader answered it
 
-// A lease's kid, kept inline (no allocation per held lock): at most kMax
-// bytes, the 16 hex digits of a kid or one of the names above; a longer
-// value is kept as kUnknownProofKid.
-class ProofKid {
-public:
-    static constexpr std::size_t kMax = 16;
-    ProofKid() : ProofKid(kNoProofKid) {}
-    explicit ProofKid(std::string_view kid) {
-        if (kid.size() > kMax) kid = kUnknownProofKid;
-        kid.copy(bytes_.data(), kid.size());
-        size_ = static_cast<std::uint8_t>(kid.size());
-    }
-    std::string_view view() const { return {bytes_.data(), size_}; }
-
-private:
-    std::array<char, kMax> bytes_{};
-    std::uint8_t size_ = 0;
-};
+// A lease's kid is kept as a number (Lease::kid) that its LeaseSet maps to
+// the name (LeaseSet::kid()): at most kMaxProofKidBytes bytes, the 16 hex
+// digits of a kid or one of the names above; a longer value is kept as
+// kUnknownProofKid.
+inline constexpr std::size_t kMaxProofKidBytes = 16;
 
 // Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(run_ms,
 // rho) except after a phantom grant expired, which brings each of them forward to the moment
@@ -137,24 +123,33 @@ private:
 // have answered it. A phantom grant expires a lease only while it is 0, so a
 // lease answered to anyone is never cut before its deadline, whatever the
 // order of the writes reported (docs/guarantees.md, "Phantom locks").
+//
+// 56 bytes on LP64, no padding: the times and the log index, then lease_ms
+// and run_ms in 32 bits (at most lock::kMaxLeaseMs), then answers, phase,
+// whether a checkpoint is due and the kid's number.
 struct Lease {
+    static constexpr Time kNoCheckpoint = Time::max();
+
     lock::Token token = 0;
-    std::uint64_t lease_ms = 0;
-    std::uint64_t run_ms = 0;  // this run's length: lease_ms, or the checkpoint a new leader restarted it from
     Time started{};    // this run's (re)start
     Time deadline{};   // started + run_ms: the nominal end, reported as ttl_ms
     Time expire_at{};  // deadline + margin: Expire is considered from here on
-    // When this run's checkpoint is due (started + run_ms / 2), kNoCheckpoint
-    // when none is (checkpoints off, or proposed already in this run).
-    Time checkpoint_at = kNoCheckpoint;
     // The log index of the last Checkpoint naming this lease proposed in
     // this leadership (0: none): one above the applied index is in flight.
     std::uint64_t checkpoint_index = 0;
-    static constexpr Time kNoCheckpoint = Time::max();
+    std::uint32_t lease_ms = 0;
+    std::uint32_t run_ms = 0;  // this run's length: lease_ms, or the checkpoint a new leader restarted it from
     std::uint32_t answers = 0;  // saturates at kMaxAnswers (then never cut)
-    LeasePhase phase = LeasePhase::kRunning;  // next to answers and kid: 88 bytes in all, no padding between
-    ProofKid kid;  // see kNoProofKid above
+    LeasePhase phase = LeasePhase::kRunning;
+    // This run's checkpoint is due at checkpoint_at(); false when none is
+    // (checkpoints off, or proposed already in this run).
+    bool checkpoint_due = false;
+    std::uint16_t kid = 0;  // its LeaseSet's number for the kid (kNoProofKid until answered)
 
+    // When this run's checkpoint is due (started + run_ms / 2), kNoCheckpoint when none is.
+    Time checkpoint_at() const {
+        return checkpoint_due ? started + std::chrono::milliseconds(run_ms / 2) : kNoCheckpoint;
+    }
     static constexpr std::uint32_t kMaxAnswers = std::numeric_limits<std::uint32_t>::max();
 
     bool expiring() const { return phase == LeasePhase::kExpiring; }
@@ -163,24 +158,24 @@ struct Lease {
     // (Re)starts the lease at `now` for a run of `run` ms (0: lease_ms): on
     // grant apply, keepalive, or a new leader's restart (from a checkpoint:
     // its remaining time). `checkpoints`: this run's checkpoint is due at its half.
+    // `run` is at most lock::kMaxLeaseMs (a checkpoint is at most its lease).
     void restart(Time now, std::uint64_t max_clock_drift_ppm, bool checkpoints = false, std::uint64_t run = 0) {
-        run_ms = run == 0 ? lease_ms : run;
+        run_ms = run == 0 ? lease_ms : static_cast<std::uint32_t>(run);
         started = now;
         deadline = now + std::chrono::milliseconds(run_ms);
         expire_at = deadline + std::chrono::milliseconds(expiry_margin_ms(run_ms, max_clock_drift_ppm));
-        checkpoint_at = checkpoints ? now + std::chrono::milliseconds(run_ms / 2) : kNoCheckpoint;
+        checkpoint_due = checkpoints;
     }
 
     static Lease start(lock::Token token, std::uint64_t lease_ms, Time now, std::uint64_t max_clock_drift_ppm,
                        bool checkpoints = false) {
         Lease l;
         l.token = token;
-        l.lease_ms = lease_ms;
+        l.lease_ms = static_cast<std::uint32_t>(lease_ms);  // <= lock::kMaxLeaseMs (validate())
         l.restart(now, max_clock_drift_ppm, checkpoints);
         return l;
     }
 };
-// 88 bytes on LP64 (leases.h counts a map node of 144 with it).
-static_assert(sizeof(void*) != 8 || sizeof(Lease) == 88);
+static_assert(lock::kMaxLeaseMs <= UINT32_MAX);
 
 }  // namespace pgfence::member

@@ -2,6 +2,7 @@
 #include "member/leases.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace pgfence::member {
 
@@ -92,15 +93,34 @@ void LeaseSet::unindex(Map::iterator it) {
 // by DueHeap::update()); one otherwise changed left both first.
 void LeaseSet::index(Map::iterator it) {
     Slot& slot = it->second;
-    if (slot.lease.checkpoint_at != Lease::kNoCheckpoint && slot.checkpoint == kNotIndexed) {
-        checkpoints_due_.push(Due{slot.lease.checkpoint_at, &*it});
+    if (slot.lease.checkpoint_due && slot.checkpoint == kNotIndexed) {
+        checkpoints_due_.push(Due{slot.lease.checkpoint_at(), &*it});
     }
     if (slot.lease.phase == LeasePhase::kRunning && slot.at == kNotIndexed) {
         running_.push(Due{slot.lease.expire_at, &*it});
     }
 }
 
-void LeaseSet::count_kid(std::string_view kid, bool add) {
+// A kid's number: the one it has (it or a kid of no lease kept it last), else
+// the first number no lease uses, else a new one; kUnknownKidNumber for a kid
+// too long, or once every number is in use.
+std::uint16_t LeaseSet::kid_number(std::string_view kid) {
+    if (kid.size() > kMaxProofKidBytes) return kUnknownKidNumber;
+    std::size_t unused = kid_names_.size();
+    for (std::size_t i = 0; i < kid_names_.size(); ++i) {
+        if (kid_names_[i] == kid) return static_cast<std::uint16_t>(i);
+        if (unused == kid_names_.size() && i > kUnknownKidNumber && !by_kid_.contains(kid_names_[i])) unused = i;
+    }
+    if (unused == kid_names_.size()) {
+        if (kid_names_.size() > std::numeric_limits<std::uint16_t>::max()) return kUnknownKidNumber;
+        kid_names_.emplace_back();
+    }
+    kid_names_[unused] = kid;
+    return static_cast<std::uint16_t>(unused);
+}
+
+void LeaseSet::count_kid(std::uint16_t number, bool add) {
+    const std::string_view kid = kid_names_[number];
     auto it = by_kid_.find(kid);
     if (add) {
         if (it == by_kid_.end()) it = by_kid_.emplace(std::string(kid), 0).first;
@@ -116,8 +136,8 @@ void LeaseSet::start_all(const lock::LockTable& table, Time now, std::uint64_t m
     table.for_each([&](const lock::Lock& l) {
         Lease lease = Lease::start(l.token, l.lease_ms, now, max_clock_drift_ppm, checkpoints_);
         lease.answers = 1;  // a former leader may have answered it
-        lease.kid = ProofKid(kUnknownProofKid);
-        count_kid(lease.kid.view(), true);
+        lease.kid = kUnknownKidNumber;
+        count_kid(lease.kid, true);
         auto it = leases_.emplace(l.key, Slot{std::move(lease)}).first;
         index(it);
     });
@@ -128,12 +148,12 @@ void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t leas
     auto it = leases_.find(key);
     std::uint32_t answers = 0;
     std::uint64_t checkpoint_index = 0;
-    ProofKid kid;
+    std::uint16_t kid = kNoKidNumber;
     if (it == leases_.end()) {
         it = leases_.emplace(std::string(key), Slot{}).first;
     } else {
         unindex(it);
-        count_kid(it->second.lease.kid.view(), false);
+        count_kid(it->second.lease.kid, false);
         if (it->second.lease.token == token) {
             answers = it->second.lease.answers;
             kid = it->second.lease.kid;
@@ -144,7 +164,7 @@ void LeaseSet::start(std::string_view key, lock::Token token, std::uint64_t leas
     it->second.lease.answers = answers;
     it->second.lease.kid = kid;
     it->second.lease.checkpoint_index = checkpoint_index;
-    count_kid(it->second.lease.kid.view(), true);
+    count_kid(it->second.lease.kid, true);
     index(it);
 }
 
@@ -153,10 +173,10 @@ bool LeaseSet::answered(std::string_view key, lock::Token token, std::string_vie
     Slot* s = find_token(key, token, &it);
     if (s == nullptr) return false;
     if (s->lease.answers < Lease::kMaxAnswers) ++s->lease.answers;
-    if (!kid.empty() && kid != s->lease.kid.view()) {
-        count_kid(s->lease.kid.view(), false);
-        s->lease.kid = ProofKid(kid);
-        count_kid(s->lease.kid.view(), true);
+    if (!kid.empty() && kid != kid_names_[s->lease.kid]) {
+        count_kid(s->lease.kid, false);
+        s->lease.kid = kid_number(kid);
+        count_kid(s->lease.kid, true);
     }
     return true;
 }
@@ -178,10 +198,10 @@ bool LeaseSet::restart(std::string_view key, lock::Token token, Time now, std::u
     // Its phase is unchanged: indexed while running, it moves in place.
     if (s->at != kNotIndexed) running_.update(s->at, s->lease.expire_at);
     if (s->checkpoint != kNotIndexed) {
-        if (s->lease.checkpoint_at == Lease::kNoCheckpoint) {
+        if (!s->lease.checkpoint_due) {
             checkpoints_due_.erase(s->checkpoint);
         } else {
-            checkpoints_due_.update(s->checkpoint, s->lease.checkpoint_at);
+            checkpoints_due_.update(s->checkpoint, s->lease.checkpoint_at());
         }
     }
     index(it);  // a checkpoint newly due goes in
@@ -207,7 +227,7 @@ std::size_t LeaseSet::take_checkpoints(Time now, std::size_t limit, std::size_t 
         bytes += more;
         checkpoints_due_.erase(0);
         Lease& lease = node.second.lease;
-        lease.checkpoint_at = Lease::kNoCheckpoint;
+        lease.checkpoint_due = false;
         ++taken;
         // A lease being expired, or cut by a phantom grant, is not checkpointed.
         if (lease.phase != LeasePhase::kRunning || lease.deadline <= now) continue;
@@ -221,7 +241,7 @@ bool LeaseSet::cut(std::string_view key, lock::Token token, Time now) {
     Slot* s = find_token(key, token, &it);
     if (s == nullptr || s->lease.expiring()) return false;
     unindex(it);
-    s->lease.checkpoint_at = Lease::kNoCheckpoint;
+    s->lease.checkpoint_due = false;
     s->lease.deadline = std::min(s->lease.deadline, now);
     s->lease.expire_at = std::min(s->lease.expire_at, now);
     index(it);
@@ -245,7 +265,7 @@ LeaseSet::Settled LeaseSet::settle_expiring(std::string_view key, lock::Token to
     unindex(it);  // kConfirming: from the checkpoints' index only
     if (ok && asked >= s->lease.expire_at) {
         s->lease.phase = LeasePhase::kExpiring;
-        s->lease.checkpoint_at = Lease::kNoCheckpoint;
+        s->lease.checkpoint_due = false;
         return Settled::kDue;
     }
     s->lease.phase = LeasePhase::kRunning;
@@ -257,7 +277,7 @@ bool LeaseSet::erase(std::string_view key, lock::Token token) {
     Map::iterator it;
     if (find_token(key, token, &it) == nullptr) return false;
     unindex(it);
-    count_kid(it->second.lease.kid.view(), false);
+    count_kid(it->second.lease.kid, false);
     leases_.erase(it);
     return true;
 }
@@ -267,6 +287,7 @@ void LeaseSet::clear() {
     checkpoints_due_.clear();
     Map().swap(leases_);  // its bucket array too: a deposed leader gives the memory back
     by_kid_.clear();
+    kid_names_.assign({std::string(kNoProofKid), std::string(kUnknownProofKid)});
 }
 
 std::size_t LeaseSet::take_due(Time now, std::size_t limit, std::vector<DueLease>& out) {
@@ -286,11 +307,12 @@ std::string LeaseSet::check_invariants() const {
     std::size_t checkpoints = 0;
     std::map<std::string, std::size_t, std::less<>> kids;
     for (const auto& [key, slot] : leases_) {
-        ++kids[std::string(slot.lease.kid.view())];
-        if (slot.lease.checkpoint_at != Lease::kNoCheckpoint) {
+        if (slot.lease.kid >= kid_names_.size()) return "the lease of " + key + " has kid number " + std::to_string(slot.lease.kid) + ", past the kids known";
+        ++kids[kid_names_[slot.lease.kid]];
+        if (slot.lease.checkpoint_due) {
             ++checkpoints;
             if (slot.checkpoint >= checkpoints_due_.size() ||
-                checkpoints_due_.at(slot.checkpoint).at != slot.lease.checkpoint_at ||
+                checkpoints_due_.at(slot.checkpoint).at != slot.lease.checkpoint_at() ||
                 &checkpoints_due_.at(slot.checkpoint).lease->first != &key) {
                 return "the checkpoint of the lease of " + key + " is not indexed at its checkpoint_at";
             }

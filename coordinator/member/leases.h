@@ -29,11 +29,12 @@
 // Memory per lease (what the leader holds per held lock besides the lock,
 // bench_lock_memory measures it), with libstdc++ on LP64 and a key of at
 // most 15 bytes (kept in the std::string itself; a longer key adds its own
-// allocation): its map node, 144 bytes with malloc's header (next pointer,
-// key, the 88-byte Lease, its two heap places), a bucket pointer, and 16
-// bytes in each heap it is in (expire_at and the node): about 190 bytes. A
-// heap's vector gives memory back once a quarter full, when above 4096
-// entries of capacity (after a storm); clear() gives everything back.
+// allocation): its map node, 112 bytes with malloc's header (next pointer,
+// key, the 56-byte Lease, its two heap places), a bucket pointer, and 16
+// bytes in each heap it is in (expire_at and the node): about 160 bytes. A
+// lease's kid is a 2-byte number (kid()), not its name. A heap's vector
+// gives memory back once a quarter full, when above 4096 entries of
+// capacity (after a storm); clear() gives everything back.
 //
 // Pure and deterministic: std only, time is passed in. Not thread-safe.
 #pragma once
@@ -70,7 +71,7 @@ struct DueCheckpoint {
 class LeaseSet {
 public:
     // `checkpoints`: each run of a lease has a checkpoint due at its half
-    // (Lease::checkpoint_at), taken by take_checkpoints().
+    // (Lease::checkpoint_at()), taken by take_checkpoints().
     explicit LeaseSet(bool checkpoints = false) : checkpoints_(checkpoints) {}
     // Not copied: the heaps' entries point at the map's nodes, and each slot
     // holds its u32 places in the heaps. A move keeps both: the map moves its
@@ -110,6 +111,9 @@ public:
     // handed out, whose proof `kid` signed; a keepalive answered, kid
     // empty: the lease's kid stays); false when there is none.
     bool answered(std::string_view key, lock::Token token, std::string_view kid = {});
+    // The name of `lease`'s kid (Lease::kid): kNoProofKid, kUnknownProofKid
+    // or one a Granted answer's proof was signed with.
+    std::string_view kid(const Lease& lease) const { return kid_names_[lease.kid]; }
     // Held leases by kid (Lease::kid), kids with none left out.
     const std::map<std::string, std::size_t, std::less<>>& by_kid() const { return by_kid_; }
     // One Granted answer counted by answered() was not written: the lease,
@@ -168,12 +172,12 @@ private:
     // locks (kMaxTableBytes over the smallest lock's lock_bytes(), below).
     static constexpr std::uint32_t kNotIndexed = 0xffff'ffff;
     static_assert(lock::kMaxTableBytes / lock::lock_bytes(0, 0) < kNotIndexed);
-    // Its node in the map: 144 bytes with malloc's header (next pointer,
-    // key, the lease's 88 bytes and its two places).
+    // Its node in the map: 112 bytes with malloc's header (next pointer,
+    // key, the lease's 56 bytes and its two places).
     struct Slot {
         Lease lease;
         std::uint32_t at = kNotIndexed;          // its place in running_ while kRunning
-        std::uint32_t checkpoint = kNotIndexed;  // its place in checkpoints_due_ while checkpoint_at != kNoCheckpoint
+        std::uint32_t checkpoint = kNotIndexed;  // its place in checkpoints_due_ while checkpoint_due
     };
     // A 4-ary min-heap of Due by (at, key) in one vector (16 bytes a lease,
     // no node), each entry's place kept in its slot (the field `place`), so
@@ -220,7 +224,15 @@ private:
     Slot* find_token(std::string_view key, lock::Token token, Map::iterator* at);
     void unindex(Map::iterator it);  // from both indexes
     void index(Map::iterator it);    // in those its lease belongs in
-    void count_kid(std::string_view kid, bool add);
+    void count_kid(std::uint16_t number, bool add);
+    std::uint16_t kid_number(std::string_view kid);
+
+    // Lease::kid numbers: two fixed, then one per kid a lease was answered
+    // with; a number no lease uses any more (by_kid_ lacks its name) is
+    // given to the next new kid, so their count stays that of the kids in use.
+    static constexpr std::uint16_t kNoKidNumber = 0;       // kNoProofKid
+    static constexpr std::uint16_t kUnknownKidNumber = 1;  // kUnknownProofKid
+    std::vector<std::string> kid_names_{std::string(kNoProofKid), std::string(kUnknownProofKid)};
 
     std::map<std::string, std::size_t, std::less<>> by_kid_;  // held leases by kid
     Map leases_;

@@ -300,13 +300,13 @@ BOOST_AUTO_TEST_CASE(a_lease_reports_the_kid_of_its_last_answer_and_moves_on_a_r
     for (raft::NodeId id = 1; id <= 3; ++id) h.core(id).set_proof_kid("00000000000000aa");
     const Granted g = as<Granted>(h.answer(l, h.send(l, acq("k", 5000, "o"))));
     as<Granted>(h.answer(l, h.send(l, acq("j", 5000))));
-    BOOST_TEST(h.core(l).lease("k")->kid.view() == "00000000000000aa");
+    BOOST_TEST(h.core(l).lease_kid(*h.core(l).lease("k")) == "00000000000000aa");
     BOOST_TEST(h.core(l).leases_by_kid().at("00000000000000aa") == 2u);
     for (raft::NodeId id = 1; id <= 3; ++id) h.core(id).set_proof_kid("00000000000000bb");  // SIGHUP, a new key
     as<KeptAlive>(h.answer(l, h.send(l, KeepAlive{"k", g.token})));
-    BOOST_TEST(h.core(l).lease("k")->kid.view() == "00000000000000aa");  // a keepalive carries no proof
+    BOOST_TEST(h.core(l).lease_kid(*h.core(l).lease("k")) == "00000000000000aa");  // a keepalive carries no proof
     BOOST_TEST(as<Granted>(h.answer(l, h.send(l, acq("k", 5000, "o")))).token == g.token);
-    BOOST_TEST(h.core(l).lease("k")->kid.view() == "00000000000000bb");
+    BOOST_TEST(h.core(l).lease_kid(*h.core(l).lease("k")) == "00000000000000bb");
     BOOST_TEST(h.core(l).leases_by_kid().at("00000000000000aa") == 1u);
     BOOST_TEST(h.core(l).leases_by_kid().at("00000000000000bb") == 1u);
     ListLocks all;

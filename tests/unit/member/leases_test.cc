@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(settle_expiring_makes_a_due_lease_expiring_in_one_step) {
     const Time asked = kT0 + milliseconds(100);
     BOOST_TEST((s.settle_expiring("k0", 1, asked, true) == LeaseSet::Settled::kDue));
     BOOST_TEST((s.find("k0")->phase == LeasePhase::kExpiring));
-    BOOST_TEST(s.find("k0")->checkpoint_at == Lease::kNoCheckpoint);
+    BOOST_TEST(s.find("k0")->checkpoint_at() == Lease::kNoCheckpoint);
     // A failed round or a restart runs on; another token, or a lease no longer confirming, is gone.
     BOOST_TEST((s.settle_expiring("k1", 2, asked, false) == LeaseSet::Settled::kRunning));
     BOOST_TEST(s.restart("k2", 3, kT0 + milliseconds(150), 0));
@@ -297,5 +297,56 @@ BOOST_AUTO_TEST_CASE(random_mutations_keep_the_index_true_and_take_due_in_order)
     BOOST_TEST(s.empty());
     BOOST_TEST(s.check_invariants() == "");
 }
+
+// A lease's kid is a number its set names (kid()): "none" until a Granted
+// answer's proof names one; a keepalive's answer (no kid) keeps it; the
+// leases are counted by name (by_kid()); a kid no lease keeps any more gives
+// its number to the next new one; a kid longer than kMaxProofKidBytes is
+// kept as "unknown".
+BOOST_AUTO_TEST_CASE(a_lease_keeps_its_kid_as_a_number_the_set_names) {
+    LeaseSet s;
+    s.start("a", 1, 100, kT0, 0);
+    s.start("b", 2, 100, kT0, 0);
+    BOOST_TEST(s.kid(*s.find("a")) == kNoProofKid);
+    BOOST_TEST(s.answered("a", 1, "00000000000000aa"));
+    BOOST_TEST(s.answered("b", 2, "00000000000000aa"));
+    BOOST_TEST(s.answered("a", 1));  // a keepalive: the kid stays
+    BOOST_TEST(s.kid(*s.find("a")) == "00000000000000aa");
+    BOOST_TEST(s.find("a")->kid == s.find("b")->kid);
+    BOOST_TEST(s.by_kid().at("00000000000000aa") == 2u);
+    BOOST_TEST(s.answered("a", 1, "00000000000000bb"));
+    BOOST_TEST(s.answered("b", 2, "00000000000000bb"));  // no lease keeps aa any more
+    const std::uint16_t bb = s.find("b")->kid;
+    BOOST_TEST(s.answered("b", 2, "00000000000000cc"));
+    BOOST_TEST(s.find("b")->kid != bb);  // bb is still a's
+    BOOST_TEST(s.answered("a", 1, "00000000000000dd"));  // bb free: dd may take its number
+    BOOST_TEST(s.kid(*s.find("a")) == "00000000000000dd");
+    BOOST_TEST(s.kid(*s.find("b")) == "00000000000000cc");
+    BOOST_TEST((s.by_kid() == std::map<std::string, std::size_t, std::less<>>{{"00000000000000cc", 1}, {"00000000000000dd", 1}}));
+    BOOST_TEST(s.answered("a", 1, std::string(kMaxProofKidBytes + 1, 'e')));
+    BOOST_TEST(s.kid(*s.find("a")) == kUnknownProofKid);
+    BOOST_TEST(s.check_invariants() == "");
+    s.clear();
+    s.start("a", 1, 100, kT0, 0);
+    BOOST_TEST(s.kid(*s.find("a")) == kNoProofKid);
+    BOOST_TEST(s.check_invariants() == "");
+}
+
+// A lease's checkpoint is due at the half of its run, while checkpoint_due.
+BOOST_AUTO_TEST_CASE(a_checkpoint_is_due_at_the_half_of_the_run) {
+    LeaseSet s(true);
+    s.start("a", 1, 1001, kT0, 0);
+    BOOST_TEST(s.find("a")->checkpoint_due);
+    BOOST_TEST((s.find("a")->checkpoint_at() == kT0 + milliseconds(500)));
+    BOOST_TEST(s.restart("a", 1, kT0 + milliseconds(10), 0, 400));  // a run of 400 ms
+    BOOST_TEST((s.find("a")->checkpoint_at() == kT0 + milliseconds(210)));
+    BOOST_TEST(s.cut("a", 1, kT0 + milliseconds(20)));
+    BOOST_TEST(!s.find("a")->checkpoint_due);
+    BOOST_TEST(s.find("a")->checkpoint_at() == Lease::kNoCheckpoint);
+    BOOST_TEST(s.check_invariants() == "");
+}
+
+// 56 bytes on LP64: a map node of 112 with its key and places (leases.h).
+static_assert(sizeof(void*) != 8 || sizeof(Lease) == 56);
 
 BOOST_AUTO_TEST_SUITE_END()
