@@ -35,7 +35,9 @@ namespace pgfence::lock {
 // A constant, not a flag: members that disagreed on it would diverge.
 constexpr std::uint64_t kMaxTableBytes = 192ull << 20;
 
-// One held lock. 72 bytes (a tree node of 112 with malloc's header): the key
+// One held lock. 72 bytes (a tree node of 104: 112 with glibc's malloc
+// header, where 80 took 128; jemalloc, which fence-coordinator links, keeps
+// both in its 112-byte class): the key
 // a std::string (inline up to 15 bytes), owner, user and value a Text (one
 // pointer, nothing else while empty), lease_ms and remaining_ms a u32 each
 // (both at most kMaxLeaseMs: validate() refuses a longer Grant, restore() a

@@ -29,8 +29,9 @@
 // Memory per lease (what the leader holds per held lock besides the lock,
 // bench_lock_memory measures it), with libstdc++ on LP64 and a key of at
 // most 15 bytes (kept in the std::string itself; a longer key adds its own
-// allocation): its map node, 112 bytes with malloc's header (next pointer,
-// key, the 56-byte Lease, its two heap places), a bucket pointer, and 16
+// allocation): its map node of 104 bytes (next pointer, key, the 56-byte
+// Lease, its two heap places; 112 with glibc's malloc header, and in
+// jemalloc's size class, which fence-coordinator links), a bucket pointer, and 16
 // bytes in each heap it is in (expire_at and the node): about 160 bytes. A
 // lease's kid is a 2-byte number (kid()), not its name. A heap's vector
 // gives memory back once a quarter full, when above 4096 entries of
@@ -172,8 +173,8 @@ private:
     // locks (kMaxTableBytes over the smallest lock's lock_bytes(), below).
     static constexpr std::uint32_t kNotIndexed = 0xffff'ffff;
     static_assert(lock::kMaxTableBytes / lock::lock_bytes(0, 0) < kNotIndexed);
-    // Its node in the map: 112 bytes with malloc's header (next pointer,
-    // key, the lease's 56 bytes and its two places).
+    // Its node in the map: 104 bytes (next pointer, key, the lease's 56
+    // bytes and its two places), 112 as either malloc allocates it.
     struct Slot {
         Lease lease;
         std::uint32_t at = kNotIndexed;          // its place in running_ while kRunning

@@ -346,7 +346,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_is_due_at_the_half_of_the_run) {
     BOOST_TEST(s.check_invariants() == "");
 }
 
-// 56 bytes on LP64: a map node of 112 with its key and places (leases.h).
+// 56 bytes on LP64: a map node of 104 with its key and places (leases.h).
 static_assert(sizeof(void*) != 8 || sizeof(Lease) == 56);
 
 BOOST_AUTO_TEST_SUITE_END()
