@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -30,6 +31,17 @@ constexpr std::size_t kMaxUserBytes = 128;
 // owner's text rule; "" = none.
 constexpr std::size_t kMaxValueBytes = 4096;
 constexpr std::uint64_t kMaxLeaseMs = 24ull * 3600 * 1000;  // hard ceiling; servers configure less
+// `ms` (a lease or its time left) in the 32 bits a Lock and a Lease keep
+// it in: std::logic_error past kMaxLeaseMs, a broken invariant (validate()
+// and restore() refuse such a value before it gets here).
+inline std::uint32_t lease_ms_u32(std::uint64_t ms, const char* what) {
+    static_assert(kMaxLeaseMs <= UINT32_MAX);
+    if (ms > kMaxLeaseMs) {
+        throw std::logic_error(std::string(what) + " " + std::to_string(ms) + " ms is over the largest lease, " +
+                               std::to_string(kMaxLeaseMs) + " ms");
+    }
+    return static_cast<std::uint32_t>(ms);
+}
 // Tokens are stored by pg_fence in a PostgreSQL bigint (signed 64-bit), so no
 // token, and no token floor, may exceed INT64_MAX. A Grant whose token would
 // be larger is rejected (GrantRejected{0}); a larger floor is ignored.

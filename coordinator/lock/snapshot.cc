@@ -17,8 +17,9 @@
 // A set (GrantMany) is its locks with one token: it survives a snapshot as
 // they do, and restore() counts the sets again.
 // restore() rejects: unknown version, a count larger than the remaining bytes
-// could hold, any length over its limit or past the end, keys out of order or
-// repeated, trailing bytes, and any table that fails check_invariants().
+// could hold, any length over its limit or past the end, lease_ms or
+// remaining_ms over kMaxLeaseMs, keys out of order or repeated, trailing
+// bytes, and any table that fails check_invariants().
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -44,7 +45,8 @@ std::optional<Lock> read_lock(codec::Reader& in, std::uint8_t version) {
     const std::uint64_t token = in.u64("lock token");
     const std::size_t lease_offset = in.offset();
     const std::uint64_t lease_ms = in.u64("lock lease_ms");
-    // Checked here, not by check_invariants(): Lock keeps it in 32 bits.
+    // Checked here, before the Lock keeps it in 32 bits (its constructor
+    // throws past kMaxLeaseMs); check_lock() sees only the Lock's value.
     if (in.ok() && lease_ms > kMaxLeaseMs) {
         in.fail_at(lease_offset, "lock lease_ms " + std::to_string(lease_ms) + " is over the largest lease, " +
                                      std::to_string(kMaxLeaseMs) + " ms");

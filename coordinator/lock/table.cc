@@ -56,7 +56,8 @@ Result LockTable::apply_one(std::uint64_t index, const Grant& grant) {
             // out, changed and put back (the key, its place, is unchanged).
             account(*held, false);
             auto node = locks_.extract(held);
-            node.value().lease_ms = lease_ms;
+            // <= kMaxLeaseMs: validate() refused a longer Grant, and the held lock's is.
+            node.value().lease_ms = static_cast<std::uint32_t>(lease_ms);
             node.value().remaining_ms = 0;
             account(*locks_.insert(std::move(node)).position, true);
             return Granted{token, false, lease_ms};
@@ -169,7 +170,8 @@ void LockTable::restart(std::string_view key, std::uint64_t lease_ms) {
     // The set's element is const: the node is taken out, changed and put
     // back (the key, its place, is unchanged).
     auto node = locks_.extract(held);
-    node.value().lease_ms = lease_ms;
+    // <= kMaxLeaseMs: the held lock's, or a GrantMany's validate() bounds.
+    node.value().lease_ms = static_cast<std::uint32_t>(lease_ms);
     node.value().remaining_ms = 0;
     account(*locks_.insert(std::move(node)).position, true);
 }
@@ -204,7 +206,8 @@ bool LockTable::set_remaining(const LeaseCheckpoint& c) {
     before_change(c.key);
     account(*held, false);
     auto node = locks_.extract(held);
-    node.value().remaining_ms = c.remaining_ms;
+    // <= the held lock's lease_ms (checked above), itself <= kMaxLeaseMs.
+    node.value().remaining_ms = static_cast<std::uint32_t>(c.remaining_ms);
     account(*locks_.insert(std::move(node)).position, true);
     return true;
 }

@@ -36,22 +36,22 @@ namespace pgfence::lock {
 constexpr std::uint64_t kMaxTableBytes = 192ull << 20;
 
 // One held lock. 72 bytes (a tree node of 104: 112 with glibc's malloc
-// header, where 80 took 128; jemalloc, which fence-coordinator links, keeps
-// both in its 112-byte class): the key
+// header, where an 80-byte Lock would take 128; jemalloc, which
+// fence-coordinator links, puts both in its 112-byte class): the key
 // a std::string (inline up to 15 bytes), owner, user and value a Text (one
 // pointer, nothing else while empty), lease_ms and remaining_ms a u32 each
 // (both at most kMaxLeaseMs: validate() refuses a longer Grant, restore() a
-// longer snapshot record). Built in the order of its fields' meaning (key,
+// longer snapshot record; the constructor throws std::logic_error on a
+// longer one, never narrowing it). Built in the order of its fields' meaning (key,
 // token, lease_ms, owner, user, value, remaining_ms), laid out to leave no
 // padding.
 struct Lock {
-    static_assert(kMaxLeaseMs <= UINT32_MAX);
     Lock() = default;
     Lock(std::string key_, Token token_, std::uint64_t lease_ms_, Text owner_ = {}, Text user_ = {},
          Text value_ = {}, std::uint64_t remaining_ms_ = 0)
-        : key(std::move(key_)), token(token_), lease_ms(static_cast<std::uint32_t>(lease_ms_)),
-          remaining_ms(static_cast<std::uint32_t>(remaining_ms_)), owner(std::move(owner_)), user(std::move(user_)),
-          value(std::move(value_)) {}
+        : key(std::move(key_)), token(token_), lease_ms(lease_ms_u32(lease_ms_, "Lock: lease_ms")),
+          remaining_ms(lease_ms_u32(remaining_ms_, "Lock: remaining_ms")), owner(std::move(owner_)),
+          user(std::move(user_)), value(std::move(value_)) {}
 
     std::string key;
     Token token = 0;

@@ -415,7 +415,8 @@ public:
     std::size_t waiter_count() const { return waiter_total_; }
     std::size_t proposal_count() const { return proposals_.size(); }
     const Lease* lease(std::string_view key) const;
-    std::string_view lease_kid(const Lease& lease) const { return leases_.kid(lease); }  // the name of Lease::kid
+    // The name of Lease::kid; valid only until the leases next change (LeaseSet::kid()).
+    std::string_view lease_kid(const Lease& lease) const { return leases_.kid(lease); }
     std::uint64_t ttl_ms(std::string_view key, Time now) const;  // 0 when not held or ended
     // A leader's held leases by the kid of the proof last handed out for
     // each (lease.h, kNoProofKid, kUnknownProofKid); empty elsewhere.

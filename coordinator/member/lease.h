@@ -109,8 +109,11 @@ inline constexpr std::string_view kUnknownProofKid = "unknown";  // restarted by
 // A lease's kid is kept as a number (Lease::kid) that its LeaseSet maps to
 // the name (LeaseSet::kid()): at most kMaxProofKidBytes bytes, the 16 hex
 // digits of a kid or one of the names above; a longer value is kept as
-// kUnknownProofKid.
+// kUnknownProofKid. Two numbers are fixed: kNoKidNumber (a Lease's own
+// until answered) and kUnknownKidNumber; the LeaseSet gives out the rest.
 inline constexpr std::size_t kMaxProofKidBytes = 16;
+inline constexpr std::uint16_t kNoKidNumber = 0;       // kNoProofKid
+inline constexpr std::uint16_t kUnknownKidNumber = 1;  // kUnknownProofKid
 
 // Invariant: expire_at >= deadline; expire_at == deadline + expiry_margin_ms(run_ms,
 // rho) except after a phantom grant expired, which brings each of them forward to the moment
@@ -144,7 +147,7 @@ struct Lease {
     // This run's checkpoint is due at checkpoint_at(); false when none is
     // (checkpoints off, or proposed already in this run).
     bool checkpoint_due = false;
-    std::uint16_t kid = 0;  // its LeaseSet's number for the kid (kNoProofKid until answered)
+    std::uint16_t kid = kNoKidNumber;  // its LeaseSet's number for the kid (kNoProofKid until answered)
 
     // When this run's checkpoint is due (started + run_ms / 2), kNoCheckpoint when none is.
     Time checkpoint_at() const {
@@ -158,24 +161,26 @@ struct Lease {
     // (Re)starts the lease at `now` for a run of `run` ms (0: lease_ms): on
     // grant apply, keepalive, or a new leader's restart (from a checkpoint:
     // its remaining time). `checkpoints`: this run's checkpoint is due at its half.
-    // `run` is at most lock::kMaxLeaseMs (a checkpoint is at most its lease).
+    // `run` is at most lock::kMaxLeaseMs (a checkpoint is at most its lease):
+    // std::logic_error past it.
     void restart(Time now, std::uint64_t max_clock_drift_ppm, bool checkpoints = false, std::uint64_t run = 0) {
-        run_ms = run == 0 ? lease_ms : static_cast<std::uint32_t>(run);
+        run_ms = run == 0 ? lease_ms : lock::lease_ms_u32(run, "Lease: run_ms");
         started = now;
         deadline = now + std::chrono::milliseconds(run_ms);
         expire_at = deadline + std::chrono::milliseconds(expiry_margin_ms(run_ms, max_clock_drift_ppm));
         checkpoint_due = checkpoints;
     }
 
+    // `lease_ms` is at most lock::kMaxLeaseMs (validate()): std::logic_error past it.
     static Lease start(lock::Token token, std::uint64_t lease_ms, Time now, std::uint64_t max_clock_drift_ppm,
                        bool checkpoints = false) {
         Lease l;
         l.token = token;
-        l.lease_ms = static_cast<std::uint32_t>(lease_ms);  // <= lock::kMaxLeaseMs (validate())
+        l.lease_ms = lock::lease_ms_u32(lease_ms, "Lease: lease_ms");
         l.restart(now, max_clock_drift_ppm, checkpoints);
         return l;
     }
 };
-static_assert(lock::kMaxLeaseMs <= UINT32_MAX);
+static_assert(sizeof(void*) != 8 || sizeof(Lease) == 56);  // LP64, as said above
 
 }  // namespace pgfence::member

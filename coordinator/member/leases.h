@@ -113,7 +113,9 @@ public:
     // empty: the lease's kid stays); false when there is none.
     bool answered(std::string_view key, lock::Token token, std::string_view kid = {});
     // The name of `lease`'s kid (Lease::kid): kNoProofKid, kUnknownProofKid
-    // or one a Granted answer's proof was signed with.
+    // or one a Granted answer's proof was signed with. Valid only until the
+    // set next changes (its number may then go to another kid, or the names
+    // move): a caller copies it at once.
     std::string_view kid(const Lease& lease) const { return kid_names_[lease.kid]; }
     // Held leases by kid (Lease::kid), kids with none left out.
     const std::map<std::string, std::size_t, std::less<>>& by_kid() const { return by_kid_; }
@@ -228,11 +230,10 @@ private:
     void count_kid(std::uint16_t number, bool add);
     std::uint16_t kid_number(std::string_view kid);
 
-    // Lease::kid numbers: two fixed, then one per kid a lease was answered
-    // with; a number no lease uses any more (by_kid_ lacks its name) is
-    // given to the next new kid, so their count stays that of the kids in use.
-    static constexpr std::uint16_t kNoKidNumber = 0;       // kNoProofKid
-    static constexpr std::uint16_t kUnknownKidNumber = 1;  // kUnknownProofKid
+    // Lease::kid numbers: the two fixed (lease.h), then one per kid a lease
+    // was answered with; a number no lease uses any more (by_kid_ lacks its
+    // name) is given to the next new kid, so there are at most the most kids
+    // in use at once, plus the two fixed.
     std::vector<std::string> kid_names_{std::string(kNoProofKid), std::string(kUnknownProofKid)};
 
     std::map<std::string, std::size_t, std::less<>> by_kid_;  // held leases by kid

@@ -337,6 +337,7 @@ BOOST_AUTO_TEST_CASE(invalid_grant_in_a_committed_entry_is_rejected_with_zero_an
         {"tab\there", kLeaseMs, ""},                            // control character
         {"k", 0, ""},                                           // lease_ms 0
         {"k", kMaxLeaseMs + 1, ""},                             // lease_ms over the ceiling
+        {"k", (1ull << 32) + 5'000, ""},                        // over it, 5000 in 32 bits
         {"k", kLeaseMs, std::string(kMaxOwnerBytes + 1, 'o')},  // owner too long
         {"k", kLeaseMs, "own\ner"},                             // owner with a control character
     };

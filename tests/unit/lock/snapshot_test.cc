@@ -178,12 +178,22 @@ BOOST_AUTO_TEST_CASE(non_canonical_version_3_snapshots_are_refused) {
     BOOST_TEST(error.find("mark a field present that is empty") != std::string::npos, error);
     error = one(Lock{"a", 9, kSnapshotLeaseMs, "w", "", "", kSnapshotLeaseMs + 1});
     BOOST_TEST(error.find("more than its lease of 5000 ms") != std::string::npos, error);
-    // Past kMaxLeaseMs (a Lock keeps both in 32 bits): refused as read, never truncated.
+    // Past kMaxLeaseMs (a Lock keeps both in 32 bits): refused as read, never
+    // truncated, also where the low 32 bits would be a valid lease.
     {
         Bytes b = Bytes().u8(1).u64(10).u64(0).u64(10).u32(1);
         b.str("a").u64(9).u64(kMaxLeaseMs + 1).str("w");
         error = restore_error(b.get());
         BOOST_TEST(error.find("lock lease_ms 86400001 is over the largest lease") != std::string::npos, error);
+        constexpr std::uint64_t kWraps = (1ull << 32) + kSnapshotLeaseMs;  // 5000 in 32 bits
+        Bytes v1 = Bytes().u8(1).u64(10).u64(0).u64(10).u32(1);
+        v1.str("a").u64(9).u64(kWraps).str("w");
+        error = restore_error(v1.get());
+        BOOST_TEST(error.find("lock lease_ms 4294972296 is over the largest lease") != std::string::npos, error);
+        Bytes v3 = Bytes().u8(3).u64(10).u64(0).u64(10).u32(1);
+        v3.str("a").u64(9).u64(kWraps).str("w").u8(4).u64(kSnapshotLeaseMs);
+        error = restore_error(v3.get());
+        BOOST_TEST(error.find("lock lease_ms 4294972296 is over the largest lease") != std::string::npos, error);
         Bytes r = Bytes().u8(3).u64(10).u64(0).u64(10).u32(1);
         r.str("a").u64(9).u64(kSnapshotLeaseMs).str("w").u8(4).u64((1ull << 32) + 1);
         error = restore_error(r.get());
@@ -193,6 +203,22 @@ BOOST_AUTO_TEST_CASE(non_canonical_version_3_snapshots_are_refused) {
     BOOST_TEST(error.find("value") != std::string::npos, error);
     error = one(Lock{"a", 9, kSnapshotLeaseMs, "w", "", std::string(kMaxValueBytes + 1, 'v')});
     BOOST_TEST(error.find("lock value length 4097 exceeds the limit of 4096 bytes") != std::string::npos, error);
+}
+
+// A lease and a checkpoint of kMaxLeaseMs, the most a Lock keeps, survive a
+// round trip whole.
+BOOST_AUTO_TEST_CASE(a_lock_at_the_largest_lease_round_trips) {
+    Bytes b = Bytes().u8(3).u64(10).u64(0).u64(10).u32(1);
+    const Lock largest{"a", 9, kMaxLeaseMs, "w", "", "", kMaxLeaseMs};
+    test::put_lock(b, largest, 3);
+    const LockTable table = restored(b.get());
+    BOOST_TEST_REQUIRE(table.find("a") != nullptr);
+    BOOST_TEST((*table.find("a") == largest));
+    BOOST_TEST(table.find("a")->lease_ms == kMaxLeaseMs);
+    BOOST_TEST(table.find("a")->remaining_ms == kMaxLeaseMs);
+    const LockTable again = restored(table.snapshot());
+    BOOST_TEST_REQUIRE(again.find("a") != nullptr);
+    BOOST_TEST((*again.find("a") == largest));
 }
 
 BOOST_AUTO_TEST_CASE(empty_and_populated_tables_round_trip_identically) {
@@ -314,8 +340,7 @@ BOOST_AUTO_TEST_CASE(locks_breaking_the_table_invariants_are_rejected) {
     const std::vector<Lock> bad = {
         {"tab\t", 9, kSnapshotLeaseMs, ""},     // control character in key
         {"\xc0\xaf", 9, kSnapshotLeaseMs, ""},  // overlong UTF-8
-        {"k", 9, 0, ""},                // lease_ms 0
-        {"k", 9, kMaxLeaseMs + 1, ""},  // lease over the ceiling
+        {"k", 9, 0, ""},                // lease_ms 0 (one over the ceiling: non_canonical_version_3_snapshots_are_refused)
         {"k", 9, kSnapshotLeaseMs, "\x7f"},     // control character in owner
         {"k", 0, kSnapshotLeaseMs, ""},         // token 0 is never granted
         {"k", 11, kSnapshotLeaseMs, ""},        // token above last_token
