@@ -18,7 +18,7 @@ Prints a table, then one line
 import re
 import sys
 
-ORDER = ["queue", "to_writer", "write", "fdatasync", "to_loop", "follower_rtt", "f_wait", "f_fdatasync", "f_local",
+ORDER = ["queue", "to_writer", "write", "fdatasync", "to_loop", "early", "follower_rtt", "f_wait", "f_fdatasync", "f_local",
          "f_socket", "replicate", "to_apply", "to_answer", "total"]
 FOLLOWER = {"f_wait", "f_fdatasync", "f_local", "f_socket"}
 WHAT = {
@@ -27,6 +27,7 @@ WHAT = {
     "write": "  encode + write() of the WAL record (with segment rotation/preallocation)",
     "fdatasync": "  the leader's fdatasync",
     "to_loop": "  fdatasync done -> the loop hears of it (check_append, hard state)",
+    "early": "  append handed to the transport -> its batch taken (sent during the previous write)",
     "follower_rtt": "  append handed to the transport -> quorum's ack read",
     "f_wait": "    (follower, per append) append read -> its write begins",
     "f_fdatasync": "    (follower) its fdatasync",

@@ -233,7 +233,10 @@ void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now
 
 // Confirmations asked for during the batch, role changes, then the next
 // Ready: its messages_now go out at once; a Ready that needs a write becomes
-// the Persist; one that does not is finished here.
+// the Persist; one that does not is finished here. While a Persist is
+// outstanding, a leader sends what was proposed since (raft.h
+// take_messages_now): the followers write it while this member finishes
+// its write.
 void Core::turn(Time now) {
     if (failed_) return;
     flush_confirms(now);
@@ -244,6 +247,7 @@ void Core::turn(Time now) {
         // Commits learnt meanwhile follow the outstanding Ready's own
         // committed entries, never precede them.
         if (ready_applied_) apply_taken(now);
+        for (raft::Message& m : raft_->take_messages_now()) effects_.send.push_back(std::move(m));
         return;
     }
     if (!raft_->has_ready()) return;

@@ -44,7 +44,9 @@
 //                              outstanding): the caller runs another turn soon
 //
 // ---- effects, and the order the caller carries them out in ---------------------
-//   send      Raft messages to send now (they need nothing durable first)
+//   send      Raft messages to send now (they need nothing durable first;
+//             while a leader's Persist is outstanding, turn() puts here the
+//             appends of entries proposed since, raft.h take_messages_now)
 //   persist   at most one outstanding: write hard_state, snapshot and entries
 //             durably, in the order raft.h's Ready states (the snapshot before
 //             the entries, which truncate a conflicting suffix; the hard state

@@ -112,6 +112,9 @@ struct Raft::Impl {
     Index applied = 0;        // advance()d; invariant applied <= handed_commit <= commit
     Index handed_commit = 0;  // last committed index handed out (entries or snapshot)
     HardState handed_hs;      // last hard state handed out in a Ready (or loaded)
+    // The term of the last hard state advance()d (or loaded): a leader's
+    // messages_now go out before its Ready is durable only in this term.
+    Term durable_term = 0;
     // The commit index Ready::hard_state carries: the largest commit index
     // whose entries (or a snapshot covering them) were already durable at the
     // last advance(). A storage may write hard state before the batch's
@@ -158,6 +161,7 @@ struct Raft::Impl {
     Ready ready();
     std::vector<Entry> hand_committed();  // next bounded run of durable committed entries
     std::vector<Entry> take_committed();
+    std::vector<Message> take_messages_now();
     void advance(const Ready& rd);
     Status status() const;
 

@@ -79,6 +79,7 @@ Raft::Impl::Impl(const Config& config, const Storage& storage)
     applied = handed_commit = snapshot->meta.index;
     durable_commit = commit;  // the stored log holds every entry up to it
     handed_hs = hs;  // a clamped commit or raised term differs, so it is persisted again
+    durable_term = hs.term;
     become_follower(term, kNoNode);
 }
 
@@ -219,12 +220,11 @@ Ready Raft::Impl::ready() {
     const HardState hs{term, vote, durable_commit};  // see core.h: never ahead of the durable log
     // A leader's message may go out before this Ready is durable only if its
     // term is: handed out in an earlier Ready, advance()d before this one was
-    // taken. A single voter elects itself within one tick, so its new term
-    // comes in the same Ready as its first appends (to learners, to removed
-    // members being told): those wait for the write, else a crash before it
-    // lets the member lead that term again with other entries under the same
-    // index and term (Log Matching, Figure 3).
-    const Term durable_term = handed_hs.term;
+    // taken (durable_term). A single voter elects itself within one tick, so
+    // its new term comes in the same Ready as its first appends (to learners,
+    // to removed members being told): those wait for the write, else a crash
+    // before it lets the member lead that term again with other entries under
+    // the same index and term (Log Matching, Figure 3).
     if (hs != handed_hs) rd.hard_state = handed_hs = hs;
     if (unsent_snapshot) {
         rd.snapshot = std::move(unsent_snapshot);
@@ -269,9 +269,22 @@ std::vector<Entry> Raft::Impl::take_committed() {
     return out;
 }
 
+// §10.2.1 while the leader's Ready is written: what ready() would send at
+// once, sent now (raft.h). flush_appends() sends up to sendable_last(), so a
+// configuration entry still waits for its write.
+std::vector<Message> Raft::Impl::take_messages_now() {
+    Leader* l = leader_state();
+    if (!ready_outstanding || l == nullptr || term != durable_term) return {};
+    flush_appends(*l);
+    std::vector<Message> out;
+    out.swap(msgs_now);
+    return out;
+}
+
 void Raft::Impl::advance(const Ready& rd) {
     if (!ready_outstanding) throw std::logic_error("Raft::advance: no Ready outstanding");
     ready_outstanding = false;
+    durable_term = handed_hs.term;
     if (rd.snapshot) applied = std::max(applied, rd.snapshot->meta.index);
     if (!rd.committed.empty()) applied = std::max(applied, rd.committed.back().index);
     if (!rd.entries.empty()) {
@@ -362,6 +375,9 @@ Ready Raft::ready() {
 }
 std::vector<Entry> Raft::take_committed() {
     return impl_->take_committed();
+}
+std::vector<Message> Raft::take_messages_now() {
+    return impl_->take_messages_now();
 }
 void Raft::advance(const Ready& rd) {
     impl_->advance(rd);

@@ -133,7 +133,8 @@ struct Config {
 //               in order; then serve reads whose index <= applied index
 //   4. advance(ready)
 // Between ready() and advance() the caller may keep calling tick/step/propose;
-// has_ready() stays false until advance().
+// has_ready() stays false until advance(). Meanwhile take_committed() and
+// take_messages_now() hand out what need not wait for that write.
 struct Ready {
     // Persist before sending `messages`. Set only when changed. `commit` may
     // lag the core's commit index by a batch (see step 1 above).
@@ -341,6 +342,22 @@ public:
     // hands them out) or the outstanding Ready carries a snapshot (the state
     // machine is restored from it first). Bounded like Ready::committed.
     std::vector<Entry> take_committed();
+
+    // For a leader whose Ready is being written: the messages that may go out
+    // at once (as Ready::messages_now), taken now instead of at the next
+    // ready(), after sending every follower the entries proposed since that
+    // Ready (thesis §10.2.1: a leader sends entries before they are durable
+    // on its own disk), within the in-flight limits, with the commit index
+    // to followers that have not seen it, and starting a pending ReadIndex
+    // round. Send them at once. Changes nothing else: the entries still come
+    // in the next Ready's `entries` for this member's own write, and its own
+    // log counts toward a quorum only once advance() says they are durable.
+    // A configuration entry is not sent before it is durable here (see
+    // "Membership changes"). Empty when no Ready is outstanding (ready()
+    // hands them out), when this member does not lead, or while the term it
+    // leads in is not durable yet (the outstanding Ready brings it: its
+    // messages go in the next Ready).
+    std::vector<Message> take_messages_now();
 
     Status status() const;
     Role role() const;

@@ -13,6 +13,7 @@ const char* CommitPhases::name(Phase p) {
         case kWrite: return "write";
         case kFdatasync: return "fdatasync";
         case kToLoop: return "to_loop";
+        case kEarly: return "early";
         case kFollowerRtt: return "follower_rtt";
         case kReplicate: return "replicate";
         case kToApply: return "to_apply";
@@ -27,14 +28,18 @@ const char* CommitPhases::name(Phase p) {
     return "?";
 }
 
-void CommitPhases::taken(raft::Index first, raft::Index last, std::size_t followers_needed, TimePoint at) {
+void CommitPhases::taken(raft::Index first, raft::Index last, TimePoint at) {
     Batch& b = batches_in_flight_[last];
     b = Batch{};
     b.first = first;
-    b.acks_needed = followers_needed;
     b.taken = at;
-    if (followers_needed == 0) b.quorum_ack = at;
     while (batches_in_flight_.size() > kMaxBatches) batches_in_flight_.erase(batches_in_flight_.begin());
+}
+
+void CommitPhases::sent(raft::Index last, std::size_t followers_needed, TimePoint at) {
+    const auto [it, fresh] = sends_in_flight_.emplace(last, Send{at, followers_needed, 0, {}});
+    if (fresh && followers_needed == 0) it->second.quorum_ack = at;
+    while (sends_in_flight_.size() > kMaxSends) sends_in_flight_.erase(sends_in_flight_.begin());
 }
 
 void CommitPhases::written(raft::Index last, TimePoint began, std::chrono::nanoseconds write,
@@ -50,9 +55,9 @@ void CommitPhases::written(raft::Index last, TimePoint began, std::chrono::nanos
 void CommitPhases::acked(raft::NodeId peer, raft::Index match, TimePoint at) {
     raft::Index& prev = acked_[peer];
     if (match <= prev) return;
-    for (auto it = batches_in_flight_.upper_bound(prev); it != batches_in_flight_.end() && it->first <= match; ++it) {
-        Batch& b = it->second;
-        if (b.acks < b.acks_needed && ++b.acks == b.acks_needed) b.quorum_ack = at;
+    for (auto it = sends_in_flight_.upper_bound(prev); it != sends_in_flight_.end() && it->first <= match; ++it) {
+        Send& s = it->second;
+        if (s.acks < s.acks_needed && ++s.acks == s.acks_needed) s.quorum_ack = at;
     }
     prev = match;
 }
@@ -64,19 +69,25 @@ void CommitPhases::answered(raft::Index index, TimePoint read, TimePoint applied
         return;
     }
     const Batch& b = it->second;
+    // The first appends that carried the entry: those sent later, with a
+    // higher last index, carried it only if resent.
+    const auto sit = sends_in_flight_.lower_bound(index);
     const TimePoint zero{};
-    if (b.seen == zero || b.quorum_ack == zero || read > b.taken) {
+    if (b.seen == zero || sit == sends_in_flight_.end() || sit->second.quorum_ack == zero || read > b.taken ||
+        sit->second.at > b.taken) {
         ++unobserved_;
         return;
     }
-    const TimePoint committed = std::max(b.seen, b.quorum_ack);
+    const Send& s = sit->second;
+    const TimePoint committed = std::max(b.seen, s.quorum_ack);
     const TimePoint durable = b.began + b.write + b.sync;
     phases_[kQueue].observe(b.taken - read);
     phases_[kToWriter].observe(b.began - b.taken);
     phases_[kWrite].observe(b.write);
     phases_[kFdatasync].observe(b.sync);
     phases_[kToLoop].observe(std::max(b.seen - durable, std::chrono::nanoseconds{0}));
-    phases_[kFollowerRtt].observe(b.quorum_ack - b.taken);
+    phases_[kEarly].observe(b.taken - s.at);
+    phases_[kFollowerRtt].observe(s.quorum_ack - s.at);
     phases_[kReplicate].observe(committed - b.taken);
     phases_[kToApply].observe(std::max(applied - committed, std::chrono::nanoseconds{0}));
     phases_[kToAnswer].observe(answered - applied);
@@ -85,6 +96,7 @@ void CommitPhases::answered(raft::Index index, TimePoint read, TimePoint applied
 
 void CommitPhases::reset() {
     batches_in_flight_.clear();
+    sends_in_flight_.clear();
     acked_.clear();
     appends_read_.clear();
 }

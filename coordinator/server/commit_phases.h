@@ -1,7 +1,9 @@
 // Where one commit's time goes on the leader: the shell's timestamps of each
-// batch (one Ready's entries: one WAL write, one fdatasync, one
-// AppendRequest per follower), and per answered proposal the phases from its
-// request read to its answer handed to its connection. GET /metrics renders them as
+// batch (one Ready's entries: one WAL write, one fdatasync) and of each turn's
+// AppendRequests (the entries proposed while the previous write was
+// outstanding go to the followers before their batch is taken: raft.h
+// take_messages_now), and per answered proposal the phases from its request
+// read to its answer handed to its connection. GET /metrics renders them as
 // pgfence_commit_phase_seconds{phase=...} (docs/http-api.md), and
 // bench-coordinator prints them beside the floor (bench/coordinator/run.sh).
 //
@@ -15,8 +17,12 @@
 //   to_loop        fdatasync returned -> the loop hears of it (persisted()),
 //                  with the rest of the persist after the fdatasync
 //                  (check_append, any hard-state write)
-//   follower_rtt   batch taken -> the quorum's acks read (appends sent, the
-//                  followers' own write and fdatasync, acks back)
+//   early          the appends that first carried its entry handed to the
+//                  transport -> its batch taken (0 when they went out with
+//                  the batch; the part of follower_rtt before `replicate`)
+//   follower_rtt   those appends handed to the transport -> the quorum's
+//                  acks of them read (the followers' own write and
+//                  fdatasync, acks back)
 //   replicate      batch taken -> committed here: the later of the loop
 //                  hearing of its own write and of the quorum's acks
 //   to_apply       committed -> applied (its answer produced by the core)
@@ -24,8 +30,8 @@
 //                  --token-signing-key-file: before its proof is attached)
 //   total          request read -> answer handed to its connection
 // queue + replicate + to_apply + to_answer = total. The leader's path
-// (to_writer .. to_loop) and follower_rtt run side by side; replicate is the
-// longer of the two. pgfence_proposal_commit_seconds (member metrics) times
+// (to_writer .. to_loop) and follower_rtt - early run side by side; replicate
+// is the longer of the two. pgfence_proposal_commit_seconds (member metrics) times
 // propose() -> applied in the core: replicate and to_apply, and the part of
 // queue after the core proposed the entry. Requests
 // answered without an entry (reads, refusals) are not observed; neither are
@@ -33,9 +39,9 @@
 // queue (their wait is the lock's, not the commit's: the shell drops their
 // read time when the core says they wait). A proposal whose batch is no
 // longer known or whose timestamps are incomplete when it is answered (a
-// batch split or resent so that part of it committed before the quorum's
-// acks of its last index were read; more than kMaxBatches in flight) is
-// counted in unobserved() instead.
+// batch or appends resent, so that the quorum's acks of the appends that
+// carried it were never read; more than kMaxBatches batches or kMaxSends
+// sends in flight) is counted in unobserved() instead.
 //
 // A follower observes its side of follower_rtt, once per AppendRequest with
 // entries that it acknowledges after writing them on its loop:
@@ -53,11 +59,13 @@
 // their own (already in its log) are dropped unobserved.
 //
 // Cost, on the loop: a leader reads the steady clock once per batch taken,
-// once when its write's completion is heard (the writer reads it once more
+// once per turn that sends appends with entries, once when its write's
+// completion is heard (the writer reads it once more
 // when it begins), once per follower ack, and per batch of answers once for
 // `applied` and once per answer after it is handed on; a follower once per
 // append read, once before its write, once after it and once per ack sent.
-// A map of the few batches in flight (at most kMaxBatches kept).
+// Maps of the few batches and sends in flight (at most kMaxBatches and
+// kMaxSends kept).
 //
 // Threading: the loop thread only (the writer's timestamps come back with
 // its completion).
@@ -91,6 +99,7 @@ public:
         kWrite,
         kFdatasync,
         kToLoop,
+        kEarly,
         kFollowerRtt,
         kReplicate,
         kToApply,
@@ -104,10 +113,15 @@ public:
     };
     static const char* name(Phase p);
     static constexpr std::size_t kMaxBatches = 64;
+    static constexpr std::size_t kMaxSends = 256;
 
-    // A leader's Ready with entries [first, last] was taken at `at`;
-    // `followers_needed`: acks that make a quorum with the leader's own log.
-    void taken(raft::Index first, raft::Index last, std::size_t followers_needed, TimePoint at);
+    // A leader's Ready with entries [first, last] was taken at `at`.
+    void taken(raft::Index first, raft::Index last, TimePoint at);
+    // A leader handed AppendRequests whose entries end at `last` (the
+    // highest of them) to the transport at `at`; `followers_needed`: acks
+    // that make a quorum with the leader's own log. A resend of a `last`
+    // already sent keeps the first.
+    void sent(raft::Index last, std::size_t followers_needed, TimePoint at);
     // The write of the batch ending at `last`: the writer began at `began`,
     // encode+write and fdatasync took `write` and `sync` (on the writer's
     // clock), the loop heard of it at `seen`.
@@ -153,16 +167,20 @@ public:
 private:
     struct Batch {
         raft::Index first = 0;
-        std::size_t acks_needed = 0;
-        std::size_t acks = 0;
         TimePoint taken;
         TimePoint began;  // the writer began (zero until written())
         std::chrono::nanoseconds write{0};
         std::chrono::nanoseconds sync{0};
-        TimePoint seen;        // the loop heard of the write (zero until then)
+        TimePoint seen;  // the loop heard of the write (zero until then)
+    };
+    struct Send {
+        TimePoint at;
+        std::size_t acks_needed = 0;
+        std::size_t acks = 0;
         TimePoint quorum_ack;  // zero until acks == acks_needed
     };
     std::map<raft::Index, Batch> batches_in_flight_;  // by last index
+    std::map<raft::Index, Send> sends_in_flight_;     // by last index sent
     std::map<raft::NodeId, raft::Index> acked_;       // per follower: the highest match seen
     struct AppendRead {
         TimePoint at;

@@ -310,6 +310,10 @@ void Member::Impl::execute(member::Effects& fx) {
         std::_Exit(70);
     }
     if (fx.configuration) apply_configuration(*fx.configuration);
+    if (core->is_leader() && core->raft().term() != phases_term) {
+        commit_phases.reset();  // leadership won: a follower's appends are forgotten too
+        phases_term = core->raft().term();
+    }
     for (const raft::Message& m : fx.send) {
         if (std::holds_alternative<raft::Removed>(m.body) && telling_removed.count(m.to) == 0) {
             // Not dialed any more: dialed again for a while (this answer is
@@ -328,6 +332,7 @@ void Member::Impl::execute(member::Effects& fx) {
         commit_phases.reset();  // leadership lost: its batches are not answered here
         phases_term = 0;
     }
+    time_sends(fx.send);
     if (fx.persist) run_persist(fx.persist);
     if (fx.save) disk_step(DiskTurn::SaveTaken{fx.save});
     const Clock::time_point applied_at = fx.respond.empty() ? Clock::time_point{} : Clock::now();
@@ -426,18 +431,25 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
 
 raft::Index Member::Impl::time_batch(const raft::Ready& rd) {
     if (!core->is_leader() || rd.entries.empty()) return 0;
-    if (core->raft().term() != phases_term) {
-        commit_phases.reset();  // leadership won: a follower's appends are forgotten too
-        phases_term = core->raft().term();
+    commit_phases.taken(rd.entries.front().index, rd.entries.back().index, Clock::now());
+    return rd.entries.back().index;
+}
+
+void Member::Impl::time_sends(const std::vector<raft::Message>& sent) {
+    if (phases_term == 0) return;  // not leading
+    raft::Index last = 0;
+    for (const raft::Message& m : sent) {
+        const auto* app = std::get_if<raft::AppendRequest>(&m.body);
+        if (app != nullptr && !app->entries.empty()) last = std::max(last, app->entries.back().index);
     }
+    if (last == 0) return;
     // The followers' acks that make a quorum with the leader's own log (a
     // leader that is not a voter needs a quorum of followers).
     const raft::Configuration& conf = core->raft().configuration();
     const auto voters = static_cast<std::size_t>(
         std::count_if(conf.members.begin(), conf.members.end(), [](const raft::ConfigMember& c) { return c.voter; }));
     const std::size_t needed = voters / 2 + (conf.is_voter(core->raft().id()) ? 0 : 1);
-    commit_phases.taken(rd.entries.front().index, rd.entries.back().index, needed, Clock::now());
-    return rd.entries.back().index;
+    commit_phases.sent(last, needed, Clock::now());
 }
 
 DiskTurn::Action Member::Impl::disk_step(const DiskTurn::Event& event) {

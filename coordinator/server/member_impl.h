@@ -106,6 +106,9 @@ struct Member::Impl {
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
     // A leader's batch taken (run_persist): CommitPhases told; its last index, or 0 when not timed.
     raft::Index time_batch(const raft::Ready& rd);
+    // A leader's sends of one turn (execute): CommitPhases told of the
+    // highest entry their AppendRequests carry, if any.
+    void time_sends(const std::vector<raft::Message>& sent);
     // The configuration in force changed: its members' addresses are
     // learnt, and the transport dials its members (member_status.cc).
     void apply_configuration(const raft::Configuration& config);

@@ -1,7 +1,7 @@
 // raft_sim: runs whole-cluster simulations for seeds S..S+N-1.
 //
 //   raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] [--beyond-rho]
-//            [--membership] [--require-overlaps] [--require-counts]
+//            [--membership] [--twins] [--checkpoint-churn] [--require-overlaps] [--require-counts]
 //
 // --fault-free turns every fault off (throughput runs: the summary's commits
 // over its wall-clock seconds is the core's committed entries per second,
@@ -12,7 +12,10 @@
 // whose rho is below its clocks' real error) and the fenced resource refused
 // stale writes there. --membership changes every seed's membership (three
 // seeds in eight do anyway, the --fault-free ones excepted: members join as
-// learners, are promoted, removed). --require-counts fails the run
+// learners, are promoted, removed). --twins sends twin acquires in every
+// seed. --checkpoint-churn keeps checkpointed leases alive around leadership
+// transfers in every seed (swarm.h make_checkpoint_churn; the simulation's
+// README). --require-counts fails the run
 // when any count of the summary line is zero (the checks were not exercised).
 // Exits 0 when every seed passed, 1 when any failed (each failure prints
 // "SIMULATION FAILED seed=... members=... step=...: what" and how to replay
@@ -64,6 +67,7 @@ struct Flags {
     bool beyond_rho = false;        // every seed's clocks beyond its rho
     bool membership = false;        // every seed changes its membership
     bool twins = false;             // every seed sends twin acquires
+    bool checkpoint_churn = false;  // every seed keeps checkpointed leases alive around leader changes
     bool require_overlaps = false;  // fail unless the seeds beyond rho overlapped some leases
     bool require_counts = false;    // fail unless every count of the summary line is above zero
 };
@@ -79,13 +83,15 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
         const std::string arg = argv[i];
         std::uint64_t value = 0;
         if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps" ||
-            arg == "--require-counts" || arg == "--membership" || arg == "--twins") {
+            arg == "--require-counts" || arg == "--membership" || arg == "--twins" ||
+            arg == "--checkpoint-churn") {
             (arg == "--verbose"            ? flags.verbose
              : arg == "--fault-free"       ? flags.fault_free
              : arg == "--beyond-rho"       ? flags.beyond_rho
              : arg == "--require-overlaps" ? flags.require_overlaps
              : arg == "--membership"       ? flags.membership
              : arg == "--twins"            ? flags.twins
+             : arg == "--checkpoint-churn" ? flags.checkpoint_churn
                                            : flags.require_counts) = true;
             continue;
         }
@@ -112,7 +118,8 @@ int main(int argc, char** argv) {
     Flags flags;
     if (!parse_flags(argc, argv, flags)) {
         std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] "
-                     "[--beyond-rho] [--membership] [--twins] [--require-overlaps] [--require-counts]\n");
+                     "[--beyond-rho] [--membership] [--twins] [--checkpoint-churn] [--require-overlaps] "
+                     "[--require-counts]\n");
         return 2;
     }
     std::signal(SIGABRT, on_fatal_signal);
@@ -131,7 +138,8 @@ int main(int argc, char** argv) {
         g_running = 1;
         const pgfence::sim::RunResult r =
             pgfence::sim::run_simulation({seed, flags.steps, flags.members, flags.verbose, flags.fault_free,
-                                          flags.beyond_rho, flags.membership, flags.twins});
+                                          flags.beyond_rho, flags.membership, flags.twins,
+                                          flags.checkpoint_churn});
         g_running = 0;
         steps += r.step;
         elections += r.elections;
@@ -204,11 +212,12 @@ int main(int argc, char** argv) {
             const std::string members =
                 flags.members != 0 ? " --members " + std::to_string(flags.members) : std::string();
             std::printf("reproduce with: make sim SEEDS=1 FROM=%llu   (or raft_sim --seeds 1 --from %llu "
-                        "--steps %llu%s%s%s%s%s --verbose)\n",
+                        "--steps %llu%s%s%s%s%s%s --verbose)\n",
                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
                         static_cast<unsigned long long>(flags.steps), members.c_str(),
                         flags.fault_free ? " --fault-free" : "", flags.beyond_rho ? " --beyond-rho" : "",
-                        flags.membership ? " --membership" : "", flags.twins ? " --twins" : "");
+                        flags.membership ? " --membership" : "", flags.twins ? " --twins" : "",
+                        flags.checkpoint_churn ? " --checkpoint-churn" : "");
         }
         std::fflush(stdout);
     }

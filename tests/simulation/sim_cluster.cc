@@ -38,6 +38,7 @@ struct Event {
     enum class Kind : std::uint8_t {
         kTick, kDeliver, kPersistDone, kPersistAdvance, kCrash, kRestart, kClientRequest, kClientReply, kClientWake,
         kClientTimeout, kClientWrite, kFaultCrash, kFaultPartition, kFaultTransfer, kAdminWake,
+        kTransferAfterKeepAlive,  // checkpoint churn: one transfer, not rescheduled
     };
     Kind kind = Kind::kTick;
     std::size_t member = 0;
@@ -111,6 +112,7 @@ private:
     SimRandom root_;
     SimRandom net_random_{0};
     SimRandom fault_random_{0};
+    SimRandom churn_random_{0};  // checkpoint churn's draws (its own stream)
     FaultConfig faults_;
     int n_ = 3;
     SafetyChecker checker_;
@@ -160,6 +162,10 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     SimRandom fault_settings = root_.fork(1);
     faults_ = draw_fault_config(fault_settings);
     if (options.fault_free) make_fault_free(faults_);
+    if (options.checkpoint_churn) {
+        churn_random_ = SimRandom(options.seed ^ 0x63686B70ull);
+        make_checkpoint_churn(faults_, churn_random_);
+    }
     net_random_ = root_.fork(2);
     fault_random_ = root_.fork(3);
     // Its own stream, like the clock mode: a seed without membership changes
@@ -181,6 +187,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     // Elections (values and proclaims) in half the seeds, from their own stream too.
     SimRandom election_random(options.seed ^ 0x656C6563ull);
     if (election_random.chance(0.5)) workload_->set_elections(election_random.fork(1));
+    if (options.checkpoint_churn) workload_->set_keepalive_heavy();
     client_timeout_us_ = 8 * static_cast<std::uint64_t>(faults_.election_ticks) * faults_.tick_us_base;
     admin_timeout_us_ = admin_random_.chance(0.4) ? admin_random_.between(1, 3) *
                                                         static_cast<std::uint64_t>(faults_.election_ticks) *
@@ -408,6 +415,9 @@ void Cluster::handle(Event& e) {
         case Event::Kind::kFaultPartition:
         case Event::Kind::kFaultTransfer: handle_fault(e); return;
         case Event::Kind::kAdminWake: handle_admin_wake(); return;
+        case Event::Kind::kTransferAfterKeepAlive:
+            if (fault_phase_) transfer_leadership();
+            return;
     }
 }
 
@@ -529,6 +539,15 @@ void Cluster::route(const Outbox& out) {
     }
     for (const auto& [key, token] : out.expires_proposed) workload_->expire_proposed(key, token, now_us_);
     for (const auto& r : out.replies) {
+        // Checkpoint churn: four keepalives answered in five are followed,
+        // within a tenth of their lease, by a leadership transfer (a new
+        // leader restarts the lease, from its lock's checkpoint if one is stored).
+        if (const auto* k = std::get_if<member::KeptAlive>(&r.answer.response);
+            k != nullptr && options_.checkpoint_churn && fault_phase_ && churn_random_.chance(0.8)) {
+            Event transfer;
+            transfer.kind = Event::Kind::kTransferAfterKeepAlive;
+            schedule_in(churn_random_.between(0, k->ttl_ms * 100), std::move(transfer));
+        }
         Event e;
         e.kind = Event::Kind::kClientReply;
         e.client = r.client;

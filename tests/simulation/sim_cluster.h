@@ -43,6 +43,13 @@ struct RunOptions {
     // Twin acquires in every seed (also drawn for one seed in four): an
     // acquire and its retry read in one turn, the first's connection closed.
     bool twins = false;
+    // Checkpointed leases kept alive around leadership changes in every
+    // seed, from its own stream (the seed's other draws are as without it):
+    // swarm.h make_checkpoint_churn's settings, leases of 20..60 ticks that
+    // their holders mostly keep alive (sim_workload.h), and four keepalives
+    // answered in five followed, within a tenth of their lease, by a
+    // leadership transfer.
+    bool checkpoint_churn = false;
 };
 
 struct RunResult {

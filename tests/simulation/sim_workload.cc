@@ -67,10 +67,13 @@ member::Request Workload::next_request(Client& c) {
         return again;
     }
     c.retry.reset();
-    const std::uint64_t roll = random_.between(0, 99);
+    std::uint64_t roll = random_.between(0, 99);
+    // Keeping alive: a holder's roll lands mostly on the keepalives (75..99).
+    if (keepalive_heavy_ && !c.held.empty() && roll < 80) roll = 75 + roll % 25;
     if (roll < 45) {
         const std::uint64_t wait_ms = random_.chance(0.3) ? tick_ms_ * random_.between(1, 40) : 0;
-        member::Acquire a{random_key(), tick_ms_ * random_.between(2, 60), wait_ms, c.owner, c.user};
+        const std::uint64_t lease_ticks = keepalive_heavy_ ? random_.between(20, 60) : random_.between(2, 60);
+        member::Acquire a{random_key(), tick_ms_ * lease_ticks, wait_ms, c.owner, c.user};
         if (elections_) a.value = election_value();
         if (keys_ >= 2 && random_.chance(0.25)) {
             a.key.clear();

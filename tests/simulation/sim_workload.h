@@ -71,6 +71,10 @@ public:
         elections_ = true;
         election_random_ = random;
     }
+    // Holders that keep their leases alive (checkpoint churn, swarm.h
+    // make_checkpoint_churn): leases of 20..60 ticks, and a client holding
+    // a key mostly keeps one of its leases alive (with its token).
+    void set_keepalive_heavy() { keepalive_heavy_ = true; }
     std::uint64_t proclaimed() const { return proclaimed_; }  // proclaims answered Proclaimed
     // Leases answered to a client must run to their deadline: the leader
     // proposed Expire{key, token} at now_us.
@@ -142,6 +146,7 @@ private:
     double twin_share_ = 0;
     SimRandom twin_random_{0};
     bool elections_ = false;
+    bool keepalive_heavy_ = false;
     SimRandom election_random_{0};
     std::uint64_t proclaimed_ = 0;
     std::size_t members_;

@@ -98,6 +98,15 @@ void make_fault_free(FaultConfig& c) {
     c.think_us_max = 1'000;
 }
 
+void make_checkpoint_churn(FaultConfig& c, SimRandom& random) {
+    c.lease_checkpoints = true;
+    c.max_checkpoints_per_tick = 1024;
+    c.think_us_max = c.tick_us_base * random.between(20, 60);
+    c.transfer_per_s = static_cast<double>(random.between(2, 6));
+    c.isolate_new_leader = std::min(c.isolate_new_leader, 0.05);
+    c.crash_new_leader = std::min(c.crash_new_leader, 0.05);
+}
+
 std::string FaultConfig::describe() const {
     std::ostringstream out;
     out << "drop=" << drop_probability << " dup=" << duplicate_probability << " delay_us=[" << delay_min_us

@@ -82,6 +82,17 @@ std::uint64_t liveness_bound_us(const FaultConfig& c, std::uint64_t election_tim
 // Turns every fault off and keeps five clients busy (throughput runs).
 void make_fault_free(FaultConfig& c);
 
+// The fault settings of raft_sim --checkpoint-churn, over a drawn run's:
+// checkpoints on, as many per tick as are due; clients that think for
+// 20..60 ticks between operations, so that a holder's keepalive often comes
+// after its lease's checkpoint (at half the run) and no later keepalive
+// follows at once; leadership transfers 2..6 times a second, and new leaders
+// seldom crashed or isolated at once, so that a new leader often restarts a
+// lease just kept alive from its lock's checkpoint and keeps leading until
+// that checkpoint's time ran out. (The workload's long leases and the
+// transfers after keepalives: sim_cluster.h RunOptions::checkpoint_churn.)
+void make_checkpoint_churn(FaultConfig& c, SimRandom& random);
+
 // Draws a run's settings; about one run in eight is nearly fault-free, and
 // about one in three is a "leader churn" run: new leaders are often isolated
 // or crashed before their entries spread and appends carry one entry each, the

@@ -3,6 +3,7 @@
 // waiter order, phantom release, proposal timeout, the rho margin.
 #include <boost/test/unit_test.hpp>
 #include <map>
+#include <set>
 
 #include "harness.h"
 
@@ -641,6 +642,48 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_round_fails_runs_on_and_expires_later) {
     auto expired = [&h] { return h.leader() != raft::kNoNode && h.core(h.leader()).table().size() == 0; };
     for (int i = 0; i < 200 && !expired(); ++i) h.advance(Harness::kTick);
     BOOST_TEST(expired());
+}
+
+// Thesis §10.2.1: an entry proposed while the leader's write is outstanding
+// goes to the followers at once (turn() sends it), and is answered only once
+// it is durable on the leader too.
+BOOST_AUTO_TEST_CASE(a_leader_sends_entries_proposed_while_its_write_is_outstanding) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    Core& c = h.core(l);
+    c.request(901, acq("a", 1000, "x"), h.now());
+    c.turn(h.now());
+    Effects first = c.take_effects();
+    BOOST_REQUIRE(first.persist);  // the write of "a" stays outstanding
+    const raft::Index a_index = first.persist->entries.back().index;
+    c.request(902, acq("b", 1000, "x"), h.now());
+    c.turn(h.now());
+    Effects second = c.take_effects();
+    BOOST_TEST(!second.persist);
+    BOOST_TEST(second.respond.empty());
+    std::set<raft::NodeId> sent_to;
+    for (const raft::Message& m : second.send) {
+        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
+        if (req == nullptr || req->entries.empty()) continue;
+        sent_to.insert(m.to);
+        BOOST_TEST(req->entries.back().index == a_index + 1);
+    }
+    BOOST_TEST(sent_to.size() == 2u);
+    for (const Effects* fx : {&first, &second}) {
+        for (const raft::Message& m : fx->send) h.core(m.to).step(m, h.now());
+    }
+    h.settle();  // both followers hold a and b durably; the leader has neither
+    BOOST_TEST(!h.answer(l, 901).has_value());
+    BOOST_TEST(!h.answer(l, 902).has_value());
+    raft::MemoryStorage& storage = h.node(l).storage;
+    storage.append(first.persist->entries);
+    if (first.persist->hard_state) storage.set_hard_state(*first.persist->hard_state);
+    c.persist_started(h.now());
+    c.persisted(h.now());
+    h.settle();  // the next Ready writes "b" on the leader
+    as<Granted>(h.answer(l, 901));
+    as<Granted>(h.answer(l, 902));
+    BOOST_TEST(c.table().applied_index() == a_index + 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -21,7 +21,8 @@ BOOST_AUTO_TEST_CASE(phases_of_one_proposal_add_up_to_its_total) {
     // for 10 and synced for 200 (durable at 530), the loop heard at 560; the
     // (one needed) follower acked 7 at 600: committed at 600; applied at 650,
     // answered at 700.
-    c.taken(5, 7, 1, at(300));
+    c.sent(7, 1, at(300));
+    c.taken(5, 7, at(300));
     c.written(7, at(320), microseconds(10), microseconds(200), at(560));
     c.acked(2, 6, at(550));  // not yet the batch's last index
     c.acked(2, 7, at(600));
@@ -47,7 +48,8 @@ BOOST_AUTO_TEST_CASE(the_leaders_own_write_finishing_last_is_the_commit) {
     const auto at = [t0](int us) { return t0 + microseconds(us); };
     // Batch [1, 1] taken at 100, acked at 300; the leader's write began at
     // 110 (write 10, fdatasync 500: durable at 620), heard at 650.
-    c.taken(1, 1, 1, at(100));
+    c.sent(1, 1, at(100));
+    c.taken(1, 1, at(100));
     c.acked(2, 1, at(300));
     c.written(1, at(110), microseconds(10), microseconds(500), at(650));
     c.answered(1, at(0), at(700), at(720));
@@ -62,7 +64,8 @@ BOOST_AUTO_TEST_CASE(two_acks_needed_one_does_not_commit) {
     CommitPhases c;
     const CommitPhases::TimePoint t0{};
     const auto at = [t0](int us) { return t0 + microseconds(us); };
-    c.taken(1, 2, 2, at(100));
+    c.sent(2, 2, at(100));
+    c.taken(1, 2, at(100));
     c.written(2, at(100), microseconds(10), microseconds(100), at(220));
     c.acked(2, 2, at(200));
     c.answered(1, at(0), at(250), at(260));  // one follower of two: not committed
@@ -80,7 +83,8 @@ BOOST_AUTO_TEST_CASE(two_acks_needed_one_does_not_commit) {
 BOOST_AUTO_TEST_CASE(a_batch_not_yet_committed_or_of_a_lost_term_is_not_observed) {
     CommitPhases c;
     const CommitPhases::TimePoint t0{};
-    c.taken(1, 1, 1, t0 + microseconds(10));
+    c.sent(1, 1, t0 + microseconds(10));
+    c.taken(1, 1, t0 + microseconds(10));
     c.written(1, t0 + microseconds(10), microseconds(1), microseconds(1), t0 + microseconds(20));
     c.answered(1, t0, t0 + microseconds(30), t0 + microseconds(40));  // no ack yet
     BOOST_TEST(c.histogram(CommitPhases::kTotal).count() == 0u);
@@ -132,6 +136,31 @@ BOOST_AUTO_TEST_CASE(a_followers_appends_are_of_its_term) {
     BOOST_TEST(c.histogram(CommitPhases::kFollowerLocal).count() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(appends_sent_before_their_batch_is_taken_are_timed_from_their_send) {
+    CommitPhases c;
+    const CommitPhases::TimePoint t0{};
+    const auto at = [t0](int us) { return t0 + microseconds(us); };
+    // Read at 50; its entry 4 went to the followers at 100, while the
+    // previous batch was written; acked by the (one needed) follower at 350;
+    // its batch [3, 4] taken at 400, written 410 + 10 + 250 (durable at
+    // 670), heard at 700; applied at 720, answered at 730.
+    c.sent(3, 1, at(60));
+    c.sent(4, 1, at(100));
+    c.acked(2, 4, at(350));
+    c.taken(3, 4, at(400));
+    c.written(4, at(410), microseconds(10), microseconds(250), at(700));
+    c.answered(4, at(50), at(720), at(730));
+    BOOST_TEST(sum_us(c, CommitPhases::kQueue) == 350, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sum_us(c, CommitPhases::kEarly) == 300, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sum_us(c, CommitPhases::kFollowerRtt) == 250, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sum_us(c, CommitPhases::kReplicate) == 300, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sum_us(c, CommitPhases::kTotal) == 680, boost::test_tools::tolerance(1e-6));
+    // Entry 3 was carried by the appends sent at 60, acked with 4.
+    c.answered(3, at(40), at(720), at(730));
+    BOOST_TEST(sum_us(c, CommitPhases::kEarly) == 300 + 340, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(c.unobserved() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(render_has_every_phase_and_the_batch_counters) {
     CommitPhases c;
     c.persisted_batch(3, 300);
@@ -153,7 +182,8 @@ BOOST_AUTO_TEST_CASE(render_of_one_observation_is_cumulative) {
     CommitPhases c;
     const CommitPhases::TimePoint t0{};
     // One proposal whose total is 100 us.
-    c.taken(1, 1, 0, t0 + microseconds(10));
+    c.sent(1, 0, t0 + microseconds(10));
+    c.taken(1, 1, t0 + microseconds(10));
     c.written(1, t0 + microseconds(10), microseconds(1), microseconds(1), t0 + microseconds(20));
     c.answered(1, t0, t0 + microseconds(90), t0 + microseconds(100));
     std::string out;
