@@ -247,7 +247,7 @@ void Core::turn(Time now) {
         // Commits learnt meanwhile follow the outstanding Ready's own
         // committed entries, never precede them.
         if (ready_applied_) apply_taken(now);
-        for (raft::Message& m : raft_->take_messages_now()) effects_.send.push_back(std::move(m));
+        send_messages_now();
         return;
     }
     if (!raft_->has_ready()) return;
@@ -278,6 +278,11 @@ void Core::persist_started(Time now) {
     if (ready_ == nullptr || !apply_at_start_ || ready_applied_) return;
     ready_applied_ = true;
     apply_ready(*ready_, now);
+    send_messages_now();  // e.g. a waiter's Grant proposed while applying
+}
+
+void Core::send_messages_now() {
+    for (raft::Message& m : raft_->take_messages_now()) effects_.send.push_back(std::move(m));
 }
 
 void Core::persisted(Time now) {

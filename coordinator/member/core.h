@@ -22,7 +22,8 @@
 //                              its lease ended and expired)
 //   persist_started(now)       the caller began writing the Persist it took
 //                              (a leader then applies and answers its batch
-//                              while the disk works)
+//                              while the disk works, and sends the entries
+//                              that proposed, e.g. a waiter's Grant)
 //   persisted(now)             the outstanding Persist is durable and its
 //                              after-persist messages were sent
 //   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot (that very
@@ -37,16 +38,24 @@
 // and then, once per batch of inputs (the shell: once per turn of its event
 // loop, so that requests read together share one Ready and one write):
 //   turn(now)                  confirms leadership for what asked, follows role
-//                              changes, hands out the next Ready
+//                              changes, hands out the next Ready; while a
+//                              Persist is outstanding, a leader's appends of
+//                              the entries proposed since (send, below)
 //   take_effects()             what the caller must now do (below)
 //   wants_turn()               true when a turn now would do more (a Ready or a
 //                              confirmation is waiting and no Persist is
-//                              outstanding): the caller runs another turn soon
+//                              outstanding): the caller runs another turn soon.
+//                              False while a Persist is outstanding even if
+//                              entries were proposed: those proposed by an
+//                              input go out at the turn that input schedules,
+//                              those proposed at persist_started() with its
+//                              effects
 //
 // ---- effects, and the order the caller carries them out in ---------------------
 //   send      Raft messages to send now (they need nothing durable first;
-//             while a leader's Persist is outstanding, turn() puts here the
-//             appends of entries proposed since, raft.h take_messages_now)
+//             while a leader's Persist is outstanding, turn() and
+//             persist_started() put here the appends of entries proposed
+//             since, raft.h take_messages_now)
 //   persist   at most one outstanding: write hard_state, snapshot and entries
 //             durably, in the order raft.h's Ready states (the snapshot before
 //             the entries, which truncate a conflicting suffix; the hard state
@@ -478,6 +487,9 @@ private:
     // core.cc
     std::string kid_of(std::string_view key, lock::Token token) const;  // its lease's, else kUnknownProofKid
     void observe_role(Time now);
+    // While a leader's Persist is outstanding: the appends of the entries
+    // proposed since (raft.h take_messages_now) into effects_.send.
+    void send_messages_now();
     void become_leader(Time now);
     void lose_leadership(Time now);
     bool propose(const lock::Command& cmd, Time now, ProposalDone done, raft::ProposeError* error,

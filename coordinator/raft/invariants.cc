@@ -36,6 +36,15 @@ std::string Raft::Impl::check_invariants() const {
         return "want applied " + num(applied) + " <= handed " + num(handed_commit) + " <= commit " +
                num(commit);
     }
+    // A leader's messages go out before its Ready is durable only in a term
+    // already written (raft.cc ready(), take_messages_now()).
+    if (durable_term > term) {
+        return "durable term " + num(durable_term) + " > current term " + num(term);
+    }
+    if (!ready_outstanding && durable_term != handed_hs.term) {
+        return "no Ready outstanding, durable term " + num(durable_term) +
+               " != handed hard state's term " + num(handed_hs.term);
+    }
     if (durable_commit > commit) {
         return "durable commit " + num(durable_commit) + " > commit " + num(commit);
     }

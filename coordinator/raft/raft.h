@@ -349,9 +349,11 @@ public:
     // Ready (thesis §10.2.1: a leader sends entries before they are durable
     // on its own disk), within the in-flight limits, with the commit index
     // to followers that have not seen it, and starting a pending ReadIndex
-    // round. Send them at once. Changes nothing else: the entries still come
-    // in the next Ready's `entries` for this member's own write, and its own
-    // log counts toward a quorum only once advance() says they are durable.
+    // round. Send them at once. It moves each follower's progress as a
+    // ready() would (next index, appends in flight, commit index sent, the
+    // ReadIndex round started); the entries still come in the next Ready's
+    // `entries` for this member's own write, and its own log counts toward a
+    // quorum only once advance() says they are durable.
     // A configuration entry is not sent before it is durable here (see
     // "Membership changes"). Empty when no Ready is outstanding (ready()
     // hands them out), when this member does not lead, or while the term it

@@ -30,8 +30,8 @@ ProposeResult Raft::Impl::propose(std::string command) {
     l->uncommitted_bytes += command.size();
     const Index index = log.last_index() + 1;
     log.append(Entry{term, index, EntryType::kNormal, std::move(command)});
-    // Sent at the next ready(): every proposal until then shares one
-    // AppendRequest per follower (batching, §10.2.2).
+    // Sent at the next ready() or take_messages_now(): every proposal until
+    // then shares one AppendRequest per follower (batching, §10.2.2).
     return {ProposeError::kNone, index, term};
 }
 
@@ -88,7 +88,7 @@ bool Raft::Impl::wants_flush(const Leader& l) const {
     return false;
 }
 
-// At ready(): send every follower what it lacks, as far as its state allows
+// At ready() and take_messages_now(): send every follower what it lacks, as far as its state allows
 // (probe: one request; replicate: until the in-flight bounds), then the
 // commit index to followers that are up to date but have not seen it.
 void Raft::Impl::flush_appends(Leader& l) {

@@ -37,8 +37,11 @@ void CommitPhases::taken(raft::Index first, raft::Index last, TimePoint at) {
 }
 
 void CommitPhases::sent(raft::Index last, std::size_t followers_needed, TimePoint at) {
-    const auto [it, fresh] = sends_in_flight_.emplace(last, Send{at, followers_needed, 0, {}});
-    if (fresh && followers_needed == 0) it->second.quorum_ack = at;
+    if (last <= highest_sent_) return;  // a resend: the entries' first appends are timed
+    Send& s = sends_in_flight_[last];
+    s = Send{highest_sent_ + 1, at, followers_needed, 0, {}};
+    if (followers_needed == 0) s.quorum_ack = at;
+    highest_sent_ = last;
     while (sends_in_flight_.size() > kMaxSends) sends_in_flight_.erase(sends_in_flight_.begin());
 }
 
@@ -55,7 +58,8 @@ void CommitPhases::written(raft::Index last, TimePoint began, std::chrono::nanos
 void CommitPhases::acked(raft::NodeId peer, raft::Index match, TimePoint at) {
     raft::Index& prev = acked_[peer];
     if (match <= prev) return;
-    for (auto it = sends_in_flight_.upper_bound(prev); it != sends_in_flight_.end() && it->first <= match; ++it) {
+    for (auto it = sends_in_flight_.upper_bound(prev);
+         it != sends_in_flight_.end() && it->first <= match; ++it) {
         Send& s = it->second;
         if (s.acks < s.acks_needed && ++s.acks == s.acks_needed) s.quorum_ack = at;
     }
@@ -69,12 +73,12 @@ void CommitPhases::answered(raft::Index index, TimePoint read, TimePoint applied
         return;
     }
     const Batch& b = it->second;
-    // The first appends that carried the entry: those sent later, with a
-    // higher last index, carried it only if resent.
+    // The first appends that carried the entry (none kept when they were
+    // dropped from the map: a later send does not cover it).
     const auto sit = sends_in_flight_.lower_bound(index);
     const TimePoint zero{};
-    if (b.seen == zero || sit == sends_in_flight_.end() || sit->second.quorum_ack == zero || read > b.taken ||
-        sit->second.at > b.taken) {
+    if (b.seen == zero || sit == sends_in_flight_.end() || sit->second.first > index ||
+        sit->second.quorum_ack == zero || read > b.taken || sit->second.at > b.taken) {
         ++unobserved_;
         return;
     }
@@ -97,6 +101,7 @@ void CommitPhases::answered(raft::Index index, TimePoint read, TimePoint applied
 void CommitPhases::reset() {
     batches_in_flight_.clear();
     sends_in_flight_.clear();
+    highest_sent_ = 0;
     acked_.clear();
     appends_read_.clear();
 }

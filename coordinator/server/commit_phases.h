@@ -18,8 +18,9 @@
 //                  with the rest of the persist after the fdatasync
 //                  (check_append, any hard-state write)
 //   early          the appends that first carried its entry handed to the
-//                  transport -> its batch taken (0 when they went out with
-//                  the batch; the part of follower_rtt before `replicate`)
+//                  transport -> its batch taken (about 0 when they went out
+//                  with the batch; the part of follower_rtt before
+//                  `replicate`)
 //   follower_rtt   those appends handed to the transport -> the quorum's
 //                  acks of them read (the followers' own write and
 //                  fdatasync, acks back)
@@ -119,8 +120,10 @@ public:
     void taken(raft::Index first, raft::Index last, TimePoint at);
     // A leader handed AppendRequests whose entries end at `last` (the
     // highest of them) to the transport at `at`; `followers_needed`: acks
-    // that make a quorum with the leader's own log. A resend of a `last`
-    // already sent keeps the first.
+    // that make a quorum with the leader's own log. Only entries above every
+    // `last` sent before are timed by this send: a resend (to a lagging or
+    // restarted follower) of entries sent already is ignored, and an entry
+    // is timed by the appends that first carried it.
     void sent(raft::Index last, std::size_t followers_needed, TimePoint at);
     // The write of the batch ending at `last`: the writer began at `began`,
     // encode+write and fdatasync took `write` and `sync` (on the writer's
@@ -174,6 +177,7 @@ private:
         TimePoint seen;  // the loop heard of the write (zero until then)
     };
     struct Send {
+        raft::Index first = 0;  // the lowest entry these appends first carried
         TimePoint at;
         std::size_t acks_needed = 0;
         std::size_t acks = 0;
@@ -181,6 +185,7 @@ private:
     };
     std::map<raft::Index, Batch> batches_in_flight_;  // by last index
     std::map<raft::Index, Send> sends_in_flight_;     // by last index sent
+    raft::Index highest_sent_ = 0;                    // the highest last index sent()
     std::map<raft::NodeId, raft::Index> acked_;       // per follower: the highest match seen
     struct AppendRead {
         TimePoint at;

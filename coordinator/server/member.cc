@@ -252,8 +252,9 @@ void Member::Impl::raise_open_files() {
 // Every input (HTTP request, peer message, tick, finished write) ends here.
 // The work it leaves — confirmations, role changes, the next Ready — is done
 // once per turn of the event loop, after the inputs already waiting in it, so
-// requests read in the same epoll round share one Ready, one write and one
-// AppendRequest per follower.
+// requests read in the same epoll round share one Ready and one write, and,
+// when no write is outstanding, one AppendRequest per follower (while one is,
+// those proposed since go out in their own, core.h `send`).
 void Member::Impl::schedule_turn() {
     if (turn_scheduled) return;
     turn_scheduled = true;
@@ -440,7 +441,9 @@ void Member::Impl::time_sends(const std::vector<raft::Message>& sent) {
     raft::Index last = 0;
     for (const raft::Message& m : sent) {
         const auto* app = std::get_if<raft::AppendRequest>(&m.body);
-        if (app != nullptr && !app->entries.empty()) last = std::max(last, app->entries.back().index);
+        if (app != nullptr && !app->entries.empty()) {
+            last = std::max(last, app->entries.back().index);
+        }
     }
     if (last == 0) return;
     // The followers' acks that make a quorum with the leader's own log (a

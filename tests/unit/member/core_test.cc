@@ -686,4 +686,63 @@ BOOST_AUTO_TEST_CASE(a_leader_sends_entries_proposed_while_its_write_is_outstand
     BOOST_TEST(c.table().applied_index() == a_index + 1);
 }
 
+// A waiter's Grant, proposed when persist_started() applies the release
+// before it, goes to the followers with that call's effects: no turn comes
+// while the Persist is outstanding (wants_turn() is false).
+BOOST_AUTO_TEST_CASE(a_grant_proposed_at_persist_started_is_sent_with_its_effects) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    Core& c = h.core(l);
+    raft::MemoryStorage& storage = h.node(l).storage;
+    const auto write = [&storage](const raft::Ready& rd) {
+        if (rd.snapshot) storage.apply_snapshot(*rd.snapshot);
+        storage.append(rd.entries);
+        if (rd.hard_state) storage.set_hard_state(*rd.hard_state);
+    };
+    std::vector<raft::Message> later;  // to the followers once the leader checked them
+    const auto keep = [&later](Effects& fx) {
+        for (raft::Message& m : fx.send) later.push_back(std::move(m));
+    };
+    const Granted a = as<Granted>(h.answer(l, h.send(l, acq("k", 5000, "a"))));
+    const RequestId b = h.send(l, acq("k", 5000, "b", 10000));
+    BOOST_REQUIRE(c.waiter_count() == 1u);
+    // The release's write outstanding; the followers ack it.
+    c.request(903, Release{"k", a.token}, h.now());
+    c.turn(h.now());
+    Effects first = c.take_effects();
+    BOOST_REQUIRE(first.persist);
+    for (const raft::Message& m : first.send) h.core(m.to).step(m, h.now());
+    h.settle();
+    write(*first.persist);
+    c.persist_started(h.now());
+    c.persisted(h.now());  // the release commits
+    Effects done = c.take_effects();
+    keep(done);
+    // The next Persist carries the committed release and a new entry.
+    c.request(904, acq("j", 1000, "x"), h.now());
+    c.turn(h.now());
+    Effects second = c.take_effects();
+    BOOST_REQUIRE(second.persist);
+    BOOST_REQUIRE(!second.persist->entries.empty());
+    keep(second);
+    const raft::Index grant_index = second.persist->entries.back().index + 1;
+    c.persist_started(h.now());  // applies the release: b's Grant proposed
+    BOOST_TEST(!c.wants_turn());
+    Effects started = c.take_effects();
+    std::set<raft::NodeId> sent_to;
+    for (const raft::Message& m : started.send) {
+        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
+        if (req != nullptr && !req->entries.empty() && req->entries.back().index == grant_index) {
+            sent_to.insert(m.to);
+        }
+    }
+    BOOST_TEST(sent_to.size() == 2u);
+    keep(started);
+    for (const raft::Message& m : later) h.core(m.to).step(m, h.now());
+    write(*second.persist);
+    c.persisted(h.now());
+    h.settle();
+    BOOST_TEST(as<Granted>(h.answer(l, b)).owner == "b");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -93,6 +93,11 @@ void random_action(Cluster& c, SplitMix64& rng, std::size_t n, const Faults& f, 
     } else if (action < 330) {
         compact_applied(c, who, rng);
     } else {
+        // A leader writing its Ready sends what was proposed since, as the
+        // member core's turn() does (raft.h take_messages_now).
+        if (c.member(who).pending) {
+            for (Message& m : c.raft(who).take_messages_now()) c.net().push_back(std::move(m));
+        }
         c.process(who);
         deliver_random(c, rng, f);
     }

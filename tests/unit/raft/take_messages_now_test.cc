@@ -59,7 +59,8 @@ BOOST_AUTO_TEST_CASE(leader_counts_its_own_log_only_once_advanced) {
     c.raft(1).propose("b");
     for (Message& m : c.raft(1).take_messages_now()) c.net().push_back(m);
     c.deliver_all();  // 2 stores a and b and acks them
-    BOOST_TEST(c.raft(1).status().commit < c.raft(1).status().last_index - 1);  // neither counted: 1 has none durable
+    BOOST_TEST(c.raft(1).status().commit <
+               c.raft(1).status().last_index - 1);  // neither counted: 1 has none durable
     c.member(1).persist = true;
     BOOST_REQUIRE(c.process(1));  // "a" durable on 1
     const Index b_index = c.raft(1).status().last_index;
@@ -102,11 +103,56 @@ BOOST_AUTO_TEST_CASE(nothing_without_an_outstanding_ready_or_leadership) {
 BOOST_AUTO_TEST_CASE(config_entry_waits_for_the_leaders_write) {
     Cluster c(3);
     leader_writing_a(c);
-    BOOST_REQUIRE(c.raft(1).propose_config(ConfigChange{ConfigChangeType::kRemove, 3, {}}).error == ProposeError::kNone);
+    BOOST_REQUIRE(c.raft(1).propose_config(ConfigChange{ConfigChangeType::kRemove, 3, {}}).error ==
+                  ProposeError::kNone);
     c.raft(1).propose("b");
     for (const Message& m : c.raft(1).take_messages_now()) {
         if (const auto* req = std::get_if<AppendRequest>(&m.body)) BOOST_TEST(req->entries.empty());
     }
+}
+
+// A single voter elects itself within one tick: the Ready carrying its new
+// term is outstanding, so nothing it proposes leaves before that term is
+// durable (raft.cc ready(): the same rule as its first appends).
+BOOST_AUTO_TEST_CASE(nothing_while_the_leaders_term_is_not_durable) {
+    Cluster c(1);
+    c.join(2);
+    BOOST_REQUIRE(c.elect(1));
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose_config(ConfigChange{ConfigChangeType::kAddLearner, 2, {}}).error,
+                        ProposeError::kNone);
+    c.deliver_all();
+    c.tick_all(2);  // 2 is a learner, caught up
+    c.restart(1);   // a follower again, in the term its disk holds
+    c.deliver_all();
+    const Term durable = c.raft(1).term();
+    c.member(1).persist = false;
+    const int ticks = 2 * c.member(1).cfg.election_ticks + 1;
+    for (int i = 0; i < ticks && c.raft(1).role() != Role::kLeader; ++i) c.tick(1);
+    BOOST_REQUIRE(c.raft(1).role() == Role::kLeader);
+    BOOST_REQUIRE(c.process(1));  // the Ready carrying the new term, outstanding
+    BOOST_REQUIRE(c.member(1).pending && c.member(1).pending->hard_state);
+    BOOST_REQUIRE_EQUAL(c.member(1).pending->hard_state->term, durable + 1);
+    BOOST_REQUIRE_EQUAL(c.raft(1).propose("x").error, ProposeError::kNone);
+    BOOST_TEST(c.raft(1).take_messages_now().empty());
+    c.check();
+    // Once the term is written, the next Ready sends it.
+    c.member(1).persist = true;
+    c.deliver_all();
+    c.tick_all(2);
+    BOOST_TEST(datas(c.member(2).applied).back() == "x");
+}
+
+// A leader whose Ready is outstanding steps down on a higher term: it sends
+// nothing more.
+BOOST_AUTO_TEST_CASE(nothing_once_a_higher_term_deposes_the_leader) {
+    Cluster c(3);
+    leader_writing_a(c);
+    c.raft(1).propose("b");
+    const Term t = c.raft(1).term();
+    c.raft(1).step(msg(2, 1, t + 1, AppendResponse{}));
+    BOOST_REQUIRE(c.raft(1).role() == Role::kFollower);
+    BOOST_TEST(c.raft(1).take_messages_now().empty());
+    c.check();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -161,6 +161,35 @@ BOOST_AUTO_TEST_CASE(appends_sent_before_their_batch_is_taken_are_timed_from_the
     BOOST_TEST(c.unobserved() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_resend_to_a_lagging_follower_is_not_timed) {
+    CommitPhases c;
+    const CommitPhases::TimePoint t0{};
+    const auto at = [t0](int us) { return t0 + microseconds(us); };
+    // Entries [1, 3] sent at 60 with their batch taken at 100; a lagging
+    // follower is sent [2, 3] again at 200 and [1, 2] at 250: those resends
+    // time nothing. The (one needed) follower acked 3 at 300.
+    c.sent(3, 1, at(60));
+    c.taken(1, 3, at(100));
+    c.sent(3, 1, at(200));
+    c.sent(2, 1, at(250));
+    c.acked(2, 3, at(300));
+    c.written(3, at(110), microseconds(10), microseconds(100), at(250));
+    c.answered(2, at(50), at(320), at(330));
+    BOOST_TEST(c.unobserved() == 0u);
+    BOOST_TEST(sum_us(c, CommitPhases::kEarly) == 40, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sum_us(c, CommitPhases::kFollowerRtt) == 240, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sum_us(c, CommitPhases::kReplicate) == 200, boost::test_tools::tolerance(1e-6));
+    // Entry 4, first sent at 400, is timed from there.
+    c.sent(4, 1, at(400));
+    c.taken(4, 4, at(410));
+    c.acked(2, 4, at(500));
+    c.written(4, at(420), microseconds(10), microseconds(50), at(490));
+    c.answered(4, at(380), at(510), at(520));
+    BOOST_TEST(c.unobserved() == 0u);
+    BOOST_TEST(sum_us(c, CommitPhases::kFollowerRtt) == 240 + 100,
+               boost::test_tools::tolerance(1e-6));
+}
+
 BOOST_AUTO_TEST_CASE(render_has_every_phase_and_the_batch_counters) {
     CommitPhases c;
     c.persisted_batch(3, 300);
