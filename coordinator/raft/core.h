@@ -142,8 +142,7 @@ struct Raft::Impl {
     NodeId known_leader() const;
     Role role_kind() const;
     const Configuration& config() const { return configs.back().config; }
-    std::size_t quorum() const { return voter_count() / 2 + 1; }
-    std::size_t voter_count() const;
+    std::size_t quorum() const { return config().quorum(); }
     bool is_voter(NodeId id) const { return config().is_voter(id); }
     // The leader's Progress of `id`; null for a member it does not replicate to.
     Progress* progress_of(NodeId id);

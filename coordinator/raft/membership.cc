@@ -26,12 +26,6 @@ Configuration decode_entry(const Entry& e) {
 
 }  // namespace
 
-std::size_t Raft::Impl::voter_count() const {
-    std::size_t n = 0;
-    for (const ConfigMember& m : config().members) n += m.voter ? 1 : 0;
-    return n;
-}
-
 Progress* Raft::Impl::progress_of(NodeId id) {
     Leader* l = leader_state();
     if (l == nullptr) return nullptr;

@@ -91,6 +91,12 @@ bool Configuration::is_voter(NodeId id) const {
     return m != nullptr && m->voter;
 }
 
+std::size_t Configuration::quorum() const {
+    std::size_t voters = 0;
+    for (const ConfigMember& m : members) voters += m.voter ? 1 : 0;
+    return voters / 2 + 1;
+}
+
 std::vector<NodeId> Configuration::voters() const {
     std::vector<NodeId> out;
     for (const ConfigMember& m : members) {

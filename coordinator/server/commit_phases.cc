@@ -145,7 +145,8 @@ void render_commit_phases(std::string& out, const CommitPhases& c) {
         histogram_series(out, "pgfence_commit_phase_seconds", label, c.histogram(phase));
     }
     out += "# HELP pgfence_commit_phase_unobserved_total Proposals answered by the leader from a batch of its term but "
-           "not timed (batch split or resent, or no longer kept).\n"
+           "not timed (first sent after its batch was taken, its first appends short of a quorum when it "
+           "committed, or no longer kept).\n"
            "# TYPE pgfence_commit_phase_unobserved_total counter\n"
            "pgfence_commit_phase_unobserved_total " + std::to_string(c.unobserved()) + "\n";
     out += "# HELP pgfence_persist_batches_total Log writes with entries (one fdatasync each) on this member.\n"

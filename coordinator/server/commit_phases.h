@@ -38,11 +38,14 @@
 // answered without an entry (reads, refusals) are not observed; neither are
 // batches written while not leading, nor acquires that waited in a key's
 // queue (their wait is the lock's, not the commit's: the shell drops their
-// read time when the core says they wait). A proposal whose batch is no
-// longer known or whose timestamps are incomplete when it is answered (a
-// batch or appends resent, so that the quorum's acks of the appends that
-// carried it were never read; more than kMaxBatches batches or kMaxSends
-// sends in flight) is counted in unobserved() instead.
+// read time when the core says they wait). A proposal is counted in
+// unobserved() instead when its timestamps are incomplete when it is
+// answered: its entry first left after its batch was taken (a follower's
+// inflight window full, or a configuration entry before it not yet written
+// by the leader), the appends that first carried it had not reached their
+// quorum of acks when it committed (one turn's appends gave followers
+// different ranges: see sent()), or its batch or send is no longer kept
+// (more than kMaxBatches batches or kMaxSends sends in flight).
 //
 // A follower observes its side of follower_rtt, once per AppendRequest with
 // entries that it acknowledges after writing them on its loop:
@@ -123,7 +126,12 @@ public:
     // that make a quorum with the leader's own log. Only entries above every
     // `last` sent before are timed by this send: a resend (to a lagging or
     // restarted follower) of entries sent already is ignored, and an entry
-    // is timed by the appends that first carried it.
+    // is timed by the appends that first carried it. One turn's appends are
+    // one send, whose quorum counts only acks of `last` or above: when they
+    // gave followers different ranges (one lagging), an entry below `last`
+    // can commit on a lower ack first, and is then counted unobserved (or,
+    // when that send's quorum came before its answer, with `replicate`
+    // overstated).
     void sent(raft::Index last, std::size_t followers_needed, TimePoint at);
     // The write of the batch ending at `last`: the writer began at `began`,
     // encode+write and fdatasync took `write` and `sync` (on the writer's

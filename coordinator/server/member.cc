@@ -432,8 +432,16 @@ void Member::Impl::run_persist(const std::shared_ptr<const raft::Ready>& rd) {
 
 raft::Index Member::Impl::time_batch(const raft::Ready& rd) {
     if (!core->is_leader() || rd.entries.empty()) return 0;
-    commit_phases.taken(rd.entries.front().index, rd.entries.back().index, Clock::now());
-    return rd.entries.back().index;
+    const Clock::time_point at = Clock::now();
+    const raft::Index last = rd.entries.back().index;
+    if (followers_needed() == 0) commit_phases.sent(last, 0, at);  // a voter alone sends nothing
+    commit_phases.taken(rd.entries.front().index, last, at);
+    return last;
+}
+
+std::size_t Member::Impl::followers_needed() const {
+    const raft::Configuration& conf = core->raft().configuration();
+    return conf.quorum() - (conf.is_voter(core->raft().id()) ? 1 : 0);
 }
 
 void Member::Impl::time_sends(const std::vector<raft::Message>& sent) {
@@ -446,13 +454,7 @@ void Member::Impl::time_sends(const std::vector<raft::Message>& sent) {
         }
     }
     if (last == 0) return;
-    // The followers' acks that make a quorum with the leader's own log (a
-    // leader that is not a voter needs a quorum of followers).
-    const raft::Configuration& conf = core->raft().configuration();
-    const auto voters = static_cast<std::size_t>(
-        std::count_if(conf.members.begin(), conf.members.end(), [](const raft::ConfigMember& c) { return c.voter; }));
-    const std::size_t needed = voters / 2 + (conf.is_voter(core->raft().id()) ? 0 : 1);
-    commit_phases.sent(last, needed, Clock::now());
+    commit_phases.sent(last, followers_needed(), Clock::now());
 }
 
 DiskTurn::Action Member::Impl::disk_step(const DiskTurn::Event& event) {

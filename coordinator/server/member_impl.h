@@ -104,8 +104,13 @@ struct Member::Impl {
     void write_snapshot_file(std::shared_ptr<const raft::Snapshot> snap);  // on the snapshot thread
     void adopt_snapshot(std::shared_ptr<const raft::Snapshot> snap);       // on the writer thread
     std::chrono::nanoseconds persist_ready(const raft::Ready& rd);  // one fdatasync; its duration
-    // A leader's batch taken (run_persist): CommitPhases told; its last index, or 0 when not timed.
+    // A leader's batch taken (run_persist): CommitPhases told (and, when no
+    // follower's ack is needed, of its send: the batch's own write commits
+    // it); its last index, or 0 when not timed.
     raft::Index time_batch(const raft::Ready& rd);
+    // The followers' acks that make a quorum with the leader's own log (a
+    // leader that is not a voter needs a quorum of followers).
+    std::size_t followers_needed() const;
     // A leader's sends of one turn (execute): CommitPhases told of the
     // highest entry their AppendRequests carry, if any.
     void time_sends(const std::vector<raft::Message>& sent);

@@ -26,6 +26,12 @@ L2=$(wait_leader 10) || fail "the survivor does not lead alone"
 [[ "$(json_field "$(status_of "$S")" cluster_id)" != "$old_cluster" ]] || fail "the forced cluster kept the old ID"
 t=$(fctl acquire after:force --lease 5s) || fail "acquire in the forced cluster"
 ((t > LAST_TOKEN)) || fail "token $t is not above $LAST_TOKEN"
+# A voter alone times its commits (its own write is the quorum), none unobserved.
+metric_of() { curl -s -m 2 "$(url "$S" /metrics)" | awk -v n="$1" '$1 == n {print $2}'; }
+timed=$(metric_of 'pgfence_commit_phase_seconds_count{phase="total"}')
+((${timed:-0} >= 1)) || fail "the member alone timed no commit (total count '${timed}')"
+unobserved=$(metric_of pgfence_commit_phase_unobserved_total)
+[[ "$unobserved" == 0 ]] || fail "the member alone left $unobserved commits unobserved"
 # Started again with the flag, it refuses rather than force twice.
 kill "$(member_pid "$S")"
 wait_until 10 "the survivor stops" exited "$S"

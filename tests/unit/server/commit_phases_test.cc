@@ -11,12 +11,18 @@ namespace {
 double sum_us(const CommitPhases& c, CommitPhases::Phase p) { return c.histogram(p).sum_seconds() * 1e6; }
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(commit_phases)
-
-BOOST_AUTO_TEST_CASE(phases_of_one_proposal_add_up_to_its_total) {
+// Each case's CommitPhases, and its synthetic clock: `at(us)` is `us`
+// microseconds after t0. (A test case derives from it: not in an anonymous
+// namespace.)
+struct CommitPhasesCase {
     CommitPhases c;
     const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
+    CommitPhases::TimePoint at(int us) const { return t0 + microseconds(us); }
+};
+
+BOOST_FIXTURE_TEST_SUITE(commit_phases, CommitPhasesCase)
+
+BOOST_AUTO_TEST_CASE(phases_of_one_proposal_add_up_to_its_total) {
     // Read at 100; batch [5, 7] taken at 300; the writer began at 320, wrote
     // for 10 and synced for 200 (durable at 530), the loop heard at 560; the
     // (one needed) follower acked 7 at 600: committed at 600; applied at 650,
@@ -43,9 +49,6 @@ BOOST_AUTO_TEST_CASE(phases_of_one_proposal_add_up_to_its_total) {
 }
 
 BOOST_AUTO_TEST_CASE(the_leaders_own_write_finishing_last_is_the_commit) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
     // Batch [1, 1] taken at 100, acked at 300; the leader's write began at
     // 110 (write 10, fdatasync 500: durable at 620), heard at 650.
     c.sent(1, 1, at(100));
@@ -61,9 +64,6 @@ BOOST_AUTO_TEST_CASE(the_leaders_own_write_finishing_last_is_the_commit) {
 }
 
 BOOST_AUTO_TEST_CASE(two_acks_needed_one_does_not_commit) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
     c.sent(2, 2, at(100));
     c.taken(1, 2, at(100));
     c.written(2, at(100), microseconds(10), microseconds(100), at(220));
@@ -81,23 +81,18 @@ BOOST_AUTO_TEST_CASE(two_acks_needed_one_does_not_commit) {
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_not_yet_committed_or_of_a_lost_term_is_not_observed) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    c.sent(1, 1, t0 + microseconds(10));
-    c.taken(1, 1, t0 + microseconds(10));
-    c.written(1, t0 + microseconds(10), microseconds(1), microseconds(1), t0 + microseconds(20));
-    c.answered(1, t0, t0 + microseconds(30), t0 + microseconds(40));  // no ack yet
+    c.sent(1, 1, at(10));
+    c.taken(1, 1, at(10));
+    c.written(1, at(10), microseconds(1), microseconds(1), at(20));
+    c.answered(1, t0, at(30), at(40));  // no ack yet
     BOOST_TEST(c.histogram(CommitPhases::kTotal).count() == 0u);
     c.reset();
-    c.acked(2, 1, t0 + microseconds(25));
-    c.answered(1, t0, t0 + microseconds(30), t0 + microseconds(40));
+    c.acked(2, 1, at(25));
+    c.answered(1, t0, at(30), at(40));
     BOOST_TEST(c.histogram(CommitPhases::kTotal).count() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_follower_times_each_append_until_its_ack) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
     c.append_read(3, 4, at(0));
     c.append_read(3, 6, at(50));
     c.append_read(3, 9, at(60));  // not covered by the ack below: kept
@@ -113,9 +108,6 @@ BOOST_AUTO_TEST_CASE(a_follower_times_each_append_until_its_ack) {
 }
 
 BOOST_AUTO_TEST_CASE(a_followers_appends_are_of_its_term) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
     c.follower_wrote(at(5));  // its previous write ended
     c.append_read(3, 4, at(10));
     c.append_read(4, 5, at(20));  // a newer term: the append of 4 is forgotten
@@ -137,9 +129,6 @@ BOOST_AUTO_TEST_CASE(a_followers_appends_are_of_its_term) {
 }
 
 BOOST_AUTO_TEST_CASE(appends_sent_before_their_batch_is_taken_are_timed_from_their_send) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
     // Read at 50; its entry 4 went to the followers at 100, while the
     // previous batch was written; acked by the (one needed) follower at 350;
     // its batch [3, 4] taken at 400, written 410 + 10 + 250 (durable at
@@ -162,9 +151,6 @@ BOOST_AUTO_TEST_CASE(appends_sent_before_their_batch_is_taken_are_timed_from_the
 }
 
 BOOST_AUTO_TEST_CASE(a_resend_to_a_lagging_follower_is_not_timed) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
-    const auto at = [t0](int us) { return t0 + microseconds(us); };
     // Entries [1, 3] sent at 60 with their batch taken at 100; a lagging
     // follower is sent [2, 3] again at 200 and [1, 2] at 250: those resends
     // time nothing. The (one needed) follower acked 3 at 300.
@@ -191,7 +177,6 @@ BOOST_AUTO_TEST_CASE(a_resend_to_a_lagging_follower_is_not_timed) {
 }
 
 BOOST_AUTO_TEST_CASE(render_has_every_phase_and_the_batch_counters) {
-    CommitPhases c;
     c.persisted_batch(3, 300);
     std::string out;
     render_commit_phases(out, c);
@@ -208,13 +193,11 @@ BOOST_AUTO_TEST_CASE(render_has_every_phase_and_the_batch_counters) {
 }
 
 BOOST_AUTO_TEST_CASE(render_of_one_observation_is_cumulative) {
-    CommitPhases c;
-    const CommitPhases::TimePoint t0{};
     // One proposal whose total is 100 us.
-    c.sent(1, 0, t0 + microseconds(10));
-    c.taken(1, 1, t0 + microseconds(10));
-    c.written(1, t0 + microseconds(10), microseconds(1), microseconds(1), t0 + microseconds(20));
-    c.answered(1, t0, t0 + microseconds(90), t0 + microseconds(100));
+    c.sent(1, 0, at(10));
+    c.taken(1, 1, at(10));
+    c.written(1, at(10), microseconds(1), microseconds(1), at(20));
+    c.answered(1, t0, at(90), at(100));
     std::string out;
     render_commit_phases(out, c);
     const auto has = [&out](const std::string& line) { return out.find(line + "\n") != std::string::npos; };
