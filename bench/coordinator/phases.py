@@ -18,8 +18,8 @@ Prints a table, then one line
 import re
 import sys
 
-ORDER = ["queue", "to_writer", "write", "fdatasync", "to_loop", "early", "follower_rtt", "f_wait", "f_fdatasync", "f_local",
-         "f_socket", "replicate", "to_apply", "to_answer", "total"]
+ORDER = ["queue", "to_writer", "write", "fdatasync", "to_loop", "early", "follower_rtt",
+         "f_wait", "f_fdatasync", "f_local", "f_socket", "replicate", "to_apply", "to_answer", "total"]
 FOLLOWER = {"f_wait", "f_fdatasync", "f_local", "f_socket"}
 WHAT = {
     "queue": "request read -> batch taken (proposed)",
@@ -112,7 +112,7 @@ def main(argv):
     unobserved = total_d.get("unobserved", 0)
     coverage = commits / (commits + unobserved) if commits + unobserved > 0 else float("nan")
     print(f"coverage: {commits:.0f} commits timed of {commits + unobserved:.0f} answered from a batch "
-          f"({coverage * 100:.1f}%; the rest: batch split or resent, see server/commit_phases.h)")
+          f"({coverage * 100:.1f}%; the rest: unobserved, see server/commit_phases.h)")
     print(f"summary commits={commits:.0f} total_p50_us={res['total'][1]:.1f} total_mean_us={res['total'][0]:.1f} "
           f"entries_per_sync={eps:.1f} bytes_per_sync={bps:.0f} coverage={coverage:.3f}")
     return 0

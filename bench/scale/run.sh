@@ -63,9 +63,10 @@
 #
 #   bash bench/scale/run.sh          (make bench-scale)
 #
-# Flags: every pgfence member runs with --max-connections 12000 (the
-# holders' 10000 connections) and --max-lease 3600000 (the preload's
-# hour-long leases), nothing else: expiry (--max-expire-batch, the wave) is
+# Flags: every pgfence member runs with --max-connections and
+# --max-connections-per-address 12000 (the holders' 10000 connections, all
+# from 127.0.0.1) and --max-lease 3600000 (the preload's hour-long leases),
+# nothing else: expiry (--max-expire-batch, the wave) is
 # measured at the server's defaults, as a user gets them.
 #
 # Environment: BENCH_SCALE_LOCKS ("0 100000 1000000"; each 0..2000000, at
@@ -109,7 +110,7 @@ ETCD_BASE=${ETCD_SCALE_BASE_PORT:-19950}
 SYSTEMS=${BENCH_SCALE_SYSTEMS:-pgfence etcd}
 STORMS_ONLY=${BENCH_SCALE_STORMS_ONLY:-0}
 STORM_LEASE_MS=${BENCH_SCALE_STORM_LEASE_MS:-100000}
-PG_FLAGS="--max-connections 12000 --max-lease 3600000${BENCH_SCALE_EXTRA_FLAGS:+ $BENCH_SCALE_EXTRA_FLAGS}"
+PG_FLAGS="--max-connections 12000 --max-connections-per-address 12000 --max-lease 3600000${BENCH_SCALE_EXTRA_FLAGS:+ $BENCH_SCALE_EXTRA_FLAGS}"
 STORMS=${BENCH_SCALE_STORMS:-1 2}
 [[ "$STORMS" =~ ^(0|1|2|1\ 2)$ ]] || die "BENCH_SCALE_STORMS must be '0', '1', '2' or '1 2', got '$STORMS'"
 

@@ -21,9 +21,10 @@
 //                              not be (the client is gone: a phantom grant,
 //                              its lease ended and expired)
 //   persist_started(now)       the caller began writing the Persist it took
-//                              (a leader then applies and answers its batch
-//                              while the disk works, and sends the entries
-//                              that proposed, e.g. a waiter's Grant)
+//                              (a leader then applies and answers the entries
+//                              its Ready gives as committed while the disk
+//                              works, and sends the entries that applying
+//                              them proposed, e.g. a waiter's Grant)
 //   persisted(now)             the outstanding Persist is durable and its
 //                              after-persist messages were sent
 //   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot (that very

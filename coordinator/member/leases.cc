@@ -307,7 +307,10 @@ std::string LeaseSet::check_invariants() const {
     std::size_t checkpoints = 0;
     std::map<std::string, std::size_t, std::less<>> kids;
     for (const auto& [key, slot] : leases_) {
-        if (slot.lease.kid >= kid_names_.size()) return "the lease of " + key + " has kid number " + std::to_string(slot.lease.kid) + ", past the kids known";
+        if (slot.lease.kid >= kid_names_.size()) {
+            return "the lease of " + key + " has kid number " + std::to_string(slot.lease.kid) +
+                   ", past the kids known";
+        }
         ++kids[kid_names_[slot.lease.kid]];
         if (slot.lease.checkpoint_due) {
             ++checkpoints;

@@ -340,7 +340,7 @@ BOOST_AUTO_TEST_CASE(locks_breaking_the_table_invariants_are_rejected) {
     const std::vector<Lock> bad = {
         {"tab\t", 9, kSnapshotLeaseMs, ""},     // control character in key
         {"\xc0\xaf", 9, kSnapshotLeaseMs, ""},  // overlong UTF-8
-        {"k", 9, 0, ""},                // lease_ms 0 (one over the ceiling: non_canonical_version_3_snapshots_are_refused)
+        {"k", 9, 0, ""},  // lease_ms 0 (one over the ceiling: non_canonical_version_3_snapshots_are_refused)
         {"k", 9, kSnapshotLeaseMs, "\x7f"},     // control character in owner
         {"k", 0, kSnapshotLeaseMs, ""},         // token 0 is never granted
         {"k", 11, kSnapshotLeaseMs, ""},        // token above last_token

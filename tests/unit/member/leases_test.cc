@@ -325,7 +325,8 @@ BOOST_AUTO_TEST_CASE(a_lease_keeps_its_kid_as_a_number_the_set_names) {
     BOOST_TEST(s.find("a")->kid == bb);
     BOOST_TEST(s.kid(*s.find("a")) == "00000000000000dd");
     BOOST_TEST(s.kid(*s.find("b")) == "00000000000000cc");
-    BOOST_TEST((s.by_kid() == std::map<std::string, std::size_t, std::less<>>{{"00000000000000cc", 1}, {"00000000000000dd", 1}}));
+    const std::map<std::string, std::size_t, std::less<>> both{{"00000000000000cc", 1}, {"00000000000000dd", 1}};
+    BOOST_TEST((s.by_kid() == both));
     BOOST_TEST(s.answered("a", 1, std::string(kMaxProofKidBytes + 1, 'e')));
     BOOST_TEST(s.kid(*s.find("a")) == kUnknownProofKid);
     BOOST_TEST(s.check_invariants() == "");
