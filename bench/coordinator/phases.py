@@ -27,7 +27,7 @@ WHAT = {
     "write": "  encode + write() of the WAL record (with segment rotation/preallocation)",
     "fdatasync": "  the leader's fdatasync",
     "to_loop": "  fdatasync done -> the loop hears of it (check_append, hard state)",
-    "early": "  append handed to the transport -> its batch taken (sent during the previous write)",
+    "early": "  append handed to the transport -> its batch taken (0 unless --early-appends on)",
     "follower_rtt": "  append handed to the transport -> quorum's ack read",
     "f_wait": "    (follower, per append) append read -> its write begins",
     "f_fdatasync": "    (follower) its fdatasync",

@@ -173,10 +173,10 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d "$BUILD/bench-coordinator.XXXXXX")  # on disk, not tmpfs: fsync costs what it costs
 ETCD_PIDS=()
 
-alive() {  # PID: running and not a zombie waiting to be reaped
-    local state
-    state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
-    [[ "$state" != Z* ]]
+alive() {  # PID: any of its threads not yet a zombie (one inside a long fsync keeps the files open)
+    local states
+    states=$(ps -L -o stat= -p "$1" 2>/dev/null) || return 1
+    grep -qv '^ *Z' <<<"$states"
 }
 
 cleanup() {

@@ -234,9 +234,9 @@ void Core::begin_shutdown(const std::vector<raft::NodeId>& reachable, Time /*now
 // Confirmations asked for during the batch, role changes, then the next
 // Ready: its messages_now go out at once; a Ready that needs a write becomes
 // the Persist; one that does not is finished here. While a Persist is
-// outstanding, a leader sends what was proposed since (raft.h
-// take_messages_now): the followers write it while this member finishes
-// its write.
+// outstanding, a leader with Config::early_appends sends what was proposed
+// since (raft.h take_messages_now): the followers write it while this
+// member finishes its write.
 void Core::turn(Time now) {
     if (failed_) return;
     flush_confirms(now);
@@ -282,6 +282,7 @@ void Core::persist_started(Time now) {
 }
 
 void Core::send_messages_now() {
+    if (!config_.early_appends) return;
     for (raft::Message& m : raft_->take_messages_now()) effects_.send.push_back(std::move(m));
 }
 

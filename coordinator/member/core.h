@@ -23,8 +23,9 @@
 //   persist_started(now)       the caller began writing the Persist it took
 //                              (a leader then applies and answers the entries
 //                              its Ready gives as committed while the disk
-//                              works, and sends the entries that applying
-//                              them proposed, e.g. a waiter's Grant)
+//                              works, and, with Config::early_appends, sends
+//                              the entries that applying them proposed, e.g.
+//                              a waiter's Grant)
 //   persisted(now)             the outstanding Persist is durable and its
 //                              after-persist messages were sent
 //   snapshot_saved(snapshot, now)  the outstanding SaveSnapshot (that very
@@ -40,23 +41,25 @@
 // loop, so that requests read together share one Ready and one write):
 //   turn(now)                  confirms leadership for what asked, follows role
 //                              changes, hands out the next Ready; while a
-//                              Persist is outstanding, a leader's appends of
+//                              Persist is outstanding and with
+//                              Config::early_appends, a leader's appends of
 //                              the entries proposed since (send, below)
 //   take_effects()             what the caller must now do (below)
 //   wants_turn()               true when a turn now would do more (a Ready or a
 //                              confirmation is waiting and no Persist is
 //                              outstanding): the caller runs another turn soon.
 //                              False while a Persist is outstanding even if
-//                              entries were proposed: those proposed by an
+//                              entries were proposed: with
+//                              Config::early_appends, those proposed by an
 //                              input go out at the turn that input schedules,
 //                              those proposed at persist_started() with its
-//                              effects
+//                              effects; without, all with the next Ready
 //
 // ---- effects, and the order the caller carries them out in ---------------------
 //   send      Raft messages to send now (they need nothing durable first;
-//             while a leader's Persist is outstanding, turn() and
-//             persist_started() put here the appends of entries proposed
-//             since, raft.h take_messages_now)
+//             while a leader's Persist is outstanding and with
+//             Config::early_appends, turn() and persist_started() put here
+//             what it has to send since, raft.h take_messages_now)
 //   persist   at most one outstanding: write hard_state, snapshot and entries
 //             durably, in the order raft.h's Ready states (the snapshot before
 //             the entries, which truncate a conflicting suffix; the hard state
@@ -239,26 +242,9 @@ constexpr std::uint64_t kMaxSnapshotEvery = 10'000'000;
 // The most leases one expiry wave takes (Config::expiry_wave). A request
 // proposed during an expiry storm waits behind at most about one wave's
 // Expires, and the next wave starts as the last Expire of one applies.
-// Measured here with bench_scale storm (1M leases due together, 3 members,
-// --max-expire-batch 1024, before lease checkpoints, a quiet machine), wave
-// size: time to expire all / p99 of a probe's acquire+release meanwhile:
-//   65,536: 3.8-4.1 s / 300-365 ms     2,048: 3.7-3.9 s / 43 ms
-//    4,096: 3.3-3.8 s /  37-65 ms      1,024: 4.0 s / 21-32 ms
-//      512: 4.1-4.5 s /  16-24 ms
-// At the server's defaults (wave 512, kDefaultMaxExpireBatch, lease
-// checkpoints on; bench-scale BENCH_SCALE_STORMS_ONLY=1, storm 1), on 2
-// cores shared with two other benchmarking helpers (load average 1.5-12),
-// time to expire all / probe p99 / CPU seconds of the 3 members:
-//   --max-expire-batch 1024: 4.2-18.2 s (median of 6: 10.3) / 8-198 ms (61) /
-//                            5.0-6.6 s (6.2)
-//   --max-expire-batch 1:    10.4-26.1 s (12.6) / 70-200 ms (71) /
-//                            9.2-11.0 s (10.2)
-// A storm is not CPU-bound (the leader: 1.3-3.5 CPU s of it): in the
-// slowest batch-1024 run (18.2 s, 1,926 waves of one ExpireMany each) about
-// 9 ms a wave, half of it the commit
-// (4.6 ms; the leader's fdatasync 1.0 ms), half the wave's round and the
-// loop's wake-ups. Overlapping a wave's round with the commit of the wave
-// before would take off most of that half.
+// 512 keeps a probe's p99 at 16-24 ms in a storm of 1M leases on a quiet
+// machine, for a storm somewhat slower than with larger waves (the wave
+// sizes measured: docs/decisions.md, ExpireMany).
 constexpr std::size_t kDefaultExpiryWave = 512;
 // Expires per entry by default (Config::max_expire_batch): the most an
 // ExpireMany holds, a wave's Expires in one entry.
@@ -299,6 +285,13 @@ struct Config {
     // not, a keepalive or re-grant of a lease with a checkpoint stored or in
     // flight commits a clearing one before it is answered.
     bool lease_checkpoints = false;
+    // While one of its writes is outstanding, a leader whose term is durable
+    // sends each turn what it has to send since (Raft::take_messages_now:
+    // the entries proposed since, commit index, heartbeats, read rounds)
+    // instead of with its next Ready. Off by default (the server's
+    // --early-appends; why: docs/decisions.md, "Appends sent while the
+    // leader writes").
+    bool early_appends = false;
     // The most leases checkpointed per tick, in one Checkpoint entry
     // (1..lock::kMaxCheckpoints; fewer when their keys fill kMaxCheckpointBytes).
     std::size_t max_checkpoints_per_tick = lock::kMaxCheckpoints;
@@ -488,8 +481,8 @@ private:
     // core.cc
     std::string kid_of(std::string_view key, lock::Token token) const;  // its lease's, else kUnknownProofKid
     void observe_role(Time now);
-    // While a leader's Persist is outstanding: the appends of the entries
-    // proposed since (raft.h take_messages_now) into effects_.send.
+    // While a leader's Persist is outstanding, with Config::early_appends:
+    // what it has to send since (raft.h take_messages_now) into effects_.send.
     void send_messages_now();
     void become_leader(Time now);
     void lose_leadership(Time now);

@@ -125,11 +125,9 @@ void Raft::Impl::sync_progress(Leader& l) {
 // leaves fewer would wedge the cluster until a member down comes back
 // (etcd's strict reconfiguration check).
 bool Raft::Impl::live_quorum(const Leader& l, const Configuration& next) const {
-    std::size_t voters = 0;
     std::size_t live = 0;
     for (const ConfigMember& m : next.members) {
         if (!m.voter) continue;
-        ++voters;
         if (m.id == cfg.id) {
             ++live;
         } else if (auto it = l.progress.find(m.id);
@@ -137,7 +135,7 @@ bool Raft::Impl::live_quorum(const Leader& l, const Configuration& next) const {
             ++live;
         }
     }
-    return live >= voters / 2 + 1;
+    return live >= next.quorum();
 }
 
 ProposeResult Raft::Impl::propose_config(const ConfigChange& change) {

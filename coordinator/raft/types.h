@@ -71,8 +71,8 @@ struct Configuration {
     bool contains(NodeId id) const { return find(id) != nullptr; }
     bool is_voter(NodeId id) const;
     std::vector<NodeId> voters() const;
-    // A majority of the voters: how many acks (the leader's own write among
-    // them, when it votes) commit an entry, or votes win an election.
+    // A majority of the voters: how many of their logs (the leader's own
+    // among them) commit an entry, or votes win an election.
     std::size_t quorum() const;
     // A configuration of voters without contexts (a cluster's first, from its
     // flags; and what snapshots written before learners existed held).

@@ -1,8 +1,8 @@
 // Where one commit's time goes on the leader: the shell's timestamps of each
 // batch (one Ready's entries: one WAL write, one fdatasync) and of each turn's
-// AppendRequests (the entries proposed while the previous write was
-// outstanding go to the followers before their batch is taken: raft.h
-// take_messages_now), and per answered proposal the phases from its request
+// AppendRequests (with --early-appends on, the entries proposed while the
+// previous write was outstanding go to the followers before their batch is
+// taken: raft.h take_messages_now), and per answered proposal the phases from its request
 // read to its answer handed to its connection. GET /metrics renders them as
 // pgfence_commit_phase_seconds{phase=...} (docs/http-api.md), and
 // bench-coordinator prints them beside the floor (bench/coordinator/run.sh).
@@ -19,11 +19,12 @@
 //                  (check_append, any hard-state write)
 //   early          the appends that first carried its entry handed to the
 //                  transport -> its batch taken (about 0 when they went out
-//                  with the batch; the part of follower_rtt before
-//                  `replicate`)
+//                  with the batch, always so with --early-appends off; the
+//                  part of follower_rtt before `replicate`)
 //   follower_rtt   those appends handed to the transport -> the quorum's
 //                  acks of them read (the followers' own write and
-//                  fdatasync, acks back)
+//                  fdatasync, acks back; 0 for a voter alone, whose own
+//                  write is the quorum)
 //   replicate      batch taken -> committed here: the later of the loop
 //                  hearing of its own write and of the quorum's acks
 //   to_apply       committed -> applied (its answer produced by the core)
@@ -43,8 +44,8 @@
 // answered: its entry first left after its batch was taken (a follower's
 // inflight window full, or a configuration entry before it not yet written
 // by the leader), the appends that first carried it had not reached their
-// quorum of acks when it committed (one turn's appends gave followers
-// different ranges: see sent()), or its batch or send is no longer kept
+// quorum of acks when it committed (the appends sent together gave
+// followers different ranges: see sent()), or its batch or send is no longer kept
 // (more than kMaxBatches batches or kMaxSends sends in flight).
 //
 // A follower observes its side of follower_rtt, once per AppendRequest with
@@ -126,8 +127,10 @@ public:
     // that make a quorum with the leader's own log. Only entries above every
     // `last` sent before are timed by this send: a resend (to a lagging or
     // restarted follower) of entries sent already is ignored, and an entry
-    // is timed by the appends that first carried it. One turn's appends are
-    // one send, whose quorum counts only acks of `last` or above: when they
+    // is timed by the appends that first carried it. Each execute()'s appends
+    // are one send (a loop turn has up to two: the turn's, then those
+    // persist_started() left), whose quorum counts only acks of `last` or
+    // above: when they
     // gave followers different ranges (one lagging), an entry below `last`
     // can commit on a lower ack first, and is then counted unobserved (or,
     // when that send's quorum came before its answer, with `replicate`

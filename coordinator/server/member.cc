@@ -125,6 +125,7 @@ std::string Member::Impl::start() {
     cfg.max_expire_batch = options.max_expire_batch;
     cfg.owner_binding = options.owner_binding;
     cfg.lease_checkpoints = options.lease_checkpoints;
+    cfg.early_appends = options.early_appends;
     cfg.max_checkpoints_per_tick = options.max_checkpoints_per_tick;
     cfg.token_floor = options.token_floor;
     cfg.watch_history_events = options.watch_history_events;

@@ -108,10 +108,11 @@ struct Member::Impl {
     // follower's ack is needed, of its send: the batch's own write commits
     // it); its last index, or 0 when not timed.
     raft::Index time_batch(const raft::Ready& rd);
-    // The followers' acks that make a quorum with the leader's own log (a
-    // leader that is not a voter needs a quorum of followers).
+    // The followers' acks that make a quorum with the leader's own log:
+    // quorum() - 1, a leader being a voter (raft/invariants.cc); were it
+    // not, a quorum of followers.
     std::size_t followers_needed() const;
-    // A leader's sends of one turn (execute): CommitPhases told of the
+    // A leader's sends of one execute(): CommitPhases told of the
     // highest entry their AppendRequests carry, if any.
     void time_sends(const std::vector<raft::Message>& sent);
     // The configuration in force changed: its members' addresses are

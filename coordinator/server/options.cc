@@ -123,6 +123,11 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.lease_checkpoints = value == "on";
         return {};
     }
+    if (name == "early-appends") {
+        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
+        o.early_appends = value == "on";
+        return {};
+    }
     if (name == "max-checkpoints-per-tick") {
         if (!parse_u64(value, n) || n < 1 || n > lock::kMaxCheckpoints) {
             return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxCheckpoints);
@@ -490,6 +495,11 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
   --max-checkpoints-per-tick N
                          leases checkpointed per heartbeat tick at most, in one log
                          entry (default 1024; 1..1024)
+  --early-appends on|off
+                         while the leader's write is outstanding, it sends what was
+                         proposed meanwhile (and its heartbeats, commit index, read
+                         rounds) to the followers at once instead of after that
+                         write (default off; why: docs/decisions.md)
   --owner-binding on|off with --auth-file, an owner is bound to the user that
                          acquired with it (default on). off: acquires are logged
                          without the user, as a release before owner binding can

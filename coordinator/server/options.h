@@ -74,6 +74,7 @@ struct Options {
     std::uint64_t max_expire_batch = member::kDefaultMaxExpireBatch;  // Expires per log entry
     bool owner_binding = true;  // --owner-binding on|off (member::Config::owner_binding)
     bool lease_checkpoints = true;  // --lease-checkpoints on|off (member::Config::lease_checkpoints)
+    bool early_appends = false;  // --early-appends on|off (member::Config::early_appends)
     std::uint64_t max_checkpoints_per_tick = 1024;  // member::Config::max_checkpoints_per_tick
     std::uint64_t max_connections = 1024;  // open HTTP client connections (at the cap, the lowest ranked gives way)
     // Open HTTP client connections from one source address (more are closed

@@ -1,7 +1,8 @@
 // raft_sim: runs whole-cluster simulations for seeds S..S+N-1.
 //
 //   raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] [--beyond-rho]
-//            [--membership] [--twins] [--checkpoint-churn] [--require-overlaps] [--require-counts]
+//            [--membership] [--twins] [--checkpoint-churn] [--early-appends-off] [--require-overlaps]
+//            [--require-counts]
 //
 // --fault-free turns every fault off (throughput runs: the summary's commits
 // over its wall-clock seconds is the core's committed entries per second,
@@ -15,7 +16,11 @@
 // learners, are promoted, removed). --twins sends twin acquires in every
 // seed. --checkpoint-churn keeps checkpointed leases alive around leadership
 // transfers in every seed (swarm.h make_checkpoint_churn; the simulation's
-// README). --require-counts fails the run
+// README), and fails the run when no transfer followed a keepalive or no
+// Checkpoint set or cleared a lock. --early-appends-off runs the members with
+// member::Config::early_appends off, the server's default (on otherwise:
+// the leader sends entries proposed while its write is outstanding).
+// --require-counts fails the run
 // when any count of the summary line is zero (the checks were not exercised).
 // Exits 0 when every seed passed, 1 when any failed (each failure prints
 // "SIMULATION FAILED seed=... members=... step=...: what" and how to replay
@@ -68,6 +73,7 @@ struct Flags {
     bool membership = false;        // every seed changes its membership
     bool twins = false;             // every seed sends twin acquires
     bool checkpoint_churn = false;  // every seed keeps checkpointed leases alive around leader changes
+    bool early_appends_off = false;  // member::Config::early_appends off (the server's default)
     bool require_overlaps = false;  // fail unless the seeds beyond rho overlapped some leases
     bool require_counts = false;    // fail unless every count of the summary line is above zero
 };
@@ -84,7 +90,7 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
         std::uint64_t value = 0;
         if (arg == "--verbose" || arg == "--fault-free" || arg == "--beyond-rho" || arg == "--require-overlaps" ||
             arg == "--require-counts" || arg == "--membership" || arg == "--twins" ||
-            arg == "--checkpoint-churn") {
+            arg == "--checkpoint-churn" || arg == "--early-appends-off") {
             (arg == "--verbose"            ? flags.verbose
              : arg == "--fault-free"       ? flags.fault_free
              : arg == "--beyond-rho"       ? flags.beyond_rho
@@ -92,6 +98,7 @@ bool parse_flags(int argc, char** argv, Flags& flags) {
              : arg == "--membership"       ? flags.membership
              : arg == "--twins"            ? flags.twins
              : arg == "--checkpoint-churn" ? flags.checkpoint_churn
+             : arg == "--early-appends-off" ? flags.early_appends_off
                                            : flags.require_counts) = true;
             continue;
         }
@@ -118,7 +125,7 @@ int main(int argc, char** argv) {
     Flags flags;
     if (!parse_flags(argc, argv, flags)) {
         std::fprintf(stderr, "usage: raft_sim --seeds N --from S [--steps K] [--members 3|5] [--verbose] [--fault-free] "
-                     "[--beyond-rho] [--membership] [--twins] [--checkpoint-churn] [--require-overlaps] "
+                     "[--beyond-rho] [--membership] [--twins] [--checkpoint-churn] [--early-appends-off] [--require-overlaps] "
                      "[--require-counts]\n");
         return 2;
     }
@@ -132,14 +139,14 @@ int main(int argc, char** argv) {
                   waiters_checked = 0, tokens_checked = 0, client_partitions = 0, membership_seeds = 0, added = 0,
                   promotions = 0, removals = 0, leader_removals = 0, config_changes = 0, removed_stopped = 0,
                   elections_checked = 0, commit_quorums = 0, one_voter_seeds = 0, twins_unwritten = 0, proclaims = 0, token_histories = 0,
-                  answered_expires = 0, checkpoints = 0, checkpoint_clears = 0;
+                  answered_expires = 0, checkpoints = 0, checkpoint_clears = 0, keepalive_transfers = 0;
     for (std::uint64_t seed = flags.from; seed < flags.from + flags.seeds; ++seed) {
         g_seed = seed;
         g_running = 1;
         const pgfence::sim::RunResult r =
             pgfence::sim::run_simulation({seed, flags.steps, flags.members, flags.verbose, flags.fault_free,
                                           flags.beyond_rho, flags.membership, flags.twins,
-                                          flags.checkpoint_churn});
+                                          flags.checkpoint_churn, !flags.early_appends_off});
         g_running = 0;
         steps += r.step;
         elections += r.elections;
@@ -161,6 +168,7 @@ int main(int argc, char** argv) {
         checkpoint_clears += r.checkpoint_clears;
         waiter_grants += r.waiter_grants;
         leader_changes += r.leader_changes;
+        keepalive_transfers += r.keepalive_transfers;
         held += r.held_intervals;
         phantoms += r.phantom_releases;
         stale += r.stale_writes_refused;
@@ -212,12 +220,13 @@ int main(int argc, char** argv) {
             const std::string members =
                 flags.members != 0 ? " --members " + std::to_string(flags.members) : std::string();
             std::printf("reproduce with: make sim SEEDS=1 FROM=%llu   (or raft_sim --seeds 1 --from %llu "
-                        "--steps %llu%s%s%s%s%s%s --verbose)\n",
+                        "--steps %llu%s%s%s%s%s%s%s --verbose)\n",
                         static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
                         static_cast<unsigned long long>(flags.steps), members.c_str(),
                         flags.fault_free ? " --fault-free" : "", flags.beyond_rho ? " --beyond-rho" : "",
                         flags.membership ? " --membership" : "", flags.twins ? " --twins" : "",
-                        flags.checkpoint_churn ? " --checkpoint-churn" : "");
+                        flags.checkpoint_churn ? " --checkpoint-churn" : "",
+                        flags.early_appends_off ? " --early-appends-off" : "");
         }
         std::fflush(stdout);
     }
@@ -294,6 +303,18 @@ int main(int argc, char** argv) {
         }
         if (!zero.empty()) {
             std::printf("raft_sim: --require-counts: nothing exercised %s in these seeds\n", zero.c_str());
+            return 1;
+        }
+    }
+    if (flags.checkpoint_churn) {
+        // The churn this flag asks for must have happened: leaseholders'
+        // keepalives followed by leadership transfers, and checkpoints set.
+        std::printf("raft_sim: --checkpoint-churn: %llu leadership transfers after keepalives, %llu checkpoints\n",
+                    static_cast<unsigned long long>(keepalive_transfers),
+                    static_cast<unsigned long long>(checkpoints));
+        if (failed == 0 && (keepalive_transfers == 0 || checkpoints == 0)) {
+            std::printf("raft_sim: --checkpoint-churn: no churn in these seeds (no transfer after a keepalive, or "
+                        "no checkpoint applied)\n");
             return 1;
         }
     }

@@ -80,7 +80,7 @@ private:
     void handle_admin_reply(const ClientReply& reply);
     void handle_admin_wake();
     void handle_fault(Event& e);
-    void transfer_leadership();
+    bool transfer_leadership();  // whether a leader took the request
     void add_slot(const member::Config& config, SimRandom random);
     void start_joiner(raft::NodeId id);
     void stop(std::size_t i);
@@ -214,6 +214,7 @@ Cluster::Cluster(const RunOptions& options) : options_(options), root_(options.s
     member_config_.max_expire_batch = faults_.max_expire_batch;
     member_config_.expiry_wave = faults_.expiry_wave;
     member_config_.lease_checkpoints = faults_.lease_checkpoints;
+    member_config_.early_appends = options.early_appends;
     member_config_.max_checkpoints_per_tick = faults_.max_checkpoints_per_tick;
     member_config_.snapshot_keep = faults_.keep_entries;
     member_config_.token_floor = token_floor;
@@ -416,7 +417,7 @@ void Cluster::handle(Event& e) {
         case Event::Kind::kFaultTransfer: handle_fault(e); return;
         case Event::Kind::kAdminWake: handle_admin_wake(); return;
         case Event::Kind::kTransferAfterKeepAlive:
-            if (fault_phase_) transfer_leadership();
+            if (fault_phase_ && transfer_leadership()) ++result_.keepalive_transfers;
             return;
     }
 }
@@ -790,7 +791,7 @@ void Cluster::handle_fault(Event& e) {
 
 // The first up leader hands its leadership to another voter of its
 // configuration (drawn in the order of the ids after its own).
-void Cluster::transfer_leadership() {
+bool Cluster::transfer_leadership() {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Member& m = *slots_[i].member;
         if (!m.up() || m.raft().role() != raft::Role::kLeader) continue;
@@ -800,14 +801,16 @@ void Cluster::transfer_leadership() {
             const auto id = static_cast<raft::NodeId>(1 + (i + k) % slots_.size());
             if (config.is_voter(id)) voters.push_back(id);
         }
-        if (voters.empty()) return;
+        if (voters.empty()) return false;
         const raft::NodeId target = voters[fault_random_.index(voters.size())];
+        const bool took = m.transfer(target);
         trace("member " + std::to_string(i + 1) + " transfers leadership to " + std::to_string(target) +
-              (m.transfer(target) ? "" : " (refused)"));
+              (took ? "" : " (refused)"));
         Outbox out;
         turn(i, out);
-        return;
+        return took;
     }
+    return false;
 }
 
 void Cluster::start_liveness() {

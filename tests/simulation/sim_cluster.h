@@ -50,6 +50,9 @@ struct RunOptions {
     // answered in five followed, within a tenth of their lease, by a
     // leadership transfer.
     bool checkpoint_churn = false;
+    // member::Config::early_appends (the server's --early-appends): on
+    // unless a run asks for the server's default (--early-appends-off).
+    bool early_appends = true;
 };
 
 struct RunResult {
@@ -81,6 +84,7 @@ struct RunResult {
     std::uint64_t checkpoint_clears = 0;  // clearing Checkpoints proposed (keepalive, re-grant)
     std::uint64_t waiter_grants = 0;   // Grants proposed for a queue's head
     std::uint64_t leader_changes = 0;
+    std::uint64_t keepalive_transfers = 0;  // checkpoint churn: transfers begun after a keepalive
     std::uint64_t phantom_releases = 0;  // grants whose client had left: lease ended, then expired
     std::uint64_t held_intervals = 0;   // lease safety (lease_checker.h): clients' held intervals
     std::uint64_t lease_pairs_checked = 0;

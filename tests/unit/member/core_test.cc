@@ -644,21 +644,35 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_round_fails_runs_on_and_expires_later) {
     BOOST_TEST(expired());
 }
 
-// Thesis §10.2.1: an entry proposed while the leader's write is outstanding
-// goes to the followers at once (turn() sends it), and is answered only once
-// it is durable on the leader too.
-BOOST_AUTO_TEST_CASE(a_leader_sends_entries_proposed_while_its_write_is_outstanding) {
-    Harness h(3);
-    const raft::NodeId l = h.elect();
+// The leader `l` of `h` proposes "a" (request 901) and keeps its write
+// outstanding, then "b" (902) and runs a turn: the two turns' effects.
+struct WriteOutstanding {
+    Effects first;   // the Persist of "a", its appends
+    Effects second;  // the turn after "b" was proposed
+    raft::Index a_index = 0;
+};
+static WriteOutstanding propose_b_while_a_is_written(Harness& h, raft::NodeId l) {
     Core& c = h.core(l);
+    WriteOutstanding w;
     c.request(901, acq("a", 1000, "x"), h.now());
     c.turn(h.now());
-    Effects first = c.take_effects();
-    BOOST_REQUIRE(first.persist);  // the write of "a" stays outstanding
-    const raft::Index a_index = first.persist->entries.back().index;
+    w.first = c.take_effects();
+    BOOST_REQUIRE(w.first.persist);  // the write of "a" stays outstanding
+    w.a_index = w.first.persist->entries.back().index;
     c.request(902, acq("b", 1000, "x"), h.now());
     c.turn(h.now());
-    Effects second = c.take_effects();
+    w.second = c.take_effects();
+    return w;
+}
+
+// Thesis §10.2.1, with Config::early_appends: an entry proposed while the
+// leader's write is outstanding goes to the followers at once (turn() sends
+// it), and is answered only once it is durable on the leader too.
+BOOST_AUTO_TEST_CASE(a_leader_sends_entries_proposed_while_its_write_is_outstanding) {
+    Harness h(3, [](Config& cfg) { cfg.early_appends = true; });
+    const raft::NodeId l = h.elect();
+    Core& c = h.core(l);
+    auto [first, second, a_index] = propose_b_while_a_is_written(h, l);
     BOOST_TEST(!second.persist);
     BOOST_TEST(second.respond.empty());
     std::set<raft::NodeId> sent_to;
@@ -686,11 +700,41 @@ BOOST_AUTO_TEST_CASE(a_leader_sends_entries_proposed_while_its_write_is_outstand
     BOOST_TEST(c.table().applied_index() == a_index + 1);
 }
 
-// A waiter's Grant, proposed when persist_started() applies the release
-// before it, goes to the followers with that call's effects: no turn comes
+// With Config::early_appends off (the default), an entry proposed while the
+// leader's write is outstanding leaves only with the next Ready, once that
+// write is durable.
+BOOST_AUTO_TEST_CASE(without_early_appends_an_entry_waits_for_the_leaders_write) {
+    Harness h(3);
+    const raft::NodeId l = h.elect();
+    Core& c = h.core(l);
+    auto [first, second, a_index] = propose_b_while_a_is_written(h, l);
+    for (const raft::Message& m : second.send) {
+        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
+        BOOST_TEST((req == nullptr || req->entries.empty()));
+    }
+    raft::MemoryStorage& storage = h.node(l).storage;
+    storage.append(first.persist->entries);
+    if (first.persist->hard_state) storage.set_hard_state(*first.persist->hard_state);
+    c.persist_started(h.now());
+    c.persisted(h.now());
+    c.turn(h.now());
+    Effects next = c.take_effects();
+    BOOST_REQUIRE(next.persist);  // "b" in the next Ready, its appends with it
+    BOOST_TEST(next.persist->entries.back().index == a_index + 1);
+    std::set<raft::NodeId> sent_to;
+    for (const raft::Message& m : next.send) {
+        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
+        if (req != nullptr && !req->entries.empty() && req->entries.back().index == a_index + 1) sent_to.insert(m.to);
+    }
+    BOOST_TEST(sent_to.size() == 2u);
+}
+
+// With Config::early_appends, a waiter's Grant, proposed when
+// persist_started() applies the release before it, goes to the followers
+// with that call's effects: no turn comes
 // while the Persist is outstanding (wants_turn() is false).
 BOOST_AUTO_TEST_CASE(a_grant_proposed_at_persist_started_is_sent_with_its_effects) {
-    Harness h(3);
+    Harness h(3, [](Config& cfg) { cfg.early_appends = true; });
     const raft::NodeId l = h.elect();
     Core& c = h.core(l);
     raft::MemoryStorage& storage = h.node(l).storage;

@@ -94,7 +94,8 @@ void random_action(Cluster& c, SplitMix64& rng, std::size_t n, const Faults& f, 
         compact_applied(c, who, rng);
     } else {
         // A leader writing its Ready sends what was proposed since, as the
-        // member core's turn() does (raft.h take_messages_now).
+        // member core's turn() does with Config::early_appends (raft.h
+        // take_messages_now).
         if (c.member(who).pending) {
             for (Message& m : c.raft(who).take_messages_now()) c.net().push_back(std::move(m));
         }

@@ -3,6 +3,8 @@
 // that write is advance()d.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "harness.h"
 
 using namespace pgfence::raft;
@@ -106,13 +108,23 @@ BOOST_AUTO_TEST_CASE(config_entry_waits_for_the_leaders_write) {
     Cluster c(3);
     leader_writing_a(c);
     c.raft(1).propose("x");
-    BOOST_REQUIRE(c.raft(1).propose_config(ConfigChange{ConfigChangeType::kRemove, 3, {}}).error ==
-                  ProposeError::kNone);
+    const ProposeResult config = c.raft(1).propose_config(ConfigChange{ConfigChangeType::kRemove, 3, {}});
+    BOOST_REQUIRE(config.error == ProposeError::kNone);
     c.raft(1).propose("b");
-    // "x" goes out; the configuration entry and "b" after it do not.
+    // "x" goes out; the configuration entry and "b" after it do not: the
+    // highest entry sent to each follower is the one before the former.
     const std::vector<Message> now = c.raft(1).take_messages_now();
-    BOOST_TEST(appended_to(now, 2) == std::vector<std::string>{"x"});
-    BOOST_TEST(appended_to(now, 3) == std::vector<std::string>{"x"});
+    for (const NodeId to : {NodeId{2}, NodeId{3}}) {
+        BOOST_TEST(appended_to(now, to) == std::vector<std::string>{"x"});
+        Index highest = 0;
+        for (const Message& m : now) {
+            const auto* req = std::get_if<AppendRequest>(&m.body);
+            if (req != nullptr && m.to == to && !req->entries.empty()) {
+                highest = std::max(highest, req->entries.back().index);
+            }
+        }
+        BOOST_TEST(highest == config.index - 1);
+    }
 }
 
 // A single voter elects itself within one tick: the Ready carrying its new

@@ -327,6 +327,18 @@ BOOST_AUTO_TEST_CASE(token_history_limits_and_the_wall_clock_stamp_have_defaults
     }
 }
 
+BOOST_AUTO_TEST_CASE(early_appends_default_to_off_and_take_on_or_off) {
+    Options d;
+    BOOST_TEST(parse(kBase, d) == "");
+    BOOST_TEST(!d.early_appends);
+    Options on;
+    BOOST_TEST(parse_with("--early-appends", "on", on) == "");
+    BOOST_TEST(on.early_appends);
+    Options bad;
+    const std::string err = parse_with("--early-appends", "1", bad);
+    BOOST_TEST(err.find("--early-appends: '1' must be on or off") != std::string::npos, err);
+}
+
 BOOST_AUTO_TEST_CASE(lease_checkpoints_default_to_on_and_their_rate_to_1024) {
     Options d;
     BOOST_TEST(parse(kBase, d) == "");
