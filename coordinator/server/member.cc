@@ -255,7 +255,8 @@ void Member::Impl::raise_open_files() {
 // once per turn of the event loop, after the inputs already waiting in it, so
 // requests read in the same epoll round share one Ready and one write, and,
 // when no write is outstanding, one AppendRequest per follower (while one is,
-// those proposed since go out in their own, core.h `send`).
+// those proposed since go out with the next Ready, or in their own with
+// --early-appends on, core.h `send`).
 void Member::Impl::schedule_turn() {
     if (turn_scheduled) return;
     turn_scheduled = true;
