@@ -75,6 +75,11 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         dst = static_cast<int>(n);
         return {};
     };
+    auto on_off = [&](bool& dst) -> std::string {
+        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
+        dst = value == "on";
+        return {};
+    };
     if (name == "id") return number(o.id);
     if (name == "peers") return parse_peers(value, o.peers);
     if (name == "initial-cluster-token") {
@@ -118,16 +123,8 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_expire_batch = n;
         return {};
     }
-    if (name == "lease-checkpoints") {
-        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
-        o.lease_checkpoints = value == "on";
-        return {};
-    }
-    if (name == "early-appends") {
-        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
-        o.early_appends = value == "on";
-        return {};
-    }
+    if (name == "lease-checkpoints") return on_off(o.lease_checkpoints);
+    if (name == "early-appends") return on_off(o.early_appends);
     if (name == "max-checkpoints-per-tick") {
         if (!parse_u64(value, n) || n < 1 || n > lock::kMaxCheckpoints) {
             return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxCheckpoints);
@@ -135,16 +132,8 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.max_checkpoints_per_tick = n;
         return {};
     }
-    if (name == "log-wall-time") {
-        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
-        o.log_wall_time = value == "on";
-        return {};
-    }
-    if (name == "owner-binding") {
-        if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
-        o.owner_binding = value == "on";
-        return {};
-    }
+    if (name == "log-wall-time") return on_off(o.log_wall_time);
+    if (name == "owner-binding") return on_off(o.owner_binding);
     if (name == "max-connections") {
         if (!parse_u64(value, n) || n < 16 || n > kMaxConnectionsLimit) {
             return "--" + name + ": '" + value + "' must be 16.." + std::to_string(kMaxConnectionsLimit);
