@@ -18,6 +18,10 @@ passed=0
 failed=0
 skipped=0
 failed_suites=()
+# The lines that say what failed, repeated at the end of the run: a suite's
+# output can be long, and the end of a log is what a reader sees first.
+failure_lines=$(mktemp)
+trap 'rm -f "$failure_lines"' EXIT
 
 log() { printf '\n==== %s  %s\n' "$(date +%H:%M:%S)" "$*"; }
 
@@ -29,6 +33,14 @@ add_counts() {
   ((${3} == 0)) || failed_suites+=("$1")
 }
 
+# keep_failures SUITE FILE: FILE's lines that name a failure (a Boost.Test
+# check, a test ctest marks failed or timed out, a script's FAIL line), at
+# most 40, into failure_lines.
+keep_failures() {
+  grep -E 'error: in "|fatal error: in "|\*\*\*(Failed|Timeout|Exception)|^(FAIL|not ok)\b| FAILED\b' "$2" | head -n 40 |
+    sed -E "s/\x1b\\[[0-9;]*m//g; s|^|$1: |" >>"$failure_lines"
+}
+
 # run_ctest SUITE BUILD_DIR [ctest args...]: counts from ctest's own output
 # (a skipped test counts as skipped, not passed).
 run_ctest() {
@@ -38,6 +50,7 @@ run_ctest() {
   out=$(mktemp)
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 "$@" 2>&1 | tee "$out"
   counts=$(ctest_counts "$out")
+  keep_failures "$suite" "$out"
   rm -f "$out"
   if [[ -z "$counts" ]]; then
     echo "test.sh: $suite: ctest printed no summary" >&2
@@ -58,6 +71,7 @@ run_counted() {
   "$@" 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   line=$(grep -E '^([A-Za-z-]+: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n1)
+  keep_failures "$suite" "$out"
   rm -f "$out"
   if [[ -z "$line" ]]; then
     add_counts "$suite" 0 1
@@ -127,6 +141,10 @@ fi
 log "finished in $(( $(date +%s) - start ))s"
 if ((${#failed_suites[@]} > 0)); then
   echo "failed suites: ${failed_suites[*]}"
+  if [[ -s $failure_lines ]]; then
+    echo "what failed (the lines above that name a failure):"
+    cat "$failure_lines"
+  fi
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 ((failed == 0))

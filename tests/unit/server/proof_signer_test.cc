@@ -139,25 +139,27 @@ BOOST_AUTO_TEST_CASE(presigned_proofs_are_found_ready_and_match_direct_signing) 
     Loop loop;
     const auto signer = vector_signer();
     ProofSigner ps(loop.post(), kCluster);
+    Answers answers;
+    park(loop, ps, signer, answers);
     // Entries 5..7 with token floor 100: tokens 105..107; entry 6 is a Release.
     std::vector<raft::Entry> entries{grant_entry(5, "a"), raft::Entry{1, 6, raft::EntryType::kNormal,
                                                                       lock::encode(lock::Release{"x", 3})},
                                      grant_entry(7, "b")};
-    ps.presign(signer, batch(entries), 100);
-    Answers answers;
-    // 106 has no Grant: its answer comes once the whole batch is signed.
+    ps.presign(signer, batch(entries), 100);  // queued: the thread is parked
+    // 106 has no Grant: its take() waits for the batch, then is signed on demand.
     ps.take(signer, 106, "x", answers.to("x"));
-    BOOST_TEST_REQUIRE(loop.run_until([&] { return answers.got.size() == 1; }));
+    loop.open_gate();
+    BOOST_TEST_REQUIRE(loop.run_until([&] { return answers.got.size() == 2; }));  // park, x
     BOOST_TEST(answers.of("x") == signer->sign(kCluster, 106, "x"));
     ps.take(signer, 105, "a", answers.to("a"));
     ps.take(signer, 107, "b", answers.to("b"));
-    BOOST_TEST(answers.got.size() == 3u);  // both were ready: answered inside take()
+    BOOST_TEST(answers.got.size() == 4u);  // both were ready: answered inside take()
     BOOST_TEST(answers.of("a") == signer->sign(kCluster, 105, "a"));
     BOOST_TEST(answers.of("b") == signer->sign(kCluster, 107, "b"));
     const ProofSigner::Counts n = ps.counts();
     BOOST_TEST(n.ready == 2u);
     BOOST_TEST(n.waited == 0u);
-    BOOST_TEST(n.on_demand == 1u);  // 106, not a Grant
+    BOOST_TEST(n.on_demand == 2u);  // park's, and 106 (not a Grant)
 }
 
 BOOST_AUTO_TEST_CASE(a_take_waits_for_its_batch_and_two_takes_of_one_token_are_both_answered) {
