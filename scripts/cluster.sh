@@ -87,14 +87,8 @@ start_member() {  # DIR ID
     echo $! >"$dir/$id.pid"
 }
 
-# A process that has exited but not yet been reaped (a zombie, state Z) is
-# dead for our purposes: kill -0 still succeeds on it.
-alive() {  # PID
-    kill -0 "$1" 2>/dev/null || return 1
-    local state
-    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n "$state" && "$state" != Z && "$state" != X ]]
-}
+# shellcheck source=lib/process.sh
+source "$ROOT/scripts/lib/process.sh"  # alive
 
 stop_member() {  # DIR ID
     local pidfile="$1/$2.pid" pid i

@@ -173,11 +173,8 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d "$BUILD/bench-coordinator.XXXXXX")  # on disk, not tmpfs: fsync costs what it costs
 ETCD_PIDS=()
 
-alive() {  # PID: any of its threads not yet a zombie (one inside a long fsync keeps the files open)
-    local states
-    states=$(ps -L -o stat= -p "$1" 2>/dev/null) || return 1
-    grep -qv '^ *Z' <<<"$states"
-}
+# shellcheck source=../../scripts/lib/process.sh
+source "$ROOT/scripts/lib/process.sh"  # alive
 
 cleanup() {
     FENCE_STOP_GRACE_SECONDS=5 "$ROOT/scripts/cluster.sh" stop "$WORK/pgfence" >/dev/null 2>&1 || true

@@ -166,11 +166,8 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d "$BUILD/bench-scale.XXXXXX")  # on disk, not tmpfs: fsync costs what it costs
 ETCD_PIDS=()
 
-alive() {  # PID: any of its threads not yet a zombie (one inside a long fsync keeps the files open)
-    local states
-    states=$(ps -L -o stat= -p "$1" 2>/dev/null) || return 1
-    grep -qv '^ *Z' <<<"$states"
-}
+# shellcheck source=../../scripts/lib/process.sh
+source "$ROOT/scripts/lib/process.sh"  # alive
 
 stop_etcd() {
     local pid i

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -204,9 +205,15 @@ BOOST_AUTO_TEST_CASE(limits_compacted_too_many_and_too_slow) {
     };
     for (int i = 0; i < 10; ++i) cycle("c" + std::to_string(i), "");  // 20 events, 10 kept
 
-    // 410 with the oldest revision kept; from it, the 10 events kept.
+    // 410 with the oldest revision kept; from it, the 10 events kept. m
+    // may be a follower: first it applies every entry the leader committed.
     const client::Endpoint& m = eps[0];
-    BOOST_REQUIRE(eventually([&] { return get(m, "/v1/watch?prefix=&rev=1").first == 410; }));
+    BOOST_REQUIRE(eventually([&] {
+        std::uint64_t committed = 0;
+        for (const client::Endpoint& e : eps) committed = std::max(committed, metric(e, "pgfence_commit_index"));
+        return committed > 0 && metric(m, "pgfence_applied_index") >= committed;
+    }));
+    BOOST_REQUIRE(get(m, "/v1/watch?prefix=&rev=1").first == 410);
     const std::string body = get(m, "/v1/watch?prefix=&rev=1").second;
     const auto oldest = boost::json::parse(body).as_object().at("oldest_revision").to_number<std::uint64_t>();
     BOOST_TEST(body.find("\"error\":\"compacted\"") != std::string::npos);
