@@ -123,6 +123,7 @@ std::string Member::Impl::start() {
     cfg.snapshot_keep = options.snapshot_keep;
     cfg.snapshot_log_pct = options.snapshot_log_pct;
     cfg.max_expire_batch = options.max_expire_batch;
+    cfg.expiry_wave = options.expiry_wave;
     cfg.owner_binding = options.owner_binding;
     cfg.lease_checkpoints = options.lease_checkpoints;
     cfg.early_appends = options.early_appends;

@@ -80,6 +80,13 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         dst = value == "on";
         return {};
     };
+    auto bounded = [&](std::uint64_t& dst, std::uint64_t lo, std::uint64_t hi) -> std::string {
+        if (!parse_u64(value, n) || n < lo || n > hi) {
+            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." + std::to_string(hi);
+        }
+        dst = n;
+        return {};
+    };
     if (name == "id") return number(o.id);
     if (name == "peers") return parse_peers(value, o.peers);
     if (name == "initial-cluster-token") {
@@ -98,13 +105,7 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.restore_file = value;
         return {};
     }
-    if (name == "restore-token-headroom") {
-        if (!parse_u64(value, n) || n == 0 || n > lock::kMaxToken / 2) {
-            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxToken / 2);
-        }
-        o.restore_token_headroom = n;
-        return {};
-    }
+    if (name == "restore-token-headroom") return bounded(o.restore_token_headroom, 1, lock::kMaxToken / 2);
     if (name == "data-dir") { o.data_dir = value; return {}; }
     if (name == "heartbeat-ms") return small(o.heartbeat_ms);
     if (name == "election-ms") return small(o.election_ms);
@@ -116,58 +117,22 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "snapshot-every") return number(o.snapshot_every);
     if (name == "snapshot-keep") return number(o.snapshot_keep);
     if (name == "snapshot-log-percent") return number(o.snapshot_log_pct);
-    if (name == "max-expire-batch") {
-        if (!parse_u64(value, n) || n < 1 || n > lock::kMaxExpireMany) {
-            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxExpireMany);
-        }
-        o.max_expire_batch = n;
-        return {};
-    }
+    if (name == "max-expire-batch") return bounded(o.max_expire_batch, 1, lock::kMaxExpireMany);
+    if (name == "expiry-wave") return bounded(o.expiry_wave, 1, member::kMaxExpiryWave);
     if (name == "lease-checkpoints") return on_off(o.lease_checkpoints);
     if (name == "early-appends") return on_off(o.early_appends);
-    if (name == "max-checkpoints-per-tick") {
-        if (!parse_u64(value, n) || n < 1 || n > lock::kMaxCheckpoints) {
-            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(lock::kMaxCheckpoints);
-        }
-        o.max_checkpoints_per_tick = n;
-        return {};
-    }
+    if (name == "max-checkpoints-per-tick") return bounded(o.max_checkpoints_per_tick, 1, lock::kMaxCheckpoints);
     if (name == "log-wall-time") return on_off(o.log_wall_time);
     if (name == "owner-binding") return on_off(o.owner_binding);
-    if (name == "max-connections") {
-        if (!parse_u64(value, n) || n < 16 || n > kMaxConnectionsLimit) {
-            return "--" + name + ": '" + value + "' must be 16.." + std::to_string(kMaxConnectionsLimit);
-        }
-        o.max_connections = n;
-        return {};
-    }
-    if (name == "max-connections-per-address") {
-        if (!parse_u64(value, n) || n < 1 || n > kMaxConnectionsLimit) {
-            return "--" + name + ": '" + value + "' must be 1.." + std::to_string(kMaxConnectionsLimit);
-        }
-        o.max_connections_per_address = n;
-        return {};
-    }
-    auto bounded = [&](std::uint64_t& dst, std::uint64_t lo, std::uint64_t hi) -> std::string {
-        if (!parse_u64(value, n) || n < lo || n > hi) {
-            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." + std::to_string(hi);
-        }
-        dst = n;
-        return {};
-    };
+    if (name == "max-connections") return bounded(o.max_connections, 16, kMaxConnectionsLimit);
+    if (name == "max-connections-per-address") return bounded(o.max_connections_per_address, 1, kMaxConnectionsLimit);
     if (name == "max-watchers") return bounded(o.max_watchers, 0, kMaxConnectionsLimit);
     if (name == "watch-buffer-bytes") return bounded(o.watch_buffer_bytes, 4096, 1u << 30);
     if (name == "watch-history-events") return bounded(o.watch_history_events, 1, 100'000'000);
     if (name == "watch-history-bytes") return bounded(o.watch_history_bytes, 4096, std::uint64_t{64} << 30);
     if (name == "token-history-events") return bounded(o.token_history_events, 1, 100'000'000);
     if (name == "token-history-bytes") return bounded(o.token_history_bytes, 4096, std::uint64_t{64} << 30);
-    if (name == "snapshot-chunk-bytes") {
-        if (!parse_u64(value, n) || n < 1024 || n > (16u << 20)) {
-            return "--" + name + ": '" + value + "' must be 1024..16777216";
-        }
-        o.snapshot_chunk_bytes = n;
-        return {};
-    }
+    if (name == "snapshot-chunk-bytes") return bounded(o.snapshot_chunk_bytes, 1024, 16u << 20);
     if (name == "max-clock-drift-ppm") {
         if (!parse_u64(value, n) || n > kMaxClockDriftPpmLimit) {
             return "--" + name + ": '" + value + "' must be 0.." + std::to_string(kMaxClockDriftPpmLimit) +
@@ -183,18 +148,11 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "peer-cert-file") { o.peer_cert_file = value; return {}; }
     if (name == "peer-key-file") { o.peer_key_file = value; return {}; }
     if (name == "peer-trusted-ca-file") { o.peer_trusted_ca_file = value; return {}; }
-    auto within = [&](std::uint64_t& dst, std::uint64_t lo, std::uint64_t hi) -> std::string {
-        if (!parse_u64(value, n) || n < lo || n > hi) {
-            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." + std::to_string(hi);
-        }
-        dst = n;
-        return {};
-    };
-    if (name == "peer-max-pending") return within(o.peer_max_pending, 1, 65536);
-    if (name == "peer-max-pending-per-address") return within(o.peer_max_pending_per_address, 1, 65536);
-    if (name == "peer-pending-timeout-ms") return within(o.peer_pending_timeout_ms, 50, 60000);
-    if (name == "peer-max-connections-per-member") return within(o.peer_max_connections_per_member, 1, 64);
-    if (name == "peer-max-unknown-connections") return within(o.peer_max_unknown_connections, 1, 65536);
+    if (name == "peer-max-pending") return bounded(o.peer_max_pending, 1, 65536);
+    if (name == "peer-max-pending-per-address") return bounded(o.peer_max_pending_per_address, 1, 65536);
+    if (name == "peer-pending-timeout-ms") return bounded(o.peer_pending_timeout_ms, 50, 60000);
+    if (name == "peer-max-connections-per-member") return bounded(o.peer_max_connections_per_member, 1, 64);
+    if (name == "peer-max-unknown-connections") return bounded(o.peer_max_unknown_connections, 1, 65536);
     if (name == "auth-file") { o.auth_file = value; return {}; }
     if (name == "token-signing-key-file") { o.token_signing_key_file = value; return {}; }
     if (name == "allowed-origin") return add_origins(value, o.allowed_origins);
@@ -474,6 +432,12 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          one and would keep the locks it expires: upgrading from such
                          a release, 1 until every member runs this release
                          (docs/operations.md, Upgrades)
+  --expiry-wave N        the most leases the leader expires at once in a storm (default
+                         512; 1..65536): a wave's quorum round and its Expires are
+                         done before the next wave starts, so a request waits behind
+                         at most one wave. Larger waves end a storm sooner and make
+                         the requests made meanwhile wait longer (docs/decisions.md,
+                         ExpireMany)
   --lease-checkpoints on|off
                          the leader checkpoints each lease's remaining time through
                          the log once per run, at its half, and a new leader restarts

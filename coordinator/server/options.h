@@ -72,6 +72,7 @@ struct Options {
     std::uint64_t snapshot_log_pct = 100;  // member::Config::snapshot_log_pct
     std::uint64_t snapshot_chunk_bytes = 1u << 20;  // InstallSnapshot data per message (raft.h)
     std::uint64_t max_expire_batch = member::kDefaultMaxExpireBatch;  // Expires per log entry
+    std::uint64_t expiry_wave = member::kDefaultExpiryWave;  // member::Config::expiry_wave
     bool owner_binding = true;  // --owner-binding on|off (member::Config::owner_binding)
     bool lease_checkpoints = true;  // --lease-checkpoints on|off (member::Config::lease_checkpoints)
     bool early_appends = false;  // --early-appends on|off (member::Config::early_appends)

@@ -289,6 +289,13 @@ BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_the_commands_limit_and_is_boun
                        {"0", "1025", "-1", "many", ""}, "1..1024");
 }
 
+BOOST_AUTO_TEST_CASE(expiry_wave_defaults_to_the_cores_and_takes_1_to_65536) {
+    BOOST_TEST(Options{}.expiry_wave == pgfence::member::kDefaultExpiryWave);
+    check_bounded_flag("--expiry-wave", "2048", &Options::expiry_wave, 2048, {"0", "65537", "-1", "all", ""},
+                       "1..65536");
+    BOOST_TEST(usage().find("--expiry-wave N") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(owner_binding_defaults_to_on_and_takes_on_or_off) {
     Options d;
     BOOST_TEST(parse(kBase, d) == "");
