@@ -34,11 +34,12 @@ add_counts() {
 }
 
 # keep_failures SUITE FILE: FILE's lines that name a failure (a Boost.Test
-# check, a test ctest marks failed or timed out, a script's FAIL line), at
-# most 40, into failure_lines.
+# check, a test ctest marks failed, timed out or not run, a script's FAIL
+# line, a sanitizer's or libFuzzer's report), at most 40 of at most 400
+# characters, into failure_lines.
 keep_failures() {
-  grep -E 'error: in "|fatal error: in "|\*\*\*(Failed|Timeout|Exception)|^(FAIL|not ok)\b| FAILED\b' "$2" | head -n 40 |
-    sed -E "s/\x1b\\[[0-9;]*m//g; s|^|$1: |" >>"$failure_lines"
+  grep -aE 'error: in "|\*\*\*(Failed|Timeout|Exception|Not Run)|^ *(FAIL|FAILED|not ok)\b| FAILED\b|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$2" |
+    cut -c1-400 | head -n 40 | sed -E "s/\x1b\\[[0-9;]*m//g; s|^|$1: |" >>"$failure_lines"
 }
 
 # run_ctest SUITE BUILD_DIR [ctest args...]: counts from ctest's own output

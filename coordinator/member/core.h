@@ -275,8 +275,9 @@ struct Config {
     // binding can apply) and a re-grant is by owner alone, as without auth.
     // Every member must be able to apply version-2 commands before it is true.
     bool owner_binding = true;
-    // The most leases one expiry wave takes (1..kMaxExpiryWave): its round
-    // and Expires are done before the next wave is taken.
+    // The most leases one expiry wave takes (1..kMaxExpiryWave; the
+    // server's --expiry-wave): its round and Expires are done before the
+    // next wave is taken.
     std::size_t expiry_wave = kDefaultExpiryWave;
     // Leases' remaining time is checkpointed through the log (lock::Checkpoint)
     // once per run, at its half, and a new leader restarts a lease from its

@@ -432,12 +432,15 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          one and would keep the locks it expires: upgrading from such
                          a release, 1 until every member runs this release
                          (docs/operations.md, Upgrades)
-  --expiry-wave N        the most leases the leader expires at once in a storm (default
-                         512; 1..65536): a wave's quorum round and its Expires are
-                         done before the next wave starts, so a request waits behind
-                         at most one wave. Larger waves end a storm sooner and make
-                         the requests made meanwhile wait longer (docs/decisions.md,
-                         ExpireMany)
+  --expiry-wave N        the most leases one expiry check of the leader takes
+                         (default )" +
+           std::to_string(member::kDefaultExpiryWave) + "; 1.." + std::to_string(member::kMaxExpiryWave) +
+           R"(): their quorum round and
+                         Expires are done before the next check takes more, so a
+                         request made during an expiry storm waits behind about one
+                         wave. Up to a few thousand, larger waves end a storm sooner
+                         and make the requests made meanwhile wait longer
+                         (docs/decisions.md, ExpireMany)
   --lease-checkpoints on|off
                          the leader checkpoints each lease's remaining time through
                          the log once per run, at its half, and a new leader restarts

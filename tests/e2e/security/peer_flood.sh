@@ -6,9 +6,12 @@
 # whole three times; the median time from the start of its members to the
 # first granted acquire is the normal figure. Then peer_flood.py floods every
 # peer port with connections that never name a member: 20 silent ones (never
-# a byte) from each of 127.0.0.1..127.0.0.6 (120 per port, over the pending
-# pool of 64 and over 16 per address, so both pending_full and address_full
-# shed), and 8 speaking ones from each of 127.0.0.2..127.0.0.6 (40 per port)
+# a byte) from each of 127.0.0.1..127.0.0.5 and 60 from 127.0.0.6 (160 per
+# port, over the pending pool of 64: pending_full sheds), and 8 speaking ones
+# from each of 127.0.0.2..127.0.0.6 (40 per port). 127.0.0.6 opens 68 of the
+# 200, so its share of the pool's places (about 22) is past the 16 one
+# address may hold: address_full sheds it on every member, not only when the
+# arrivals happen to bunch up
 # that send the start of a TLS ClientHello (16 03 01 + 3 bytes), or in
 # plaintext the first 7 bytes of a frame header, and stall; each is opened
 # again as soon as it is closed. Speaking ones come only from addresses that
@@ -101,9 +104,9 @@ if [[ "$MODE" == tls ]]; then
 else
     speak_hex=40000000013412  # length 64, version 1, two bytes of the cluster ID: then nothing
 fi
-silent_sources=127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6
+silent_sources=127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6,127.0.0.6,127.0.0.6  # 60 from .6
 speak_sources=127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6
-flood_total=$((N * (6 * 20 + 5 * 8)))
+flood_total=$((N * (8 * 20 + 5 * 8)))
 python3 "$(dirname "$0")/peer_flood.py" --ports "$peer_ports" --sources "$silent_sources" --per 20 \
     --speak-sources "$speak_sources" --speak-per 8 --speak-hex "$speak_hex" \
     --seconds 60 --status "$DIR/flood.status" &
