@@ -82,7 +82,8 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     };
     auto bounded = [&](std::uint64_t& dst, std::uint64_t lo, std::uint64_t hi) -> std::string {
         if (!parse_u64(value, n) || n < lo || n > hi) {
-            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." + std::to_string(hi);
+            return "--" + name + ": '" + value + "' must be " + std::to_string(lo) + ".." +
+                   std::to_string(hi);
         }
         dst = n;
         return {};
@@ -105,7 +106,8 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         o.restore_file = value;
         return {};
     }
-    if (name == "restore-token-headroom") return bounded(o.restore_token_headroom, 1, lock::kMaxToken / 2);
+    if (name == "restore-token-headroom")
+        return bounded(o.restore_token_headroom, 1, lock::kMaxToken / 2);
     if (name == "data-dir") { o.data_dir = value; return {}; }
     if (name == "heartbeat-ms") return small(o.heartbeat_ms);
     if (name == "election-ms") return small(o.election_ms);
@@ -121,17 +123,21 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "expiry-wave") return bounded(o.expiry_wave, 1, member::kMaxExpiryWave);
     if (name == "lease-checkpoints") return on_off(o.lease_checkpoints);
     if (name == "early-appends") return on_off(o.early_appends);
-    if (name == "max-checkpoints-per-tick") return bounded(o.max_checkpoints_per_tick, 1, lock::kMaxCheckpoints);
+    if (name == "max-checkpoints-per-tick")
+        return bounded(o.max_checkpoints_per_tick, 1, lock::kMaxCheckpoints);
     if (name == "log-wall-time") return on_off(o.log_wall_time);
     if (name == "owner-binding") return on_off(o.owner_binding);
     if (name == "max-connections") return bounded(o.max_connections, 16, kMaxConnectionsLimit);
-    if (name == "max-connections-per-address") return bounded(o.max_connections_per_address, 1, kMaxConnectionsLimit);
+    if (name == "max-connections-per-address")
+        return bounded(o.max_connections_per_address, 1, kMaxConnectionsLimit);
     if (name == "max-watchers") return bounded(o.max_watchers, 0, kMaxConnectionsLimit);
     if (name == "watch-buffer-bytes") return bounded(o.watch_buffer_bytes, 4096, 1u << 30);
     if (name == "watch-history-events") return bounded(o.watch_history_events, 1, 100'000'000);
-    if (name == "watch-history-bytes") return bounded(o.watch_history_bytes, 4096, std::uint64_t{64} << 30);
+    if (name == "watch-history-bytes")
+        return bounded(o.watch_history_bytes, 4096, std::uint64_t{64} << 30);
     if (name == "token-history-events") return bounded(o.token_history_events, 1, 100'000'000);
-    if (name == "token-history-bytes") return bounded(o.token_history_bytes, 4096, std::uint64_t{64} << 30);
+    if (name == "token-history-bytes")
+        return bounded(o.token_history_bytes, 4096, std::uint64_t{64} << 30);
     if (name == "snapshot-chunk-bytes") return bounded(o.snapshot_chunk_bytes, 1024, 16u << 20);
     if (name == "max-clock-drift-ppm") {
         if (!parse_u64(value, n) || n > kMaxClockDriftPpmLimit) {
@@ -149,10 +155,13 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
     if (name == "peer-key-file") { o.peer_key_file = value; return {}; }
     if (name == "peer-trusted-ca-file") { o.peer_trusted_ca_file = value; return {}; }
     if (name == "peer-max-pending") return bounded(o.peer_max_pending, 1, 65536);
-    if (name == "peer-max-pending-per-address") return bounded(o.peer_max_pending_per_address, 1, 65536);
+    if (name == "peer-max-pending-per-address")
+        return bounded(o.peer_max_pending_per_address, 1, 65536);
     if (name == "peer-pending-timeout-ms") return bounded(o.peer_pending_timeout_ms, 50, 60000);
-    if (name == "peer-max-connections-per-member") return bounded(o.peer_max_connections_per_member, 1, 64);
-    if (name == "peer-max-unknown-connections") return bounded(o.peer_max_unknown_connections, 1, 65536);
+    if (name == "peer-max-connections-per-member")
+        return bounded(o.peer_max_connections_per_member, 1, 64);
+    if (name == "peer-max-unknown-connections")
+        return bounded(o.peer_max_unknown_connections, 1, 65536);
     if (name == "auth-file") { o.auth_file = value; return {}; }
     if (name == "token-signing-key-file") { o.token_signing_key_file = value; return {}; }
     if (name == "allowed-origin") return add_origins(value, o.allowed_origins);
@@ -434,8 +443,8 @@ Usage: fence-coordinator --id N --peers ID=HOST:PORT,... --client-addr HOST:PORT
                          (docs/operations.md, Upgrades)
   --expiry-wave N        the most leases one expiry check of the leader takes
                          (default )" +
-           std::to_string(member::kDefaultExpiryWave) + "; 1.." + std::to_string(member::kMaxExpiryWave) +
-           R"(): their quorum round and
+           std::to_string(member::kDefaultExpiryWave) + "; 1.." +
+           std::to_string(member::kMaxExpiryWave) + R"(): their quorum round and
                          Expires are done before the next check takes more, so a
                          request made during an expiry storm waits behind about one
                          wave. Up to a few thousand, larger waves end a storm sooner

@@ -11,6 +11,8 @@
 alive() {
     [[ $1 =~ ^[0-9]+$ ]] && kill -0 "$1" 2>/dev/null || return 1
     local states
-    states=$(grep -h '^State:' /proc/"$1"/task/*/status 2>/dev/null) || return 1
-    grep -qvE '^State:[[:space:]]+[ZX]' <<<"$states"
+    # A thread that ends while this reads makes grep exit 2: its status
+    # counts, not grep's.
+    states=$(grep -hs '^State:' /proc/"$1"/task/*/status)
+    [[ -n $states ]] && grep -qvE '^State:[[:space:]]+[ZX]' <<<"$states"
 }

@@ -51,7 +51,7 @@ struct FaultConfig {
     std::uint64_t snapshot_log_pct = 0;        // and after this % of its table's bytes of log (member::Config's)
     std::size_t snapshot_slice_locks = 16384;  // locks a snapshot encodes per turn (member::Config's)
     std::size_t max_expire_batch = member::kDefaultMaxExpireBatch;  // Expires per entry (member::Config's)
-    std::size_t expiry_wave = 512;             // leases an expiry wave takes (member::Config's)
+    std::size_t expiry_wave = member::kDefaultExpiryWave;  // leases a wave takes (member::Config's)
     bool lease_checkpoints = true;             // member::Config's
     std::size_t max_checkpoints_per_tick = 1024;  // member::Config's
     std::uint64_t keep_entries = 8;            // entries kept in memory behind a snapshot

@@ -8,13 +8,12 @@
 # peer port with connections that never name a member: 20 silent ones (never
 # a byte) from each of 127.0.0.1..127.0.0.5 and 60 from 127.0.0.6 (160 per
 # port, over the pending pool of 64: pending_full sheds), and 8 speaking ones
-# from each of 127.0.0.2..127.0.0.6 (40 per port). 127.0.0.6 opens 68 of the
-# 200, so its share of the pool's places (about 22) is past the 16 one
-# address may hold: address_full sheds it on every member, not only when the
-# arrivals happen to bunch up
-# that send the start of a TLS ClientHello (16 03 01 + 3 bytes), or in
-# plaintext the first 7 bytes of a frame header, and stall; each is opened
-# again as soon as it is closed. Speaking ones come only from addresses that
+# from each of 127.0.0.2..127.0.0.6 (40 per port) that send the start of a
+# TLS ClientHello (16 03 01 + 3 bytes), or in plaintext the first 7 bytes of
+# a frame header, and stall; each is opened again as soon as it is closed.
+# 127.0.0.6 opens 68 of the 200, so its share of the pool's places (about 22)
+# is past the 16 one address may hold: address_full sheds it on every
+# member, not only when the arrivals happen to bunch up. Speaking ones come only from addresses that
 # are not a member's (docs/security.md: a fast stream of them from a member's
 # own address can shed its handshake). The cluster is restarted whole three
 # times during the flood, and the median time to a granted acquire must be at

@@ -291,8 +291,8 @@ BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_the_commands_limit_and_is_boun
 
 BOOST_AUTO_TEST_CASE(expiry_wave_defaults_to_the_cores_and_takes_1_to_65536) {
     BOOST_TEST(Options{}.expiry_wave == pgfence::member::kDefaultExpiryWave);
-    check_bounded_flag("--expiry-wave", "2048", &Options::expiry_wave, 2048, {"0", "65537", "-1", "all", ""},
-                       "1..65536");
+    check_bounded_flag("--expiry-wave", "2048", &Options::expiry_wave, 2048,
+                       {"0", "65537", "-1", "all", ""}, "1..65536");
     BOOST_TEST(usage().find("--expiry-wave N") != std::string::npos);
 }
 

@@ -210,7 +210,9 @@ BOOST_AUTO_TEST_CASE(limits_compacted_too_many_and_too_slow) {
     const client::Endpoint& m = eps[0];
     BOOST_REQUIRE(eventually([&] {
         std::uint64_t committed = 0;
-        for (const client::Endpoint& e : eps) committed = std::max(committed, metric(e, "pgfence_commit_index"));
+        for (const client::Endpoint& e : eps) {
+            committed = std::max(committed, metric(e, "pgfence_commit_index"));
+        }
         return committed > 0 && metric(m, "pgfence_applied_index") >= committed;
     }));
     BOOST_REQUIRE(get(m, "/v1/watch?prefix=&rev=1").first == 410);
