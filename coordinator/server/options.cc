@@ -70,11 +70,6 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         dst = n;
         return {};
     };
-    auto small = [&](int& dst) -> std::string {
-        if (!parse_u64(value, n) || n == 0 || n > 60000) return "--" + name + ": '" + value + "' must be 1..60000";
-        dst = static_cast<int>(n);
-        return {};
-    };
     auto on_off = [&](bool& dst) -> std::string {
         if (value != "on" && value != "off") return "--" + name + ": '" + value + "' must be on or off";
         dst = value == "on";
@@ -87,6 +82,12 @@ std::string set_flag(Options& o, const std::string& name, const std::string& val
         }
         dst = n;
         return {};
+    };
+    auto small = [&](int& dst) -> std::string {  // a period in ms, 1..60000
+        std::uint64_t ms = 0;
+        std::string err = bounded(ms, 1, 60000);
+        if (err.empty()) dst = static_cast<int>(ms);
+        return err;
     };
     if (name == "id") return number(o.id);
     if (name == "peers") return parse_peers(value, o.peers);

@@ -13,9 +13,9 @@
 # a frame header, and stall; each is opened again as soon as it is closed.
 # 127.0.0.6 opens 68 of the 200, so its share of the pool's places (about 22)
 # is past the 16 one address may hold: address_full sheds it on every
-# member, not only when the arrivals happen to bunch up. Speaking ones come only from addresses that
-# are not a member's (docs/security.md: a fast stream of them from a member's
-# own address can shed its handshake). The cluster is restarted whole three
+# member, not only when the arrivals happen to bunch up. Speaking ones come
+# only from addresses that are not a member's (docs/security.md: a fast
+# stream of them from a member's own address can shed its handshake). The cluster is restarted whole three
 # times during the flood, and the median time to a granted acquire must be at
 # most 2 x the normal median. Prints both figures, the bound, grants/s (one fencectl acquire
 # after another, for 3 s) without and during the flood, and each member's

@@ -665,6 +665,16 @@ static WriteOutstanding propose_b_while_a_is_written(Harness& h, raft::NodeId l)
     return w;
 }
 
+// The followers that `fx` sends an AppendRequest whose entries end at `last`.
+static std::set<raft::NodeId> appended_up_to(const Effects& fx, raft::Index last) {
+    std::set<raft::NodeId> to;
+    for (const raft::Message& m : fx.send) {
+        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
+        if (req != nullptr && !req->entries.empty() && req->entries.back().index == last) to.insert(m.to);
+    }
+    return to;
+}
+
 // Thesis §10.2.1, with Config::early_appends: an entry proposed while the
 // leader's write is outstanding goes to the followers at once (turn() sends
 // it), and is answered only once it is durable on the leader too.
@@ -725,12 +735,7 @@ BOOST_AUTO_TEST_CASE(without_early_appends_an_entry_waits_for_the_leaders_write)
     Effects next = c.take_effects();
     BOOST_REQUIRE(next.persist);  // "b" in the next Ready, its appends with it
     BOOST_TEST(next.persist->entries.back().index == a_index + 1);
-    std::set<raft::NodeId> sent_to;
-    for (const raft::Message& m : next.send) {
-        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
-        if (req != nullptr && !req->entries.empty() && req->entries.back().index == a_index + 1) sent_to.insert(m.to);
-    }
-    BOOST_TEST(sent_to.size() == 2u);
+    BOOST_TEST(appended_up_to(next, a_index + 1).size() == 2u);
 }
 
 // With Config::early_appends, a waiter's Grant, proposed when
@@ -777,14 +782,7 @@ BOOST_AUTO_TEST_CASE(a_grant_proposed_at_persist_started_is_sent_with_its_effect
     c.persist_started(h.now());  // applies the release: b's Grant proposed
     BOOST_TEST(!c.wants_turn());
     Effects started = c.take_effects();
-    std::set<raft::NodeId> sent_to;
-    for (const raft::Message& m : started.send) {
-        const auto* req = std::get_if<raft::AppendRequest>(&m.body);
-        if (req != nullptr && !req->entries.empty() && req->entries.back().index == grant_index) {
-            sent_to.insert(m.to);
-        }
-    }
-    BOOST_TEST(sent_to.size() == 2u);
+    BOOST_TEST(appended_up_to(started, grant_index).size() == 2u);
     keep(started);
     for (const raft::Message& m : later) h.core(m.to).step(m, h.now());
     write(*second.persist);

@@ -289,6 +289,21 @@ BOOST_AUTO_TEST_CASE(max_expire_batch_defaults_to_the_commands_limit_and_is_boun
                        {"0", "1025", "-1", "many", ""}, "1..1024");
 }
 
+BOOST_AUTO_TEST_CASE(heartbeat_and_election_periods_take_1_to_60000_ms) {
+    Options h, e;
+    BOOST_TEST(parse_with("--heartbeat-ms", "40", h) == "");
+    BOOST_TEST(h.heartbeat_ms == 40);
+    BOOST_TEST(parse_with("--election-ms", "200", e) == "");
+    BOOST_TEST(e.election_ms == 200);
+    for (const char* flag : {"--heartbeat-ms", "--election-ms"}) {
+        for (const char* bad : {"0", "60001", "-1", "fast", ""}) {
+            Options b;
+            const std::string err = parse_with(flag, bad, b);
+            BOOST_TEST(err.find(std::string(flag) + ": '" + bad + "' must be 1..60000") != std::string::npos, err);
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(expiry_wave_defaults_to_the_cores_and_takes_1_to_65536) {
     BOOST_TEST(Options{}.expiry_wave == pgfence::member::kDefaultExpiryWave);
     check_bounded_flag("--expiry-wave", "2048", &Options::expiry_wave, 2048,
